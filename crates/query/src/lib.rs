@@ -1,1 +1,24 @@
-//! hearth-query
+//! hearth-query: the query model of the Firebase Realtime Database protocol.
+//!
+//! A client listen or get may carry a query object `q` (wire protocol spec §7.1) that selects an ordered,
+//! optionally limited window of the children of a node. The server has to reproduce the client's notion of that
+//! window exactly (§7.2), otherwise tagged listens drift out of sync with what the client believes it holds.
+//!
+//! The crate is split by concern:
+//! * [`params`]: the parsed query ([`QueryParams`] and its parts) — plain data, hashable so that listens can be
+//!   keyed by it;
+//! * [`parse`]: turning the wire object into [`QueryParams`], with validation;
+//! * [`compare`]: the total order of children under an index and the range test;
+//! * [`window`]: computing the query result of a node.
+
+mod compare;
+mod error;
+mod params;
+mod parse;
+mod window;
+
+pub use error::QueryError;
+pub use params::{
+    Bound, BoundName, BoundValue, Index, Limit, LimitFrom, OrderedF64, QueryParams, MAX_LIMIT,
+    MAX_NAME, MIN_NAME,
+};

@@ -1,1 +1,27 @@
-//! hearth-tree
+//! hearth-tree: the data model of a Firebase-Realtime-Database-compatible server.
+//!
+//! * [`Key`] and [`Path`]: validated names and locations, ordered as the JS client orders them.
+//! * [`Priority`] and [`Leaf`]: the scalar parts of a node.
+//! * [`Node`]: an immutable, structurally shared tree with O(log n) copy-on-write updates,
+//!   JSON conversion in plain and export form, and the node hash that clients send with
+//!   transactions.
+//! * [`compare_values`], [`compare_keys`], [`compare_utf16`]: the orders queries use.
+//!
+//! Everything that must agree with the client bit for bit (orders, hash, number text) is
+//! tested against vectors captured from the real client (spec §9, §10).
+
+mod hash;
+mod json;
+mod key;
+mod limits;
+mod node;
+mod order;
+mod path;
+mod priority;
+
+pub use key::{compare_keys, compare_utf16, Key};
+pub use limits::{TreeError, MAX_DEPTH, MAX_KEY_BYTES, MAX_PATH_BYTES, MAX_STRING_BYTES};
+pub use node::{Children, ChildrenRange, Leaf, Node};
+pub use order::compare_values;
+pub use path::Path;
+pub use priority::Priority;

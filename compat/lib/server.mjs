@@ -1,0 +1,261 @@
+// Spawns and controls a Hearth server process for the compatibility tests.
+//
+//   const server = await HearthServer.start();
+//   server.port / server.databaseURL(ns) / server.wsURL(ns)
+//   await server.restart();            // same port, SIGTERM then start again
+//   await server.kill('SIGKILL');      // hard kill (start() again to bring it back)
+//   await server.stop();               // SIGTERM, SIGKILL after 3 s
+//
+// The binary defaults to <repo>/target/release/hearth; override with HEARTH_BIN.
+// stdout and stderr of the process go to compat/.artifacts/server-<port>.log.
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const COMPAT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const REPO_DIR = path.resolve(COMPAT_DIR, '..');
+export const ARTIFACTS_DIR = path.join(COMPAT_DIR, '.artifacts');
+
+const START_TIMEOUT_MS = 15_000;
+const STOP_GRACE_MS = 3_000;
+
+export function hearthBinary() {
+  const fromEnv = process.env.HEARTH_BIN;
+  return fromEnv ? path.resolve(fromEnv) : path.join(REPO_DIR, 'target', 'release', 'hearth');
+}
+
+/** Throws an Error with an actionable message when the server binary is unusable. */
+export function assertBinary(bin = hearthBinary()) {
+  let st;
+  try {
+    st = fs.statSync(bin);
+  } catch {
+    throw new Error(
+      `Hearth server binary not found at ${bin}.\n` +
+        `Build it first (from the repository root: cargo build --release) ` +
+        `or point HEARTH_BIN at an existing binary.`,
+    );
+  }
+  if (!st.isFile()) throw new Error(`HEARTH binary path ${bin} is not a file`);
+  try {
+    fs.accessSync(bin, fs.constants.X_OK);
+  } catch {
+    throw new Error(`Hearth server binary ${bin} is not executable`);
+  }
+  return bin;
+}
+
+/** Ask the kernel for a free TCP port on 127.0.0.1. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Resolves true if a TCP connection to 127.0.0.1:port succeeds. */
+export function canConnect(port, timeoutMs = 1000) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: '127.0.0.1', port });
+    const done = (ok) => {
+      sock.removeAllListeners();
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(timeoutMs, () => done(false));
+    sock.once('connect', () => done(true));
+    sock.once('error', () => done(false));
+  });
+}
+
+export class HearthServer {
+  constructor({ port, bin = hearthBinary(), extraArgs = [], env = {} } = {}) {
+    this.port = port;
+    this.bin = bin;
+    this.extraArgs = extraArgs;
+    this.env = env;
+    this.proc = null;
+    this.exit = null; // {code, signal} of the last process once it exited
+    this.starts = 0;
+    this.logPath = null;
+    this._expectExit = false;
+  }
+
+  /** Start a server on a fresh free port (or opts.port). */
+  static async start(opts = {}) {
+    const bin = assertBinary(opts.bin || hearthBinary());
+    const port = opts.port || (await freePort());
+    const server = new HearthServer({ ...opts, port, bin });
+    await server.start();
+    return server;
+  }
+
+  get host() {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  /** databaseURL for the SDKs: explicit port => plain ws://, ns selects the namespace. */
+  databaseURL(ns) {
+    return `http://127.0.0.1:${this.port}?ns=${ns}`;
+  }
+
+  wsURL(ns) {
+    return `ws://127.0.0.1:${this.port}/.ws?v=5&ns=${ns}`;
+  }
+
+  get running() {
+    return !!this.proc && this.exit === null;
+  }
+
+  get pid() {
+    return this.proc ? this.proc.pid : undefined;
+  }
+
+  _log(line) {
+    if (this.logPath) fs.appendFileSync(this.logPath, `\n=== [harness ${new Date().toISOString()}] ${line} ===\n`);
+  }
+
+  /** Spawn the process and wait until the port accepts TCP connections. */
+  async start({ retryOnEarlyExit = false } = {}) {
+    if (this.running) throw new Error('server already running');
+    fs.mkdirSync(ARTIFACTS_DIR, { recursive: true });
+    this.logPath = path.join(ARTIFACTS_DIR, `server-${this.port}.log`);
+    const deadline = Date.now() + START_TIMEOUT_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this._spawnOnce(deadline);
+        return;
+      } catch (e) {
+        // On restart the port can be briefly unavailable (e.g. the old listening socket
+        // is still being torn down); retry while time remains if the process exited early.
+        if (retryOnEarlyExit && e.earlyExit && Date.now() + 250 < deadline) {
+          this._log(`early exit on attempt ${attempt}; retrying`);
+          await new Promise((r) => setTimeout(r, 250));
+          continue;
+        }
+        throw e;
+      }
+    }
+  }
+
+  async _spawnOnce(deadline) {
+    const args = ['serve', '--dev', '--listen', `127.0.0.1:${this.port}`, '--threads', '2', ...this.extraArgs];
+    this._log(`start #${++this.starts}: ${this.bin} ${args.join(' ')}`);
+    const out = fs.openSync(this.logPath, 'a');
+    let proc;
+    try {
+      proc = spawn(this.bin, args, {
+        stdio: ['ignore', out, out],
+        env: { RUST_BACKTRACE: '1', ...process.env, ...this.env },
+      });
+    } finally {
+      fs.closeSync(out);
+    }
+    this.proc = proc;
+    this.exit = null;
+    this._expectExit = false;
+    // Never leave an orphaned server behind if the test process dies abruptly.
+    const reap = () => {
+      try {
+        proc.kill('SIGKILL');
+      } catch {
+        /* ignore */
+      }
+    };
+    process.once('exit', reap);
+    proc.once('exit', () => process.removeListener('exit', reap));
+    const exited = new Promise((resolve) => {
+      proc.once('exit', (code, signal) => {
+        if (this.proc === proc) this.exit = { code, signal };
+        if (!this._expectExit) {
+          const msg = `hearth (pid ${proc.pid}, port ${this.port}) exited unexpectedly: code=${code} signal=${signal}; log: ${this.logPath}`;
+          this._log(msg);
+          process.stderr.write(`\n[compat] ${msg}\n${this.logTail(20)}\n`);
+        }
+        resolve({ code, signal });
+      });
+    });
+    this._exited = exited;
+    proc.once('error', (err) => {
+      this._log(`spawn error: ${err.message}`);
+    });
+
+    for (;;) {
+      if (this.exit !== null) {
+        const err = new Error(
+          `hearth exited during startup (code=${this.exit.code}, signal=${this.exit.signal}). ` +
+            `Log ${this.logPath}:\n${this.logTail(30)}`,
+        );
+        err.earlyExit = true;
+        throw err;
+      }
+      if (await canConnect(this.port, 500)) return;
+      if (Date.now() > deadline) {
+        await this.stop();
+        throw new Error(
+          `hearth did not accept TCP connections on ${this.host} within ${START_TIMEOUT_MS} ms. ` +
+            `Log ${this.logPath}:\n${this.logTail(30)}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  logTail(lines = 30) {
+    try {
+      const text = fs.readFileSync(this.logPath, 'utf8');
+      return text.split('\n').slice(-lines).join('\n');
+    } catch {
+      return '(no log)';
+    }
+  }
+
+  /** Send `signal` and wait for the process to exit; SIGKILL after 3 s if it lingers. */
+  async kill(signal = 'SIGTERM') {
+    const proc = this.proc;
+    if (!proc || this.exit !== null) return this.exit;
+    this._expectExit = true;
+    this._log(`sending ${signal}`);
+    try {
+      proc.kill(signal);
+    } catch {
+      /* already gone */
+    }
+    let timer;
+    const forced = new Promise((resolve) => {
+      timer = setTimeout(() => {
+        if (this.exit === null) {
+          this._log(`still alive ${STOP_GRACE_MS} ms after ${signal}; sending SIGKILL`);
+          try {
+            proc.kill('SIGKILL');
+          } catch {
+            /* ignore */
+          }
+        }
+        resolve();
+      }, STOP_GRACE_MS);
+    });
+    await Promise.race([this._exited, forced]);
+    const result = await this._exited;
+    clearTimeout(timer);
+    return result;
+  }
+
+  stop() {
+    return this.kill('SIGTERM');
+  }
+
+  /** Stop (SIGTERM by default, or signal: 'SIGKILL') and start again on the same port. */
+  async restart({ signal = 'SIGTERM' } = {}) {
+    await this.kill(signal);
+    await this.start({ retryOnEarlyExit: true });
+  }
+}

@@ -1,0 +1,199 @@
+//! One WebSocket connection, from the upgrade to the close.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures_util::{FutureExt, SinkExt, StreamExt};
+use hearth_wire::{encode_handshake, encode_shutdown, MAX_MESSAGE_BYTES};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
+use tokio_tungstenite::WebSocketStream;
+use tracing::debug;
+
+use crate::dispatch::on_frame;
+use crate::http_head::Head;
+use crate::namespace::NamespaceError;
+use crate::outbound::{CloseReason, ConnHandle};
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+/// Messages handled from one connection before its replies are flushed, so that a burst is
+/// answered with one write without starving the writer.
+const MAX_MESSAGES_PER_TURN: usize = 256;
+
+/// How long one flush may wait for a client to accept data.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+type Socket = WebSocketStream<TcpStream>;
+
+/// Completes the upgrade and serves the connection until it ends.
+pub async fn serve_websocket(
+    shard: Rc<Shard>,
+    mut stream: TcpStream,
+    head: Head,
+    leftover: Vec<u8>,
+    namespace: Result<String, NamespaceError>,
+) {
+    let Some(key) = head.header("sec-websocket-key") else {
+        let _ = stream
+            .write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            )
+            .await;
+        return;
+    };
+    let response = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+        derive_accept_key(key.as_bytes())
+    );
+    if stream.write_all(response.as_bytes()).await.is_err() {
+        return;
+    }
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES));
+    let mut socket =
+        WebSocketStream::from_partially_read(stream, leftover, Role::Server, Some(config)).await;
+    let namespace = match namespace {
+        Ok(namespace) => namespace,
+        Err(error) => {
+            // `s` tells the client not to reconnect: retrying cannot fix a bad name.
+            let _ = socket
+                .send(Message::text(encode_shutdown(&error.to_string())))
+                .await;
+            let _ = socket.close(None).await;
+            return;
+        }
+    };
+    if let Some(previous) = head.query_param("ls") {
+        shard.end_previous_session(previous);
+    }
+    let handle = shard.open_connection(&namespace);
+    let host = head
+        .header("host")
+        .map(str::to_owned)
+        .unwrap_or_else(|| shard.config.listen.to_string());
+    handle.send_text(encode_handshake(now_ms(), &host, &handle.session_id));
+    let reason = run(&shard, &handle, &mut socket).await;
+    shard.close_connection(&handle);
+    if let Some(reason) = reason {
+        debug!(conn = handle.id, reason = %reason.text, "closing connection");
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.close(Some(reason.frame()))).await;
+    }
+}
+
+/// The connection's loop. Returns the reason to send when the server closes it, or `None` when
+/// the client went away.
+async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<CloseReason> {
+    let config = &shard.config;
+    let mut shutdown = shard.shutdown.clone();
+    let mut assembler = hearth_wire::FrameAssembler::default();
+    let mut last_seen = Instant::now();
+    let mut ping = tokio::time::interval(config.ping_interval);
+    ping.tick().await;
+    loop {
+        if let Some(reason) = handle.closing() {
+            let _ = flush(socket, handle).await;
+            return Some(reason);
+        }
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => {
+                let _ = flush(socket, handle).await;
+                return Some(CloseReason::new(CloseCode::Away, "the server is shutting down"));
+            }
+            _ = handle.notified() => {
+                if flush(socket, handle).await.is_err() {
+                    return None;
+                }
+            }
+            message = socket.next() => {
+                last_seen = Instant::now();
+                let mut next = message;
+                let mut handled = 0;
+                loop {
+                    match inbound(shard, handle, &mut assembler, next) {
+                        Inbound::Continue => {}
+                        Inbound::Close(reason) => return reason,
+                    }
+                    handled += 1;
+                    if handled >= MAX_MESSAGES_PER_TURN {
+                        break;
+                    }
+                    match socket.next().now_or_never() {
+                        Some(message) => next = message,
+                        None => break,
+                    }
+                }
+            }
+            _ = ping.tick() => {
+                if last_seen.elapsed() > config.idle_timeout {
+                    return Some(CloseReason::new(CloseCode::Away, "no answer to pings"));
+                }
+                if socket.send(Message::Ping(Bytes::new())).await.is_err() {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+enum Inbound {
+    Continue,
+    Close(Option<CloseReason>),
+}
+
+fn inbound(
+    shard: &Shard,
+    handle: &ConnHandle,
+    assembler: &mut hearth_wire::FrameAssembler,
+    message: Option<Result<Message, WsError>>,
+) -> Inbound {
+    match message {
+        Some(Ok(Message::Text(text))) => match on_frame(shard, handle, assembler, text.as_str()) {
+            Ok(()) => Inbound::Continue,
+            Err(reason) => Inbound::Close(Some(reason)),
+        },
+        Some(Ok(Message::Binary(_))) => Inbound::Close(Some(CloseReason::new(
+            CloseCode::Unsupported,
+            "binary frames are not part of the protocol",
+        ))),
+        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => Inbound::Continue,
+        Some(Ok(Message::Close(_))) | None => Inbound::Close(None),
+        Some(Err(WsError::Capacity(error))) => Inbound::Close(Some(CloseReason::new(
+            CloseCode::Size,
+            format!("message too large: {error}"),
+        ))),
+        Some(Err(error)) => {
+            debug!(conn = handle.id, %error, "connection error");
+            Inbound::Close(None)
+        }
+    }
+}
+
+/// Writes everything queued for the connection with a single flush.
+async fn flush(socket: &mut Socket, handle: &ConnHandle) -> Result<(), WsError> {
+    let write = async {
+        loop {
+            let queued = handle.take_queued();
+            if queued.is_empty() {
+                break;
+            }
+            for message in queued {
+                socket.feed(message).await?;
+            }
+        }
+        socket.flush().await
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(result) => result,
+        Err(_) => Err(WsError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "write timed out",
+        ))),
+    }
+}

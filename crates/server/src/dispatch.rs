@@ -1,0 +1,123 @@
+//! Handling one decoded request of a connection, and delivering the effects it causes.
+
+use hearth_sync::{AuthState, Effect, Effects};
+use hearth_wire::{
+    decode, encode_cancel, encode_push, encode_reply, encode_reply_status, encode_reply_value,
+    Assembled, ClientMessage, ClientRequest, FrameAssembler, PONG,
+};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::auth::authenticate;
+use crate::outbound::{to_frames, CloseReason, ConnHandle};
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+/// Feeds one inbound text frame. An error means the connection must close with that reason.
+pub fn on_frame(
+    shard: &Shard,
+    handle: &ConnHandle,
+    assembler: &mut FrameAssembler,
+    frame: &str,
+) -> Result<(), CloseReason> {
+    match assembler.push(frame) {
+        Ok(Assembled::Message(message)) => on_message(shard, handle, &message),
+        Ok(Assembled::Partial | Assembled::KeepAlive) => Ok(()),
+        Err(error) => Err(CloseReason::new(CloseCode::Size, error.to_string())),
+    }
+}
+
+fn on_message(shard: &Shard, handle: &ConnHandle, message: &str) -> Result<(), CloseReason> {
+    shard.stats.borrow_mut().messages_in += 1;
+    match decode(message) {
+        Ok(ClientMessage::Ping) => handle.send_text(PONG.to_owned()),
+        Ok(ClientMessage::OtherControl) => {}
+        Ok(ClientMessage::Request {
+            request_id,
+            request,
+        }) => on_request(shard, handle, request_id, *request),
+        Err(error) => match error.request_id {
+            Some(request_id) => {
+                handle.send_text(encode_reply_status(request_id, error.status, &error.reason))
+            }
+            None => return Err(CloseReason::new(CloseCode::Policy, error.reason)),
+        },
+    }
+    Ok(())
+}
+
+fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: ClientRequest) {
+    let reply = match request {
+        ClientRequest::Stats | ClientRequest::AppCheck => encode_reply_status(request_id, "ok", ""),
+        ClientRequest::Unauth => {
+            set_auth(shard, handle, AuthState::Anonymous);
+            encode_reply_status(request_id, "ok", "")
+        }
+        ClientRequest::Auth(auth) => match authenticate(&auth, shard.config.dev) {
+            Ok(authenticated) => {
+                set_auth(shard, handle, authenticated.state);
+                encode_reply_value(request_id, "ok", &authenticated.reply)
+            }
+            Err(error) => encode_reply_status(request_id, "invalid_token", &error.to_string()),
+        },
+        ClientRequest::Data(request) => {
+            let mut effects = Effects::new();
+            let reply = {
+                let mut databases = shard.databases.borrow_mut();
+                let Some(database) = databases.get_mut(&handle.namespace) else {
+                    return;
+                };
+                database.handle(handle.id, request, now_ms(), &mut effects)
+            };
+            route_effects(shard, effects);
+            encode_reply(request_id, &reply)
+        }
+    };
+    handle.send_text(reply);
+}
+
+fn set_auth(shard: &Shard, handle: &ConnHandle, auth: AuthState) {
+    if let Some(database) = shard.databases.borrow_mut().get_mut(&handle.namespace) {
+        database.set_auth(handle.id, auth);
+    }
+}
+
+/// Delivers effects in order. Each push is serialized once; default listeners share the same
+/// frames, and filtered listeners get the same bytes with their tag spliced in.
+pub fn route_effects(shard: &Shard, effects: Effects) {
+    if effects.is_empty() {
+        return;
+    }
+    let conns = shard.conns.borrow();
+    for effect in effects {
+        match effect {
+            Effect::Push { push, targets } => {
+                let encoded = encode_push(&push);
+                let mut untagged: Option<Vec<Message>> = None;
+                for target in targets {
+                    let Some(handle) = conns.get(&target.conn) else {
+                        continue;
+                    };
+                    match target.tag {
+                        None => {
+                            let frames =
+                                untagged.get_or_insert_with(|| to_frames(encoded.untagged()));
+                            handle.send_frames(frames);
+                        }
+                        Some(tag) => handle.send_text(encoded.tagged(tag)),
+                    }
+                }
+            }
+            Effect::Cancel {
+                conn,
+                path,
+                query_wire,
+            } => {
+                if let Some(handle) = conns.get(&conn) {
+                    handle.send_text(encode_cancel(&path, query_wire.as_ref()));
+                }
+            }
+            Effect::Log(_) => shard.stats.borrow_mut().log_records += 1,
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Reading the head of an HTTP request, enough to route it before any protocol library sees the
+//! socket: the connection must reach the shard that owns its database first.
+
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+/// The largest request head accepted.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// How long a client may take to send its request head.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A parsed request head.
+#[derive(Debug, Clone)]
+pub struct Head {
+    pub method: String,
+    /// The path without the query string, percent-decoding not applied.
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Head {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    pub fn query_param(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    pub fn is_websocket_upgrade(&self) -> bool {
+        self.header("upgrade")
+            .is_some_and(|value| value.eq_ignore_ascii_case("websocket"))
+    }
+}
+
+/// Why a request head could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HeadError {
+    #[error("the connection closed before a request arrived")]
+    Closed,
+    #[error("the request head is larger than {MAX_HEAD_BYTES} bytes")]
+    TooLarge,
+    #[error("the request head did not arrive within {HEAD_TIMEOUT:?}")]
+    Timeout,
+    #[error("malformed request head: {0}")]
+    Malformed(String),
+    #[error("read error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one request head. Returns it with any bytes that followed it in the same reads.
+pub async fn read_head(stream: &mut TcpStream) -> Result<(Head, Vec<u8>), HeadError> {
+    tokio::time::timeout(HEAD_TIMEOUT, read_head_inner(stream))
+        .await
+        .map_err(|_| HeadError::Timeout)?
+}
+
+async fn read_head_inner(stream: &mut TcpStream) -> Result<(Head, Vec<u8>), HeadError> {
+    let mut buffer = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 2048];
+    loop {
+        let read = stream.read(&mut chunk).await?;
+        if read == 0 {
+            return Err(HeadError::Closed);
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+        if let Some((head, used)) = parse(&buffer)? {
+            return Ok((head, buffer.split_off(used)));
+        }
+        if buffer.len() > MAX_HEAD_BYTES {
+            return Err(HeadError::TooLarge);
+        }
+    }
+}
+
+/// Parses a head from `buffer`; `None` when it is incomplete.
+pub fn parse(buffer: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut request = httparse::Request::new(&mut headers);
+    let used = match request.parse(buffer) {
+        Ok(httparse::Status::Complete(used)) => used,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(error) => return Err(HeadError::Malformed(error.to_string())),
+    };
+    let target = request.path.unwrap_or("/");
+    let (path, query_text) = target.split_once('?').unwrap_or((target, ""));
+    let query = query_text
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(key), percent_decode(value))
+        })
+        .collect();
+    let headers = request
+        .headers
+        .iter()
+        .map(|header| {
+            (
+                header.name.to_owned(),
+                String::from_utf8_lossy(header.value).into_owned(),
+            )
+        })
+        .collect();
+    Ok(Some((
+        Head {
+            method: request.method.unwrap_or("GET").to_owned(),
+            path: path.to_owned(),
+            query,
+            headers,
+        },
+        used,
+    )))
+}
+
+/// Decodes `%XX` escapes and `+` (as a space) in a query component.
+pub fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'%' if index + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[index + 1..index + 3]).ok();
+                match hex.and_then(|hex| u8::from_str_radix(hex, 16).ok()) {
+                    Some(byte) => {
+                        out.push(byte);
+                        index += 3;
+                    }
+                    None => {
+                        out.push(b'%');
+                        index += 1;
+                    }
+                }
+            }
+            b'+' => {
+                out.push(b' ');
+                index += 1;
+            }
+            byte => {
+                out.push(byte);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_an_upgrade_request() {
+        let text = b"GET /.ws?v=5&ls=s1&ns=demo HTTP/1.1\r\nHost: localhost:9000\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: abc\r\n\r\nrest";
+        let (head, used) = parse(text).expect("valid").expect("complete");
+        assert_eq!(head.path, "/.ws");
+        assert_eq!(head.query_param("ns"), Some("demo"));
+        assert_eq!(head.query_param("ls"), Some("s1"));
+        assert_eq!(head.header("host"), Some("localhost:9000"));
+        assert!(head.is_websocket_upgrade());
+        assert_eq!(&text[used..], b"rest");
+    }
+
+    #[test]
+    fn partial_and_malformed_heads() {
+        assert!(parse(b"GET / HTTP/1.1\r\nHost: x")
+            .expect("valid")
+            .is_none());
+        assert!(parse(b"\x01\x02 nonsense\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn decodes_percent_escapes() {
+        assert_eq!(percent_decode("%22z%22"), "\"z\"");
+        assert_eq!(percent_decode("a+b"), "a b");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+    }
+}

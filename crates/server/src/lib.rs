@@ -1,0 +1,22 @@
+//! The Hearth server: thread-per-core shards around the pure sync engine, the WebSocket
+//! transport, development credentials and the command line.
+//!
+//! Each shard is one pinned thread running a single-threaded tokio runtime. Every database is
+//! owned by exactly one shard, chosen by a hash of its name; a connection accepted elsewhere is
+//! handed to the owner as soon as its request head names the database, and stays there. Within a
+//! shard nothing is locked: state lives in `RefCell`s touched only by that thread.
+
+pub mod auth;
+pub mod config;
+mod connection;
+mod dispatch;
+pub mod http_head;
+mod listener;
+pub mod namespace;
+mod outbound;
+mod server;
+mod shard;
+mod time;
+
+pub use config::{ServeConfig, DEFAULT_NAMESPACE};
+pub use server::{Server, StartError};

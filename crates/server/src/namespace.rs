@@ -1,0 +1,89 @@
+//! Which database a request is for, and which shard owns it.
+
+/// The longest namespace name accepted.
+pub const MAX_NAMESPACE_BYTES: usize = 128;
+
+/// Why a namespace name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NamespaceError {
+    #[error("namespace names are 1 to {MAX_NAMESPACE_BYTES} characters of a-z, A-Z, 0-9, '-' and '_'; got {0:?}")]
+    Invalid(String),
+}
+
+/// Resolves the namespace: the `ns` query parameter, else the first label of a host name with
+/// at least three labels, else the default.
+pub fn resolve(
+    ns_param: Option<&str>,
+    host: Option<&str>,
+    default: &str,
+) -> Result<String, NamespaceError> {
+    if let Some(ns) = ns_param.filter(|ns| !ns.is_empty()) {
+        return validate(ns);
+    }
+    if let Some(label) = host.and_then(host_label) {
+        return validate(label);
+    }
+    Ok(default.to_owned())
+}
+
+fn host_label(host: &str) -> Option<&str> {
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    let labels: Vec<&str> = name.split('.').collect();
+    let is_ip = labels
+        .iter()
+        .all(|label| label.chars().all(|c| c.is_ascii_digit()));
+    (labels.len() >= 3 && !is_ip).then(|| labels[0])
+}
+
+fn validate(name: &str) -> Result<String, NamespaceError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAMESPACE_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(name.to_owned())
+    } else {
+        Err(NamespaceError::Invalid(name.to_owned()))
+    }
+}
+
+/// The shard that owns `namespace`: a fast, stable hash (FNV-1a) modulo the shard count.
+pub fn owner_shard(namespace: &str, shards: usize) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in namespace.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash % shards.max(1) as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolution_order() {
+        assert_eq!(resolve(Some("abc"), Some("x.y.z"), "d"), Ok("abc".into()));
+        assert_eq!(
+            resolve(Some(""), Some("localhost:9000"), "d"),
+            Ok("d".into())
+        );
+        assert_eq!(
+            resolve(None, Some("proj.example.com:443"), "d"),
+            Ok("proj".into())
+        );
+        assert_eq!(resolve(None, Some("127.0.0.1:9000"), "d"), Ok("d".into()));
+        assert!(resolve(Some("a/b"), None, "d").is_err());
+        assert!(resolve(Some(&"x".repeat(129)), None, "d").is_err());
+    }
+
+    #[test]
+    fn shard_choice_is_stable_and_in_range() {
+        for shards in 1..8 {
+            let shard = owner_shard("demo", shards);
+            assert!(shard < shards);
+            assert_eq!(shard, owner_shard("demo", shards));
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Starting the shards and stopping them.
+
+use std::net::{SocketAddr, TcpListener};
+use std::rc::Rc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::task::LocalSet;
+use tracing::{debug, info, warn};
+
+use crate::config::ServeConfig;
+use crate::connection::serve_websocket;
+use crate::http_head::{read_head, Head};
+use crate::listener::bind_listeners;
+use crate::namespace::{owner_shard, resolve};
+use crate::shard::{Handoff, Shard};
+
+/// How long shutdown waits for connections to close and run their onDisconnect queues.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// A running server.
+pub struct Server {
+    pub address: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot start shard thread: {0}")]
+    Thread(std::io::Error),
+}
+
+impl Server {
+    /// Binds the listeners and starts one pinned thread per shard.
+    pub fn start(config: ServeConfig) -> Result<Server, StartError> {
+        let shards = config.threads.max(1);
+        let listeners =
+            bind_listeners(config.listen, shards).map_err(|source| StartError::Bind {
+                address: config.listen,
+                source,
+            })?;
+        let address = listeners
+            .first()
+            .and_then(|listener| listener.local_addr().ok())
+            .unwrap_or(config.listen);
+        let config = ServeConfig {
+            listen: address,
+            ..config
+        };
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (senders, receivers): (Vec<_>, Vec<_>) =
+            (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let mut threads = Vec::with_capacity(shards);
+        for (index, (listener, receiver)) in listeners.into_iter().zip(receivers).enumerate() {
+            let config = config.clone();
+            let shutdown_rx = shutdown_rx.clone();
+            let senders = senders.clone();
+            let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
+            let thread = std::thread::Builder::new()
+                .name(format!("hearth-shard-{index}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        core_affinity::set_for_current(core);
+                    }
+                    run_shard(index, config, listener, receiver, senders, shutdown_rx);
+                })
+                .map_err(StartError::Thread)?;
+            threads.push(thread);
+        }
+        info!(%address, shards, dev = config.dev, "listening on {address}");
+        Ok(Server {
+            address,
+            shutdown,
+            threads,
+        })
+    }
+
+    /// Stops accepting, closes every connection (running onDisconnect queues) and waits for
+    /// the shards to finish.
+    pub fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run_shard(
+    index: usize,
+    config: ServeConfig,
+    listener: TcpListener,
+    handoffs_rx: mpsc::UnboundedReceiver<Handoff>,
+    handoffs: Vec<mpsc::UnboundedSender<Handoff>>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            warn!(%error, shard = index, "cannot build the shard runtime");
+            return;
+        }
+    };
+    let shard = Rc::new(Shard::new(index, Rc::new(config), shutdown, handoffs));
+    let local = LocalSet::new();
+    local.block_on(&runtime, async move {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(listener) => listener,
+            Err(error) => {
+                warn!(%error, shard = index, "cannot register the listener");
+                return;
+            }
+        };
+        tokio::task::spawn_local(receive_handoffs(shard.clone(), handoffs_rx));
+        accept_loop(shard.clone(), listener).await;
+        shard.drain(SHUTDOWN_GRACE).await;
+        let stats = *shard.stats.borrow();
+        debug!(shard = index, ?stats, "shard stopped");
+    });
+}
+
+async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
+    let mut shutdown = shard.shutdown.clone();
+    loop {
+        if shard.is_shutting_down() {
+            return;
+        }
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::task::spawn_local(route_connection(shard.clone(), stream));
+                }
+                Err(error) => {
+                    // Running out of file descriptors must not end the loop; wait and retry.
+                    warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}
+
+async fn receive_handoffs(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<Handoff>) {
+    while let Some(handoff) = receiver.recv().await {
+        let Ok(stream) = TcpStream::from_std(handoff.stream) else {
+            continue;
+        };
+        tokio::task::spawn_local(serve_websocket(
+            shard.clone(),
+            stream,
+            handoff.head,
+            handoff.leftover,
+            handoff.namespace,
+        ));
+    }
+}
+
+/// Reads the request head and sends the connection where it belongs.
+async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
+    let (head, leftover) = match read_head(&mut stream).await {
+        Ok(read) => read,
+        Err(error) => {
+            debug!(%error, "dropping connection before a request");
+            return;
+        }
+    };
+    if head.path == "/.ws" && head.is_websocket_upgrade() {
+        let namespace = resolve(
+            head.query_param("ns"),
+            head.header("host"),
+            &shard.config.default_namespace,
+        );
+        let owner = namespace.as_ref().map_or(shard.index, |namespace| {
+            owner_shard(namespace, shard.shard_count)
+        });
+        if owner == shard.index {
+            serve_websocket(shard, stream, head, leftover, namespace).await;
+        } else {
+            shard.hand_off(owner, stream, head, leftover, namespace);
+        }
+        return;
+    }
+    respond_not_available(&mut stream, &head).await;
+}
+
+/// The REST API is not served yet; answer plainly instead of hanging up.
+async fn respond_not_available(stream: &mut TcpStream, head: &Head) {
+    let body = format!(
+        "{{\"error\":\"{} {} is not available: this server speaks the realtime WebSocket protocol at /.ws\"}}",
+        head.method,
+        head.path.replace(['"', '\\'], "")
+    );
+    let response = format!(
+        "HTTP/1.1 404 Not Found\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        body.len(),
+        body
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}

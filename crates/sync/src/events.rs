@@ -1,0 +1,191 @@
+//! Turning one applied write into the pushes that keep every affected view current.
+//!
+//! Default views at or above the write's base all receive the same push (the write itself), so
+//! it is built once and sent to all of them. Default views below the base receive the new value
+//! of their own subtree, or the parts of the write inside it. Filtered views recompute their
+//! result and send the difference from what they sent last, so that children entering a limit
+//! window arrive together with those that leave it.
+
+use std::sync::Arc;
+
+use hearth_tree::{Node, Path};
+
+use crate::effect::{Effect, Effects, Push, PushData, Target};
+use crate::views::{View, Views};
+use crate::write::Write;
+
+/// Appends to `out` the pushes caused by `write`, which turned `old_root` into `new_root`.
+pub(crate) fn write_events(
+    views: &mut Views,
+    write: &Write,
+    old_root: &Node,
+    new_root: &Node,
+    out: &mut Effects,
+) {
+    let targets: Vec<Path> = write.targets().collect();
+    let affected = views.affected(targets.iter());
+    let mut shared_targets: Vec<Target> = Vec::new();
+    for id in affected {
+        let Some(view) = views.get_mut(id) else {
+            continue;
+        };
+        if view.query.is_filtered() {
+            if let Some(push) = filtered_push(view, &targets, new_root) {
+                emit(out, push, view.subscribers.clone());
+            }
+        } else if write.base.starts_with(&view.path) {
+            shared_targets.extend_from_slice(&view.subscribers);
+        } else if let Some(push) = default_push_below(&view.path, &targets, old_root, new_root) {
+            emit(out, push, view.subscribers.clone());
+        }
+    }
+    if !shared_targets.is_empty() {
+        emit(out, write_push(write, &targets, new_root), shared_targets);
+    }
+}
+
+fn emit(out: &mut Effects, push: Push, targets: Vec<Target>) {
+    if targets.is_empty() {
+        return;
+    }
+    out.push(Effect::Push {
+        push: Arc::new(push),
+        targets,
+    });
+}
+
+/// The push that describes the whole write, for views at or above its base.
+fn write_push(write: &Write, targets: &[Path], new_root: &Node) -> Push {
+    if let [only] = targets {
+        return Push {
+            path: only.clone(),
+            data: PushData::Put(new_root.get(only)),
+        };
+    }
+    let entries = write
+        .ops
+        .iter()
+        .zip(targets)
+        .map(|(op, target)| (op.path.clone(), new_root.get(target)))
+        .collect();
+    Push {
+        path: write.base.clone(),
+        data: PushData::Merge(entries),
+    }
+}
+
+/// The push for a default view strictly below the write's base, or `None` when its data did
+/// not change.
+fn default_push_below(
+    view_path: &Path,
+    targets: &[Path],
+    old_root: &Node,
+    new_root: &Node,
+) -> Option<Push> {
+    if targets.iter().any(|target| view_path.starts_with(target)) {
+        let new_value = new_root.get(view_path);
+        let old_value = old_root.get(view_path);
+        if new_value.ptr_eq(&old_value) || new_value == old_value {
+            return None;
+        }
+        return Some(Push {
+            path: view_path.clone(),
+            data: PushData::Put(new_value),
+        });
+    }
+    let inside: Vec<&Path> = targets
+        .iter()
+        .filter(|target| target.starts_with(view_path))
+        .collect();
+    match inside.as_slice() {
+        [] => None,
+        [only] => Some(Push {
+            path: (*only).clone(),
+            data: PushData::Put(new_root.get(only)),
+        }),
+        many => {
+            let entries = many
+                .iter()
+                .filter_map(|target| {
+                    let relative = target.strip_prefix(view_path)?;
+                    Some((relative, new_root.get(target)))
+                })
+                .collect();
+            Some(Push {
+                path: view_path.clone(),
+                data: PushData::Merge(entries),
+            })
+        }
+    }
+}
+
+/// Recomputes a filtered view and returns the push that brings its listeners from the old
+/// result to the new one, or `None` when the result did not change.
+fn filtered_push(view: &mut View, targets: &[Path], new_root: &Node) -> Option<Push> {
+    let window = view.query.apply(&new_root.get(&view.path));
+    if window.ptr_eq(&view.window) || window == view.window {
+        return None;
+    }
+    let old = std::mem::replace(&mut view.window, window.clone());
+    if window.is_empty() {
+        return Some(Push {
+            path: view.path.clone(),
+            data: PushData::Put(Node::empty()),
+        });
+    }
+    if let Some(push) = deep_child_push(&view.path, targets, &old, &window, new_root) {
+        return Some(push);
+    }
+    let mut entries: Vec<(Path, Node)> = Vec::new();
+    for (key, _) in old.children() {
+        if window.child(key).is_empty() {
+            entries.push((Path::from_keys(vec![key.clone()]), Node::empty()));
+        }
+    }
+    for (key, child) in window.children() {
+        let before = old.child(key);
+        if !before.ptr_eq(child) && before != *child {
+            entries.push((Path::from_keys(vec![key.clone()]), child.clone()));
+        }
+    }
+    if entries.len() > window.child_count() {
+        return Some(Push {
+            path: view.path.clone(),
+            data: PushData::Put(window),
+        });
+    }
+    Some(Push {
+        path: view.path.clone(),
+        data: PushData::Merge(entries),
+    })
+}
+
+/// When a single write below the view changed one child that stays in the window, and the
+/// window's members did not change, the write itself is the smallest correct push.
+fn deep_child_push(
+    view_path: &Path,
+    targets: &[Path],
+    old: &Node,
+    window: &Node,
+    new_root: &Node,
+) -> Option<Push> {
+    let [target] = targets else {
+        return None;
+    };
+    if target.len() <= view_path.len() + 1 || !target.starts_with(view_path) {
+        return None;
+    }
+    let same_members = old.child_count() == window.child_count()
+        && old
+            .children()
+            .zip(window.children())
+            .all(|((a, _), (b, _))| a == b);
+    let key = &target.keys()[view_path.len()];
+    if !same_members || window.child(key).is_empty() {
+        return None;
+    }
+    Some(Push {
+        path: target.clone(),
+        data: PushData::Put(new_root.get(target)),
+    })
+}

@@ -1,0 +1,237 @@
+//! The registry of views. A view is one (path, query) that at least one connection listens
+//! to; identical listens of many connections share it, so its result is computed and
+//! serialized once per change. A trie over paths finds the views a write touches without
+//! looking at the others.
+
+use std::collections::HashMap;
+
+use hearth_query::QueryParams;
+use hearth_tree::{Key, Node, Path};
+
+use crate::effect::Target;
+
+pub(crate) type ViewId = usize;
+
+pub(crate) struct View {
+    pub path: Path,
+    pub query: QueryParams,
+    pub subscribers: Vec<Target>,
+    /// The result last sent, for filtered views (their pushes are diffs against it).
+    pub window: Node,
+}
+
+#[derive(Default)]
+struct TrieNode {
+    views: Vec<ViewId>,
+    children: HashMap<Key, TrieNode>,
+}
+
+#[derive(Default)]
+pub(crate) struct Views {
+    slots: Vec<Option<View>>,
+    free: Vec<ViewId>,
+    by_key: HashMap<(Path, QueryParams), ViewId>,
+    trie: TrieNode,
+}
+
+impl Views {
+    /// Adds `target` to the view of (`path`, `query`), creating the view if needed.
+    /// `root` is the current tree, used to compute a new filtered view's first result.
+    pub fn subscribe(
+        &mut self,
+        path: &Path,
+        query: &QueryParams,
+        target: Target,
+        root: &Node,
+    ) -> ViewId {
+        let query = normalize(query);
+        if let Some(&id) = self.by_key.get(&(path.clone(), query.clone())) {
+            if let Some(view) = self.slots[id].as_mut() {
+                view.subscribers.push(target);
+                return id;
+            }
+        }
+        let window = if query.is_filtered() {
+            query.apply(&root.get(path))
+        } else {
+            Node::empty()
+        };
+        let view = View {
+            path: path.clone(),
+            query: query.clone(),
+            subscribers: vec![target],
+            window,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id] = Some(view);
+                id
+            }
+            None => {
+                self.slots.push(Some(view));
+                self.slots.len() - 1
+            }
+        };
+        self.by_key.insert((path.clone(), query), id);
+        self.trie_node_mut(path).views.push(id);
+        id
+    }
+
+    /// Removes `target` from a view, and the view itself when nobody listens any more.
+    pub fn unsubscribe(&mut self, id: ViewId, target: Target) {
+        let Some(view) = self.slots.get_mut(id).and_then(Option::as_mut) else {
+            return;
+        };
+        if let Some(index) = view.subscribers.iter().position(|t| *t == target) {
+            view.subscribers.swap_remove(index);
+        }
+        if !view.subscribers.is_empty() {
+            return;
+        }
+        let Some(view) = self.slots[id].take() else {
+            return;
+        };
+        self.by_key.remove(&(view.path.clone(), view.query));
+        self.remove_from_trie(&view.path, id);
+        self.free.push(id);
+    }
+
+    pub fn get(&self, id: ViewId) -> Option<&View> {
+        self.slots.get(id).and_then(Option::as_ref)
+    }
+
+    pub fn get_mut(&mut self, id: ViewId) -> Option<&mut View> {
+        self.slots.get_mut(id).and_then(Option::as_mut)
+    }
+
+    /// The number of live views.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Every view at, above or below one of `paths`, each once, in a stable order.
+    pub fn affected<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> Vec<ViewId> {
+        let mut found = Vec::new();
+        for path in paths {
+            let mut node = &self.trie;
+            found.extend_from_slice(&node.views);
+            let mut reached = true;
+            for key in path.keys() {
+                match node.children.get(key) {
+                    Some(child) => {
+                        node = child;
+                        found.extend_from_slice(&node.views);
+                    }
+                    None => {
+                        reached = false;
+                        break;
+                    }
+                }
+            }
+            if reached {
+                collect_below(node, &mut found);
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
+
+    fn trie_node_mut(&mut self, path: &Path) -> &mut TrieNode {
+        let mut node = &mut self.trie;
+        for key in path.keys() {
+            node = node.children.entry(key.clone()).or_default();
+        }
+        node
+    }
+
+    fn remove_from_trie(&mut self, path: &Path, id: ViewId) {
+        remove_recursive(&mut self.trie, path.keys(), id);
+    }
+}
+
+/// Views whose query only orders (no range, no limit) send the full data, exactly like a
+/// default listen, so they share the default view.
+fn normalize(query: &QueryParams) -> QueryParams {
+    if query.is_filtered() {
+        query.clone()
+    } else {
+        QueryParams::default()
+    }
+}
+
+fn collect_below(node: &TrieNode, found: &mut Vec<ViewId>) {
+    let mut stack: Vec<&TrieNode> = node.children.values().collect();
+    while let Some(node) = stack.pop() {
+        found.extend_from_slice(&node.views);
+        stack.extend(node.children.values());
+    }
+}
+
+/// Removes `id` from the trie node at `keys` and prunes nodes left empty. Returns whether the
+/// node it was called on is now empty.
+fn remove_recursive(node: &mut TrieNode, keys: &[Key], id: ViewId) -> bool {
+    match keys.split_first() {
+        None => node.views.retain(|v| *v != id),
+        Some((first, rest)) => {
+            let child_empty = node
+                .children
+                .get_mut(first)
+                .is_some_and(|child| remove_recursive(child, rest, id));
+            if child_empty {
+                node.children.remove(first);
+            }
+        }
+    }
+    node.views.is_empty() && node.children.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(text: &str) -> Path {
+        Path::parse(text).expect("valid test path")
+    }
+
+    fn target(conn: u64) -> Target {
+        Target { conn, tag: None }
+    }
+
+    #[test]
+    fn identical_listens_share_a_view() {
+        let mut views = Views::default();
+        let root = Node::empty();
+        let a = views.subscribe(&path("/x"), &QueryParams::default(), target(1), &root);
+        let b = views.subscribe(&path("/x"), &QueryParams::default(), target(2), &root);
+        assert_eq!(a, b);
+        assert_eq!(views.len(), 1);
+        views.unsubscribe(a, target(1));
+        assert_eq!(views.len(), 1);
+        views.unsubscribe(a, target(2));
+        assert_eq!(views.len(), 0);
+        assert!(views.trie.children.is_empty());
+    }
+
+    #[test]
+    fn affected_finds_ancestors_self_and_descendants_only() {
+        let mut views = Views::default();
+        let root = Node::empty();
+        let mut id =
+            |p: &str, c| views.subscribe(&path(p), &QueryParams::default(), target(c), &root);
+        let top = id("/", 1);
+        let a = id("/a", 2);
+        let ab = id("/a/b", 3);
+        let abc = id("/a/b/c", 4);
+        let other = id("/z", 5);
+        let found = views.affected([path("/a/b")].iter());
+        assert_eq!(found, {
+            let mut v = vec![top, a, ab, abc];
+            v.sort_unstable();
+            v
+        });
+        assert!(!found.contains(&other));
+        let found = views.affected([path("/q/r")].iter());
+        assert_eq!(found, vec![top]);
+    }
+}

@@ -1,0 +1,224 @@
+//! Property test: whatever sequence of writes happens, the pushes a listener receives, applied
+//! to an empty client cache the way the SDK applies them, leave that cache equal to a naive
+//! recomputation of the listen's result over the whole tree.
+
+use hearth_query::QueryParams;
+use hearth_sync::{ConnId, Database, Effect, Effects, PushData, Request, Tag, WriteTarget};
+use hearth_tree::{Node, Path};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+const KEYS: &[&str] = &["a", "b", "c", "1", "2", "10", "007"];
+
+fn key() -> impl Strategy<Value = String> {
+    prop::sample::select(KEYS).prop_map(str::to_owned)
+}
+
+fn leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        (0i64..5).prop_map(|n| json!(n)),
+        prop::sample::select(vec!["x", "y", ""]).prop_map(|s| json!(s)),
+        any::<bool>().prop_map(|b| json!(b)),
+        Just(Value::Null),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Value> {
+    leaf().prop_recursive(2, 12, 4, |inner| {
+        prop_oneof![
+            prop::collection::btree_map(key(), inner.clone(), 0..4)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+            (
+                inner.clone(),
+                prop_oneof![(0i64..3).prop_map(|n| json!(n)), Just(json!("p"))]
+            )
+                .prop_map(|(score, priority)| json!({"score": score, ".priority": priority})),
+        ]
+    })
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(Vec<String>, Value),
+    Merge(Vec<(String, Value)>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (prop::collection::vec(key(), 0..3), value()).prop_map(|(p, v)| Op::Put(p, v)),
+        1 => prop::collection::btree_map(key(), value(), 1..4)
+            .prop_map(|m| Op::Merge(m.into_iter().collect())),
+    ]
+}
+
+fn bound_value(index: &str) -> BoxedStrategy<Value> {
+    if index == ".key" {
+        key().prop_map(Value::String).boxed()
+    } else if index.is_empty() {
+        // Priorities are null, numbers or strings.
+        prop_oneof![
+            (0i64..3).prop_map(|n| json!(n)),
+            Just(json!("p")),
+            Just(Value::Null)
+        ]
+        .boxed()
+    } else {
+        prop_oneof![
+            (0i64..5).prop_map(|n| json!(n)),
+            Just(json!("x")),
+            Just(json!(true)),
+            Just(Value::Null)
+        ]
+        .boxed()
+    }
+}
+
+fn query_wire() -> impl Strategy<Value = Value> {
+    prop::sample::select(vec!["", ".key", ".value", "score"]).prop_flat_map(|index| {
+        let has_name = index != ".key";
+        (
+            prop::option::of((bound_value(index), prop::option::of(key()), any::<bool>())),
+            prop::option::of((bound_value(index), prop::option::of(key()), any::<bool>())),
+            prop::option::of((1u32..4, any::<bool>())),
+        )
+            .prop_map(move |(start, end, limit)| {
+                let mut q = serde_json::Map::new();
+                if let Some((v, name, inclusive)) = start {
+                    q.insert("sp".into(), v);
+                    if let (Some(name), true) = (name, has_name) {
+                        q.insert("sn".into(), json!(name));
+                    }
+                    q.insert("sin".into(), json!(inclusive));
+                }
+                if let Some((v, name, inclusive)) = end {
+                    q.insert("ep".into(), v);
+                    if let (Some(name), true) = (name, has_name) {
+                        q.insert("en".into(), json!(name));
+                    }
+                    q.insert("ein".into(), json!(inclusive));
+                }
+                if let Some((l, first)) = limit {
+                    q.insert("l".into(), json!(l));
+                    q.insert("vf".into(), json!(if first { "l" } else { "r" }));
+                }
+                if !index.is_empty() {
+                    q.insert("i".into(), json!(index));
+                }
+                Value::Object(q)
+            })
+    })
+}
+
+struct Listener {
+    conn: ConnId,
+    tag: Option<Tag>,
+    path: Path,
+    query: QueryParams,
+    cache: Node,
+}
+
+impl Listener {
+    fn expected(&self, root: &Node) -> Node {
+        let node = root.get(&self.path);
+        if self.query.is_filtered() {
+            self.query.apply(&node)
+        } else {
+            node
+        }
+    }
+
+    fn apply(&mut self, effects: &Effects) {
+        for effect in effects {
+            let Effect::Push { push, targets } = effect else {
+                continue;
+            };
+            if !targets
+                .iter()
+                .any(|t| t.conn == self.conn && t.tag == self.tag)
+            {
+                continue;
+            }
+            let relative = push
+                .path
+                .strip_prefix(&self.path)
+                .expect("pushes arrive at or below the listen path");
+            match &push.data {
+                PushData::Put(node) => self.cache = self.cache.set(&relative, node.clone()),
+                PushData::Merge(entries) => {
+                    for (path, node) in entries {
+                        self.cache = self.cache.set(&relative.join(path), node.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn path_of(keys: &[String]) -> Path {
+    Path::parse(&format!("/{}", keys.join("/"))).expect("valid generated path")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn pushes_rebuild_every_listen(
+        initial in value(),
+        queries in prop::collection::vec(query_wire(), 1..4),
+        ops in prop::collection::vec(op(), 1..12),
+    ) {
+        let mut db = Database::new();
+        let writer: ConnId = 100;
+        db.connect(writer);
+        let mut out = Effects::new();
+        let list = Path::parse("/list").expect("valid");
+        let reply = db.handle(writer, Request::Put { target: WriteTarget::whole(list.clone()), data: initial, hash: None }, 0, &mut out);
+        prop_assert!(reply.is_ok());
+
+        let mut listeners = Vec::new();
+        // A default listen on the list and one on its parent, plus the filtered ones.
+        let mut specs: Vec<(Path, Option<Value>)> = vec![(list.clone(), None), (Path::root(), None)];
+        specs.extend(queries.into_iter().map(|q| (list.clone(), Some(q))));
+        for (index, (path, q)) in specs.into_iter().enumerate() {
+            let conn = index as ConnId + 1;
+            db.connect(conn);
+            let query = match &q { Some(q) => QueryParams::from_wire(q).expect("generated queries are valid"), None => QueryParams::default() };
+            let tag = query.is_filtered().then_some(conn);
+            let mut out = Effects::new();
+            let reply = db.handle(conn, Request::Listen { path: path.clone(), query: query.clone(), query_wire: q, tag, hash: None }, 0, &mut out);
+            prop_assert!(reply.is_ok());
+            let mut listener = Listener { conn, tag, path, query, cache: Node::empty() };
+            listener.apply(&out);
+            prop_assert_eq!(&listener.cache, &listener.expected(db.root()));
+            listeners.push(listener);
+        }
+
+        for op in ops {
+            let mut out = Effects::new();
+            let request = match op {
+                Op::Put(keys, value) => {
+                    let mut full = vec!["list".to_owned()];
+                    full.extend(keys);
+                    Request::Put { target: WriteTarget::whole(path_of(&full)), data: value, hash: None }
+                }
+                Op::Merge(entries) => Request::Merge {
+                    path: list.clone(),
+                    entries: entries
+                        .into_iter()
+                        .map(|(k, v)| (WriteTarget::parse(&k).expect("valid key"), v))
+                        .collect(),
+                },
+            };
+            let reply = db.handle(writer, request, 0, &mut out);
+            prop_assert!(reply.is_ok(), "write refused: {:?}", reply);
+            for listener in &mut listeners {
+                listener.apply(&out);
+                let expected = listener.expected(db.root());
+                prop_assert_eq!(
+                    listener.cache.to_json(true),
+                    expected.to_json(true),
+                    "listener {:?} diverged", listener.query
+                );
+            }
+        }
+    }
+}

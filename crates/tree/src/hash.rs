@@ -1,0 +1,394 @@
+//! The node hash of spec §10: SHA-1 of a canonical text, in standard padded base64.
+//!
+//! Clients send this hash with every compare-and-set (transactions) and listen, so the server
+//! must produce the very same string for the same data, quirks included: children are visited
+//! in priority order, and numbers are rendered through the client's arithmetic reconstruction
+//! of the IEEE-754 bits rather than the real bits.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use imbl::OrdMap;
+use sha1::{Digest, Sha1};
+
+use crate::key::Key;
+use crate::node::{Leaf, Node};
+use crate::priority::Priority;
+
+/// SHA-1 of `text`, base64 encoded with the standard alphabet and padding (28 characters).
+fn sha1_base64(hasher: Sha1) -> Arc<str> {
+    let digest = hasher.finalize();
+    Arc::from(base64::engine::general_purpose::STANDARD.encode(digest.as_slice()))
+}
+
+/// Appends `priority:<P>:` when there is a priority.
+fn push_priority_prefix(text: &mut String, priority: &Priority) {
+    match priority {
+        Priority::None => {}
+        Priority::Number(n) => {
+            text.push_str("priority:number:");
+            text.push_str(&number_hex(*n));
+            text.push(':');
+        }
+        Priority::String(s) => {
+            text.push_str("priority:string:");
+            text.push_str(s);
+            text.push(':');
+        }
+    }
+}
+
+/// The canonical text of a leaf (spec §10.1), before SHA-1.
+pub(crate) fn leaf_hash_text(value: &Leaf, priority: &Priority) -> String {
+    let mut text = String::new();
+    push_priority_prefix(&mut text, priority);
+    match value {
+        Leaf::Bool(b) => {
+            text.push_str("boolean:");
+            text.push_str(if *b { "true" } else { "false" });
+        }
+        Leaf::Number(n) => {
+            text.push_str("number:");
+            text.push_str(&number_hex(*n));
+        }
+        Leaf::String(s) => {
+            text.push_str("string:");
+            text.push_str(s);
+        }
+    }
+    text
+}
+
+/// Hash of a leaf (spec §10.1).
+pub(crate) fn leaf_hash(value: &Leaf, priority: &Priority) -> Arc<str> {
+    let mut hasher = Sha1::new();
+    hasher.update(leaf_hash_text(value, priority).as_bytes());
+    sha1_base64(hasher)
+}
+
+/// Hash of an object (spec §10.2): the priority prefix, then `:key:childHash` for every child
+/// in priority order, ties broken by key. The text is streamed into SHA-1 rather than built.
+pub(crate) fn object_hash(children: &OrdMap<Key, Node>, priority: &Priority) -> Arc<str> {
+    let mut ordered: Vec<(&Key, &Node)> = children.iter().collect();
+    if ordered.iter().any(|(_, child)| !child.priority().is_none()) {
+        // The map yields key order and the sort is stable, so equal priorities stay in key
+        // order: exactly priority order with key tiebreak.
+        ordered.sort_by(|a, b| a.1.priority().cmp(b.1.priority()));
+    }
+    let mut prefix = String::new();
+    push_priority_prefix(&mut prefix, priority);
+    let mut hasher = Sha1::new();
+    let mut wrote_anything = !prefix.is_empty();
+    hasher.update(prefix.as_bytes());
+    for (key, child) in ordered {
+        let child_hash = child.hash();
+        if child_hash.is_empty() {
+            continue;
+        }
+        hasher.update(b":");
+        hasher.update(key.as_str().as_bytes());
+        hasher.update(b":");
+        hasher.update(child_hash.as_bytes());
+        wrote_anything = true;
+    }
+    if !wrote_anything {
+        return Arc::from("");
+    }
+    sha1_base64(hasher)
+}
+
+/// The 16 lower-case hex digits the client prints for a number (spec §10.3).
+pub(crate) fn number_hex(v: f64) -> String {
+    format!("{:016x}", client_double_bits(v))
+}
+
+/// The client's reconstruction of the IEEE-754 bits of `v`: exponent from a logarithm and
+/// mantissa by scaling and rounding. It equals `v.to_bits()` for almost every value but not
+/// just below some powers of two (the logarithm rounds up) nor for normals below 2^-971 (the
+/// scale factor overflows), and those differences are part of the protocol.
+pub(crate) fn client_double_bits(v: f64) -> u64 {
+    if v == 0.0 {
+        return if v.is_sign_negative() { 1 << 63 } else { 0 };
+    }
+    let sign = u64::from(v < 0.0);
+    let a = v.abs();
+    let (exponent, fraction) = if a >= f64::MIN_POSITIVE {
+        let ln = (a.ln() / std::f64::consts::LN_2).floor().min(1023.0);
+        // `ln` is an integer in [-1023, 1023] here, so the conversion is exact.
+        let ln = ln as i32;
+        let scaled = a * pow2(52 - ln) - pow2(52);
+        (i64::from(ln) + 1023, js_round(scaled))
+    } else {
+        (0, js_round(a / pow2(-1074)))
+    };
+    let mantissa = if fraction.is_finite() {
+        // A finite fraction is an integer of magnitude about 2^52; the low 52 bits of its
+        // two's complement form are what the client keeps.
+        (fraction as i64 as u64) & ((1 << 52) - 1)
+    } else {
+        0
+    };
+    let exponent = (exponent as u64) & 0x7ff;
+    (sign << 63) | (exponent << 52) | mantissa
+}
+
+/// 2^exp, exact. Beyond the double range it is infinite (as `Math.pow` is), and below the
+/// normal range it is a subnormal power of two or zero.
+fn pow2(exp: i32) -> f64 {
+    if exp > 1023 {
+        f64::INFINITY
+    } else if exp >= -1022 {
+        // A biased exponent in 1..=2046 with a zero mantissa is exactly 2^exp.
+        f64::from_bits(((exp + 1023) as u64) << 52)
+    } else if exp >= -1074 {
+        f64::from_bits(1u64 << (exp + 1074))
+    } else {
+        0.0
+    }
+}
+
+/// JavaScript `Math.round`: the nearest integer, with exact halves going towards +∞ (so -2.5
+/// becomes -2, unlike `f64::round`). `x - floor(x)` is exact for every double, so the tie test
+/// is exact too, unlike the naive `floor(x + 0.5)`, which misrounds 0.49999999999999994.
+fn js_round(x: f64) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    let floor = x.floor();
+    if x - floor >= 0.5 {
+        floor + 1.0
+    } else {
+        floor
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn hash_of(v: Value) -> String {
+        Node::from_json(&v).expect("valid vector").hash().to_string()
+    }
+
+    fn text_hash(text: &str) -> String {
+        let mut hasher = Sha1::new();
+        hasher.update(text.as_bytes());
+        sha1_base64(hasher).to_string()
+    }
+
+    #[test]
+    fn js_round_semantics() {
+        assert_eq!(js_round(0.5), 1.0);
+        assert_eq!(js_round(1.5), 2.0);
+        assert_eq!(js_round(2.5), 3.0);
+        assert_eq!(js_round(-0.5), 0.0);
+        assert_eq!(js_round(-1.5), -1.0);
+        assert_eq!(js_round(-2.5), -2.0);
+        assert_eq!(js_round(-2.6), -3.0);
+        assert_eq!(js_round(0.49999999999999994), 0.0);
+        assert_eq!(js_round(4503599627370495.5), 4503599627370496.0);
+        assert_eq!(js_round(9007199254740991.0), 9007199254740991.0);
+        assert_eq!(js_round(-0.2), 0.0);
+        assert!(js_round(f64::INFINITY).is_infinite());
+    }
+
+    #[test]
+    fn pow2_is_exact() {
+        assert_eq!(pow2(0), 1.0);
+        assert_eq!(pow2(52), 4503599627370496.0);
+        assert_eq!(pow2(-1), 0.5);
+        assert_eq!(pow2(1023), f64::from_bits(0x7fe0_0000_0000_0000));
+        assert!(pow2(1024).is_infinite());
+        assert_eq!(pow2(-1022), f64::MIN_POSITIVE);
+        assert_eq!(pow2(-1074), f64::from_bits(1));
+        assert_eq!(pow2(-1075), 0.0);
+    }
+
+    #[test]
+    fn number_text_routine() {
+        assert_eq!(number_hex(1.0), "3ff0000000000000");
+        assert_eq!(number_hex(2.0), "4000000000000000");
+        assert_eq!(number_hex(0.0), "0000000000000000");
+        assert_eq!(number_hex(-0.0), "8000000000000000");
+        assert_eq!(number_hex(-2.5), "c004000000000000");
+        assert_eq!(number_hex(0.1), "3fb999999999999a");
+        assert_eq!(number_hex(1e21), "444b1ae4d6e2ef50");
+        assert_eq!(number_hex(5.0), "4014000000000000");
+        assert_eq!(number_hex(7.0), "401c000000000000");
+        // The quirk: 2^53 - 1 is reconstructed as 2^53.
+        assert_eq!(number_hex(9007199254740991.0), "4340000000000000");
+        assert_eq!(9007199254740991f64.to_bits(), 0x433f_ffff_ffff_ffff);
+        // Subnormals take the other branch and come out exact.
+        assert_eq!(client_double_bits(f64::from_bits(1)), 1);
+        assert_eq!(client_double_bits(f64::from_bits(0x000f_ffff_ffff_ffff)), 0x000f_ffff_ffff_ffff);
+        // Normals below 2^-971 lose their mantissa (the scale factor overflows).
+        assert_eq!(client_double_bits(1.5 * pow2(-1000)), (23u64) << 52);
+        // Ordinary values match the real bits.
+        for v in [3.0, 1e-300, 123456.789, -1e308, f64::MAX, 0.3, 1.0 / 3.0] {
+            assert_eq!(client_double_bits(v), v.to_bits(), "{v}");
+        }
+    }
+
+    #[test]
+    fn negative_zero_hash_via_raw_leaf() {
+        // Spec §10.4: -0 can only be computed (JSON and normalization turn it into 0).
+        let leaf = Node::leaf_raw(Leaf::Number(-0.0), Priority::None);
+        assert_eq!(
+            leaf_hash_text(&Leaf::Number(-0.0), &Priority::None),
+            "number:8000000000000000"
+        );
+        assert_eq!(&*leaf.hash(), "m/gA365Q5OBo06Bg8wdybAAiMSQ=");
+        assert_eq!(text_hash("number:8000000000000000"), "m/gA365Q5OBo06Bg8wdybAAiMSQ=");
+        // Normalized input hashes as plain 0.
+        assert_eq!(hash_of(json!(-0.0)), "7ysMph9WPitGP7poMnMHMVPtUlI=");
+    }
+
+    #[test]
+    fn leaf_vectors() {
+        let vectors: &[(Value, &str, &str)] = &[
+            (json!(1), "number:3ff0000000000000", "YPVfR2bXt/lcDjiQZ8pOkAd3qkQ="),
+            (json!(2), "number:4000000000000000", "WtSt2Xo3L0JtPuArzQHofPrZOuU="),
+            (json!(0), "number:0000000000000000", "7ysMph9WPitGP7poMnMHMVPtUlI="),
+            (json!(-2.5), "number:c004000000000000", "eBj7htp2uFU6m+ykmQDcicyETbY="),
+            (json!(0.1), "number:3fb999999999999a", "wtQjBi5TBE+ZcdekL6INiSeCSQI="),
+            (json!(1e21), "number:444b1ae4d6e2ef50", "rZwDOBGJ9Z0+flzyrCWzeSigSyE="),
+            (
+                json!(9007199254740991u64),
+                "number:4340000000000000",
+                "m4qsp/5BbIWTdjthNlnOX+WCTB0=",
+            ),
+            (json!("hello"), "string:hello", "z6sRbrNLwbHX5fdjpvsTtWgXUFc="),
+            (json!(""), "string:", "Ki0Xy0V6morg0TO3Sxi/jwugYDQ="),
+            (json!("true"), "string:true", "SguBQTzes2fMe/fIMwCRPdBZ4MI="),
+            (json!("a:b"), "string:a:b", "ee/A/JrO8JDeNIboBwpC0jeeV1A="),
+            (
+                json!("héllo ☃ 😀"),
+                "string:héllo ☃ 😀",
+                "L+Mhwgn0TEsl7P+R+faHiJ9x3YA=",
+            ),
+            (json!(true), "boolean:true", "E5z61QM0lN/U2WsOnusszCTkR8M="),
+            (json!(false), "boolean:false", "aSSNoqcS4oQwJ2xxH20rvpp3zP0="),
+            (
+                json!({".value": 5, ".priority": 1}),
+                "priority:number:3ff0000000000000:number:4014000000000000",
+                "oUSZ9VFwUrevB81K4PcN+7BHDJw=",
+            ),
+            (
+                json!({".value": "v", ".priority": "p"}),
+                "priority:string:p:string:v",
+                "R0MIwvHETT8eZK7iUSai21aukVY=",
+            ),
+        ];
+        for (value, text, hash) in vectors {
+            let node = Node::from_json(value).expect("valid vector");
+            let leaf = node.leaf_value().expect("a leaf vector");
+            assert_eq!(leaf_hash_text(leaf, node.priority()), *text, "{value}");
+            assert_eq!(&*node.hash(), *hash, "{value}");
+            assert_eq!(text_hash(text), *hash, "{value}");
+        }
+        assert_eq!(hash_of(json!(null)), "");
+        assert_eq!(hash_of(json!({".value": null, ".priority": 1})), "");
+    }
+
+    #[test]
+    fn useful_leaf_hashes() {
+        let expected = [
+            (3, "3tYODYzGXwaGnXNech4jb4T9las="),
+            (4, "eVih19a6ZDz3NL32uVBtg9KSgQY="),
+            (5, "w28swksk9+tXf5jEdS9R5oSFAv8="),
+            (6, "qb1N9GrUXfC3JyZPF8EXiNYcv4I="),
+            (7, "7wQgMram7RVqVIg/xRZWPfygGx0="),
+            (8, "pITK737CVleu2Q4bHJTdQ4dJnCg="),
+        ];
+        for (n, hash) in expected {
+            assert_eq!(hash_of(json!(n)), hash, "{n}");
+        }
+    }
+
+    #[test]
+    fn object_vectors() {
+        let vectors: &[(Value, &str)] = &[
+            (json!({"v": 1}), "LjeXjzTaaVqwN8qlkUuwnS01bqc="),
+            (json!({"b": 2, "a": 1}), "AUZnXhNqrfbznYVxcCvNpzpjvTU="),
+            (json!({"a": null, "b": 1}), "lUwqxaYTHjA4XN/UJjS/cI8JKaM="),
+            (json!({"a": {"b": {"c": true}}}), "pmWQZosLZcmOAI2E0uzAv0YR+pY="),
+            (json!({"b": {"c": true}}), "04cMMA12ys0zo89wA3Al6NPUfQY="),
+            (json!({"c": true}), "T1+Y2YoCHRrslEfQR/R3tWSsmuE="),
+            (json!({"k": 1, ".priority": 7}), "J1LdWH4UCHgPTViUKE3k4gG2c6A="),
+            (json!({"b": true, "a": true, "10": true, "9": true}), "Od8YvdDki5GIUiHw8xMry7kpE8s="),
+            (json!({"｡": 1, "😀": 2}), "2fN5oqKMOu/lsitR3bnFuIvCIVU="),
+            (json!([10, 20, 30]), "tMGA6pAlogHlYbSsiBcteCsl3xs="),
+            (
+                json!({"x": {".value": "A", ".priority": 10}, "y": {".value": "B", ".priority": "aa"}, "z": "C"}),
+                "HEczgxEDQZl5FeQDqp7Lm1MfVR0=",
+            ),
+            (
+                json!({"a": {"x": 1, ".priority": 2}, "b": {"x": 2, ".priority": 1}, "c": 3, "d": {".value": "s", ".priority": "z"}}),
+                "sm+iYigSUhLzb8Ip9cGuVXFb4Xw=",
+            ),
+        ];
+        for (value, hash) in vectors {
+            assert_eq!(hash_of(value.clone()), *hash, "{value}");
+        }
+    }
+
+    #[test]
+    fn object_canonical_texts() {
+        // The texts of spec §10.4 hash to the listed values, and the children appear in the
+        // documented (priority, then key) order.
+        let cases = [
+            (":v:YPVfR2bXt/lcDjiQZ8pOkAd3qkQ=", "LjeXjzTaaVqwN8qlkUuwnS01bqc="),
+            (
+                ":a:YPVfR2bXt/lcDjiQZ8pOkAd3qkQ=:b:WtSt2Xo3L0JtPuArzQHofPrZOuU=",
+                "AUZnXhNqrfbznYVxcCvNpzpjvTU=",
+            ),
+            (
+                "priority:number:401c000000000000::k:YPVfR2bXt/lcDjiQZ8pOkAd3qkQ=",
+                "J1LdWH4UCHgPTViUKE3k4gG2c6A=",
+            ),
+            (
+                ":😀:WtSt2Xo3L0JtPuArzQHofPrZOuU=:｡:YPVfR2bXt/lcDjiQZ8pOkAd3qkQ=",
+                "2fN5oqKMOu/lsitR3bnFuIvCIVU=",
+            ),
+            (
+                ":z:DNjuzT+Ia56e0mQnSEe3WNKAjcQ=:x:l+EXxIpgkD85/9HT5EPJ9gZoE58=:y:sKCVliDxWZ/mMOnq9u8DCS1g6zc=",
+                "HEczgxEDQZl5FeQDqp7Lm1MfVR0=",
+            ),
+            (
+                ":c:3tYODYzGXwaGnXNech4jb4T9las=:b:QAJ+Mea5w+AO02PjmBoKjA/bcsU=:a:lRMED0cKJv5l0dtDR4+2vh6d8oQ=:d:XD0BRxpcjWJPtWfvIfd1KdUTALY=",
+                "sm+iYigSUhLzb8Ip9cGuVXFb4Xw=",
+            ),
+        ];
+        for (text, hash) in cases {
+            assert_eq!(text_hash(text), hash, "{text}");
+        }
+        // Code-point order would give another hash, which we must not produce.
+        assert_ne!(hash_of(json!({"｡": 1, "😀": 2})), "7nu/Or28CBhbC/BPFX+r+tYunAw=");
+        // Child hashes quoted in the texts above.
+        assert_eq!(hash_of(json!("C")), "DNjuzT+Ia56e0mQnSEe3WNKAjcQ=");
+        assert_eq!(hash_of(json!({".value": "A", ".priority": 10})), "l+EXxIpgkD85/9HT5EPJ9gZoE58=");
+        assert_eq!(hash_of(json!({".value": "B", ".priority": "aa"})), "sKCVliDxWZ/mMOnq9u8DCS1g6zc=");
+        assert_eq!(hash_of(json!({"x": 2, ".priority": 1})), "QAJ+Mea5w+AO02PjmBoKjA/bcsU=");
+        assert_eq!(hash_of(json!({"x": 1, ".priority": 2})), "lRMED0cKJv5l0dtDR4+2vh6d8oQ=");
+        assert_eq!(hash_of(json!({".value": "s", ".priority": "z"})), "XD0BRxpcjWJPtWfvIfd1KdUTALY=");
+    }
+
+    #[test]
+    fn negative_zero_key_vectors() {
+        // `-0` keys are refused by `Key::new`; the client's captured hashes are reproduced by
+        // building the nodes with unchecked keys (spec §9.1 item 5, §10.4).
+        let build = |entries: &[(&str, f64)]| {
+            entries.iter().fold(Node::empty(), |node, (k, v)| {
+                node.with_child(&Key::new_unchecked(k), Node::leaf(Leaf::Number(*v)))
+            })
+        };
+        let four = build(&[("0", 1.0), ("-0", 2.0), ("00", 3.0), ("-1", 4.0)]);
+        let order: Vec<&str> = four.children().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(order, ["-1", "0", "-0", "00"]);
+        assert_eq!(&*four.hash(), "Hrgx59zleYHwKX4mR8G5nkPZX0M=");
+        // Of the two arrival orders the client hashes differently, ours is the first one.
+        let two = build(&[("-0", 2.0), ("00", 3.0)]);
+        assert_eq!(&*two.hash(), "fLHpmRwY9Kt05f2HsrADYOYLgXw=");
+    }
+}

@@ -1,0 +1,647 @@
+//! Persistent data-tree nodes.
+//!
+//! A node is empty, a leaf (with an optional priority) or an object with at least one child
+//! (with an optional priority). Nodes are immutable and shared: every update returns a new root
+//! that reuses all untouched subtrees, so a snapshot of the database is one `Node` clone, and
+//! readers (listens, REST reads, hashing) never block writers.
+
+use std::fmt;
+use std::ops::Bound;
+use std::sync::{Arc, LazyLock, OnceLock};
+
+use imbl::OrdMap;
+
+use crate::hash;
+use crate::json;
+use crate::key::Key;
+use crate::path::Path;
+use crate::priority::{normalize_zero, Priority};
+
+/// The value of a leaf. Numbers are finite and never `-0` once inside a [`Node`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Leaf {
+    Bool(bool),
+    Number(f64),
+    String(Arc<str>),
+}
+
+/// A node of the data tree. Cloning is O(1).
+#[derive(Clone, Default)]
+pub struct Node(Repr);
+
+#[derive(Clone, Default)]
+enum Repr {
+    #[default]
+    Empty,
+    Leaf(Arc<LeafData>),
+    Object(Arc<ObjectData>),
+}
+
+struct LeafData {
+    value: Leaf,
+    priority: Priority,
+    /// Hash of this leaf, computed on first use. The data is immutable, so it never goes stale.
+    hash: OnceLock<Arc<str>>,
+}
+
+pub(crate) struct ObjectData {
+    /// Never empty: an object that loses its last child becomes the empty node.
+    pub(crate) children: OrdMap<Key, Node>,
+    pub(crate) priority: Priority,
+    /// Hash of this object, computed on first use. Every update builds a new `ObjectData`, so
+    /// a cached hash always describes the children it sits beside.
+    hash: OnceLock<Arc<str>>,
+    /// Estimated JSON size, kept up to date incrementally so that size checks are O(1).
+    bytes: usize,
+}
+
+/// The hash of the empty node, shared so that hashing empty nodes does not allocate.
+static EMPTY_HASH: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
+
+/// The priority of nodes that have none, to hand out by reference.
+static NO_PRIORITY: Priority = Priority::None;
+
+/// Rough JSON overhead of one object entry: two quotes, a colon and a comma.
+const ENTRY_OVERHEAD: usize = 4;
+
+/// Rough JSON overhead of an export wrapper `{".value":…,".priority":…}` or `,".priority":…`.
+const PRIORITY_OVERHEAD: usize = 26;
+
+impl ObjectData {
+    fn new(children: OrdMap<Key, Node>, priority: Priority, bytes: usize) -> Node {
+        Node(Repr::Object(Arc::new(ObjectData {
+            children,
+            priority,
+            hash: OnceLock::new(),
+            bytes,
+        })))
+    }
+
+    /// An object node of `children`, or the empty node when there are none.
+    pub(crate) fn build(children: OrdMap<Key, Node>, priority: Priority) -> Node {
+        if children.is_empty() {
+            return Node::empty();
+        }
+        let priority = priority.normalized();
+        let bytes = 2
+            + priority_bytes(&priority)
+            + children
+                .iter()
+                .map(|(key, child)| entry_bytes(key, child))
+                .sum::<usize>();
+        ObjectData::new(children, priority, bytes)
+    }
+}
+
+fn entry_bytes(key: &Key, child: &Node) -> usize {
+    key.as_str().len() + ENTRY_OVERHEAD + child.estimated_bytes()
+}
+
+fn priority_bytes(priority: &Priority) -> usize {
+    match priority {
+        Priority::None => 0,
+        Priority::Number(n) => PRIORITY_OVERHEAD + number_bytes(*n),
+        Priority::String(s) => PRIORITY_OVERHEAD + s.len() + 2,
+    }
+}
+
+/// Approximate printed length of a number: exact for integers below 10^15, generous otherwise.
+fn number_bytes(n: f64) -> usize {
+    let magnitude = n.abs();
+    if n.fract() == 0.0 && magnitude < 1e15 {
+        // The range check makes the conversion exact.
+        let digits = (magnitude as u64).checked_ilog10().map_or(1, |d| d as usize + 1);
+        digits + usize::from(n < 0.0)
+    } else {
+        24
+    }
+}
+
+impl Node {
+    /// The empty node (JSON `null`).
+    pub fn empty() -> Node {
+        Node(Repr::Empty)
+    }
+
+    /// A leaf without priority. `-0` becomes `0`; a non-finite number, which JSON cannot carry
+    /// and clients refuse, becomes the empty node (as `JSON.stringify` turns it into `null`).
+    pub fn leaf(value: Leaf) -> Node {
+        Node::leaf_with_priority(value, Priority::None)
+    }
+
+    /// A leaf with a priority, normalized like [`Node::leaf`] and [`Node::with_priority`].
+    pub fn leaf_with_priority(value: Leaf, priority: Priority) -> Node {
+        let value = match value {
+            Leaf::Number(n) if !n.is_finite() => return Node::empty(),
+            Leaf::Number(n) => Leaf::Number(normalize_zero(n)),
+            other => other,
+        };
+        Node::leaf_raw(value, priority.normalized())
+    }
+
+    /// A leaf exactly as given, bypassing normalization (tests of the hash of `-0`).
+    pub(crate) fn leaf_raw(value: Leaf, priority: Priority) -> Node {
+        Node(Repr::Leaf(Arc::new(LeafData {
+            value,
+            priority,
+            hash: OnceLock::new(),
+        })))
+    }
+
+    /// Whether this is the empty node.
+    pub fn is_empty(&self) -> bool {
+        matches!(self.0, Repr::Empty)
+    }
+
+    /// Whether this is a leaf.
+    pub fn is_leaf(&self) -> bool {
+        matches!(self.0, Repr::Leaf(_))
+    }
+
+    /// The leaf value, if this is a leaf.
+    pub fn leaf_value(&self) -> Option<&Leaf> {
+        match &self.0 {
+            Repr::Leaf(leaf) => Some(&leaf.value),
+            _ => None,
+        }
+    }
+
+    /// The priority ([`Priority::None`] for the empty node).
+    pub fn priority(&self) -> &Priority {
+        match &self.0 {
+            Repr::Empty => &NO_PRIORITY,
+            Repr::Leaf(leaf) => &leaf.priority,
+            Repr::Object(object) => &object.priority,
+        }
+    }
+
+    /// This node with another priority. The empty node cannot carry one and stays empty.
+    pub fn with_priority(&self, p: Priority) -> Node {
+        let priority = p.normalized();
+        match &self.0 {
+            Repr::Empty => Node::empty(),
+            Repr::Leaf(leaf) => Node::leaf_raw(leaf.value.clone(), priority),
+            Repr::Object(object) => {
+                let bytes = object.bytes - priority_bytes(&object.priority) + priority_bytes(&priority);
+                ObjectData::new(object.children.clone(), priority, bytes)
+            }
+        }
+    }
+
+    pub(crate) fn object(&self) -> Option<&ObjectData> {
+        match &self.0 {
+            Repr::Object(object) => Some(object),
+            _ => None,
+        }
+    }
+
+    /// The child named `key`; empty if there is none or this is not an object.
+    pub fn child(&self, key: &Key) -> Node {
+        self.child_ref(key).cloned().unwrap_or_default()
+    }
+
+    fn child_ref(&self, key: &Key) -> Option<&Node> {
+        self.object()?.children.get(key)
+    }
+
+    /// The node at `path` below this one (empty if nothing is there).
+    pub fn get(&self, path: &Path) -> Node {
+        let mut node = self;
+        for key in path.keys() {
+            match node.child_ref(key) {
+                Some(child) => node = child,
+                None => return Node::empty(),
+            }
+        }
+        node.clone()
+    }
+
+    /// Returns the tree with `value` placed at `path`; `self` is unchanged and every untouched
+    /// subtree is shared with it.
+    ///
+    /// * The root path replaces everything.
+    /// * Writing below a leaf turns the leaf into an object; the leaf's value is dropped but its
+    ///   priority kept, exactly as the JS client updates its cache (`LeafNode`), so that client
+    ///   and server keep hashing the same data.
+    /// * Writing the empty node removes; an object that loses its last child becomes empty and
+    ///   loses its priority, and this cascades up through emptied ancestors.
+    pub fn set(&self, path: &Path, value: Node) -> Node {
+        self.set_keys(path.keys(), value)
+    }
+
+    fn set_keys(&self, keys: &[Key], value: Node) -> Node {
+        match keys.split_first() {
+            None => value,
+            Some((key, [])) => self.with_child(key, value),
+            Some((key, rest)) => {
+                let new_child = match self.child_ref(key) {
+                    Some(child) => child.set_keys(rest, value),
+                    // Nothing is here: build the new branch from scratch (a deletion of
+                    // something absent builds nothing and leaves `self` as it is).
+                    None => Node::empty().set_keys(rest, value),
+                };
+                self.with_child(key, new_child)
+            }
+        }
+    }
+
+    /// Single-level [`Node::set`]: replaces (or with an empty `child`, removes) one child.
+    pub fn with_child(&self, key: &Key, child: Node) -> Node {
+        match &self.0 {
+            Repr::Empty if child.is_empty() => Node::empty(),
+            Repr::Empty => single_child(key, child, Priority::None),
+            Repr::Leaf(_) if child.is_empty() => self.clone(),
+            Repr::Leaf(leaf) => single_child(key, child, leaf.priority.clone()),
+            Repr::Object(object) => {
+                let old = object.children.get(key);
+                if let Some(old) = old {
+                    if old.ptr_eq(&child) {
+                        return self.clone();
+                    }
+                }
+                let old_bytes = old.map_or(0, |old| entry_bytes(key, old));
+                if child.is_empty() {
+                    if old.is_none() {
+                        return self.clone();
+                    }
+                    let children = object.children.without(key);
+                    if children.is_empty() {
+                        return Node::empty();
+                    }
+                    let bytes = object.bytes - old_bytes;
+                    return ObjectData::new(children, object.priority.clone(), bytes);
+                }
+                let bytes = object.bytes - old_bytes + entry_bytes(key, &child);
+                let children = object.children.update(key.clone(), child);
+                ObjectData::new(children, object.priority.clone(), bytes)
+            }
+        }
+    }
+
+    /// The children in key order (§9.1); none for leaves and the empty node.
+    pub fn children(&self) -> Children<'_> {
+        Children(self.object().map(|object| object.children.iter()))
+    }
+
+    /// Number of children (0 for leaves and the empty node).
+    pub fn child_count(&self) -> usize {
+        self.object().map_or(0, |object| object.children.len())
+    }
+
+    /// The child with the smallest key.
+    pub fn first_child(&self) -> Option<(&Key, &Node)> {
+        let (key, node) = self.object()?.children.get_min()?;
+        Some((key, node))
+    }
+
+    /// The child with the largest key.
+    pub fn last_child(&self) -> Option<(&Key, &Node)> {
+        let (key, node) = self.object()?.children.get_max()?;
+        Some((key, node))
+    }
+
+    /// The children whose keys lie between `from` and `to`, in key order (orderByKey windows).
+    /// An inverted range yields nothing.
+    pub fn children_range(&self, from: Bound<&Key>, to: Bound<&Key>) -> ChildrenRange<'_> {
+        let inverted = match (from, to) {
+            (Bound::Included(a), Bound::Included(b)) => a > b,
+            (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+                a >= b
+            }
+            _ => false,
+        };
+        let object = self.object().filter(|_| !inverted);
+        ChildrenRange(object.map(|object| object.children.range::<_, Key>((from, to))))
+    }
+
+    /// Cheap identity test: true when both are the same shared node or both are empty. May
+    /// report false for equal nodes built separately.
+    pub fn ptr_eq(&self, other: &Node) -> bool {
+        match (&self.0, &other.0) {
+            (Repr::Empty, Repr::Empty) => true,
+            (Repr::Leaf(a), Repr::Leaf(b)) => Arc::ptr_eq(a, b),
+            (Repr::Object(a), Repr::Object(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// The node hash of spec §10 (`""` for the empty node), cached inside the node.
+    pub fn hash(&self) -> Arc<str> {
+        match &self.0 {
+            Repr::Empty => EMPTY_HASH.clone(),
+            Repr::Leaf(leaf) => leaf
+                .hash
+                .get_or_init(|| hash::leaf_hash(&leaf.value, &leaf.priority))
+                .clone(),
+            Repr::Object(object) => object
+                .hash
+                .get_or_init(|| hash::object_hash(&object.children, &object.priority))
+                .clone(),
+        }
+    }
+
+    /// The hash if it has already been computed (never computes it).
+    fn cached_hash(&self) -> Option<&Arc<str>> {
+        match &self.0 {
+            Repr::Empty => None,
+            Repr::Leaf(leaf) => leaf.hash.get(),
+            Repr::Object(object) => object.hash.get(),
+        }
+    }
+
+    /// Rough size of the node as JSON in export form, for size limits. O(1).
+    pub fn estimated_bytes(&self) -> usize {
+        match &self.0 {
+            Repr::Empty => 4,
+            Repr::Leaf(leaf) => {
+                let value = match &leaf.value {
+                    Leaf::Bool(true) => 4,
+                    Leaf::Bool(false) => 5,
+                    Leaf::Number(n) => number_bytes(*n),
+                    Leaf::String(s) => s.len() + 2,
+                };
+                value + priority_bytes(&leaf.priority)
+            }
+            Repr::Object(object) => object.bytes,
+        }
+    }
+}
+
+fn single_child(key: &Key, child: Node, priority: Priority) -> Node {
+    let bytes = 2 + entry_bytes(key, &child) + priority_bytes(&priority);
+    ObjectData::new(OrdMap::unit(key.clone(), child), priority, bytes)
+}
+
+/// Iterator over the children of a node, in key order. Double-ended, so the last children
+/// (limitToLast windows) are as cheap to reach as the first.
+pub struct Children<'a>(Option<imbl::ordmap::Iter<'a, Key, Node, imbl::shared_ptr::DefaultSharedPtr>>);
+
+impl<'a> Iterator for Children<'a> {
+    type Item = (&'a Key, &'a Node);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.as_mut()?.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.as_ref().map_or((0, Some(0)), Iterator::size_hint)
+    }
+}
+
+impl DoubleEndedIterator for Children<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.0.as_mut()?.next_back()
+    }
+}
+
+impl ExactSizeIterator for Children<'_> {}
+
+/// Iterator over a key range of the children of a node, in key order.
+pub struct ChildrenRange<'a>(
+    Option<imbl::ordmap::RangedIter<'a, Key, Node, imbl::shared_ptr::DefaultSharedPtr>>,
+);
+
+impl<'a> Iterator for ChildrenRange<'a> {
+    type Item = (&'a Key, &'a Node);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.as_mut()?.next()
+    }
+}
+
+impl DoubleEndedIterator for ChildrenRange<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.0.as_mut()?.next_back()
+    }
+}
+
+/// Deep equality, priorities included. Shared subtrees are skipped by identity, and two cached
+/// hashes that differ prove inequality without a walk.
+impl PartialEq for Node {
+    fn eq(&self, other: &Node) -> bool {
+        if self.ptr_eq(other) {
+            return true;
+        }
+        if let (Some(a), Some(b)) = (self.cached_hash(), other.cached_hash()) {
+            if a != b {
+                return false;
+            }
+        }
+        match (&self.0, &other.0) {
+            (Repr::Leaf(a), Repr::Leaf(b)) => a.value == b.value && a.priority == b.priority,
+            (Repr::Object(a), Repr::Object(b)) => {
+                a.priority == b.priority && a.children == b.children
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = Vec::new();
+        json::write_node(self, &mut out, true);
+        write!(f, "Node({})", String::from_utf8_lossy(&out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(v: serde_json::Value) -> Node {
+        Node::from_json(&v).expect("valid test node")
+    }
+
+    fn path(s: &str) -> Path {
+        Path::parse(s).expect("valid test path")
+    }
+
+    fn key(s: &str) -> Key {
+        Key::new(s).expect("valid test key")
+    }
+
+    #[test]
+    fn nodes_are_send_sync_and_small() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Node>();
+        assert_send_sync::<Key>();
+        assert_send_sync::<Path>();
+        assert_eq!(std::mem::size_of::<Node>(), 16);
+    }
+
+    #[test]
+    fn set_and_get() {
+        let root = Node::empty()
+            .set(&path("/a/b"), node(json!(1)))
+            .set(&path("/a/c"), node(json!("x")))
+            .set(&path("/d"), node(json!(true)));
+        assert_eq!(root.to_json(false), json!({"a": {"b": 1, "c": "x"}, "d": true}));
+        assert_eq!(root.get(&path("/a/b")), node(json!(1)));
+        assert!(root.get(&path("/a/zz")).is_empty());
+        assert!(root.get(&path("/a/b/deeper")).is_empty());
+        assert_eq!(root.get(&Path::root()), root);
+        assert_eq!(root.child_count(), 2);
+        assert_eq!(root.child(&key("d")).leaf_value(), Some(&Leaf::Bool(true)));
+        let replaced = root.set(&Path::root(), node(json!(5)));
+        assert_eq!(replaced.to_json(false), json!(5));
+    }
+
+    #[test]
+    fn removal_prunes_emptied_ancestors() {
+        let root = node(json!({"a": {"b": {"c": {".value": 1, ".priority": 2}}, ".priority": 3}, "x": 1}));
+        let pruned = root.set(&path("/a/b/c"), Node::empty());
+        assert_eq!(pruned.to_json(true), json!({"x": 1}));
+        let all_gone = pruned.set(&path("/x"), Node::empty());
+        assert!(all_gone.is_empty());
+        // Removing something absent changes nothing and allocates nothing.
+        let same = root.set(&path("/q/r/s"), Node::empty());
+        assert!(same.ptr_eq(&root));
+        let same = root.set(&path("/x/under/leaf"), Node::empty());
+        assert!(same.ptr_eq(&root));
+    }
+
+    #[test]
+    fn writing_below_a_leaf_makes_an_object() {
+        let root = node(json!({"a": {".value": 1, ".priority": 9}}));
+        let next = root.set(&path("/a/b"), node(json!(2)));
+        // The leaf value goes; its priority stays, as in the JS client's cache.
+        assert_eq!(next.to_json(true), json!({"a": {"b": 2, ".priority": 9}}));
+        let plain = node(json!({"a": 1})).set(&path("/a/b/c"), node(json!(2)));
+        assert_eq!(plain.to_json(true), json!({"a": {"b": {"c": 2}}}));
+    }
+
+    #[test]
+    fn copy_on_write_shares_untouched_subtrees() {
+        let root = node(json!({"a": {"x": 1, "y": 2}, "b": {"z": 3}}));
+        let before = root.to_json(true);
+        let next = root.set(&path("/a/x"), node(json!(10)));
+        assert_eq!(root.to_json(true), before);
+        assert_eq!(next.get(&path("/a/x")), node(json!(10)));
+        assert!(next.child(&key("b")).ptr_eq(&root.child(&key("b"))));
+        assert!(next
+            .get(&path("/a/y"))
+            .ptr_eq(&root.get(&path("/a/y"))));
+        assert!(!next.ptr_eq(&root));
+        // Writing the very same node back is a no-op that keeps identity.
+        let b = root.child(&key("b"));
+        assert!(root.with_child(&key("b"), b).ptr_eq(&root));
+    }
+
+    #[test]
+    fn hash_cache_never_goes_stale() {
+        let root = node(json!({"a": {"x": 1}, "b": 2}));
+        let h1 = root.hash();
+        assert!(Arc::ptr_eq(&h1, &root.hash()), "the second call is served from the cache");
+        let next = root.set(&path("/a/x"), node(json!(2)));
+        assert_ne!(next.hash(), h1);
+        assert_eq!(root.hash(), h1);
+        assert_eq!(next.hash(), node(json!({"a": {"x": 2}, "b": 2})).hash());
+        let back = next.set(&path("/a/x"), node(json!(1)));
+        assert_eq!(back.hash(), h1);
+        let prioritized = root.with_priority(Priority::Number(1.0));
+        assert_ne!(prioritized.hash(), h1);
+    }
+
+    #[test]
+    fn priorities() {
+        assert!(Node::empty().with_priority(Priority::Number(1.0)).is_empty());
+        let leaf = node(json!("v")).with_priority(Priority::String(Arc::from("p")));
+        assert_eq!(leaf.to_json(true), json!({".value": "v", ".priority": "p"}));
+        assert_eq!(leaf.to_json(false), json!("v"));
+        let object = node(json!({"a": 1})).with_priority(Priority::Number(-0.0));
+        match object.priority() {
+            Priority::Number(n) => assert!(n.is_sign_positive()),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(Node::empty().priority().is_none());
+        let cleared = leaf.with_priority(Priority::None);
+        assert_eq!(cleared, node(json!("v")));
+    }
+
+    #[test]
+    fn leaves_are_normalized() {
+        match Node::leaf(Leaf::Number(-0.0)).leaf_value() {
+            Some(Leaf::Number(n)) => assert!(n.is_sign_positive()),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(Node::leaf(Leaf::Number(f64::NAN)).is_empty());
+        assert!(Node::leaf(Leaf::Number(f64::INFINITY)).is_empty());
+        assert!(Node::leaf(Leaf::Bool(false)).is_leaf());
+    }
+
+    #[test]
+    fn children_in_key_order_and_ranges() {
+        let root = node(json!({"b": 1, "a": 2, "10": 3, "9": 4, "007": 5}));
+        let keys: Vec<&str> = root.children().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["007", "9", "10", "a", "b"]);
+        let back: Vec<&str> = root.children().rev().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(back, ["b", "a", "10", "9", "007"]);
+        assert_eq!(root.children().len(), 5);
+        assert_eq!(root.first_child().map(|(k, _)| k.as_str()), Some("007"));
+        assert_eq!(root.last_child().map(|(k, _)| k.as_str()), Some("b"));
+        let (nine, a) = (key("9"), key("a"));
+        let range = |from, to| -> Vec<String> {
+            root.children_range(from, to)
+                .map(|(k, _)| k.to_string())
+                .collect()
+        };
+        assert_eq!(range(Bound::Included(&nine), Bound::Included(&a)), ["9", "10", "a"]);
+        assert_eq!(range(Bound::Excluded(&nine), Bound::Excluded(&a)), ["10"]);
+        assert_eq!(range(Bound::Unbounded, Bound::Excluded(&nine)), ["007"]);
+        assert_eq!(range(Bound::Excluded(&a), Bound::Unbounded), ["b"]);
+        assert!(range(Bound::Included(&a), Bound::Included(&nine)).is_empty());
+        assert!(range(Bound::Excluded(&a), Bound::Excluded(&a)).is_empty());
+        assert_eq!(range(Bound::Included(&a), Bound::Included(&a)), ["a"]);
+        let leaf = node(json!(1));
+        assert_eq!(leaf.children().count(), 0);
+        assert_eq!(leaf.child_count(), 0);
+        assert!(leaf.first_child().is_none());
+        assert_eq!(leaf.children_range(Bound::Unbounded, Bound::Unbounded).count(), 0);
+        assert!(leaf.child(&a).is_empty());
+    }
+
+    #[test]
+    fn equality_is_deep() {
+        let a = node(json!({"x": {"y": 1, ".priority": 2}, "z": "s"}));
+        let b = node(json!({"z": "s", "x": {".priority": 2, "y": 1}}));
+        assert_eq!(a, b);
+        assert_ne!(a, node(json!({"x": {"y": 1}, "z": "s"})));
+        assert_ne!(a, node(json!({"x": {"y": 1, ".priority": 2}, "z": "t"})));
+        assert_ne!(node(json!(1)), node(json!("1")));
+        assert_ne!(node(json!(1)), Node::empty());
+        assert_eq!(Node::empty(), Node::default());
+        // With warm, different hash caches the answer is the same.
+        let c = node(json!({"x": 1}));
+        let d = node(json!({"x": 2}));
+        let _ = (c.hash(), d.hash());
+        assert_ne!(c, d);
+    }
+
+    #[test]
+    fn estimated_bytes_tracks_updates() {
+        let root = node(json!({"a": "xyz", "b": 12}));
+        // {"a":"xyz","b":12} is 20 bytes; the estimate counts one comma too many.
+        assert_eq!(root.estimated_bytes(), 21);
+        let bigger = root.set(&path("/c"), node(json!("0123456789")));
+        assert_eq!(bigger.estimated_bytes(), 21 + 1 + 4 + 12);
+        let smaller = bigger.set(&path("/a"), Node::empty());
+        assert_eq!(smaller.estimated_bytes(), 21 + 1 + 4 + 12 - (1 + 4 + 5));
+        let rebuilt = node(smaller.to_json(true));
+        assert_eq!(rebuilt.estimated_bytes(), smaller.estimated_bytes());
+        let with_priority = rebuilt.with_priority(Priority::Number(5.0));
+        assert_eq!(with_priority.estimated_bytes(), rebuilt.estimated_bytes() + 27);
+        assert_eq!(with_priority.with_priority(Priority::None).estimated_bytes(), rebuilt.estimated_bytes());
+        assert_eq!(Node::empty().estimated_bytes(), 4);
+        assert_eq!(number_bytes(-120.0), 4);
+        assert_eq!(number_bytes(0.0), 1);
+        assert_eq!(number_bytes(0.5), 24);
+    }
+
+    #[test]
+    fn debug_shows_export_json() {
+        let n = node(json!({"a": {".value": 1, ".priority": 2}}));
+        assert_eq!(format!("{n:?}"), r#"Node({"a":{".value":1,".priority":2}})"#);
+    }
+}

@@ -1,0 +1,342 @@
+//! Decoding one whole client message (spec §2.1, §3, §4, §5).
+
+use hearth_query::QueryParams;
+use hearth_sync::{Request, Tag, WriteTarget};
+use hearth_tree::Path;
+use serde_json::{Map, Value};
+
+/// Why a message could not be understood. `request_id` is set when the message named its
+/// request, so that the error can be answered instead of closing the connection.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{reason}")]
+pub struct WireError {
+    pub request_id: Option<u64>,
+    pub status: &'static str,
+    pub reason: String,
+}
+
+impl WireError {
+    fn unaddressed(reason: impl Into<String>) -> WireError {
+        WireError {
+            request_id: None,
+            status: "invalid_data",
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A credential presented with `auth` or `gauth`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthRequest {
+    pub credential: String,
+    /// `gauth` rather than `auth`.
+    pub google: bool,
+    /// An admin's override of the identity that rules see.
+    pub auth_override: Option<Value>,
+    /// An admin's request to be seen as unauthenticated.
+    pub no_auth: bool,
+}
+
+/// A request that concerns the connection rather than the data.
+#[derive(Debug, Clone)]
+pub enum ClientRequest {
+    Data(Request),
+    Auth(AuthRequest),
+    Unauth,
+    AppCheck,
+    Stats,
+}
+
+/// One decoded client message.
+#[derive(Debug, Clone)]
+pub enum ClientMessage {
+    /// Control ping `p`: answer with a pong.
+    Ping,
+    /// Any other control message (long-poll upgrade acks): nothing to do.
+    OtherControl,
+    /// A data request with its number.
+    Request {
+        request_id: u64,
+        request: Box<ClientRequest>,
+    },
+}
+
+/// Decodes one whole message.
+pub fn decode(text: &str) -> Result<ClientMessage, WireError> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|error| WireError::unaddressed(format!("malformed JSON: {error}")))?;
+    let Value::Object(mut envelope) = value else {
+        return Err(WireError::unaddressed("a message must be a JSON object"));
+    };
+    let layer = envelope.get("t").and_then(Value::as_str).unwrap_or("");
+    match layer {
+        "c" => decode_control(&envelope),
+        "d" => {
+            let Some(Value::Object(body)) = envelope.remove("d") else {
+                return Err(WireError::unaddressed("a data message needs an object `d`"));
+            };
+            decode_data(body)
+        }
+        _ => Err(WireError::unaddressed(
+            "a message needs `t` of \"c\" or \"d\"",
+        )),
+    }
+}
+
+fn decode_control(envelope: &Map<String, Value>) -> Result<ClientMessage, WireError> {
+    let kind = envelope
+        .get("d")
+        .and_then(|d| d.get("t"))
+        .and_then(Value::as_str);
+    match kind {
+        Some("p") => Ok(ClientMessage::Ping),
+        Some(_) => Ok(ClientMessage::OtherControl),
+        None => Err(WireError::unaddressed("a control message needs `d.t`")),
+    }
+}
+
+fn decode_data(mut message: Map<String, Value>) -> Result<ClientMessage, WireError> {
+    let request_id = message
+        .get("r")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| WireError::unaddressed("a request needs a numeric `r`"))?;
+    let fail = |reason: String| WireError {
+        request_id: Some(request_id),
+        status: "invalid_data",
+        reason,
+    };
+    let action = match message.get("a") {
+        Some(Value::String(action)) => action.clone(),
+        _ => return Err(fail("a request needs a string action `a`".into())),
+    };
+    let body = match message.remove("b") {
+        Some(Value::Object(body)) => body,
+        None | Some(Value::Null) => Map::new(),
+        Some(_) => return Err(fail("the body `b` must be an object".into())),
+    };
+    let request = decode_action(&action, body).map_err(|reason| match reason {
+        ActionError::Unknown => WireError {
+            request_id: Some(request_id),
+            status: "unknown_action",
+            reason: format!("unknown action {action:?}"),
+        },
+        ActionError::Invalid(reason) => fail(reason),
+    })?;
+    Ok(ClientMessage::Request {
+        request_id,
+        request: Box::new(request),
+    })
+}
+
+enum ActionError {
+    Unknown,
+    Invalid(String),
+}
+
+impl From<String> for ActionError {
+    fn from(reason: String) -> ActionError {
+        ActionError::Invalid(reason)
+    }
+}
+
+fn decode_action(action: &str, mut body: Map<String, Value>) -> Result<ClientRequest, ActionError> {
+    let request = match action {
+        "q" => {
+            let (path, query, query_wire, tag) = listen_fields(&body)?;
+            let hash = body.get("h").and_then(Value::as_str).map(str::to_owned);
+            Request::Listen {
+                path,
+                query,
+                query_wire,
+                tag,
+                hash,
+            }
+        }
+        "n" => {
+            let (path, _, _, tag) = listen_fields(&body)?;
+            Request::Unlisten { path, tag }
+        }
+        "p" => Request::Put {
+            target: target_field(&body)?,
+            data: body.remove("d").unwrap_or(Value::Null),
+            hash: body.get("h").and_then(Value::as_str).map(str::to_owned),
+        },
+        "m" => Request::Merge {
+            path: path_field(&body)?,
+            entries: merge_entries(body.remove("d"))?,
+        },
+        "o" => Request::OnDisconnectPut {
+            target: target_field(&body)?,
+            data: body.remove("d").unwrap_or(Value::Null),
+        },
+        "om" => Request::OnDisconnectMerge {
+            path: path_field(&body)?,
+            entries: merge_entries(body.remove("d"))?,
+        },
+        "oc" => Request::OnDisconnectCancel {
+            path: path_field(&body)?,
+        },
+        "g" => {
+            let (path, query, _, _) = listen_fields(&body)?;
+            Request::Get { path, query }
+        }
+        "s" => return Ok(ClientRequest::Stats),
+        "auth" | "gauth" => return auth_request(action == "gauth", &mut body),
+        "unauth" => return Ok(ClientRequest::Unauth),
+        // The JS client spells the second one `unappeck`; accept both spellings.
+        "appcheck" | "unappeck" | "unappcheck" => return Ok(ClientRequest::AppCheck),
+        _ => return Err(ActionError::Unknown),
+    };
+    Ok(ClientRequest::Data(request))
+}
+
+fn auth_request(google: bool, body: &mut Map<String, Value>) -> Result<ClientRequest, ActionError> {
+    let credential = match body.get("cred") {
+        Some(Value::String(cred)) => cred.clone(),
+        _ => return Err("auth needs a string `cred`".to_owned().into()),
+    };
+    Ok(ClientRequest::Auth(AuthRequest {
+        credential,
+        google,
+        auth_override: body.remove("authvar"),
+        no_auth: body.get("noauth").and_then(Value::as_bool).unwrap_or(false),
+    }))
+}
+
+fn path_text(body: &Map<String, Value>) -> Result<&str, String> {
+    match body.get("p") {
+        Some(Value::String(path)) => Ok(path),
+        _ => Err("the request needs a string path `p`".to_owned()),
+    }
+}
+
+fn path_field(body: &Map<String, Value>) -> Result<Path, String> {
+    Path::parse(path_text(body)?).map_err(|error| format!("invalid path: {error}"))
+}
+
+fn target_field(body: &Map<String, Value>) -> Result<WriteTarget, String> {
+    WriteTarget::parse(path_text(body)?).map_err(|error| format!("invalid path: {error}"))
+}
+
+type ListenFields = (Path, QueryParams, Option<Value>, Option<Tag>);
+
+fn listen_fields(body: &Map<String, Value>) -> Result<ListenFields, String> {
+    let path = path_field(body)?;
+    let query_wire = body.get("q").filter(|q| !q.is_null()).cloned();
+    let query = match &query_wire {
+        Some(q) => QueryParams::from_wire(q).map_err(|error| format!("invalid query: {error}"))?,
+        None => QueryParams::default(),
+    };
+    let tag = match body.get("t") {
+        None | Some(Value::Null) => None,
+        Some(tag) => Some(
+            tag.as_u64()
+                .ok_or_else(|| "the tag `t` must be a non-negative integer".to_owned())?,
+        ),
+    };
+    Ok((path, query, query_wire, tag))
+}
+
+fn merge_entries(data: Option<Value>) -> Result<Vec<(WriteTarget, Value)>, String> {
+    let Some(Value::Object(map)) = data else {
+        return Err("an update needs an object `d`".to_owned());
+    };
+    map.into_iter()
+        .map(|(key, value)| {
+            let target = WriteTarget::parse(&key)
+                .map_err(|error| format!("invalid update path {key:?}: {error}"))?;
+            Ok((target, value))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(text: &str) -> (u64, ClientRequest) {
+        match decode(text) {
+            Ok(ClientMessage::Request {
+                request_id,
+                request,
+            }) => (request_id, *request),
+            other => panic!("expected a request, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn decodes_a_tagged_listen() {
+        let (r, req) = request(
+            r#"{"t":"d","d":{"r":3,"a":"q","b":{"p":"/q1","q":{"l":2,"vf":"r","i":"score"},"t":1,"h":""}}}"#,
+        );
+        assert_eq!(r, 3);
+        match req {
+            ClientRequest::Data(Request::Listen {
+                path,
+                tag,
+                hash,
+                query_wire,
+                ..
+            }) => {
+                assert_eq!(path.to_string(), "/q1");
+                assert_eq!(tag, Some(1));
+                assert_eq!(hash.as_deref(), Some(""));
+                assert!(query_wire.is_some());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn decodes_writes_and_priority_targets() {
+        let (_, req) = request(r#"{"t":"d","d":{"r":3,"a":"p","b":{"p":"/a/.priority","d":5}}}"#);
+        assert!(matches!(
+            req,
+            ClientRequest::Data(Request::Put { ref target, .. }) if target.priority_only
+        ));
+        let (_, req) =
+            request(r#"{"t":"d","d":{"r":4,"a":"m","b":{"p":"/w","d":{"d/e":1,"f":null}}}}"#);
+        match req {
+            ClientRequest::Data(Request::Merge { entries, .. }) => assert_eq!(entries.len(), 2),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn control_and_connection_requests() {
+        assert!(matches!(
+            decode(r#"{"t":"c","d":{"t":"p","d":{}}}"#),
+            Ok(ClientMessage::Ping)
+        ));
+        let (_, req) = request(r#"{"t":"d","d":{"r":8,"a":"unappeck","b":{}}}"#);
+        assert!(matches!(req, ClientRequest::AppCheck));
+        let (_, req) =
+            request(r#"{"t":"d","d":{"r":2,"a":"gauth","b":{"cred":"owner","noauth":true}}}"#);
+        assert!(matches!(
+            req,
+            ClientRequest::Auth(AuthRequest {
+                no_auth: true,
+                google: true,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn errors_are_addressed_when_possible() {
+        let unknown = decode(r#"{"t":"d","d":{"r":1,"a":"zz","b":{}}}"#).expect_err("unknown");
+        assert_eq!(unknown.request_id, Some(1));
+        assert_eq!(unknown.status, "unknown_action");
+        let bad_key =
+            decode(r#"{"t":"d","d":{"r":2,"a":"p","b":{"p":"/a.b","d":1}}}"#).expect_err("bad");
+        assert_eq!(bad_key.request_id, Some(2));
+        assert_eq!(decode("{").expect_err("bad").request_id, None);
+        assert_eq!(decode("[1,2]").expect_err("bad").request_id, None);
+        assert_eq!(
+            decode(r#"{"t":"d","d":{"a":"q","b":{}}}"#)
+                .expect_err("no r")
+                .request_id,
+            None
+        );
+    }
+}
