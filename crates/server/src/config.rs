@@ -7,7 +7,8 @@ use std::time::Duration;
 /// Everything `hearth serve` was told, resolved to concrete values.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
-    pub listen: SocketAddr,
+    /// Addresses to listen on (all with the same port).
+    pub listen: Vec<SocketAddr>,
     pub data_dir: PathBuf,
     pub threads: usize,
     /// Emulator-compatible mode: `owner` and unsigned mock tokens are accepted.
@@ -24,7 +25,7 @@ pub struct ServeConfig {
 impl ServeConfig {
     pub fn for_tests(listen: SocketAddr) -> ServeConfig {
         ServeConfig {
-            listen,
+            listen: vec![listen],
             data_dir: PathBuf::from("hearth-data"),
             threads: 1,
             dev: true,

@@ -28,6 +28,9 @@ const MAX_MESSAGES_PER_TURN: usize = 256;
 /// How long one flush may wait for a client to accept data.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How far behind the real clock the handshake's time is reported (see `serve_websocket`).
+const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
+
 type Socket = WebSocketStream<TcpStream>;
 
 /// Completes the upgrade and serves the connection until it ends.
@@ -73,11 +76,23 @@ pub async fn serve_websocket(
         shard.end_previous_session(previous);
     }
     let handle = shard.open_connection(&namespace);
-    let host = head
-        .header("host")
-        .map(str::to_owned)
-        .unwrap_or_else(|| shard.config.listen.to_string());
-    handle.send_text(encode_handshake(now_ms(), &host, &handle.session_id));
+    let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
+        shard
+            .config
+            .listen
+            .first()
+            .map_or_else(String::new, ToString::to_string)
+    });
+    // The handshake reports the time one millisecond behind the clock. Clients estimate server
+    // time as their clock plus this offset; reporting it slightly early guarantees that a
+    // server timestamp resolved after the handshake is never identical to the client's local
+    // estimate, so the client always observes the server's value replacing its guess (as it
+    // does over any real network).
+    handle.send_text(encode_handshake(
+        now_ms().saturating_sub(HANDSHAKE_CLOCK_LEAD_MS),
+        &host,
+        &handle.session_id,
+    ));
     let reason = run(&shard, &handle, &mut socket).await;
     shard.close_connection(&handle);
     if let Some(reason) = reason {

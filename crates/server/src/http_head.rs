@@ -37,6 +37,11 @@ impl Head {
             .map(|(_, value)| value.as_str())
     }
 
+    /// A WebSocket upgrade of the realtime endpoint `/.ws`.
+    pub fn is_realtime_upgrade(&self) -> bool {
+        self.path == "/.ws" && self.is_websocket_upgrade()
+    }
+
     pub fn is_websocket_upgrade(&self) -> bool {
         self.header("upgrade")
             .is_some_and(|value| value.eq_ignore_ascii_case("websocket"))

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod config;
 mod connection;
 mod dispatch;
+mod http_basic;
 pub mod http_head;
 mod listener;
 pub mod namespace;
@@ -19,4 +20,5 @@ mod shard;
 mod time;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
+pub use listener::resolve_listen;
 pub use server::{Server, StartError};

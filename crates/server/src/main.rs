@@ -1,6 +1,5 @@
 //! The `hearth` command.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -28,9 +27,10 @@ enum Command {
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// Address to listen on, for WebSocket and (later) REST.
-    #[arg(long, default_value = "127.0.0.1:9000", env = "HEARTH_LISTEN")]
-    listen: SocketAddr,
+    /// Address to listen on (`host:port`), for WebSocket and HTTP. `localhost` binds both
+    /// 127.0.0.1 and ::1.
+    #[arg(long, default_value = "localhost:9000", env = "HEARTH_LISTEN")]
+    listen: String,
     /// Directory for the data (not used yet: data is held in memory).
     #[arg(long, default_value = "./hearth-data", env = "HEARTH_DATA_DIR")]
     data_dir: PathBuf,
@@ -66,8 +66,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
+    let listen = hearth_server::resolve_listen(&args.listen)
+        .with_context(|| format!("resolving --listen {}", args.listen))?;
     let config = ServeConfig {
-        listen: args.listen,
+        listen,
         data_dir: args.data_dir,
         threads,
         dev: args.dev,

@@ -5,7 +5,6 @@ use std::rc::Rc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::LocalSet;
@@ -13,7 +12,8 @@ use tracing::{debug, info, warn};
 
 use crate::config::ServeConfig;
 use crate::connection::serve_websocket;
-use crate::http_head::{read_head, Head};
+use crate::http_basic::serve_http;
+use crate::http_head::read_head;
 use crate::listener::bind_listeners;
 use crate::namespace::{owner_shard, resolve};
 use crate::shard::{Handoff, Shard};
@@ -31,9 +31,9 @@ pub struct Server {
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen on {address}: {source}")]
+    #[error("cannot listen on {addresses}: {source}")]
     Bind {
-        address: SocketAddr,
+        addresses: String,
         source: std::io::Error,
     },
     #[error("cannot start shard thread: {0}")]
@@ -44,17 +44,19 @@ impl Server {
     /// Binds the listeners and starts one pinned thread per shard.
     pub fn start(config: ServeConfig) -> Result<Server, StartError> {
         let shards = config.threads.max(1);
-        let listeners =
-            bind_listeners(config.listen, shards).map_err(|source| StartError::Bind {
-                address: config.listen,
+        let (listeners, bound) =
+            bind_listeners(&config.listen, shards).map_err(|source| StartError::Bind {
+                addresses: format!("{:?}", config.listen),
                 source,
             })?;
-        let address = listeners
-            .first()
-            .and_then(|listener| listener.local_addr().ok())
-            .unwrap_or(config.listen);
+        let Some(&address) = bound.first() else {
+            return Err(StartError::Bind {
+                addresses: format!("{:?}", config.listen),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address"),
+            });
+        };
         let config = ServeConfig {
-            listen: address,
+            listen: bound.clone(),
             ..config
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -62,7 +64,7 @@ impl Server {
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let mut threads = Vec::with_capacity(shards);
-        for (index, (listener, receiver)) in listeners.into_iter().zip(receivers).enumerate() {
+        for (index, (listeners, receiver)) in listeners.into_iter().zip(receivers).enumerate() {
             let config = config.clone();
             let shutdown_rx = shutdown_rx.clone();
             let senders = senders.clone();
@@ -73,12 +75,14 @@ impl Server {
                     if let Some(core) = core {
                         core_affinity::set_for_current(core);
                     }
-                    run_shard(index, config, listener, receiver, senders, shutdown_rx);
+                    run_shard(index, config, listeners, receiver, senders, shutdown_rx);
                 })
                 .map_err(StartError::Thread)?;
             threads.push(thread);
         }
-        info!(%address, shards, dev = config.dev, "listening on {address}");
+        for address in &bound {
+            info!(%address, shards, dev = config.dev, "listening on {address}");
+        }
         Ok(Server {
             address,
             shutdown,
@@ -99,7 +103,7 @@ impl Server {
 fn run_shard(
     index: usize,
     config: ServeConfig,
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     handoffs_rx: mpsc::UnboundedReceiver<Handoff>,
     handoffs: Vec<mpsc::UnboundedSender<Handoff>>,
     shutdown: watch::Receiver<bool>,
@@ -117,15 +121,20 @@ fn run_shard(
     let shard = Rc::new(Shard::new(index, Rc::new(config), shutdown, handoffs));
     let local = LocalSet::new();
     local.block_on(&runtime, async move {
-        let listener = match tokio::net::TcpListener::from_std(listener) {
-            Ok(listener) => listener,
-            Err(error) => {
-                warn!(%error, shard = index, "cannot register the listener");
-                return;
-            }
-        };
         tokio::task::spawn_local(receive_handoffs(shard.clone(), handoffs_rx));
-        accept_loop(shard.clone(), listener).await;
+        let mut accepting = Vec::new();
+        for listener in listeners {
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(listener) => accepting.push(tokio::task::spawn_local(accept_loop(
+                    shard.clone(),
+                    listener,
+                ))),
+                Err(error) => warn!(%error, shard = index, "cannot register a listener"),
+            }
+        }
+        for task in accepting {
+            let _ = task.await;
+        }
         shard.drain(SHUTDOWN_GRACE).await;
         let stats = *shard.stats.borrow();
         debug!(shard = index, ?stats, "shard stopped");
@@ -160,13 +169,23 @@ async fn receive_handoffs(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceive
         let Ok(stream) = TcpStream::from_std(handoff.stream) else {
             continue;
         };
-        tokio::task::spawn_local(serve_websocket(
-            shard.clone(),
-            stream,
-            handoff.head,
-            handoff.leftover,
-            handoff.namespace,
-        ));
+        if handoff.head.is_realtime_upgrade() {
+            tokio::task::spawn_local(serve_websocket(
+                shard.clone(),
+                stream,
+                handoff.head,
+                handoff.leftover,
+                handoff.namespace,
+            ));
+        } else {
+            tokio::task::spawn_local(serve_http(
+                shard.clone(),
+                stream,
+                handoff.head,
+                handoff.leftover,
+                handoff.namespace,
+            ));
+        }
     }
 }
 
@@ -179,37 +198,19 @@ async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
             return;
         }
     };
-    if head.path == "/.ws" && head.is_websocket_upgrade() {
-        let namespace = resolve(
-            head.query_param("ns"),
-            head.header("host"),
-            &shard.config.default_namespace,
-        );
-        let owner = namespace.as_ref().map_or(shard.index, |namespace| {
-            owner_shard(namespace, shard.shard_count)
-        });
-        if owner == shard.index {
-            serve_websocket(shard, stream, head, leftover, namespace).await;
-        } else {
-            shard.hand_off(owner, stream, head, leftover, namespace);
-        }
-        return;
+    let namespace = resolve(
+        head.query_param("ns"),
+        head.header("host"),
+        &shard.config.default_namespace,
+    );
+    let owner = namespace.as_ref().map_or(shard.index, |namespace| {
+        owner_shard(namespace, shard.shard_count)
+    });
+    if owner != shard.index {
+        shard.hand_off(owner, stream, head, leftover, namespace);
+    } else if head.is_realtime_upgrade() {
+        serve_websocket(shard, stream, head, leftover, namespace).await;
+    } else {
+        serve_http(shard, stream, head, leftover, namespace).await;
     }
-    respond_not_available(&mut stream, &head).await;
-}
-
-/// The REST API is not served yet; answer plainly instead of hanging up.
-async fn respond_not_available(stream: &mut TcpStream, head: &Head) {
-    let body = format!(
-        "{{\"error\":\"{} {} is not available: this server speaks the realtime WebSocket protocol at /.ws\"}}",
-        head.method,
-        head.path.replace(['"', '\\'], "")
-    );
-    let response = format!(
-        "HTTP/1.1 404 Not Found\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-        body.len(),
-        body
-    );
-    let _ = stream.write_all(response.as_bytes()).await;
-    let _ = stream.shutdown().await;
 }

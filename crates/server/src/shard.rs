@@ -41,6 +41,9 @@ pub struct Shard {
     pub shard_count: usize,
     pub config: Rc<ServeConfig>,
     pub databases: RefCell<HashMap<String, Database>>,
+    /// Rules documents set through `/.settings/rules.json`, by namespace (stored, not yet
+    /// enforced).
+    pub rules: RefCell<HashMap<String, String>>,
     pub conns: RefCell<HashMap<ConnId, Rc<ConnHandle>>>,
     sessions: RefCell<HashMap<String, ConnId>>,
     next_conn: Cell<u64>,
@@ -62,6 +65,7 @@ impl Shard {
             shard_count: handoffs.len(),
             config,
             databases: RefCell::new(HashMap::new()),
+            rules: RefCell::new(HashMap::new()),
             conns: RefCell::new(HashMap::new()),
             sessions: RefCell::new(HashMap::new()),
             next_conn: Cell::new(1),
