@@ -5,11 +5,11 @@
 //! window exactly (§7.2), otherwise tagged listens drift out of sync with what the client believes it holds.
 //!
 //! The crate is split by concern:
-//! * [`params`]: the parsed query ([`QueryParams`] and its parts) — plain data, hashable so that listens can be
+//! * `params.rs`: the parsed query ([`QueryParams`] and its parts) — plain data, hashable so that listens can be
 //!   keyed by it;
-//! * [`parse`]: turning the wire object into [`QueryParams`], with validation;
-//! * [`compare`]: the total order of children under an index and the range test;
-//! * [`window`]: computing the query result of a node.
+//! * `parse.rs`: turning the wire object into [`QueryParams`], with validation;
+//! * `compare.rs`: the total order of children under an index and the range test;
+//! * `window.rs`: computing the query result of a node.
 
 mod compare;
 mod error;

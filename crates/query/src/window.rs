@@ -19,7 +19,8 @@ use crate::params::{Index, Limit, LimitFrom, QueryParams};
 type Child<'a> = (&'a Key, &'a Node);
 
 impl QueryParams {
-    /// The query result of `node`: its in-range children in (index value, key) order, cut to the limit.
+    /// The query result of `node`: its in-range children, cut to the first or last `count` of them in
+    /// (index value, key) order.
     ///
     /// The children keep their own priorities but the result itself has none, because the priority of the
     /// listened node is not part of a filtered view. A leaf or empty node gives the empty node. An unfiltered
@@ -493,6 +494,12 @@ mod tests {
             ["00", "1"]
         );
         assert_eq!(keys_of(json!({"ep": "0", "i": ".key"}), &data), ["0"]);
+        // "-0" is not a valid key (so the window is found by scanning) but still a name: after "0", before "00".
+        assert_eq!(
+            keys_of(json!({"sp": "-0", "i": ".key"}), &data),
+            ["00", "1"]
+        );
+        assert_eq!(keys_of(json!({"ep": "-0", "i": ".key"}), &data), ["0"]);
     }
 
     #[test]

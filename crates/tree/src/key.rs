@@ -74,7 +74,10 @@ impl Key {
 /// Bytes no key may contain. Bytes of multi-byte UTF-8 sequences are all >= 0x80, so a plain
 /// byte scan cannot mistake part of a longer character for one of these.
 fn is_forbidden_byte(b: u8) -> bool {
-    matches!(b, b'.' | b'$' | b'#' | b'[' | b']' | b'/' | 0x00..=0x1f | 0x7f)
+    matches!(
+        b,
+        b'.' | b'$' | b'#' | b'[' | b']' | b'/' | 0x00..=0x1f | 0x7f
+    )
 }
 
 /// `-` followed only by zeros: integer-like with the value zero but a different spelling from
@@ -224,7 +227,17 @@ mod tests {
     #[test]
     fn validation_refuses_bad_keys() {
         for bad in [
-            "", "a.b", "a$", "#", "[x", "x]", "a/b", "\u{0}", "tab\t", "\u{1f}", "del\u{7f}",
+            "",
+            "a.b",
+            "a$",
+            "#",
+            "[x",
+            "x]",
+            "a/b",
+            "\u{0}",
+            "tab\t",
+            "\u{1f}",
+            "del\u{7f}",
         ] {
             assert!(
                 matches!(Key::new(bad), Err(TreeError::InvalidKey { .. })),
@@ -236,7 +249,16 @@ mod tests {
         // 256 three-byte characters are exactly 768 bytes; one more is too many.
         assert!(Key::new(&"☃".repeat(256)).is_ok());
         assert!(Key::new(&"☃".repeat(257)).is_err());
-        for ok in ["a", "A b", "😀", "-", "-a", "key with \"quotes\" and \\", "-1", "0"] {
+        for ok in [
+            "a",
+            "A b",
+            "😀",
+            "-",
+            "-a",
+            "key with \"quotes\" and \\",
+            "-1",
+            "0",
+        ] {
             assert_eq!(key(ok).as_str(), ok);
         }
     }
@@ -298,24 +320,54 @@ mod tests {
             "B",
             "a",
         ];
-        let mut keys: Vec<Key> = expected.iter().rev().map(|s| Key::new_unchecked(s)).collect();
+        let mut keys: Vec<Key> = expected
+            .iter()
+            .rev()
+            .map(|s| Key::new_unchecked(s))
+            .collect();
         keys.sort();
         let sorted: Vec<&str> = keys.iter().map(Key::as_str).collect();
         assert_eq!(sorted, expected);
         for pair in expected.windows(2) {
             assert_eq!(compare_keys(pair[0], pair[1]), Ordering::Less, "{pair:?}");
-            assert_eq!(compare_keys(pair[1], pair[0]), Ordering::Greater, "{pair:?}");
+            assert_eq!(
+                compare_keys(pair[1], pair[0]),
+                Ordering::Greater,
+                "{pair:?}"
+            );
         }
         // The valid keys of the example, through the validating constructor.
-        let mut valid: Vec<Key> = ["a", "B", "2147483648", "10", "9", "007", "7", "00", "0", "-1"]
-            .iter()
-            .map(|s| key(s))
-            .collect();
+        let mut valid: Vec<Key> = [
+            "a",
+            "B",
+            "2147483648",
+            "10",
+            "9",
+            "007",
+            "7",
+            "00",
+            "0",
+            "-1",
+        ]
+        .iter()
+        .map(|s| key(s))
+        .collect();
         valid.sort();
         let sorted: Vec<&str> = valid.iter().map(Key::as_str).collect();
         assert_eq!(
             sorted,
-            ["-1", "0", "00", "7", "007", "9", "10", "2147483648", "B", "a"]
+            [
+                "-1",
+                "0",
+                "00",
+                "7",
+                "007",
+                "9",
+                "10",
+                "2147483648",
+                "B",
+                "a"
+            ]
         );
     }
 

@@ -10,11 +10,13 @@
 //! Everything that must agree with the client bit for bit (orders, hash, number text) is
 //! tested against vectors captured from the real client (spec §9, §10).
 
+mod children;
 mod hash;
 mod json;
 mod key;
 mod limits;
 mod node;
+mod number;
 mod order;
 mod path;
 mod priority;

@@ -9,8 +9,7 @@ use std::fmt;
 use std::ops::Bound;
 use std::sync::{Arc, LazyLock, OnceLock};
 
-use imbl::OrdMap;
-
+use crate::children::{ChildIter, ChildMap};
 use crate::hash;
 use crate::json;
 use crate::key::Key;
@@ -46,7 +45,7 @@ struct LeafData {
 
 pub(crate) struct ObjectData {
     /// Never empty: an object that loses its last child becomes the empty node.
-    pub(crate) children: OrdMap<Key, Node>,
+    pub(crate) children: ChildMap,
     pub(crate) priority: Priority,
     /// Hash of this object, computed on first use. Every update builds a new `ObjectData`, so
     /// a cached hash always describes the children it sits beside.
@@ -67,18 +66,19 @@ const ENTRY_OVERHEAD: usize = 4;
 /// Rough JSON overhead of an export wrapper `{".value":…,".priority":…}` or `,".priority":…`.
 const PRIORITY_OVERHEAD: usize = 26;
 
-impl ObjectData {
-    fn new(children: OrdMap<Key, Node>, priority: Priority, bytes: usize) -> Node {
-        Node(Repr::Object(Arc::new(ObjectData {
-            children,
-            priority,
-            hash: OnceLock::new(),
-            bytes,
-        })))
-    }
+/// Wraps non-empty `children` into an object node with a cold hash cache.
+fn object_node(children: ChildMap, priority: Priority, bytes: usize) -> Node {
+    Node(Repr::Object(Arc::new(ObjectData {
+        children,
+        priority,
+        hash: OnceLock::new(),
+        bytes,
+    })))
+}
 
+impl ObjectData {
     /// An object node of `children`, or the empty node when there are none.
-    pub(crate) fn build(children: OrdMap<Key, Node>, priority: Priority) -> Node {
+    pub(crate) fn build(children: ChildMap, priority: Priority) -> Node {
         if children.is_empty() {
             return Node::empty();
         }
@@ -89,7 +89,7 @@ impl ObjectData {
                 .iter()
                 .map(|(key, child)| entry_bytes(key, child))
                 .sum::<usize>();
-        ObjectData::new(children, priority, bytes)
+        object_node(children, priority, bytes)
     }
 }
 
@@ -110,7 +110,9 @@ fn number_bytes(n: f64) -> usize {
     let magnitude = n.abs();
     if n.fract() == 0.0 && magnitude < 1e15 {
         // The range check makes the conversion exact.
-        let digits = (magnitude as u64).checked_ilog10().map_or(1, |d| d as usize + 1);
+        let digits = (magnitude as u64)
+            .checked_ilog10()
+            .map_or(1, |d| d as usize + 1);
         digits + usize::from(n < 0.0)
     } else {
         24
@@ -182,8 +184,9 @@ impl Node {
             Repr::Empty => Node::empty(),
             Repr::Leaf(leaf) => Node::leaf_raw(leaf.value.clone(), priority),
             Repr::Object(object) => {
-                let bytes = object.bytes - priority_bytes(&object.priority) + priority_bytes(&priority);
-                ObjectData::new(object.children.clone(), priority, bytes)
+                let bytes =
+                    object.bytes - priority_bytes(&object.priority) + priority_bytes(&priority);
+                object_node(object.children.clone(), priority, bytes)
             }
         }
     }
@@ -264,16 +267,16 @@ impl Node {
                     if old.is_none() {
                         return self.clone();
                     }
-                    let children = object.children.without(key);
+                    let children = object.children.remove(key);
                     if children.is_empty() {
                         return Node::empty();
                     }
                     let bytes = object.bytes - old_bytes;
-                    return ObjectData::new(children, object.priority.clone(), bytes);
+                    return object_node(children, object.priority.clone(), bytes);
                 }
                 let bytes = object.bytes - old_bytes + entry_bytes(key, &child);
-                let children = object.children.update(key.clone(), child);
-                ObjectData::new(children, object.priority.clone(), bytes)
+                let children = object.children.insert(key, child);
+                object_node(children, object.priority.clone(), bytes)
             }
         }
     }
@@ -290,28 +293,18 @@ impl Node {
 
     /// The child with the smallest key.
     pub fn first_child(&self) -> Option<(&Key, &Node)> {
-        let (key, node) = self.object()?.children.get_min()?;
-        Some((key, node))
+        self.object()?.children.first()
     }
 
     /// The child with the largest key.
     pub fn last_child(&self) -> Option<(&Key, &Node)> {
-        let (key, node) = self.object()?.children.get_max()?;
-        Some((key, node))
+        self.object()?.children.last()
     }
 
     /// The children whose keys lie between `from` and `to`, in key order (orderByKey windows).
     /// An inverted range yields nothing.
     pub fn children_range(&self, from: Bound<&Key>, to: Bound<&Key>) -> ChildrenRange<'_> {
-        let inverted = match (from, to) {
-            (Bound::Included(a), Bound::Included(b)) => a > b,
-            (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
-                a >= b
-            }
-            _ => false,
-        };
-        let object = self.object().filter(|_| !inverted);
-        ChildrenRange(object.map(|object| object.children.range::<_, Key>((from, to))))
+        ChildrenRange(self.object().map(|object| object.children.range(from, to)))
     }
 
     /// Cheap identity test: true when both are the same shared node or both are empty. May
@@ -369,12 +362,12 @@ impl Node {
 
 fn single_child(key: &Key, child: Node, priority: Priority) -> Node {
     let bytes = 2 + entry_bytes(key, &child) + priority_bytes(&priority);
-    ObjectData::new(OrdMap::unit(key.clone(), child), priority, bytes)
+    object_node(ChildMap::single(key.clone(), child), priority, bytes)
 }
 
 /// Iterator over the children of a node, in key order. Double-ended, so the last children
 /// (limitToLast windows) are as cheap to reach as the first.
-pub struct Children<'a>(Option<imbl::ordmap::Iter<'a, Key, Node, imbl::shared_ptr::DefaultSharedPtr>>);
+pub struct Children<'a>(Option<ChildIter<'a>>);
 
 impl<'a> Iterator for Children<'a> {
     type Item = (&'a Key, &'a Node);
@@ -396,10 +389,8 @@ impl DoubleEndedIterator for Children<'_> {
 
 impl ExactSizeIterator for Children<'_> {}
 
-/// Iterator over a key range of the children of a node, in key order.
-pub struct ChildrenRange<'a>(
-    Option<imbl::ordmap::RangedIter<'a, Key, Node, imbl::shared_ptr::DefaultSharedPtr>>,
-);
+/// Iterator over a key range of the children of a node, in key order, from either end.
+pub struct ChildrenRange<'a>(Option<ChildIter<'a>>);
 
 impl<'a> Iterator for ChildrenRange<'a> {
     type Item = (&'a Key, &'a Node);
@@ -477,7 +468,10 @@ mod tests {
             .set(&path("/a/b"), node(json!(1)))
             .set(&path("/a/c"), node(json!("x")))
             .set(&path("/d"), node(json!(true)));
-        assert_eq!(root.to_json(false), json!({"a": {"b": 1, "c": "x"}, "d": true}));
+        assert_eq!(
+            root.to_json(false),
+            json!({"a": {"b": 1, "c": "x"}, "d": true})
+        );
         assert_eq!(root.get(&path("/a/b")), node(json!(1)));
         assert!(root.get(&path("/a/zz")).is_empty());
         assert!(root.get(&path("/a/b/deeper")).is_empty());
@@ -490,7 +484,8 @@ mod tests {
 
     #[test]
     fn removal_prunes_emptied_ancestors() {
-        let root = node(json!({"a": {"b": {"c": {".value": 1, ".priority": 2}}, ".priority": 3}, "x": 1}));
+        let root =
+            node(json!({"a": {"b": {"c": {".value": 1, ".priority": 2}}, ".priority": 3}, "x": 1}));
         let pruned = root.set(&path("/a/b/c"), Node::empty());
         assert_eq!(pruned.to_json(true), json!({"x": 1}));
         let all_gone = pruned.set(&path("/x"), Node::empty());
@@ -520,9 +515,7 @@ mod tests {
         assert_eq!(root.to_json(true), before);
         assert_eq!(next.get(&path("/a/x")), node(json!(10)));
         assert!(next.child(&key("b")).ptr_eq(&root.child(&key("b"))));
-        assert!(next
-            .get(&path("/a/y"))
-            .ptr_eq(&root.get(&path("/a/y"))));
+        assert!(next.get(&path("/a/y")).ptr_eq(&root.get(&path("/a/y"))));
         assert!(!next.ptr_eq(&root));
         // Writing the very same node back is a no-op that keeps identity.
         let b = root.child(&key("b"));
@@ -533,7 +526,10 @@ mod tests {
     fn hash_cache_never_goes_stale() {
         let root = node(json!({"a": {"x": 1}, "b": 2}));
         let h1 = root.hash();
-        assert!(Arc::ptr_eq(&h1, &root.hash()), "the second call is served from the cache");
+        assert!(
+            Arc::ptr_eq(&h1, &root.hash()),
+            "the second call is served from the cache"
+        );
         let next = root.set(&path("/a/x"), node(json!(2)));
         assert_ne!(next.hash(), h1);
         assert_eq!(root.hash(), h1);
@@ -546,7 +542,9 @@ mod tests {
 
     #[test]
     fn priorities() {
-        assert!(Node::empty().with_priority(Priority::Number(1.0)).is_empty());
+        assert!(Node::empty()
+            .with_priority(Priority::Number(1.0))
+            .is_empty());
         let leaf = node(json!("v")).with_priority(Priority::String(Arc::from("p")));
         assert_eq!(leaf.to_json(true), json!({".value": "v", ".priority": "p"}));
         assert_eq!(leaf.to_json(false), json!("v"));
@@ -587,7 +585,10 @@ mod tests {
                 .map(|(k, _)| k.to_string())
                 .collect()
         };
-        assert_eq!(range(Bound::Included(&nine), Bound::Included(&a)), ["9", "10", "a"]);
+        assert_eq!(
+            range(Bound::Included(&nine), Bound::Included(&a)),
+            ["9", "10", "a"]
+        );
         assert_eq!(range(Bound::Excluded(&nine), Bound::Excluded(&a)), ["10"]);
         assert_eq!(range(Bound::Unbounded, Bound::Excluded(&nine)), ["007"]);
         assert_eq!(range(Bound::Excluded(&a), Bound::Unbounded), ["b"]);
@@ -598,7 +599,11 @@ mod tests {
         assert_eq!(leaf.children().count(), 0);
         assert_eq!(leaf.child_count(), 0);
         assert!(leaf.first_child().is_none());
-        assert_eq!(leaf.children_range(Bound::Unbounded, Bound::Unbounded).count(), 0);
+        assert_eq!(
+            leaf.children_range(Bound::Unbounded, Bound::Unbounded)
+                .count(),
+            0
+        );
         assert!(leaf.child(&a).is_empty());
     }
 
@@ -622,26 +627,111 @@ mod tests {
     #[test]
     fn estimated_bytes_tracks_updates() {
         let root = node(json!({"a": "xyz", "b": 12}));
-        // {"a":"xyz","b":12} is 20 bytes; the estimate counts one comma too many.
-        assert_eq!(root.estimated_bytes(), 21);
+        // {"a":"xyz","b":12} is 18 bytes; the estimate counts one comma too many.
+        assert_eq!(root.estimated_bytes(), 19);
         let bigger = root.set(&path("/c"), node(json!("0123456789")));
-        assert_eq!(bigger.estimated_bytes(), 21 + 1 + 4 + 12);
+        assert_eq!(bigger.estimated_bytes(), 19 + 1 + 4 + 12);
         let smaller = bigger.set(&path("/a"), Node::empty());
-        assert_eq!(smaller.estimated_bytes(), 21 + 1 + 4 + 12 - (1 + 4 + 5));
+        assert_eq!(smaller.estimated_bytes(), 19 + 1 + 4 + 12 - (1 + 4 + 5));
         let rebuilt = node(smaller.to_json(true));
         assert_eq!(rebuilt.estimated_bytes(), smaller.estimated_bytes());
         let with_priority = rebuilt.with_priority(Priority::Number(5.0));
-        assert_eq!(with_priority.estimated_bytes(), rebuilt.estimated_bytes() + 27);
-        assert_eq!(with_priority.with_priority(Priority::None).estimated_bytes(), rebuilt.estimated_bytes());
+        assert_eq!(
+            with_priority.estimated_bytes(),
+            rebuilt.estimated_bytes() + 27
+        );
+        assert_eq!(
+            with_priority
+                .with_priority(Priority::None)
+                .estimated_bytes(),
+            rebuilt.estimated_bytes()
+        );
         assert_eq!(Node::empty().estimated_bytes(), 4);
         assert_eq!(number_bytes(-120.0), 4);
         assert_eq!(number_bytes(0.0), 1);
         assert_eq!(number_bytes(0.5), 24);
     }
 
+    #[derive(Debug, Clone)]
+    enum Op {
+        Set(Vec<&'static str>, serde_json::Value),
+        Prioritize(Vec<&'static str>, serde_json::Value),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let segments =
+            proptest::collection::vec(prop_oneof![Just("a"), Just("b"), Just("10")], 0..4);
+        let value = prop_oneof![
+            Just(json!(null)),
+            Just(json!(1)),
+            Just(json!("s")),
+            Just(json!({"x": 1, "y": {"z": true}})),
+            Just(json!({".value": 2, ".priority": "p"})),
+            Just(json!({"x": 3, ".priority": 1})),
+        ];
+        let priority = prop_oneof![Just(json!(null)), Just(json!(5)), Just(json!("q"))];
+        prop_oneof![
+            3 => (segments.clone(), value).prop_map(|(p, v)| Op::Set(p, v)),
+            1 => (segments, priority).prop_map(|(p, v)| Op::Prioritize(p, v)),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn updates_keep_invariants(ops in proptest::collection::vec(op(), 1..24)) {
+            let mut root = Node::empty();
+            for op in ops {
+                let before = root.clone();
+                let before_json = before.to_json(true);
+                let before_hash = before.hash();
+                let (target, next) = match &op {
+                    Op::Set(segments, v) => {
+                        let target = Path::from_keys(segments.iter().map(|s| key(s)).collect());
+                        let value = node(v.clone());
+                        let next = root.set(&target, value.clone());
+                        proptest::prop_assert_eq!(next.get(&target), value);
+                        (target, next)
+                    }
+                    Op::Prioritize(segments, p) => {
+                        let target = Path::from_keys(segments.iter().map(|s| key(s)).collect());
+                        let priority = Priority::from_json(p).expect("valid priority");
+                        let current = root.get(&target);
+                        let next = root.set(&target, current.with_priority(priority.clone()));
+                        if !current.is_empty() {
+                            proptest::prop_assert_eq!(next.get(&target).priority().clone(), priority);
+                        }
+                        (target, next)
+                    }
+                };
+                // The old version is untouched, cached hash included.
+                proptest::prop_assert_eq!(before.to_json(true), before_json);
+                proptest::prop_assert_eq!(before.hash(), before_hash);
+                // The new version is canonical (no empty objects) and its incremental
+                // bookkeeping (hash cache, size estimate) equals a fresh build.
+                let rebuilt = node(next.to_json(true));
+                proptest::prop_assert_eq!(&rebuilt, &next);
+                proptest::prop_assert_eq!(rebuilt.hash(), next.hash());
+                proptest::prop_assert_eq!(rebuilt.estimated_bytes(), next.estimated_bytes());
+                // Siblings of the written path are shared, not copied.
+                if let Some(first) = target.first() {
+                    for (k, child) in before.children() {
+                        if k != first {
+                            proptest::prop_assert!(child.ptr_eq(&next.child(k)) || next.is_leaf());
+                        }
+                    }
+                }
+                root = next;
+            }
+        }
+    }
+
     #[test]
     fn debug_shows_export_json() {
         let n = node(json!({"a": {".value": 1, ".priority": 2}}));
-        assert_eq!(format!("{n:?}"), r#"Node({"a":{".value":1,".priority":2}})"#);
+        assert_eq!(
+            format!("{n:?}"),
+            r#"Node({"a":{".value":1,".priority":2}})"#
+        );
     }
 }

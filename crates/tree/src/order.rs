@@ -77,6 +77,9 @@ mod tests {
         let low = node(json!(1)).with_priority(Priority::String(Arc::from("zzz")));
         let high = node(json!(2)).with_priority(Priority::Number(-5.0));
         assert_eq!(compare_values(&low, &high), Ordering::Less);
-        assert_eq!(compare_values(&node(json!(3)), &node(json!(3.0))), Ordering::Equal);
+        assert_eq!(
+            compare_values(&node(json!(3)), &node(json!(3.0))),
+            Ordering::Equal
+        );
     }
 }

@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn ordering_is_key_by_key() {
-        let mut paths = vec![
+        let mut paths = [
             path("/b"),
             path("/a/c"),
             path("/10"),

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::json::number_to_value;
 use crate::key::compare_utf16;
 use crate::limits::{TreeError, MAX_STRING_BYTES};
+use crate::number::number_to_value;
 
 /// A node's priority. Ordered as the client orders them (spec §9.3): no priority, then numbers
 /// ascending, then strings in UTF-16 order.
@@ -164,9 +164,17 @@ mod tests {
     fn json_round_trip() {
         assert_eq!(Priority::from_json(&json!(null)), Ok(Priority::None));
         assert_eq!(Priority::from_json(&json!(3)), Ok(Priority::Number(3.0)));
-        assert_eq!(Priority::from_json(&json!(-2.5)), Ok(Priority::Number(-2.5)));
+        assert_eq!(
+            Priority::from_json(&json!(-2.5)),
+            Ok(Priority::Number(-2.5))
+        );
         assert_eq!(Priority::from_json(&json!("p")), Ok(string("p")));
-        for bad in [json!(true), json!({"a": 1}), json!([1]), json!({".sv": "timestamp"})] {
+        for bad in [
+            json!(true),
+            json!({"a": 1}),
+            json!([1]),
+            json!({".sv": "timestamp"}),
+        ] {
             assert!(matches!(
                 Priority::from_json(&bad),
                 Err(TreeError::InvalidPriority(_))
