@@ -110,15 +110,15 @@ describe('fanout', () => {
   it('a multi-path update fans out to listeners on each touched path', T, async () => {
     const ns = h.ns();
     const writer = h.client(ns);
-    const paths = ['rooms/1/title', 'rooms/2/title', 'users/u/name', 'rooms'];
+    const paths = ['rooms/r1/title', 'rooms/r2/title', 'users/u/name', 'rooms'];
     const observers = paths.map(() => h.client(ns));
     const recs = observers.map((o, i) => recordValues(o.ref(paths[i])));
     await Promise.all(recs.map((r) => r.first()));
-    await update(writer.ref('/'), { 'rooms/1/title': 'one', 'rooms/2/title': 'two', 'users/u/name': 'Ada' });
+    await update(writer.ref('/'), { 'rooms/r1/title': 'one', 'rooms/r2/title': 'two', 'users/u/name': 'Ada' });
     await recs[0].untilVal('one');
     await recs[1].untilVal('two');
     await recs[2].untilVal('Ada');
-    await recs[3].untilVal({ 1: { title: 'one' }, 2: { title: 'two' } });
+    await recs[3].untilVal({ r1: { title: 'one' }, r2: { title: 'two' } });
     for (const r of recs) r.off();
   });
 });

@@ -162,7 +162,12 @@ describe('onDisconnect', () => {
     const killedAt = Date.now();
     child.kill('SIGKILL');
     assert.equal((await exited).signal, 'SIGKILL');
-    const snap = await rec.until((s) => s.child('status/state').val() === 'offline', 10_000, 'offline after SIGKILL');
+    // The three queued operations may be applied (and observed) one at a time: wait for the last.
+    const snap = await rec.until(
+      (s) => s.child('status/state').val() === 'offline' && s.child('counters/disconnects').val() === 1,
+      10_000,
+      'all onDisconnect operations after SIGKILL',
+    );
     const v = snap.val();
     assert.equal(v.session, undefined, 'session removed');
     assert.equal(v.counters.disconnects, 1);

@@ -215,8 +215,8 @@ describe('queries', () => {
     // A change outside the window produces no events; a change inside does.
     rec.clear();
     await set(a.ref('board/b/score'), 1);
-    await set(a.ref('board/a/score'), 46);
-    await rec.until((r) => r.lastValue.child('a/score').val() === 46, 10_000, 'a=46');
+    await set(a.ref('board/a/label'), 'x'); // not the indexed child: no child_moved
+    await rec.until((r) => r.lastValue.child('a/label').val() === 'x', 10_000, 'a/label');
     await settle();
     assert.deepEqual(rec.window(), ['a', 'f', 'c']);
     assert.deepEqual(rec.summary(), ['child_changed:a'], 'outside change is invisible');

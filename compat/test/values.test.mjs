@@ -12,7 +12,6 @@ import {
   setPriority,
   serverTimestamp,
   increment,
-  onValue,
   query,
   orderByKey,
   limitToFirst,
@@ -20,7 +19,7 @@ import {
   startAt,
 } from 'firebase/database';
 import { useHearth, T } from '../lib/harness.mjs';
-import { keysOf, entriesOf, recordValues } from '../lib/util.mjs';
+import { keysOf, entriesOf, recordValues, firstValue } from '../lib/util.mjs';
 
 describe('values', () => {
   const h = useHearth();
@@ -379,12 +378,7 @@ describe('values', () => {
     await conn.untilVal(true);
     conn.off();
     // serverTimeOffset is set from the handshake ts; same machine => small.
-    const offset = await new Promise((resolve, reject) => {
-      const unsub = onValue(a.ref('.info/serverTimeOffset'), (s) => {
-        unsub();
-        resolve(s.val());
-      }, reject);
-    });
+    const offset = (await firstValue(a.ref('.info/serverTimeOffset'))).val();
     assert.equal(typeof offset, 'number');
     assert.ok(Math.abs(offset) < 5_000, `serverTimeOffset ${offset} ms`);
   });
