@@ -1,0 +1,670 @@
+//! Static type checking of rule expressions (spec §5.3), and their lowering to [`Expr`].
+//!
+//! The hosted service refuses ill-typed rules when they are deployed rather than letting them
+//! fail at run time, and operators rely on that: a typo in a rule must not silently become a
+//! "deny everything" (or worse) in production. Types are coarse: `prim` stands for a data
+//! value of unknown primitive type (`val()`), `dyn` for anything reached from the auth token.
+
+use std::sync::Arc;
+
+use crate::ast::{Ast, AstKind, BinaryOp, UnaryOp};
+use crate::error::LoadError;
+use crate::expr::{split_path, Expr, ListArg, PathArg, QueryProp, SnapMethod, StrMethod};
+use crate::regex;
+use crate::RuleKind;
+
+/// Static types of spec §5.3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ty {
+    Bool,
+    Num,
+    Str,
+    Null,
+    Snap,
+    Query,
+    /// A data value of unknown primitive type.
+    Prim,
+    /// A value from the auth token: anything.
+    Dyn,
+}
+
+impl Ty {
+    fn name(self) -> &'static str {
+        match self {
+            Ty::Bool => "a boolean",
+            Ty::Num => "a number",
+            Ty::Str => "a string",
+            Ty::Null => "null",
+            Ty::Snap => "a snapshot",
+            Ty::Query => "the query object",
+            Ty::Prim => "a data value of unknown type",
+            Ty::Dyn => "an auth value",
+        }
+    }
+
+    /// Types that exist only as method targets, never as values to compare or combine.
+    /// (Regex and array literals are not typed at all: they are only accepted, syntactically,
+    /// as the arguments of `matches()` and `hasChildren()`.)
+    fn is_structural(self) -> bool {
+        matches!(self, Ty::Snap | Ty::Query)
+    }
+
+    /// Types accepted where a string is expected; `prim`/`dyn` are checked at run time, and
+    /// `null` fails at run time (spec §5.6 lists `root.child(null)` as a runtime error).
+    fn may_be_string(self) -> bool {
+        matches!(self, Ty::Str | Ty::Prim | Ty::Dyn | Ty::Null)
+    }
+
+    fn may_be_number(self) -> bool {
+        matches!(self, Ty::Num | Ty::Prim | Ty::Dyn)
+    }
+}
+
+/// What an expression may refer to.
+pub(crate) struct Scope<'a> {
+    pub kind: RuleKind,
+    /// Wildcards bound on the path to the rule: name (with `$`) and the index of its key.
+    pub wildcards: &'a [(String, usize)],
+}
+
+/// A check failure: byte offset in the expression text and reason.
+pub(crate) type CheckError = (usize, LoadError);
+
+type Checked = Result<(Expr, Ty), CheckError>;
+
+const SNAPSHOT_METHODS: &[&str] = &[
+    "val",
+    "child",
+    "parent",
+    "hasChild",
+    "hasChildren",
+    "exists",
+    "getPriority",
+    "isNumber",
+    "isString",
+    "isBoolean",
+];
+
+const STRING_METHODS: &[&str] = &[
+    "contains",
+    "beginsWith",
+    "endsWith",
+    "replace",
+    "toLowerCase",
+    "toUpperCase",
+    "matches",
+];
+
+fn type_error(at: usize, message: impl Into<String>) -> CheckError {
+    (at, LoadError::Type(message.into()))
+}
+
+/// Checks a whole rule: it must be a boolean expression.
+pub(crate) fn check_rule(ast: &Ast, scope: &Scope<'_>) -> Result<Expr, CheckError> {
+    let (expr, ty) = check(ast, scope)?;
+    if ty != Ty::Bool {
+        return Err(type_error(
+            ast.at,
+            format!(
+                "a rule must be a boolean expression, but this one is {}",
+                ty.name()
+            ),
+        ));
+    }
+    Ok(expr)
+}
+
+fn check(ast: &Ast, scope: &Scope<'_>) -> Checked {
+    let at = ast.at;
+    match &ast.kind {
+        AstKind::Null => Ok((Expr::Null, Ty::Null)),
+        AstKind::Bool(b) => Ok((Expr::Bool(*b), Ty::Bool)),
+        AstKind::Num(n) => Ok((Expr::Num(*n), Ty::Num)),
+        AstKind::Str(s) => Ok((Expr::Str(s.as_str().into()), Ty::Str)),
+        AstKind::Ident(name) => variable(name, at, scope),
+        AstKind::Regex { .. } => Err(type_error(
+            at,
+            "a regular expression can only be the argument of matches()",
+        )),
+        AstKind::Array(_) => Err(type_error(
+            at,
+            "an array can only be the argument of hasChildren()",
+        )),
+        AstKind::Unary(UnaryOp::Not, operand) => {
+            let (expr, ty) = check(operand, scope)?;
+            if ty != Ty::Bool {
+                return Err((at, LoadError::NotOnNonBoolean));
+            }
+            Ok((Expr::Not(Box::new(expr)), Ty::Bool))
+        }
+        AstKind::Unary(UnaryOp::Neg, operand) => {
+            let (expr, ty) = check(operand, scope)?;
+            if !ty.may_be_number() {
+                return Err(type_error(
+                    at,
+                    format!("unary '-' needs a number, not {}", ty.name()),
+                ));
+            }
+            Ok((Expr::Neg(Box::new(expr)), Ty::Num))
+        }
+        AstKind::And(items) => Ok((Expr::And(logical(items, "&&", scope)?), Ty::Bool)),
+        AstKind::Or(items) => Ok((Expr::Or(logical(items, "||", scope)?), Ty::Bool)),
+        AstKind::Cond(cond, then, otherwise) => conditional(cond, then, otherwise, scope),
+        AstKind::Binary(op, left, right) => binary(*op, left, right, scope),
+        AstKind::Member {
+            target,
+            name,
+            name_at,
+        } => property(target, name, *name_at, scope),
+        AstKind::Index(target, index) => computed(target, index, scope),
+        AstKind::Call(callee, args) => call(callee, args, at, scope),
+    }
+}
+
+fn variable(name: &str, at: usize, scope: &Scope<'_>) -> Checked {
+    let resolved = match name {
+        "auth" => (Expr::Auth, Ty::Dyn),
+        "now" => (Expr::Now, Ty::Num),
+        "root" => (Expr::Root, Ty::Snap),
+        "data" => (Expr::Data, Ty::Snap),
+        "newData" if scope.kind != RuleKind::Read => (Expr::NewData, Ty::Snap),
+        // Accepted in .write/.validate too, with the values of an unqueried read (§5.3).
+        "query" => (Expr::Null, Ty::Query),
+        _ if name.starts_with('$') => {
+            let Some((_, index)) = scope.wildcards.iter().find(|(n, _)| n == name) else {
+                return Err((at, LoadError::UnknownVariable(name.to_owned())));
+            };
+            (Expr::Wildcard(*index), Ty::Str)
+        }
+        _ => return Err((at, LoadError::UnknownVariable(name.to_owned()))),
+    };
+    Ok(resolved)
+}
+
+fn logical(items: &[Ast], op: &str, scope: &Scope<'_>) -> Result<Box<[Expr]>, CheckError> {
+    items
+        .iter()
+        .map(|item| {
+            let (expr, ty) = check(item, scope)?;
+            if ty != Ty::Bool {
+                return Err(type_error(
+                    item.at,
+                    format!(
+                        "{op} only operates on booleans (this operand is {})",
+                        ty.name()
+                    ),
+                ));
+            }
+            Ok(expr)
+        })
+        .collect()
+}
+
+fn conditional(cond: &Ast, then: &Ast, otherwise: &Ast, scope: &Scope<'_>) -> Checked {
+    let (c, cty) = check(cond, scope)?;
+    if cty != Ty::Bool {
+        return Err(type_error(
+            cond.at,
+            format!("the condition of '?' must be a boolean, not {}", cty.name()),
+        ));
+    }
+    let (a, aty) = check(then, scope)?;
+    let (b, bty) = check(otherwise, scope)?;
+    let ty = if aty == bty && aty != Ty::Query {
+        aty
+    } else if aty.is_structural() || bty.is_structural() {
+        return Err(type_error(
+            then.at,
+            format!(
+                "the branches of '?' are {} and {}; they must be values of one kind",
+                aty.name(),
+                bty.name()
+            ),
+        ));
+    } else if aty == Ty::Dyn || bty == Ty::Dyn {
+        Ty::Dyn
+    } else {
+        Ty::Prim
+    };
+    Ok((Expr::Cond(Box::new((c, a, b))), ty))
+}
+
+fn binary(op: BinaryOp, left: &Ast, right: &Ast, scope: &Scope<'_>) -> Checked {
+    let (l, lty) = check(left, scope)?;
+    let (r, rty) = check(right, scope)?;
+    let bad = |ast: &Ast, ty: Ty, what: &str| {
+        type_error(ast.at, format!("'{}' {what}, not {}", op.text(), ty.name()))
+    };
+    let ty = match op {
+        BinaryOp::Eq | BinaryOp::Ne => {
+            for (ast, ty) in [(left, lty), (right, rty)] {
+                if ty.is_structural() {
+                    return Err(type_error(
+                        ast.at,
+                        format!(
+                            "{} cannot be compared; compare values (e.g. exists() or val())",
+                            ty.name()
+                        ),
+                    ));
+                }
+            }
+            Ty::Bool
+        }
+        BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
+            for (ast, ty) in [(left, lty), (right, rty)] {
+                if !matches!(ty, Ty::Num | Ty::Str | Ty::Prim | Ty::Dyn) {
+                    return Err(bad(ast, ty, "compares numbers or strings"));
+                }
+            }
+            if matches!((lty, rty), (Ty::Num, Ty::Str) | (Ty::Str, Ty::Num)) {
+                return Err(type_error(
+                    left.at,
+                    format!("'{}' cannot compare a number with a string", op.text()),
+                ));
+            }
+            Ty::Bool
+        }
+        BinaryOp::Add => {
+            for (ast, ty) in [(left, lty), (right, rty)] {
+                if !matches!(ty, Ty::Num | Ty::Str | Ty::Prim | Ty::Dyn) {
+                    return Err(bad(ast, ty, "adds numbers or joins strings"));
+                }
+            }
+            match (lty, rty) {
+                (Ty::Str, _) | (_, Ty::Str) => Ty::Str,
+                (Ty::Num, Ty::Num) => Ty::Num,
+                _ => Ty::Prim,
+            }
+        }
+        BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
+            for (ast, ty) in [(left, lty), (right, rty)] {
+                if !ty.may_be_number() {
+                    return Err(bad(ast, ty, "needs numbers"));
+                }
+            }
+            Ty::Num
+        }
+    };
+    Ok((Expr::Binary(op, Box::new((l, r))), ty))
+}
+
+/// `target.name` that is not called.
+fn property(target: &Ast, name: &str, name_at: usize, scope: &Scope<'_>) -> Checked {
+    let (expr, ty) = check(target, scope)?;
+    named_property(expr, ty, name, name_at)
+}
+
+fn named_property(expr: Expr, ty: Ty, name: &str, name_at: usize) -> Checked {
+    match ty {
+        Ty::Snap if SNAPSHOT_METHODS.contains(&name) => Err(must_call(name_at, name)),
+        Ty::Str | Ty::Prim if name == "length" => Ok((Expr::Length(Box::new(expr)), Ty::Num)),
+        Ty::Str | Ty::Prim if STRING_METHODS.contains(&name) => Err(must_call(name_at, name)),
+        Ty::Dyn => Ok((Expr::Member(Box::new(expr), name.into()), Ty::Dyn)),
+        Ty::Query => match QueryProp::from_name(name) {
+            Some(prop) => {
+                let ty = if prop.is_boolean() {
+                    Ty::Bool
+                } else {
+                    Ty::Prim
+                };
+                Ok((Expr::Query(prop), ty))
+            }
+            None => Err((name_at, LoadError::NoSuchMember(name.to_owned()))),
+        },
+        _ => Err((name_at, LoadError::NoSuchMember(name.to_owned()))),
+    }
+}
+
+fn must_call(at: usize, name: &str) -> CheckError {
+    type_error(
+        at,
+        format!("'{name}' is a method and must be called: {name}()"),
+    )
+}
+
+/// `target[index]` that is not called.
+fn computed(target: &Ast, index: &Ast, scope: &Scope<'_>) -> Checked {
+    let (expr, ty) = check(target, scope)?;
+    if let AstKind::Str(name) = &index.kind {
+        return named_property(expr, ty, name, index.at);
+    }
+    if ty != Ty::Dyn {
+        return Err(type_error(
+            index.at,
+            format!(
+                "members of {} can only be named by a string literal",
+                ty.name()
+            ),
+        ));
+    }
+    let (key, key_ty) = check(index, scope)?;
+    if !matches!(key_ty, Ty::Str | Ty::Num | Ty::Prim | Ty::Dyn) {
+        return Err(type_error(
+            index.at,
+            format!("{} cannot name a member", key_ty.name()),
+        ));
+    }
+    Ok((Expr::Index(Box::new((expr, key))), Ty::Dyn))
+}
+
+fn call(callee: &Ast, args: &[Ast], at: usize, scope: &Scope<'_>) -> Checked {
+    let (target, name, name_at) = match &callee.kind {
+        AstKind::Member {
+            target,
+            name,
+            name_at,
+        } => (target, name.as_str(), *name_at),
+        AstKind::Index(target, index) => match &index.kind {
+            AstKind::Str(name) => (target, name.as_str(), index.at),
+            _ => {
+                return Err(type_error(
+                    index.at,
+                    "a method can only be named by a string literal",
+                ))
+            }
+        },
+        _ => return Err(type_error(at, "only methods can be called")),
+    };
+    let (expr, ty) = check(target, scope)?;
+    match ty {
+        Ty::Snap if SNAPSHOT_METHODS.contains(&name) => snapshot_call(expr, name, args, at, scope),
+        Ty::Str | Ty::Prim | Ty::Dyn if STRING_METHODS.contains(&name) => {
+            string_call(expr, name, args, at, scope)
+        }
+        _ => Err((name_at, LoadError::NoSuchMember(name.to_owned()))),
+    }
+}
+
+fn arity(name: &str, args: &[Ast], counts: &[usize], at: usize) -> Result<(), CheckError> {
+    if counts.contains(&args.len()) {
+        return Ok(());
+    }
+    let expected = match counts {
+        [0] => "no arguments".to_owned(),
+        [1] => "one argument".to_owned(),
+        [2] => "two arguments".to_owned(),
+        _ => "no arguments or one array of strings".to_owned(),
+    };
+    Err(type_error(
+        at,
+        format!("{name}() takes {expected}, not {}", args.len()),
+    ))
+}
+
+fn snapshot_call(target: Expr, name: &str, args: &[Ast], at: usize, scope: &Scope<'_>) -> Checked {
+    let (method, ty) = match name {
+        "child" | "hasChild" => {
+            arity(name, args, &[1], at)?;
+            let path = path_arg(name, &args[0], scope)?;
+            if name == "child" {
+                (SnapMethod::Child(path), Ty::Snap)
+            } else {
+                (SnapMethod::HasChild(path), Ty::Bool)
+            }
+        }
+        "hasChildren" => {
+            arity(name, args, &[0, 1], at)?;
+            match args.first() {
+                None => (SnapMethod::HasAnyChildren, Ty::Bool),
+                Some(list) => (SnapMethod::HasChildren(list_arg(list, scope)?), Ty::Bool),
+            }
+        }
+        _ => {
+            arity(name, args, &[0], at)?;
+            match name {
+                "val" => (SnapMethod::Val, Ty::Prim),
+                "parent" => (SnapMethod::Parent, Ty::Snap),
+                "exists" => (SnapMethod::Exists, Ty::Bool),
+                "getPriority" => (SnapMethod::GetPriority, Ty::Prim),
+                "isNumber" => (SnapMethod::IsNumber, Ty::Bool),
+                "isString" => (SnapMethod::IsString, Ty::Bool),
+                _ => (SnapMethod::IsBoolean, Ty::Bool),
+            }
+        }
+    };
+    Ok((Expr::SnapCall(Box::new(target), method), ty))
+}
+
+fn path_arg(method: &str, arg: &Ast, scope: &Scope<'_>) -> Result<PathArg, CheckError> {
+    if let AstKind::Str(path) = &arg.kind {
+        return Ok(PathArg::Literal(split_path(path).collect::<Arc<[_]>>()));
+    }
+    Ok(PathArg::Dynamic(Box::new(string_arg(method, arg, scope)?)))
+}
+
+fn list_arg(arg: &Ast, scope: &Scope<'_>) -> Result<ListArg, CheckError> {
+    match &arg.kind {
+        AstKind::Array(items) if items.is_empty() => Err(type_error(
+            arg.at,
+            "hasChildren() needs at least one child name",
+        )),
+        AstKind::Array(items) => Ok(ListArg::Literal(
+            items
+                .iter()
+                .map(|item| path_arg("hasChildren", item, scope))
+                .collect::<Result<_, _>>()?,
+        )),
+        _ => {
+            let (expr, ty) = check(arg, scope)?;
+            if ty != Ty::Dyn {
+                return Err(type_error(
+                    arg.at,
+                    format!("hasChildren() takes an array of strings, not {}", ty.name()),
+                ));
+            }
+            Ok(ListArg::Dynamic(Box::new(expr)))
+        }
+    }
+}
+
+fn string_arg(method: &str, arg: &Ast, scope: &Scope<'_>) -> Result<Expr, CheckError> {
+    let (expr, ty) = check(arg, scope)?;
+    if !ty.may_be_string() {
+        return Err(type_error(
+            arg.at,
+            format!("{method}() takes a string, not {}", ty.name()),
+        ));
+    }
+    Ok(expr)
+}
+
+fn string_call(target: Expr, name: &str, args: &[Ast], at: usize, scope: &Scope<'_>) -> Checked {
+    let (method, ty) = match name {
+        "toLowerCase" | "toUpperCase" => {
+            arity(name, args, &[0], at)?;
+            let method = if name == "toLowerCase" {
+                StrMethod::ToLowerCase
+            } else {
+                StrMethod::ToUpperCase
+            };
+            (method, Ty::Str)
+        }
+        "replace" => {
+            arity(name, args, &[2], at)?;
+            let from = string_arg(name, &args[0], scope)?;
+            let to = string_arg(name, &args[1], scope)?;
+            (StrMethod::Replace(Box::new((from, to))), Ty::Str)
+        }
+        "matches" => {
+            arity(name, args, &[1], at)?;
+            let AstKind::Regex { body, flags } = &args[0].kind else {
+                return Err(type_error(
+                    args[0].at,
+                    "matches() takes a regular expression literal such as /^[a-z]+$/",
+                ));
+            };
+            let compiled = regex::compile(body, flags)
+                .map_err(|reason| (args[0].at, LoadError::Regex(reason)))?;
+            (StrMethod::Matches(Box::new(compiled)), Ty::Bool)
+        }
+        _ => {
+            arity(name, args, &[1], at)?;
+            let needle = Box::new(string_arg(name, &args[0], scope)?);
+            let method = match name {
+                "contains" => StrMethod::Contains(needle),
+                "beginsWith" => StrMethod::BeginsWith(needle),
+                _ => StrMethod::EndsWith(needle),
+            };
+            (method, Ty::Bool)
+        }
+    };
+    Ok((Expr::StrCall(Box::new(target), method), ty))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::parse;
+
+    fn scope(kind: RuleKind) -> Scope<'static> {
+        static WILDCARDS: std::sync::LazyLock<Vec<(String, usize)>> =
+            std::sync::LazyLock::new(|| vec![("$uid".to_owned(), 1)]);
+        Scope {
+            kind,
+            wildcards: &WILDCARDS,
+        }
+    }
+
+    fn ok(src: &str) {
+        let ast = parse(src).expect("parses");
+        if let Err((at, reason)) = check_rule(&ast, &scope(RuleKind::Write)) {
+            panic!("{src}: {at}: {reason}");
+        }
+    }
+
+    fn refused_as(kind: RuleKind, src: &str) -> (usize, String) {
+        let ast = parse(src).expect("parses");
+        let (at, reason) = check_rule(&ast, &scope(kind)).expect_err(src);
+        (at, reason.to_string())
+    }
+
+    fn refused(src: &str) -> (usize, String) {
+        refused_as(RuleKind::Write, src)
+    }
+
+    #[test]
+    fn accepts_typical_rules() {
+        ok("auth != null && auth.uid === $uid");
+        ok("newData.hasChildren(['name', 'age']) && newData.child('name').isString()");
+        ok("newData.child('name').val().length < 30");
+        ok("root.child('admins/' + auth.uid).val() === true");
+        ok("root.child('allowed').child(auth.token.email.replace('.', ',')).exists()");
+        ok("newData.val().matches(/^[a-z]+$/i)");
+        ok("auth.foo[$uid] == 1 && auth.roles['admin'] === true");
+        ok("root['exists']() && 'abc'['length'] == 3");
+        ok("query.orderByKey && query.limitToLast <= 20");
+        ok("query['orderByChild'] === 'ts'");
+        ok("data.val() != null && data.getPriority() === 5");
+        ok("(newData.val() + '').matches(/^-?[0-9]+$/)");
+        ok("newData.isString() ? newData.val().length < 5 : newData.val() < 10");
+        ok("-newData.val() < 0 && now - newData.val() % 2 > 0");
+        ok("auth.uid.beginsWith('a') && !auth.uid.contains(newData.val())");
+        ok("root.child(null).exists()");
+        ok("newData.hasChildren(auth.token.required)");
+        ok("(auth == null ? data : newData).exists()");
+    }
+
+    #[test]
+    fn scoping() {
+        assert_eq!(
+            refused_as(RuleKind::Read, "newData.exists()"),
+            (0, "Unknown variable 'newData'.".into())
+        );
+        assert_eq!(
+            refused("skies === 'blue'"),
+            (0, "Unknown variable 'skies'.".into())
+        );
+        assert_eq!(refused("$x === 'y'"), (0, "Unknown variable '$x'.".into()));
+    }
+
+    #[test]
+    fn rule_must_be_boolean() {
+        assert!(refused("7").1.contains("boolean expression"));
+        assert!(refused("auth.uid === 'a' ? 7 : true")
+            .1
+            .contains("boolean expression"));
+        assert!(refused("auth.token.admin").1.contains("auth value"));
+        assert!(refused("newData.val()").1.contains("value"));
+    }
+
+    #[test]
+    fn operator_rules() {
+        assert_eq!(
+            refused("!newData.child('disabled').val()"),
+            (0, "! only operates on booleans.".into())
+        );
+        assert!(refused("auth.admin && true").1.contains("&& only operates"));
+        assert!(refused("root.child('foo') != null")
+            .1
+            .contains("cannot be compared"));
+        assert!(refused("query == null").1.contains("cannot be compared"));
+        assert!(refused("root.val() > true")
+            .1
+            .contains("numbers or strings"));
+        assert!(refused("root.val() > null")
+            .1
+            .contains("numbers or strings"));
+        assert!(refused("1 < 'a'").1.contains("number with a string"));
+        assert!(refused("true + 1 == 2").1.contains("adds numbers"));
+        assert!(refused("'a' - 1 == 2").1.contains("needs numbers"));
+        assert!(refused("-'a' == 2").1.contains("unary '-'"));
+        assert!(refused("(auth == null ? 1 : data).exists()")
+            .1
+            .contains("branches"));
+        assert!(refused("(1 ? true : false)").1.contains("condition"));
+    }
+
+    #[test]
+    fn members_and_methods() {
+        let (at, reason) = refused("newData.isArray()");
+        assert_eq!(
+            (at, reason.as_str()),
+            (8, "No such method/property 'isArray'.")
+        );
+        assert!(refused("root.exists == true").1.contains("must be called"));
+        assert!(refused("root.val().notFound == 1").1.contains("'notFound'"));
+        assert!(refused("auth.foo.notFound()").1.contains("'notFound'"));
+        assert!(refused("query.foo == 1").1.contains("'foo'"));
+        assert!(refused("root['exi' + 'sts']() == false")
+            .1
+            .contains("string literal"));
+        assert!(refused("root[$uid]() == false")
+            .1
+            .contains("string literal"));
+        assert!(refused("'abc'[auth.x] == 1").1.contains("string literal"));
+        assert!(refused("now.foo == 1").1.contains("'foo'"));
+        assert!(refused("'abc'.length() == 3").1.contains("'length'"));
+        assert!(refused("auth() == 1").1.contains("only methods"));
+    }
+
+    #[test]
+    fn argument_rules() {
+        assert!(refused("root.child('s').val().matches('/foo/')")
+            .1
+            .contains("regular expression literal"));
+        assert!(refused("root.hasChildren('foo', 'bar')")
+            .1
+            .contains("no arguments or one array"));
+        assert!(refused("root.hasChildren('foo')")
+            .1
+            .contains("array of strings"));
+        assert!(refused("root.hasChildren(['foo', 7])")
+            .1
+            .contains("takes a string"));
+        assert!(refused("root.hasChildren([])").1.contains("at least one"));
+        assert!(refused("auth.foo.contains(7)").1.contains("takes a string"));
+        assert!(refused("root.child(1).exists()")
+            .1
+            .contains("takes a string"));
+        assert!(refused("root.child().exists()").1.contains("one argument"));
+        assert!(refused("root.exists(1)").1.contains("no arguments"));
+        assert!(refused("'a'.replace('a') == 'b'")
+            .1
+            .contains("two arguments"));
+        assert!(refused("root.val().matches(/(^foo$|bar)/)")
+            .1
+            .contains("regular expression"));
+        assert!(refused("/a/ == 1").1.contains("argument of matches"));
+        assert!(refused("['a'] == 1").1.contains("argument of hasChildren"));
+    }
+}
