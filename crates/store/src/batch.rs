@@ -1,0 +1,182 @@
+//! Batches: the IO half of group commit. A [`Batch`] holds the encoded records of one loop
+//! turn as a few `(file, offset, bytes)` pieces and does the writes and syncs when executed,
+//! on whatever thread the caller chooses; [`BatchDone`] carries the outcome back to the
+//! writer. Also the creation of segments, which batches do when records roll over, and the
+//! removal of truncated segments.
+
+use std::sync::Arc;
+
+use crate::error::{Operation, StoreError};
+use crate::segment::{SegmentHeader, SEGMENT_HEADER_BYTES};
+use crate::storage::{Storage, StorageFile};
+
+/// Bytes written at a time while a segment is filled with zeros.
+const ZERO_FILL_CHUNK_BYTES: u64 = 1024 * 1024;
+
+/// The bytes of one file in a batch.
+pub(crate) struct BatchPiece<F> {
+    pub(crate) name: String,
+    /// `None` when the segment is created by this batch.
+    pub(crate) file: Option<Arc<F>>,
+    pub(crate) create: Option<SegmentHeader>,
+    pub(crate) offset: u64,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// Records ready to be written and synced. `Send`, so it can move to a blocking thread.
+pub struct Batch<S: Storage> {
+    pub(crate) storage: Arc<S>,
+    pub(crate) pieces: Vec<BatchPiece<S::File>>,
+    pub(crate) first_seq: u64,
+    pub(crate) last_seq: u64,
+}
+
+/// The outcome of [`Batch::execute`], to hand back to [`crate::WalWriter::complete`].
+pub struct BatchDone<S: Storage> {
+    pub(crate) last_seq: u64,
+    pub(crate) created: Vec<(u64, Arc<S::File>)>,
+    pub(crate) buffers: Vec<Vec<u8>>,
+    pub(crate) result: Result<(), StoreError>,
+}
+
+impl<S: Storage> BatchDone<S> {
+    pub fn result(&self) -> Result<(), &StoreError> {
+        self.result.as_ref().map(|_| ())
+    }
+}
+
+impl<S: Storage> Batch<S> {
+    pub fn first_seq(&self) -> u64 {
+        self.first_seq
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Bytes of records in the batch.
+    pub fn byte_len(&self) -> u64 {
+        self.pieces
+            .iter()
+            .map(|piece| piece.bytes.len() as u64)
+            .sum()
+    }
+
+    /// The writes of the batch as `(file name, offset, bytes)`, for inspection and metrics.
+    /// [`Batch::execute`] is the executor; one for io_uring would live here too and take the
+    /// same pieces.
+    pub fn writes(&self) -> impl Iterator<Item = (&str, u64, &[u8])> {
+        self.pieces
+            .iter()
+            .map(|piece| (piece.name.as_str(), piece.offset, piece.bytes.as_slice()))
+    }
+
+    /// The headers of the segments this batch creates before writing into them.
+    pub fn segments_created(&self) -> impl Iterator<Item = &SegmentHeader> {
+        self.pieces.iter().filter_map(|piece| piece.create.as_ref())
+    }
+
+    /// Writes and syncs the batch: creates new segments, writes each piece with one positional
+    /// write, then syncs each file once. Blocking; run it wherever blocking is fine.
+    pub fn execute(self) -> BatchDone<S> {
+        let mut created = Vec::new();
+        let result = write_pieces(&*self.storage, &self.pieces, &mut created);
+        BatchDone {
+            last_seq: self.last_seq,
+            created,
+            buffers: self.pieces.into_iter().map(|piece| piece.bytes).collect(),
+            result,
+        }
+    }
+}
+
+fn write_pieces<S: Storage>(
+    storage: &S,
+    pieces: &[BatchPiece<S::File>],
+    created: &mut Vec<(u64, Arc<S::File>)>,
+) -> Result<(), StoreError> {
+    let mut written = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let file = match (&piece.file, &piece.create) {
+            (Some(file), _) => file.clone(),
+            (None, Some(header)) => {
+                let file = Arc::new(create_segment(storage, &piece.name, header)?);
+                created.push((header.index, file.clone()));
+                file
+            }
+            (None, None) => return Err(StoreError::Misuse("a batch names a segment not open")),
+        };
+        file.write_at(piece.offset, &piece.bytes)
+            .map_err(|error| StoreError::io(&piece.name, Operation::Write, error))?;
+        written.push((piece.name.as_str(), file));
+    }
+    for (name, file) in written {
+        file.sync_data()
+            .map_err(|error| StoreError::io(name, Operation::Sync, error))?;
+    }
+    Ok(())
+}
+
+/// Creates a segment at its full size: header, zeros to the end, synced, its name synced.
+/// Writing the zeros (rather than `set_len`, which leaves a hole) allocates every block now,
+/// so that later appends and their fdatasync change no metadata.
+pub(crate) fn create_segment<S: Storage>(
+    storage: &S,
+    name: &str,
+    header: &SegmentHeader,
+) -> Result<S::File, StoreError> {
+    let io = |operation| move |error| StoreError::io(name, operation, error);
+    let file = storage.create(name).map_err(io(Operation::Create))?;
+    file.write_at(0, &header.encode())
+        .map_err(io(Operation::Write))?;
+    zero_fill(&file, name, SEGMENT_HEADER_BYTES as u64, header.size)?;
+    file.sync_data().map_err(io(Operation::Sync))?;
+    storage.sync_dir().map_err(io(Operation::SyncDir))?;
+    Ok(file)
+}
+
+/// Writes zeros over `from..to` of `file`, a chunk at a time.
+pub(crate) fn zero_fill<F: StorageFile>(
+    file: &F,
+    name: &str,
+    from: u64,
+    to: u64,
+) -> Result<(), StoreError> {
+    let zeros = vec![0u8; ZERO_FILL_CHUNK_BYTES.min(to.saturating_sub(from)) as usize];
+    let mut offset = from;
+    while offset < to {
+        let len = ZERO_FILL_CHUNK_BYTES.min(to - offset) as usize;
+        file.write_at(offset, &zeros[..len])
+            .map_err(|error| StoreError::io(name, Operation::Write, error))?;
+        offset += len as u64;
+    }
+    Ok(())
+}
+
+/// Segment files to remove after truncation.
+pub struct Removal<S: Storage> {
+    pub(crate) storage: Arc<S>,
+    pub(crate) names: Vec<String>,
+}
+
+impl<S: Storage> Removal<S> {
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Removes the files oldest first and syncs the directory. Oldest first, so that a crash
+    /// part way leaves a log that still starts at a segment boundary with no gap.
+    pub fn execute(self) -> Result<Vec<String>, StoreError> {
+        for name in &self.names {
+            self.storage
+                .remove(name)
+                .map_err(|error| StoreError::io(name, Operation::Remove, error))?;
+        }
+        if !self.names.is_empty() {
+            self.storage
+                .sync_dir()
+                .map_err(|error| StoreError::io("the log", Operation::SyncDir, error))?;
+        }
+        Ok(self.names)
+    }
+}

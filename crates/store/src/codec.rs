@@ -1,0 +1,571 @@
+//! The binary encoding of tree values, paths and writes, shared by log records and snapshots
+//! (byte layout in FORMAT.md, "Values").
+//!
+//! Binary rather than JSON because numbers keep their exact bits, nothing is re-validated as
+//! client input on the way back, and decoding a large snapshot is a single pass with no
+//! intermediate `serde_json::Value`. Encoding writes through a [`Sink`] so that a snapshot can
+//! stream to disk while it is produced; decoding reads through a [`Source`] so that it can pull
+//! from a byte slice (a log record) or from checksummed frames (a snapshot).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use hearth_sync::{Change, Write, WriteOp};
+use hearth_tree::{Key, Leaf, Node, Path, Priority, TreeError, MAX_KEY_BYTES};
+
+/// Deepest nesting the decoder follows. The tree allows 32 levels; the margin means a tree
+/// that somehow got deeper is still recovered, while corrupt input cannot exhaust the stack.
+pub const DECODE_DEPTH_MAX: usize = 256;
+
+/// Longest string the decoder accepts: the tree allows 10 MiB. The bound exists so that a
+/// corrupt length cannot make the decoder allocate gigabytes before its checksum fails.
+pub const DECODE_STRING_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// Largest integer stored as a varint: beyond 2^53 not every integer is a double.
+const EXACT_INTEGER_MAX: f64 = 9_007_199_254_740_992.0;
+
+const NODE_EMPTY: u8 = 0x00;
+const NODE_FALSE: u8 = 0x01;
+const NODE_TRUE: u8 = 0x02;
+const NODE_INTEGER: u8 = 0x03;
+const NODE_FLOAT: u8 = 0x04;
+const NODE_STRING: u8 = 0x05;
+const NODE_OBJECT: u8 = 0x06;
+const NODE_HAS_PRIORITY: u8 = 0x80;
+
+const PRIORITY_NONE: u8 = 0x00;
+const PRIORITY_INTEGER: u8 = 0x01;
+const PRIORITY_FLOAT: u8 = 0x02;
+const PRIORITY_STRING: u8 = 0x03;
+
+const CHANGE_SET: u8 = 0x00;
+const CHANGE_PRIORITY: u8 = 0x01;
+
+/// Why encoded bytes could not be decoded.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    #[error("the data ends early")]
+    Truncated,
+    #[error("a varint is too long")]
+    Varint,
+    #[error("a length of {found} is beyond the limit of {limit}")]
+    Length { found: u64, limit: u64 },
+    #[error("unknown tag {0:#04x}")]
+    Tag(u8),
+    #[error("a string is not UTF-8")]
+    Utf8,
+    #[error("{0}")]
+    Key(TreeError),
+    #[error("object keys are not in strictly ascending order")]
+    KeyOrder,
+    #[error("an object has no children or a child is empty")]
+    EmptyObject,
+    #[error("a number is not finite or an integer is out of range")]
+    Number,
+    #[error("nesting is deeper than {DECODE_DEPTH_MAX} levels")]
+    TooDeep,
+    #[error("a database name is not valid")]
+    DatabaseName,
+    #[error("{0} bytes follow the end of the value")]
+    Trailing(usize),
+}
+
+/// Where encoded bytes go.
+pub(crate) trait Sink {
+    type Error;
+    fn put(&mut self, data: &[u8]) -> Result<(), Self::Error>;
+}
+
+impl Sink for Vec<u8> {
+    type Error = Infallible;
+    fn put(&mut self, data: &[u8]) -> Result<(), Infallible> {
+        self.extend_from_slice(data);
+        Ok(())
+    }
+}
+
+/// Where encoded bytes come from.
+pub(crate) trait Source {
+    type Error: From<DecodeError>;
+
+    /// Fills `buf` or fails (with [`DecodeError::Truncated`] at the end of the data).
+    fn read_into(&mut self, buf: &mut [u8]) -> Result<(), Self::Error>;
+
+    /// Hands the next `len` bytes to `f`. Slices override this to avoid the copy.
+    fn with_bytes<T>(&mut self, len: usize, f: impl FnOnce(&[u8]) -> T) -> Result<T, Self::Error> {
+        let mut buf = vec![0; len];
+        self.read_into(&mut buf)?;
+        Ok(f(&buf))
+    }
+}
+
+/// Decoding from a byte slice, which must be consumed exactly.
+pub(crate) struct SliceSource<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> SliceSource<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> SliceSource<'a> {
+        SliceSource { rest: bytes }
+    }
+
+    /// Succeeds only if every byte was consumed.
+    pub(crate) fn finish(self) -> Result<(), DecodeError> {
+        match self.rest.len() {
+            0 => Ok(()),
+            left => Err(DecodeError::Trailing(left)),
+        }
+    }
+
+    fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
+        if self.rest.len() < len {
+            return Err(DecodeError::Truncated);
+        }
+        let (head, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        Ok(head)
+    }
+}
+
+impl Source for SliceSource<'_> {
+    type Error = DecodeError;
+
+    fn read_into(&mut self, buf: &mut [u8]) -> Result<(), DecodeError> {
+        buf.copy_from_slice(self.take(buf.len())?);
+        Ok(())
+    }
+
+    fn with_bytes<T>(&mut self, len: usize, f: impl FnOnce(&[u8]) -> T) -> Result<T, DecodeError> {
+        Ok(f(self.take(len)?))
+    }
+}
+
+// ---- primitives -------------------------------------------------------------------------
+
+/// Unsigned LEB128: 7 bits a byte, low bits first, high bit set on all but the last byte.
+pub(crate) fn put_varint<K: Sink>(sink: &mut K, mut value: u64) -> Result<(), K::Error> {
+    let mut buf = [0u8; 10];
+    let mut len = 0;
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            buf[len] = byte;
+            len += 1;
+            break;
+        }
+        buf[len] = byte | 0x80;
+        len += 1;
+    }
+    sink.put(&buf[..len])
+}
+
+pub(crate) fn read_u8<S: Source>(source: &mut S) -> Result<u8, S::Error> {
+    let mut byte = [0];
+    source.read_into(&mut byte)?;
+    Ok(byte[0])
+}
+
+pub(crate) fn read_varint<S: Source>(source: &mut S) -> Result<u64, S::Error> {
+    let mut value = 0u64;
+    for index in 0..10 {
+        let byte = read_u8(source)?;
+        let bits = u64::from(byte & 0x7f);
+        // The tenth byte may only carry the one bit left of a u64.
+        if index == 9 && bits > 1 {
+            return Err(DecodeError::Varint.into());
+        }
+        value |= bits << (7 * index);
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(DecodeError::Varint.into())
+}
+
+/// A varint length, refused above `limit`.
+fn read_len<S: Source>(source: &mut S, limit: u64) -> Result<usize, S::Error> {
+    let found = read_varint(source)?;
+    if found > limit {
+        return Err(DecodeError::Length { found, limit }.into());
+    }
+    // `limit` is far below `usize::MAX` on every supported platform.
+    Ok(found as usize)
+}
+
+pub(crate) fn put_str<K: Sink>(sink: &mut K, text: &str) -> Result<(), K::Error> {
+    put_varint(sink, text.len() as u64)?;
+    sink.put(text.as_bytes())
+}
+
+pub(crate) fn read_str<S: Source>(source: &mut S, limit: u64) -> Result<Arc<str>, S::Error> {
+    let len = read_len(source, limit)?;
+    let text = source.with_bytes(len, |bytes| std::str::from_utf8(bytes).map(Arc::from))?;
+    text.map_err(|_| DecodeError::Utf8.into())
+}
+
+fn put_f64<K: Sink>(sink: &mut K, value: f64) -> Result<(), K::Error> {
+    sink.put(&value.to_le_bytes())
+}
+
+fn read_f64<S: Source>(source: &mut S) -> Result<f64, S::Error> {
+    let mut bytes = [0; 8];
+    source.read_into(&mut bytes)?;
+    let value = f64::from_le_bytes(bytes);
+    if !value.is_finite() {
+        return Err(DecodeError::Number.into());
+    }
+    Ok(value)
+}
+
+/// Whether `value` is stored as a varint: an integer that a double holds exactly, and not -0
+/// (whose sign would be lost).
+fn is_exact_integer(value: f64) -> bool {
+    value.fract() == 0.0
+        && value.abs() <= EXACT_INTEGER_MAX
+        && !(value == 0.0 && value.is_sign_negative())
+}
+
+/// Zigzag maps small negative numbers to small varints: 0, -1, 1, -2 → 0, 1, 2, 3.
+fn put_integer<K: Sink>(sink: &mut K, value: f64) -> Result<(), K::Error> {
+    // `is_exact_integer` holds, so the conversion is exact.
+    let integer = value as i64;
+    put_varint(sink, ((integer << 1) ^ (integer >> 63)) as u64)
+}
+
+fn read_integer<S: Source>(source: &mut S) -> Result<f64, S::Error> {
+    let zigzag = read_varint(source)?;
+    let integer = ((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64);
+    let value = integer as f64;
+    if value.abs() > EXACT_INTEGER_MAX {
+        return Err(DecodeError::Number.into());
+    }
+    Ok(value)
+}
+
+// ---- priorities, keys, paths ------------------------------------------------------------
+
+pub(crate) fn put_priority<K: Sink>(sink: &mut K, priority: &Priority) -> Result<(), K::Error> {
+    match priority {
+        Priority::None => sink.put(&[PRIORITY_NONE]),
+        Priority::Number(n) if is_exact_integer(*n) => {
+            sink.put(&[PRIORITY_INTEGER])?;
+            put_integer(sink, *n)
+        }
+        Priority::Number(n) => {
+            sink.put(&[PRIORITY_FLOAT])?;
+            put_f64(sink, *n)
+        }
+        Priority::String(text) => {
+            sink.put(&[PRIORITY_STRING])?;
+            put_str(sink, text)
+        }
+    }
+}
+
+pub(crate) fn read_priority<S: Source>(source: &mut S) -> Result<Priority, S::Error> {
+    Ok(match read_u8(source)? {
+        PRIORITY_NONE => Priority::None,
+        PRIORITY_INTEGER => Priority::Number(read_integer(source)?),
+        PRIORITY_FLOAT => Priority::Number(read_f64(source)?),
+        PRIORITY_STRING => Priority::String(read_str(source, DECODE_STRING_BYTES_MAX)?),
+        tag => return Err(DecodeError::Tag(tag).into()),
+    })
+}
+
+fn read_key<S: Source>(source: &mut S) -> Result<Key, S::Error> {
+    let text = read_str(source, MAX_KEY_BYTES as u64)?;
+    Key::new(&text).map_err(|error| DecodeError::Key(error).into())
+}
+
+pub(crate) fn put_path<K: Sink>(sink: &mut K, path: &Path) -> Result<(), K::Error> {
+    put_varint(sink, path.len() as u64)?;
+    for key in path.keys() {
+        put_str(sink, key.as_str())?;
+    }
+    Ok(())
+}
+
+pub(crate) fn read_path<S: Source>(source: &mut S) -> Result<Path, S::Error> {
+    let len = read_len(source, DECODE_DEPTH_MAX as u64)?;
+    let keys = (0..len)
+        .map(|_| read_key(source))
+        .collect::<Result<Vec<Key>, S::Error>>()?;
+    Ok(Path::from_keys(keys))
+}
+
+// ---- nodes ------------------------------------------------------------------------------
+
+/// Encodes `node` depth first, children in key order. Recursion is bounded by the depth of the
+/// tree, which the tree limits.
+pub(crate) fn put_node<K: Sink>(sink: &mut K, node: &Node) -> Result<(), K::Error> {
+    let priority = node.priority();
+    let flag = if priority.is_none() {
+        0
+    } else {
+        NODE_HAS_PRIORITY
+    };
+    let put_own_priority = |sink: &mut K| match priority {
+        Priority::None => Ok(()),
+        some => put_priority(sink, some),
+    };
+    if let Some(leaf) = node.leaf_value() {
+        match leaf {
+            Leaf::Bool(false) => sink.put(&[NODE_FALSE | flag])?,
+            Leaf::Bool(true) => sink.put(&[NODE_TRUE | flag])?,
+            Leaf::Number(n) if is_exact_integer(*n) => sink.put(&[NODE_INTEGER | flag])?,
+            Leaf::Number(_) => sink.put(&[NODE_FLOAT | flag])?,
+            Leaf::String(_) => sink.put(&[NODE_STRING | flag])?,
+        }
+        put_own_priority(sink)?;
+        return match leaf {
+            Leaf::Bool(_) => Ok(()),
+            Leaf::Number(n) if is_exact_integer(*n) => put_integer(sink, *n),
+            Leaf::Number(n) => put_f64(sink, *n),
+            Leaf::String(text) => put_str(sink, text),
+        };
+    }
+    if node.is_empty() {
+        return sink.put(&[NODE_EMPTY]);
+    }
+    sink.put(&[NODE_OBJECT | flag])?;
+    put_own_priority(sink)?;
+    put_varint(sink, node.child_count() as u64)?;
+    for (key, child) in node.children() {
+        put_str(sink, key.as_str())?;
+        put_node(sink, child)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn read_node<S: Source>(source: &mut S) -> Result<Node, S::Error> {
+    read_node_at(source, 0)
+}
+
+fn read_node_at<S: Source>(source: &mut S, depth: usize) -> Result<Node, S::Error> {
+    if depth > DECODE_DEPTH_MAX {
+        return Err(DecodeError::TooDeep.into());
+    }
+    let tag = read_u8(source)?;
+    let priority = if tag & NODE_HAS_PRIORITY != 0 {
+        match read_priority(source)? {
+            // A flagged priority is never "none": refuse what no encoder writes.
+            Priority::None => return Err(DecodeError::Tag(PRIORITY_NONE).into()),
+            some => some,
+        }
+    } else {
+        Priority::None
+    };
+    let leaf = |value| Ok(Node::leaf_with_priority(value, priority.clone()));
+    match tag & !NODE_HAS_PRIORITY {
+        NODE_EMPTY if tag == NODE_EMPTY => Ok(Node::empty()),
+        NODE_FALSE => leaf(Leaf::Bool(false)),
+        NODE_TRUE => leaf(Leaf::Bool(true)),
+        NODE_INTEGER => leaf(Leaf::Number(read_integer(source)?)),
+        NODE_FLOAT => leaf(Leaf::Number(read_f64(source)?)),
+        NODE_STRING => leaf(Leaf::String(read_str(source, DECODE_STRING_BYTES_MAX)?)),
+        NODE_OBJECT => {
+            // Each child takes at least two bytes, which bounds a corrupt count by the data.
+            let count = read_varint(source)?;
+            if count == 0 {
+                return Err(DecodeError::EmptyObject.into());
+            }
+            let mut object = Node::empty();
+            let mut previous: Option<Key> = None;
+            for _ in 0..count {
+                let key = read_key(source)?;
+                if previous.as_ref().is_some_and(|previous| *previous >= key) {
+                    return Err(DecodeError::KeyOrder.into());
+                }
+                let child = read_node_at(source, depth + 1)?;
+                if child.is_empty() {
+                    return Err(DecodeError::EmptyObject.into());
+                }
+                object = object.with_child(&key, child);
+                previous = Some(key);
+            }
+            Ok(object.with_priority(priority))
+        }
+        _ => Err(DecodeError::Tag(tag).into()),
+    }
+}
+
+// ---- writes -----------------------------------------------------------------------------
+
+pub(crate) fn put_write<K: Sink>(sink: &mut K, write: &Write) -> Result<(), K::Error> {
+    put_path(sink, &write.base)?;
+    put_varint(sink, write.ops.len() as u64)?;
+    for op in &write.ops {
+        put_path(sink, &op.path)?;
+        match &op.change {
+            Change::Set(node) => {
+                sink.put(&[CHANGE_SET])?;
+                put_node(sink, node)?;
+            }
+            Change::Priority(priority) => {
+                sink.put(&[CHANGE_PRIORITY])?;
+                put_priority(sink, priority)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn read_write<S: Source>(source: &mut S) -> Result<Write, S::Error> {
+    let base = read_path(source)?;
+    // Each operation takes at least three bytes; the count is checked against the data as the
+    // operations are read, so it needs no bound of its own.
+    let count = read_varint(source)?;
+    let mut ops = Vec::new();
+    for _ in 0..count {
+        let path = read_path(source)?;
+        let change = match read_u8(source)? {
+            CHANGE_SET => Change::Set(read_node(source)?),
+            CHANGE_PRIORITY => Change::Priority(read_priority(source)?),
+            tag => return Err(DecodeError::Tag(tag).into()),
+        };
+        ops.push(WriteOp { path, change });
+    }
+    Ok(Write { base, ops })
+}
+
+/// Unwraps the result of encoding into memory, which cannot fail.
+pub(crate) fn infallible<T>(result: Result<T, Infallible>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(never) => match never {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn round_trip(node: &Node) -> Node {
+        let mut bytes = Vec::new();
+        infallible(put_node(&mut bytes, node));
+        let mut source = SliceSource::new(&bytes);
+        let back = read_node(&mut source).expect("decodes");
+        source.finish().expect("consumed exactly");
+        back
+    }
+
+    fn node(value: serde_json::Value) -> Node {
+        Node::from_json(&value).expect("valid test value")
+    }
+
+    #[test]
+    fn nodes_round_trip_exactly() {
+        let values = [
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(0),
+            json!(-1),
+            json!(9007199254740992.0),
+            json!(-9007199254740993.0),
+            json!(0.1),
+            json!(1e300),
+            json!(0.00015000000000000001),
+            json!("text ✓"),
+            json!({".value": "p", ".priority": 3}),
+            json!({".value": 1, ".priority": "b"}),
+            json!({"a": {"b": [1, 2, {"c": null, "d": 2.5}]}, ".priority": -7.25}),
+        ];
+        for value in values {
+            let original = node(value.clone());
+            let back = round_trip(&original);
+            assert_eq!(back, original, "{value}");
+            assert_eq!(back.to_json(true), original.to_json(true));
+            assert_eq!(back.hash(), original.hash());
+        }
+    }
+
+    #[test]
+    fn varints_round_trip_at_their_edges() {
+        for value in [0, 1, 127, 128, 16_383, 16_384, u64::MAX / 2, u64::MAX] {
+            let mut bytes = Vec::new();
+            infallible(put_varint(&mut bytes, value));
+            let mut source = SliceSource::new(&bytes);
+            assert_eq!(read_varint(&mut source), Ok(value));
+            assert_eq!(source.finish(), Ok(()));
+        }
+        let mut overlong = SliceSource::new(&[0xff; 11]);
+        assert_eq!(read_varint(&mut overlong), Err(DecodeError::Varint));
+    }
+
+    #[test]
+    fn bad_nodes_are_refused() {
+        let cases: [(&[u8], DecodeError); 7] = [
+            (&[0x07], DecodeError::Tag(0x07)),
+            (&[NODE_OBJECT, 0], DecodeError::EmptyObject),
+            (
+                &[NODE_OBJECT, 1, 1, b'a', NODE_EMPTY],
+                DecodeError::EmptyObject,
+            ),
+            (
+                &[NODE_OBJECT, 2, 1, b'b', NODE_TRUE, 1, b'a', NODE_TRUE],
+                DecodeError::KeyOrder,
+            ),
+            (&[NODE_STRING, 2, 0xff, 0xfe], DecodeError::Utf8),
+            (&[NODE_STRING, 5, b'a'], DecodeError::Truncated),
+            (
+                &[NODE_EMPTY | NODE_HAS_PRIORITY, PRIORITY_NONE],
+                DecodeError::Tag(0),
+            ),
+        ];
+        for (bytes, expected) in cases {
+            let mut source = SliceSource::new(bytes);
+            assert_eq!(read_node(&mut source), Err(expected), "{bytes:?}");
+        }
+        let mut nan = vec![NODE_FLOAT];
+        nan.extend_from_slice(&f64::NAN.to_le_bytes());
+        assert_eq!(
+            read_node(&mut SliceSource::new(&nan)),
+            Err(DecodeError::Number)
+        );
+        let deep = [NODE_OBJECT, 1, 1, b'a'].repeat(DECODE_DEPTH_MAX + 2);
+        assert_eq!(
+            read_node(&mut SliceSource::new(&deep)),
+            Err(DecodeError::TooDeep)
+        );
+        let bad_key = [NODE_OBJECT, 1, 1, b'.', NODE_TRUE];
+        assert!(matches!(
+            read_node(&mut SliceSource::new(&bad_key)),
+            Err(DecodeError::Key(_))
+        ));
+    }
+
+    #[test]
+    fn writes_round_trip() {
+        let path = |text: &str| Path::parse(text).expect("valid test path");
+        let write = Write {
+            base: path("/users/ada"),
+            ops: vec![
+                WriteOp {
+                    path: path("/name"),
+                    change: Change::Set(node(json!({"first": "Ada", "n": 1.5}))),
+                },
+                WriteOp {
+                    path: path("/gone"),
+                    change: Change::Set(Node::empty()),
+                },
+                WriteOp {
+                    path: path("/"),
+                    change: Change::Priority(Priority::String("z".into())),
+                },
+                WriteOp {
+                    path: path("/x"),
+                    change: Change::Priority(Priority::None),
+                },
+            ],
+        };
+        let mut bytes = Vec::new();
+        infallible(put_write(&mut bytes, &write));
+        let mut source = SliceSource::new(&bytes);
+        assert_eq!(read_write(&mut source), Ok(write));
+        assert_eq!(source.finish(), Ok(()));
+    }
+}

@@ -1,0 +1,397 @@
+//! Snapshots: one database's whole state in one file, written as a stream.
+//!
+//! ```text
+//! offset  size  field
+//!      0     8  magic "HEARTHSN"
+//!      8     4  format version (u32 LE), 1
+//!     12     4  crc32c of bytes 0..12 and 16..32
+//!     16     8  covered sequence number: the state includes every record up to it
+//!     24     8  zero
+//!     32     …  frames:  length u32 | crc32c u32 | data   (length 1 ..= 256 KiB)
+//!      …    16  end:     0 u32     | crc32c u32 | total data bytes u64
+//! ```
+//!
+//! Each frame's checksum continues the previous one (the header's for the first), covering
+//! its length and data, so frames cannot be lost, repeated or reordered unnoticed; the end
+//! frame makes truncation visible. The frames' data, concatenated, is: the database name, the
+//! rules (tag 0, or tag 1 and the text), and the root in the value encoding of `codec.rs`.
+//!
+//! The writer encodes the tree depth first into a frame-sized buffer and writes each frame as
+//! it fills, so memory stays at one frame however large the tree; the tree itself is a clone
+//! of the root (O(1)), so the shard keeps writing while a snapshot is taken on another
+//! thread. The file is written under a temporary name, synced, renamed, and the directory
+//! synced: a snapshot is either complete under its final name or absent.
+
+use std::io;
+use std::sync::Arc;
+
+use hearth_tree::Node;
+
+use crate::codec::{put_node, put_str, read_node, read_str, read_u8, DecodeError, Sink, Source};
+use crate::error::{Corruption, Operation, StoreError};
+use crate::names::{
+    snapshot_name, temporary_name, validate_database_name, MAX_DATABASE_NAME_BYTES,
+};
+use crate::record::MAX_RULES_BYTES;
+use crate::storage::{Storage, StorageFile};
+
+/// The first bytes of every snapshot.
+pub const SNAPSHOT_MAGIC: [u8; 8] = *b"HEARTHSN";
+
+/// The version of the snapshot format this build writes and reads.
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
+
+/// Bytes of the snapshot header.
+pub const SNAPSHOT_HEADER_BYTES: usize = 32;
+
+/// Data bytes per frame: the writer's memory, and the unit a reader verifies before using.
+pub const SNAPSHOT_FRAME_BYTES: usize = 256 * 1024;
+
+const FRAME_HEADER_BYTES: usize = 8;
+const RULES_ABSENT: u8 = 0;
+const RULES_PRESENT: u8 = 1;
+
+/// A snapshot on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    pub name: String,
+    pub database: Arc<str>,
+    pub covered_seq: u64,
+    pub bytes: u64,
+}
+
+/// A database state read from a snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub database: Arc<str>,
+    pub covered_seq: u64,
+    pub rules: Option<Arc<str>>,
+    pub root: Node,
+}
+
+/// Writes a snapshot of `database` whose state includes every record up to `covered_seq`.
+/// Blocking; meant for a thread other than the shard's.
+pub fn write_snapshot<S: Storage>(
+    storage: &S,
+    database: &str,
+    covered_seq: u64,
+    rules: Option<&str>,
+    root: &Node,
+) -> Result<SnapshotInfo, StoreError> {
+    validate_database_name(database)?;
+    let name = snapshot_name(database, covered_seq);
+    let temporary = temporary_name(&name);
+    let io = |file: &str, operation| {
+        let file = file.to_owned();
+        move |error| StoreError::io(&file, operation, error)
+    };
+    // A leftover from a crash while writing the same snapshot.
+    match storage.remove(&temporary) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => {
+            return Err(StoreError::io(&temporary, Operation::Remove, error));
+        }
+        _ => {}
+    }
+    let file = storage
+        .create(&temporary)
+        .map_err(io(&temporary, Operation::Create))?;
+    let mut header = [0u8; SNAPSHOT_HEADER_BYTES];
+    header[..8].copy_from_slice(&SNAPSHOT_MAGIC);
+    header[8..12].copy_from_slice(&SNAPSHOT_FORMAT_VERSION.to_le_bytes());
+    header[16..24].copy_from_slice(&covered_seq.to_le_bytes());
+    let crc = header_crc(&header);
+    header[12..16].copy_from_slice(&crc.to_le_bytes());
+    file.write_at(0, &header)
+        .map_err(io(&temporary, Operation::Write))?;
+    let mut frames = FrameWriter {
+        file: &file,
+        name: &temporary,
+        offset: SNAPSHOT_HEADER_BYTES as u64,
+        buffer: Vec::with_capacity(FRAME_HEADER_BYTES + SNAPSHOT_FRAME_BYTES),
+        crc,
+        total: 0,
+    };
+    frames.buffer.resize(FRAME_HEADER_BYTES, 0);
+    put_str(&mut frames, database)?;
+    match rules {
+        None => frames.put(&[RULES_ABSENT])?,
+        Some(rules) => {
+            frames.put(&[RULES_PRESENT])?;
+            put_str(&mut frames, rules)?;
+        }
+    }
+    put_node(&mut frames, root)?;
+    let bytes = frames.finish()?;
+    file.sync_data().map_err(io(&temporary, Operation::Sync))?;
+    drop(file);
+    storage
+        .rename(&temporary, &name)
+        .map_err(io(&temporary, Operation::Rename))?;
+    storage.sync_dir().map_err(io(&name, Operation::SyncDir))?;
+    Ok(SnapshotInfo {
+        name,
+        database: Arc::from(database),
+        covered_seq,
+        bytes,
+    })
+}
+
+fn header_crc(header: &[u8]) -> u32 {
+    crc32c::crc32c_append(
+        crc32c::crc32c(&header[..12]),
+        &header[16..SNAPSHOT_HEADER_BYTES],
+    )
+}
+
+/// Cuts the encoded stream into frames and writes each as it fills.
+struct FrameWriter<'a, F> {
+    file: &'a F,
+    name: &'a str,
+    offset: u64,
+    /// A frame header's room, then data.
+    buffer: Vec<u8>,
+    crc: u32,
+    total: u64,
+}
+
+impl<F: StorageFile> FrameWriter<'_, F> {
+    fn flush(&mut self) -> Result<(), StoreError> {
+        let len = self.buffer.len() - FRAME_HEADER_BYTES;
+        if len == 0 {
+            return Ok(());
+        }
+        // `len` ≤ SNAPSHOT_FRAME_BYTES.
+        self.buffer[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        let crc = crc32c::crc32c_append(self.crc, &self.buffer[..4]);
+        self.crc = crc32c::crc32c_append(crc, &self.buffer[FRAME_HEADER_BYTES..]);
+        self.buffer[4..8].copy_from_slice(&self.crc.to_le_bytes());
+        self.file
+            .write_at(self.offset, &self.buffer)
+            .map_err(|error| StoreError::io(self.name, Operation::Write, error))?;
+        self.offset += self.buffer.len() as u64;
+        self.total += len as u64;
+        self.buffer.truncate(FRAME_HEADER_BYTES);
+        Ok(())
+    }
+
+    /// Writes the last frame and the end frame; returns the file's size.
+    fn finish(mut self) -> Result<u64, StoreError> {
+        self.flush()?;
+        let mut end = [0u8; 16];
+        end[8..].copy_from_slice(&self.total.to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c_append(self.crc, &end[..4]), &end[8..]);
+        end[4..8].copy_from_slice(&crc.to_le_bytes());
+        self.file
+            .write_at(self.offset, &end)
+            .map_err(|error| StoreError::io(self.name, Operation::Write, error))?;
+        Ok(self.offset + end.len() as u64)
+    }
+}
+
+impl<F: StorageFile> Sink for FrameWriter<'_, F> {
+    type Error = StoreError;
+
+    fn put(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
+        while !data.is_empty() {
+            let room = FRAME_HEADER_BYTES + SNAPSHOT_FRAME_BYTES - self.buffer.len();
+            let (now, later) = data.split_at(room.min(data.len()));
+            self.buffer.extend_from_slice(now);
+            data = later;
+            if self.buffer.len() == FRAME_HEADER_BYTES + SNAPSHOT_FRAME_BYTES {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads a snapshot, verifying every frame before its bytes are decoded.
+pub fn read_snapshot<S: Storage>(storage: &S, name: &str) -> Result<Snapshot, StoreError> {
+    let io = |operation| move |error| StoreError::io(name, operation, error);
+    let file = storage.open(name).map_err(io(Operation::Open))?;
+    let size = file.size().map_err(io(Operation::Read))?;
+    let mut header = [0u8; SNAPSHOT_HEADER_BYTES];
+    if size < SNAPSHOT_HEADER_BYTES as u64 {
+        return Err(StoreError::corrupt(name, 0, Corruption::ShortHeader));
+    }
+    file.read_at(0, &mut header).map_err(io(Operation::Read))?;
+    if header[..8] != SNAPSHOT_MAGIC {
+        return Err(StoreError::corrupt(name, 0, Corruption::Magic));
+    }
+    let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+    if version != SNAPSHOT_FORMAT_VERSION {
+        return Err(StoreError::UnsupportedVersion {
+            file: name.to_owned(),
+            found: version,
+            supported: SNAPSHOT_FORMAT_VERSION,
+        });
+    }
+    let crc = header_crc(&header);
+    if crc.to_le_bytes() != header[12..16] || header[24..].iter().any(|&byte| byte != 0) {
+        return Err(StoreError::corrupt(name, 0, Corruption::HeaderChecksum));
+    }
+    let mut covered = [0u8; 8];
+    covered.copy_from_slice(&header[16..24]);
+    let covered_seq = u64::from_le_bytes(covered);
+    let mut frames = FrameReader {
+        file: &file,
+        name,
+        size,
+        offset: SNAPSHOT_HEADER_BYTES as u64,
+        frame_offset: SNAPSHOT_HEADER_BYTES as u64,
+        data: Vec::new(),
+        position: 0,
+        crc,
+        total: 0,
+        ended: false,
+    };
+    let decoded = (|| {
+        let database = read_str(&mut frames, MAX_DATABASE_NAME_BYTES as u64)?;
+        let rules = match read_u8(&mut frames)? {
+            RULES_ABSENT => None,
+            RULES_PRESENT => Some(read_str(&mut frames, MAX_RULES_BYTES)?),
+            tag => return Err(DecodeError::Tag(tag).into()),
+        };
+        let root = read_node(&mut frames)?;
+        frames.finish()?;
+        Ok((database, rules, root))
+    })();
+    let (database, rules, root) = decoded.map_err(|error| match error {
+        ReadError::Store(error) => error,
+        ReadError::Decode(error) => {
+            StoreError::corrupt(name, frames.frame_offset, Corruption::Payload(error))
+        }
+    })?;
+    if name != snapshot_name(&database, covered_seq) {
+        let reason = Corruption::Header("the database or sequence number differs from the name");
+        return Err(StoreError::corrupt(name, 0, reason));
+    }
+    Ok(Snapshot {
+        database,
+        covered_seq,
+        rules,
+        root,
+    })
+}
+
+enum ReadError {
+    Decode(DecodeError),
+    Store(StoreError),
+}
+
+impl From<DecodeError> for ReadError {
+    fn from(error: DecodeError) -> ReadError {
+        ReadError::Decode(error)
+    }
+}
+
+impl From<StoreError> for ReadError {
+    fn from(error: StoreError) -> ReadError {
+        ReadError::Store(error)
+    }
+}
+
+/// Pulls verified frames from a snapshot file.
+struct FrameReader<'a, F> {
+    file: &'a F,
+    name: &'a str,
+    size: u64,
+    /// Where the next frame starts.
+    offset: u64,
+    /// Where the frame being consumed starts (for error messages).
+    frame_offset: u64,
+    data: Vec<u8>,
+    position: usize,
+    crc: u32,
+    total: u64,
+    ended: bool,
+}
+
+impl<F: StorageFile> FrameReader<'_, F> {
+    fn corrupt(&self, reason: Corruption) -> ReadError {
+        ReadError::Store(StoreError::corrupt(self.name, self.offset, reason))
+    }
+
+    fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        if offset + buf.len() as u64 > self.size {
+            return Err(self.corrupt(Corruption::MissingEnd));
+        }
+        self.file
+            .read_at(offset, buf)
+            .map_err(|error| ReadError::Store(StoreError::io(self.name, Operation::Read, error)))
+    }
+
+    /// Loads the next frame; false at the end frame.
+    fn next_frame(&mut self) -> Result<bool, ReadError> {
+        if self.ended {
+            return Ok(false);
+        }
+        let mut header = [0u8; FRAME_HEADER_BYTES];
+        self.read(self.offset, &mut header)?;
+        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let stored = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+        let crc = crc32c::crc32c_append(self.crc, &header[..4]);
+        if len == 0 {
+            let mut total = [0u8; 8];
+            self.read(self.offset + FRAME_HEADER_BYTES as u64, &mut total)?;
+            if crc32c::crc32c_append(crc, &total) != stored {
+                return Err(self.corrupt(Corruption::Checksum));
+            }
+            let expected = u64::from_le_bytes(total);
+            if expected != self.total {
+                let found = self.total;
+                return Err(self.corrupt(Corruption::TotalLength { expected, found }));
+            }
+            self.offset += (FRAME_HEADER_BYTES + total.len()) as u64;
+            self.ended = true;
+            return Ok(false);
+        }
+        if len as usize > SNAPSHOT_FRAME_BYTES {
+            return Err(self.corrupt(Corruption::FrameLength(u64::from(len))));
+        }
+        self.data.resize(len as usize, 0);
+        let mut data = std::mem::take(&mut self.data);
+        let read = self.read(self.offset + FRAME_HEADER_BYTES as u64, &mut data);
+        self.data = data;
+        read?;
+        if crc32c::crc32c_append(crc, &self.data) != stored {
+            return Err(self.corrupt(Corruption::Checksum));
+        }
+        self.crc = stored;
+        self.frame_offset = self.offset;
+        self.offset += (FRAME_HEADER_BYTES + self.data.len()) as u64;
+        self.total += u64::from(len);
+        self.position = 0;
+        Ok(true)
+    }
+
+    /// Succeeds if the value ended exactly where the data does, at the end of the file.
+    fn finish(&mut self) -> Result<(), ReadError> {
+        let left = self.data.len() - self.position;
+        if left > 0 || self.next_frame()? {
+            return Err(ReadError::Decode(DecodeError::Trailing(left.max(1))));
+        }
+        if self.offset != self.size {
+            return Err(self.corrupt(Corruption::Garbage));
+        }
+        Ok(())
+    }
+}
+
+impl<F: StorageFile> Source for FrameReader<'_, F> {
+    type Error = ReadError;
+
+    fn read_into(&mut self, mut buf: &mut [u8]) -> Result<(), ReadError> {
+        while !buf.is_empty() {
+            if self.position == self.data.len() && !self.next_frame()? {
+                return Err(ReadError::Decode(DecodeError::Truncated));
+            }
+            let available = &self.data[self.position..];
+            let len = available.len().min(buf.len());
+            buf[..len].copy_from_slice(&available[..len]);
+            self.position += len;
+            buf = &mut buf[len..];
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,312 @@
+//! Snapshots: the streaming format, damage detection, crash safety, the fallback to an older
+//! snapshot, and log truncation.
+
+mod common;
+
+use common::{options, reopen, root_of, set, small_segments};
+use hearth_store::{
+    read_snapshot, remove_files, write_snapshot, Corruption, Fault, FaultPoint, FaultRule,
+    FaultStorage, MemoryStorage, Storage, StoreError, SNAPSHOT_FRAME_BYTES,
+};
+use hearth_tree::{Node, Priority};
+use serde_json::json;
+
+fn big_tree() -> Node {
+    let mut root = Node::empty();
+    for n in 0..1500 {
+        let value =
+            json!({ "text": format!("{n}:{}", "z".repeat(400)), "n": n, "f": n as f64 / 7.0 });
+        root = set(&format!("/messages/m{n:05}"), value).apply(&root);
+    }
+    root.with_priority(Priority::String("top".into()))
+}
+
+#[test]
+fn snapshots_round_trip() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let root = Node::from_json(&json!({"a": {".value": 1, ".priority": 2}, "b": [true, "x"]}))
+        .expect("valid");
+    let info = write_snapshot(&storage, "db", 41, Some("{\"rules\":{}}"), &root)?;
+    assert_eq!(info.name, "snap-db-00000000000000000041");
+    let snapshot = read_snapshot(&storage, &info.name)?;
+    assert_eq!(snapshot.root, root);
+    assert_eq!(snapshot.covered_seq, 41);
+    assert_eq!(snapshot.rules.as_deref(), Some("{\"rules\":{}}"));
+    assert_eq!(&*snapshot.database, "db");
+    let empty = write_snapshot(&storage, "empty", 0, None, &Node::empty())?;
+    let snapshot = read_snapshot(&storage, &empty.name)?;
+    assert!(snapshot.root.is_empty() && snapshot.rules.is_none());
+    Ok(())
+}
+
+#[test]
+fn large_trees_stream_frame_by_frame() -> Result<(), StoreError> {
+    let storage = FaultStorage::new();
+    let root = big_tree();
+    let info = write_snapshot(&storage, "big", 7, None, &root)?;
+    assert!(
+        info.bytes > 2 * SNAPSHOT_FRAME_BYTES as u64,
+        "{} bytes",
+        info.bytes
+    );
+    // Header, one write per frame, end frame: the tree was never serialized whole.
+    let frames = info.bytes.div_ceil(SNAPSHOT_FRAME_BYTES as u64);
+    assert!(storage.counts().writes > frames);
+    let snapshot = read_snapshot(&storage, &info.name)?;
+    assert_eq!(snapshot.root, root);
+    assert_eq!(snapshot.root.hash(), root.hash());
+    Ok(())
+}
+
+#[test]
+fn damage_anywhere_is_detected() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let info = write_snapshot(&storage, "db", 3, Some("r"), &big_tree())?;
+    let original = storage.contents(&info.name).expect("written");
+    let size = original.len() as u64;
+    let frame = SNAPSHOT_FRAME_BYTES as u64 + 8;
+    let offsets = [
+        0,
+        12,
+        17,
+        32,
+        36,
+        40,
+        32 + frame,
+        32 + frame + 4,
+        32 + frame + 1000,
+        size - 20,
+        size - 10,
+        size - 1,
+    ];
+    for offset in offsets {
+        storage.set_contents(&info.name, original.clone());
+        assert!(storage.flip(&info.name, offset, 0x08));
+        match read_snapshot(&storage, &info.name) {
+            Err(StoreError::Corrupt { file, .. }) => assert_eq!(file, info.name),
+            other => panic!(
+                "offset {offset}: expected corruption, got {:?}",
+                other.err()
+            ),
+        }
+    }
+    for cut in [10, 40, size / 2, size - 16, size - 1] {
+        storage.set_contents(&info.name, original[..cut as usize].to_vec());
+        assert!(
+            matches!(
+                read_snapshot(&storage, &info.name),
+                Err(StoreError::Corrupt { .. })
+            ),
+            "cut at {cut}"
+        );
+    }
+    let mut longer = original.clone();
+    longer.extend_from_slice(&[0; 8]);
+    storage.set_contents(&info.name, longer);
+    assert!(matches!(
+        read_snapshot(&storage, &info.name),
+        Err(StoreError::Corrupt {
+            reason: Corruption::Garbage,
+            ..
+        })
+    ));
+    Ok(())
+}
+
+#[test]
+fn a_snapshot_under_another_name_is_refused() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let info = write_snapshot(&storage, "db", 3, None, &Node::empty())?;
+    storage
+        .rename(&info.name, "snap-db-00000000000000000004")
+        .expect("renames");
+    assert!(matches!(
+        read_snapshot(&storage, "snap-db-00000000000000000004"),
+        Err(StoreError::Corrupt { .. })
+    ));
+    Ok(())
+}
+
+#[test]
+fn a_crash_while_writing_leaves_no_snapshot_and_recovery_cleans_up() -> Result<(), StoreError> {
+    let storage = FaultStorage::new();
+    let mut wal = reopen(&storage, options())?.wal;
+    let write = set("/a", json!(1));
+    wal.append_write("db", &write)?;
+    wal.commit()?;
+    storage.inject(FaultRule::once(FaultPoint::Rename, Fault::Halt));
+    assert!(write_snapshot(&storage, "db", 1, None, &write.apply(&Node::empty())).is_err());
+    for seed in 0..8 {
+        let crashed = storage.crash(seed);
+        let recovered = reopen(&crashed, options())?;
+        assert!(recovered.report.snapshots_loaded.is_empty());
+        assert_eq!(root_of(&recovered, "db").to_json(false), json!({"a": 1}));
+        let names = crashed.list().expect("lists");
+        assert!(
+            names.iter().all(|name| !name.ends_with(".tmp")),
+            "seed {seed}: {names:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Writes to two databases with snapshots along the way; returns the final roots.
+fn busy_shard(storage: &MemoryStorage) -> Result<(Node, Node), StoreError> {
+    let mut recovered = reopen(storage, small_segments())?;
+    let (mut a, mut b) = (Node::empty(), Node::empty());
+    for n in 0..120u64 {
+        let write = set(
+            &format!("/k{}", n % 13),
+            json!({ "n": n, "pad": "p".repeat(30) }),
+        );
+        let (database, root) = if n % 3 == 0 {
+            ("b", &mut b)
+        } else {
+            ("a", &mut a)
+        };
+        *root = write.apply(root);
+        recovered.wal.append_write(database, &write)?;
+        if n % 5 == 4 {
+            recovered.wal.commit()?;
+        }
+        if n % 40 == 39 {
+            let seq = recovered.wal.last_seq();
+            for (database, root) in [("a", &a), ("b", &b)] {
+                let info = write_snapshot(storage, database, seq, None, root)?;
+                recovered.snapshots.add(&info);
+            }
+        }
+    }
+    recovered.wal.commit()?;
+    let catalog = &recovered.snapshots;
+    let removal = recovered
+        .wal
+        .take_removable(|database| catalog.covered_for_truncation(database));
+    assert!(!removal.names().is_empty(), "old segments are removable");
+    removal.execute()?;
+    for database in ["a", "b"] {
+        let old = recovered.snapshots.prune(database);
+        assert_eq!(old.len(), 1, "three snapshots, two kept");
+        remove_files(storage, &old)?;
+    }
+    Ok((a, b))
+}
+
+#[test]
+fn truncated_logs_and_snapshots_recover_the_same_state() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let (a, b) = busy_shard(&storage)?;
+    let recovered = reopen(&storage, small_segments())?;
+    assert_eq!(root_of(&recovered, "a"), a);
+    assert_eq!(root_of(&recovered, "b"), b);
+    assert_eq!(recovered.report.snapshots_loaded.len(), 2);
+    assert!(
+        recovered.report.records_skipped > 0,
+        "records covered by snapshots"
+    );
+    assert!(
+        recovered.wal.segments().first_seq() > Some(1),
+        "the log was truncated"
+    );
+    Ok(())
+}
+
+#[test]
+fn an_unreadable_newest_snapshot_falls_back_to_the_older_one() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let (a, b) = busy_shard(&storage)?;
+    let newest = "snap-a-00000000000000000120";
+    assert!(storage.contents(newest).is_some());
+    assert!(storage.flip(newest, 100, 0x01));
+    let recovered = reopen(&storage, small_segments())?;
+    assert_eq!(root_of(&recovered, "a"), a);
+    assert_eq!(root_of(&recovered, "b"), b);
+    assert_eq!(recovered.report.snapshots_unreadable.len(), 1);
+    assert_eq!(recovered.report.snapshots_unreadable[0].0, newest);
+    assert_eq!(recovered.snapshots.newest("a"), Some(80));
+    Ok(())
+}
+
+#[test]
+fn without_a_usable_snapshot_or_log_recovery_refuses() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    busy_shard(&storage)?;
+    assert!(storage.flip("snap-a-00000000000000000120", 100, 0x01));
+    assert!(storage.flip("snap-a-00000000000000000080", 100, 0x01));
+    match reopen(&storage, small_segments()) {
+        Err(StoreError::SnapshotUnrecoverable { database, .. }) => assert_eq!(database, "a"),
+        other => panic!("expected a refusal, got {:?}", other.map(|r| r.report)),
+    }
+    Ok(())
+}
+
+#[test]
+fn a_quiet_database_pins_its_segments_until_covered_twice() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let mut recovered = reopen(&storage, small_segments())?;
+    let quiet = set("/x", json!(1)).apply(&Node::empty());
+    recovered.wal.append_write("quiet", &set("/x", json!(1)))?;
+    let mut busy = Node::empty();
+    for n in 0..60 {
+        let write = set(&format!("/k{n}"), json!("v".repeat(40)));
+        busy = write.apply(&busy);
+        recovered.wal.append_write("busy", &write)?;
+    }
+    let durable = recovered.wal.commit()?;
+    assert_eq!(durable, 61);
+    let removable = |recovered: &hearth_store::Recovered<MemoryStorage>| {
+        let catalog = &recovered.snapshots;
+        recovered
+            .wal
+            .segments()
+            .removable(durable, |database| catalog.covered_for_truncation(database))
+    };
+    for seq in [60, 61] {
+        let info = write_snapshot(&storage, "busy", seq, None, &busy)?;
+        recovered.snapshots.add(&info);
+    }
+    assert_eq!(removable(&recovered), 0, "the first segment holds `quiet`");
+    let info = write_snapshot(&storage, "quiet", 61, None, &quiet)?;
+    recovered.snapshots.add(&info);
+    // One snapshot is not enough: the log must still rebuild `quiet` if it is damaged.
+    assert_eq!(removable(&recovered), 0);
+    let info = write_snapshot(&storage, "quiet", 60, None, &quiet)?;
+    recovered.snapshots.add(&info);
+    assert!(removable(&recovered) > 0);
+    Ok(())
+}
+
+#[test]
+fn snapshots_newer_than_the_log_continue_after_a_gap() -> Result<(), StoreError> {
+    let storage = FaultStorage::new();
+    let mut wal = reopen(&storage, options())?.wal;
+    let mut root = Node::empty();
+    for n in 0..5 {
+        let write = set(&format!("/k{n}"), json!(n));
+        root = write.apply(&root);
+        wal.append_write("db", &write)?;
+        if n == 1 {
+            wal.commit()?;
+        }
+    }
+    // The snapshot includes records 3 to 5, which never reach the log.
+    write_snapshot(&storage, "db", wal.last_seq(), None, &root)?;
+    let crashed = storage.crash_losing_unsynced();
+    let recovered = reopen(&crashed, options())?;
+    assert_eq!(root_of(&recovered, "db"), root);
+    let mut wal = recovered.wal;
+    // Sequence numbers go on after the snapshot, so later records are not taken as covered.
+    let after = set("/after", json!(true));
+    root = after.apply(&root);
+    assert_eq!(wal.append_write("db", &after)?.seq, 6);
+    wal.commit()?;
+    assert_eq!(
+        wal.segments().segments().len(),
+        2,
+        "a new segment holds the jump"
+    );
+    let recovered = reopen(&crashed.crash_losing_unsynced(), options())?;
+    assert_eq!(root_of(&recovered, "db"), root);
+    assert_eq!(recovered.report.tail_cut, None);
+    Ok(())
+}
