@@ -9,12 +9,14 @@
 //!   keyed by it;
 //! * `parse.rs`: turning the wire object into [`QueryParams`], with validation;
 //! * `compare.rs`: the total order of children under an index and the range test;
-//! * `window.rs`: computing the query result of a node.
+//! * `window.rs`: computing the query result of a node;
+//! * `rest.rs`: reading the query parameters of a REST request into the same model.
 
 mod compare;
 mod error;
 mod params;
 mod parse;
+mod rest;
 mod window;
 
 pub use error::QueryError;
@@ -22,3 +24,4 @@ pub use params::{
     Bound, BoundName, BoundValue, Index, Limit, LimitFrom, OrderedF64, QueryParams, MAX_LIMIT,
     MAX_NAME, MIN_NAME,
 };
+pub use rest::{RestQuery, RestQueryError, RestQueryText};

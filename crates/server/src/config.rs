@@ -2,7 +2,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use hearth_rules::Rules;
+
+use crate::auth::AuthConfig;
 
 /// Everything `hearth serve` was told, resolved to concrete values.
 #[derive(Debug, Clone)]
@@ -20,6 +25,13 @@ pub struct ServeConfig {
     pub idle_timeout: Duration,
     /// The namespace used when a request names none.
     pub default_namespace: String,
+    /// How often a REST event stream sends a `keep-alive` event.
+    pub sse_keep_alive: Duration,
+    /// Credentials the server accepts.
+    pub auth: AuthConfig,
+    /// The rules every database starts with (`--rules`); without them a database is open in
+    /// development mode and locked otherwise.
+    pub default_rules: Option<Arc<Rules>>,
 }
 
 impl ServeConfig {
@@ -32,9 +44,18 @@ impl ServeConfig {
             ping_interval: Duration::from_secs(20),
             idle_timeout: Duration::from_secs(60),
             default_namespace: DEFAULT_NAMESPACE.to_owned(),
+            sse_keep_alive: DEFAULT_SSE_KEEP_ALIVE,
+            auth: AuthConfig {
+                dev: true,
+                ..AuthConfig::default()
+            },
+            default_rules: None,
         }
     }
 }
 
 /// The namespace of requests that name none (for example `http://localhost:9000` with no `ns`).
 pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// The keep-alive period of REST event streams, as production uses (spec §15.6).
+pub const DEFAULT_SSE_KEEP_ALIVE: Duration = Duration::from_secs(30);

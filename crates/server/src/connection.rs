@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
-use crate::dispatch::on_frame;
+use crate::dispatch::{expire_auth, on_frame};
 use crate::http_head::Head;
 use crate::namespace::NamespaceError;
 use crate::outbound::{CloseReason, ConnHandle};
@@ -145,6 +145,7 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
                     }
                 }
             }
+            _ = auth_expiry(handle.auth_expiry()) => expire_auth(shard, handle),
             _ = ping.tick() => {
                 if last_seen.elapsed() > config.idle_timeout {
                     return Some(CloseReason::new(CloseCode::Away, "no answer to pings"));
@@ -154,6 +155,19 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
                 }
             }
         }
+    }
+}
+
+/// Completes when a credential that expires at `expires_at` (seconds since the epoch) has
+/// expired; never without one.
+async fn auth_expiry(expires_at: Option<u64>) {
+    match expires_at {
+        Some(expires_at) => {
+            let now = crate::time::now_ms();
+            let left = expires_at.saturating_mul(1000).saturating_sub(now);
+            tokio::time::sleep(Duration::from_millis(left)).await;
+        }
+        None => std::future::pending().await,
     }
 }
 

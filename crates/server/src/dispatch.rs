@@ -2,15 +2,16 @@
 
 use hearth_sync::{AuthState, Effect, Effects};
 use hearth_wire::{
-    decode, encode_cancel, encode_push, encode_reply, encode_reply_status, encode_reply_value,
-    Assembled, ClientMessage, ClientRequest, FrameAssembler, PONG,
+    decode, encode_auth_revoked, encode_cancel, encode_push, encode_reply, encode_reply_status,
+    encode_reply_value, Assembled, ClientMessage, ClientRequest, EncodedPush, FrameAssembler, PONG,
 };
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::auth::authenticate;
+use crate::auth::{authenticate_with, now_secs};
 use crate::outbound::{to_frames, CloseReason, ConnHandle};
 use crate::shard::Shard;
+use crate::sse::SseFanout;
 use crate::time::now_ms;
 
 /// Feeds one inbound text frame. An error means the connection must close with that reason.
@@ -50,11 +51,14 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
     let reply = match request {
         ClientRequest::Stats | ClientRequest::AppCheck => encode_reply_status(request_id, "ok", ""),
         ClientRequest::Unauth => {
+            handle.set_auth_expiry(None);
             set_auth(shard, handle, AuthState::Anonymous);
             encode_reply_status(request_id, "ok", "")
         }
-        ClientRequest::Auth(auth) => match authenticate(&auth, shard.config.dev) {
+        ClientRequest::Auth(auth) => match authenticate_with(&auth, &shard.config.auth, now_secs())
+        {
             Ok(authenticated) => {
+                handle.set_auth_expiry(authenticated.expires_at);
                 set_auth(shard, handle, authenticated.state);
                 encode_reply_value(request_id, "ok", &authenticated.reply)
             }
@@ -76,35 +80,56 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
     handle.send_text(reply);
 }
 
-fn set_auth(shard: &Shard, handle: &ConnHandle, auth: AuthState) {
-    if let Some(database) = shard.databases.borrow_mut().get_mut(&handle.namespace) {
-        database.set_auth(handle.id, auth);
-    }
+/// The connection's credential expired: the client is told (`ac`), and from now on it is
+/// anonymous, so listens it may no longer read are revoked.
+pub fn expire_auth(shard: &Shard, handle: &ConnHandle) {
+    handle.set_auth_expiry(None);
+    handle.send_text(encode_auth_revoked(
+        "expired_token",
+        "Auth token is expired.",
+    ));
+    set_auth(shard, handle, AuthState::Anonymous);
 }
 
-/// Delivers effects in order. Each push is serialized once; default listeners share the same
-/// frames, and filtered listeners get the same bytes with their tag spliced in.
+/// Changes the connection's identity; listens it may no longer read are revoked first, so the
+/// cancel pushes precede the auth reply.
+fn set_auth(shard: &Shard, handle: &ConnHandle, auth: AuthState) {
+    let mut effects = Effects::new();
+    if let Some(database) = shard.databases.borrow_mut().get_mut(&handle.namespace) {
+        database.set_auth(handle.id, auth, now_ms(), &mut effects);
+    }
+    route_effects(shard, effects);
+}
+
+/// Delivers effects in order. Each push is serialized once per transport: WebSocket listeners
+/// share the same frames (filtered ones get the same bytes with their tag spliced in), and
+/// event streams share the same data bytes (see `SseFanout`).
 pub fn route_effects(shard: &Shard, effects: Effects) {
     if effects.is_empty() {
         return;
     }
     let conns = shard.conns.borrow();
+    let streams = shard.streams.borrow();
     for effect in effects {
         match effect {
             Effect::Push { push, targets } => {
-                let encoded = encode_push(&push);
+                let mut encoded: Option<EncodedPush> = None;
                 let mut untagged: Option<Vec<Message>> = None;
+                let mut fanout = SseFanout::new(&push);
                 for target in targets {
-                    let Some(handle) = conns.get(&target.conn) else {
-                        continue;
-                    };
-                    match target.tag {
-                        None => {
-                            let frames =
-                                untagged.get_or_insert_with(|| to_frames(encoded.untagged()));
-                            handle.send_frames(frames);
+                    if let Some(handle) = conns.get(&target.conn) {
+                        let encoded = encoded.get_or_insert_with(|| encode_push(&push));
+                        match target.tag {
+                            None => {
+                                let frames =
+                                    untagged.get_or_insert_with(|| to_frames(encoded.untagged()));
+                                handle.send_frames(frames);
+                            }
+                            Some(tag) => handle.send_text(encoded.tagged(tag)),
                         }
-                        Some(tag) => handle.send_text(encoded.tagged(tag)),
+                    } else if let Some(stream) = streams.get(&target.conn) {
+                        // A stream holds one listen, so its tag (if any) needs no echo.
+                        fanout.deliver(stream);
                     }
                 }
             }
@@ -115,6 +140,10 @@ pub fn route_effects(shard: &Shard, effects: Effects) {
             } => {
                 if let Some(handle) = conns.get(&conn) {
                     handle.send_text(encode_cancel(&path, query_wire.as_ref()));
+                } else if let Some(stream) = streams.get(&conn) {
+                    // RULES HOOK: a listen revoked because the rules no longer allow the read
+                    // ends the stream with a `cancel` event.
+                    stream.cancel();
                 }
             }
             Effect::Log(_) => shard.stats.borrow_mut().log_records += 1,

@@ -63,14 +63,35 @@ pub enum HeadError {
     Io(#[from] std::io::Error),
 }
 
-/// Reads one request head. Returns it with any bytes that followed it in the same reads.
-pub async fn read_head(stream: &mut TcpStream) -> Result<(Head, Vec<u8>), HeadError> {
+/// A request head together with every byte read so far: the head itself (the first
+/// `head_len` bytes) and whatever followed it in the same reads. WebSocket connections
+/// continue after the head; HTTP connections give all the bytes back to the HTTP server,
+/// which parses the head again.
+#[derive(Debug)]
+pub struct ReadHead {
+    pub head: Head,
+    pub buffered: Vec<u8>,
+    pub head_len: usize,
+}
+
+impl ReadHead {
+    /// The bytes that followed the head.
+    pub fn after_head(mut self) -> (Head, Vec<u8>) {
+        let rest = self
+            .buffered
+            .split_off(self.head_len.min(self.buffered.len()));
+        (self.head, rest)
+    }
+}
+
+/// Reads one request head, keeping the bytes it read.
+pub async fn read_head(stream: &mut TcpStream) -> Result<ReadHead, HeadError> {
     tokio::time::timeout(HEAD_TIMEOUT, read_head_inner(stream))
         .await
         .map_err(|_| HeadError::Timeout)?
 }
 
-async fn read_head_inner(stream: &mut TcpStream) -> Result<(Head, Vec<u8>), HeadError> {
+async fn read_head_inner(stream: &mut TcpStream) -> Result<ReadHead, HeadError> {
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {
@@ -79,8 +100,12 @@ async fn read_head_inner(stream: &mut TcpStream) -> Result<(Head, Vec<u8>), Head
             return Err(HeadError::Closed);
         }
         buffer.extend_from_slice(&chunk[..read]);
-        if let Some((head, used)) = parse(&buffer)? {
-            return Ok((head, buffer.split_off(used)));
+        if let Some((head, head_len)) = parse(&buffer)? {
+            return Ok(ReadHead {
+                head,
+                buffered: buffer,
+                head_len,
+            });
         }
         if buffer.len() > MAX_HEAD_BYTES {
             return Err(HeadError::TooLarge);
@@ -130,6 +155,16 @@ pub fn parse(buffer: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
 
 /// Decodes `%XX` escapes and `+` (as a space) in a query component.
 pub fn percent_decode(text: &str) -> String {
+    decode(text, true)
+}
+
+/// Decodes `%XX` escapes only, keeping `+` as it is. REST clients send JSON in query values
+/// (`startAt=%22a+b%22` from Python keeps its `+`), and paths never use `+` for a space.
+pub fn percent_decode_strict(text: &str) -> String {
+    decode(text, false)
+}
+
+fn decode(text: &str, plus_is_space: bool) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut index = 0;
@@ -148,7 +183,7 @@ pub fn percent_decode(text: &str) -> String {
                     }
                 }
             }
-            b'+' => {
+            b'+' if plus_is_space => {
                 out.push(b' ');
                 index += 1;
             }
@@ -191,5 +226,7 @@ mod tests {
         assert_eq!(percent_decode("a+b"), "a b");
         assert_eq!(percent_decode("100%"), "100%");
         assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(percent_decode("%41"), "A");
+        assert_eq!(percent_decode_strict("%22a+b%22"), "\"a+b\"");
     }
 }

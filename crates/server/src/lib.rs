@@ -10,13 +10,17 @@ pub mod auth;
 pub mod config;
 mod connection;
 mod dispatch;
-mod http_basic;
+mod http;
+mod http_body;
 pub mod http_head;
 mod listener;
 pub mod namespace;
 mod outbound;
+mod rest;
+pub mod rules_file;
 mod server;
 mod shard;
+mod sse;
 mod time;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};

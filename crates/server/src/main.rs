@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use hearth_server::auth::AuthConfig;
+use hearth_server::rules_file::load_rules;
 use hearth_server::{ServeConfig, Server, DEFAULT_NAMESPACE};
-use tracing::info;
+use tracing::{info, warn};
 
 #[derive(Parser)]
 #[command(
@@ -22,7 +24,19 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    /// Work with security rules files.
+    #[command(subcommand)]
+    Rules(RulesCommand),
+}
+
+#[derive(Subcommand)]
+enum RulesCommand {
+    /// Check a `database.rules.json` file; errors are printed with line and column.
+    Check {
+        /// The rules file.
+        file: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -47,6 +61,31 @@ struct ServeArgs {
     /// Seconds of silence (no frame, no pong) after which a connection counts as dead.
     #[arg(long, default_value_t = 60)]
     idle_timeout_secs: u64,
+    /// Seconds between `keep-alive` events on REST event streams (server-sent events).
+    #[arg(long, default_value_t = 30)]
+    sse_keep_alive_secs: u64,
+    /// Rules every database starts with (Firebase `database.rules.json` format). Without it,
+    /// databases are open with --dev and locked (admins only) otherwise.
+    #[arg(long, env = "HEARTH_RULES")]
+    rules: Option<PathBuf>,
+    /// A secret that grants admin access (rules bypassed), sent as a bearer token or as the
+    /// credential of `auth`/`gauth`.
+    #[arg(long, env = "HEARTH_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Secret for HS256-signed tokens.
+    #[arg(long, env = "HEARTH_JWT_SECRET", hide_env_values = true)]
+    jwt_secret: Option<String>,
+    /// Public keys for RS256/ES256 tokens: a PEM file or a JWKS file (repeatable).
+    #[arg(long)]
+    jwt_keys: Vec<PathBuf>,
+    /// Accept Firebase Authentication ID tokens of this project (issuer and audience are
+    /// checked); the signing keys come from --firebase-jwks.
+    #[arg(long, requires = "firebase_jwks")]
+    firebase_project: Option<String>,
+    /// JWKS file with the signing keys of Firebase ID tokens (there is no internet access to
+    /// fetch them).
+    #[arg(long, requires = "firebase_project")]
+    firebase_jwks: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -58,8 +97,44 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
+        Command::Rules(RulesCommand::Check { file }) => check_rules(&file),
     }
+}
+
+/// `hearth rules check FILE`: exits non-zero, with the error, for an invalid file.
+fn check_rules(file: &std::path::Path) -> anyhow::Result<()> {
+    match load_rules(file) {
+        Ok(_) => {
+            println!("{}: ok", file.display());
+            Ok(())
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn auth_config(args: &ServeArgs) -> anyhow::Result<AuthConfig> {
+    let mut keys = Vec::new();
+    for file in &args.jwt_keys {
+        keys.extend(AuthConfig::load_keys(file, false)?);
+    }
+    if let Some(file) = &args.firebase_jwks {
+        keys.extend(AuthConfig::load_keys(file, true)?);
+    }
+    Ok(AuthConfig {
+        dev: args.dev,
+        admin_token: args.admin_token.clone().filter(|token| !token.is_empty()),
+        hs256_secret: args
+            .jwt_secret
+            .as_ref()
+            .filter(|secret| !secret.is_empty())
+            .map(|secret| secret.as_bytes().to_vec()),
+        keys,
+        firebase_project: args.firebase_project.clone(),
+    })
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -68,7 +143,20 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
     let listen = hearth_server::resolve_listen(&args.listen)
         .with_context(|| format!("resolving --listen {}", args.listen))?;
+    let default_rules = match &args.rules {
+        Some(file) => Some(std::sync::Arc::new(load_rules(file)?)),
+        None => None,
+    };
+    if default_rules.is_none() && !args.dev {
+        warn!(
+            "no --rules given and not in --dev mode: every database is locked; only admins \
+             (--admin-token) can read or write until rules are set"
+        );
+    }
+    let auth = auth_config(&args)?;
     let config = ServeConfig {
+        auth,
+        default_rules,
         listen,
         data_dir: args.data_dir,
         threads,
@@ -76,6 +164,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ping_interval: Duration::from_secs(args.ping_interval_secs.max(1)),
         idle_timeout: Duration::from_secs(args.idle_timeout_secs.max(2)),
         default_namespace: DEFAULT_NAMESPACE.to_owned(),
+        sse_keep_alive: Duration::from_secs(args.sse_keep_alive_secs.max(1)),
     };
     let server = Server::start(config).context("starting the server")?;
     wait_for_signal().context("waiting for a shutdown signal")?;

@@ -49,12 +49,21 @@ fn validate(name: &str) -> Result<String, NamespaceError> {
 }
 
 /// The shard that owns `namespace`: a fast, stable hash (FNV-1a) modulo the shard count.
+///
+/// FNV-1a alone is a poor choice for a small modulus: its lowest bit is just the parity of the
+/// name's odd bytes, so with two shards the split follows that parity. The final avalanche step
+/// (the 64-bit finalizer of MurmurHash3) mixes every input bit into the low bits.
 pub fn owner_shard(namespace: &str, shards: usize) -> usize {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in namespace.bytes() {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^= hash >> 33;
     (hash % shards.max(1) as u64) as usize
 }
 
@@ -76,6 +85,18 @@ mod tests {
         assert_eq!(resolve(None, Some("127.0.0.1:9000"), "d"), Ok("d".into()));
         assert!(resolve(Some("a/b"), None, "d").is_err());
         assert!(resolve(Some(&"x".repeat(129)), None, "d").is_err());
+    }
+
+    #[test]
+    fn short_names_spread_over_two_shards() {
+        let names = [
+            "one", "two", "three", "four", "five", "six", "seven", "eight",
+        ];
+        let on_first = names
+            .iter()
+            .filter(|name| owner_shard(name, 2) == 0)
+            .count();
+        assert!((2..=6).contains(&on_first), "{on_first} of 8 on shard 0");
     }
 
     #[test]

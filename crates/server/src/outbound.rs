@@ -52,6 +52,8 @@ pub struct ConnHandle {
     queued_bytes: Cell<usize>,
     notify: Notify,
     closing: RefCell<Option<CloseReason>>,
+    /// When the connection's credential expires (seconds since the epoch).
+    auth_expires_at: Cell<Option<u64>>,
 }
 
 impl ConnHandle {
@@ -64,6 +66,7 @@ impl ConnHandle {
             queued_bytes: Cell::new(0),
             notify: Notify::new(),
             closing: RefCell::new(None),
+            auth_expires_at: Cell::new(None),
         }
     }
 
@@ -110,6 +113,16 @@ impl ConnHandle {
 
     pub fn closing(&self) -> Option<CloseReason> {
         self.closing.borrow().clone()
+    }
+
+    pub fn set_auth_expiry(&self, expires_at: Option<u64>) {
+        self.auth_expires_at.set(expires_at);
+        // Wake the connection's task so that it waits for the new deadline.
+        self.notify.notify_one();
+    }
+
+    pub fn auth_expiry(&self) -> Option<u64> {
+        self.auth_expires_at.get()
     }
 
     pub async fn notified(&self) {

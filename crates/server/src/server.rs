@@ -5,6 +5,7 @@ use std::rc::Rc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::LocalSet;
@@ -12,11 +13,12 @@ use tracing::{debug, info, warn};
 
 use crate::config::ServeConfig;
 use crate::connection::serve_websocket;
-use crate::http_basic::serve_http;
-use crate::http_head::read_head;
+use crate::http::serve_http;
+use crate::http_head::{read_head, HeadError};
 use crate::listener::bind_listeners;
 use crate::namespace::{owner_shard, resolve};
-use crate::shard::{Handoff, Shard};
+use crate::rest::execute;
+use crate::shard::{Shard, ShardMessage};
 
 /// How long shutdown waits for connections to close and run their onDisconnect queues.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -104,8 +106,8 @@ fn run_shard(
     index: usize,
     config: ServeConfig,
     listeners: Vec<TcpListener>,
-    handoffs_rx: mpsc::UnboundedReceiver<Handoff>,
-    handoffs: Vec<mpsc::UnboundedSender<Handoff>>,
+    handoffs_rx: mpsc::UnboundedReceiver<ShardMessage>,
+    handoffs: Vec<mpsc::UnboundedSender<ShardMessage>>,
     shutdown: watch::Receiver<bool>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -164,40 +166,69 @@ async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
     }
 }
 
-async fn receive_handoffs(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<Handoff>) {
-    while let Some(handoff) = receiver.recv().await {
-        let Ok(stream) = TcpStream::from_std(handoff.stream) else {
-            continue;
-        };
-        if handoff.head.is_realtime_upgrade() {
-            tokio::task::spawn_local(serve_websocket(
-                shard.clone(),
-                stream,
-                handoff.head,
-                handoff.leftover,
-                handoff.namespace,
-            ));
-        } else {
-            tokio::task::spawn_local(serve_http(
-                shard.clone(),
-                stream,
-                handoff.head,
-                handoff.leftover,
-                handoff.namespace,
-            ));
+async fn receive_handoffs(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ShardMessage>) {
+    while let Some(message) = receiver.recv().await {
+        match message {
+            ShardMessage::Connection(handoff) => {
+                let Ok(stream) = TcpStream::from_std(handoff.stream) else {
+                    continue;
+                };
+                if handoff.head.is_realtime_upgrade() {
+                    let mut buffered = handoff.buffered;
+                    let leftover = buffered.split_off(handoff.head_len.min(buffered.len()));
+                    tokio::task::spawn_local(serve_websocket(
+                        shard.clone(),
+                        stream,
+                        handoff.head,
+                        leftover,
+                        handoff.namespace,
+                    ));
+                } else {
+                    tokio::task::spawn_local(serve_http(shard.clone(), stream, handoff.buffered));
+                }
+            }
+            ShardMessage::Rest(forwarded) => {
+                // Answered at once: the request was read and checked on the shard that
+                // received it, so only the database work is left.
+                let forwarded = *forwarded;
+                let response = execute(&shard, forwarded.call);
+                let _ = forwarded.reply.send(response);
+            }
         }
     }
 }
 
+/// Answers a request head that cannot be served (too large or malformed) before closing, so
+/// that an HTTP client learns why. Connections that closed or timed out get nothing.
+async fn refuse_head(stream: &mut TcpStream, error: &HeadError) {
+    let status = match error {
+        HeadError::TooLarge => "431 Request Header Fields Too Large",
+        HeadError::Malformed(_) => "400 Bad Request",
+        HeadError::Closed | HeadError::Timeout | HeadError::Io(_) => return,
+    };
+    let body = serde_json::json!({ "error": error.to_string() }).to_string();
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        stream.write_all(response.as_bytes()),
+    )
+    .await;
+}
+
 /// Reads the request head and sends the connection where it belongs.
 async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
-    let (head, leftover) = match read_head(&mut stream).await {
+    let read = match read_head(&mut stream).await {
         Ok(read) => read,
         Err(error) => {
             debug!(%error, "dropping connection before a request");
+            refuse_head(&mut stream, &error).await;
             return;
         }
     };
+    let head = &read.head;
     let namespace = resolve(
         head.query_param("ns"),
         head.header("host"),
@@ -207,10 +238,18 @@ async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
         owner_shard(namespace, shard.shard_count)
     });
     if owner != shard.index {
-        shard.hand_off(owner, stream, head, leftover, namespace);
+        shard.hand_off(
+            owner,
+            stream,
+            read.head,
+            read.buffered,
+            read.head_len,
+            namespace,
+        );
     } else if head.is_realtime_upgrade() {
+        let (head, leftover) = read.after_head();
         serve_websocket(shard, stream, head, leftover, namespace).await;
     } else {
-        serve_http(shard, stream, head, leftover, namespace).await;
+        serve_http(shard, stream, read.buffered).await;
     }
 }

@@ -1,15 +1,20 @@
 //! A shard: one thread, one single-threaded runtime, and every database whose name hashes to
 //! it. Nothing in a shard is shared with another thread; connections arrive on any shard's
-//! listener and are handed to the owner once their request names the database.
+//! listener and are handed to the owner once their request names the database. A REST request
+//! that reaches a shard on a kept-alive connection of another database is forwarded to the
+//! owner as plain data and answered through a oneshot channel.
 
 use std::cell::{Cell, RefCell};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 use std::rc::Rc;
 use std::time::Duration;
 
 use hearth_sync::{ConnId, Database, Effects};
+use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info};
 
 use crate::config::ServeConfig;
@@ -17,14 +22,32 @@ use crate::dispatch::route_effects;
 use crate::http_head::Head;
 use crate::namespace::NamespaceError;
 use crate::outbound::{CloseReason, ConnHandle};
+use crate::rest::{RestCall, RestResponse};
+use crate::rules_file::default_access;
+use crate::sse::StreamHandle;
 use crate::time::now_ms;
 
 /// A connection on its way to the shard that owns its database.
 pub struct Handoff {
     pub stream: std::net::TcpStream,
     pub head: Head,
-    pub leftover: Vec<u8>,
+    /// Every byte read from the connection so far, the head included.
+    pub buffered: Vec<u8>,
+    /// The length of the head within `buffered`.
+    pub head_len: usize,
     pub namespace: Result<String, NamespaceError>,
+}
+
+/// A REST request whose database lives on another shard, with the channel for its answer.
+pub struct Forwarded {
+    pub call: RestCall,
+    pub reply: oneshot::Sender<RestResponse>,
+}
+
+/// What one shard sends another.
+pub enum ShardMessage {
+    Connection(Handoff),
+    Rest(Box<Forwarded>),
 }
 
 /// Plain per-shard counters, summed across shards when read.
@@ -34,6 +57,9 @@ pub struct ShardStats {
     pub connections_handed_off: u64,
     pub messages_in: u64,
     pub log_records: u64,
+    pub rest_requests: u64,
+    pub rest_forwarded: u64,
+    pub streams_opened: u64,
 }
 
 pub struct Shard {
@@ -41,16 +67,20 @@ pub struct Shard {
     pub shard_count: usize,
     pub config: Rc<ServeConfig>,
     pub databases: RefCell<HashMap<String, Database>>,
-    /// Rules documents set through `/.settings/rules.json`, by namespace (stored, not yet
-    /// enforced).
-    pub rules: RefCell<HashMap<String, String>>,
+    /// Open WebSocket connections.
     pub conns: RefCell<HashMap<ConnId, Rc<ConnHandle>>>,
+    /// Open REST event streams. They are sessions of their database like WebSocket
+    /// connections, with ids from the same sequence.
+    pub streams: RefCell<HashMap<ConnId, Rc<StreamHandle>>>,
     sessions: RefCell<HashMap<String, ConnId>>,
     next_conn: Cell<u64>,
     pub stats: RefCell<ShardStats>,
     pub shutdown: watch::Receiver<bool>,
-    pub handoffs: Vec<mpsc::UnboundedSender<Handoff>>,
+    pub peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
     nonce: u64,
+    push_ids: RefCell<PushIdGenerator>,
+    /// State of the generator of push-id randomness (SplitMix64).
+    random: Cell<u64>,
 }
 
 impl Shard {
@@ -58,28 +88,64 @@ impl Shard {
         index: usize,
         config: Rc<ServeConfig>,
         shutdown: watch::Receiver<bool>,
-        handoffs: Vec<mpsc::UnboundedSender<Handoff>>,
+        peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
     ) -> Shard {
+        // The standard library seeds every `RandomState` from the operating system's
+        // randomness: enough to make push ids unpredictable without another dependency.
+        let mut seed = std::collections::hash_map::RandomState::new().build_hasher();
+        seed.write_u64(now_ms());
+        seed.write_usize(index);
         Shard {
             index,
-            shard_count: handoffs.len(),
+            shard_count: peers.len(),
             config,
             databases: RefCell::new(HashMap::new()),
-            rules: RefCell::new(HashMap::new()),
             conns: RefCell::new(HashMap::new()),
+            streams: RefCell::new(HashMap::new()),
             sessions: RefCell::new(HashMap::new()),
             next_conn: Cell::new(1),
             stats: RefCell::new(ShardStats::default()),
             shutdown,
-            handoffs,
+            peers,
             nonce: now_ms(),
+            push_ids: RefCell::new(PushIdGenerator::new()),
+            random: Cell::new(seed.finish()),
+        }
+    }
+
+    /// A new session id, unique on this shard.
+    pub fn next_conn_id(&self) -> ConnId {
+        let id = self.next_conn.get();
+        self.next_conn.set(id + 1);
+        id
+    }
+
+    /// The database of `namespace`, created on first use.
+    pub fn database<'a>(
+        &self,
+        databases: &'a mut HashMap<String, Database>,
+        namespace: &str,
+    ) -> &'a mut Database {
+        match databases.entry(namespace.to_owned()) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                info!(namespace, shard = self.index, "database created");
+                let mut database = Database::new();
+                // A new database has no subscribers yet: there is nothing to revoke.
+                let mut effects = Effects::new();
+                database.set_access(
+                    default_access(self.config.default_rules.clone(), self.config.dev),
+                    now_ms(),
+                    &mut effects,
+                );
+                entry.insert(database)
+            }
         }
     }
 
     /// Registers a new connection on `namespace`, creating the database on first use.
     pub fn open_connection(&self, namespace: &str) -> Rc<ConnHandle> {
-        let id = self.next_conn.get();
-        self.next_conn.set(id + 1);
+        let id = self.next_conn_id();
         // Unique per process start, shard and connection, and URL-safe.
         let session_id = format!("h{:x}s{}c{}", self.nonce, self.index, id);
         let handle = Rc::new(ConnHandle::new(
@@ -87,12 +153,8 @@ impl Shard {
             namespace.to_owned(),
             session_id.clone(),
         ));
-        let mut databases = self.databases.borrow_mut();
-        let database = databases.entry(namespace.to_owned()).or_insert_with(|| {
-            info!(namespace, shard = self.index, "database created");
-            Database::new()
-        });
-        database.connect(id);
+        self.database(&mut self.databases.borrow_mut(), namespace)
+            .connect(id);
         self.conns.borrow_mut().insert(id, handle.clone());
         self.sessions.borrow_mut().insert(session_id, id);
         self.stats.borrow_mut().connections_opened += 1;
@@ -106,9 +168,21 @@ impl Shard {
             return;
         }
         self.sessions.borrow_mut().remove(&handle.session_id);
+        self.end_session(&handle.namespace, handle.id);
+    }
+
+    /// Ends an event stream's session. Calling it twice is harmless.
+    pub fn close_stream(&self, handle: &StreamHandle) {
+        if self.streams.borrow_mut().remove(&handle.id).is_none() {
+            return;
+        }
+        self.end_session(&handle.namespace, handle.id);
+    }
+
+    fn end_session(&self, namespace: &str, id: ConnId) {
         let mut effects = Effects::new();
-        if let Some(database) = self.databases.borrow_mut().get_mut(&handle.namespace) {
-            database.disconnect(handle.id, now_ms(), &mut effects);
+        if let Some(database) = self.databases.borrow_mut().get_mut(namespace) {
+            database.disconnect(id, now_ms(), &mut effects);
         }
         route_effects(self, effects);
     }
@@ -134,6 +208,27 @@ impl Shard {
         ));
     }
 
+    /// A new push id for a `POST`, from the server clock. Ids made by one shard are strictly
+    /// increasing, so children pushed to one database sort in the order they were created.
+    pub fn next_push_id(&self, now_ms: u64) -> String {
+        let mut random = [0u8; PUSH_ID_RANDOM_CHARS];
+        for chunk in random.chunks_mut(8) {
+            let bytes = self.next_random().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+        self.push_ids.borrow_mut().next_id(now_ms, random)
+    }
+
+    /// SplitMix64: a small, well-mixed sequence from the random seed.
+    fn next_random(&self) -> u64 {
+        let state = self.random.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.random.set(state);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
     pub fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
     }
@@ -144,7 +239,8 @@ impl Shard {
         owner: usize,
         stream: TcpStream,
         head: Head,
-        leftover: Vec<u8>,
+        buffered: Vec<u8>,
+        head_len: usize,
         namespace: Result<String, NamespaceError>,
     ) {
         let stream = match stream.into_std() {
@@ -155,21 +251,75 @@ impl Shard {
             }
         };
         self.stats.borrow_mut().connections_handed_off += 1;
-        if let Some(sender) = self.handoffs.get(owner) {
-            let _ = sender.send(Handoff {
+        if let Some(sender) = self.peers.get(owner) {
+            let _ = sender.send(ShardMessage::Connection(Handoff {
                 stream,
                 head,
-                leftover,
+                buffered,
+                head_len,
                 namespace,
-            });
+            }));
+        }
+    }
+
+    /// Sends a REST request to the shard that owns its database. The receiver yields the
+    /// answer, or an error when that shard is gone (shutting down).
+    pub fn forward(&self, owner: usize, call: RestCall) -> oneshot::Receiver<RestResponse> {
+        let (reply, answer) = oneshot::channel();
+        self.stats.borrow_mut().rest_forwarded += 1;
+        if let Some(sender) = self.peers.get(owner) {
+            // A failed send drops `reply`, which the receiver reports as an error.
+            let _ = sender.send(ShardMessage::Rest(Box::new(Forwarded { call, reply })));
+        }
+        answer
+    }
+
+    /// Ends every event stream (at shutdown), so that their HTTP connections can finish.
+    pub fn close_all_streams(&self) {
+        let streams: Vec<Rc<StreamHandle>> = self.streams.borrow().values().cloned().collect();
+        for stream in streams {
+            stream.close();
         }
     }
 
     /// Waits, boundedly, for the connections of this shard to finish closing.
     pub async fn drain(&self, limit: Duration) {
+        self.close_all_streams();
         let deadline = tokio::time::Instant::now() + limit;
-        while !self.conns.borrow().is_empty() && tokio::time::Instant::now() < deadline {
+        while (!self.conns.borrow().is_empty() || !self.streams.borrow().is_empty())
+            && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard() -> Shard {
+        let (_shutdown, receiver) = watch::channel(false);
+        let config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        let (sender, _receiver) = mpsc::unbounded_channel();
+        Shard::new(0, Rc::new(config), receiver, vec![sender])
+    }
+
+    #[test]
+    fn push_ids_increase_within_a_millisecond() {
+        let shard = shard();
+        let first = shard.next_push_id(1_000);
+        let second = shard.next_push_id(1_000);
+        let third = shard.next_push_id(999);
+        assert!(first < second && second < third);
+        assert_eq!(first.len(), hearth_wire::PUSH_ID_LEN);
+    }
+
+    #[test]
+    fn push_ids_of_two_shards_differ() {
+        let a = shard().next_push_id(5);
+        let b = shard().next_push_id(5);
+        assert_eq!(a[..8], b[..8]);
+        assert_ne!(a, b);
     }
 }

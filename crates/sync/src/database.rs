@@ -7,6 +7,7 @@ use hearth_query::QueryParams;
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
+use crate::access::{Access, AuthState, Refusal};
 use crate::effect::{Effect, Effects, Push, PushData, Target};
 use crate::events::write_events;
 use crate::limits::{MAX_LISTENS_PER_SESSION, MAX_MERGE_ENTRIES};
@@ -15,18 +16,6 @@ use crate::request::{ConnId, Reply, ReplyData, Request, Status, Tag};
 use crate::server_values::resolve_server_values;
 use crate::views::{ViewId, Views};
 use crate::write::{change_from_json, check_disjoint, Write, WriteError, WriteOp, WriteTarget};
-
-/// Who a connection is, as far as the database is concerned.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum AuthState {
-    /// No credential: rules see `auth == null`.
-    #[default]
-    Anonymous,
-    /// Full access; rules are bypassed.
-    Admin,
-    /// An identity; rules see these claims as `auth`.
-    User(Value),
-}
 
 /// Counters of one database, summed by the runtime when read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,10 +26,17 @@ pub struct DatabaseStats {
     pub pushes: u64,
 }
 
+/// One listen of a session: its view, and the query object as the client sent it (a cancel
+/// push must echo it).
+struct ListenEntry {
+    view: ViewId,
+    query_wire: Option<Value>,
+}
+
 #[derive(Default)]
 struct Session {
     auth: AuthState,
-    listens: HashMap<(Path, Option<Tag>), ViewId>,
+    listens: HashMap<(Path, Option<Tag>), ListenEntry>,
     on_disconnect: OnDisconnectQueue,
 }
 
@@ -49,6 +45,7 @@ struct Session {
 #[derive(Default)]
 pub struct Database {
     root: Node,
+    access: Access,
     views: Views,
     sessions: HashMap<ConnId, Session>,
     stats: DatabaseStats,
@@ -90,9 +87,56 @@ impl Database {
         self.sessions.entry(conn).or_default();
     }
 
-    pub fn set_auth(&mut self, conn: ConnId, auth: AuthState) {
-        if let Some(session) = self.sessions.get_mut(&conn) {
-            session.auth = auth;
+    /// Changes a session's identity. Listens it may no longer read are revoked.
+    pub fn set_auth(&mut self, conn: ConnId, auth: AuthState, now_ms: u64, out: &mut Effects) {
+        let Some(session) = self.sessions.get_mut(&conn) else {
+            return;
+        };
+        session.auth = auth;
+        self.revoke_unreadable(Some(conn), now_ms, out);
+    }
+
+    /// Replaces the database's rules. Listens that are no longer readable are revoked.
+    pub fn set_access(&mut self, access: Access, now_ms: u64, out: &mut Effects) {
+        self.access = access;
+        self.revoke_unreadable(None, now_ms, out);
+    }
+
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+
+    /// Re-checks the listens of one session (or of all) and cancels each one that its
+    /// session may no longer read.
+    fn revoke_unreadable(&mut self, only: Option<ConnId>, now_ms: u64, out: &mut Effects) {
+        let mut revoked = Vec::new();
+        for (&conn, session) in &self.sessions {
+            if only.is_some_and(|only| only != conn) {
+                continue;
+            }
+            for ((path, tag), entry) in &session.listens {
+                let query = self.views.get(entry.view).map(|view| &view.query);
+                if let Err(refusal) =
+                    self.access
+                        .check_read(&session.auth, &self.root, path, query, now_ms)
+                {
+                    tracing::debug!(conn, path = %path, reason = %refusal.detail, "listen revoked");
+                    revoked.push((conn, path.clone(), *tag));
+                }
+            }
+        }
+        for (conn, path, tag) in revoked {
+            let Some(session) = self.sessions.get_mut(&conn) else {
+                continue;
+            };
+            if let Some(entry) = session.listens.remove(&(path.clone(), tag)) {
+                self.views.unsubscribe(entry.view, Target { conn, tag });
+                out.push(Effect::Cancel {
+                    conn,
+                    path,
+                    query_wire: entry.query_wire,
+                });
+            }
         }
     }
 
@@ -106,16 +150,24 @@ impl Database {
         let Some(mut session) = self.sessions.remove(&conn) else {
             return;
         };
-        for ((_, tag), id) in session.listens.drain() {
-            self.views.unsubscribe(id, Target { conn, tag });
+        for ((_, tag), entry) in session.listens.drain() {
+            self.views.unsubscribe(entry.view, Target { conn, tag });
         }
         for op in session.on_disconnect.take() {
-            // A queued write that no longer applies (for example because the data it was
-            // checked against changed shape) is dropped: there is nobody left to tell.
-            let _ = match op {
-                QueuedOp::Put { target, data } => self.put(&target, &data, None, now_ms, out),
-                QueuedOp::Merge { path, entries } => self.merge(&path, &entries, now_ms, out),
+            // Each queued write is checked again, with the session's identity, against the
+            // data of now. One that is refused or no longer applies is dropped: there is nobody
+            // left to tell.
+            let result = match op {
+                QueuedOp::Put { target, data } => {
+                    self.put_as(&session.auth, &target, &data, None, now_ms, out)
+                }
+                QueuedOp::Merge { path, entries } => {
+                    self.merge_as(&session.auth, &path, &entries, now_ms, out)
+                }
             };
+            if let Err(reply) = result {
+                tracing::debug!(conn, ?reply, "onDisconnect write dropped");
+            }
         }
     }
 
@@ -135,21 +187,25 @@ impl Database {
             Request::Listen {
                 path,
                 query,
-                query_wire: _,
+                query_wire,
                 tag,
                 hash,
-            } => self.listen(conn, path, query, tag, hash, out),
+            } => self.listen(conn, path, query, query_wire, tag, hash, now_ms, out),
             Request::Unlisten { path, tag } => self.unlisten(conn, path, tag),
             Request::Put { target, data, hash } => {
-                match self.put(&target, &data, hash.as_deref(), now_ms, out) {
+                let auth = self.session_auth(conn);
+                match self.put_as(&auth, &target, &data, hash.as_deref(), now_ms, out) {
                     Ok(()) => Reply::write_ok(),
                     Err(reply) => reply,
                 }
             }
-            Request::Merge { path, entries } => match self.merge(&path, &entries, now_ms, out) {
-                Ok(()) => Reply::write_ok(),
-                Err(reply) => reply,
-            },
+            Request::Merge { path, entries } => {
+                let auth = self.session_auth(conn);
+                match self.merge_as(&auth, &path, &entries, now_ms, out) {
+                    Ok(()) => Reply::write_ok(),
+                    Err(reply) => reply,
+                }
+            }
             Request::OnDisconnectPut { target, data } => {
                 self.queue(conn, QueuedOp::Put { target, data }, now_ms)
             }
@@ -164,6 +220,13 @@ impl Database {
             }
             Request::Get { path, query } => {
                 self.stats.gets += 1;
+                let auth = self.session_auth(conn);
+                if let Err(refusal) =
+                    self.access
+                        .check_read(&auth, &self.root, &path, Some(&query), now_ms)
+                {
+                    return denied(conn, &refusal);
+                }
                 Reply {
                     status: Status::Ok,
                     data: ReplyData::Value(query.apply(&self.root.get(&path))),
@@ -172,13 +235,16 @@ impl Database {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn listen(
         &mut self,
         conn: ConnId,
         path: Path,
         query: QueryParams,
+        query_wire: Option<Value>,
         tag: Option<Tag>,
         hash: Option<String>,
+        now_ms: u64,
         out: &mut Effects,
     ) -> Reply {
         if tag.is_none() && query.is_filtered() {
@@ -187,10 +253,16 @@ impl Database {
         let Some(session) = self.sessions.get_mut(&conn) else {
             return Reply::error(Status::Unavailable, "the connection is not open");
         };
+        if let Err(refusal) =
+            self.access
+                .check_read(&session.auth, &self.root, &path, Some(&query), now_ms)
+        {
+            return denied(conn, &refusal);
+        }
         let key = (path.clone(), tag);
         let target = Target { conn, tag };
         if let Some(old) = session.listens.remove(&key) {
-            self.views.unsubscribe(old, target);
+            self.views.unsubscribe(old.view, target);
         } else if session.listens.len() >= MAX_LISTENS_PER_SESSION {
             return Reply::error(
                 Status::LimitExceeded,
@@ -198,7 +270,13 @@ impl Database {
             );
         }
         let id = self.views.subscribe(&path, &query, target, &self.root);
-        session.listens.insert(key, id);
+        session.listens.insert(
+            key,
+            ListenEntry {
+                view: id,
+                query_wire,
+            },
+        );
         self.stats.listens += 1;
         let data = match self.views.get(id) {
             Some(view) if view.query.is_filtered() => view.window.clone(),
@@ -220,16 +298,31 @@ impl Database {
 
     fn unlisten(&mut self, conn: ConnId, path: Path, tag: Option<Tag>) -> Reply {
         if let Some(session) = self.sessions.get_mut(&conn) {
-            if let Some(id) = session.listens.remove(&(path, tag)) {
-                self.views.unsubscribe(id, Target { conn, tag });
+            if let Some(entry) = session.listens.remove(&(path, tag)) {
+                self.views.unsubscribe(entry.view, Target { conn, tag });
             }
         }
         Reply::write_ok()
     }
 
-    /// Replaces the value at `target`; with `hash`, only if the current value hashes to it.
+    /// Replaces the value at `target` with admin rights (no rules); with `hash`, only if the
+    /// current value hashes to it.
     pub fn put(
         &mut self,
+        target: &WriteTarget,
+        data: &Value,
+        hash: Option<&str>,
+        now_ms: u64,
+        out: &mut Effects,
+    ) -> Result<(), Reply> {
+        self.put_as(&AuthState::Admin, target, data, hash, now_ms, out)
+    }
+
+    /// Replaces the value at `target` if `auth` may write it; with `hash`, only if the current
+    /// value hashes to it.
+    pub fn put_as(
+        &mut self,
+        auth: &AuthState,
         target: &WriteTarget,
         data: &Value,
         hash: Option<&str>,
@@ -248,17 +341,14 @@ impl Database {
         let mut op = resolve_op(&Path::root(), target, data, &existing, now_ms).map_err(invalid)?;
         // A set is one operation at the write's base.
         op.path = Path::root();
-        self.commit(
-            Write {
-                base: target.path.clone(),
-                ops: vec![op],
-            },
-            out,
-        );
-        Ok(())
+        let write = Write {
+            base: target.path.clone(),
+            ops: vec![op],
+        };
+        self.checked_commit(auth, write, now_ms, out)
     }
 
-    /// Applies a multi-path update atomically.
+    /// Applies a multi-path update atomically with admin rights (no rules).
     pub fn merge(
         &mut self,
         path: &Path,
@@ -266,6 +356,45 @@ impl Database {
         now_ms: u64,
         out: &mut Effects,
     ) -> Result<(), Reply> {
+        self.merge_as(&AuthState::Admin, path, entries, now_ms, out)
+    }
+
+    /// Applies a multi-path update atomically if `auth` may write every one of its paths.
+    pub fn merge_as(
+        &mut self,
+        auth: &AuthState,
+        path: &Path,
+        entries: &[(WriteTarget, Value)],
+        now_ms: u64,
+        out: &mut Effects,
+    ) -> Result<(), Reply> {
+        let write = self.resolve_merge(path, entries, now_ms)?;
+        if write.ops.is_empty() {
+            return Ok(());
+        }
+        self.checked_commit(auth, write, now_ms, out)
+    }
+
+    /// Reads with the rights of `auth`: the query's result at `path`.
+    pub fn read_as(
+        &self,
+        auth: &AuthState,
+        path: &Path,
+        query: &QueryParams,
+        now_ms: u64,
+    ) -> Result<Node, Reply> {
+        self.access
+            .check_read(auth, &self.root, path, Some(query), now_ms)
+            .map_err(|refusal| denied(0, &refusal))?;
+        Ok(query.apply(&self.root.get(path)))
+    }
+
+    fn resolve_merge(
+        &self,
+        path: &Path,
+        entries: &[(WriteTarget, Value)],
+        now_ms: u64,
+    ) -> Result<Write, Reply> {
         if entries.len() > MAX_MERGE_ENTRIES {
             return Err(invalid(WriteError::TooManyEntries {
                 limit: MAX_MERGE_ENTRIES,
@@ -277,17 +406,17 @@ impl Database {
             ops.push(resolve_op(path, target, data, &existing, now_ms).map_err(invalid)?);
         }
         check_disjoint(&ops).map_err(invalid)?;
-        if ops.is_empty() {
-            return Ok(());
-        }
-        self.commit(
-            Write {
-                base: path.clone(),
-                ops,
-            },
-            out,
-        );
-        Ok(())
+        Ok(Write {
+            base: path.clone(),
+            ops,
+        })
+    }
+
+    fn session_auth(&self, conn: ConnId) -> AuthState {
+        self.sessions
+            .get(&conn)
+            .map(|session| session.auth.clone())
+            .unwrap_or_default()
     }
 
     fn queue(&mut self, conn: ConnId, op: QueuedOp, now_ms: u64) -> Reply {
@@ -310,6 +439,34 @@ impl Database {
         if let Err(error) = checked {
             return invalid(error);
         }
+        // Production checks permission when the operation is queued, so the client hears of a
+        // refusal at once; it is checked again when it runs.
+        let auth = self.session_auth(conn);
+        let write = match &op {
+            QueuedOp::Put { target, data } => {
+                let existing = self.root.get(&target.path);
+                resolve_op(&Path::root(), target, data, &existing, now_ms).map(|mut op| {
+                    op.path = Path::root();
+                    Write {
+                        base: target.path.clone(),
+                        ops: vec![op],
+                    }
+                })
+            }
+            QueuedOp::Merge { path, entries } => match self.resolve_merge(path, entries, now_ms) {
+                Ok(write) => Ok(write),
+                Err(reply) => return reply,
+            },
+        };
+        match write {
+            Ok(write) => {
+                let new_root = write.apply(&self.root);
+                if let Err(refusal) = self.check_write(&auth, &write, &new_root, now_ms) {
+                    return denied(conn, &refusal);
+                }
+            }
+            Err(error) => return invalid(error),
+        }
         let Some(session) = self.sessions.get_mut(&conn) else {
             return Reply::error(Status::Unavailable, "the connection is not open");
         };
@@ -319,11 +476,43 @@ impl Database {
         }
     }
 
+    /// Checks `write`, which would turn the current root into `new_root`, against the rules
+    /// as `auth`.
+    fn check_write(
+        &self,
+        auth: &AuthState,
+        write: &Write,
+        new_root: &Node,
+        now_ms: u64,
+    ) -> Result<(), Refusal> {
+        if *auth == AuthState::Admin || matches!(self.access, Access::Open) {
+            return Ok(());
+        }
+        let relative: Vec<Path> = write.ops.iter().map(|op| op.path.clone()).collect();
+        self.access
+            .check_write(auth, &self.root, new_root, &write.base, &relative, now_ms)
+    }
+
+    /// Applies a resolved write if `auth` may make it.
+    fn checked_commit(
+        &mut self,
+        auth: &AuthState,
+        write: Write,
+        now_ms: u64,
+        out: &mut Effects,
+    ) -> Result<(), Reply> {
+        let new_root = write.apply(&self.root);
+        if let Err(refusal) = self.check_write(auth, &write, &new_root, now_ms) {
+            return Err(denied(0, &refusal));
+        }
+        self.commit(write, new_root, out);
+        Ok(())
+    }
+
     /// Applies a resolved write: the new root replaces the old one, the write goes to the log,
     /// and every affected view gets its push.
-    fn commit(&mut self, write: Write, out: &mut Effects) {
-        let old_root = std::mem::take(&mut self.root);
-        self.root = write.apply(&old_root);
+    fn commit(&mut self, write: Write, new_root: Node, out: &mut Effects) {
+        let old_root = std::mem::replace(&mut self.root, new_root);
         self.stats.writes += 1;
         let write = Arc::new(write);
         out.push(Effect::Log(write.clone()));
@@ -360,6 +549,13 @@ fn resolve_op(
         path: target.path.clone(),
         change,
     })
+}
+
+/// The reply to a refused operation. The rule that refused it goes to the debug log only: the
+/// client learns nothing about the rules.
+fn denied(conn: ConnId, refusal: &Refusal) -> Reply {
+    tracing::debug!(conn, reason = %refusal.detail, "permission denied");
+    Reply::error(Status::PermissionDenied, "Permission denied")
 }
 
 fn invalid(error: WriteError) -> Reply {

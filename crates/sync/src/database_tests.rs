@@ -363,3 +363,116 @@ fn get_reads_without_listening() {
     assert!(out.is_empty());
     assert_eq!(db.view_count(), 0);
 }
+
+fn rules(text: &str) -> Access {
+    Access::Rules(std::sync::Arc::new(
+        hearth_rules::Rules::parse(text).expect("valid test rules"),
+    ))
+}
+
+const OWN_DATA_RULES: &str = r#"{"rules": {"users": {"$uid": {
+    ".read": "auth != null && auth.uid === $uid",
+    ".write": "auth != null && auth.uid === $uid",
+    "age": {".validate": "newData.isNumber()"}
+}}}}"#;
+
+fn user(uid: &str) -> AuthState {
+    AuthState::User(json!({"uid": uid, "provider": "custom", "token": {"sub": uid}}))
+}
+
+#[test]
+fn rules_decide_reads_and_writes() {
+    let mut db = Database::new();
+    let mut out = Effects::new();
+    db.set_access(rules(OWN_DATA_RULES), 0, &mut out);
+    db.connect(1);
+    db.set_auth(1, user("alice"), 0, &mut out);
+    let (reply, _) = put(&mut db, 1, "/users/alice/name", json!("Alice"));
+    assert!(reply.is_ok());
+    let (reply, out) = put(&mut db, 1, "/users/bob/name", json!("Mallory"));
+    assert_eq!(reply.status, Status::PermissionDenied);
+    assert!(out.is_empty(), "a refused write has no effects");
+    let (reply, _) = put(&mut db, 1, "/users/alice/age", json!("old"));
+    assert_eq!(reply.status, Status::PermissionDenied, ".validate refuses");
+    let (reply, out) = listen(&mut db, 1, "/users/bob", None, None);
+    assert_eq!(reply.status, Status::PermissionDenied);
+    assert!(pushes(&out).is_empty(), "no data for a refused listen");
+    let (reply, _) = listen(&mut db, 1, "/users/alice", None, None);
+    assert!(reply.is_ok());
+}
+
+#[test]
+fn locked_databases_admit_only_admins() {
+    let mut db = Database::new();
+    let mut out = Effects::new();
+    db.set_access(Access::Locked, 0, &mut out);
+    db.connect(1);
+    db.connect(2);
+    db.set_auth(2, AuthState::Admin, 0, &mut out);
+    assert_eq!(
+        put(&mut db, 1, "/a", json!(1)).0.status,
+        Status::PermissionDenied
+    );
+    assert!(put(&mut db, 2, "/a", json!(1)).0.is_ok());
+}
+
+#[test]
+fn rule_and_auth_changes_cancel_listens() {
+    let mut db = Database::new();
+    let mut out = Effects::new();
+    db.connect(1);
+    db.set_auth(1, user("alice"), 0, &mut out);
+    let q = json!({"l": 5, "vf": "l"});
+    listen(&mut db, 1, "/users/alice", None, None);
+    listen(&mut db, 1, "/users/bob", Some(q.clone()), Some(3));
+    let mut out = Effects::new();
+    db.set_access(rules(OWN_DATA_RULES), 0, &mut out);
+    let cancels: Vec<_> = out
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::Cancel {
+                conn,
+                path,
+                query_wire,
+            } => Some((*conn, path.to_string(), query_wire.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cancels, vec![(1, "/users/bob".to_owned(), Some(q))]);
+    assert_eq!(db.view_count(), 1);
+    let mut out = Effects::new();
+    db.set_auth(1, AuthState::Anonymous, 0, &mut out);
+    assert!(matches!(out.as_slice(), [Effect::Cancel { .. }]));
+    assert_eq!(db.view_count(), 0);
+}
+
+#[test]
+fn on_disconnect_is_checked_when_queued_and_when_run() {
+    let mut db = Database::new();
+    let mut out = Effects::new();
+    db.set_access(rules(OWN_DATA_RULES), 0, &mut out);
+    db.connect(1);
+    db.set_auth(1, user("alice"), 0, &mut out);
+    let queue = |db: &mut Database, p: &str| {
+        let mut out = Effects::new();
+        db.handle(
+            1,
+            Request::OnDisconnectPut {
+                target: target(p),
+                data: json!("offline"),
+            },
+            0,
+            &mut out,
+        )
+    };
+    assert_eq!(
+        queue(&mut db, "/users/bob/status").status,
+        Status::PermissionDenied
+    );
+    assert!(queue(&mut db, "/users/alice/status").is_ok());
+    // The rules tighten before the connection ends: the queued write no longer runs.
+    db.set_access(Access::Locked, 0, &mut out);
+    let mut out = Effects::new();
+    db.disconnect(1, 5, &mut out);
+    assert!(db.root().is_empty());
+}

@@ -6,6 +6,7 @@
 //! [`Reply`] per request. The order of the effects is the order in which they must reach the
 //! connections: a listen's data before its reply, a write's pushes before its acknowledgement.
 
+mod access;
 mod database;
 mod effect;
 mod events;
@@ -16,7 +17,8 @@ mod server_values;
 mod views;
 mod write;
 
-pub use database::{AuthState, Database, DatabaseStats};
+pub use access::{Access, AuthState};
+pub use database::{Database, DatabaseStats};
 pub use effect::{Effect, Effects, Push, PushData, Target};
 pub use limits::{
     MAX_LISTENS_PER_SESSION, MAX_MERGE_ENTRIES, MAX_ONDISCONNECT_BYTES, MAX_ONDISCONNECT_OPS,

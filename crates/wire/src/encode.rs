@@ -142,6 +142,17 @@ fn write_merge(out: &mut Vec<u8>, entries: &[(Path, Node)]) {
     out.push(b'}');
 }
 
+/// The push that tells a client its credential is no longer valid (`ac`): the client drops the
+/// token, closes the socket and reconnects with a fresh one.
+pub fn encode_auth_revoked(status: &str, reason: &str) -> String {
+    let mut out = String::from(r#"{"t":"d","d":{"a":"ac","b":{"s":"#);
+    push_json_string(&mut out, status);
+    out.push_str(r#","d":"#);
+    push_json_string(&mut out, reason);
+    out.push_str("}}}");
+    out
+}
+
 /// The push that revokes a listen. A filtered listen is named by its query object, exactly as
 /// the client sent it, inside a one-element array.
 pub fn encode_cancel(path: &Path, query_wire: Option<&Value>) -> String {

@@ -1,0 +1,394 @@
+//! HTTP/1.1 on the realtime port: every connection that is not a WebSocket upgrade of `/.ws`
+//! is served here by hyper, with keep-alive.
+//!
+//! The connection reaches this code on the shard that owns the namespace of its first request
+//! (the shard read that request's head itself to route it), so the bytes already read are fed
+//! back to hyper first ([`Rewind`]). Later requests on the same connection may name another
+//! namespace: those are checked and their bodies read here, then forwarded as plain data to the
+//! owning shard, whose answer comes back through a oneshot channel. Event streams are not
+//! forwarded (they live for long and their pushes must not cross cores): a stream for another
+//! shard's namespace is answered `307` to the same URL with `Connection: close`, and the
+//! client's new connection is routed to the owner.
+
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::body::{Body, Incoming};
+use hyper::header::HeaderValue;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{HeaderMap, Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tracing::debug;
+
+use crate::http_body::HearthBody;
+use crate::namespace::owner_shard;
+use crate::rest::{
+    execute, make_call, parse_request, DataRequest, Endpoint, RestRequest, RestResponse,
+};
+use crate::shard::Shard;
+use crate::sse::open_stream;
+
+/// How long a kept-alive connection may stay idle, or a client may take to send a request
+/// head, before the connection is closed.
+pub const HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a client may pause while sending a request body.
+pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// hyper's read buffer per connection; request heads (after the first, which is limited by
+/// `http_head::MAX_HEAD_BYTES`) must fit in it.
+pub const MAX_HTTP_BUFFER_BYTES: usize = 64 * 1024;
+
+/// The most headers one request may carry.
+pub const MAX_HEADERS: usize = 64;
+
+/// How long shutdown waits for in-flight requests of one connection.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Serves HTTP on a connection whose first `buffered` bytes were already read.
+pub async fn serve_http(shard: Rc<Shard>, stream: TcpStream, buffered: Vec<u8>) {
+    let io = TokioIo::new(Rewind::new(buffered, stream));
+    let service = {
+        let shard = shard.clone();
+        service_fn(move |request| {
+            let shard = shard.clone();
+            async move { Ok::<_, Infallible>(respond(shard, request).await) }
+        })
+    };
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HTTP_IDLE_TIMEOUT)
+        .keep_alive(true)
+        .max_buf_size(MAX_HTTP_BUFFER_BYTES)
+        .max_headers(MAX_HEADERS);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut shutdown = shard.shutdown.clone();
+    if shard.is_shutting_down() {
+        return;
+    }
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(error) = result {
+                debug!(%error, "HTTP connection ended with an error");
+            }
+        }
+        _ = shutdown.changed() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, connection).await;
+        }
+    }
+}
+
+/// Answers one request. A body the answer did not need (a refused or bodiless request that
+/// came with one anyway) is drained for a short while after the answer, see [`linger`].
+async fn respond(shard: Rc<Shard>, request: Request<Incoming>) -> Response<HearthBody> {
+    let (parts, body) = request.into_parts();
+    let mut body = Some(body);
+    let response = answer(shard, &parts, &mut body).await;
+    if let Some(body) = body {
+        let expects_continue = parts
+            .headers
+            .get(hyper::header::EXPECT)
+            .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        // A client waiting for `100 Continue` has sent nothing yet and never will: reading
+        // now would invite the very body the answer refuses.
+        if !body.is_end_stream() && !expects_continue {
+            linger(body);
+        }
+    }
+    response
+}
+
+async fn answer(
+    shard: Rc<Shard>,
+    parts: &hyper::http::request::Parts,
+    body: &mut Option<Incoming>,
+) -> Response<HearthBody> {
+    let started = Instant::now();
+    let parsed = match parse_request(parts, &shard.config.auth, &shard.config.default_namespace) {
+        Ok(parsed) => parsed,
+        Err(response) => return response.into_http(),
+    };
+    match &parsed.endpoint {
+        Endpoint::Status => {
+            return RestResponse::json(200, "{\"status\":\"ok\",\"server\":\"hearth\"}").into_http()
+        }
+        Endpoint::Preflight { request_headers } => {
+            return preflight(request_headers.as_deref()).into_http()
+        }
+        _ => {}
+    }
+    let owner = owner_shard(&parsed.namespace, shard.shard_count);
+    if let Endpoint::Data(data) = &parsed.endpoint {
+        if data.stream {
+            return stream(&shard, owner, &parts.uri, &parsed, data);
+        }
+    }
+    let bytes = match (parsed.endpoint.body_limit(), body.as_mut()) {
+        (Some(limit), Some(incoming)) => match read_body(incoming, &parts.headers, limit).await {
+            Ok(bytes) => {
+                *body = None;
+                Some(bytes)
+            }
+            Err(response) => return response.into_http(),
+        },
+        _ => None,
+    };
+    let timeout = read_timeout(&parsed);
+    let call = match make_call(parsed, bytes, started) {
+        Ok(call) => call,
+        Err(response) => return response.into_http(),
+    };
+    let response = if owner == shard.index {
+        execute(&shard, call)
+    } else {
+        let answer = shard.forward(owner, call);
+        let unavailable = || RestResponse::error(503, "the database's shard is unavailable");
+        match timeout {
+            Some(timeout) => match tokio::time::timeout(timeout, answer).await {
+                Ok(answer) => answer.unwrap_or_else(|_| unavailable()),
+                Err(_) => timed_out(timeout),
+            },
+            None => answer.await.unwrap_or_else(|_| unavailable()),
+        }
+    };
+    response.into_http()
+}
+
+/// How long an unneeded request body is drained after the answer.
+pub const LINGER_TIME: Duration = Duration::from_secs(2);
+
+/// The most bytes of an unneeded request body drained after the answer.
+pub const LINGER_MAX_BYTES: usize = 64 * 1024 * 1024;
+
+/// Reads and discards what is left of a request body for a bounded time and size, without
+/// keeping any of it. A socket closed with unread input makes the kernel send a reset, which
+/// can destroy the answer (a 413, say) before the client has read it; reading on for a moment
+/// lets the answer arrive, as servers' "lingering close" does.
+fn linger(mut body: Incoming) {
+    tokio::task::spawn_local(async move {
+        let drain = async {
+            let mut seen = 0usize;
+            while let Some(Ok(frame)) =
+                std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+            {
+                seen += frame.data_ref().map_or(0, Bytes::len);
+                if seen > LINGER_MAX_BYTES {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER_TIME, drain).await;
+    });
+}
+
+fn read_timeout(request: &RestRequest) -> Option<Duration> {
+    match &request.endpoint {
+        Endpoint::Data(data) if !data.method.is_write() => data.timeout,
+        _ => None,
+    }
+}
+
+fn timed_out(timeout: Duration) -> RestResponse {
+    RestResponse::error(
+        400,
+        format!("The read did not finish within the requested timeout of {timeout:?}."),
+    )
+}
+
+/// An event stream, opened here when this shard owns the namespace.
+fn stream(
+    shard: &Rc<Shard>,
+    owner: usize,
+    uri: &hyper::Uri,
+    parsed: &RestRequest,
+    request: &DataRequest,
+) -> Response<HearthBody> {
+    if owner != shard.index {
+        // The same URL again, on a new connection: that one is routed to the owner.
+        let location = uri.path_and_query().map_or_else(
+            || uri.path().to_owned(),
+            |target| target.as_str().to_owned(),
+        );
+        let mut response = RestResponse::empty(307)
+            .with_header("location", location)
+            .into_http();
+        response
+            .headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    }
+    let opened = open_stream(
+        shard,
+        &parsed.namespace,
+        parsed.auth.clone(),
+        parsed.auth_expires_at,
+        request,
+    );
+    match opened {
+        Ok(response) => response,
+        Err(response) => response.into_http(),
+    }
+}
+
+fn preflight(request_headers: Option<&str>) -> RestResponse {
+    let allowed_headers = request_headers
+        .filter(|headers| HeaderValue::from_str(headers).is_ok())
+        .unwrap_or("Authorization, Content-Type, X-Firebase-ETag, If-Match, If-None-Match, X-HTTP-Method-Override");
+    RestResponse::empty(204)
+        .with_header(
+            "access-control-allow-methods",
+            crate::rest::DATA_METHODS.to_owned(),
+        )
+        .with_header("access-control-allow-headers", allowed_headers.to_owned())
+        .with_header("access-control-max-age", "3600")
+}
+
+/// Reads a request body of at most `limit` bytes. A declared `Content-Length` above the limit
+/// is refused before any of the body is read; a body without one (chunked) is counted while it
+/// streams and refused as soon as it passes the limit, so an oversized body is never held in
+/// memory.
+pub async fn read_body(
+    body: &mut Incoming,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Vec<u8>, RestResponse> {
+    let too_large = || {
+        RestResponse::error(
+            413,
+            format!("The request body is larger than the limit of {limit} bytes."),
+        )
+    };
+    let declared = headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .or_else(|| body.size_hint().exact());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let capacity = declared.map_or(0, |length| length as usize);
+    let mut bytes = Vec::with_capacity(capacity.min(limit));
+    loop {
+        let frame = std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx));
+        let frame = match tokio::time::timeout(BODY_IDLE_TIMEOUT, frame).await {
+            Err(_) => {
+                return Err(RestResponse::error(
+                    408,
+                    "The request body stopped arriving.",
+                ))
+            }
+            Ok(None) => break,
+            Ok(Some(Err(error))) => {
+                return Err(RestResponse::error(
+                    400,
+                    format!("The request body could not be read: {error}"),
+                ))
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        if let Ok(data) = frame.into_data() {
+            if bytes.len() + data.len() > limit {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
+}
+
+/// A socket whose first bytes were already read: they are returned first, then reading goes
+/// on from the socket.
+pub struct Rewind {
+    prefix: Bytes,
+    inner: TcpStream,
+}
+
+impl Rewind {
+    pub fn new(prefix: Vec<u8>, inner: TcpStream) -> Rewind {
+        Rewind {
+            prefix: Bytes::from(prefix),
+            inner,
+        }
+    }
+}
+
+impl AsyncRead for Rewind {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let count = self.prefix.len().min(buf.remaining());
+            let chunk = self.prefix.split_to(count);
+            buf.put_slice(&chunk);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Rewind {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn rewind_returns_the_prefix_first() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let client = tokio::spawn(async move {
+            let mut socket = TcpStream::connect(address).await.expect("connect");
+            socket.write_all(b" world").await.expect("write");
+        });
+        let (socket, _) = listener.accept().await.expect("accept");
+        let mut rewind = Rewind::new(b"hello".to_vec(), socket);
+        let mut text = String::new();
+        rewind.read_to_string(&mut text).await.expect("read");
+        assert_eq!(text, "hello world");
+        client.await.expect("client");
+    }
+}

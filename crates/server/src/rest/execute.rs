@@ -1,0 +1,639 @@
+//! Running a [`RestCall`] on the shard that owns its database. Reads and writes go through the
+//! same engine calls as WebSocket requests, with the request's identity (`Database::read_as`,
+//! `put_as`, `merge_as`): the database's rules decide, and a write's pushes reach WebSocket
+//! listeners and event streams alike.
+
+use std::time::Instant;
+
+use hearth_query::QueryParams;
+use hearth_sync::{AuthState, Database, Effects, Reply, ReplyData, Status, WriteTarget};
+use hearth_tree::{Key, Node};
+use hearth_wire::{write_rest_json, write_shallow_json, write_value, JsonStyle};
+use serde_json::{Map, Value};
+
+use super::response::{RestResponse, JAVASCRIPT};
+use super::settings::{get_rules, put_rules};
+use super::{CallOp, DataMethod, DataRequest, RestCall, MAX_REST_RESPONSE_BYTES};
+use crate::dispatch::route_effects;
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+/// The ETag of an empty location (spec §15.4).
+pub const NULL_ETAG: &str = "null_etag";
+
+/// The ETag of a value: its node hash (spec §10), or [`NULL_ETAG`] when it is empty.
+pub fn etag_of(node: &Node) -> String {
+    if node.is_empty() {
+        NULL_ETAG.to_owned()
+    } else {
+        node.hash().to_string()
+    }
+}
+
+/// Production's answer to a read larger than one response may carry.
+const TOO_LARGE_TO_READ: &str =
+    "Data requested exceeds the maximum size that can be accessed with a single request.";
+
+/// Runs a call and returns its answer.
+pub fn execute(shard: &Shard, call: RestCall) -> RestResponse {
+    shard.stats.borrow_mut().rest_requests += 1;
+    match call.op {
+        CallOp::RulesGet { strict } => get_rules(shard, &call.namespace, strict),
+        CallOp::RulesPut { text } => put_rules(shard, &call.namespace, text),
+        CallOp::Data {
+            request,
+            body,
+            body_bytes,
+        } => {
+            if request.method == DataMethod::Get {
+                read(shard, &call.namespace, &call.auth, &request, call.started)
+            } else {
+                let write = Write {
+                    namespace: &call.namespace,
+                    auth: &call.auth,
+                    request: &request,
+                    body,
+                    body_bytes,
+                };
+                write.run(shard)
+            }
+        }
+    }
+}
+
+pub fn permission_denied() -> RestResponse {
+    RestResponse::error(401, "Permission denied")
+}
+
+fn read(
+    shard: &Shard,
+    namespace: &str,
+    auth: &AuthState,
+    request: &DataRequest,
+    started: Instant,
+) -> RestResponse {
+    let path = &request.target.path;
+    let unfiltered = QueryParams::default();
+    let params = request
+        .query
+        .as_ref()
+        .map_or(&unfiltered, |query| &query.params);
+    let mut databases = shard.databases.borrow_mut();
+    // Created on first use, as a WebSocket connection would create it, so that a new
+    // database's rules (open or locked) apply to REST reads too.
+    let database = shard.database(&mut databases, namespace);
+    // The rules see the query, so a rule that allows only some queries is honoured.
+    let result = match database.read_as(auth, path, params, now_ms()) {
+        Ok(result) => result,
+        Err(reply) => return reply_error(reply),
+    };
+    let node = database.root().get(path);
+    drop(databases);
+    let conditional = request.want_etag || request.if_none_match.is_some();
+    let etag = conditional.then(|| etag_of(&node));
+    if let (Some(expected), Some(etag)) = (&request.if_none_match, &etag) {
+        if expected == etag {
+            return RestResponse::empty(304).with_header("etag", etag.clone());
+        }
+    }
+    let result = match &request.query {
+        Some(query) if query.matches_nothing => Node::empty(),
+        _ => result,
+    };
+    if result.estimated_bytes() > MAX_REST_RESPONSE_BYTES {
+        return RestResponse::error(400, TOO_LARGE_TO_READ);
+    }
+    let mut body = Vec::new();
+    if let Some(callback) = &request.callback {
+        body.extend_from_slice(callback.as_bytes());
+        body.push(b'(');
+    }
+    if request.target.priority_only {
+        write_value(&result.priority().to_json(), false, &mut body);
+    } else if request.shallow {
+        write_shallow_json(&result, request.style, &mut body);
+    } else {
+        write_rest_json(&result, request.style, &mut body);
+    }
+    if request.callback.is_some() {
+        body.extend_from_slice(b");");
+    }
+    if let Some(timeout) = request.timeout {
+        if started.elapsed() > timeout {
+            return RestResponse::error(
+                400,
+                format!("The read did not finish within the requested timeout of {timeout:?}."),
+            );
+        }
+    }
+    let mut response = if request.silent {
+        RestResponse::empty(204)
+    } else {
+        let mut response = RestResponse::json(200, body);
+        if request.callback.is_some() {
+            response.content_type = Some(JAVASCRIPT);
+        }
+        response
+    };
+    if let Some(etag) = etag {
+        response = response.with_header("etag", etag);
+    }
+    if let Some(name) = &request.download {
+        response = response.with_header(
+            "content-disposition",
+            format!("attachment; filename=\"{name}\""),
+        );
+    }
+    response
+}
+
+/// One REST write.
+struct Write<'a> {
+    namespace: &'a str,
+    auth: &'a AuthState,
+    request: &'a DataRequest,
+    body: Option<Value>,
+    body_bytes: usize,
+}
+
+impl Write<'_> {
+    fn run(self, shard: &Shard) -> RestResponse {
+        let mut effects = Effects::new();
+        let response = {
+            let mut databases = shard.databases.borrow_mut();
+            let database = shard.database(&mut databases, self.namespace);
+            self.apply(shard, database, &mut effects)
+        };
+        route_effects(shard, effects);
+        response
+    }
+
+    fn apply(
+        mut self,
+        shard: &Shard,
+        database: &mut Database,
+        effects: &mut Effects,
+    ) -> RestResponse {
+        let now = now_ms();
+        let request = self.request;
+        let body = self.body.take();
+        let path = &request.target.path;
+        let current = database.root().get(path);
+        if let Some(expected) = &request.if_match {
+            let etag = etag_of(&current);
+            if *expected != etag {
+                // The answer carries the current value, so it needs the right to read it.
+                let unfiltered = QueryParams::default();
+                if let Err(reply) = database.read_as(self.auth, path, &unfiltered, now) {
+                    return reply_error(reply);
+                }
+                let mut body = Vec::new();
+                write_rest_json(&current, request.style, &mut body);
+                return RestResponse::json(412, body).with_header("etag", etag);
+            }
+        }
+        let answer = match request.method {
+            DataMethod::Put | DataMethod::Delete => {
+                let value = match (request.method, body) {
+                    (DataMethod::Delete, _) => Value::Null,
+                    (_, Some(value)) => value,
+                    (_, None) => return RestResponse::error(400, super::INVALID_JSON),
+                };
+                if let Err(response) = self.check_cost(current.estimated_bytes()) {
+                    return response;
+                }
+                if let Err(reply) =
+                    database.put_as(self.auth, &request.target, &value, None, now, effects)
+                {
+                    return reply_error(reply);
+                }
+                let mut body = Vec::new();
+                write_location(database.root(), &request.target, request.style, &mut body);
+                body
+            }
+            DataMethod::Post => {
+                let Some(value) = body else {
+                    return RestResponse::error(400, super::INVALID_JSON);
+                };
+                if let Err(response) = self.check_cost(0) {
+                    return response;
+                }
+                let name = shard.next_push_id(now);
+                let Ok(key) = Key::new(&name) else {
+                    return RestResponse::error(500, "could not make a push id");
+                };
+                let target = WriteTarget::whole(path.child(key));
+                if let Err(reply) = database.put_as(self.auth, &target, &value, None, now, effects)
+                {
+                    return reply_error(reply);
+                }
+                let mut body = Vec::new();
+                write_value(
+                    &serde_json::json!({ "name": name }),
+                    request.style.pretty,
+                    &mut body,
+                );
+                body
+            }
+            DataMethod::Patch => {
+                let Some(Value::Object(map)) = body else {
+                    return RestResponse::error(
+                        400,
+                        "Invalid data; a PATCH body must be a JSON object whose keys are paths.",
+                    );
+                };
+                match self.patch(database, map, now, effects) {
+                    Ok(body) => body,
+                    Err(response) => return response,
+                }
+            }
+            DataMethod::Get => return RestResponse::error(500, "a read is not a write"),
+        };
+        let mut response = if request.silent {
+            RestResponse::empty(204)
+        } else {
+            RestResponse::json(200, answer)
+        };
+        if request.want_etag || request.if_match.is_some() {
+            response = response.with_header("etag", etag_of(&database.root().get(path)));
+        }
+        response
+    }
+
+    /// Refuses a write whose cost (the bytes written plus those replaced) exceeds its
+    /// `writeSizeLimit`.
+    fn check_cost(&self, replaced_bytes: usize) -> Result<(), RestResponse> {
+        let Some(limit) = self.request.write_limit.max_bytes() else {
+            return Ok(());
+        };
+        let cost = self.body_bytes.saturating_add(replaced_bytes);
+        if cost > limit {
+            return Err(RestResponse::error(
+                413,
+                format!(
+                    "Data to write exceeds the maximum size that can be modified with a single request: about {cost} bytes would change, and writeSizeLimit={} allows {limit}.",
+                    self.request.write_limit.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn patch(
+        &self,
+        database: &mut Database,
+        map: Map<String, Value>,
+        now: u64,
+        effects: &mut Effects,
+    ) -> Result<Vec<u8>, RestResponse> {
+        let request = self.request;
+        let base = &request.target.path;
+        let mut entries = Vec::with_capacity(map.len());
+        let mut names = Vec::with_capacity(map.len());
+        let mut replaced = 0usize;
+        for (name, value) in map {
+            let target = WriteTarget::parse(&name).map_err(|error| {
+                RestResponse::error(400, format!("Invalid path {name:?} in the update: {error}"))
+            })?;
+            let absolute = base.join(&target.path);
+            replaced = replaced.saturating_add(database.root().get(&absolute).estimated_bytes());
+            entries.push((target, value));
+            names.push(name);
+        }
+        self.check_cost(replaced)?;
+        database
+            .merge_as(self.auth, base, &entries, now, effects)
+            .map_err(reply_error)?;
+        let mut answer = Map::new();
+        for (name, (target, _)) in names.into_iter().zip(&entries) {
+            let absolute = WriteTarget {
+                path: base.join(&target.path),
+                priority_only: target.priority_only,
+            };
+            answer.insert(
+                name,
+                location_json(database.root(), &absolute, request.style),
+            );
+        }
+        let mut body = Vec::new();
+        write_value(&Value::Object(answer), request.style.pretty, &mut body);
+        Ok(body)
+    }
+}
+
+/// Writes the value now at `target` (or its priority) in REST form.
+fn write_location(root: &Node, target: &WriteTarget, style: JsonStyle, out: &mut Vec<u8>) {
+    let node = root.get(&target.path);
+    if target.priority_only {
+        write_value(&node.priority().to_json(), style.pretty, out);
+    } else {
+        write_rest_json(&node, style, out);
+    }
+}
+
+fn location_json(root: &Node, target: &WriteTarget, style: JsonStyle) -> Value {
+    let node = root.get(&target.path);
+    if target.priority_only {
+        return node.priority().to_json();
+    }
+    let mut text = Vec::new();
+    write_rest_json(
+        &node,
+        JsonStyle {
+            pretty: false,
+            ..style
+        },
+        &mut text,
+    );
+    serde_json::from_slice(&text).unwrap_or(Value::Null)
+}
+
+/// The HTTP answer to a request the engine refused.
+pub fn reply_error(reply: Reply) -> RestResponse {
+    let status = match reply.status {
+        Status::PermissionDenied => return permission_denied(),
+        Status::TooBig => 413,
+        Status::DataStale => 412,
+        Status::Unavailable => 503,
+        _ => 400,
+    };
+    let message = match reply.data {
+        ReplyData::Text(text) => text,
+        _ => reply.status.as_str().to_owned(),
+    };
+    RestResponse::error(status, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServeConfig;
+    use crate::rest::{make_call, parse_request, RestRequest};
+    use hearth_tree::Path;
+    use hyper::Request;
+    use serde_json::json;
+    use std::rc::Rc;
+    use tokio::sync::{mpsc, watch};
+
+    /// The value (export form) at `path` of `namespace`.
+    fn value_at(shard: &Shard, namespace: &str, path: &str) -> Value {
+        shard
+            .databases
+            .borrow()
+            .get(namespace)
+            .map(|database| {
+                database
+                    .root()
+                    .get(&Path::parse(path).expect("valid test path"))
+                    .to_json(true)
+            })
+            .unwrap_or(Value::Null)
+    }
+
+    fn shard() -> Shard {
+        let (_shutdown, receiver) = watch::channel(false);
+        let config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        let (sender, _receiver) = mpsc::unbounded_channel();
+        Shard::new(0, Rc::new(config), receiver, vec![sender])
+    }
+
+    fn call(
+        shard: &Shard,
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> RestResponse {
+        let mut builder = Request::builder().method(method).uri(uri);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let parts = builder.body(()).expect("valid test request").into_parts().0;
+        let request: RestRequest =
+            match parse_request(&parts, &crate::auth::AuthConfig::development(), "default") {
+                Ok(request) => request,
+                Err(response) => return response,
+            };
+        match make_call(request, body.map(|b| b.as_bytes().to_vec()), Instant::now()) {
+            Ok(call) => execute(shard, call),
+            Err(response) => response,
+        }
+    }
+
+    fn json_body(response: &RestResponse) -> Value {
+        serde_json::from_slice(&response.body).expect("a JSON body")
+    }
+
+    fn etag(response: &RestResponse) -> Option<&str> {
+        response
+            .headers
+            .iter()
+            .find(|(name, _)| *name == "etag")
+            .map(|(_, value)| value.as_str())
+    }
+
+    #[test]
+    fn put_get_patch_delete() {
+        let shard = shard();
+        let put = call(
+            &shard,
+            "PUT",
+            "/a.json?ns=t",
+            &[],
+            Some(r#"{"x": 1.0, "y": [1, 2]}"#),
+        );
+        assert_eq!(put.status, 200);
+        assert_eq!(&put.body[..], br#"{"x":1,"y":[1,2]}"#);
+        let patch = call(
+            &shard,
+            "PATCH",
+            "/a.json?ns=t",
+            &[],
+            Some(r#"{"x": null, "z/w": {".sv": "timestamp"}}"#),
+        );
+        assert_eq!(patch.status, 200);
+        assert_eq!(json_body(&patch)["x"], Value::Null);
+        assert!(json_body(&patch)["z/w"].as_u64().is_some());
+        let get = call(&shard, "GET", "/a.json?ns=t", &[], None);
+        assert_eq!(json_body(&get)["y"], json!([1, 2]));
+        assert!(json_body(&get).get("x").is_none());
+        let delete = call(&shard, "DELETE", "/a.json?ns=t", &[], None);
+        assert_eq!((delete.status, &delete.body[..]), (200, &b"null"[..]));
+        assert_eq!(value_at(&shard, "t", "/a"), Value::Null);
+    }
+
+    #[test]
+    fn post_creates_ordered_children() {
+        let shard = shard();
+        let first = json_body(&call(&shard, "POST", "/list.json?ns=t", &[], Some("1")));
+        let second = json_body(&call(&shard, "POST", "/list.json?ns=t", &[], Some("2")));
+        let (first, second) = (
+            first["name"].as_str().expect("a name").to_owned(),
+            second["name"].as_str().expect("a name").to_owned(),
+        );
+        assert!(first < second);
+        assert_eq!(value_at(&shard, "t", &format!("/list/{second}")), json!(2));
+    }
+
+    #[test]
+    fn etags_and_conditions() {
+        let shard = shard();
+        let empty = call(
+            &shard,
+            "GET",
+            "/c.json",
+            &[("x-firebase-etag", "true")],
+            None,
+        );
+        assert_eq!(etag(&empty), Some(NULL_ETAG));
+        let created = call(
+            &shard,
+            "PUT",
+            "/c.json",
+            &[("if-match", NULL_ETAG)],
+            Some("1"),
+        );
+        assert_eq!(created.status, 200);
+        let tag = etag(&created).expect("an etag").to_owned();
+        assert_ne!(tag, NULL_ETAG);
+        let stale = call(
+            &shard,
+            "PUT",
+            "/c.json",
+            &[("if-match", NULL_ETAG)],
+            Some("2"),
+        );
+        assert_eq!(stale.status, 412);
+        assert_eq!(&stale.body[..], b"1");
+        assert_eq!(etag(&stale), Some(tag.as_str()));
+        let unchanged = call(&shard, "GET", "/c.json", &[("if-none-match", &tag)], None);
+        assert_eq!(unchanged.status, 304);
+        assert!(unchanged.body.is_empty());
+        let changed = call(
+            &shard,
+            "GET",
+            "/c.json",
+            &[("if-none-match", "other")],
+            None,
+        );
+        assert_eq!(changed.status, 200);
+        assert_eq!(etag(&changed), Some(tag.as_str()));
+    }
+
+    #[test]
+    fn reads_with_parameters() {
+        let shard = shard();
+        call(
+            &shard,
+            "PUT",
+            "/p.json",
+            &[],
+            Some(r#"{"a": {"age": 3, ".priority": 1}, "b": {"age": 7}, "c": {"age": 9}}"#),
+        );
+        let query = call(
+            &shard,
+            "GET",
+            "/p.json?orderBy=%22age%22&startAt=5&limitToFirst=1",
+            &[],
+            None,
+        );
+        assert_eq!(json_body(&query), json!({"b": {"age": 7}}));
+        let none = call(
+            &shard,
+            "GET",
+            "/p.json?orderBy=%22age%22&limitToLast=0",
+            &[],
+            None,
+        );
+        assert_eq!(&none.body[..], b"null");
+        let shallow = call(&shard, "GET", "/p.json?shallow=true", &[], None);
+        assert_eq!(
+            json_body(&shallow),
+            json!({"a": true, "b": true, "c": true})
+        );
+        let export = call(&shard, "GET", "/p/a.json?format=export", &[], None);
+        assert_eq!(json_body(&export), json!({"age": 3, ".priority": 1}));
+        let priority = call(&shard, "GET", "/p/a/.priority.json", &[], None);
+        assert_eq!(&priority.body[..], b"1");
+        let silent = call(&shard, "GET", "/p.json?print=silent", &[], None);
+        assert_eq!((silent.status, silent.body.len()), (204, 0));
+        let jsonp = call(&shard, "GET", "/p/b/age.json?callback=cb", &[], None);
+        assert_eq!(&jsonp.body[..], b"cb(7);");
+        let pretty = call(&shard, "GET", "/p/b.json?print=pretty", &[], None);
+        assert_eq!(&pretty.body[..], b"{\n  \"age\" : 7\n}");
+    }
+
+    #[test]
+    fn bad_writes() {
+        let shard = shard();
+        assert_eq!(
+            call(&shard, "PUT", "/a.json", &[], Some("{nope")).status,
+            400
+        );
+        assert_eq!(call(&shard, "PUT", "/a.json", &[], Some("")).status, 400);
+        assert_eq!(
+            call(&shard, "PUT", "/a.json", &[], Some(r#"{"b.c": 1}"#)).status,
+            400
+        );
+        assert_eq!(
+            call(
+                &shard,
+                "PUT",
+                "/a.json",
+                &[],
+                Some(r#"{".value": 1, "x": 2}"#)
+            )
+            .status,
+            400
+        );
+        assert_eq!(
+            call(&shard, "PATCH", "/a.json", &[], Some("[1]")).status,
+            400
+        );
+        assert_eq!(
+            call(
+                &shard,
+                "PATCH",
+                "/a.json",
+                &[],
+                Some(r#"{"b": 1, "b/c": 2}"#)
+            )
+            .status,
+            400
+        );
+        let big = format!("\"{}\"", "x".repeat(2 * 1024 * 1024));
+        let too_big = call(
+            &shard,
+            "PUT",
+            "/a.json?writeSizeLimit=tiny",
+            &[],
+            Some(&big),
+        );
+        assert_eq!(too_big.status, 413);
+        call(
+            &shard,
+            "PUT",
+            "/a.json?writeSizeLimit=small",
+            &[],
+            Some(&big),
+        );
+        let delete = call(&shard, "DELETE", "/a.json?writeSizeLimit=tiny", &[], None);
+        assert_eq!(delete.status, 413, "deleting 2 MiB costs 2 MiB");
+        assert_eq!(
+            call(&shard, "DELETE", "/a.json?writeSizeLimit=small", &[], None).status,
+            200
+        );
+    }
+
+    #[test]
+    fn priority_targets() {
+        let shard = shard();
+        call(&shard, "PUT", "/a.json", &[], Some("{\"x\":1}"));
+        let set = call(&shard, "PUT", "/a/.priority.json", &[], Some("5"));
+        assert_eq!((set.status, &set.body[..]), (200, &b"5"[..]));
+        assert_eq!(
+            value_at(&shard, "default", "/a"),
+            json!({"x": 1, ".priority": 5})
+        );
+    }
+}

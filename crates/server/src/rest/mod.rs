@@ -1,0 +1,209 @@
+//! The REST API (spec §15): `GET`, `PUT`, `POST`, `PATCH` and `DELETE` on `/<path>.json`, the
+//! emulator's rules endpoint, and the parts of event streaming that are not about the stream
+//! itself (see `sse`).
+//!
+//! A request is handled in three steps. `parse` turns the request head into a [`RestRequest`]
+//! (every parameter checked, the credential resolved) without touching a database, so it can
+//! run on whichever shard the connection lives on. The HTTP layer then reads the body within
+//! the request's size limit and builds a [`RestCall`], plain data that may cross to the shard
+//! that owns the database. There `execute` applies it and returns a [`RestResponse`], again
+//! plain data.
+
+mod execute;
+mod params;
+mod parse;
+mod response;
+mod settings;
+
+use std::time::{Duration, Instant};
+
+use hearth_query::RestQuery;
+use hearth_sync::{AuthState, WriteTarget};
+use hearth_wire::JsonStyle;
+use serde_json::Value;
+
+pub use execute::{execute, reply_error};
+pub use params::WriteSizeLimit;
+pub use parse::{parse_request, DATA_METHODS};
+pub use response::RestResponse;
+
+/// The largest request body accepted for a write, whatever `writeSizeLimit` says: production's
+/// REST limit (spec §17).
+pub const MAX_REST_BODY_BYTES: usize = 256 * 1024 * 1024;
+
+/// The largest value one read may return, by the tree's size estimate: production's limit for
+/// a single response (spec §17). Larger reads are refused before anything is serialized.
+pub const MAX_REST_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
+/// A checked request, before its body is read.
+#[derive(Debug)]
+pub struct RestRequest {
+    pub namespace: String,
+    pub auth: AuthState,
+    /// When the request's credential expires (seconds since the epoch), if it does.
+    pub auth_expires_at: Option<u64>,
+    pub endpoint: Endpoint,
+}
+
+/// What a request asks for.
+#[derive(Debug)]
+pub enum Endpoint {
+    /// `GET /`: a sign of life for test runners and load balancers.
+    Status,
+    /// A CORS preflight (`OPTIONS`).
+    Preflight { request_headers: Option<String> },
+    /// `GET /.settings/rules.json` (`format=strict` strips comments).
+    RulesGet { strict: bool },
+    /// `PUT /.settings/rules.json`.
+    RulesPut,
+    /// A read, write or stream of data.
+    Data(Box<DataRequest>),
+}
+
+impl Endpoint {
+    /// The most body bytes this request may send, or `None` when it takes no body.
+    pub fn body_limit(&self) -> Option<usize> {
+        match self {
+            Endpoint::RulesPut => Some(settings::MAX_RULES_BYTES),
+            Endpoint::Data(data) => data.body_limit(),
+            _ => None,
+        }
+    }
+}
+
+/// The method of a data request, after `X-HTTP-Method-Override`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataMethod {
+    Get,
+    Put,
+    Post,
+    Patch,
+    Delete,
+}
+
+impl DataMethod {
+    pub fn is_write(self) -> bool {
+        self != DataMethod::Get
+    }
+
+    fn takes_body(self) -> bool {
+        matches!(self, DataMethod::Put | DataMethod::Post | DataMethod::Patch)
+    }
+}
+
+/// A data request with every parameter checked.
+#[derive(Debug, Clone)]
+pub struct DataRequest {
+    pub method: DataMethod,
+    /// The location; `priority_only` for paths ending in `/.priority`.
+    pub target: WriteTarget,
+    /// `orderBy` and its filters, for reads and streams.
+    pub query: Option<RestQuery>,
+    pub shallow: bool,
+    /// `format=export` and `print=pretty`.
+    pub style: JsonStyle,
+    /// `print=silent`: answer 204 without a body.
+    pub silent: bool,
+    /// `X-Firebase-ETag: true`.
+    pub want_etag: bool,
+    pub if_match: Option<String>,
+    pub if_none_match: Option<String>,
+    pub write_limit: WriteSizeLimit,
+    /// `timeout`, applied to reads.
+    pub timeout: Option<Duration>,
+    /// `download`: the file name of a `Content-Disposition: attachment`.
+    pub download: Option<String>,
+    /// `callback`: JSONP.
+    pub callback: Option<String>,
+    /// `Accept: text/event-stream` on a `GET`.
+    pub stream: bool,
+}
+
+impl DataRequest {
+    /// The body limit of this request: the hard limit, lowered by `writeSizeLimit`.
+    pub fn body_limit(&self) -> Option<usize> {
+        if !self.method.takes_body() {
+            return None;
+        }
+        Some(
+            self.write_limit
+                .max_bytes()
+                .map_or(MAX_REST_BODY_BYTES, |limit| limit.min(MAX_REST_BODY_BYTES)),
+        )
+    }
+}
+
+/// A request ready to run on the shard that owns its database: checked, with its body read.
+/// Plain data, so that it can be sent to another shard.
+#[derive(Debug)]
+pub struct RestCall {
+    pub namespace: String,
+    pub auth: AuthState,
+    pub op: CallOp,
+    /// When the request arrived, for `timeout`.
+    pub started: Instant,
+}
+
+/// The work of a call.
+#[derive(Debug)]
+pub enum CallOp {
+    RulesGet {
+        strict: bool,
+    },
+    RulesPut {
+        text: String,
+    },
+    Data {
+        request: Box<DataRequest>,
+        /// The parsed body of `PUT`, `POST` and `PATCH`.
+        body: Option<Value>,
+        /// The body's size in bytes, for `writeSizeLimit`.
+        body_bytes: usize,
+    },
+}
+
+/// Builds the call of a request whose body (if any) has been read.
+pub fn make_call(
+    request: RestRequest,
+    body: Option<Vec<u8>>,
+    started: Instant,
+) -> Result<RestCall, RestResponse> {
+    let op = match request.endpoint {
+        Endpoint::RulesGet { strict } => CallOp::RulesGet { strict },
+        Endpoint::RulesPut => {
+            let text = String::from_utf8(body.unwrap_or_default())
+                .map_err(|_| RestResponse::error(400, "the rules are not UTF-8 text"))?;
+            CallOp::RulesPut { text }
+        }
+        Endpoint::Data(data) => {
+            let body_bytes = body.as_ref().map_or(0, Vec::len);
+            let body = match body {
+                Some(bytes) if data.method.takes_body() => Some(parse_json_body(&bytes)?),
+                _ => None,
+            };
+            CallOp::Data {
+                request: data,
+                body,
+                body_bytes,
+            }
+        }
+        Endpoint::Status | Endpoint::Preflight { .. } => {
+            return Err(RestResponse::error(500, "not a database request"));
+        }
+    };
+    Ok(RestCall {
+        namespace: request.namespace,
+        auth: request.auth,
+        op,
+        started,
+    })
+}
+
+/// Production's answer to a body that is not JSON.
+pub const INVALID_JSON: &str = "Invalid data; couldn't parse JSON object, array, or value.";
+
+fn parse_json_body(bytes: &[u8]) -> Result<Value, RestResponse> {
+    // serde_json refuses nesting deeper than 128 levels, so a hostile body cannot overflow
+    // the stack; the tree refuses anything deeper than its own limit afterwards.
+    serde_json::from_slice(bytes).map_err(|_| RestResponse::error(400, INVALID_JSON))
+}

@@ -1,0 +1,61 @@
+//! The emulator's rules endpoint, `/.settings/rules.json` (spec §16): the rules of a namespace
+//! as uploaded, comments included. Only admins may read or replace them. A new document is
+//! compiled and takes effect at once: listens it no longer allows are revoked.
+
+use std::sync::Arc;
+
+use hearth_rules::Rules;
+use hearth_sync::{Access, Effects};
+
+use super::response::RestResponse;
+use crate::dispatch::route_effects;
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+pub use hearth_rules::MAX_RULES_BYTES;
+
+/// What `GET` shows for a database without a rules document.
+const OPEN_RULES: &str = "{\"rules\":{\".read\":true,\".write\":true}}";
+const LOCKED_RULES: &str = "{\"rules\":{\".read\":false,\".write\":false}}";
+
+/// `GET`: the text as uploaded, or with `format=strict` as plain JSON without comments.
+pub fn get_rules(shard: &Shard, namespace: &str, strict: bool) -> RestResponse {
+    let mut databases = shard.databases.borrow_mut();
+    let database = shard.database(&mut databases, namespace);
+    let text = match database.access() {
+        Access::Open => OPEN_RULES.to_owned(),
+        Access::Locked => LOCKED_RULES.to_owned(),
+        Access::Rules(rules) if strict => rules.strict_json().to_owned(),
+        Access::Rules(rules) => rules.source().to_owned(),
+    };
+    RestResponse::json(200, text)
+}
+
+/// `PUT`: compiles the document (400 with line and column when it is refused) and makes it
+/// the database's rules.
+pub fn put_rules(shard: &Shard, namespace: &str, text: String) -> RestResponse {
+    let rules = match Rules::parse(&text) {
+        Ok(rules) => rules,
+        Err(error) => return RestResponse::error(400, error.to_string()),
+    };
+    let mut effects = Effects::new();
+    {
+        let mut databases = shard.databases.borrow_mut();
+        let database = shard.database(&mut databases, namespace);
+        database.set_access(Access::Rules(Arc::new(rules)), now_ms(), &mut effects);
+    }
+    route_effects(shard, effects);
+    RestResponse::json(200, "{\"status\":\"ok\"}")
+}
+
+#[cfg(test)]
+mod tests {
+    use hearth_rules::Rules;
+
+    #[test]
+    fn refusals_name_line_and_column() {
+        let error = Rules::parse("{\n \"rules\": {\".read\": \"auth.uid ==\"}}")
+            .expect_err("an incomplete expression");
+        assert!(error.to_string().starts_with("line 2, column"), "{error}");
+    }
+}

@@ -1,0 +1,409 @@
+//! REST event streams (spec §15.6): `GET <path>.json` with `Accept: text/event-stream`.
+//!
+//! A stream is a session of its database, exactly like a WebSocket connection: it connects,
+//! listens at its path (with the request's query, as a tagged listen when it filters) and is
+//! disconnected when the client goes away. Its pushes therefore come from the same views as
+//! WebSocket listens. `route_effects` hands each push to [`SseFanout`], which serializes the
+//! data once per push and gives every stream the same bytes; only the short event head, whose
+//! path is relative to the stream's location, is made once per distinct stream path.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hearth_sync::{AuthState, ConnId, Effects, Push, Request};
+use hearth_tree::Path;
+use hearth_wire::{
+    encode_sse_payload, SSE_AUTH_REVOKED, SSE_CANCEL, SSE_EVENT_END, SSE_KEEP_ALIVE,
+};
+use hyper::body::{Body, Frame};
+use hyper::header::HeaderValue;
+use hyper::Response;
+use tokio::time::Sleep;
+
+use crate::dispatch::route_effects;
+use crate::http_body::HearthBody;
+use crate::outbound::MAX_OUTBOUND_BYTES;
+use crate::rest::{reply_error, DataRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+/// The tag of a stream's filtered listen. A stream holds exactly one listen, so any constant
+/// will do; the engine needs a tag to tell filtered listens apart.
+const STREAM_TAG: u64 = 1;
+
+/// The shard's handle on one open event stream.
+pub struct StreamHandle {
+    pub id: ConnId,
+    pub namespace: String,
+    /// The stream's location: event paths are relative to it.
+    pub path: Path,
+    /// `format=export`: data keeps its priorities.
+    pub export: bool,
+    queue: RefCell<VecDeque<Bytes>>,
+    queued_bytes: Cell<usize>,
+    waker: RefCell<Option<Waker>>,
+    closing: Cell<bool>,
+}
+
+impl StreamHandle {
+    pub fn new(id: ConnId, namespace: String, path: Path, export: bool) -> StreamHandle {
+        StreamHandle {
+            id,
+            namespace,
+            path,
+            export,
+            queue: RefCell::new(VecDeque::new()),
+            queued_bytes: Cell::new(0),
+            waker: RefCell::new(None),
+            closing: Cell::new(false),
+        }
+    }
+
+    /// Queues the chunks of one event. A client that reads slower than its events arrive is
+    /// cut off at [`MAX_OUTBOUND_BYTES`], as WebSocket clients are; it reconnects and starts
+    /// again from a fresh `put`.
+    pub fn send(&self, chunks: &[Bytes]) {
+        if self.closing.get() {
+            return;
+        }
+        let bytes: usize = chunks.iter().map(Bytes::len).sum();
+        let total = self.queued_bytes.get() + bytes;
+        if total > MAX_OUTBOUND_BYTES {
+            self.queue.borrow_mut().clear();
+            self.queued_bytes.set(0);
+            self.close();
+            return;
+        }
+        self.queued_bytes.set(total);
+        self.queue.borrow_mut().extend(chunks.iter().cloned());
+        self.wake();
+    }
+
+    /// RULES HOOK target: the stream's read permission was withdrawn. Sends `cancel` and ends
+    /// the stream. (`route_effects` calls this for an `Effect::Cancel` aimed at the stream.)
+    pub fn cancel(&self) {
+        self.send(&[Bytes::from_static(SSE_CANCEL)]);
+        self.close();
+    }
+
+    /// The stream's credential expired or was revoked: sends `auth_revoked` and ends the
+    /// stream; the client reconnects with a fresh credential.
+    pub fn revoke_auth(&self) {
+        self.send(&[Bytes::from_static(SSE_AUTH_REVOKED)]);
+        self.close();
+    }
+
+    /// Ends the stream once what is queued has been sent.
+    pub fn close(&self) {
+        self.closing.set(true);
+        self.wake();
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing.get()
+    }
+
+    fn wake(&self) {
+        if let Some(waker) = self.waker.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+
+    fn pop(&self) -> Option<Bytes> {
+        let chunk = self.queue.borrow_mut().pop_front()?;
+        self.queued_bytes
+            .set(self.queued_bytes.get().saturating_sub(chunk.len()));
+        Some(chunk)
+    }
+}
+
+/// The response body of a stream: the queued events, and a keep-alive event every period.
+/// Dropping it (the client went away, or the stream ended) ends the session.
+pub struct StreamBody {
+    shard: Rc<Shard>,
+    handle: Rc<StreamHandle>,
+    keep_alive: Pin<Box<Sleep>>,
+    period: Duration,
+    /// Fires when the stream's credential expires.
+    expiry: Option<Pin<Box<Sleep>>>,
+}
+
+impl StreamBody {
+    fn new(
+        shard: Rc<Shard>,
+        handle: Rc<StreamHandle>,
+        period: Duration,
+        expires_in: Option<Duration>,
+    ) -> StreamBody {
+        StreamBody {
+            shard,
+            handle,
+            keep_alive: Box::pin(tokio::time::sleep(period)),
+            period,
+            expiry: expires_in.map(|wait| Box::pin(tokio::time::sleep(wait))),
+        }
+    }
+}
+
+impl Body for StreamBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        if let Some(chunk) = this.handle.pop() {
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
+        if this.handle.is_closing() {
+            return Poll::Ready(None);
+        }
+        if let Some(expiry) = &mut this.expiry {
+            if expiry.as_mut().poll(cx).is_ready() {
+                this.expiry = None;
+                this.handle.revoke_auth();
+                return match this.handle.pop() {
+                    Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
+                    None => Poll::Ready(None),
+                };
+            }
+        }
+        if this.keep_alive.as_mut().poll(cx).is_ready() {
+            let next = tokio::time::Instant::now() + this.period;
+            this.keep_alive.as_mut().reset(next);
+            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(SSE_KEEP_ALIVE)))));
+        }
+        *this.handle.waker.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for StreamBody {
+    fn drop(&mut self) {
+        self.shard.close_stream(&self.handle);
+    }
+}
+
+/// Opens a stream on the shard that owns its database. The first event is the `put` of the
+/// whole current value (or query result) at the stream's path. The listen is checked against
+/// the database's rules like a WebSocket listen; when the rules later stop allowing it, the
+/// engine revokes it and the stream ends with a `cancel` event.
+pub fn open_stream(
+    shard: &Rc<Shard>,
+    namespace: &str,
+    auth: AuthState,
+    auth_expires_at: Option<u64>,
+    request: &DataRequest,
+) -> Result<Response<HearthBody>, RestResponse> {
+    let path = request.target.path.clone();
+    let current_bytes = shard
+        .databases
+        .borrow()
+        .get(namespace)
+        .map_or(0, |database| database.root().get(&path).estimated_bytes());
+    if current_bytes > MAX_REST_RESPONSE_BYTES {
+        return Err(RestResponse::error(
+            400,
+            "Data requested exceeds the maximum size that can be accessed with a single request.",
+        ));
+    }
+    let query = request
+        .query
+        .as_ref()
+        .map(|query| query.params.clone())
+        .unwrap_or_default();
+    let tag = query.is_filtered().then_some(STREAM_TAG);
+    let id = shard.next_conn_id();
+    let handle = Rc::new(StreamHandle::new(
+        id,
+        namespace.to_owned(),
+        path.clone(),
+        request.style.export,
+    ));
+    shard.streams.borrow_mut().insert(id, handle.clone());
+    shard.stats.borrow_mut().streams_opened += 1;
+    // A credential that expires ends the stream with `auth_revoked` when it does; the client
+    // then reconnects with a fresh one. (Development credentials never expire.)
+    let expires_in = auth_expires_at
+        .map(|at| Duration::from_millis(at.saturating_mul(1000).saturating_sub(now_ms())));
+    // From here on, dropping the body ends the session.
+    let body = StreamBody::new(
+        shard.clone(),
+        handle.clone(),
+        shard.config.sse_keep_alive,
+        expires_in,
+    );
+    let mut effects = Effects::new();
+    let reply = {
+        let mut databases = shard.databases.borrow_mut();
+        let database = shard.database(&mut databases, namespace);
+        database.connect(id);
+        database.set_auth(id, auth, now_ms(), &mut effects);
+        let listen = Request::Listen {
+            path,
+            query,
+            query_wire: None,
+            tag,
+            hash: None,
+        };
+        database.handle(id, listen, now_ms(), &mut effects)
+    };
+    route_effects(shard, effects);
+    if !reply.is_ok() {
+        // Dropping the body ends the session.
+        drop(body);
+        return Err(reply_error(reply));
+    }
+    let mut response = Response::new(HearthBody::Stream(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    headers.insert(
+        hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    Ok(response)
+}
+
+/// The stream side of delivering one push: the data is serialized at most once per form
+/// (plain, export) and each distinct stream path gets its own event head once; every stream
+/// then receives shared, reference-counted chunks.
+pub struct SseFanout<'a> {
+    push: &'a Push,
+    data: [Option<Bytes>; 2],
+    heads: Vec<(Path, bool, Option<Bytes>)>,
+}
+
+impl<'a> SseFanout<'a> {
+    pub fn new(push: &'a Push) -> SseFanout<'a> {
+        SseFanout {
+            push,
+            data: [None, None],
+            heads: Vec::new(),
+        }
+    }
+
+    /// Queues the push on `stream`.
+    pub fn deliver(&mut self, stream: &StreamHandle) {
+        let form = usize::from(stream.export);
+        if self.data[form].is_none() {
+            let payload = encode_sse_payload(self.push, stream.export);
+            self.data[form] = Some(Bytes::from(payload.data));
+        }
+        let head = match self
+            .heads
+            .iter()
+            .find(|(path, export, _)| *export == stream.export && *path == stream.path)
+        {
+            Some((_, _, head)) => head.clone(),
+            None => {
+                let head =
+                    self.push.path.strip_prefix(&stream.path).map(|relative| {
+                        Bytes::from(hearth_wire::event_head(self.kind(), &relative))
+                    });
+                self.heads
+                    .push((stream.path.clone(), stream.export, head.clone()));
+                head
+            }
+        };
+        let (Some(head), Some(data)) = (head, self.data[form].clone()) else {
+            return;
+        };
+        stream.send(&[head, data, Bytes::from_static(SSE_EVENT_END)]);
+    }
+
+    fn kind(&self) -> hearth_wire::SseKind {
+        match self.push.data {
+            hearth_sync::PushData::Put(_) => hearth_wire::SseKind::Put,
+            hearth_sync::PushData::Merge(_) => hearth_wire::SseKind::Patch,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearth_sync::PushData;
+    use hearth_tree::Node;
+    use serde_json::json;
+
+    fn drain(handle: &StreamHandle) -> String {
+        let mut out = Vec::new();
+        while let Some(chunk) = handle.pop() {
+            out.extend_from_slice(&chunk);
+        }
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn fanout_shares_the_data_bytes() {
+        let push = Push {
+            path: Path::parse("/a/b").expect("valid"),
+            data: PushData::Put(Node::from_json(&json!({"c": 1})).expect("valid")),
+        };
+        let root = StreamHandle::new(1, "ns".into(), Path::root(), false);
+        let at_a = StreamHandle::new(2, "ns".into(), Path::parse("/a").expect("valid"), false);
+        let also_root = StreamHandle::new(3, "ns".into(), Path::root(), false);
+        let mut fanout = SseFanout::new(&push);
+        fanout.deliver(&root);
+        fanout.deliver(&at_a);
+        fanout.deliver(&also_root);
+        let shared = |handle: &StreamHandle| handle.queue.borrow()[1].as_ptr();
+        assert_eq!(shared(&root), shared(&at_a));
+        assert_eq!(fanout.heads.len(), 2);
+        assert_eq!(
+            drain(&root),
+            "event: put\ndata: {\"path\":\"/a/b\",\"data\":{\"c\":1}}\n\n"
+        );
+        assert_eq!(
+            drain(&at_a),
+            "event: put\ndata: {\"path\":\"/b\",\"data\":{\"c\":1}}\n\n"
+        );
+    }
+
+    #[test]
+    fn cancel_and_revoke_end_the_stream() {
+        let handle = StreamHandle::new(1, "ns".into(), Path::root(), false);
+        handle.cancel();
+        assert!(handle.is_closing());
+        assert_eq!(drain(&handle), "event: cancel\ndata: null\n\n");
+        handle.send(&[Bytes::from_static(b"late")]);
+        assert_eq!(drain(&handle), "");
+        let revoked = StreamHandle::new(2, "ns".into(), Path::root(), false);
+        revoked.revoke_auth();
+        assert_eq!(
+            drain(&revoked),
+            "event: auth_revoked\ndata: credential is no longer valid\n\n"
+        );
+    }
+
+    #[test]
+    fn slow_streams_are_cut_off() {
+        let handle = StreamHandle::new(1, "ns".into(), Path::root(), false);
+        let big = Bytes::from(vec![b'x'; 1024 * 1024]);
+        for _ in 0..=(MAX_OUTBOUND_BYTES / big.len()) {
+            handle.send(std::slice::from_ref(&big));
+        }
+        assert!(handle.is_closing());
+        assert_eq!(drain(&handle), "");
+    }
+}

@@ -1,0 +1,119 @@
+//! Who may read and write what: the database's rules, and the identity of each session.
+
+use std::sync::Arc;
+
+use hearth_query::QueryParams;
+use hearth_rules::{Decision, Rules};
+use hearth_tree::{Node, Path};
+use serde_json::Value;
+
+/// The rules a database enforces.
+#[derive(Debug, Clone, Default)]
+pub enum Access {
+    /// Everything is allowed (development mode, before any rules are set).
+    #[default]
+    Open,
+    /// Nothing is allowed except to admins: the safe default of a production server with no
+    /// rules configured.
+    Locked,
+    /// A loaded rules document.
+    Rules(Arc<Rules>),
+}
+
+/// Who a connection is, as far as the database is concerned.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum AuthState {
+    /// No credential: rules see `auth == null`.
+    #[default]
+    Anonymous,
+    /// Full access; rules are bypassed.
+    Admin,
+    /// An identity; rules see this value as `auth` (`{uid, provider, token}`).
+    User(Value),
+}
+
+impl AuthState {
+    /// The `auth` variable of the rules language.
+    fn variable(&self) -> &Value {
+        static NULL: Value = Value::Null;
+        match self {
+            AuthState::User(value) => value,
+            AuthState::Anonymous | AuthState::Admin => &NULL,
+        }
+    }
+}
+
+/// Why an operation was refused, for the reply and the debug log.
+pub(crate) struct Refusal {
+    pub detail: String,
+}
+
+impl Access {
+    pub(crate) fn check_read(
+        &self,
+        auth: &AuthState,
+        root: &Node,
+        path: &Path,
+        query: Option<&QueryParams>,
+        now_ms: u64,
+    ) -> Result<(), Refusal> {
+        if *auth == AuthState::Admin {
+            return Ok(());
+        }
+        match self {
+            Access::Open => Ok(()),
+            Access::Locked => Err(locked(path)),
+            Access::Rules(rules) => {
+                decision(rules.can_read(root, path, auth.variable(), query, now_ms))
+            }
+        }
+    }
+
+    /// Checks a write whose targets are `base` joined with each of `relative` (one empty
+    /// relative path for a plain set).
+    pub(crate) fn check_write(
+        &self,
+        auth: &AuthState,
+        old_root: &Node,
+        new_root: &Node,
+        base: &Path,
+        relative: &[Path],
+        now_ms: u64,
+    ) -> Result<(), Refusal> {
+        if *auth == AuthState::Admin {
+            return Ok(());
+        }
+        match self {
+            Access::Open => Ok(()),
+            Access::Locked => Err(locked(base)),
+            Access::Rules(rules) => match relative {
+                [only] if only.is_root() => {
+                    decision(rules.can_write(old_root, new_root, base, auth.variable(), now_ms))
+                }
+                _ => decision(rules.can_update(
+                    old_root,
+                    new_root,
+                    base,
+                    relative,
+                    auth.variable(),
+                    now_ms,
+                )),
+            },
+        }
+    }
+}
+
+fn locked(path: &Path) -> Refusal {
+    Refusal {
+        detail: format!("{path}: no rules are configured, so only admins have access"),
+    }
+}
+
+fn decision(decision: Decision) -> Result<(), Refusal> {
+    match decision.denial() {
+        None => Ok(()),
+        Some(denial) => Err(Refusal {
+            detail: denial.to_string(),
+        }),
+    }
+}
