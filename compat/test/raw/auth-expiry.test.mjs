@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { useHearth, T, uniqueNs } from '../../lib/harness.mjs';
 import { RawClient } from '../../lib/raw.mjs';
+import { SseStream } from '../rest/rest-client.mjs';
 
 const SECRET = 'compat-test-secret-with-enough-length';
 
@@ -48,6 +49,21 @@ describe('auth expiry', () => {
     assert.equal(revoked.d.b.s, 'expired_token');
     const { msg: cancel } = await c.waitMessage((m) => m?.t === 'd' && m.d?.a === 'c', { ms: 5_000, label: 'cancel push' });
     assert.equal(cancel.d.b.p, '/users/erin');
+  });
+
+  it('an event stream whose token expires ends with auth_revoked', T, async () => {
+    const ns = uniqueNs();
+    await putRules(h.port, ns, {
+      rules: { users: { $uid: { '.read': 'auth != null && auth.uid == $uid' } } },
+    });
+    const now = Math.floor(Date.now() / 1000);
+    const token = hs256({ sub: 'gus', iat: now, exp: now + 2 });
+    const stream = new SseStream(`http://127.0.0.1:${h.port}/users/gus.json?ns=${ns}&auth=${token}`);
+    h.defer(() => stream.close());
+    await stream.until((s) => s.events.some((e) => e.event === 'put'), 5_000, 'the first put');
+    await stream.until((s) => s.events.some((e) => e.event === 'auth_revoked'), 8_000, 'auth_revoked', { allowEnd: true });
+    const revoked = stream.events.find((e) => e.event === 'auth_revoked');
+    assert.equal(revoked.data, 'credential is no longer valid');
   });
 
   it('an expired or forged token is refused with invalid_token', T, async () => {

@@ -41,13 +41,22 @@ export async function rest(url, { method = 'GET', body, raw = false, headers = {
   return { status: res.status, headers: res.headers, text, json };
 }
 
-/** The FNV-1a shard of a namespace, as the server computes it (crates/server/src/namespace.rs). */
+/**
+ * The shard of a namespace, as the server computes it (crates/server/src/namespace.rs):
+ * FNV-1a, then the 64-bit MurmurHash3 finalizer, modulo the shard count.
+ */
 export function ownerShard(ns, shards) {
+  const M = 0xffffffffffffffffn;
   let h = 0xcbf29ce484222325n;
   for (const b of Buffer.from(ns, 'utf8')) {
     h ^= BigInt(b);
-    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
+    h = (h * 0x100000001b3n) & M;
   }
+  h ^= h >> 33n;
+  h = (h * 0xff51afd7ed558ccdn) & M;
+  h ^= h >> 33n;
+  h = (h * 0xc4ceb9fe1a85ec53n) & M;
+  h ^= h >> 33n;
   return Number(h % BigInt(shards));
 }
 

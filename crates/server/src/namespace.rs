@@ -87,6 +87,22 @@ mod tests {
         assert!(resolve(Some(&"x".repeat(129)), None, "d").is_err());
     }
 
+    /// The same values as the JavaScript copy of this function in the compat suite
+    /// (`compat/test/rest/rest-client.mjs`), which picks namespaces by shard.
+    #[test]
+    fn pinned_values() {
+        let cases = [
+            ("demo", 0, 0),
+            ("home-0-abc", 6, 0),
+            ("pool-3-xyz", 2, 0),
+            ("one", 4, 0),
+        ];
+        for (name, of_seven, of_two) in cases {
+            assert_eq!(owner_shard(name, 7), of_seven, "{name}");
+            assert_eq!(owner_shard(name, 2), of_two, "{name}");
+        }
+    }
+
     #[test]
     fn short_names_spread_over_two_shards() {
         let names = [
