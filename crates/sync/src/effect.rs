@@ -9,7 +9,7 @@ use crate::request::{ConnId, Tag};
 use crate::write::Write;
 
 /// One receiver of a push: a connection, and the tag of its filtered listen if any.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Target {
     pub conn: ConnId,
     pub tag: Option<Tag>,

@@ -16,8 +16,31 @@ pub(crate) struct View {
     pub path: Path,
     pub query: QueryParams,
     pub subscribers: Vec<Target>,
+    /// Where each subscriber sits in `subscribers`, so that removing one is O(1) even when
+    /// thousands of connections leave a popular view at once.
+    positions: HashMap<Target, usize>,
     /// The result last sent, for filtered views (their pushes are diffs against it).
     pub window: Node,
+}
+
+impl View {
+    fn add(&mut self, target: Target) {
+        if self.positions.contains_key(&target) {
+            return;
+        }
+        self.positions.insert(target, self.subscribers.len());
+        self.subscribers.push(target);
+    }
+
+    fn remove(&mut self, target: Target) {
+        let Some(index) = self.positions.remove(&target) else {
+            return;
+        };
+        self.subscribers.swap_remove(index);
+        if let Some(moved) = self.subscribers.get(index) {
+            self.positions.insert(*moved, index);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -47,7 +70,7 @@ impl Views {
         let query = normalize(query);
         if let Some(&id) = self.by_key.get(&(path.clone(), query.clone())) {
             if let Some(view) = self.slots[id].as_mut() {
-                view.subscribers.push(target);
+                view.add(target);
                 return id;
             }
         }
@@ -60,6 +83,7 @@ impl Views {
             path: path.clone(),
             query: query.clone(),
             subscribers: vec![target],
+            positions: HashMap::from([(target, 0)]),
             window,
         };
         let id = match self.free.pop() {
@@ -82,9 +106,7 @@ impl Views {
         let Some(view) = self.slots.get_mut(id).and_then(Option::as_mut) else {
             return;
         };
-        if let Some(index) = view.subscribers.iter().position(|t| *t == target) {
-            view.subscribers.swap_remove(index);
-        }
+        view.remove(target);
         if !view.subscribers.is_empty() {
             return;
         }
@@ -211,6 +233,31 @@ mod tests {
         views.unsubscribe(a, target(2));
         assert_eq!(views.len(), 0);
         assert!(views.trie.children.is_empty());
+    }
+
+    #[test]
+    fn many_subscribers_leave_in_any_order() {
+        let mut views = Views::default();
+        let root = Node::empty();
+        let id = views.subscribe(&path("/x"), &QueryParams::default(), target(0), &root);
+        for conn in 1..100 {
+            views.subscribe(&path("/x"), &QueryParams::default(), target(conn), &root);
+        }
+        for conn in (0..100)
+            .filter(|c| c % 3 == 0)
+            .chain((0..100).filter(|c| c % 3 != 0))
+        {
+            let view = views.get(id).expect("live until the last one leaves");
+            assert!(view.subscribers.contains(&target(conn)));
+            views.unsubscribe(id, target(conn));
+            if let Some(view) = views.get(id) {
+                assert!(!view.subscribers.contains(&target(conn)));
+                for (index, t) in view.subscribers.iter().enumerate() {
+                    assert_eq!(view.positions[t], index);
+                }
+            }
+        }
+        assert_eq!(views.len(), 0);
     }
 
     #[test]
