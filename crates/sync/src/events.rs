@@ -6,7 +6,10 @@
 //! result and send the difference from what they sent last, so that children entering a limit
 //! window arrive together with those that leave it.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
+
+use hearth_query::LimitFrom;
 
 use hearth_tree::{Node, Path};
 
@@ -122,6 +125,9 @@ fn default_push_below(
 /// Recomputes a filtered view and returns the push that brings its listeners from the old
 /// result to the new one, or `None` when the result did not change.
 fn filtered_push(view: &mut View, targets: &[Path], new_root: &Node) -> Option<Push> {
+    if window_unchanged(view, targets, new_root) {
+        return None;
+    }
     let window = view.query.apply(&new_root.get(&view.path));
     if window.ptr_eq(&view.window) || window == view.window {
         return None;
@@ -158,6 +164,49 @@ fn filtered_push(view: &mut View, targets: &[Path], new_root: &Node) -> Option<P
         path: view.path.clone(),
         data: PushData::Merge(entries),
     })
+}
+
+/// Whether a single write below the view provably leaves its window as it was, so that the
+/// window need not be recomputed over every child. That holds when the written child was not
+/// in the window and now is either gone, out of range, or beyond the far end of a full limit
+/// window: the common case of a leaderboard whose lower ranks change.
+fn window_unchanged(view: &View, targets: &[Path], new_root: &Node) -> bool {
+    let [target] = targets else {
+        return false;
+    };
+    if target.len() <= view.path.len() || !target.starts_with(&view.path) {
+        return false;
+    }
+    let key = &target.keys()[view.path.len()];
+    if !view.window.child(key).is_empty() {
+        return false;
+    }
+    // Outside the window before, and not there now: nothing that was in it moved.
+    let parent = new_root.get(&view.path);
+    if parent.is_leaf() {
+        return false;
+    }
+    let child = parent.child(key);
+    if child.is_empty() || !view.query.in_range(key, &child) {
+        return true;
+    }
+    let Some(limit) = &view.query.limit else {
+        return false;
+    };
+    if view.window.child_count() < limit.count as usize {
+        return false;
+    }
+    // A full window: the new child stays out if it sorts beyond the window's far end.
+    let query = &view.query;
+    let members = view.window.children();
+    match limit.from {
+        LimitFrom::First => members
+            .max_by(|a, b| query.compare_children(*a, *b))
+            .is_some_and(|last| query.compare_children((key, &child), last) == Ordering::Greater),
+        LimitFrom::Last => members
+            .min_by(|a, b| query.compare_children(*a, *b))
+            .is_some_and(|first| query.compare_children((key, &child), first) == Ordering::Less),
+    }
 }
 
 /// When a single write below the view changed one child that stays in the window, and the
