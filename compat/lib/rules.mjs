@@ -18,21 +18,11 @@ import path from 'node:path';
 import { onValue } from 'firebase/database';
 import { initializeApp as adminInitializeApp } from 'firebase-admin/app';
 import { getDatabase as adminGetDatabase } from 'firebase-admin/database';
-import { ARTIFACTS_DIR, assertBinary, canConnect, freePort, hearthBinary } from './server.mjs';
+import { HearthServer, assertBinary, cleanEnv, freePort, hearthBinary } from './server.mjs';
 import { createAdmin, createClient, ownerCredential, uniqueAppName, uniqueNs } from './harness.mjs';
 import { deferred, rid, withTimeout } from './util.mjs';
 
 export const OWNER_HEADERS = Object.freeze({ authorization: 'Bearer owner' });
-
-// Environment variables that clap reads as defaults for `hearth serve`: never inherit them,
-// so every server runs with exactly the flags a test gives.
-const SERVE_ENV = ['HEARTH_LISTEN', 'HEARTH_DATA_DIR', 'HEARTH_THREADS', 'HEARTH_RULES', 'HEARTH_ADMIN_TOKEN', 'HEARTH_JWT_SECRET'];
-
-function cleanEnv(extra = {}) {
-  const env = { RUST_BACKTRACE: '1', ...process.env };
-  for (const k of SERVE_ENV) delete env[k];
-  return { ...env, ...extra };
-}
 
 // ---------------------------------------------------------------------------
 // Server processes
@@ -42,108 +32,22 @@ function cleanEnv(extra = {}) {
  * A `hearth serve` process with the given flags. `dev: true` adds --dev. Exposes the same
  * members the harness factories use (port, databaseURL(ns), wsURL(ns)).
  */
-export class RulesServer {
+export class RulesServer extends HearthServer {
   constructor({ dev = false, args = [], env = {} } = {}) {
-    this.dev = dev;
-    this.args = args;
-    this.env = env;
-    this.bin = assertBinary(hearthBinary());
-    this.port = null;
-    this.proc = null;
-    this.exit = null;
-    this.logPath = null;
+    super({ dev, extraArgs: args, env });
   }
 
-  static async start(opts) {
+  static async start(opts = {}) {
     const s = new RulesServer(opts);
+    s.port = await freePort();
     await s.start();
     return s;
-  }
-
-  databaseURL(ns) {
-    return `http://127.0.0.1:${this.port}?ns=${ns}`;
-  }
-
-  wsURL(ns) {
-    return `ws://127.0.0.1:${this.port}/.ws?v=5&ns=${ns}`;
   }
 
   /** `http://127.0.0.1:PORT/path.json?ns=NS&...` */
   url(ns, p, params = {}) {
     const q = new URLSearchParams({ ns, ...params });
     return `http://127.0.0.1:${this.port}/${p.replace(/^\/+/, '')}.json?${q}`;
-  }
-
-  get commandLine() {
-    return [this.bin, ...this.fullArgs].join(' ');
-  }
-
-  async start() {
-    this.port = await freePort();
-    this.fullArgs = ['serve', ...(this.dev ? ['--dev'] : []), '--listen', `127.0.0.1:${this.port}`, '--threads', '2', ...this.args];
-    fs.mkdirSync(ARTIFACTS_DIR, { recursive: true });
-    this.logPath = path.join(ARTIFACTS_DIR, `server-${this.port}.log`);
-    fs.appendFileSync(this.logPath, `\n=== [rules harness ${new Date().toISOString()}] start: ${this.commandLine} ===\n`);
-    const out = fs.openSync(this.logPath, 'a');
-    try {
-      this.proc = spawn(this.bin, this.fullArgs, { stdio: ['ignore', out, out], env: cleanEnv(this.env) });
-    } finally {
-      fs.closeSync(out);
-    }
-    const proc = this.proc;
-    const reap = () => {
-      try {
-        proc.kill('SIGKILL');
-      } catch {
-        /* ignore */
-      }
-    };
-    process.once('exit', reap);
-    this.exited = new Promise((resolve) => {
-      proc.once('exit', (code, signal) => {
-        process.removeListener('exit', reap);
-        this.exit = { code, signal };
-        resolve(this.exit);
-      });
-    });
-    const deadline = Date.now() + 15_000;
-    for (;;) {
-      if (this.exit) throw new Error(`hearth exited during startup (${JSON.stringify(this.exit)}): ${this.commandLine}\n${this.logTail()}`);
-      if (await canConnect(this.port, 500)) return this;
-      if (Date.now() > deadline) {
-        await this.stop();
-        throw new Error(`hearth did not listen on ${this.port} within 15 s: ${this.commandLine}\n${this.logTail()}`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-
-  log() {
-    try {
-      return fs.readFileSync(this.logPath, 'utf8');
-    } catch {
-      return '';
-    }
-  }
-
-  logTail(lines = 30) {
-    return this.log().split('\n').slice(-lines).join('\n');
-  }
-
-  async stop() {
-    const proc = this.proc;
-    if (!proc || this.exit) return this.exit;
-    proc.kill('SIGTERM');
-    const timer = setTimeout(() => {
-      try {
-        proc.kill('SIGKILL');
-      } catch {
-        /* ignore */
-      }
-    }, 3_000);
-    const result = await this.exited;
-    clearTimeout(timer);
-    return result;
   }
 }
 

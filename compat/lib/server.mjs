@@ -76,9 +76,22 @@ export function canConnect(port, timeoutMs = 1000) {
   });
 }
 
+// Environment variables that clap reads as defaults for `hearth serve`: never inherit them,
+// so every server runs with exactly the flags a test gives.
+const SERVE_ENV = ['HEARTH_LISTEN', 'HEARTH_DATA_DIR', 'HEARTH_THREADS', 'HEARTH_RULES', 'HEARTH_ADMIN_TOKEN', 'HEARTH_JWT_SECRET'];
+
+/** The environment of a spawned `hearth`: this process's, minus the serve defaults, plus `extra`. */
+export function cleanEnv(extra = {}) {
+  const env = { RUST_BACKTRACE: '1', ...process.env };
+  for (const k of SERVE_ENV) delete env[k];
+  return { ...env, ...extra };
+}
+
 export class HearthServer {
-  constructor({ port, bin = hearthBinary(), extraArgs = [], env = {} } = {}) {
+  /** `dev: false` starts the server without --dev (locked databases unless --rules). */
+  constructor({ port, bin = hearthBinary(), extraArgs = [], env = {}, dev = true } = {}) {
     this.port = port;
+    this.dev = dev;
     this.bin = bin;
     this.extraArgs = extraArgs;
     this.env = env;
@@ -147,14 +160,14 @@ export class HearthServer {
   }
 
   async _spawnOnce(deadline) {
-    const args = ['serve', '--dev', '--listen', `127.0.0.1:${this.port}`, '--threads', '2', ...this.extraArgs];
+    const args = this.args;
     this._log(`start #${++this.starts}: ${this.bin} ${args.join(' ')}`);
     const out = fs.openSync(this.logPath, 'a');
     let proc;
     try {
       proc = spawn(this.bin, args, {
         stdio: ['ignore', out, out],
-        env: { RUST_BACKTRACE: '1', ...process.env, ...this.env },
+        env: cleanEnv(this.env),
       });
     } finally {
       fs.closeSync(out);
@@ -209,13 +222,27 @@ export class HearthServer {
     }
   }
 
-  logTail(lines = 30) {
+  /** The arguments of `hearth` for this server. */
+  get args() {
+    return ['serve', ...(this.dev ? ['--dev'] : []), '--listen', `127.0.0.1:${this.port}`, '--threads', '2', ...this.extraArgs];
+  }
+
+  get commandLine() {
+    return [this.bin, ...this.args].join(' ');
+  }
+
+  /** Everything the server has logged so far. */
+  log() {
     try {
-      const text = fs.readFileSync(this.logPath, 'utf8');
-      return text.split('\n').slice(-lines).join('\n');
+      return fs.readFileSync(this.logPath, 'utf8');
     } catch {
-      return '(no log)';
+      return '';
     }
+  }
+
+  logTail(lines = 30) {
+    const text = this.log();
+    return text ? text.split('\n').slice(-lines).join('\n') : '(no log)';
   }
 
   /** Send `signal` and wait for the process to exit; SIGKILL after 3 s if it lingers. */
