@@ -89,6 +89,8 @@ def server(tmp_path_factory):
                 "2",
                 "--sse-keep-alive-secs",
                 str(SSE_KEEP_ALIVE_SECS),
+                "--data-dir",
+                str(tmp_path_factory.mktemp("hearth-data")),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

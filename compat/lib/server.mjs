@@ -12,6 +12,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -87,10 +88,27 @@ export function cleanEnv(extra = {}) {
   return { ...env, ...extra };
 }
 
+const temporaryDataDirs = [];
+
+/** A fresh data directory under the system's temporary directory, removed at exit. */
+function temporaryDataDir() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-compat-'));
+  if (temporaryDataDirs.length === 0) {
+    process.on('exit', () => {
+      for (const d of temporaryDataDirs) fs.rmSync(d, { recursive: true, force: true });
+    });
+  }
+  temporaryDataDirs.push(dir);
+  return dir;
+}
+
 export class HearthServer {
   /** `dev: false` starts the server without --dev (locked databases unless --rules). */
-  constructor({ port, bin = hearthBinary(), extraArgs = [], env = {}, dev = true } = {}) {
+  constructor({ port, bin = hearthBinary(), extraArgs = [], env = {}, dev = true, dataDir } = {}) {
     this.port = port;
+    // Every server gets a data directory of its own, kept across restart() and kill() so
+    // that restarts recover the data; the ones made here are removed when the process exits.
+    this.dataDir = dataDir ?? temporaryDataDir();
     this.dev = dev;
     this.bin = bin;
     this.extraArgs = extraArgs;
@@ -224,7 +242,17 @@ export class HearthServer {
 
   /** The arguments of `hearth` for this server. */
   get args() {
-    return ['serve', ...(this.dev ? ['--dev'] : []), '--listen', `127.0.0.1:${this.port}`, '--threads', '2', ...this.extraArgs];
+    return [
+      'serve',
+      ...(this.dev ? ['--dev'] : []),
+      '--listen',
+      `127.0.0.1:${this.port}`,
+      '--threads',
+      '2',
+      '--data-dir',
+      this.dataDir,
+      ...this.extraArgs,
+    ];
   }
 
   get commandLine() {

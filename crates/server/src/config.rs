@@ -8,6 +8,7 @@ use std::time::Duration;
 use hearth_rules::Rules;
 
 use crate::auth::AuthConfig;
+use crate::persist::PersistConfig;
 
 /// Everything `hearth serve` was told, resolved to concrete values.
 #[derive(Debug, Clone)]
@@ -16,6 +17,9 @@ pub struct ServeConfig {
     pub listen: Vec<SocketAddr>,
     pub data_dir: PathBuf,
     pub threads: usize,
+    /// Whether `threads` was asked for (`--threads`) rather than defaulted: a data directory
+    /// created with another shard count is then refused instead of followed.
+    pub threads_from_flag: bool,
     /// Emulator-compatible mode: `owner` and unsigned mock tokens are accepted.
     pub dev: bool,
     /// How often the server pings each WebSocket.
@@ -32,6 +36,8 @@ pub struct ServeConfig {
     /// The rules every database starts with (`--rules`); without them a database is open in
     /// development mode and locked otherwise.
     pub default_rules: Option<Arc<Rules>>,
+    /// Durability, snapshots and eviction.
+    pub persist: PersistConfig,
 }
 
 impl ServeConfig {
@@ -40,6 +46,7 @@ impl ServeConfig {
             listen: vec![listen],
             data_dir: PathBuf::from("hearth-data"),
             threads: 1,
+            threads_from_flag: false,
             dev: true,
             ping_interval: Duration::from_secs(20),
             idle_timeout: Duration::from_secs(60),
@@ -50,6 +57,7 @@ impl ServeConfig {
                 ..AuthConfig::default()
             },
             default_rules: None,
+            persist: PersistConfig::memory(),
         }
     }
 }

@@ -208,7 +208,7 @@ fn inbound(
 async fn flush(socket: &mut Socket, handle: &ConnHandle) -> Result<(), WsError> {
     let write = async {
         loop {
-            let queued = handle.take_queued();
+            let queued = handle.take_ready();
             if queued.is_empty() {
                 break;
             }

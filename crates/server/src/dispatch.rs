@@ -71,9 +71,10 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
                 let Some(database) = databases.get_mut(&handle.namespace) else {
                     return;
                 };
+                database.last_used_ms = now_ms();
                 database.handle(handle.id, request, now_ms(), &mut effects)
             };
-            route_effects(shard, effects);
+            route_effects(shard, &handle.namespace, effects);
             encode_reply(request_id, &reply)
         }
     };
@@ -98,15 +99,23 @@ fn set_auth(shard: &Shard, handle: &ConnHandle, auth: AuthState) {
     if let Some(database) = shard.databases.borrow_mut().get_mut(&handle.namespace) {
         database.set_auth(handle.id, auth, now_ms(), &mut effects);
     }
-    route_effects(shard, effects);
+    route_effects(shard, &handle.namespace, effects);
 }
 
-/// Delivers effects in order. Each push is serialized once per transport: WebSocket listeners
+/// Delivers the effects of a step of `namespace`'s database in order: a write goes to the log
+/// first, so that the messages that follow it are tagged to wait for it. Each push is serialized once per transport: WebSocket listeners
 /// share the same frames (filtered ones get the same bytes with their tag spliced in), and
 /// event streams share the same data bytes (see `SseFanout`).
-pub fn route_effects(shard: &Shard, effects: Effects) {
+pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
     if effects.is_empty() {
         return;
+    }
+    // Log records first: they come before their pushes in the list, and the pushes must be
+    // queued after the database's sequence number moved.
+    for effect in &effects {
+        if let Effect::Log(write) = effect {
+            shard.log_write(namespace, write);
+        }
     }
     let conns = shard.conns.borrow();
     let streams = shard.streams.borrow();
@@ -146,7 +155,7 @@ pub fn route_effects(shard: &Shard, effects: Effects) {
                     stream.cancel();
                 }
             }
-            Effect::Log(_) => shard.stats.borrow_mut().log_records += 1,
+            Effect::Log(_) => {}
         }
     }
 }

@@ -31,7 +31,7 @@ use tracing::debug;
 use crate::http_body::HearthBody;
 use crate::namespace::owner_shard;
 use crate::rest::{
-    execute, make_call, parse_request, DataRequest, Endpoint, RestRequest, RestResponse,
+    execute_durable, make_call, parse_request, DataRequest, Endpoint, RestRequest, RestResponse,
 };
 use crate::shard::Shard;
 use crate::sse::open_stream;
@@ -150,7 +150,7 @@ async fn answer(
         Err(response) => return response.into_http(),
     };
     let response = if owner == shard.index {
-        execute(&shard, call)
+        execute_durable(&shard, call).await
     } else {
         let answer = shard.forward(owner, call);
         let unavailable = || RestResponse::error(503, "the database's shard is unavailable");

@@ -6,8 +6,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hearth_server::auth::AuthConfig;
+use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::rules_file::load_rules;
 use hearth_server::{ServeConfig, Server, DEFAULT_NAMESPACE};
+use hearth_store::SnapshotPolicy;
 use tracing::{info, warn};
 
 #[derive(Parser)]
@@ -45,10 +47,30 @@ struct ServeArgs {
     /// 127.0.0.1 and ::1.
     #[arg(long, default_value = "localhost:9000", env = "HEARTH_LISTEN")]
     listen: String,
-    /// Directory for the data (not used yet: data is held in memory).
+    /// Directory for the data: a write-ahead log and snapshots per shard. Created if missing;
+    /// locked while the server runs.
     #[arg(long, default_value = "./hearth-data", env = "HEARTH_DATA_DIR")]
     data_dir: PathBuf,
-    /// Shards (threads, one per core). Defaults to the number of cores.
+    /// When a write is acknowledged. strict: after its log record is synced to disk (no
+    /// acknowledged write is ever lost, and no client sees a write before it is durable).
+    /// batch: at once, with the log synced every --sync-interval-ms (a machine crash may lose
+    /// the last interval). none: memory only, nothing is written to disk.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Strict, env = "HEARTH_DURABILITY")]
+    durability: DurabilityArg,
+    /// With --durability batch: the longest time between two syncs of the log.
+    #[arg(long, default_value_t = 10)]
+    sync_interval_ms: u64,
+    /// Snapshot a database once this many MiB of log records accumulated for it.
+    #[arg(long, default_value_t = 64)]
+    snapshot_wal_mib: u64,
+    /// Snapshot a database with new records at least this often (seconds).
+    #[arg(long, default_value_t = 600)]
+    snapshot_max_age_secs: u64,
+    /// Never snapshot the same database more often than this (seconds).
+    #[arg(long, default_value_t = 10)]
+    snapshot_min_interval_secs: u64,
+    /// Shards (threads, one per core). Defaults to the number of cores, or to the shard count
+    /// of an existing data directory.
     #[arg(long, env = "HEARTH_THREADS")]
     threads: Option<usize>,
     /// Development mode, compatible with the Firebase emulator: accepts the `owner` token and
@@ -86,6 +108,36 @@ struct ServeArgs {
     /// fetch them).
     #[arg(long, requires = "firebase_project")]
     firebase_jwks: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DurabilityArg {
+    Strict,
+    Batch,
+    None,
+}
+
+impl From<DurabilityArg> for Durability {
+    fn from(arg: DurabilityArg) -> Durability {
+        match arg {
+            DurabilityArg::Strict => Durability::Strict,
+            DurabilityArg::Batch => Durability::Batch,
+            DurabilityArg::None => Durability::None,
+        }
+    }
+}
+
+fn persist_config(args: &ServeArgs) -> PersistConfig {
+    PersistConfig {
+        durability: args.durability.into(),
+        sync_interval: Duration::from_millis(args.sync_interval_ms.max(1)),
+        snapshots: SnapshotPolicy {
+            wal_bytes_max: args.snapshot_wal_mib.max(1).saturating_mul(1024 * 1024),
+            age_ms_max: args.snapshot_max_age_secs.max(1).saturating_mul(1000),
+            interval_ms_min: args.snapshot_min_interval_secs.saturating_mul(1000),
+        },
+        evict_idle: None,
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -158,8 +210,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         auth,
         default_rules,
         listen,
+        persist: persist_config(&args),
         data_dir: args.data_dir,
         threads,
+        threads_from_flag: args.threads.is_some(),
         dev: args.dev,
         ping_interval: Duration::from_secs(args.ping_interval_secs.max(1)),
         idle_timeout: Duration::from_secs(args.idle_timeout_secs.max(2)),

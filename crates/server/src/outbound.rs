@@ -1,5 +1,7 @@
 //! A connection's outbound queue. Everything a loop turn produces for a connection is queued
-//! here, and the connection's task writes the whole queue with one flush.
+//! here, and the connection's task writes the whole queue with one flush. Each message carries
+//! its durability tag (see `persist::gate`): the task writes the prefix of the queue whose
+//! writes are on disk, and the shard wakes it again when the disk catches up.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -10,6 +12,8 @@ use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+
+use crate::persist::Tagger;
 
 /// The most bytes that may wait in one connection's queue. A client that reads slower than
 /// its data arrives is disconnected rather than allowed to grow the server's memory.
@@ -48,8 +52,12 @@ pub struct ConnHandle {
     pub id: ConnId,
     pub namespace: String,
     pub session_id: String,
-    queue: RefCell<VecDeque<Message>>,
+    /// Messages with their durability tags.
+    queue: RefCell<VecDeque<(u64, Message)>>,
     queued_bytes: Cell<usize>,
+    tagger: Tagger,
+    /// Whether the connection is registered with the gate to be woken.
+    waiting: Cell<bool>,
     notify: Notify,
     closing: RefCell<Option<CloseReason>>,
     /// When the connection's credential expires (seconds since the epoch).
@@ -57,13 +65,15 @@ pub struct ConnHandle {
 }
 
 impl ConnHandle {
-    pub fn new(id: ConnId, namespace: String, session_id: String) -> ConnHandle {
+    pub fn new(id: ConnId, namespace: String, session_id: String, tagger: Tagger) -> ConnHandle {
         ConnHandle {
             id,
             namespace,
             session_id,
             queue: RefCell::new(VecDeque::new()),
             queued_bytes: Cell::new(0),
+            tagger,
+            waiting: Cell::new(false),
             notify: Notify::new(),
             closing: RefCell::new(None),
             auth_expires_at: Cell::new(None),
@@ -92,14 +102,57 @@ impl ConnHandle {
             return;
         }
         self.queued_bytes.set(total);
-        self.queue.borrow_mut().extend(frames.iter().cloned());
+        let tag = self.tagger.tag();
+        self.queue
+            .borrow_mut()
+            .extend(frames.iter().map(|frame| (tag, frame.clone())));
+        if self.tagger.gate.passes(tag) {
+            self.notify.notify_one();
+        } else {
+            self.wait_for_disk();
+        }
+    }
+
+    /// Takes the messages that may be sent now: the front of the queue, up to the first
+    /// message whose write is not yet durable.
+    pub fn take_ready(&self) -> Vec<Message> {
+        let mut queue = self.queue.borrow_mut();
+        let gate = &self.tagger.gate;
+        let ready = queue
+            .iter()
+            .position(|(tag, _)| !gate.passes(*tag))
+            .unwrap_or(queue.len());
+        let taken: Vec<Message> = queue.drain(..ready).map(|(_, message)| message).collect();
+        let bytes: usize = taken.iter().map(Message::len).sum();
+        self.queued_bytes
+            .set(self.queued_bytes.get().saturating_sub(bytes));
+        let held = !queue.is_empty();
+        drop(queue);
+        if held {
+            self.wait_for_disk();
+        }
+        taken
+    }
+
+    fn wait_for_disk(&self) {
+        if !self.waiting.replace(true) {
+            self.tagger.gate.wait(self.id);
+        }
+    }
+
+    /// The disk caught up: the held messages may be ready.
+    pub fn wake_after_disk(&self) {
+        self.waiting.set(false);
         self.notify.notify_one();
     }
 
-    /// Takes everything queued.
-    pub fn take_queued(&self) -> VecDeque<Message> {
-        self.queued_bytes.set(0);
-        std::mem::take(&mut *self.queue.borrow_mut())
+    /// Drops the messages that wait for writes that will never be durable (the log failed).
+    pub fn discard_held(&self) {
+        let gate = &self.tagger.gate;
+        let mut queue = self.queue.borrow_mut();
+        queue.retain(|(tag, _)| gate.passes(*tag));
+        let bytes = queue.iter().map(|(_, message)| message.len()).sum();
+        self.queued_bytes.set(bytes);
     }
 
     /// Asks the connection's task to close the socket.
@@ -161,12 +214,32 @@ mod tests {
 
     #[test]
     fn slow_readers_are_closed() {
-        let handle = ConnHandle::new(1, "ns".into(), "s".into());
+        let handle = ConnHandle::new(1, "ns".into(), "s".into(), Tagger::open());
         let big = "x".repeat(1024 * 1024);
         for _ in 0..=(MAX_OUTBOUND_BYTES / big.len()) {
             handle.send_text(big.clone());
         }
         assert!(handle.closing().is_some());
-        assert!(handle.take_queued().is_empty());
+        assert!(handle.take_ready().is_empty());
+    }
+
+    #[test]
+    fn messages_wait_for_their_write_to_be_durable() {
+        let tagger = Tagger {
+            gate: std::rc::Rc::new(crate::persist::Gate::new(true, 0)),
+            database_seq: std::rc::Rc::new(Cell::new(0)),
+        };
+        let handle = ConnHandle::new(1, "ns".into(), "s".into(), tagger.clone());
+        handle.send_text("before".into());
+        tagger.database_seq.set(3);
+        handle.send_text("after the write".into());
+        assert_eq!(handle.take_ready().len(), 1);
+        assert!(handle.take_ready().is_empty());
+        assert_eq!(tagger.gate.advance(3), vec![1]);
+        handle.wake_after_disk();
+        assert_eq!(
+            handle.take_ready(),
+            vec![Message::Text(Utf8Bytes::from("after the write".to_owned()))]
+        );
     }
 }

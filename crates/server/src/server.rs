@@ -3,7 +3,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -17,7 +17,11 @@ use crate::http::serve_http;
 use crate::http_head::{read_head, HeadError};
 use crate::listener::bind_listeners;
 use crate::namespace::{owner_shard, resolve};
-use crate::rest::execute;
+use crate::persist::data_dir::{DataDir, DataDirError};
+use crate::persist::{
+    commit_loop, flush_at_shutdown, open_shard_dir, snapshot_all, Durability, Opened, ShardStore,
+};
+use crate::rest::execute_durable;
 use crate::shard::{Shard, ShardMessage};
 
 /// How long shutdown waits for connections to close and run their onDisconnect queues.
@@ -28,6 +32,9 @@ pub struct Server {
     pub address: SocketAddr,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
+    /// The locked data directory; released when the server is dropped, after the shards
+    /// stopped.
+    _data_dir: Option<DataDir>,
 }
 
 /// Why the server could not start.
@@ -40,12 +47,23 @@ pub enum StartError {
     },
     #[error("cannot start shard thread: {0}")]
     Thread(std::io::Error),
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
+    #[error("cannot recover shard {shard} from {dir}: {source}")]
+    Recovery {
+        shard: usize,
+        dir: String,
+        source: hearth_store::StoreError,
+    },
 }
 
 impl Server {
     /// Binds the listeners and starts one pinned thread per shard.
     pub fn start(config: ServeConfig) -> Result<Server, StartError> {
-        let shards = config.threads.max(1);
+        let (data_dir, mut opened) = open_data_dir(&config)?;
+        let shards = data_dir
+            .as_ref()
+            .map_or(config.threads.max(1), DataDir::shards);
         let (listeners, bound) =
             bind_listeners(&config.listen, shards).map_err(|source| StartError::Bind {
                 addresses: format!("{:?}", config.listen),
@@ -68,6 +86,7 @@ impl Server {
         let mut threads = Vec::with_capacity(shards);
         for (index, (listeners, receiver)) in listeners.into_iter().zip(receivers).enumerate() {
             let config = config.clone();
+            let opened = opened.get_mut(index).and_then(Option::take);
             let shutdown_rx = shutdown_rx.clone();
             let senders = senders.clone();
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
@@ -77,7 +96,15 @@ impl Server {
                     if let Some(core) = core {
                         core_affinity::set_for_current(core);
                     }
-                    run_shard(index, config, listeners, receiver, senders, shutdown_rx);
+                    run_shard(
+                        index,
+                        config,
+                        opened,
+                        listeners,
+                        receiver,
+                        senders,
+                        shutdown_rx,
+                    );
                 })
                 .map_err(StartError::Thread)?;
             threads.push(thread);
@@ -89,6 +116,7 @@ impl Server {
             address,
             shutdown,
             threads,
+            _data_dir: data_dir,
         })
     }
 
@@ -102,9 +130,86 @@ impl Server {
     }
 }
 
+/// Opens and locks the data directory and recovers every shard's store, the shards in
+/// parallel. Nothing is opened with `--durability none`.
+fn open_data_dir(
+    config: &ServeConfig,
+) -> Result<(Option<DataDir>, Vec<Option<Opened>>), StartError> {
+    if config.persist.durability == Durability::None {
+        return Ok((None, Vec::new()));
+    }
+    let requested = config.threads_from_flag.then_some(config.threads);
+    let data_dir = DataDir::open(&config.data_dir, requested, config.threads.max(1))?;
+    let started = Instant::now();
+    let results: Vec<Result<Opened, StartError>> = std::thread::scope(|scope| {
+        let tasks: Vec<_> = (0..data_dir.shards())
+            .map(|shard| {
+                let dir = data_dir.shard_dir(shard);
+                scope.spawn(move || {
+                    open_shard_dir(&dir).map_err(|source| StartError::Recovery {
+                        shard,
+                        dir: dir.display().to_string(),
+                        source,
+                    })
+                })
+            })
+            .collect();
+        tasks
+            .into_iter()
+            .map(|task| {
+                task.join().unwrap_or_else(|_| {
+                    Err(StartError::Thread(std::io::Error::other(
+                        "a recovery thread panicked",
+                    )))
+                })
+            })
+            .collect()
+    });
+    let mut opened = Vec::with_capacity(results.len());
+    for (shard, result) in results.into_iter().enumerate() {
+        let result = result?;
+        log_recovery(
+            shard,
+            &result.recovered.report,
+            result.recovered.databases.len(),
+        );
+        opened.push(Some(result));
+    }
+    info!(
+        data_dir = %data_dir.root().display(),
+        shards = data_dir.shards(),
+        durability = ?config.persist.durability,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "data directory recovered"
+    );
+    Ok((Some(data_dir), opened))
+}
+
+fn log_recovery(shard: usize, report: &hearth_store::RecoveryReport, databases: usize) {
+    info!(
+        shard,
+        databases,
+        snapshots = report.snapshots_loaded.len(),
+        records_replayed = report.records_replayed,
+        records_skipped = report.records_skipped,
+        "shard recovered"
+    );
+    if let Some(cut) = &report.tail_cut {
+        warn!(shard, ?cut, "recovery cut a torn or corrupt tail off the log (records after the last valid one, never acknowledged)");
+    }
+    for (name, reason) in &report.snapshots_unreadable {
+        warn!(shard, snapshot = %name, %reason, "unreadable snapshot skipped; an older one and the log were used");
+    }
+    if !report.temporary_files_removed.is_empty() {
+        info!(shard, files = ?report.temporary_files_removed, "removed snapshots interrupted by a crash");
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run_shard(
     index: usize,
     config: ServeConfig,
+    opened: Option<Opened>,
     listeners: Vec<TcpListener>,
     handoffs_rx: mpsc::UnboundedReceiver<ShardMessage>,
     handoffs: Vec<mpsc::UnboundedSender<ShardMessage>>,
@@ -120,10 +225,26 @@ fn run_shard(
             return;
         }
     };
-    let shard = Rc::new(Shard::new(index, Rc::new(config), shutdown, handoffs));
+    let persist = config.persist;
+    let (store, recovered) = match opened {
+        Some(opened) => {
+            let (store, recovered) = ShardStore::new(opened, persist);
+            (Some(store), recovered)
+        }
+        None => (None, Default::default()),
+    };
+    let shard = Rc::new(Shard::with_store(
+        index,
+        Rc::new(config),
+        shutdown,
+        handoffs,
+        store,
+    ));
+    shard.add_recovered(recovered);
     let local = LocalSet::new();
     local.block_on(&runtime, async move {
         tokio::task::spawn_local(receive_handoffs(shard.clone(), handoffs_rx));
+        tokio::task::spawn_local(commit_loop(shard.clone()));
         let mut accepting = Vec::new();
         for listener in listeners {
             match tokio::net::TcpListener::from_std(listener) {
@@ -138,6 +259,8 @@ fn run_shard(
             let _ = task.await;
         }
         shard.drain(SHUTDOWN_GRACE).await;
+        flush_at_shutdown(&shard).await;
+        snapshot_all(&shard);
         let stats = *shard.stats.borrow();
         debug!(shard = index, ?stats, "shard stopped");
     });
@@ -191,8 +314,11 @@ async fn receive_handoffs(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceive
                 // Answered at once: the request was read and checked on the shard that
                 // received it, so only the database work is left.
                 let forwarded = *forwarded;
-                let response = execute(&shard, forwarded.call);
-                let _ = forwarded.reply.send(response);
+                let shard = shard.clone();
+                tokio::task::spawn_local(async move {
+                    let response = execute_durable(&shard, forwarded.call).await;
+                    let _ = forwarded.reply.send(response);
+                });
             }
         }
     }

@@ -9,23 +9,32 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_sync::{ConnId, Database, Effects};
+use hearth_store::RecordRef;
+use hearth_sync::{Access, ConnId, Database, Effects, Write};
 use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::config::ServeConfig;
 use crate::dispatch::route_effects;
 use crate::http_head::Head;
+use crate::loaded::Loaded;
 use crate::namespace::NamespaceError;
 use crate::outbound::{CloseReason, ConnHandle};
+use crate::persist::{Gate, ShardStore, Tagger};
 use crate::rest::{RestCall, RestResponse};
 use crate::rules_file::default_access;
 use crate::sse::StreamHandle;
 use crate::time::now_ms;
+
+/// What clients are told while writes are refused.
+pub fn read_only_reason(failure: &str) -> String {
+    format!("writes are refused: the server's write-ahead log failed ({failure}); reads go on")
+}
 
 /// A connection on its way to the shard that owns its database.
 pub struct Handoff {
@@ -66,7 +75,11 @@ pub struct Shard {
     pub index: usize,
     pub shard_count: usize,
     pub config: Rc<ServeConfig>,
-    pub databases: RefCell<HashMap<String, Database>>,
+    pub databases: RefCell<HashMap<String, Loaded>>,
+    /// The shard's log and snapshots; `None` with `--durability none`.
+    pub store: Option<ShardStore>,
+    /// Holds back messages until the writes they depend on are durable.
+    pub gate: Rc<Gate>,
     /// Open WebSocket connections.
     pub conns: RefCell<HashMap<ConnId, Rc<ConnHandle>>>,
     /// Open REST event streams. They are sessions of their database like WebSocket
@@ -84,12 +97,30 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// A shard that keeps its databases in memory only.
     pub fn new(
         index: usize,
         config: Rc<ServeConfig>,
         shutdown: watch::Receiver<bool>,
         peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
     ) -> Shard {
+        Shard::with_store(index, config, shutdown, peers, None)
+    }
+
+    /// A shard with a store; its recovered databases must be added with
+    /// [`Shard::add_recovered`].
+    pub fn with_store(
+        index: usize,
+        config: Rc<ServeConfig>,
+        shutdown: watch::Receiver<bool>,
+        peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
+        store: Option<ShardStore>,
+    ) -> Shard {
+        let strict = config.persist.durability == crate::persist::Durability::Strict;
+        let gate = match &store {
+            Some(store) => Gate::new(strict, store.durable_seq()),
+            None => Gate::open(),
+        };
         // The standard library seeds every `RandomState` from the operating system's
         // randomness: enough to make push ids unpredictable without another dependency.
         let mut seed = std::collections::hash_map::RandomState::new().build_hasher();
@@ -100,6 +131,8 @@ impl Shard {
             shard_count: peers.len(),
             config,
             databases: RefCell::new(HashMap::new()),
+            store,
+            gate: Rc::new(gate),
             conns: RefCell::new(HashMap::new()),
             streams: RefCell::new(HashMap::new()),
             sessions: RefCell::new(HashMap::new()),
@@ -120,27 +153,127 @@ impl Shard {
         id
     }
 
-    /// The database of `namespace`, created on first use.
+    /// The database of `namespace`: loaded from its snapshot if it was evicted, created on
+    /// first use.
     pub fn database<'a>(
         &self,
-        databases: &'a mut HashMap<String, Database>,
+        databases: &'a mut HashMap<String, Loaded>,
         namespace: &str,
-    ) -> &'a mut Database {
-        match databases.entry(namespace.to_owned()) {
+    ) -> &'a mut Loaded {
+        let now = now_ms();
+        let loaded = match databases.entry(namespace.to_owned()) {
             Entry::Occupied(entry) => entry.into_mut(),
             Entry::Vacant(entry) => {
-                info!(namespace, shard = self.index, "database created");
-                let mut database = Database::new();
-                // A new database has no subscribers yet: there is nothing to revoke.
-                let mut effects = Effects::new();
-                database.set_access(
-                    default_access(self.config.default_rules.clone(), self.config.dev),
-                    now_ms(),
-                    &mut effects,
-                );
-                entry.insert(database)
+                let loaded = self.new_database(namespace, now);
+                entry.insert(loaded)
+            }
+        };
+        loaded.last_used_ms = now;
+        loaded
+    }
+
+    /// Adds the databases recovered from the store at start.
+    pub fn add_recovered(
+        &self,
+        recovered: std::collections::BTreeMap<Arc<str>, hearth_store::RecoveredDatabase>,
+    ) {
+        let now = now_ms();
+        let mut databases = self.databases.borrow_mut();
+        for (name, state) in recovered {
+            let mut loaded = Loaded::new(
+                Rc::from(&*name),
+                Database::with_root(state.root),
+                state.seq,
+                now,
+            );
+            self.apply_rules(&mut loaded, state.rules, now);
+            loaded.durable = loaded.state();
+            databases.insert(name.to_string(), loaded);
+        }
+    }
+
+    /// A new, empty database with the server's default rules.
+    pub fn new_database(&self, namespace: &str, now: u64) -> Loaded {
+        info!(namespace, shard = self.index, "database created");
+        let mut loaded = Loaded::new(Rc::from(namespace), Database::new(), 0, now);
+        loaded.seq.set(self.gate.durable());
+        self.apply_rules(&mut loaded, None, now);
+        loaded
+    }
+
+    /// Gives a database the rules `text` set through the API, or the server's default.
+    pub fn apply_rules(&self, loaded: &mut Loaded, text: Option<Arc<str>>, now: u64) {
+        let access = match text.as_deref().map(hearth_rules::Rules::parse) {
+            Some(Ok(rules)) => Access::Rules(Arc::new(rules)),
+            Some(Err(error)) => {
+                warn!(namespace = %loaded.name, %error, "stored rules do not compile; using the default rules");
+                default_access(self.config.default_rules.clone(), self.config.dev)
+            }
+            None => default_access(self.config.default_rules.clone(), self.config.dev),
+        };
+        // Called before the database has subscribers, or with the effects routed by the
+        // caller: nothing to revoke here.
+        let mut effects = Effects::new();
+        loaded.engine.set_access(access, now, &mut effects);
+        loaded.rules = text;
+        if let Some(reason) = self.store.as_ref().and_then(ShardStore::failure) {
+            loaded
+                .engine
+                .set_read_only(Some(Arc::from(read_only_reason(&reason))));
+        }
+    }
+
+    /// The tagger for the outbound queue of a client of `namespace`.
+    pub fn tagger(&self, namespace: &str) -> Tagger {
+        let mut databases = self.databases.borrow_mut();
+        let loaded = self.database(&mut databases, namespace);
+        Tagger {
+            gate: self.gate.clone(),
+            database_seq: loaded.seq.clone(),
+        }
+    }
+
+    /// Sends an applied write to the log.
+    pub fn log_write(&self, namespace: &str, write: &Write) {
+        self.stats.borrow_mut().log_records += 1;
+        self.log(namespace, RecordRef::Write(write));
+    }
+
+    /// Sends a change of rules set through the API to the log.
+    pub fn log_rules(&self, namespace: &str, text: &str) {
+        self.log(namespace, RecordRef::Rules(text));
+    }
+
+    /// Appends a record for `namespace`. If the log cannot take it, the database's clients
+    /// are held (the change is in memory but will never be durable) until the failure is
+    /// handled.
+    fn log(&self, namespace: &str, body: RecordRef<'_>) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let mut databases = self.databases.borrow_mut();
+        let Some(loaded) = databases.get_mut(namespace) else {
+            return;
+        };
+        match store.append(&loaded.name, body, loaded.state()) {
+            Ok(appended) => {
+                loaded.seq.set(appended.seq);
+                loaded.wal_bytes += appended.bytes;
+            }
+            Err(error) => {
+                loaded.seq.set(u64::MAX);
+                drop(databases);
+                crate::persist::report_failure(self, error.to_string());
             }
         }
+    }
+
+    /// The sequence number a REST answer about `namespace` must wait for.
+    pub fn required_seq(&self, namespace: &str) -> u64 {
+        let databases = self.databases.borrow();
+        databases
+            .get(namespace)
+            .map_or(0, |loaded| self.gate.tag(loaded.seq.get()))
     }
 
     /// Registers a new connection on `namespace`, creating the database on first use.
@@ -152,6 +285,7 @@ impl Shard {
             id,
             namespace.to_owned(),
             session_id.clone(),
+            self.tagger(namespace),
         ));
         self.database(&mut self.databases.borrow_mut(), namespace)
             .connect(id);
@@ -183,8 +317,9 @@ impl Shard {
         let mut effects = Effects::new();
         if let Some(database) = self.databases.borrow_mut().get_mut(namespace) {
             database.disconnect(id, now_ms(), &mut effects);
+            database.last_used_ms = now_ms();
         }
-        route_effects(self, effects);
+        route_effects(self, namespace, effects);
     }
 
     /// A client reconnected naming its previous session: if that socket still looks open

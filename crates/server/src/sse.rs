@@ -30,6 +30,7 @@ use tokio::time::Sleep;
 use crate::dispatch::route_effects;
 use crate::http_body::HearthBody;
 use crate::outbound::MAX_OUTBOUND_BYTES;
+use crate::persist::Tagger;
 use crate::rest::{reply_error, DataRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
 use crate::shard::Shard;
 use crate::time::now_ms;
@@ -46,20 +47,32 @@ pub struct StreamHandle {
     pub path: Path,
     /// `format=export`: data keeps its priorities.
     pub export: bool,
-    queue: RefCell<VecDeque<Bytes>>,
+    /// Chunks with their durability tags (see `persist::gate`).
+    queue: RefCell<VecDeque<(u64, Bytes)>>,
+    tagger: Tagger,
+    /// Whether the stream is registered with the gate to be woken.
+    waiting: Cell<bool>,
     queued_bytes: Cell<usize>,
     waker: RefCell<Option<Waker>>,
     closing: Cell<bool>,
 }
 
 impl StreamHandle {
-    pub fn new(id: ConnId, namespace: String, path: Path, export: bool) -> StreamHandle {
+    pub fn new(
+        id: ConnId,
+        namespace: String,
+        path: Path,
+        export: bool,
+        tagger: Tagger,
+    ) -> StreamHandle {
         StreamHandle {
             id,
             namespace,
             path,
             export,
             queue: RefCell::new(VecDeque::new()),
+            tagger,
+            waiting: Cell::new(false),
             queued_bytes: Cell::new(0),
             waker: RefCell::new(None),
             closing: Cell::new(false),
@@ -82,8 +95,35 @@ impl StreamHandle {
             return;
         }
         self.queued_bytes.set(total);
-        self.queue.borrow_mut().extend(chunks.iter().cloned());
+        let tag = self.tagger.tag();
+        self.queue
+            .borrow_mut()
+            .extend(chunks.iter().map(|chunk| (tag, chunk.clone())));
+        if self.tagger.gate.passes(tag) {
+            self.wake();
+        } else if !self.waiting.replace(true) {
+            self.tagger.gate.wait(self.id);
+        }
+    }
+
+    /// The disk caught up: held events may be ready.
+    pub fn wake_after_disk(&self) {
+        self.waiting.set(false);
         self.wake();
+    }
+
+    /// Drops the events that wait for writes that will never be durable (the log failed).
+    pub fn discard_held(&self) {
+        let gate = &self.tagger.gate;
+        let mut queue = self.queue.borrow_mut();
+        queue.retain(|(tag, _)| gate.passes(*tag));
+        let bytes = queue.iter().map(|(_, chunk)| chunk.len()).sum();
+        self.queued_bytes.set(bytes);
+    }
+
+    /// Whether nothing is left to send.
+    fn is_drained(&self) -> bool {
+        self.queue.borrow().is_empty()
     }
 
     /// RULES HOOK target: the stream's read permission was withdrawn. Sends `cancel` and ends
@@ -116,8 +156,18 @@ impl StreamHandle {
         }
     }
 
+    /// The next chunk, if its write is durable.
     fn pop(&self) -> Option<Bytes> {
-        let chunk = self.queue.borrow_mut().pop_front()?;
+        let mut queue = self.queue.borrow_mut();
+        let &(tag, _) = queue.front()?;
+        if !self.tagger.gate.passes(tag) {
+            drop(queue);
+            if !self.waiting.replace(true) {
+                self.tagger.gate.wait(self.id);
+            }
+            return None;
+        }
+        let (_, chunk) = queue.pop_front()?;
         self.queued_bytes
             .set(self.queued_bytes.get().saturating_sub(chunk.len()));
         Some(chunk)
@@ -164,7 +214,9 @@ impl Body for StreamBody {
         if let Some(chunk) = this.handle.pop() {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
-        if this.handle.is_closing() {
+        // A closing stream ends once everything it may still send is sent; chunks held for
+        // the disk are waited for (the log failing discards them).
+        if this.handle.is_closing() && this.handle.is_drained() {
             return Poll::Ready(None);
         }
         if let Some(expiry) = &mut this.expiry {
@@ -232,6 +284,7 @@ pub fn open_stream(
         namespace.to_owned(),
         path.clone(),
         request.style.export,
+        shard.tagger(namespace),
     ));
     shard.streams.borrow_mut().insert(id, handle.clone());
     shard.stats.borrow_mut().streams_opened += 1;
@@ -261,7 +314,7 @@ pub fn open_stream(
         };
         database.handle(id, listen, now_ms(), &mut effects)
     };
-    route_effects(shard, effects);
+    route_effects(shard, namespace, effects);
     if !reply.is_ok() {
         // Dropping the body ends the session.
         drop(body);
@@ -360,14 +413,20 @@ mod tests {
             path: Path::parse("/a/b").expect("valid"),
             data: PushData::Put(Node::from_json(&json!({"c": 1})).expect("valid")),
         };
-        let root = StreamHandle::new(1, "ns".into(), Path::root(), false);
-        let at_a = StreamHandle::new(2, "ns".into(), Path::parse("/a").expect("valid"), false);
-        let also_root = StreamHandle::new(3, "ns".into(), Path::root(), false);
+        let root = StreamHandle::new(1, "ns".into(), Path::root(), false, Tagger::open());
+        let at_a = StreamHandle::new(
+            2,
+            "ns".into(),
+            Path::parse("/a").expect("valid"),
+            false,
+            Tagger::open(),
+        );
+        let also_root = StreamHandle::new(3, "ns".into(), Path::root(), false, Tagger::open());
         let mut fanout = SseFanout::new(&push);
         fanout.deliver(&root);
         fanout.deliver(&at_a);
         fanout.deliver(&also_root);
-        let shared = |handle: &StreamHandle| handle.queue.borrow()[1].as_ptr();
+        let shared = |handle: &StreamHandle| handle.queue.borrow()[1].1.as_ptr();
         assert_eq!(shared(&root), shared(&at_a));
         assert_eq!(fanout.heads.len(), 2);
         assert_eq!(
@@ -382,13 +441,13 @@ mod tests {
 
     #[test]
     fn cancel_and_revoke_end_the_stream() {
-        let handle = StreamHandle::new(1, "ns".into(), Path::root(), false);
+        let handle = StreamHandle::new(1, "ns".into(), Path::root(), false, Tagger::open());
         handle.cancel();
         assert!(handle.is_closing());
         assert_eq!(drain(&handle), "event: cancel\ndata: null\n\n");
         handle.send(&[Bytes::from_static(b"late")]);
         assert_eq!(drain(&handle), "");
-        let revoked = StreamHandle::new(2, "ns".into(), Path::root(), false);
+        let revoked = StreamHandle::new(2, "ns".into(), Path::root(), false, Tagger::open());
         revoked.revoke_auth();
         assert_eq!(
             drain(&revoked),
@@ -398,7 +457,7 @@ mod tests {
 
     #[test]
     fn slow_streams_are_cut_off() {
-        let handle = StreamHandle::new(1, "ns".into(), Path::root(), false);
+        let handle = StreamHandle::new(1, "ns".into(), Path::root(), false, Tagger::open());
         let big = Bytes::from(vec![b'x'; 1024 * 1024]);
         for _ in 0..=(MAX_OUTBOUND_BYTES / big.len()) {
             handle.send(std::slice::from_ref(&big));

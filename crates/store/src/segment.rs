@@ -95,7 +95,7 @@ impl SegmentHeader {
         if header.first_seq == 0 || header.previous_seq >= header.first_seq {
             return corrupt(Corruption::Header("sequence numbers out of order"));
         }
-        if header.size < SEGMENT_HEADER_BYTES as u64 || header.size % 8 != 0 {
+        if header.size < SEGMENT_HEADER_BYTES as u64 || !header.size.is_multiple_of(8) {
             return corrupt(Corruption::Header("impossible segment size"));
         }
         if bytes[48..].iter().any(|&byte| byte != 0) {

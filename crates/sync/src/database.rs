@@ -49,6 +49,8 @@ pub struct Database {
     views: Views,
     sessions: HashMap<ConnId, Session>,
     stats: DatabaseStats,
+    /// Why writes are refused, when they are (the server's log failed).
+    read_only: Option<Arc<str>>,
 }
 
 impl Database {
@@ -104,6 +106,25 @@ impl Database {
 
     pub fn access(&self) -> &Access {
         &self.access
+    }
+
+    /// Refuses every write from now on (`Some`, with the reason the clients are given), or
+    /// accepts them again (`None`). Reads and listens go on. onDisconnect writes that run while
+    /// writes are refused are dropped.
+    pub fn set_read_only(&mut self, reason: Option<Arc<str>>) {
+        self.read_only = reason;
+    }
+
+    /// Why writes are refused, if they are.
+    pub fn read_only_reason(&self) -> Option<&str> {
+        self.read_only.as_deref()
+    }
+
+    fn check_writable(&self) -> Result<(), Reply> {
+        match &self.read_only {
+            None => Ok(()),
+            Some(reason) => Err(Reply::error(Status::Unavailable, reason.to_string())),
+        }
     }
 
     /// Re-checks the listens of one session (or of all) and cancels each one that its
@@ -420,6 +441,9 @@ impl Database {
     }
 
     fn queue(&mut self, conn: ConnId, op: QueuedOp, now_ms: u64) -> Reply {
+        if let Err(reply) = self.check_writable() {
+            return reply;
+        }
         // Check the operation now, so that a bad one is refused while the client can still be
         // told; it is resolved again, against the data of that time, when it runs.
         let checked = match &op {
@@ -501,6 +525,7 @@ impl Database {
         now_ms: u64,
         out: &mut Effects,
     ) -> Result<(), Reply> {
+        self.check_writable()?;
         let new_root = write.apply(&self.root);
         if let Err(refusal) = self.check_write(auth, &write, &new_root, now_ms) {
             return Err(denied(0, &refusal));

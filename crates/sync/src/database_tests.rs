@@ -476,3 +476,32 @@ fn on_disconnect_is_checked_when_queued_and_when_run() {
     db.disconnect(1, 5, &mut out);
     assert!(db.root().is_empty());
 }
+
+#[test]
+fn a_read_only_database_refuses_writes_and_keeps_serving_reads() {
+    let mut db = Database::new();
+    db.connect(1);
+    let (reply, _) = put(&mut db, 1, "/a", json!(1));
+    assert!(reply.is_ok());
+    db.set_read_only(Some(Arc::from("the disk failed")));
+    let (reply, effects) = put(&mut db, 1, "/a", json!(2));
+    assert_eq!(reply.status, Status::Unavailable);
+    assert!(
+        effects.is_empty(),
+        "a refused write logs and pushes nothing"
+    );
+    let mut out = Effects::new();
+    let queued = db.handle(
+        1,
+        Request::OnDisconnectPut {
+            target: target("/gone"),
+            data: json!(true),
+        },
+        1_000,
+        &mut out,
+    );
+    assert_eq!(queued.status, Status::Unavailable);
+    assert_eq!(db.root().get(&path("/a")).to_json(false), json!(1));
+    db.set_read_only(None);
+    assert!(put(&mut db, 1, "/a", json!(3)).0.is_ok());
+}

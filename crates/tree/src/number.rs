@@ -194,7 +194,7 @@ fn is_tie(v: f64, d: &Decimal) -> bool {
 /// Applies ECMAScript's tie rule: of two equally close shortest candidates, the even one.
 fn prefer_even(v: f64, d: Decimal) -> Decimal {
     let last = d.digits()[d.len - 1];
-    if (last - b'0') % 2 == 0 || !is_tie(v, &d) {
+    if (last - b'0').is_multiple_of(2) || !is_tie(v, &d) {
         return d;
     }
     // The exact value has k+1 digits, so printing it with k+1 significant digits is exact.

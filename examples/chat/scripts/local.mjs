@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -49,7 +50,11 @@ export async function startHearth({ port, bin = hearthBinary(), timeoutMs = 15_0
     throw new Error(`Hearth binary not found at ${bin}: run \`cargo build --release\` at the repository root or set HEARTH_BIN.`);
   }
   port = port || (await freePort());
-  const proc = spawn(bin, ['serve', '--dev', '--listen', `127.0.0.1:${port}`, '--threads', '2'], {
+  // A data directory of its own under the system's temporary directory, so that runs never
+  // share data (set HEARTH_DATA_DIR to keep the data of `npm start` somewhere else).
+  const dataDir = process.env.HEARTH_DATA_DIR || fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-chat-'));
+  const args = ['serve', '--dev', '--listen', `127.0.0.1:${port}`, '--threads', '2', '--data-dir', dataDir];
+  const proc = spawn(bin, args, {
     stdio: ['ignore', stdio, stdio],
   });
   const log = [];

@@ -61,6 +61,27 @@ pub fn execute(shard: &Shard, call: RestCall) -> RestResponse {
     }
 }
 
+/// Runs a call and answers once everything the answer may show is durable: the call's own
+/// write, and any earlier write of the database still being synced.
+pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
+    let namespace = call.namespace.clone();
+    let response = execute(shard, call);
+    let seq = shard.required_seq(&namespace);
+    if shard.gate.passes(seq) {
+        return response;
+    }
+    match &shard.store {
+        Some(store) => match store.wait_durable(seq).await {
+            Ok(()) => response,
+            Err(reason) => RestResponse::error(
+                503,
+                format!("the write could not be made durable: {reason}"),
+            ),
+        },
+        None => response,
+    }
+}
+
 pub fn permission_denied() -> RestResponse {
     RestResponse::error(401, "Permission denied")
 }
@@ -158,13 +179,14 @@ struct Write<'a> {
 
 impl Write<'_> {
     fn run(self, shard: &Shard) -> RestResponse {
+        let namespace = self.namespace;
         let mut effects = Effects::new();
         let response = {
             let mut databases = shard.databases.borrow_mut();
             let database = shard.database(&mut databases, self.namespace);
             self.apply(shard, database, &mut effects)
         };
-        route_effects(shard, effects);
+        route_effects(shard, namespace, effects);
         response
     }
 

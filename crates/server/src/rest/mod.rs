@@ -22,7 +22,7 @@ use hearth_sync::{AuthState, WriteTarget};
 use hearth_wire::JsonStyle;
 use serde_json::Value;
 
-pub use execute::{execute, reply_error};
+pub use execute::{execute_durable, reply_error};
 pub use params::WriteSizeLimit;
 pub use parse::{parse_request, DATA_METHODS};
 pub use response::RestResponse;

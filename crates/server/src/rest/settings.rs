@@ -42,9 +42,14 @@ pub fn put_rules(shard: &Shard, namespace: &str, text: String) -> RestResponse {
     {
         let mut databases = shard.databases.borrow_mut();
         let database = shard.database(&mut databases, namespace);
+        if let Some(reason) = database.read_only_reason() {
+            return RestResponse::error(503, reason);
+        }
         database.set_access(Access::Rules(Arc::new(rules)), now_ms(), &mut effects);
+        database.rules = Some(Arc::from(text.as_str()));
     }
-    route_effects(shard, effects);
+    shard.log_rules(namespace, &text);
+    route_effects(shard, namespace, effects);
     RestResponse::json(200, "{\"status\":\"ok\"}")
 }
 

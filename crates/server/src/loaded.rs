@@ -1,0 +1,73 @@
+//! A database as its shard holds it: the engine, and the bookkeeping that durability and
+//! eviction need around it.
+
+use std::cell::Cell;
+use std::ops::{Deref, DerefMut};
+use std::rc::Rc;
+
+use hearth_sync::Database;
+
+use crate::persist::DurableState;
+
+/// A loaded database.
+pub struct Loaded {
+    pub name: Rc<str>,
+    pub engine: Database,
+    /// The sequence number of the database's last log record, shared with the outbound
+    /// queues of its clients, which tag their messages with it.
+    pub seq: Rc<Cell<u64>>,
+    /// The database as of the durable position of the log: what a snapshot writes and what
+    /// the database falls back to if the log fails.
+    pub durable: DurableState,
+    /// The rules text set through the API, as it is now (`None`: the server's default).
+    pub rules: Option<std::sync::Arc<str>>,
+    /// Log bytes written for this database since its last snapshot.
+    pub wal_bytes: u64,
+    /// When its last snapshot was taken (or when it was loaded).
+    pub last_snapshot_ms: u64,
+    pub snapshot_running: bool,
+    /// When a request last touched it, for eviction.
+    pub last_used_ms: u64,
+}
+
+impl Loaded {
+    pub fn new(name: Rc<str>, engine: Database, seq: u64, now_ms: u64) -> Loaded {
+        let durable = DurableState {
+            root: engine.root().clone(),
+            rules: None,
+        };
+        Loaded {
+            name,
+            engine,
+            seq: Rc::new(Cell::new(seq)),
+            durable,
+            rules: None,
+            wal_bytes: 0,
+            last_snapshot_ms: now_ms,
+            snapshot_running: false,
+            last_used_ms: now_ms,
+        }
+    }
+
+    /// The state to remember with a log record appended now.
+    pub fn state(&self) -> DurableState {
+        DurableState {
+            root: self.engine.root().clone(),
+            rules: self.rules.clone(),
+        }
+    }
+}
+
+impl Deref for Loaded {
+    type Target = Database;
+
+    fn deref(&self) -> &Database {
+        &self.engine
+    }
+}
+
+impl DerefMut for Loaded {
+    fn deref_mut(&mut self) -> &mut Database {
+        &mut self.engine
+    }
+}

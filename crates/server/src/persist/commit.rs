@@ -1,0 +1,150 @@
+//! The commit task of a shard: group commit, one batch in flight at a time.
+//!
+//! Records are appended on the shard thread as writes are applied. This task wakes when there
+//! are records, hands everything appended so far to a blocking thread for the write and the
+//! fdatasync, and meanwhile the shard keeps serving: the records appended during the sync
+//! form the next batch, so batches grow by themselves when the disk is slow. When a batch
+//! completes, the gate advances and the messages that waited for it are sent.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::failure::{handle_failure, report_failure};
+use super::snapshots::maintain;
+use super::Durability;
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+/// How often snapshot triggers are checked.
+const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
+
+/// Runs until the shard's runtime stops.
+pub async fn commit_loop(shard: Rc<Shard>) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    let batch_interval = match store.config.durability {
+        Durability::Batch => Some(store.config.sync_interval),
+        Durability::Strict | Durability::None => None,
+    };
+    let mut maintenance = tokio::time::interval(MAINTENANCE_PERIOD);
+    let mut failure_handled = false;
+    let mut last_sync = Instant::now();
+    loop {
+        tokio::select! {
+            _ = store.appended.notified() => {}
+            _ = maintenance.tick() => {
+                maintain(&shard, now_ms());
+                continue;
+            }
+        }
+        if store.failure().is_some() {
+            if !failure_handled {
+                failure_handled = true;
+                handle_failure(&shard);
+            }
+            continue;
+        }
+        if let Some(interval) = batch_interval {
+            tokio::time::sleep_until(last_sync + interval).await;
+            last_sync = Instant::now();
+        }
+        commit_pending(&shard).await;
+    }
+}
+
+/// Writes and syncs batches until nothing is pending.
+pub async fn commit_pending(shard: &Shard) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    loop {
+        let prepared = store.wal.borrow_mut().prepare_batch();
+        let batch = match prepared {
+            Ok(Some(batch)) => batch,
+            Ok(None) => return,
+            Err(error) => {
+                report_failure(shard, error.to_string());
+                return;
+            }
+        };
+        let done = match tokio::task::spawn_blocking(move || batch.execute()).await {
+            Ok(done) => done,
+            Err(error) => {
+                warn!(%error, "the log's sync thread failed");
+                report_failure(shard, format!("the sync thread failed: {error}"));
+                return;
+            }
+        };
+        let completed = store.wal.borrow_mut().complete(done);
+        match completed {
+            Ok(durable) => on_durable(shard, durable),
+            Err(error) => {
+                report_failure(shard, error.to_string());
+                return;
+            }
+        }
+    }
+}
+
+/// The log is durable up to `durable`: databases remember their durable state, and every
+/// client holding messages up to there is woken.
+pub fn on_durable(shard: &Shard, durable: u64) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    let released = store.release(durable);
+    if !released.is_empty() {
+        let mut databases = shard.databases.borrow_mut();
+        for (name, state) in released {
+            if let Some(loaded) = databases.get_mut(&*name) {
+                loaded.durable = state;
+            }
+        }
+    }
+    let waiting = shard.gate.advance(durable);
+    if waiting.is_empty() {
+        return;
+    }
+    let conns = shard.conns.borrow();
+    let streams = shard.streams.borrow();
+    for id in waiting {
+        if let Some(handle) = conns.get(&id) {
+            handle.wake_after_disk();
+        } else if let Some(stream) = streams.get(&id) {
+            stream.wake_after_disk();
+        }
+    }
+}
+
+/// At shutdown: waits for the batch in flight, then writes and syncs what is left on this
+/// thread.
+pub async fn flush_at_shutdown(shard: &Shard) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    // A bounded wait: a sync that never returns must not keep the process alive forever.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if store.failure().is_some() {
+            return;
+        }
+        let committed = store.wal.borrow_mut().commit();
+        match committed {
+            Ok(durable) => {
+                on_durable(shard, durable);
+                return;
+            }
+            Err(hearth_store::StoreError::Misuse(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Err(error) => {
+                report_failure(shard, error.to_string());
+                return;
+            }
+        }
+    }
+}

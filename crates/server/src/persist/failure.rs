@@ -1,0 +1,85 @@
+//! What a shard does when its log fails (ENOSPC, EIO, a failed sync).
+//!
+//! The writer refuses everything after a failure, and a failed fdatasync may have dropped
+//! pages, so nothing is retried. The shard instead:
+//!
+//! 1. marks the store failed at once, which holds every message that depends on a write not
+//!    yet durable (their tags can no longer be reached) and fails waiting REST answers;
+//! 2. then, out of line (the failure may be noticed in the middle of delivering effects):
+//!    every database is made read-only; a database with writes that did not reach the disk
+//!    goes back to its durable state, and its clients are disconnected with their held
+//!    messages dropped, so no client ever sees a write that is not on disk. The SDKs
+//!    reconnect, resync and resend their pending writes, which are then refused with an
+//!    error the application sees.
+//!
+//! Reads go on. Writes stay refused until the server is restarted, which reopens the log and
+//! re-reads what is really on disk.
+
+use std::sync::Arc;
+
+use hearth_sync::Database;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::error;
+
+use crate::outbound::CloseReason;
+use crate::shard::{read_only_reason, Shard};
+use crate::time::now_ms;
+
+/// Records a log failure; the commit task handles it.
+pub fn report_failure(shard: &Shard, reason: String) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    if store.failure().is_none() {
+        error!(
+            shard = shard.index,
+            "the write-ahead log failed: {reason}. Writes are refused from now on and reads go \
+             on; restart the server once the disk is fixed"
+        );
+        store.fail(reason);
+    }
+    store.appended.notify_one();
+}
+
+/// Makes every database read-only and rolls back the ones with writes that are not durable.
+pub fn handle_failure(shard: &Shard) {
+    let Some(reason) = shard.store.as_ref().and_then(|store| store.failure()) else {
+        return;
+    };
+    let read_only: Arc<str> = Arc::from(read_only_reason(&reason));
+    let durable = shard.gate.durable();
+    let now = now_ms();
+    let mut rolled_back = Vec::new();
+    {
+        let mut databases = shard.databases.borrow_mut();
+        for (name, loaded) in databases.iter_mut() {
+            if loaded.seq.get() > durable {
+                loaded.engine = Database::with_root(loaded.durable.root.clone());
+                let rules = loaded.durable.rules.clone();
+                shard.apply_rules(loaded, rules, now);
+                loaded.seq.set(durable);
+                rolled_back.push(name.clone());
+            }
+            loaded.engine.set_read_only(Some(read_only.clone()));
+        }
+    }
+    let close = CloseReason::new(CloseCode::Error, "the server's disk failed");
+    for handle in shard.conns.borrow().values() {
+        if rolled_back.contains(&handle.namespace) {
+            handle.discard_held();
+            handle.close(close.clone());
+        }
+    }
+    for stream in shard.streams.borrow().values() {
+        if rolled_back.contains(&stream.namespace) {
+            stream.discard_held();
+            stream.close();
+        }
+    }
+    error!(
+        shard = shard.index,
+        rolled_back = ?rolled_back,
+        "databases are read-only; those with writes that did not reach the disk went back to \
+         their durable state and their clients were disconnected"
+    );
+}

@@ -1,0 +1,86 @@
+//! Durability: the shard's side of the write-ahead log, group commit, snapshots and the data
+//! directory. The byte formats and recovery live in `hearth-store`; this module decides when
+//! to append, sync and snapshot, and holds back every message that depends on a write until
+//! that write is on disk.
+//!
+//! The flow of one write under `--durability strict`:
+//!
+//! ```text
+//! request ─ engine applies ─ Effect::Log ─ append (memory) ─ messages tagged with its seq
+//!                                              │
+//!            commit task: prepare_batch ─ fdatasync on a blocking thread ─ complete
+//!                                              │
+//!                          gate advances ─ held acks, pushes and REST answers go out
+//! ```
+
+mod commit;
+pub mod data_dir;
+mod failure;
+mod gate;
+mod snapshots;
+mod store;
+
+use std::time::Duration;
+
+use hearth_store::SnapshotPolicy;
+
+pub use commit::{commit_loop, flush_at_shutdown};
+pub use failure::report_failure;
+pub use gate::{Gate, Tagger};
+pub use snapshots::snapshot_all;
+pub use store::{open_shard_dir, DurableState, Opened, ShardStore};
+
+/// When a write is acknowledged, and what a crash may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// A write is acknowledged, and any client sees it, only after its log record is synced
+    /// to disk. A crash of the process or the machine loses no acknowledged write.
+    Strict,
+    /// Writes are acknowledged and delivered at once; the log is synced at most every
+    /// `sync_interval`. A crash of the process loses nothing that reached the log, but a crash
+    /// of the machine may lose the writes of the last interval.
+    Batch,
+    /// Nothing is written to disk: data lives in memory and is gone when the server stops.
+    /// For tests and caches.
+    None,
+}
+
+/// The durability settings of a server.
+#[derive(Debug, Clone, Copy)]
+pub struct PersistConfig {
+    pub durability: Durability,
+    /// With [`Durability::Batch`], the longest time between syncs.
+    pub sync_interval: Duration,
+    pub snapshots: SnapshotPolicy,
+    /// A database with no clients and no writes for this long is snapshotted and dropped
+    /// from memory; it is loaded again on its next use. `None` keeps every database loaded.
+    pub evict_idle: Option<Duration>,
+}
+
+/// The default time between syncs under `--durability batch`.
+pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The default idle time before a database is dropped from memory.
+pub const DEFAULT_EVICT_IDLE: Duration = Duration::from_secs(10 * 60);
+
+impl Default for PersistConfig {
+    fn default() -> PersistConfig {
+        PersistConfig {
+            durability: Durability::Strict,
+            sync_interval: DEFAULT_SYNC_INTERVAL,
+            snapshots: SnapshotPolicy::default(),
+            evict_idle: Some(DEFAULT_EVICT_IDLE),
+        }
+    }
+}
+
+impl PersistConfig {
+    /// Memory only (`--durability none`, and unit tests).
+    pub fn memory() -> PersistConfig {
+        PersistConfig {
+            durability: Durability::None,
+            evict_idle: None,
+            ..PersistConfig::default()
+        }
+    }
+}

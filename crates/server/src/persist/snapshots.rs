@@ -1,0 +1,178 @@
+//! Taking snapshots and truncating the log.
+//!
+//! A snapshot writes a database's durable state (its tree as of the log's durable position,
+//! kept by the shard as writes complete) on a blocking thread: the tree is a copy-on-write
+//! clone, so the shard goes on writing meanwhile. Once the snapshot is on disk, the catalog
+//! learns of it, snapshots beyond the two newest are dropped, and log segments that every
+//! database has covered are removed.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use hearth_store::{remove_files, write_snapshot, SnapshotDecision, SnapshotInfo, StoreError};
+use tracing::{debug, info, warn};
+
+use super::DurableState;
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+/// Checks the snapshot triggers of every database with new log records.
+pub fn maintain(shard: &Rc<Shard>, now: u64) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    if store.failure().is_some() {
+        return;
+    }
+    let policy = store.config.snapshots;
+    let due: Vec<String> = shard
+        .databases
+        .borrow()
+        .iter()
+        .filter(|(_, loaded)| {
+            !loaded.snapshot_running
+                && matches!(
+                    policy.decide(loaded.wal_bytes, loaded.last_snapshot_ms, now),
+                    SnapshotDecision::Take(_)
+                )
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in due {
+        start(shard, &name, now);
+    }
+}
+
+/// What a snapshot of one database needs, taken on the shard thread.
+struct Job {
+    name: Arc<str>,
+    covered: u64,
+    state: DurableState,
+}
+
+fn job(shard: &Shard, name: &str, now: u64) -> Option<Job> {
+    let covered = shard.store.as_ref()?.durable_seq();
+    let mut databases = shard.databases.borrow_mut();
+    let loaded = databases.get_mut(name)?;
+    loaded.snapshot_running = true;
+    loaded.wal_bytes = 0;
+    loaded.last_snapshot_ms = now;
+    Some(Job {
+        name: Arc::from(name),
+        covered,
+        state: loaded.durable.clone(),
+    })
+}
+
+fn start(shard: &Rc<Shard>, name: &str, now: u64) {
+    let Some(job) = job(shard, name, now) else {
+        return;
+    };
+    let shard = shard.clone();
+    tokio::task::spawn_local(async move {
+        let Some(store) = &shard.store else {
+            return;
+        };
+        let storage = store.storage.clone();
+        let name = job.name.clone();
+        let written = tokio::task::spawn_blocking(move || write(&storage, &job)).await;
+        if let Some(loaded) = shard.databases.borrow_mut().get_mut(&*name) {
+            loaded.snapshot_running = false;
+        }
+        match written {
+            Ok(Ok(info)) => after_snapshot(&shard, &info).await,
+            Ok(Err(error)) => {
+                warn!(database = %name, %error, "snapshot failed; the log keeps the data")
+            }
+            Err(error) => warn!(database = %name, %error, "snapshot thread failed"),
+        }
+    });
+}
+
+fn write(storage: &hearth_store::FileStorage, job: &Job) -> Result<SnapshotInfo, StoreError> {
+    write_snapshot(
+        storage,
+        &job.name,
+        job.covered,
+        job.state.rules.as_deref(),
+        &job.state.root,
+    )
+}
+
+/// Records a new snapshot, then truncates the log and removes snapshots no longer needed,
+/// in that order, so that a crash in between never leaves a log without a snapshot to start
+/// from.
+async fn after_snapshot(shard: &Shard, info: &SnapshotInfo) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    debug!(
+        database = %info.database,
+        covered = info.covered_seq,
+        bytes = info.bytes,
+        "snapshot written"
+    );
+    let old = {
+        let mut catalog = store.catalog.borrow_mut();
+        catalog.add(info);
+        catalog.prune(&info.database)
+    };
+    let removal = store.take_truncation();
+    let storage = store.storage.clone();
+    let removed = tokio::task::spawn_blocking(move || {
+        let segments = removal.execute()?;
+        remove_files(&*storage, &old)?;
+        Ok::<_, StoreError>(segments)
+    })
+    .await;
+    match removed {
+        Ok(Ok(segments)) if !segments.is_empty() => {
+            info!(shard = shard.index, segments = ?segments, "log truncated")
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => warn!(%error, "removing old log segments or snapshots failed"),
+        Err(error) => warn!(%error, "the truncation thread failed"),
+    }
+}
+
+/// At shutdown, after the final flush: snapshots every database with records since its last
+/// snapshot, on this thread, so that the next start reads snapshots instead of replaying.
+pub fn snapshot_all(shard: &Shard) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    if store.failure().is_some() {
+        return;
+    }
+    let now = now_ms();
+    let names: Vec<String> = shard
+        .databases
+        .borrow()
+        .iter()
+        .filter(|(_, loaded)| loaded.wal_bytes > 0 && !loaded.snapshot_running)
+        .map(|(name, _)| name.clone())
+        .collect();
+    let mut old = Vec::new();
+    for name in names {
+        let Some(job) = job(shard, &name, now) else {
+            continue;
+        };
+        match write(&store.storage, &job) {
+            Ok(info) => {
+                let mut catalog = store.catalog.borrow_mut();
+                catalog.add(&info);
+                old.extend(catalog.prune(&name));
+            }
+            Err(error) => {
+                warn!(database = %name, %error, "snapshot at shutdown failed; the log keeps the data")
+            }
+        }
+    }
+    let removal = store.take_truncation();
+    if let Err(error) = removal
+        .execute()
+        .and_then(|_| remove_files(&*store.storage, &old))
+    {
+        warn!(%error, "removing old log segments or snapshots at shutdown failed");
+    }
+}

@@ -1,0 +1,171 @@
+//! A shard's handle on its store directory: the log writer, the snapshot catalog, the writes
+//! not yet on disk, and the durable position that REST answers wait for.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use hearth_store::{
+    Appended, FileStorage, RecordRef, Recovered, RecoveredDatabase, Removal, SnapshotCatalog,
+    StoreError, WalOptions, WalWriter,
+};
+use hearth_tree::Node;
+use tokio::sync::{watch, Notify};
+
+use super::PersistConfig;
+
+/// What a database looks like at some position of the log: its tree and the rules set
+/// through the API (`None`: the server's default rules apply).
+#[derive(Debug, Clone, Default)]
+pub struct DurableState {
+    pub root: Node,
+    pub rules: Option<Arc<str>>,
+}
+
+/// The durable position as REST answers see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub durable: u64,
+    pub failed: bool,
+}
+
+/// A write the disk has not confirmed yet, with its database's state after it.
+struct Undurable {
+    seq: u64,
+    database: Rc<str>,
+    state: DurableState,
+}
+
+/// The store of one shard.
+pub struct ShardStore {
+    pub config: PersistConfig,
+    pub storage: Arc<FileStorage>,
+    pub wal: RefCell<WalWriter<FileStorage>>,
+    pub catalog: RefCell<SnapshotCatalog>,
+    /// Woken when records are appended, so that the commit task starts a batch.
+    pub appended: Notify,
+    undurable: RefCell<VecDeque<Undurable>>,
+    failure: RefCell<Option<String>>,
+    progress: watch::Sender<Progress>,
+}
+
+/// A recovered shard directory, on its way to the shard's thread.
+pub struct Opened {
+    pub storage: Arc<FileStorage>,
+    pub recovered: Recovered<FileStorage>,
+}
+
+/// Recovers the shard directory `dir` and opens its log for appending. Runs on any thread.
+pub fn open_shard_dir(dir: &Path) -> Result<Opened, StoreError> {
+    let storage = FileStorage::open(dir).map_err(|error| {
+        StoreError::io(
+            &dir.display().to_string(),
+            hearth_store::Operation::List,
+            error,
+        )
+    })?;
+    let storage = Arc::new(storage);
+    let recovered = hearth_store::open(storage.clone(), WalOptions::default())?;
+    Ok(Opened { storage, recovered })
+}
+
+impl ShardStore {
+    /// The store of a shard, from its recovered directory; also returns the recovered
+    /// databases.
+    pub fn new(
+        opened: Opened,
+        config: PersistConfig,
+    ) -> (ShardStore, BTreeMap<Arc<str>, RecoveredDatabase>) {
+        let recovered = opened.recovered;
+        let durable = recovered.wal.durable_seq();
+        let (progress, _) = watch::channel(Progress {
+            durable,
+            failed: false,
+        });
+        let store = ShardStore {
+            config,
+            storage: opened.storage,
+            wal: RefCell::new(recovered.wal),
+            catalog: RefCell::new(recovered.snapshots),
+            appended: Notify::new(),
+            undurable: RefCell::new(VecDeque::new()),
+            failure: RefCell::new(None),
+            progress,
+        };
+        (store, recovered.databases)
+    }
+
+    /// Appends a record for `database`, whose state after it is `state`.
+    pub fn append(
+        &self,
+        database: &Rc<str>,
+        body: RecordRef<'_>,
+        state: DurableState,
+    ) -> Result<Appended, StoreError> {
+        let appended = self.wal.borrow_mut().append(database, body)?;
+        self.undurable.borrow_mut().push_back(Undurable {
+            seq: appended.seq,
+            database: database.clone(),
+            state,
+        });
+        self.appended.notify_one();
+        Ok(appended)
+    }
+
+    /// Takes the log segments that the snapshots now cover out of the log, for removal.
+    pub fn take_truncation(&self) -> Removal<FileStorage> {
+        let catalog = self.catalog.borrow();
+        self.wal
+            .borrow_mut()
+            .take_removable(|database| catalog.covered_for_truncation(database))
+    }
+
+    /// The log is durable up to `durable`: returns the new durable state of each database
+    /// that had writes up to there (the last one of each, in order).
+    pub fn release(&self, durable: u64) -> Vec<(Rc<str>, DurableState)> {
+        let mut released = Vec::new();
+        let mut undurable = self.undurable.borrow_mut();
+        while undurable.front().is_some_and(|write| write.seq <= durable) {
+            if let Some(write) = undurable.pop_front() {
+                released.push((write.database, write.state));
+            }
+        }
+        drop(undurable);
+        self.progress.send_modify(|progress| {
+            progress.durable = progress.durable.max(durable);
+        });
+        released
+    }
+
+    /// The log failed: nothing more will become durable.
+    pub fn fail(&self, reason: String) {
+        self.undurable.borrow_mut().clear();
+        *self.failure.borrow_mut() = Some(reason);
+        self.progress.send_modify(|progress| progress.failed = true);
+    }
+
+    pub fn failure(&self) -> Option<String> {
+        self.failure.borrow().clone()
+    }
+
+    pub fn durable_seq(&self) -> u64 {
+        self.progress.borrow().durable
+    }
+
+    /// Waits until every record up to `seq` is durable; an error when the log failed first.
+    pub async fn wait_durable(&self, seq: u64) -> Result<(), String> {
+        let mut progress = self.progress.subscribe();
+        let reached = progress
+            .wait_for(|progress| progress.failed || progress.durable >= seq)
+            .await
+            .map(|progress| *progress);
+        match reached {
+            Ok(progress) if progress.durable >= seq => Ok(()),
+            _ => Err(self
+                .failure()
+                .unwrap_or_else(|| "the server is shutting down".to_owned())),
+        }
+    }
+}
