@@ -137,6 +137,7 @@ fn persist_config(args: &ServeArgs) -> PersistConfig {
             interval_ms_min: args.snapshot_min_interval_secs.saturating_mul(1000),
         },
         evict_idle: None,
+        fault_storage: None,
     }
 }
 

@@ -19,7 +19,8 @@ use crate::listener::bind_listeners;
 use crate::namespace::{owner_shard, resolve};
 use crate::persist::data_dir::{DataDir, DataDirError};
 use crate::persist::{
-    commit_loop, flush_at_shutdown, open_shard_dir, snapshot_all, Durability, Opened, ShardStore,
+    commit_loop, flush_at_shutdown, open_shard_dir, open_storage, snapshot_all, Durability, Opened,
+    ShardStorage, ShardStore,
 };
 use crate::rest::execute_durable;
 use crate::shard::{Shard, ShardMessage};
@@ -140,13 +141,22 @@ fn open_data_dir(
     }
     let requested = config.threads_from_flag.then_some(config.threads);
     let data_dir = DataDir::open(&config.data_dir, requested, config.threads.max(1))?;
+    if config.persist.fault_storage.is_some() && data_dir.shards() != 1 {
+        // One in-memory directory cannot stand for several shards' directories.
+        return Err(DataDirError::BadShardCount(data_dir.shards()).into());
+    }
     let started = Instant::now();
     let results: Vec<Result<Opened, StartError>> = std::thread::scope(|scope| {
         let tasks: Vec<_> = (0..data_dir.shards())
             .map(|shard| {
                 let dir = data_dir.shard_dir(shard);
+                let faults = config.persist.fault_storage.clone();
                 scope.spawn(move || {
-                    open_shard_dir(&dir).map_err(|source| StartError::Recovery {
+                    let opened = match faults {
+                        Some(faults) => open_storage(ShardStorage::Faults(faults)),
+                        None => open_shard_dir(&dir),
+                    };
+                    opened.map_err(|source| StartError::Recovery {
                         shard,
                         dir: dir.display().to_string(),
                         source,
@@ -225,7 +235,7 @@ fn run_shard(
             return;
         }
     };
-    let persist = config.persist;
+    let persist = config.persist.clone();
     let (store, recovered) = match opened {
         Some(opened) => {
             let (store, recovered) = ShardStore::new(opened, persist);

@@ -18,6 +18,7 @@ pub mod data_dir;
 mod failure;
 mod gate;
 mod snapshots;
+mod storage;
 mod store;
 
 use std::time::Duration;
@@ -28,7 +29,8 @@ pub use commit::{commit_loop, flush_at_shutdown};
 pub use failure::report_failure;
 pub use gate::{Gate, Tagger};
 pub use snapshots::snapshot_all;
-pub use store::{open_shard_dir, DurableState, Opened, ShardStore};
+pub use storage::{ShardFile, ShardStorage};
+pub use store::{open_shard_dir, open_storage, DurableState, Opened, ShardStore};
 
 /// When a write is acknowledged, and what a crash may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +48,7 @@ pub enum Durability {
 }
 
 /// The durability settings of a server.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PersistConfig {
     pub durability: Durability,
     /// With [`Durability::Batch`], the longest time between syncs.
@@ -55,6 +57,9 @@ pub struct PersistConfig {
     /// A database with no clients and no writes for this long is snapshotted and dropped
     /// from memory; it is loaded again on its next use. `None` keeps every database loaded.
     pub evict_idle: Option<Duration>,
+    /// Test only: run the (single) shard on this in-memory storage, which injects disk
+    /// errors, instead of its directory.
+    pub fault_storage: Option<std::sync::Arc<hearth_store::FaultStorage>>,
 }
 
 /// The default time between syncs under `--durability batch`.
@@ -70,6 +75,7 @@ impl Default for PersistConfig {
             sync_interval: DEFAULT_SYNC_INTERVAL,
             snapshots: SnapshotPolicy::default(),
             evict_idle: Some(DEFAULT_EVICT_IDLE),
+            fault_storage: None,
         }
     }
 }

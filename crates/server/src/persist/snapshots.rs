@@ -12,6 +12,7 @@ use std::sync::Arc;
 use hearth_store::{remove_files, write_snapshot, SnapshotDecision, SnapshotInfo, StoreError};
 use tracing::{debug, info, warn};
 
+use super::storage::ShardStorage;
 use super::DurableState;
 use crate::shard::Shard;
 use crate::time::now_ms;
@@ -89,7 +90,7 @@ fn start(shard: &Rc<Shard>, name: &str, now: u64) {
     });
 }
 
-fn write(storage: &hearth_store::FileStorage, job: &Job) -> Result<SnapshotInfo, StoreError> {
+fn write(storage: &ShardStorage, job: &Job) -> Result<SnapshotInfo, StoreError> {
     write_snapshot(
         storage,
         &job.name,

@@ -8,12 +8,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use hearth_store::{
-    Appended, FileStorage, RecordRef, Recovered, RecoveredDatabase, Removal, SnapshotCatalog,
-    StoreError, WalOptions, WalWriter,
+    Appended, RecordRef, Recovered, RecoveredDatabase, Removal, SnapshotCatalog, StoreError,
+    WalOptions, WalWriter,
 };
 use hearth_tree::Node;
 use tokio::sync::{watch, Notify};
 
+use super::storage::ShardStorage;
 use super::PersistConfig;
 
 /// What a database looks like at some position of the log: its tree and the rules set
@@ -41,8 +42,8 @@ struct Undurable {
 /// The store of one shard.
 pub struct ShardStore {
     pub config: PersistConfig,
-    pub storage: Arc<FileStorage>,
-    pub wal: RefCell<WalWriter<FileStorage>>,
+    pub storage: Arc<ShardStorage>,
+    pub wal: RefCell<WalWriter<ShardStorage>>,
     pub catalog: RefCell<SnapshotCatalog>,
     /// Woken when records are appended, so that the commit task starts a batch.
     pub appended: Notify,
@@ -53,19 +54,24 @@ pub struct ShardStore {
 
 /// A recovered shard directory, on its way to the shard's thread.
 pub struct Opened {
-    pub storage: Arc<FileStorage>,
-    pub recovered: Recovered<FileStorage>,
+    pub storage: Arc<ShardStorage>,
+    pub recovered: Recovered<ShardStorage>,
 }
 
 /// Recovers the shard directory `dir` and opens its log for appending. Runs on any thread.
 pub fn open_shard_dir(dir: &Path) -> Result<Opened, StoreError> {
-    let storage = FileStorage::open(dir).map_err(|error| {
+    let storage = hearth_store::FileStorage::open(dir).map_err(|error| {
         StoreError::io(
             &dir.display().to_string(),
             hearth_store::Operation::List,
             error,
         )
     })?;
+    open_storage(ShardStorage::Files(storage))
+}
+
+/// Recovers a shard's storage and opens its log for appending.
+pub fn open_storage(storage: ShardStorage) -> Result<Opened, StoreError> {
     let storage = Arc::new(storage);
     let recovered = hearth_store::open(storage.clone(), WalOptions::default())?;
     Ok(Opened { storage, recovered })
@@ -115,7 +121,7 @@ impl ShardStore {
     }
 
     /// Takes the log segments that the snapshots now cover out of the log, for removal.
-    pub fn take_truncation(&self) -> Removal<FileStorage> {
+    pub fn take_truncation(&self) -> Removal<ShardStorage> {
         let catalog = self.catalog.borrow();
         self.wal
             .borrow_mut()
