@@ -28,6 +28,9 @@ pub struct Loaded {
     pub snapshot_running: bool,
     /// When a request last touched it, for eviction.
     pub last_used_ms: u64,
+    /// Whether anything of it is on disk (recovered, or a record was appended): a database
+    /// that never was can be dropped without a snapshot.
+    pub on_disk: bool,
 }
 
 impl Loaded {
@@ -46,6 +49,7 @@ impl Loaded {
             last_snapshot_ms: now_ms,
             snapshot_running: false,
             last_used_ms: now_ms,
+            on_disk: false,
         }
     }
 

@@ -69,6 +69,10 @@ struct ServeArgs {
     /// Never snapshot the same database more often than this (seconds).
     #[arg(long, default_value_t = 10)]
     snapshot_min_interval_secs: u64,
+    /// Drop a database from memory after this many seconds without clients or requests (it
+    /// is snapshotted first and loaded again on its next use); 0 keeps every database loaded.
+    #[arg(long, default_value_t = 600)]
+    evict_idle_secs: u64,
     /// Shards (threads, one per core). Defaults to the number of cores, or to the shard count
     /// of an existing data directory.
     #[arg(long, env = "HEARTH_THREADS")]
@@ -136,7 +140,7 @@ fn persist_config(args: &ServeArgs) -> PersistConfig {
             age_ms_max: args.snapshot_max_age_secs.max(1).saturating_mul(1000),
             interval_ms_min: args.snapshot_min_interval_secs.saturating_mul(1000),
         },
-        evict_idle: None,
+        evict_idle: (args.evict_idle_secs > 0).then(|| Duration::from_secs(args.evict_idle_secs)),
         fault_storage: None,
     }
 }
@@ -148,6 +152,8 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colors only on a terminal: log files and tests that read them get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().command {
         Command::Serve(args) => serve(*args),

@@ -164,7 +164,8 @@ impl Shard {
         let loaded = match databases.entry(namespace.to_owned()) {
             Entry::Occupied(entry) => entry.into_mut(),
             Entry::Vacant(entry) => {
-                let loaded = self.new_database(namespace, now);
+                let loaded = crate::persist::load_evicted(self, namespace, now)
+                    .unwrap_or_else(|| self.new_database(namespace, now));
                 entry.insert(loaded)
             }
         };
@@ -188,6 +189,7 @@ impl Shard {
             );
             self.apply_rules(&mut loaded, state.rules, now);
             loaded.durable = loaded.state();
+            loaded.on_disk = true;
             databases.insert(name.to_string(), loaded);
         }
     }
@@ -259,6 +261,7 @@ impl Shard {
             Ok(appended) => {
                 loaded.seq.set(appended.seq);
                 loaded.wal_bytes += appended.bytes;
+                loaded.on_disk = true;
             }
             Err(error) => {
                 loaded.seq.set(u64::MAX);

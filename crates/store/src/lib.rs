@@ -43,7 +43,7 @@ pub use batch::{Batch, BatchDone, Removal};
 pub use catalog::{remove_files, SnapshotCatalog, SNAPSHOTS_KEPT};
 pub use codec::{DecodeError, DECODE_DEPTH_MAX, DECODE_STRING_BYTES_MAX};
 pub use error::{Corruption, Operation, StoreError};
-pub use names::{validate_database_name, MAX_DATABASE_NAME_BYTES};
+pub use names::{snapshot_name, validate_database_name, MAX_DATABASE_NAME_BYTES};
 pub use policy::{SnapshotDecision, SnapshotPolicy, SnapshotReason};
 pub use record::{
     decode_record, encode_record, Record, RecordBody, RecordRef, MAX_RECORD_BYTES, MAX_RULES_BYTES,

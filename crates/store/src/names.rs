@@ -41,7 +41,8 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
     parse_number(name.strip_prefix(SEGMENT_PREFIX)?)
 }
 
-pub(crate) fn snapshot_name(database: &str, covered_seq: u64) -> String {
+/// The file name of the snapshot of `database` that covers the log up to `covered_seq`.
+pub fn snapshot_name(database: &str, covered_seq: u64) -> String {
     format!("{SNAPSHOT_PREFIX}{database}-{covered_seq:020}")
 }
 

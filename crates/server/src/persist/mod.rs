@@ -15,6 +15,7 @@
 
 mod commit;
 pub mod data_dir;
+mod evict;
 mod failure;
 mod gate;
 mod snapshots;
@@ -26,6 +27,7 @@ use std::time::Duration;
 use hearth_store::SnapshotPolicy;
 
 pub use commit::{commit_loop, flush_at_shutdown};
+pub use evict::load_evicted;
 pub use failure::report_failure;
 pub use gate::{Gate, Tagger};
 pub use snapshots::snapshot_all;

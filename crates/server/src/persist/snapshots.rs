@@ -42,6 +42,7 @@ pub fn maintain(shard: &Rc<Shard>, now: u64) {
     for name in due {
         start(shard, &name, now);
     }
+    super::evict::evict_idle(shard, now);
 }
 
 /// What a snapshot of one database needs, taken on the shard thread.
@@ -65,7 +66,7 @@ fn job(shard: &Shard, name: &str, now: u64) -> Option<Job> {
     })
 }
 
-fn start(shard: &Rc<Shard>, name: &str, now: u64) {
+pub fn start(shard: &Rc<Shard>, name: &str, now: u64) {
     let Some(job) = job(shard, name, now) else {
         return;
     };

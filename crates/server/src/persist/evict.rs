@@ -1,0 +1,107 @@
+//! Dropping idle databases from memory, and loading them again on their next use.
+//!
+//! A database with no clients, no writes in flight and no use for `--evict-idle-secs` is
+//! dropped once a snapshot covers all of its log records (one is taken first if needed), so
+//! that loading it again is one snapshot read. A server with many databases then holds only
+//! the ones in use.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use hearth_store::{read_snapshot, snapshot_name};
+use hearth_sync::{Access, Database, Effects};
+use tracing::{error, info};
+
+use crate::loaded::Loaded;
+use crate::shard::Shard;
+
+/// Evicts the idle databases that a snapshot covers, and starts snapshots of the others.
+pub fn evict_idle(shard: &Rc<Shard>, now: u64) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    let Some(idle) = store.config.evict_idle else {
+        return;
+    };
+    if store.failure().is_some() {
+        return;
+    }
+    let idle_ms = idle.as_millis() as u64;
+    let durable = store.durable_seq();
+    let mut evict = Vec::new();
+    let mut snapshot = Vec::new();
+    {
+        let databases = shard.databases.borrow();
+        let catalog = store.catalog.borrow();
+        for (name, loaded) in databases.iter() {
+            let idle = loaded.session_count() == 0
+                && !loaded.snapshot_running
+                && loaded.seq.get() <= durable
+                && now.saturating_sub(loaded.last_used_ms) >= idle_ms;
+            if !idle {
+                continue;
+            }
+            let covered = catalog
+                .newest(name)
+                .is_some_and(|covered| covered >= loaded.seq.get());
+            if covered || !loaded.on_disk {
+                evict.push(name.clone());
+            } else {
+                snapshot.push(name.clone());
+            }
+        }
+    }
+    if !evict.is_empty() {
+        let mut databases = shard.databases.borrow_mut();
+        for name in &evict {
+            databases.remove(name);
+        }
+        info!(shard = shard.index, databases = ?evict, "idle databases evicted from memory");
+    }
+    for name in snapshot {
+        super::snapshots::start(shard, &name, now);
+    }
+}
+
+/// Loads `namespace` from its newest snapshot if it was evicted; `None` if it has none.
+pub fn load_evicted(shard: &Shard, namespace: &str, now: u64) -> Option<Loaded> {
+    let store = shard.store.as_ref()?;
+    let covered = store.catalog.borrow().newest(namespace)?;
+    let started = Instant::now();
+    let name = snapshot_name(namespace, covered);
+    match read_snapshot(&*store.storage, &name) {
+        Ok(snapshot) => {
+            let mut loaded = Loaded::new(
+                Rc::from(namespace),
+                Database::with_root(snapshot.root),
+                covered,
+                now,
+            );
+            shard.apply_rules(&mut loaded, snapshot.rules, now);
+            loaded.durable = loaded.state();
+            loaded.on_disk = true;
+            info!(
+                namespace,
+                shard = shard.index,
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "database loaded from its snapshot"
+            );
+            Some(loaded)
+        }
+        Err(failure) => {
+            // Never pretend the database is empty to its users: it is locked (admins only)
+            // and refuses writes, and the log says why.
+            error!(namespace, snapshot = %name, %failure, "cannot load an evicted database; it is locked until the server restarts");
+            let mut loaded = Loaded::new(Rc::from(namespace), Database::new(), covered, now);
+            let mut effects = Effects::new();
+            loaded.engine.set_access(Access::Locked, now, &mut effects);
+            loaded
+                .engine
+                .set_read_only(Some(std::sync::Arc::from(format!(
+                    "the database could not be loaded from disk: {failure}"
+                ))));
+            loaded.on_disk = true;
+            Some(loaded)
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Idle databases are snapshotted, dropped from memory and loaded again on their next use,
+//! with their data and their rules; a restart recovers them too.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hearth_server::persist::{Durability, PersistConfig};
+use hearth_server::{ServeConfig, Server};
+use hearth_store::SnapshotPolicy;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn config(dir: &Path) -> ServeConfig {
+    let mut config = ServeConfig::for_tests(SocketAddr::from(([127, 0, 0, 1], 0)));
+    config.data_dir = dir.to_owned();
+    config.persist = PersistConfig {
+        durability: Durability::Strict,
+        evict_idle: Some(Duration::from_millis(200)),
+        snapshots: SnapshotPolicy {
+            interval_ms_min: 0,
+            ..SnapshotPolicy::default()
+        },
+        ..PersistConfig::default()
+    };
+    config
+}
+
+fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut stream = TcpStream::connect(address).await.expect("HTTP connects");
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer owner\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .expect("the request is sent");
+        let mut response = String::new();
+        tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
+            .await
+            .expect("an answer in time")
+            .expect("an answer");
+        let status = response
+            .get(9..12)
+            .and_then(|code| code.parse().ok())
+            .expect("a status line");
+        let body = response
+            .split_once("\r\n\r\n")
+            .map_or(String::new(), |(_, body)| body.to_owned());
+        (status, body)
+    })
+}
+
+fn snapshots(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("shard-0"))
+        .expect("the shard directory")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("snap-idle-"))
+        .collect();
+    names.sort();
+    names
+}
+
+fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hearth-eviction-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn an_idle_database_is_evicted_and_loaded_again_with_its_data_and_rules() {
+    let dir = temp_dir();
+    let server = Server::start(config(&dir)).expect("the server starts");
+    let address = server.address;
+    let rules = r#"{"rules": {".read": true, ".write": true, "locked": {".write": false}}}"#;
+    assert_eq!(
+        http(address, "PUT", "/.settings/rules.json?ns=idle", rules).0,
+        200
+    );
+    assert_eq!(
+        http(address, "PUT", "/a.json?ns=idle", r#"{"b": [1, 2]}"#),
+        (200, r#"{"b":[1,2]}"#.to_owned())
+    );
+    assert!(
+        snapshots(&dir).is_empty(),
+        "no snapshot before the idle time"
+    );
+    // The maintenance tick runs every second: the first snapshots, a later one evicts.
+    std::thread::sleep(Duration::from_millis(3_500));
+    assert!(
+        !snapshots(&dir).is_empty(),
+        "the idle database was snapshotted"
+    );
+    assert_eq!(
+        http(address, "GET", "/a.json?ns=idle", ""),
+        (200, r#"{"b":[1,2]}"#.to_owned()),
+        "loaded again with its data"
+    );
+    assert_eq!(
+        http(address, "GET", "/.settings/rules.json?ns=idle", ""),
+        (200, rules.to_owned()),
+        "and its rules"
+    );
+    assert_eq!(
+        http(address, "PUT", "/a/c.json?ns=idle", "3").0,
+        200,
+        "it takes writes again"
+    );
+    server.stop();
+
+    let server = Server::start(config(&dir)).expect("the server starts again");
+    assert_eq!(
+        http(server.address, "GET", "/a.json?ns=idle", ""),
+        (200, r#"{"b":[1,2],"c":3}"#.to_owned())
+    );
+    server.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
