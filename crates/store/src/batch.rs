@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use crate::error::{Operation, StoreError};
+use crate::names::SPARE_SEGMENT_NAME;
 use crate::segment::{SegmentHeader, SEGMENT_HEADER_BYTES};
 use crate::storage::{Storage, StorageFile};
 
@@ -19,6 +20,8 @@ pub(crate) struct BatchPiece<F> {
     /// `None` when the segment is created by this batch.
     pub(crate) file: Option<Arc<F>>,
     pub(crate) create: Option<SegmentHeader>,
+    /// A zero-filled file made ahead of time, to become the created segment.
+    pub(crate) spare: Option<Arc<F>>,
     pub(crate) offset: u64,
     pub(crate) bytes: Vec<u8>,
 }
@@ -100,7 +103,13 @@ fn write_pieces<S: Storage>(
         let file = match (&piece.file, &piece.create) {
             (Some(file), _) => file.clone(),
             (None, Some(header)) => {
-                let file = Arc::new(create_segment(storage, &piece.name, header)?);
+                let file = match &piece.spare {
+                    Some(spare) => {
+                        adopt_spare(storage, spare, &piece.name, header)?;
+                        spare.clone()
+                    }
+                    None => Arc::new(create_segment(storage, &piece.name, header)?),
+                };
                 created.push((header.index, file.clone()));
                 file
             }
@@ -133,6 +142,65 @@ pub(crate) fn create_segment<S: Storage>(
     file.sync_data().map_err(io(Operation::Sync))?;
     storage.sync_dir().map_err(io(Operation::SyncDir))?;
     Ok(file)
+}
+
+/// Turns the spare segment into the segment `name`: its header written and synced, then the
+/// rename made durable. The zeros were written and synced when the spare was made, so the
+/// result is what [`create_segment`] leaves, without its cost on the commit path.
+fn adopt_spare<S: Storage>(
+    storage: &S,
+    spare: &S::File,
+    name: &str,
+    header: &SegmentHeader,
+) -> Result<(), StoreError> {
+    let io = |operation| move |error| StoreError::io(name, operation, error);
+    spare
+        .write_at(0, &header.encode())
+        .map_err(io(Operation::Write))?;
+    spare.sync_data().map_err(io(Operation::Sync))?;
+    storage
+        .rename(SPARE_SEGMENT_NAME, name)
+        .map_err(io(Operation::Rename))?;
+    storage.sync_dir().map_err(io(Operation::SyncDir))?;
+    Ok(())
+}
+
+/// Making the spare segment: a file of `size` zero bytes, synced. Runs on any thread.
+pub struct SpareJob<S: Storage> {
+    pub(crate) storage: Arc<S>,
+    pub(crate) size: u64,
+}
+
+/// The outcome of [`SpareJob::execute`], for [`crate::WalWriter::add_spare`].
+pub struct SpareDone<S: Storage> {
+    pub(crate) size: u64,
+    pub(crate) result: Result<S::File, StoreError>,
+}
+
+impl<S: Storage> SpareJob<S> {
+    pub fn execute(self) -> SpareDone<S> {
+        let name = SPARE_SEGMENT_NAME;
+        let make = || {
+            match self.storage.remove(name) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(StoreError::io(name, Operation::Remove, error));
+                }
+                _ => {}
+            }
+            let file = self
+                .storage
+                .create(name)
+                .map_err(|error| StoreError::io(name, Operation::Create, error))?;
+            zero_fill(&file, name, 0, self.size)?;
+            file.sync_data()
+                .map_err(|error| StoreError::io(name, Operation::Sync, error))?;
+            Ok(file)
+        };
+        SpareDone {
+            size: self.size,
+            result: make(),
+        }
+    }
 }
 
 /// Writes zeros over `from..to` of `file`, a chunk at a time.

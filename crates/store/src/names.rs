@@ -4,6 +4,9 @@
 //! wal-00000000000000000001            log segment 1 (numbered consecutively from 1)
 //! snap-<database>-00000000000000004711  snapshot of <database> covering sequence number 4711
 //! snap-<database>-00000000000000004711.tmp  a snapshot being written (removed by recovery)
+//! wal-spare                           a zero-filled segment made ahead of time, renamed to the
+//!                                     next segment's name when the log rolls over (removed by
+//!                                     recovery: it is never part of the log)
 //! ```
 //!
 //! Numbers are zero-padded to 20 digits so that names sort as numbers do.
@@ -46,6 +49,9 @@ pub fn snapshot_name(database: &str, covered_seq: u64) -> String {
     format!("{SNAPSHOT_PREFIX}{database}-{covered_seq:020}")
 }
 
+/// The name of the segment made ahead of time.
+pub(crate) const SPARE_SEGMENT_NAME: &str = "wal-spare";
+
 pub(crate) fn temporary_name(name: &str) -> String {
     format!("{name}{TEMPORARY_SUFFIX}")
 }
@@ -58,9 +64,12 @@ pub(crate) fn parse_snapshot_name(name: &str) -> Option<(&str, u64)> {
     Some((database, parse_number(number)?))
 }
 
+/// Whether recovery removes `name`: a snapshot being written, or the spare segment.
 pub(crate) fn is_temporary(name: &str) -> bool {
-    name.strip_suffix(TEMPORARY_SUFFIX)
-        .is_some_and(|stem| parse_snapshot_name(stem).is_some())
+    name == SPARE_SEGMENT_NAME
+        || name
+            .strip_suffix(TEMPORARY_SUFFIX)
+            .is_some_and(|stem| parse_snapshot_name(stem).is_some())
 }
 
 /// Exactly 20 digits, so that every number has one name.

@@ -178,6 +178,11 @@ impl SegmentTable {
         }
     }
 
+    /// The size of a new segment.
+    pub fn size_target(&self) -> u64 {
+        self.size_target
+    }
+
     pub fn segments(&self) -> impl ExactSizeIterator<Item = &SegmentInfo> {
         self.segments.iter()
     }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use hearth_sync::Write;
 
-use crate::batch::{Batch, BatchDone, BatchPiece, Removal};
+use crate::batch::{Batch, BatchDone, BatchPiece, Removal, SpareDone, SpareJob};
 use crate::error::{Operation, StoreError};
 use crate::names::segment_name;
 use crate::record::{encode_record, RecordRef};
@@ -88,6 +88,9 @@ pub struct WalWriter<S: Storage> {
     in_flight: Option<u64>,
     failure: Option<(String, Operation)>,
     spare: Vec<Vec<u8>>,
+    /// The zero-filled segment made ahead of time, with its size.
+    spare_segment: Option<(u64, Arc<S::File>)>,
+    spare_in_flight: bool,
 }
 
 impl<S: Storage> std::fmt::Debug for WalWriter<S> {
@@ -123,6 +126,8 @@ impl<S: Storage> WalWriter<S> {
             in_flight: None,
             failure: None,
             spare: Vec::new(),
+            spare_segment: None,
+            spare_in_flight: false,
         }
     }
 
@@ -211,17 +216,30 @@ impl<S: Storage> WalWriter<S> {
             return Ok(None);
         };
         let last_seq = self.log_last_seq;
+        let mut spare_segment = self.spare_segment.take();
         let pieces = self
             .pending
             .drain(..)
-            .map(|piece| BatchPiece {
-                name: segment_name(piece.index),
-                file: self.files.get(&piece.index).cloned(),
-                create: piece.create,
-                offset: piece.offset,
-                bytes: piece.bytes,
+            .map(|piece| {
+                // The spare fits a segment of the usual size; a larger one (for a huge
+                // record) is made the slow way.
+                let spare = match (&piece.create, &spare_segment) {
+                    (Some(header), Some((size, _))) if header.size == *size => {
+                        spare_segment.take().map(|(_, file)| file)
+                    }
+                    _ => None,
+                };
+                BatchPiece {
+                    name: segment_name(piece.index),
+                    file: self.files.get(&piece.index).cloned(),
+                    create: piece.create,
+                    spare,
+                    offset: piece.offset,
+                    bytes: piece.bytes,
+                }
             })
             .collect();
+        self.spare_segment = spare_segment;
         self.in_flight = Some(last_seq);
         Ok(Some(Batch {
             storage: self.storage.clone(),
@@ -260,6 +278,34 @@ impl<S: Storage> WalWriter<S> {
                 Err(error)
             }
         }
+    }
+
+    /// The job of making a spare segment ahead of time, so that rolling over to a new
+    /// segment does not zero-fill one on the commit path. `None` when a spare exists or is
+    /// being made, while a batch is in flight (it may be renaming the spare), or after a
+    /// failure. Run [`SpareJob::execute`] anywhere and hand the result to [`Self::add_spare`].
+    pub fn prepare_spare(&mut self) -> Option<SpareJob<S>> {
+        if self.spare_segment.is_some()
+            || self.spare_in_flight
+            || self.in_flight.is_some()
+            || self.failure.is_some()
+        {
+            return None;
+        }
+        self.spare_in_flight = true;
+        Some(SpareJob {
+            storage: self.storage.clone(),
+            size: self.table.size_target(),
+        })
+    }
+
+    /// Takes back a made spare segment. A failure to make one is not a failure of the log:
+    /// the next rollover makes its segment the slow way.
+    pub fn add_spare(&mut self, done: SpareDone<S>) -> Result<(), StoreError> {
+        self.spare_in_flight = false;
+        let file = done.result?;
+        self.spare_segment = Some((done.size, Arc::new(file)));
+        Ok(())
     }
 
     /// Prepares, executes and completes a batch on this thread (tools, tests, shutdown).
@@ -327,7 +373,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::{open, MemoryStorage, RECORD_HEADER_BYTES};
+    use crate::{open, MemoryStorage, Storage, RECORD_HEADER_BYTES};
     use hearth_sync::{Change, WriteOp};
     use hearth_tree::{Node, Path};
 
@@ -379,6 +425,44 @@ mod tests {
             .collect();
         assert_eq!(created, vec![1, 2]);
         assert_eq!(wal.complete(batch.execute())?, sizes.len() as u64);
+        Ok(())
+    }
+
+    #[test]
+    fn a_rollover_adopts_the_spare_segment_and_recovery_removes_a_leftover_one(
+    ) -> Result<(), StoreError> {
+        let storage = Arc::new(MemoryStorage::new());
+        let options = WalOptions { segment_bytes: 256 };
+        let mut wal = open(storage.clone(), options)?.wal;
+        let job = wal.prepare_spare().expect("no spare yet");
+        assert!(wal.prepare_spare().is_none(), "one spare job at a time");
+        wal.add_spare(job.execute())?;
+        let mut n = 0;
+        while wal.segments().segments().len() < 2 {
+            n += 1;
+            wal.append_write("db", &write(n))?;
+            wal.commit()?;
+        }
+        let names = storage
+            .list()
+            .map_err(|error| StoreError::io("dir", Operation::List, error))?;
+        assert!(names.contains(&segment_name(2)), "{names:?}");
+        assert!(
+            !names
+                .iter()
+                .any(|name| name == crate::names::SPARE_SEGMENT_NAME),
+            "{names:?}"
+        );
+        // A new spare, then a restart: the leftover is removed and every record is back.
+        let job = wal.prepare_spare().expect("the spare was used");
+        wal.add_spare(job.execute())?;
+        drop(wal);
+        let recovered = open(storage.clone(), options)?;
+        assert_eq!(recovered.report.records_replayed, n);
+        assert_eq!(
+            recovered.report.temporary_files_removed,
+            vec![crate::names::SPARE_SEGMENT_NAME.to_owned()]
+        );
         Ok(())
     }
 

@@ -206,6 +206,14 @@ impl Shard {
         Ok(())
     }
 
+    /// Makes a spare segment, as the server does after each batch, so that rollovers in the
+    /// schedule adopt it (and crashes hit the adoption).
+    fn make_spare(&mut self) {
+        if let Some(job) = self.wal.prepare_spare() {
+            let _ = self.wal.add_spare(job.execute());
+        }
+    }
+
     fn run(&mut self, step: Step) -> Result<(), StoreError> {
         let path = |index: usize| Path::parse(PATHS[index]).expect("valid test path");
         match step {
@@ -261,6 +269,7 @@ impl Shard {
                 model.history.push((seq, root, model.rules.clone()));
             }
             Step::Commit => {
+                self.make_spare();
                 self.wal.commit()?;
             }
             Step::FailBatch {
@@ -268,6 +277,7 @@ impl Shard {
                 point,
                 crash,
             } => {
+                self.make_spare();
                 self.storage.inject(FaultRule::once(point, fault));
                 let outcome = self.wal.commit();
                 self.storage.clear_faults();
@@ -281,6 +291,7 @@ impl Shard {
                 self.recover(storage)?;
             }
             Step::CrashMidBatch { seed } => {
+                self.make_spare();
                 self.storage
                     .inject(FaultRule::always(FaultPoint::Sync, Fault::Halt));
                 let _ = self.wal.commit();

@@ -33,6 +33,7 @@ pub async fn commit_loop(shard: Rc<Shard>) {
     let mut maintenance = tokio::time::interval(MAINTENANCE_PERIOD);
     let mut failure_handled = false;
     let mut last_sync = Instant::now();
+    make_spare(&shard);
     loop {
         tokio::select! {
             _ = store.appended.notified() => {}
@@ -53,7 +54,33 @@ pub async fn commit_loop(shard: Rc<Shard>) {
             last_sync = Instant::now();
         }
         commit_pending(&shard).await;
+        make_spare(&shard);
     }
+}
+
+/// Makes the next log segment ahead of time on a blocking thread, so that a rollover renames
+/// a zero-filled file instead of writing 64 MiB of zeros on the commit path.
+fn make_spare(shard: &Rc<Shard>) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    let Some(job) = store.wal.borrow_mut().prepare_spare() else {
+        return;
+    };
+    let shard = shard.clone();
+    tokio::task::spawn_local(async move {
+        let Some(store) = &shard.store else {
+            return;
+        };
+        match tokio::task::spawn_blocking(move || job.execute()).await {
+            Ok(done) => {
+                if let Err(error) = store.wal.borrow_mut().add_spare(done) {
+                    warn!(%error, "cannot make the next log segment ahead of time; a rollover will make it");
+                }
+            }
+            Err(error) => warn!(%error, "the thread making the next log segment failed"),
+        }
+    });
 }
 
 /// Writes and syncs batches until nothing is pending.
