@@ -22,8 +22,9 @@ use tokio_tungstenite::tungstenite::Message;
 const CONNECTIONS: usize = 50;
 /// Measured seconds per run at scale 1.
 const MEASURE: Duration = Duration::from_secs(5);
-/// Unmeasured seconds before each run's measurement starts.
-const WARM_UP: Duration = Duration::from_secs(1);
+/// Unmeasured seconds before each run's measurement starts: long enough for a fresh data
+/// directory's first segment and its spare to be made, which a running server has behind it.
+const WARM_UP: Duration = Duration::from_secs(3);
 /// Write rates (writes per second over all connections).
 const RATES: [u32; 3] = [1_000, 5_000, 20_000];
 
@@ -35,7 +36,53 @@ fn scale() -> f64 {
         .unwrap_or(1.0)
 }
 
+/// Appends of a small record followed by fdatasync, on the benchmark's file system: the
+/// baseline that the strict mode's numbers must be read against, measured in the same run
+/// (this machine's disk is shared, and its sync latency varies from minute to minute).
+fn fdatasync_baseline(duration: Duration) -> Vec<u64> {
+    use std::os::unix::fs::FileExt;
+    let path = std::env::temp_dir().join(format!("hearth-bench-sync-{}", std::process::id()));
+    let file = std::fs::File::create(&path).expect("a baseline file");
+    file.set_len(8 << 20).expect("the baseline file is sized");
+    file.sync_all().expect("the baseline file is synced");
+    let record = [7u8; 200];
+    let end = Instant::now() + duration;
+    let mut latencies = Vec::new();
+    let mut index = 0u64;
+    while Instant::now() < end {
+        let started = Instant::now();
+        file.write_at(&record, (index * 256) % (8 << 20))
+            .expect("a baseline write");
+        file.sync_data().expect("a baseline sync");
+        latencies.push(started.elapsed().as_micros() as u64);
+        index += 1;
+    }
+    let _ = std::fs::remove_file(&path);
+    latencies.sort_unstable();
+    latencies
+}
+
+fn print_row(name: &str, rate: &str, achieved: f64, result: &RunResult) {
+    println!(
+        "{:<8} {:>7} {:>9.0} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        name,
+        rate,
+        achieved,
+        result.percentile(0.50),
+        result.percentile(0.99),
+        result.percentile(0.999),
+        result.percentile(1.0),
+        result.latencies_us.len()
+    );
+}
+
 fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let measure = MEASURE.mul_f64(scale()).max(Duration::from_millis(200));
     let warm_up = WARM_UP
         .mul_f64(scale().min(1.0))
@@ -63,17 +110,14 @@ fn main() {
                 println!("{name:<8} {rate:>7} (no replies)");
                 continue;
             };
-            println!(
-                "{:<8} {:>7} {:>9.0} {:>9} {:>9} {:>9} {:>9} {:>9}",
-                name,
-                rate,
-                result.achieved,
-                result.percentile(0.50),
-                result.percentile(0.99),
-                result.percentile(0.999),
-                result.percentile(1.0),
-                result.latencies_us.len()
-            );
+            print_row(name, &rate.to_string(), result.achieved, &result);
+        }
+        if durability == Durability::Strict {
+            let baseline = RunResult {
+                latencies_us: fdatasync_baseline(measure),
+                achieved: 0.0,
+            };
+            print_row("fsync", "-", 0.0, &baseline);
         }
     }
 }

@@ -177,8 +177,18 @@ pub struct SpareDone<S: Storage> {
     pub(crate) result: Result<S::File, StoreError>,
 }
 
+/// Zero bytes written and synced at a time while a spare segment is made gently.
+pub const SPARE_FILL_CHUNK_BYTES: u64 = 1024 * 1024;
+
 impl<S: Storage> SpareJob<S> {
+    /// Makes the spare at full speed (tests, tools).
     pub fn execute(self) -> SpareDone<S> {
+        self.execute_paced(std::time::Duration::ZERO)
+    }
+
+    /// Makes the spare a chunk at a time, each chunk synced and followed by `pause`, so that
+    /// the log's own syncs on the same disk never queue behind a 64 MiB flush.
+    pub fn execute_paced(self, pause: std::time::Duration) -> SpareDone<S> {
         let name = SPARE_SEGMENT_NAME;
         let make = || {
             match self.storage.remove(name) {
@@ -191,9 +201,17 @@ impl<S: Storage> SpareJob<S> {
                 .storage
                 .create(name)
                 .map_err(|error| StoreError::io(name, Operation::Create, error))?;
-            zero_fill(&file, name, 0, self.size)?;
-            file.sync_data()
-                .map_err(|error| StoreError::io(name, Operation::Sync, error))?;
+            let mut offset = 0;
+            while offset < self.size {
+                let end = (offset + SPARE_FILL_CHUNK_BYTES).min(self.size);
+                zero_fill(&file, name, offset, end)?;
+                file.sync_data()
+                    .map_err(|error| StoreError::io(name, Operation::Sync, error))?;
+                offset = end;
+                if !pause.is_zero() && offset < self.size {
+                    std::thread::sleep(pause);
+                }
+            }
             Ok(file)
         };
         SpareDone {

@@ -39,7 +39,7 @@ mod storage_file;
 mod storage_memory;
 mod writer;
 
-pub use batch::{Batch, BatchDone, Removal, SpareDone, SpareJob};
+pub use batch::{Batch, BatchDone, Removal, SpareDone, SpareJob, SPARE_FILL_CHUNK_BYTES};
 pub use catalog::{remove_files, SnapshotCatalog, SNAPSHOTS_KEPT};
 pub use codec::{DecodeError, DECODE_DEPTH_MAX, DECODE_STRING_BYTES_MAX};
 pub use error::{Corruption, Operation, StoreError};

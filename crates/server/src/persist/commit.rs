@@ -18,6 +18,13 @@ use super::Durability;
 use crate::shard::Shard;
 use crate::time::now_ms;
 
+/// The pause after each synced mebibyte of a spare segment: 64 MiB take about a second and
+/// never hold a log sync up by more than one small flush.
+const SPARE_FILL_PAUSE: Duration = Duration::from_millis(10);
+
+/// A batch whose write and sync take this long is logged: acknowledgements waited for it.
+const SLOW_SYNC: Duration = Duration::from_millis(100);
+
 /// How often snapshot triggers are checked.
 const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
 
@@ -72,7 +79,7 @@ fn make_spare(shard: &Rc<Shard>) {
         let Some(store) = &shard.store else {
             return;
         };
-        match tokio::task::spawn_blocking(move || job.execute()).await {
+        match tokio::task::spawn_blocking(move || job.execute_paced(SPARE_FILL_PAUSE)).await {
             Ok(done) => {
                 if let Err(error) = store.wal.borrow_mut().add_spare(done) {
                     warn!(%error, "cannot make the next log segment ahead of time; a rollover will make it");
@@ -98,6 +105,8 @@ pub async fn commit_pending(shard: &Shard) {
                 return;
             }
         };
+        let bytes = batch.byte_len();
+        let started = Instant::now();
         let done = match tokio::task::spawn_blocking(move || batch.execute()).await {
             Ok(done) => done,
             Err(error) => {
@@ -106,6 +115,15 @@ pub async fn commit_pending(shard: &Shard) {
                 return;
             }
         };
+        let elapsed = started.elapsed();
+        if elapsed >= SLOW_SYNC {
+            warn!(
+                shard = shard.index,
+                elapsed_ms = elapsed.as_millis() as u64,
+                bytes,
+                "slow log sync: acknowledgements waited for the disk"
+            );
+        }
         let completed = store.wal.borrow_mut().complete(done);
         match completed {
             Ok(durable) => on_durable(shard, durable),
