@@ -53,8 +53,8 @@ struct ServeArgs {
     data_dir: PathBuf,
     /// When a write is acknowledged. strict: after its log record is synced to disk (no
     /// acknowledged write is ever lost, and no client sees a write before it is durable).
-    /// batch: at once, with the log synced every --sync-interval-ms (a machine crash may lose
-    /// the last interval). none: memory only, nothing is written to disk.
+    /// batch: at once, with the log written and synced every --sync-interval-ms (a crash may
+    /// lose the writes of the last interval). none: memory only, nothing is written to disk.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Strict, env = "HEARTH_DURABILITY")]
     durability: DurabilityArg,
     /// With --durability batch: the longest time between two syncs of the log.
