@@ -24,6 +24,7 @@ mod server;
 mod shard;
 mod sse;
 mod time;
+pub mod tools;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
 pub use listener::resolve_listen;

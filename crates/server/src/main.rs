@@ -30,6 +30,12 @@ enum Command {
     /// Work with security rules files.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// Write a database as JSON (export form, priorities kept), from a stopped server's data
+    /// directory or from a running server.
+    Export(Box<hearth_server::tools::ExportArgs>),
+    /// Replace a database with a JSON file, in a stopped server's data directory (atomic) or
+    /// on a running server (member by member).
+    Import(Box<hearth_server::tools::ImportArgs>),
 }
 
 #[derive(Subcommand)]
@@ -158,6 +164,8 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(*args),
         Command::Rules(RulesCommand::Check { file }) => check_rules(&file),
+        Command::Export(args) => hearth_server::tools::export(*args),
+        Command::Import(args) => hearth_server::tools::import(*args),
     }
 }
 

@@ -35,6 +35,11 @@ fn host_label(host: &str) -> Option<&str> {
     (labels.len() >= 3 && !is_ip).then(|| labels[0])
 }
 
+/// Checks a database name given on the command line.
+pub fn validate_name(name: &str) -> Result<(), NamespaceError> {
+    validate(name).map(|_| ())
+}
+
 fn validate(name: &str) -> Result<String, NamespaceError> {
     let ok = !name.is_empty()
         && name.len() <= MAX_NAMESPACE_BYTES

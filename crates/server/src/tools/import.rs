@@ -1,0 +1,194 @@
+//! `hearth import`: a JSON file (export form) becomes a database's whole contents.
+//!
+//! Offline, the tree is built one top-level member at a time and written as a snapshot of the
+//! database that covers the shard's log up to now: atomic (the old contents stay until the
+//! snapshot is renamed into place) and never one huge log record. The database's rules are
+//! kept. Online, each top-level member is sent as its own `PUT` (each at most the server's
+//! request limit) and members the file does not have are deleted afterwards: readers see the
+//! database change member by member.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use hearth_store::write_snapshot;
+use hearth_tree::{Key, Node, Path, Priority};
+use serde_json::{Map, Value};
+
+use super::http_client::{address, encode_key, request};
+use super::progress::bytes_bar;
+use super::stream::{for_each_member, Piece};
+use super::{open_shard, Target};
+
+#[derive(clap::Args, Debug)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The JSON file (plain, or export form with `.priority` and `.value`).
+    pub file: PathBuf,
+}
+
+pub fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let target = &args.target;
+    let file =
+        File::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
+    let size = file.metadata()?.len();
+    let bar = bytes_bar(Some(size), target.quiet, "importing");
+    let reader = BufReader::with_capacity(1 << 20, bar.wrap_read(file));
+    match (&target.location.data_dir, &target.location.url) {
+        (Some(dir), _) => offline(target, dir, reader)?,
+        (None, Some(url)) => online(target, url, reader)?,
+        (None, None) => bail!("give --data-dir or --url"),
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+fn offline(target: &Target, dir: &std::path::Path, reader: impl Read) -> anyhow::Result<()> {
+    let (_lock, opened) = open_shard(target, dir)?;
+    let root = build_tree(reader)?;
+    let rules = opened
+        .recovered
+        .databases
+        .get(target.db.as_str())
+        .and_then(|database| database.rules.clone());
+    let covered = opened.recovered.wal.last_seq();
+    let info = write_snapshot(
+        &*opened.storage,
+        &target.db,
+        covered,
+        rules.as_deref(),
+        &root,
+    )?;
+    eprintln!(
+        "imported {} into {}: a snapshot of {} bytes ({})",
+        target.db,
+        dir.display(),
+        info.bytes,
+        info.name
+    );
+    Ok(())
+}
+
+/// The tree of a document, built member by member.
+pub fn build_tree(reader: impl Read) -> anyhow::Result<Node> {
+    let mut root = Node::empty();
+    let mut special = Map::new();
+    let mut whole = None;
+    for_each_member(reader, &mut |piece| {
+        match piece {
+            Piece::Member(key, value) if key.starts_with('.') => {
+                special.insert(key, value);
+            }
+            Piece::Member(key, value) => {
+                let key = Key::new(&key)?;
+                let child = Node::from_json_at(&value, &Path::root().child(key.clone()))?;
+                root = root.with_child(&key, child);
+            }
+            Piece::Whole(value) => whole = Some(value),
+        }
+        Ok(())
+    })?;
+    if let Some(value) = whole {
+        return Ok(Node::from_json(&value)?);
+    }
+    if special.contains_key(".value") {
+        // A prioritized leaf at the root: only `.value` and `.priority` may be there.
+        return Ok(Node::from_json(&Value::Object(special))?);
+    }
+    for (key, value) in special {
+        match key.as_str() {
+            ".priority" => root = root.with_priority(Priority::from_json(&value)?),
+            _ => bail!("unexpected key {key:?} at the root of the document"),
+        }
+    }
+    Ok(root)
+}
+
+fn online(target: &Target, url: &str, reader: impl Read) -> anyhow::Result<()> {
+    let address = address(url)?;
+    let db = &target.db;
+    let token = &target.admin_token;
+    let mut before = Vec::new();
+    let status = request(
+        &address,
+        "GET",
+        &format!("/.json?ns={db}&shallow=true"),
+        token,
+        None,
+        &mut before,
+    )?;
+    if status != 200 {
+        bail!("the server answered {status} to the shallow read of {db}");
+    }
+    let mut stale: std::collections::BTreeSet<String> = match serde_json::from_slice(&before)? {
+        Value::Object(keys) => keys.keys().cloned().collect(),
+        _ => Default::default(),
+    };
+    let put = |path: &str, value: &Value| -> anyhow::Result<()> {
+        let body = serde_json::to_vec(value)?;
+        let mut answer = Vec::new();
+        let status = request(
+            &address,
+            "PUT",
+            &format!("{path}.json?ns={db}&print=silent"),
+            token,
+            Some(&body),
+            &mut answer,
+        )?;
+        if !(200..300).contains(&status) {
+            bail!(
+                "the server answered {status} to PUT {path}: {}",
+                String::from_utf8_lossy(&answer)
+            );
+        }
+        Ok(())
+    };
+    for_each_member(reader, &mut |piece| {
+        match piece {
+            Piece::Member(key, value) => {
+                stale.remove(&key);
+                put(&format!("/{}", encode_key(&key)), &value)?;
+            }
+            Piece::Whole(value) => {
+                stale.clear();
+                put("", &value)?;
+            }
+        }
+        Ok(())
+    })?;
+    for key in stale {
+        let mut answer = Vec::new();
+        let path = format!("/{}.json?ns={db}&print=silent", encode_key(&key));
+        let status = request(&address, "DELETE", &path, token, None, &mut answer)?;
+        if !(200..300).contains(&status) {
+            bail!("the server answered {status} to DELETE {path}");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_built_tree_equals_the_whole_document() -> anyhow::Result<()> {
+        for document in [
+            json!({"users": {"a": {"n": 1.5, ".priority": 3}}, "list": [1, 2], ".priority": "p"}),
+            json!({".value": "leaf", ".priority": 7}),
+            json!([true, null, "x"]),
+            json!(-0.0),
+            json!({"big": 1e300, "small": 0.1, "int": 9007199254740993u64, "é✓": "ü"}),
+        ] {
+            let text = serde_json::to_vec(&document)?;
+            let built = build_tree(text.as_slice())?;
+            assert_eq!(built, Node::from_json(&document)?, "{document}");
+        }
+        assert!(build_tree(&b"{\".bogus\": 1}"[..]).is_err());
+        assert!(build_tree(&b"{\"a/b\": 1}"[..]).is_err());
+        Ok(())
+    }
+}

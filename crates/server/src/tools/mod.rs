@@ -1,0 +1,67 @@
+//! `hearth export` and `hearth import`: a database's JSON out of, and into, a data directory
+//! (offline, the server stopped) or a running server (online, through the REST API as an
+//! admin). Both stream: an import never holds the whole file as a `serde_json::Value`, only
+//! one top-level child at a time, and an export writes one top-level child at a time.
+
+mod export;
+mod http_client;
+mod import;
+mod progress;
+mod stream;
+
+pub use export::{export, ExportArgs};
+pub use import::{import, ImportArgs};
+
+use std::path::PathBuf;
+
+/// Where the database is: a stopped server's data directory, or a running server.
+#[derive(clap::Args, Debug, Clone)]
+#[group(required = true, multiple = false)]
+pub struct Location {
+    /// The data directory of a stopped server (offline; the directory is locked meanwhile).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// A running server, as `http://HOST:PORT` (online, through the REST API).
+    #[arg(long)]
+    pub url: Option<String>,
+}
+
+/// The database and how to reach it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Target {
+    #[command(flatten)]
+    pub location: Location,
+    /// The database (namespace).
+    #[arg(long)]
+    pub db: String,
+    /// Online: the admin token of the server (`owner` for a --dev server).
+    #[arg(
+        long,
+        env = "HEARTH_ADMIN_TOKEN",
+        hide_env_values = true,
+        default_value = "owner"
+    )]
+    pub admin_token: String,
+    /// Offline, for a data directory that does not exist yet: its shard count (defaults to
+    /// the number of cores, as `hearth serve` does).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Opens the data directory and recovers the shard that holds `db`.
+fn open_shard(
+    target: &Target,
+    dir: &std::path::Path,
+) -> anyhow::Result<(crate::persist::data_dir::DataDir, crate::persist::Opened)> {
+    use anyhow::Context;
+    crate::namespace::validate_name(&target.db)?;
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let data_dir = crate::persist::data_dir::DataDir::open(dir, target.threads, cores)?;
+    let shard = crate::namespace::owner_shard(&target.db, data_dir.shards());
+    let opened = crate::persist::open_shard_dir(&data_dir.shard_dir(shard))
+        .with_context(|| format!("recovering shard {shard} of {}", dir.display()))?;
+    Ok((data_dir, opened))
+}

@@ -1,0 +1,160 @@
+//! `hearth import` and `hearth export`, run as a user would: the real binary, offline on a data
+//! directory and online against a running server, with a document that exercises priorities,
+//! unicode keys and exact numbers.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+fn hearth() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hearth"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hearth-tools-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    dir
+}
+
+fn document() -> Value {
+    let mut rooms = serde_json::Map::new();
+    for room in 0..50 {
+        let messages: serde_json::Map<String, Value> = (0..100)
+            .map(|n| {
+                (
+                    format!("m{n:03}"),
+                    json!({"text": format!("message {n} in room {room} ✓"), "ts": 1_700_000_000_000u64 + n}),
+                )
+            })
+            .collect();
+        rooms.insert(format!("room{room}"), Value::Object(messages));
+    }
+    json!({
+        "rooms": rooms,
+        "numbers": {"big": 1e300, "tenth": 0.1, "huge": 9007199254740993u64, "neg": -0.0},
+        "prioritized": {".priority": 5, "a": {".value": "x", ".priority": "p"}},
+        "é ünïcode ✓": true,
+        ".priority": 1.5,
+    })
+}
+
+fn run(command: &mut Command) -> String {
+    let output = command.output().expect("the command runs");
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+/// The document as the tree holds it (export form, numbers as the server stores them).
+fn canonical(value: &Value) -> Value {
+    hearth_tree::Node::from_json(value)
+        .expect("a valid document")
+        .to_json(true)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free port")
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(dir: &Path, port: u16) -> Server {
+    let child = hearth()
+        .args(["serve", "--dev", "--threads", "2", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(dir)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).is_err() {
+        assert!(Instant::now() < deadline, "the server listens in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Server(child)
+}
+
+#[test]
+fn offline_import_then_export_round_trips_and_the_server_serves_it() {
+    let dir = temp_dir("offline");
+    let file = dir.join("in.json");
+    std::fs::write(&file, serde_json::to_vec(&document()).expect("JSON")).expect("written");
+    let data = dir.join("data");
+    run(hearth()
+        .args([
+            "import",
+            "--quiet",
+            "--threads",
+            "2",
+            "--db",
+            "shop",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .arg(&file));
+    let exported = run(hearth()
+        .args(["export", "--quiet", "--db", "shop", "--data-dir"])
+        .arg(&data));
+    let exported: Value = serde_json::from_str(&exported).expect("the export is JSON");
+    assert_eq!(exported, canonical(&document()));
+
+    // A server started on the directory serves the imported data.
+    let port = free_port();
+    let server = serve(&data, port);
+    let online = run(hearth()
+        .args(["export", "--quiet", "--db", "shop", "--url"])
+        .arg(format!("http://127.0.0.1:{port}")));
+    let online: Value = serde_json::from_str(&online).expect("the export is JSON");
+    assert_eq!(online, canonical(&document()));
+    // An offline import while it runs is refused: the directory is locked.
+    let refused = hearth()
+        .args(["import", "--quiet", "--db", "shop", "--data-dir"])
+        .arg(&data)
+        .arg(&file)
+        .output()
+        .expect("the command runs");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("in use"));
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn online_import_replaces_the_database_member_by_member() {
+    let dir = temp_dir("online");
+    let port = free_port();
+    let _server = serve(&dir.join("data"), port);
+    let url = format!("http://127.0.0.1:{port}");
+    let first = dir.join("first.json");
+    std::fs::write(&first, r#"{"stale": 1, "rooms": {"old": true}}"#).expect("written");
+    run(hearth()
+        .args(["import", "--quiet", "--db", "live", "--url", &url])
+        .arg(&first));
+    let file = dir.join("in.json");
+    std::fs::write(&file, serde_json::to_vec(&document()).expect("JSON")).expect("written");
+    run(hearth()
+        .args(["import", "--quiet", "--db", "live", "--url", &url])
+        .arg(&file));
+    let exported = run(hearth().args(["export", "--quiet", "--db", "live", "--url", &url]));
+    let exported: Value = serde_json::from_str(&exported).expect("the export is JSON");
+    assert_eq!(exported, canonical(&document()));
+    let _ = std::fs::remove_dir_all(dir);
+}
