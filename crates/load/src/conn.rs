@@ -1,0 +1,216 @@
+//! One simulated user: a WebSocket connection that listens, writes on its timetable, and
+//! reconnects (with backoff, listening again) when the server goes away.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::metrics::Metrics;
+use crate::plan::Plan;
+use crate::wire::{self, Incoming};
+
+/// How long a connection may take to open and greet.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Backoff between reconnection attempts.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// A writer more than this many intervals behind its timetable skips ahead (counted).
+const MAX_BEHIND_INTERVALS: u32 = 10;
+/// Requests awaiting their reply, at most; beyond it the server is not answering.
+const MAX_IN_FLIGHT: usize = 10_000;
+
+/// Starts the user after `delay`; it runs until `stopping`.
+pub fn spawn(
+    plan: Plan,
+    address: String,
+    metrics: Rc<Metrics>,
+    stopping: Rc<Cell<bool>>,
+    delay: Duration,
+) {
+    tokio::task::spawn_local(async move {
+        tokio::time::sleep(delay).await;
+        let mut schedule = Schedule::new(&plan);
+        let mut backoff = BACKOFF_MIN;
+        let mut sessions = 0u64;
+        while !stopping.get() {
+            let outcome = session(&plan, &address, &metrics, &stopping, &mut schedule).await;
+            if stopping.get() {
+                break;
+            }
+            match outcome {
+                Ok(()) => backoff = BACKOFF_MIN,
+                Err(_) => metrics.count(|c| c.connect_failures += 1),
+            }
+            sessions += 1;
+            if sessions > 0 {
+                metrics.reconnect();
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    });
+}
+
+/// Requests sent and awaiting their reply.
+#[derive(Default)]
+struct Requests {
+    next_id: u64,
+    in_flight: HashMap<u64, (Instant, &'static str)>,
+}
+
+impl Requests {
+    /// The message of a new request, remembered with its kind and send time.
+    fn make(&mut self, action: &str, body: serde_json::Value, kind: &'static str) -> Message {
+        self.next_id += 1;
+        if self.in_flight.len() < MAX_IN_FLIGHT {
+            self.in_flight.insert(self.next_id, (Instant::now(), kind));
+        }
+        Message::text(wire::request(self.next_id, action, body))
+    }
+}
+
+/// When each writer's next write is due.
+struct Schedule {
+    due: Vec<Instant>,
+    sent: u64,
+}
+
+impl Schedule {
+    fn new(plan: &Plan) -> Schedule {
+        let start = Instant::now();
+        Schedule {
+            due: plan.writers.iter().map(|w| start + w.offset).collect(),
+            sent: 0,
+        }
+    }
+
+    fn next(&self) -> Option<Instant> {
+        self.due.iter().min().copied()
+    }
+}
+
+/// One connection, from connect to close. `Ok` when the server closed it or the run ended.
+async fn session(
+    plan: &Plan,
+    address: &str,
+    metrics: &Metrics,
+    stopping: &Cell<bool>,
+    schedule: &mut Schedule,
+) -> anyhow::Result<()> {
+    let url = format!("ws://{address}/.ws?v=5&ns={}", plan.ns);
+    let (socket, _) =
+        tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(url)).await??;
+    let (mut sink, mut stream) = socket.split();
+    let mut assembler = wire::Assembler::default();
+    // Wait for the handshake.
+    let greeted = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        while let Some(message) = stream.next().await {
+            if let Message::Text(text) = message? {
+                if let Some(text) = assembler.push(text.as_str()) {
+                    if wire::parse(&text) == Incoming::Handshake {
+                        return Ok::<_, anyhow::Error>(true);
+                    }
+                }
+            }
+        }
+        Ok(false)
+    })
+    .await??;
+    anyhow::ensure!(greeted, "closed before the handshake");
+    metrics.open.set(metrics.open.get() + 1);
+    let result = async {
+        let mut requests = Requests::default();
+        for (tag, listen) in plan.listens.iter().enumerate() {
+            let body = match &listen.query {
+                Some(query) => json!({"p": listen.path, "q": query, "t": tag + 1, "h": ""}),
+                None => json!({"p": listen.path, "h": ""}),
+            };
+            sink.feed(requests.make("q", body, "listen")).await?;
+        }
+        if let Some(path) = &plan.presence {
+            sink.feed(requests.make("o", json!({"p": path, "d": false}), "presence"))
+                .await?;
+            sink.feed(requests.make("p", json!({"p": path, "d": true}), "presence"))
+                .await?;
+        }
+        sink.flush().await?;
+        // Data pushed before the listens are confirmed is the initial state, old writes
+        // included: not events to time.
+        let mut listens_pending = plan.listens.len();
+        loop {
+            if stopping.get() {
+                return Ok(());
+            }
+            let due = schedule
+                .next()
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                _ = tokio::time::sleep_until(due) => {
+                    let now = Instant::now();
+                    for (writer, next) in plan.writers.iter().zip(schedule.due.iter_mut()) {
+                        if *next > now {
+                            continue;
+                        }
+                        // Open loop: every write that is due is sent, however slow the
+                        // server; only a writer far behind skips ahead, and says so.
+                        if now.duration_since(*next) > writer.interval * MAX_BEHIND_INTERVALS {
+                            let behind = (now.duration_since(*next).as_nanos()
+                                / writer.interval.as_nanos().max(1)) as u64;
+                            metrics.count(|c| c.writes_missed += behind);
+                            *next = now;
+                        }
+                        while *next <= now {
+                            schedule.sent += 1;
+                            let random = schedule.sent.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                                ^ plan.index as u64;
+                            let (action, body) =
+                                writer.write.request(schedule.sent, wire::now_us(), random);
+                            sink.feed(requests.make(action, body, "write")).await?;
+                            metrics.count(|c| c.writes_sent += 1);
+                            *next += writer.interval;
+                        }
+                    }
+                    sink.flush().await?;
+                }
+                message = stream.next() => {
+                    let Some(message) = message else { return Ok(()) };
+                    let Message::Text(text) = message? else { continue };
+                    let Some(text) = assembler.push(text.as_str()) else { continue };
+                    match wire::parse(&text) {
+                        Incoming::Reply { id, ok, detail } => {
+                            match requests.in_flight.remove(&id) {
+                                Some((sent, "write")) => {
+                                    metrics.ack("write", sent.elapsed().as_micros() as u64);
+                                }
+                                Some((_, "listen")) => {
+                                    listens_pending = listens_pending.saturating_sub(1);
+                                }
+                                _ => {}
+                            }
+                            if !ok {
+                                metrics.error(detail);
+                            }
+                        }
+                        Incoming::Push(_) if listens_pending > 0 => {}
+                        Incoming::Push(data) => {
+                            let now = wire::now_us();
+                            wire::stamps(&data, &mut |t| {
+                                metrics.event(plan.group, now.saturating_sub(t));
+                            });
+                        }
+                        Incoming::Handshake | Incoming::Other => {}
+                    }
+                }
+            }
+        }
+    }
+    .await;
+    metrics.open.set(metrics.open.get().saturating_sub(1));
+    result
+}

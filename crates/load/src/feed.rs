@@ -1,0 +1,161 @@
+//! The feed scenario over REST: users' feed pages read with `GET` and their read offsets
+//! written with `PATCH`, each connection sending its next request as soon as the last one is
+//! answered (closed loop: the rate is whatever the server sustains), over HTTP/1.1 keep-alive.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::metrics::Metrics;
+use crate::scenario::Scenario;
+use crate::wire;
+
+/// The longest response head read.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// The longest response body read.
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// One keep-alive HTTP/1.1 connection.
+struct Http {
+    stream: BufReader<TcpStream>,
+    host: String,
+}
+
+impl Http {
+    async fn connect(address: &str) -> anyhow::Result<Http> {
+        let stream = TcpStream::connect(address).await?;
+        stream.set_nodelay(true)?;
+        Ok(Http {
+            stream: BufReader::new(stream),
+            host: address.to_owned(),
+        })
+    }
+
+    /// Sends a request and returns the status and the body.
+    async fn request(
+        &mut self,
+        method: &str,
+        target: &str,
+        body: &str,
+    ) -> anyhow::Result<(u16, Vec<u8>)> {
+        let head = format!(
+            "{method} {target} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\r\n{body}",
+            self.host,
+            body.len()
+        );
+        self.stream.get_mut().write_all(head.as_bytes()).await?;
+        let mut line = String::new();
+        self.stream.read_line(&mut line).await?;
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("not an HTTP answer: {line:?}"))?;
+        let mut length = 0usize;
+        let mut head_bytes = line.len();
+        loop {
+            line.clear();
+            let read = self.stream.read_line(&mut line).await?;
+            head_bytes += read;
+            anyhow::ensure!(read > 0, "the connection closed mid-answer");
+            anyhow::ensure!(head_bytes <= MAX_HEAD_BYTES, "answer head too large");
+            if line == "\r\n" {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        anyhow::ensure!(length <= MAX_BODY_BYTES, "answer body too large");
+        let mut body = vec![0; length];
+        self.stream.read_exact(&mut body).await?;
+        Ok((status, body))
+    }
+}
+
+/// Writes every user's feed page, then starts the readers.
+pub async fn start(
+    scenario: &Scenario,
+    address: &str,
+    metrics: &Rc<Metrics>,
+    stopping: &Rc<Cell<bool>>,
+) -> anyhow::Result<()> {
+    let ns = scenario.ns.clone();
+    let mut seed = Http::connect(address).await?;
+    for user in 0..scenario.users {
+        let items: Map<String, Value> = (0..scenario.page_items)
+            .map(|item| {
+                (
+                    format!("i{item:04}"),
+                    json!({"title": format!("post {item} for user {user}"), "likes": item * 3, "by": format!("u{}", (user + item) % scenario.users)}),
+                )
+            })
+            .collect();
+        let body = json!({"items": items, "meta": {"read": 0}}).to_string();
+        let (status, _) = seed
+            .request(
+                "PUT",
+                &format!("/feeds/u{user:06}.json?ns={ns}&print=silent"),
+                &body,
+            )
+            .await?;
+        anyhow::ensure!(
+            (200..300).contains(&status),
+            "seeding the feeds: status {status}"
+        );
+    }
+    for index in 0..scenario.connections {
+        let address = address.to_owned();
+        let metrics = metrics.clone();
+        let stopping = stopping.clone();
+        let ns = ns.clone();
+        let users = scenario.users;
+        let write_every = scenario.write_every.max(1);
+        tokio::task::spawn_local(async move {
+            let mut n = index as u64;
+            while !stopping.get() {
+                let Ok(mut http) = Http::connect(&address).await else {
+                    metrics.reconnect();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                };
+                metrics.open.set(metrics.open.get() + 1);
+                while !stopping.get() {
+                    n = n.wrapping_add(7919);
+                    let user = n as usize % users;
+                    let started = Instant::now();
+                    let (kind, outcome) = if n.is_multiple_of(write_every) {
+                        let body = json!({"read": n, "t": wire::now_us()}).to_string();
+                        let target = format!("/feeds/u{user:06}/meta.json?ns={ns}&print=silent");
+                        ("patch", http.request("PATCH", &target, &body).await)
+                    } else {
+                        let target = format!("/feeds/u{user:06}.json?ns={ns}");
+                        ("get", http.request("GET", &target, "").await)
+                    };
+                    match outcome {
+                        Ok((status, _)) if (200..300).contains(&status) => {
+                            metrics.ack(kind, started.elapsed().as_micros() as u64);
+                        }
+                        Ok((status, body)) => metrics.error(format!(
+                            "{kind} answered {status}: {}",
+                            String::from_utf8_lossy(&body)
+                        )),
+                        Err(_) => break,
+                    }
+                }
+                metrics.open.set(metrics.open.get().saturating_sub(1));
+                if !stopping.get() {
+                    metrics.reconnect();
+                }
+            }
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! What the simulated users measured: latency histograms per group and phase, and counters.
+//! Everything lives on the tester's one thread; only what happens after the warm-up counts.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+
+/// Latencies above this (µs) are recorded as this: a minute is "lost", not a number.
+const MAX_LATENCY_US: u64 = 60_000_000;
+
+/// Error messages kept for the report.
+const ERROR_SAMPLES: usize = 5;
+
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("valid histogram bounds")
+}
+
+#[derive(Default)]
+pub struct Counters {
+    pub writes_sent: u64,
+    pub acks: u64,
+    pub errors: u64,
+    pub error_samples: Vec<String>,
+    pub reconnects: u64,
+    pub connect_failures: u64,
+    /// Writes that were due while the connection was down or far behind its timetable.
+    pub writes_missed: u64,
+    pub events: u64,
+}
+
+pub struct Metrics {
+    measuring: Cell<bool>,
+    phase: Cell<usize>,
+    /// Event (write-to-receive) latencies by (group, phase).
+    events: RefCell<BTreeMap<(String, usize), Histogram<u64>>>,
+    /// Ack (send-to-`ok`) or request latencies by kind.
+    acks: RefCell<BTreeMap<String, Histogram<u64>>>,
+    pub counters: RefCell<Counters>,
+    /// Counted from the start, for the progress line.
+    pub events_seen: Cell<u64>,
+    pub open: Cell<usize>,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        Metrics {
+            measuring: Cell::new(false),
+            phase: Cell::new(0),
+            events: RefCell::new(BTreeMap::new()),
+            acks: RefCell::new(BTreeMap::new()),
+            counters: RefCell::new(Counters::default()),
+            events_seen: Cell::new(0),
+            open: Cell::new(0),
+        }
+    }
+
+    pub fn is_measuring(&self) -> bool {
+        self.measuring.get()
+    }
+
+    pub fn start_measuring(&self) {
+        self.measuring.set(true);
+    }
+
+    pub fn next_phase(&self) {
+        self.phase.set(self.phase.get() + 1);
+    }
+
+    pub fn event(&self, group: &str, latency_us: u64) {
+        self.events_seen.set(self.events_seen.get() + 1);
+        if !self.is_measuring() {
+            return;
+        }
+        self.counters.borrow_mut().events += 1;
+        let key = (group.to_owned(), self.phase.get());
+        let mut events = self.events.borrow_mut();
+        let histogram = events.entry(key).or_insert_with(histogram);
+        histogram.saturating_record(latency_us.clamp(1, MAX_LATENCY_US));
+    }
+
+    pub fn ack(&self, kind: &str, latency_us: u64) {
+        if !self.is_measuring() {
+            return;
+        }
+        self.counters.borrow_mut().acks += 1;
+        let mut acks = self.acks.borrow_mut();
+        let histogram = acks.entry(kind.to_owned()).or_insert_with(histogram);
+        histogram.saturating_record(latency_us.clamp(1, MAX_LATENCY_US));
+    }
+
+    pub fn error(&self, detail: String) {
+        if !self.is_measuring() {
+            return;
+        }
+        let mut counters = self.counters.borrow_mut();
+        counters.errors += 1;
+        if counters.error_samples.len() < ERROR_SAMPLES {
+            counters.error_samples.push(detail);
+        }
+    }
+
+    pub fn count(&self, update: impl FnOnce(&mut Counters)) {
+        if self.is_measuring() {
+            update(&mut self.counters.borrow_mut());
+        }
+    }
+
+    /// Counted even during the warm-up: a run whose clients keep reconnecting is broken
+    /// whenever it happens.
+    pub fn reconnect(&self) {
+        self.counters.borrow_mut().reconnects += 1;
+    }
+
+    pub fn event_histograms(&self) -> BTreeMap<(String, usize), Histogram<u64>> {
+        self.events.borrow().clone()
+    }
+
+    pub fn ack_histograms(&self) -> BTreeMap<String, Histogram<u64>> {
+        self.acks.borrow().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_counts_before_the_warm_up_ends() {
+        let metrics = Metrics::new();
+        metrics.event("all", 10);
+        metrics.error("early".into());
+        assert!(metrics.event_histograms().is_empty());
+        assert_eq!(metrics.counters.borrow().errors, 0);
+        metrics.start_measuring();
+        metrics.event("all", 10);
+        metrics.next_phase();
+        metrics.event("all", 20);
+        let histograms = metrics.event_histograms();
+        assert_eq!(histograms.len(), 2);
+        assert_eq!(histograms[&("all".to_owned(), 1)].max(), 20);
+        assert_eq!(metrics.events_seen.get(), 3);
+    }
+}

@@ -1,0 +1,301 @@
+//! What each simulated user does: the databases it uses, what it listens to and what it
+//! writes how often. A plan is pure data, made from the scenario before any connection opens.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::scenario::{Kind, Scenario};
+
+/// One connection's plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub index: usize,
+    pub ns: String,
+    /// The group its latencies are reported under (hot-db tells quiet from hot).
+    pub group: &'static str,
+    pub listens: Vec<Listen>,
+    pub writers: Vec<Writer>,
+    /// A presence path set to true now and to false by onDisconnect.
+    pub presence: Option<String>,
+    /// When the connection opens, after the start of the run.
+    pub start_after: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Listen {
+    pub path: String,
+    /// The query object (`q`), for a filtered listen.
+    pub query: Option<Value>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Writer {
+    pub interval: Duration,
+    /// When the first write is due, after the connection's start.
+    pub offset: Duration,
+    pub write: Write,
+}
+
+/// What a writer writes; every value carries its send time `t` (µs since the epoch).
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// A chat message under `messages`, keyed by writer and sequence.
+    Message { messages: String, uid: String },
+    /// A value replaced in place (a position, a status).
+    Set { path: String },
+    /// An `increment` of a player's score (players picked with a skew towards the top).
+    Score { scores: String, players: usize },
+}
+
+impl Write {
+    /// The request (action and body) for the `n`-th write at time `t_us`.
+    pub fn request(&self, n: u64, t_us: u64, random: u64) -> (&'static str, Value) {
+        match self {
+            Write::Message { messages, uid } => (
+                "p",
+                json!({
+                    "p": format!("{messages}/{uid}-{n:08}"),
+                    "d": {"uid": uid, "text": "see you at the station at half past", "t": t_us},
+                }),
+            ),
+            Write::Set { path } => (
+                "p",
+                json!({"p": path, "d": {"x": random % 1000, "y": (random >> 10) % 1000, "t": t_us}}),
+            ),
+            Write::Score { scores, players } => {
+                // Cubing a uniform fraction skews picks towards low indexes: a few players
+                // move often, as on a real leaderboard's top.
+                let fraction = (random % 1_000_000) as f64 / 1_000_000.0;
+                let player = ((fraction.powi(3) * *players as f64) as usize).min(players - 1);
+                (
+                    "m",
+                    json!({
+                        "p": format!("{scores}/p{player:05}"),
+                        "d": {"score": {".sv": {"increment": 1}}, "t": t_us},
+                    }),
+                )
+            }
+        }
+    }
+}
+
+/// A spread of first-write offsets, so that writers do not fire together.
+fn offset(index: usize, interval: Duration) -> Duration {
+    let spread = (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % 10_000;
+    interval.mul_f64(spread as f64 / 10_000.0)
+}
+
+/// The plans of every connection of the scenario (feed has none: it speaks REST).
+pub fn plans(scenario: &Scenario) -> Vec<Plan> {
+    let interval = Duration::from_millis(scenario.write_interval_ms);
+    (0..scenario.connections)
+        .filter_map(|index| match scenario.kind {
+            Kind::Chat => Some(chat(scenario, index, interval)),
+            Kind::Game => Some(game(scenario, index, interval)),
+            Kind::Leaderboard => Some(leaderboard(scenario, index, interval)),
+            Kind::HotDb => Some(quiet(scenario, index, interval)),
+            Kind::Feed => None,
+        })
+        .chain(hot(scenario))
+        .collect()
+}
+
+fn plain(path: String) -> Listen {
+    Listen { path, query: None }
+}
+
+fn chat(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
+    let room = index / scenario.room_size;
+    let uid = format!("u{index:06}");
+    let messages = format!("/chat/rooms/r{room:05}/messages");
+    Plan {
+        index,
+        ns: scenario.ns.clone(),
+        group: "all",
+        listens: vec![Listen {
+            path: messages.clone(),
+            // The last 20 messages by key, as a chat client shows them (limitToLast(20)).
+            query: Some(json!({"i": ".key", "l": 20, "vf": "r"})),
+        }],
+        writers: vec![Writer {
+            interval,
+            offset: offset(index, interval),
+            write: Write::Message {
+                messages,
+                uid: uid.clone(),
+            },
+        }],
+        presence: Some(format!("/chat/presence/r{room:05}/{uid}")),
+        start_after: Duration::ZERO,
+    }
+}
+
+fn game(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
+    let room = format!("/game/rooms/g{:05}", index / scenario.room_size);
+    let mut writers = vec![Writer {
+        interval,
+        offset: offset(index, interval),
+        write: Write::Set {
+            path: format!("{room}/players/p{index:06}"),
+        },
+    }];
+    if index.is_multiple_of(scenario.room_size) {
+        let status = Duration::from_millis(scenario.status_interval_ms);
+        writers.push(Writer {
+            interval: status,
+            offset: offset(index + 1, status),
+            write: Write::Set {
+                path: format!("{room}/hunt-status"),
+            },
+        });
+    }
+    Plan {
+        index,
+        ns: scenario.ns.clone(),
+        group: "all",
+        listens: vec![
+            plain(format!("{room}/players")),
+            plain(format!("{room}/hunt-status")),
+        ],
+        writers,
+        presence: None,
+        start_after: Duration::ZERO,
+    }
+}
+
+fn leaderboard(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
+    let writers_count =
+        ((scenario.connections as f64 * scenario.writer_share).ceil() as usize).max(1);
+    let writers = if index < writers_count {
+        vec![Writer {
+            interval,
+            offset: offset(index, interval),
+            write: Write::Score {
+                scores: "/lb/scores".to_owned(),
+                players: scenario.players,
+            },
+        }]
+    } else {
+        Vec::new()
+    };
+    Plan {
+        index,
+        ns: scenario.ns.clone(),
+        group: "all",
+        listens: vec![Listen {
+            path: "/lb/scores".to_owned(),
+            // orderByChild('score').limitToLast(10)
+            query: Some(json!({"i": "score", "l": 10, "vf": "r"})),
+        }],
+        writers,
+        presence: None,
+        start_after: Duration::ZERO,
+    }
+}
+
+/// Hot-db, quiet side: small rooms spread over several databases, measured all run long.
+fn quiet(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
+    let databases = scenario.quiet_databases.max(1);
+    let ns = format!("{}-q{}", scenario.ns, index % databases);
+    let room = format!("/rooms/r{:05}", index / databases / scenario.room_size);
+    Plan {
+        index,
+        ns,
+        group: "quiet",
+        listens: vec![plain(room.clone())],
+        writers: vec![Writer {
+            interval,
+            offset: offset(index, interval),
+            write: Write::Set {
+                path: format!("{room}/u{index:06}"),
+            },
+        }],
+        presence: None,
+        start_after: Duration::ZERO,
+    }
+}
+
+/// Hot-db, hot side: one database written as fast as the plan says, from the second half of
+/// the measured time on.
+fn hot(scenario: &Scenario) -> Vec<Plan> {
+    if scenario.kind != Kind::HotDb {
+        return Vec::new();
+    }
+    let interval = Duration::from_millis(scenario.hot_write_interval_ms);
+    let start_after =
+        Duration::from_secs(scenario.warmup_secs) + Duration::from_secs(scenario.duration_secs) / 2;
+    (0..scenario.hot_connections)
+        .map(|i| {
+            let index = scenario.connections + i;
+            let key = format!("/hot/h{i:04}");
+            Plan {
+                index,
+                ns: format!("{}-hot", scenario.ns),
+                group: "hot",
+                listens: vec![plain(key.clone())],
+                writers: vec![Writer {
+                    interval,
+                    offset: offset(index, interval),
+                    write: Write::Set { path: key },
+                }],
+                presence: None,
+                start_after,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_rooms_hold_room_size_members() {
+        let scenario = Scenario {
+            connections: 45,
+            room_size: 20,
+            ..Scenario::default()
+        };
+        let plans = plans(&scenario);
+        assert_eq!(plans.len(), 45);
+        assert_eq!(plans[19].listens[0].path, "/chat/rooms/r00000/messages");
+        assert_eq!(plans[20].listens[0].path, "/chat/rooms/r00001/messages");
+        assert!(plans.iter().all(|plan| plan.presence.is_some()));
+    }
+
+    #[test]
+    fn hot_db_adds_hot_connections_that_start_halfway() {
+        let scenario = Scenario {
+            kind: Kind::HotDb,
+            connections: 8,
+            hot_connections: 3,
+            warmup_secs: 2,
+            duration_secs: 10,
+            ..Scenario::default()
+        };
+        let plans = plans(&scenario);
+        assert_eq!(plans.len(), 11);
+        assert_eq!(plans.iter().filter(|plan| plan.group == "hot").count(), 3);
+        assert_eq!(plans[10].start_after, Duration::from_secs(7));
+        assert_ne!(
+            plans[0].ns, plans[1].ns,
+            "quiet connections spread over databases"
+        );
+    }
+
+    #[test]
+    fn score_picks_stay_in_range() {
+        let write = Write::Score {
+            scores: "/lb".into(),
+            players: 10,
+        };
+        for random in [0, 999_999, 123_456_789] {
+            let (action, body) = write.request(1, 5, random);
+            assert_eq!(action, "m");
+            assert!(body["p"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("/lb/p0000")));
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The progress line, the final table and the JSON result.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::metrics::Metrics;
+use crate::procstat::ServerUse;
+use crate::scenario::Scenario;
+
+#[derive(Debug, Serialize)]
+pub struct Latency {
+    pub count: u64,
+    pub per_second: f64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+}
+
+impl Latency {
+    fn of(histogram: &Histogram<u64>, seconds: f64) -> Latency {
+        Latency {
+            count: histogram.len(),
+            per_second: histogram.len() as f64 / seconds.max(0.001),
+            p50_us: histogram.value_at_quantile(0.50),
+            p90_us: histogram.value_at_quantile(0.90),
+            p99_us: histogram.value_at_quantile(0.99),
+            p999_us: histogram.value_at_quantile(0.999),
+            max_us: histogram.max(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Group {
+    pub group: String,
+    pub phase: usize,
+    pub events: Latency,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub scenario: Scenario,
+    pub address: String,
+    pub measured_secs: f64,
+    pub interrupted: bool,
+    /// Write-to-event latency by group and phase (hot-db: phase 0 is the quiet databases
+    /// alone, phase 1 with the hot one running).
+    pub events: Vec<Group>,
+    /// Send-to-ok latency of writes (feed: of each kind of request).
+    pub acks: Vec<(String, Latency)>,
+    pub writes_sent: u64,
+    pub errors: u64,
+    pub error_samples: Vec<String>,
+    pub reconnects: u64,
+    pub connect_failures: u64,
+    pub writes_missed: u64,
+    pub server: Option<ServerUse>,
+}
+
+impl Report {
+    pub fn new(
+        scenario: &Scenario,
+        address: &str,
+        metrics: &Metrics,
+        measured: Duration,
+        server: Option<ServerUse>,
+        interrupted: bool,
+    ) -> Report {
+        let seconds = measured.as_secs_f64();
+        let counters = metrics.counters.borrow();
+        Report {
+            scenario: scenario.clone(),
+            address: address.to_owned(),
+            measured_secs: seconds,
+            interrupted,
+            events: metrics
+                .event_histograms()
+                .iter()
+                .map(|((group, phase), histogram)| Group {
+                    group: group.clone(),
+                    phase: *phase,
+                    events: Latency::of(histogram, seconds),
+                })
+                .collect(),
+            acks: metrics
+                .ack_histograms()
+                .iter()
+                .map(|(kind, histogram)| (kind.clone(), Latency::of(histogram, seconds)))
+                .collect(),
+            writes_sent: counters.writes_sent,
+            errors: counters.errors,
+            error_samples: counters.error_samples.clone(),
+            reconnects: counters.reconnects,
+            connect_failures: counters.connect_failures,
+            writes_missed: counters.writes_missed,
+            server,
+        }
+    }
+
+    fn total_events(&self) -> u64 {
+        self.events.iter().map(|group| group.events.count).sum()
+    }
+}
+
+/// The live line, on stderr.
+pub fn progress(metrics: &Metrics, elapsed: Duration) {
+    let counters = metrics.counters.borrow();
+    eprintln!(
+        "[{:>5.1}s] open {:>6}  events {:>10}  writes {:>9}  errors {}  reconnects {}{}",
+        elapsed.as_secs_f64(),
+        metrics.open.get(),
+        metrics.events_seen.get(),
+        counters.writes_sent,
+        counters.errors,
+        counters.reconnects,
+        if metrics.is_measuring() {
+            ""
+        } else {
+            "  (warm-up)"
+        }
+    );
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.2}", us as f64 / 1000.0)
+}
+
+pub fn print(report: &Report) {
+    println!(
+        "\n{:?} against {}: {} connections, {:.1} s measured{}",
+        report.scenario.kind,
+        report.address,
+        report.scenario.connections,
+        report.measured_secs,
+        if report.interrupted {
+            " (interrupted: partial)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "{:<16} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "latency (ms)", "count", "per s", "p50", "p90", "p99", "p999", "max"
+    );
+    let rows = report
+        .events
+        .iter()
+        .map(|group| {
+            (
+                format!("event {}#{}", group.group, group.phase),
+                &group.events,
+            )
+        })
+        .chain(
+            report
+                .acks
+                .iter()
+                .map(|(kind, latency)| (format!("ack {kind}"), latency)),
+        );
+    for (name, latency) in rows {
+        println!(
+            "{:<16} {:>10} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            name,
+            latency.count,
+            latency.per_second,
+            ms(latency.p50_us),
+            ms(latency.p90_us),
+            ms(latency.p99_us),
+            ms(latency.p999_us),
+            ms(latency.max_us)
+        );
+    }
+    println!(
+        "writes sent {}  errors {}  reconnects {}  connect failures {}  writes missed {}",
+        report.writes_sent,
+        report.errors,
+        report.reconnects,
+        report.connect_failures,
+        report.writes_missed
+    );
+    for sample in &report.error_samples {
+        println!("  error: {sample}");
+    }
+    if let Some(server) = &report.server {
+        println!(
+            "server: RSS max {:.1} MiB (end {:.1} MiB), CPU {:.0}% of one core",
+            server.rss_max_mib, server.rss_end_mib, server.cpu_percent
+        );
+    }
+}
+
+/// The smoke check: events were delivered (feed: requests were answered) and nothing failed.
+pub fn check(report: &Report) -> anyhow::Result<()> {
+    let answered: u64 = report.acks.iter().map(|(_, latency)| latency.count).sum();
+    if report.scenario.kind == crate::scenario::Kind::Feed {
+        anyhow::ensure!(answered > 0, "no requests were answered");
+    } else {
+        anyhow::ensure!(report.total_events() > 0, "no events were delivered");
+    }
+    anyhow::ensure!(
+        report.errors == 0,
+        "{} errors, for example {:?}",
+        report.errors,
+        report.error_samples
+    );
+    Ok(())
+}

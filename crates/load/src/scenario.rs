@@ -1,0 +1,147 @@
+//! Scenario files: which users, how many, and at what rates.
+
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+/// The kind of simulated users.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Rooms of members who listen to their room and post a message now and then, with
+    /// presence kept by onDisconnect.
+    Chat,
+    /// Rooms of players who write their position at a high rate, and a game master who
+    /// updates a status node everyone listens to.
+    Game,
+    /// Score increments (`increment` server value) watched through a top-10 query.
+    Leaderboard,
+    /// REST reads of feed pages and writes of read offsets, as fast as the server answers.
+    Feed,
+    /// Quiet databases measured alone, then again while one hot database is driven hard.
+    HotDb,
+}
+
+/// The most connections one process opens: the file-descriptor limit here is 20,000.
+pub const MAX_CONNECTIONS: usize = 19_000;
+
+/// A scenario, as read from its file; every field but `kind` has a default.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Scenario {
+    pub kind: Kind,
+    /// Namespace (database) name, or prefix where the scenario uses several.
+    pub ns: String,
+    pub connections: usize,
+    pub warmup_secs: u64,
+    pub duration_secs: u64,
+    /// Members per room (chat, game).
+    pub room_size: usize,
+    /// Milliseconds between two writes of one writer.
+    pub write_interval_ms: u64,
+    /// Game: milliseconds between two status updates of a room's game master.
+    pub status_interval_ms: u64,
+    /// Leaderboard: the share of connections that write (the others only watch).
+    pub writer_share: f64,
+    /// Leaderboard: players whose scores move.
+    pub players: usize,
+    /// Hot-db: quiet databases, and connections driving the hot one.
+    pub quiet_databases: usize,
+    pub hot_connections: usize,
+    pub hot_write_interval_ms: u64,
+    /// Feed: users with a feed, and feed items per page.
+    pub users: usize,
+    pub page_items: usize,
+    /// Feed: one request in this many is a write of the read offset.
+    pub write_every: u64,
+}
+
+impl Default for Scenario {
+    fn default() -> Scenario {
+        Scenario {
+            kind: Kind::Chat,
+            ns: "load".to_owned(),
+            connections: 200,
+            warmup_secs: 2,
+            duration_secs: 10,
+            room_size: 20,
+            write_interval_ms: 10_000,
+            status_interval_ms: 1_000,
+            writer_share: 0.1,
+            players: 1_000,
+            quiet_databases: 4,
+            hot_connections: 20,
+            hot_write_interval_ms: 2,
+            users: 1_000,
+            page_items: 20,
+            write_every: 10,
+        }
+    }
+}
+
+impl Scenario {
+    pub fn load(path: &Path) -> anyhow::Result<Scenario> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let scenario: Scenario = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a valid scenario", path.display()))?;
+        scenario.check()?;
+        Ok(scenario)
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1..=MAX_CONNECTIONS).contains(&self.connections),
+            "connections must be 1 to {MAX_CONNECTIONS}"
+        );
+        anyhow::ensure!(self.room_size >= 1, "room_size must be at least 1");
+        anyhow::ensure!(
+            self.write_interval_ms >= 1,
+            "write_interval_ms must be at least 1"
+        );
+        anyhow::ensure!(
+            self.status_interval_ms >= 1,
+            "status_interval_ms must be at least 1"
+        );
+        anyhow::ensure!(
+            self.hot_write_interval_ms >= 1,
+            "hot_write_interval_ms must be at least 1"
+        );
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.writer_share),
+            "writer_share is a fraction"
+        );
+        anyhow::ensure!(
+            self.players >= 1 && self.users >= 1,
+            "players and users must be at least 1"
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_take_defaults_and_refuse_unknown_fields() -> anyhow::Result<()> {
+        let scenario: Scenario = serde_json::from_str(r#"{"kind": "hot-db", "connections": 50}"#)?;
+        assert_eq!(scenario.kind, Kind::HotDb);
+        assert_eq!(scenario.room_size, 20);
+        assert!(serde_json::from_str::<Scenario>(r#"{"kind": "chat", "rooms": 3}"#).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn the_shipped_scenarios_are_valid() -> anyhow::Result<()> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir)? {
+            Scenario::load(&entry?.path())?;
+            seen += 1;
+        }
+        assert_eq!(seen, 5);
+        Ok(())
+    }
+}

@@ -1,0 +1,162 @@
+//! The few pieces of the Firebase realtime wire format the tester needs (spec: shared/spec/
+//! firebase-wire-protocol.md): requests out, and replies and pushes in, with long messages
+//! reassembled from their frames.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+/// The most frames one split message may announce; more is a broken server.
+const MAX_FRAMES: usize = 100_000;
+
+/// `host:port` from `ws://host:port` (or `http://…`, or bare).
+pub fn address(url: &str) -> anyhow::Result<String> {
+    let rest = url
+        .strip_prefix("ws://")
+        .or_else(|| url.strip_prefix("http://"))
+        .unwrap_or(url);
+    let host = rest.split('/').next().unwrap_or_default();
+    anyhow::ensure!(
+        host.contains(':'),
+        "--url must look like ws://HOST:PORT; got {url:?}"
+    );
+    Ok(host.to_owned())
+}
+
+/// Microseconds since the epoch: the clock every process on the machine shares.
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros() as u64)
+}
+
+/// A data request.
+pub fn request(id: u64, action: &str, body: Value) -> String {
+    json!({"t": "d", "d": {"r": id, "a": action, "b": body}}).to_string()
+}
+
+/// Joins frames into messages: a frame holding only a number announces that many frames.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    remaining: usize,
+    parts: String,
+}
+
+impl Assembler {
+    /// Feeds one text frame; returns a complete message when there is one.
+    pub fn push(&mut self, frame: &str) -> Option<String> {
+        if self.remaining > 0 {
+            self.parts.push_str(frame);
+            self.remaining -= 1;
+            return (self.remaining == 0).then(|| std::mem::take(&mut self.parts));
+        }
+        if !frame.is_empty() && frame.len() <= 6 && frame.bytes().all(|b| b.is_ascii_digit()) {
+            let count: usize = frame.parse().unwrap_or(0);
+            if count > 0 && count <= MAX_FRAMES {
+                self.remaining = count;
+                return None;
+            }
+        }
+        Some(frame.to_owned())
+    }
+}
+
+/// What the server sent.
+#[derive(Debug, PartialEq)]
+pub enum Incoming {
+    Handshake,
+    Reply {
+        id: u64,
+        ok: bool,
+        detail: String,
+    },
+    /// A push's data (`d` of a put, the entries of a merge).
+    Push(Value),
+    Other,
+}
+
+pub fn parse(text: &str) -> Incoming {
+    let Ok(message) = serde_json::from_str::<Value>(text) else {
+        return Incoming::Other;
+    };
+    let data = &message["d"];
+    match message["t"].as_str() {
+        Some("c") if data["t"] == "h" => Incoming::Handshake,
+        Some("d") => {
+            if let Some(id) = data["r"].as_u64() {
+                let status = data["b"]["s"].as_str().unwrap_or_default();
+                return Incoming::Reply {
+                    id,
+                    ok: status == "ok",
+                    detail: format!("{status}: {}", data["b"]["d"]),
+                };
+            }
+            match data["a"].as_str() {
+                Some("d" | "m") => Incoming::Push(data["b"]["d"].clone()),
+                _ => Incoming::Other,
+            }
+        }
+        _ => Incoming::Other,
+    }
+}
+
+/// Calls `each` with every send time stamped in pushed data: objects holding a numeric `t`,
+/// at any depth up to a few levels (a put of one value, a merge of several, a window).
+pub fn stamps(data: &Value, each: &mut dyn FnMut(u64)) {
+    fn walk(value: &Value, depth: usize, each: &mut dyn FnMut(u64)) {
+        let Value::Object(map) = value else { return };
+        if let Some(t) = map.get("t").and_then(Value::as_u64) {
+            each(t);
+            return;
+        }
+        if depth < 4 {
+            for child in map.values() {
+                walk(child, depth + 1, each);
+            }
+        }
+    }
+    walk(data, 0, each);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_messages_are_joined() {
+        let mut assembler = Assembler::default();
+        assert_eq!(assembler.push("2"), None);
+        assert_eq!(assembler.push("{\"t\":"), None);
+        assert_eq!(assembler.push("\"d\"}").as_deref(), Some("{\"t\":\"d\"}"));
+        assert_eq!(assembler.push("{}").as_deref(), Some("{}"));
+    }
+
+    #[test]
+    fn replies_pushes_and_stamps() {
+        assert_eq!(
+            parse(r#"{"t":"d","d":{"r":4,"b":{"s":"ok","d":""}}}"#),
+            Incoming::Reply {
+                id: 4,
+                ok: true,
+                detail: "ok: \"\"".into()
+            }
+        );
+        let Incoming::Push(data) = parse(
+            r#"{"t":"d","d":{"a":"m","b":{"p":"/r","d":{"a":{"t":5},"b":null,"c":{"x":{"t":7}}}}}}"#,
+        ) else {
+            panic!("a push");
+        };
+        let mut seen = Vec::new();
+        stamps(&data, &mut |t| seen.push(t));
+        seen.sort_unstable();
+        assert_eq!(seen, vec![5, 7]);
+        assert!(matches!(
+            parse(r#"{"t":"c","d":{"t":"h","d":{"ts":1,"v":"5","h":"x","s":"y"}}}"#),
+            Incoming::Handshake
+        ));
+        assert_eq!(
+            address("ws://127.0.0.1:9000").ok().as_deref(),
+            Some("127.0.0.1:9000")
+        );
+    }
+}
