@@ -115,7 +115,14 @@ describe('crash safety (SIGKILL at a random moment)', () => {
         Array.from({ length: WRITERS_PER_NS }, (_, i) => startWriter(server, ns, `r${round}w${i}`)),
       );
       const before = namespaces.map((ns) => acked.get(ns).size);
-      await new Promise((resolve) => setTimeout(resolve, 500 + Math.random() * 1500));
+      // The random moment is counted from the first acknowledgement of each database, so
+      // that a slow start (a loaded CI machine) never leaves a round with nothing to check.
+      const deadline = Date.now() + 30_000;
+      while (namespaces.some((ns, i) => acked.get(ns).size <= before[i])) {
+        assert.ok(Date.now() < deadline, `round ${round}: no write was acknowledged within 30 s`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 300 + Math.random() * 1500));
       await server.kill('SIGKILL');
       await Promise.all(writers.map((w) => w.done));
       for (const w of writers) assert.deepEqual(w.refused, [], `round ${round}: no write was refused`);

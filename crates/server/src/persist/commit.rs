@@ -40,7 +40,8 @@ pub async fn commit_loop(shard: Rc<Shard>) {
     let mut maintenance = tokio::time::interval(MAINTENANCE_PERIOD);
     let mut failure_handled = false;
     let mut last_sync = Instant::now();
-    make_spare(&shard);
+    // The first spare at full speed: a fresh data directory's first write needs it at once.
+    make_spare(&shard, Duration::ZERO);
     loop {
         tokio::select! {
             _ = store.appended.notified() => {}
@@ -61,13 +62,13 @@ pub async fn commit_loop(shard: Rc<Shard>) {
             last_sync = Instant::now();
         }
         commit_pending(&shard).await;
-        make_spare(&shard);
+        make_spare(&shard, SPARE_FILL_PAUSE);
     }
 }
 
 /// Makes the next log segment ahead of time on a blocking thread, so that a rollover renames
 /// a zero-filled file instead of writing 64 MiB of zeros on the commit path.
-fn make_spare(shard: &Rc<Shard>) {
+fn make_spare(shard: &Rc<Shard>, pause: Duration) {
     let Some(store) = &shard.store else {
         return;
     };
@@ -79,7 +80,7 @@ fn make_spare(shard: &Rc<Shard>) {
         let Some(store) = &shard.store else {
             return;
         };
-        match tokio::task::spawn_blocking(move || job.execute_paced(SPARE_FILL_PAUSE)).await {
+        match tokio::task::spawn_blocking(move || job.execute_paced(pause)).await {
             Ok(done) => {
                 if let Err(error) = store.wal.borrow_mut().add_spare(done) {
                     warn!(%error, "cannot make the next log segment ahead of time; a rollover will make it");
