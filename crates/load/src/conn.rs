@@ -3,11 +3,13 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -29,6 +31,7 @@ const MAX_IN_FLIGHT: usize = 10_000;
 pub fn spawn(
     plan: Plan,
     address: String,
+    source: Option<IpAddr>,
     metrics: Rc<Metrics>,
     stopping: Rc<Cell<bool>>,
     delay: Duration,
@@ -39,7 +42,8 @@ pub fn spawn(
         let mut backoff = BACKOFF_MIN;
         let mut sessions = 0u64;
         while !stopping.get() {
-            let outcome = session(&plan, &address, &metrics, &stopping, &mut schedule).await;
+            let outcome =
+                session(&plan, &address, source, &metrics, &stopping, &mut schedule).await;
             if stopping.get() {
                 break;
             }
@@ -55,6 +59,29 @@ pub fn spawn(
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
     });
+}
+
+/// A TCP connection to `address`, from `source` when given (several loopback source
+/// addresses multiply the ephemeral ports available).
+pub async fn open_tcp(address: &str, source: Option<IpAddr>) -> anyhow::Result<TcpStream> {
+    let target = tokio::net::lookup_host(address)
+        .await?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("{address} resolves to nothing"))?;
+    let stream = match source {
+        Some(ip) => {
+            let socket = if ip.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
+            socket.bind(SocketAddr::new(ip, 0))?;
+            socket.connect(target).await?
+        }
+        None => TcpStream::connect(target).await?,
+    };
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 /// Requests sent and awaiting their reply.
@@ -99,13 +126,17 @@ impl Schedule {
 async fn session(
     plan: &Plan,
     address: &str,
+    source: Option<IpAddr>,
     metrics: &Metrics,
     stopping: &Cell<bool>,
     schedule: &mut Schedule,
 ) -> anyhow::Result<()> {
     let url = format!("ws://{address}/.ws?v=5&ns={}", plan.ns);
-    let (socket, _) =
-        tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(url)).await??;
+    let (socket, _) = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        let stream = open_tcp(address, source).await?;
+        Ok::<_, anyhow::Error>(tokio_tungstenite::client_async(url, stream).await?)
+    })
+    .await??;
     let (mut sink, mut stream) = socket.split();
     let mut assembler = wire::Assembler::default();
     // Wait for the handshake.

@@ -3,6 +3,7 @@
 //! answered (closed loop: the rate is whatever the server sustains), over HTTP/1.1 keep-alive.
 
 use std::cell::Cell;
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -27,9 +28,8 @@ struct Http {
 }
 
 impl Http {
-    async fn connect(address: &str) -> anyhow::Result<Http> {
-        let stream = TcpStream::connect(address).await?;
-        stream.set_nodelay(true)?;
+    async fn connect(address: &str, source: Option<IpAddr>) -> anyhow::Result<Http> {
+        let stream = crate::conn::open_tcp(address, source).await?;
         Ok(Http {
             stream: BufReader::new(stream),
             host: address.to_owned(),
@@ -84,12 +84,15 @@ impl Http {
 pub async fn start(
     scenario: &Scenario,
     address: &str,
+    source: Option<IpAddr>,
+    seed_feeds: bool,
     metrics: &Rc<Metrics>,
     stopping: &Rc<Cell<bool>>,
 ) -> anyhow::Result<()> {
     let ns = scenario.ns.clone();
-    let mut seed = Http::connect(address).await?;
-    for user in 0..scenario.users {
+    let mut seed = Http::connect(address, source).await?;
+    let users = if seed_feeds { scenario.users } else { 0 };
+    for user in 0..users {
         let items: Map<String, Value> = (0..scenario.page_items)
             .map(|item| {
                 (
@@ -121,7 +124,7 @@ pub async fn start(
         tokio::task::spawn_local(async move {
             let mut n = index as u64;
             while !stopping.get() {
-                let Ok(mut http) = Http::connect(&address).await else {
+                let Ok(mut http) = Http::connect(&address, source).await else {
                     metrics.reconnect();
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     continue;

@@ -20,6 +20,7 @@ mod procstat;
 mod report;
 mod scenario;
 mod wire;
+mod workers;
 
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -64,6 +65,16 @@ struct Args {
     /// Exit non-zero unless events were delivered and nothing failed (for CI smoke runs).
     #[arg(long)]
     check: bool,
+    /// Spread the connections over this many tester processes, each with its own loopback
+    /// source address (127.0.0.2, ...), and merge their results.
+    #[arg(long, default_value_t = 1)]
+    processes: usize,
+    /// Internal: run as worker INDEX/COUNT of a coordinator.
+    #[arg(long, hide = true)]
+    worker: Option<String>,
+    /// Internal: where a worker writes its result.
+    #[arg(long, hide = true)]
+    worker_out: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -87,7 +98,21 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     let local = tokio::task::LocalSet::new();
-    let result = local.block_on(&runtime, run(&scenario, &address, args.server_pid))?;
+    if let Some(worker) = &args.worker {
+        let share = parse_share(worker)?;
+        let result = local.block_on(&runtime, run(&scenario, &address, None, Some(share)))?;
+        let out = args
+            .worker_out
+            .as_ref()
+            .context("a worker needs --worker-out")?;
+        std::fs::write(out, serde_json::to_vec(&result)?)?;
+        return Ok(());
+    }
+    let result = if args.processes > 1 {
+        local.block_on(&runtime, coordinate(&args, &scenario))?
+    } else {
+        local.block_on(&runtime, run(&scenario, &address, args.server_pid, None))?
+    };
     report::print(&result);
     if let Some(path) = &args.out {
         std::fs::write(path, serde_json::to_vec_pretty(&result)?)
@@ -99,11 +124,90 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the scenario to its end (or to Ctrl-C) and returns the report.
+fn parse_share(text: &str) -> anyhow::Result<workers::Share> {
+    let (index, count) = text.split_once('/').context("--worker is INDEX/COUNT")?;
+    let share = workers::Share {
+        index: index.parse()?,
+        count: count.parse()?,
+    };
+    anyhow::ensure!(share.index < share.count && share.count <= workers::MAX_PROCESSES);
+    Ok(share)
+}
+
+/// Starts the workers, samples the server meanwhile, and merges what they measured.
+async fn coordinate(args: &Args, scenario: &Scenario) -> anyhow::Result<report::Report> {
+    let dir = std::env::temp_dir().join(format!("hearth-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    // The workers get the same scenario and overrides, minus what only the coordinator does.
+    let forwarded = vec![
+        args.scenario.display().to_string(),
+        "--url".to_owned(),
+        args.url.clone(),
+        "--connections".to_owned(),
+        scenario.connections.to_string(),
+        "--duration".to_owned(),
+        scenario.duration_secs.to_string(),
+        "--warmup".to_owned(),
+        scenario.warmup_secs.to_string(),
+        "--ns".to_owned(),
+        scenario.ns.clone(),
+    ];
+    let mut children = workers::spawn(args.processes, &forwarded, &dir)?;
+    let mut sampler = procstat::Sampler::new(args.server_pid);
+    let started = Instant::now();
+    let warmup = Duration::from_secs(scenario.warmup_secs);
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    let mut interrupted = false;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = tokio::signal::ctrl_c(), if !interrupted => {
+                interrupted = true;
+                // Workers in the same terminal got the signal too; others are told.
+                for (child, _) in &children {
+                    let _ = std::process::Command::new("kill")
+                        .args(["-INT", &child.id().to_string()])
+                        .status();
+                }
+            }
+        }
+        if started.elapsed() >= warmup {
+            sampler.start_once();
+        }
+        sampler.sample();
+        let mut running = 0;
+        for (child, _) in &mut children {
+            if child.try_wait()?.is_none() {
+                running += 1;
+            }
+        }
+        eprintln!(
+            "[{:>5.1}s] {running} of {} tester processes running",
+            started.elapsed().as_secs_f64(),
+            args.processes
+        );
+        if running == 0 {
+            break;
+        }
+    }
+    let reports = children
+        .iter()
+        .map(|(_, out)| workers::read(out))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut merged = workers::merge(reports)?;
+    merged.server = sampler.finish();
+    merged.interrupted |= interrupted;
+    merged.scenario.connections = scenario.connections;
+    Ok(merged)
+}
+
+/// Runs the scenario (this process's share of it, for a worker) to its end or to Ctrl-C.
 async fn run(
     scenario: &Scenario,
     address: &str,
     server_pid: Option<u32>,
+    share: Option<workers::Share>,
 ) -> anyhow::Result<report::Report> {
     let metrics = Rc::new(Metrics::new());
     let started = Instant::now();
@@ -112,14 +216,28 @@ async fn run(
     let stop = Rc::new(tokio::sync::Notify::new());
     let stopping = Rc::new(std::cell::Cell::new(false));
     let mut phases = Vec::new();
+    let source = share.map(|share| share.source_ip());
     match scenario.kind {
-        Kind::Feed => feed::start(scenario, address, &metrics, &stopping).await?,
+        Kind::Feed => {
+            let mut mine = scenario.clone();
+            if let Some(share) = share {
+                mine.connections = (0..scenario.connections)
+                    .filter(|index| share.owns(*index))
+                    .count();
+            }
+            let seed = share.is_none_or(|share| share.index == 0);
+            feed::start(&mine, address, source, seed, &metrics, &stopping).await?
+        }
         _ => {
             for plan in plan::plans(scenario) {
+                if share.is_some_and(|share| !share.owns(plan.index)) {
+                    continue;
+                }
                 let delayed = plan.start_after;
                 conn::spawn(
                     plan,
                     address.to_owned(),
+                    source,
                     metrics.clone(),
                     stopping.clone(),
                     delayed,
@@ -154,7 +272,9 @@ async fn run(
             }
         }
         sampler.sample();
-        report::progress(&metrics, elapsed);
+        if share.is_none() {
+            report::progress(&metrics, elapsed);
+        }
         if elapsed >= end {
             break;
         }
@@ -171,5 +291,6 @@ async fn run(
         measured,
         sampler.finish(),
         interrupted,
+        share.is_some(),
     ))
 }

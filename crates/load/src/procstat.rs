@@ -2,12 +2,12 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on Linux).
 const TICKS_PER_SECOND: f64 = 100.0;
 
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct ServerUse {
     pub rss_max_mib: f64,
     pub rss_end_mib: f64,
@@ -29,6 +29,13 @@ impl Sampler {
             start: None,
             rss_max_kib: 0,
             rss_last_kib: 0,
+        }
+    }
+
+    /// Marks the start of the measured time, once.
+    pub fn start_once(&mut self) {
+        if self.start.is_none() {
+            self.start();
         }
     }
 

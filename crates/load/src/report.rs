@@ -2,14 +2,16 @@
 
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::metrics::Metrics;
 use crate::procstat::ServerUse;
 use crate::scenario::Scenario;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Latency {
     pub count: u64,
     pub per_second: f64,
@@ -21,7 +23,7 @@ pub struct Latency {
 }
 
 impl Latency {
-    fn of(histogram: &Histogram<u64>, seconds: f64) -> Latency {
+    pub fn of(histogram: &Histogram<u64>, seconds: f64) -> Latency {
         Latency {
             count: histogram.len(),
             per_second: histogram.len() as f64 / seconds.max(0.001),
@@ -34,14 +36,14 @@ impl Latency {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Group {
     pub group: String,
     pub phase: usize,
     pub events: Latency,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Report {
     pub scenario: Scenario,
     pub address: String,
@@ -59,6 +61,11 @@ pub struct Report {
     pub connect_failures: u64,
     pub writes_missed: u64,
     pub server: Option<ServerUse>,
+    /// A worker's histograms (base64 HdrHistogram V2), for the coordinator to merge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub raw_events: Vec<((String, usize), String)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub raw_acks: Vec<(String, String)>,
 }
 
 impl Report {
@@ -69,10 +76,31 @@ impl Report {
         measured: Duration,
         server: Option<ServerUse>,
         interrupted: bool,
+        raw: bool,
     ) -> Report {
         let seconds = measured.as_secs_f64();
         let counters = metrics.counters.borrow();
+        let raw_events = if raw {
+            metrics
+                .event_histograms()
+                .iter()
+                .map(|(key, histogram)| (key.clone(), crate::workers::encode(histogram)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let raw_acks = if raw {
+            metrics
+                .ack_histograms()
+                .iter()
+                .map(|(kind, histogram)| (kind.clone(), crate::workers::encode(histogram)))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Report {
+            raw_events,
+            raw_acks,
             scenario: scenario.clone(),
             address: address.to_owned(),
             measured_secs: seconds,
@@ -99,6 +127,48 @@ impl Report {
             writes_missed: counters.writes_missed,
             server,
         }
+    }
+
+    /// A report with the same scenario and nothing measured.
+    pub fn empty(template: &Report) -> Report {
+        Report {
+            scenario: template.scenario.clone(),
+            address: template.address.clone(),
+            measured_secs: 0.0,
+            interrupted: false,
+            events: Vec::new(),
+            acks: Vec::new(),
+            writes_sent: 0,
+            errors: 0,
+            error_samples: Vec::new(),
+            reconnects: 0,
+            connect_failures: 0,
+            writes_missed: 0,
+            server: None,
+            raw_events: Vec::new(),
+            raw_acks: Vec::new(),
+        }
+    }
+
+    /// Replaces the summaries by those of merged histograms.
+    pub fn set_histograms(
+        &mut self,
+        events: &BTreeMap<(String, usize), Histogram<u64>>,
+        acks: &BTreeMap<String, Histogram<u64>>,
+        seconds: f64,
+    ) {
+        self.events = events
+            .iter()
+            .map(|((group, phase), histogram)| Group {
+                group: group.clone(),
+                phase: *phase,
+                events: Latency::of(histogram, seconds),
+            })
+            .collect();
+        self.acks = acks
+            .iter()
+            .map(|(kind, histogram)| (kind.clone(), Latency::of(histogram, seconds)))
+            .collect();
     }
 
     fn total_events(&self) -> u64 {
