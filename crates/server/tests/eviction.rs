@@ -87,12 +87,17 @@ fn an_idle_database_is_evicted_and_loaded_again_with_its_data_and_rules() {
         http(address, "PUT", "/a.json?ns=idle", r#"{"b": [1, 2]}"#),
         (200, r#"{"b":[1,2]}"#.to_owned())
     );
-    // The maintenance tick runs every second: the first snapshots, a later one evicts.
-    std::thread::sleep(Duration::from_millis(3_500));
-    assert!(
-        !snapshots(&dir).is_empty(),
-        "the idle database was snapshotted"
-    );
+    // The maintenance tick runs every second: the first snapshots, a later one evicts. A
+    // loaded machine may be slower; wait for the snapshot boundedly, then for one more tick.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while snapshots(&dir).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle database was snapshotted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(2_500));
     assert_eq!(
         http(address, "GET", "/a.json?ns=idle", ""),
         (200, r#"{"b":[1,2]}"#.to_owned()),
