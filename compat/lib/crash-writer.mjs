@@ -16,7 +16,7 @@ const stopAt = Date.now() + Number(secondsText) * 1000;
 
 /** The value a client writes as its n-th key. */
 export function valueOf(client, n) {
-  return { c: client, n, pad: 'x'.repeat((n * 7919) % 1500) };
+  return { c: client, n, pad: 'x'.repeat((n * 7919) % 2001) }; // 0 to 2000 bytes
 }
 
 const ws = new WebSocket(url, { perMessageDeflate: false });

@@ -211,7 +211,7 @@ fn log_recovery(shard: usize, report: &hearth_store::RecoveryReport, databases: 
         warn!(shard, snapshot = %name, %reason, "unreadable snapshot skipped; an older one and the log were used");
     }
     if !report.temporary_files_removed.is_empty() {
-        info!(shard, files = ?report.temporary_files_removed, "removed snapshots interrupted by a crash");
+        info!(shard, files = ?report.temporary_files_removed, "removed leftover temporary files (unfinished snapshots, the spare log segment)");
     }
 }
 
