@@ -110,13 +110,6 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
     if effects.is_empty() {
         return;
     }
-    // Log records first: they come before their pushes in the list, and the pushes must be
-    // queued after the database's sequence number moved.
-    for effect in &effects {
-        if let Effect::Log(write) = effect {
-            shard.log_write(namespace, write);
-        }
-    }
     let conns = shard.conns.borrow();
     let streams = shard.streams.borrow();
     for effect in effects {
@@ -155,7 +148,9 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
                     stream.cancel();
                 }
             }
-            Effect::Log(_) => {}
+            // A write's record comes before its pushes in the list, so they are queued after
+            // the database's sequence number moved and wait for the record to be durable.
+            Effect::Log(write) => shard.log_write(namespace, &write),
         }
     }
 }

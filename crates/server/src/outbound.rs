@@ -4,7 +4,6 @@
 //! writes are on disk, and the shard wakes it again when the disk catches up.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 
 use hearth_sync::ConnId;
 use hearth_wire::split_frames;
@@ -13,7 +12,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use crate::persist::Tagger;
+use crate::persist::{HeldQueue, Pushed, Tagger};
 
 /// The most bytes that may wait in one connection's queue. A client that reads slower than
 /// its data arrives is disconnected rather than allowed to grow the server's memory.
@@ -53,11 +52,7 @@ pub struct ConnHandle {
     pub namespace: String,
     pub session_id: String,
     /// Messages with their durability tags.
-    queue: RefCell<VecDeque<(u64, Message)>>,
-    queued_bytes: Cell<usize>,
-    tagger: Tagger,
-    /// Whether the connection is registered with the gate to be woken.
-    waiting: Cell<bool>,
+    queue: HeldQueue<Message>,
     notify: Notify,
     closing: RefCell<Option<CloseReason>>,
     /// When the connection's credential expires (seconds since the epoch).
@@ -70,10 +65,7 @@ impl ConnHandle {
             id,
             namespace,
             session_id,
-            queue: RefCell::new(VecDeque::new()),
-            queued_bytes: Cell::new(0),
-            tagger,
-            waiting: Cell::new(false),
+            queue: HeldQueue::new(id, tagger),
             notify: Notify::new(),
             closing: RefCell::new(None),
             auth_expires_at: Cell::new(None),
@@ -90,69 +82,31 @@ impl ConnHandle {
         if self.closing.borrow().is_some() {
             return;
         }
-        let bytes: usize = frames.iter().map(Message::len).sum();
-        let total = self.queued_bytes.get() + bytes;
-        if total > MAX_OUTBOUND_BYTES {
-            self.queue.borrow_mut().clear();
-            self.queued_bytes.set(0);
-            self.close(CloseReason::new(
+        match self.queue.push(frames) {
+            Pushed::Ready => self.notify.notify_one(),
+            Pushed::Held => {}
+            Pushed::Overflow => self.close(CloseReason::new(
                 CloseCode::Policy,
                 "the client reads too slowly: outbound queue limit reached",
-            ));
-            return;
-        }
-        self.queued_bytes.set(total);
-        let tag = self.tagger.tag();
-        self.queue
-            .borrow_mut()
-            .extend(frames.iter().map(|frame| (tag, frame.clone())));
-        if self.tagger.gate.passes(tag) {
-            self.notify.notify_one();
-        } else {
-            self.wait_for_disk();
+            )),
         }
     }
 
     /// Takes the messages that may be sent now: the front of the queue, up to the first
     /// message whose write is not yet durable.
     pub fn take_ready(&self) -> Vec<Message> {
-        let mut queue = self.queue.borrow_mut();
-        let gate = &self.tagger.gate;
-        let ready = queue
-            .iter()
-            .position(|(tag, _)| !gate.passes(*tag))
-            .unwrap_or(queue.len());
-        let taken: Vec<Message> = queue.drain(..ready).map(|(_, message)| message).collect();
-        let bytes: usize = taken.iter().map(Message::len).sum();
-        self.queued_bytes
-            .set(self.queued_bytes.get().saturating_sub(bytes));
-        let held = !queue.is_empty();
-        drop(queue);
-        if held {
-            self.wait_for_disk();
-        }
-        taken
-    }
-
-    fn wait_for_disk(&self) {
-        if !self.waiting.replace(true) {
-            self.tagger.gate.wait(self.id);
-        }
+        self.queue.take_ready()
     }
 
     /// The disk caught up: the held messages may be ready.
     pub fn wake_after_disk(&self) {
-        self.waiting.set(false);
+        self.queue.woken();
         self.notify.notify_one();
     }
 
     /// Drops the messages that wait for writes that will never be durable (the log failed).
     pub fn discard_held(&self) {
-        let gate = &self.tagger.gate;
-        let mut queue = self.queue.borrow_mut();
-        queue.retain(|(tag, _)| gate.passes(*tag));
-        let bytes = queue.iter().map(|(_, message)| message.len()).sum();
-        self.queued_bytes.set(bytes);
+        self.queue.discard_held();
     }
 
     /// Asks the connection's task to close the socket.

@@ -284,14 +284,21 @@ impl Shard {
         let id = self.next_conn_id();
         // Unique per process start, shard and connection, and URL-safe.
         let session_id = format!("h{:x}s{}c{}", self.nonce, self.index, id);
+        let tagger = {
+            let mut databases = self.databases.borrow_mut();
+            let loaded = self.database(&mut databases, namespace);
+            loaded.connect(id);
+            Tagger {
+                gate: self.gate.clone(),
+                database_seq: loaded.seq.clone(),
+            }
+        };
         let handle = Rc::new(ConnHandle::new(
             id,
             namespace.to_owned(),
             session_id.clone(),
-            self.tagger(namespace),
+            tagger,
         ));
-        self.database(&mut self.databases.borrow_mut(), namespace)
-            .connect(id);
         self.conns.borrow_mut().insert(id, handle.clone());
         self.sessions.borrow_mut().insert(session_id, id);
         self.stats.borrow_mut().connections_opened += 1;

@@ -8,7 +8,6 @@
 //! path is relative to the stream's location, is made once per distinct stream path.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -29,8 +28,7 @@ use tokio::time::Sleep;
 
 use crate::dispatch::route_effects;
 use crate::http_body::HearthBody;
-use crate::outbound::MAX_OUTBOUND_BYTES;
-use crate::persist::Tagger;
+use crate::persist::{HeldQueue, Pushed, Tagger};
 use crate::rest::{reply_error, DataRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
 use crate::shard::Shard;
 use crate::time::now_ms;
@@ -48,11 +46,7 @@ pub struct StreamHandle {
     /// `format=export`: data keeps its priorities.
     pub export: bool,
     /// Chunks with their durability tags (see `persist::gate`).
-    queue: RefCell<VecDeque<(u64, Bytes)>>,
-    tagger: Tagger,
-    /// Whether the stream is registered with the gate to be woken.
-    waiting: Cell<bool>,
-    queued_bytes: Cell<usize>,
+    queue: HeldQueue<Bytes>,
     waker: RefCell<Option<Waker>>,
     closing: Cell<bool>,
 }
@@ -70,60 +64,40 @@ impl StreamHandle {
             namespace,
             path,
             export,
-            queue: RefCell::new(VecDeque::new()),
-            tagger,
-            waiting: Cell::new(false),
-            queued_bytes: Cell::new(0),
+            queue: HeldQueue::new(id, tagger),
             waker: RefCell::new(None),
             closing: Cell::new(false),
         }
     }
 
     /// Queues the chunks of one event. A client that reads slower than its events arrive is
-    /// cut off at [`MAX_OUTBOUND_BYTES`], as WebSocket clients are; it reconnects and starts
+    /// cut off at [`crate::outbound::MAX_OUTBOUND_BYTES`], as WebSocket clients are; it reconnects and starts
     /// again from a fresh `put`.
     pub fn send(&self, chunks: &[Bytes]) {
         if self.closing.get() {
             return;
         }
-        let bytes: usize = chunks.iter().map(Bytes::len).sum();
-        let total = self.queued_bytes.get() + bytes;
-        if total > MAX_OUTBOUND_BYTES {
-            self.queue.borrow_mut().clear();
-            self.queued_bytes.set(0);
-            self.close();
-            return;
-        }
-        self.queued_bytes.set(total);
-        let tag = self.tagger.tag();
-        self.queue
-            .borrow_mut()
-            .extend(chunks.iter().map(|chunk| (tag, chunk.clone())));
-        if self.tagger.gate.passes(tag) {
-            self.wake();
-        } else if !self.waiting.replace(true) {
-            self.tagger.gate.wait(self.id);
+        match self.queue.push(chunks) {
+            Pushed::Ready => self.wake(),
+            Pushed::Held => {}
+            Pushed::Overflow => self.close(),
         }
     }
 
     /// The disk caught up: held events may be ready.
     pub fn wake_after_disk(&self) {
-        self.waiting.set(false);
+        self.queue.woken();
         self.wake();
     }
 
     /// Drops the events that wait for writes that will never be durable (the log failed).
     pub fn discard_held(&self) {
-        let gate = &self.tagger.gate;
-        let mut queue = self.queue.borrow_mut();
-        queue.retain(|(tag, _)| gate.passes(*tag));
-        let bytes = queue.iter().map(|(_, chunk)| chunk.len()).sum();
-        self.queued_bytes.set(bytes);
+        self.queue.discard_held();
     }
 
     /// Whether nothing is left to send.
     fn is_drained(&self) -> bool {
-        self.queue.borrow().is_empty()
+        self.queue.is_empty()
     }
 
     /// RULES HOOK target: the stream's read permission was withdrawn. Sends `cancel` and ends
@@ -158,19 +132,7 @@ impl StreamHandle {
 
     /// The next chunk, if its write is durable.
     fn pop(&self) -> Option<Bytes> {
-        let mut queue = self.queue.borrow_mut();
-        let &(tag, _) = queue.front()?;
-        if !self.tagger.gate.passes(tag) {
-            drop(queue);
-            if !self.waiting.replace(true) {
-                self.tagger.gate.wait(self.id);
-            }
-            return None;
-        }
-        let (_, chunk) = queue.pop_front()?;
-        self.queued_bytes
-            .set(self.queued_bytes.get().saturating_sub(chunk.len()));
-        Some(chunk)
+        self.queue.pop_ready()
     }
 }
 
@@ -426,7 +388,7 @@ mod tests {
         fanout.deliver(&root);
         fanout.deliver(&at_a);
         fanout.deliver(&also_root);
-        let shared = |handle: &StreamHandle| handle.queue.borrow()[1].1.as_ptr();
+        let shared = |handle: &StreamHandle| handle.queue.peek(1).map(|chunk| chunk.as_ptr());
         assert_eq!(shared(&root), shared(&at_a));
         assert_eq!(fanout.heads.len(), 2);
         assert_eq!(
@@ -459,7 +421,7 @@ mod tests {
     fn slow_streams_are_cut_off() {
         let handle = StreamHandle::new(1, "ns".into(), Path::root(), false, Tagger::open());
         let big = Bytes::from(vec![b'x'; 1024 * 1024]);
-        for _ in 0..=(MAX_OUTBOUND_BYTES / big.len()) {
+        for _ in 0..=(crate::outbound::MAX_OUTBOUND_BYTES / big.len()) {
             handle.send(std::slice::from_ref(&big));
         }
         assert!(handle.is_closing());

@@ -7,12 +7,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
 use futures_util::{SinkExt, StreamExt};
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::{ServeConfig, Server};
 use hearth_store::{Fault, FaultPoint, FaultRule, FaultStorage};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -83,31 +84,6 @@ async fn reply(socket: &mut Socket, id: u64) -> (Option<Value>, Vec<Value>) {
     (None, pushes)
 }
 
-async fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).await.expect("HTTP connects");
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .expect("the request is sent");
-    let mut response = String::new();
-    tokio::time::timeout(WAIT, stream.read_to_string(&mut response))
-        .await
-        .expect("an answer within the wait")
-        .expect("an answer");
-    let status = response
-        .get(9..12)
-        .and_then(|code| code.parse().ok())
-        .expect("a status line");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or(String::new(), |(_, body)| body.to_owned());
-    (status, body)
-}
-
 #[test]
 fn a_failed_sync_is_never_acknowledged_or_seen_and_writes_are_refused_after() {
     let faults = Arc::new(FaultStorage::new());
@@ -165,11 +141,11 @@ fn a_failed_sync_is_never_acknowledged_or_seen_and_writes_are_refused_after() {
             "the reason names the failure: {refused}"
         );
 
-        let (status, body) = http(address, "GET", "/a.json?ns=disk", "").await;
+        let (status, body) = common::http(address, "GET", "/a.json?ns=disk", None, "");
         assert_eq!((status, body.as_str()), (200, "1"));
-        let (status, body) = http(address, "PUT", "/a.json?ns=disk", "4").await;
+        let (status, body) = common::http(address, "PUT", "/a.json?ns=disk", None, "4");
         assert_eq!(status, 503, "{body}");
-        let (status, _) = http(address, "GET", "/.json?ns=other", "").await;
+        let (status, _) = common::http(address, "GET", "/.json?ns=other", None, "");
         assert_eq!(status, 200, "other databases stay readable");
     });
     server.stop();

@@ -1,6 +1,8 @@
 //! Idle databases are snapshotted, dropped from memory and loaded again on their next use,
 //! with their data and their rules; a restart recovers them too.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -8,8 +10,6 @@ use std::time::Duration;
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::{ServeConfig, Server};
 use hearth_store::SnapshotPolicy;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 fn config(dir: &Path) -> ServeConfig {
     let mut config = ServeConfig::for_tests(SocketAddr::from(([127, 0, 0, 1], 0)));
@@ -27,34 +27,7 @@ fn config(dir: &Path) -> ServeConfig {
 }
 
 fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async {
-        let mut stream = TcpStream::connect(address).await.expect("HTTP connects");
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer owner\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        stream
-            .write_all(request.as_bytes())
-            .await
-            .expect("the request is sent");
-        let mut response = String::new();
-        tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
-            .await
-            .expect("an answer in time")
-            .expect("an answer");
-        let status = response
-            .get(9..12)
-            .and_then(|code| code.parse().ok())
-            .expect("a status line");
-        let body = response
-            .split_once("\r\n\r\n")
-            .map_or(String::new(), |(_, body)| body.to_owned());
-        (status, body)
-    })
+    common::http(address, method, path, Some("owner"), body)
 }
 
 fn snapshots(dir: &Path) -> Vec<String> {
