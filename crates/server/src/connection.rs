@@ -31,6 +31,11 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How far behind the real clock the handshake's time is reported (see `serve_websocket`).
 const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
 
+/// Initial read buffer of a WebSocket connection. The library's default (128 KiB) would make
+/// every idle connection cost that much; Firebase clients send small frames (the SDKs split
+/// messages into 16 KiB pieces), and the buffer grows for a larger frame when one arrives.
+const READ_BUFFER_BYTES: usize = 8 * 1024;
+
 type Socket = WebSocketStream<TcpStream>;
 
 /// Completes the upgrade and serves the connection until it ends.
@@ -57,6 +62,7 @@ pub async fn serve_websocket(
         return;
     }
     let config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .max_frame_size(Some(MAX_MESSAGE_BYTES));
     let mut socket =
