@@ -19,8 +19,8 @@ use crate::listener::bind_listeners;
 use crate::namespace::{owner_shard, resolve};
 use crate::persist::data_dir::{DataDir, DataDirError};
 use crate::persist::{
-    commit_loop, flush_at_shutdown, open_shard_dir, open_storage, snapshot_all, Durability, Opened,
-    ShardStorage, ShardStore,
+    commit_loop, flush_at_shutdown, open_shard_dir, open_storage, snapshot_all, Durability,
+    Loading, Opened, ShardStorage, ShardStore,
 };
 use crate::rest::execute_durable;
 use crate::shard::{Shard, ShardMessage};
@@ -153,8 +153,10 @@ fn open_data_dir(
                 let faults = config.persist.fault_storage.clone();
                 scope.spawn(move || {
                     let opened = match faults {
-                        Some(faults) => open_storage(ShardStorage::Faults(faults)),
-                        None => open_shard_dir(&dir),
+                        Some(faults) => {
+                            open_storage(ShardStorage::Faults(faults), Loading::OnFirstUse)
+                        }
+                        None => open_shard_dir(&dir, Loading::OnFirstUse),
                     };
                     opened.map_err(|source| StartError::Recovery {
                         shard,
@@ -178,11 +180,7 @@ fn open_data_dir(
     let mut opened = Vec::with_capacity(results.len());
     for (shard, result) in results.into_iter().enumerate() {
         let result = result?;
-        log_recovery(
-            shard,
-            &result.recovered.report,
-            result.recovered.databases.len(),
-        );
+        log_recovery(shard, &result.recovered);
         opened.push(Some(result));
     }
     info!(
@@ -195,14 +193,16 @@ fn open_data_dir(
     Ok((Some(data_dir), opened))
 }
 
-fn log_recovery(shard: usize, report: &hearth_store::RecoveryReport, databases: usize) {
+fn log_recovery(shard: usize, recovered: &hearth_store::Recovered<ShardStorage>) {
+    let report = &recovered.report;
     info!(
         shard,
-        databases,
+        databases_loaded = recovered.databases.len(),
+        databases_on_disk = recovered.on_disk.len(),
         snapshots = report.snapshots_loaded.len(),
         records_replayed = report.records_replayed,
         records_skipped = report.records_skipped,
-        "shard recovered"
+        "shard recovered (databases on disk are loaded from their snapshot on first use)"
     );
     if let Some(cut) = &report.tail_cut {
         warn!(shard, ?cut, "recovery cut a torn or corrupt tail off the log (records after the last valid one, never acknowledged)");

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use crate::error::{Operation, StoreError};
-use crate::names::SPARE_SEGMENT_NAME;
-use crate::segment::{SegmentHeader, SEGMENT_HEADER_BYTES};
+use crate::names::{temporary_name, SPARE_SEGMENT_NAME};
+use crate::segment::SegmentHeader;
 use crate::storage::{Storage, StorageFile};
 
 /// Bytes written at a time while a segment is filled with zeros.
@@ -126,21 +126,21 @@ fn write_pieces<S: Storage>(
     Ok(())
 }
 
-/// Creates a segment at its full size: header, zeros to the end, synced, its name synced.
-/// Writing the zeros (rather than `set_len`, which leaves a hole) allocates every block now,
-/// so that later appends and their fdatasync change no metadata.
+/// Creates a segment at its full size: a zero-filled file made and synced under a temporary
+/// name, then adopted (header written and synced, renamed, directory synced). Writing the zeros
+/// (rather than `set_len`, which leaves a hole) allocates every block now, so that later appends
+/// and their fdatasync change no metadata. Making the file under another name first means a
+/// segment's own name only ever appears on a complete segment, so recovery never has to redo a
+/// creation that a crash might have cut short.
 pub(crate) fn create_segment<S: Storage>(
     storage: &S,
     name: &str,
     header: &SegmentHeader,
 ) -> Result<S::File, StoreError> {
-    let io = |operation| move |error| StoreError::io(name, operation, error);
-    let file = storage.create(name).map_err(io(Operation::Create))?;
-    file.write_at(0, &header.encode())
-        .map_err(io(Operation::Write))?;
-    zero_fill(&file, name, SEGMENT_HEADER_BYTES as u64, header.size)?;
-    file.sync_data().map_err(io(Operation::Sync))?;
-    storage.sync_dir().map_err(io(Operation::SyncDir))?;
+    // Not the spare's own name: a spare may be in the making on another thread meanwhile.
+    let temporary = temporary_name(name);
+    let file = zero_file(storage, &temporary, header.size, std::time::Duration::ZERO)?;
+    adopt(storage, &file, &temporary, name, header)?;
     Ok(file)
 }
 
@@ -153,14 +153,23 @@ fn adopt_spare<S: Storage>(
     name: &str,
     header: &SegmentHeader,
 ) -> Result<(), StoreError> {
+    adopt(storage, spare, SPARE_SEGMENT_NAME, name, header)
+}
+
+/// Writes `header` into the zero-filled `file` (now named `from`), syncs it, and renames it to
+/// `name` durably.
+fn adopt<S: Storage>(
+    storage: &S,
+    file: &S::File,
+    from: &str,
+    name: &str,
+    header: &SegmentHeader,
+) -> Result<(), StoreError> {
     let io = |operation| move |error| StoreError::io(name, operation, error);
-    spare
-        .write_at(0, &header.encode())
+    file.write_at(0, &header.encode())
         .map_err(io(Operation::Write))?;
-    spare.sync_data().map_err(io(Operation::Sync))?;
-    storage
-        .rename(SPARE_SEGMENT_NAME, name)
-        .map_err(io(Operation::Rename))?;
+    file.sync_data().map_err(io(Operation::Sync))?;
+    storage.rename(from, name).map_err(io(Operation::Rename))?;
     storage.sync_dir().map_err(io(Operation::SyncDir))?;
     Ok(())
 }
@@ -189,36 +198,47 @@ impl<S: Storage> SpareJob<S> {
     /// Makes the spare a chunk at a time, each chunk synced and followed by `pause`, so that
     /// the log's own syncs on the same disk never queue behind a 64 MiB flush.
     pub fn execute_paced(self, pause: std::time::Duration) -> SpareDone<S> {
-        let name = SPARE_SEGMENT_NAME;
-        let make = || {
-            match self.storage.remove(name) {
-                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(StoreError::io(name, Operation::Remove, error));
-                }
-                _ => {}
-            }
-            let file = self
-                .storage
-                .create(name)
-                .map_err(|error| StoreError::io(name, Operation::Create, error))?;
-            let mut offset = 0;
-            while offset < self.size {
-                let end = (offset + SPARE_FILL_CHUNK_BYTES).min(self.size);
-                zero_fill(&file, name, offset, end)?;
-                file.sync_data()
-                    .map_err(|error| StoreError::io(name, Operation::Sync, error))?;
-                offset = end;
-                if !pause.is_zero() && offset < self.size {
-                    std::thread::sleep(pause);
-                }
-            }
-            Ok(file)
-        };
         SpareDone {
             size: self.size,
-            result: make(),
+            result: zero_file(&*self.storage, SPARE_SEGMENT_NAME, self.size, pause),
         }
     }
+}
+
+/// Makes the file `name` of `size` zero bytes, synced (a chunk at a time with `pause` after
+/// each chunk, if `pause` is not zero). An earlier file of that name (say, one a crash left
+/// half made) is replaced.
+fn zero_file<S: Storage>(
+    storage: &S,
+    name: &str,
+    size: u64,
+    pause: std::time::Duration,
+) -> Result<S::File, StoreError> {
+    match storage.remove(name) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            return Err(StoreError::io(name, Operation::Remove, error));
+        }
+        _ => {}
+    }
+    let file = storage
+        .create(name)
+        .map_err(|error| StoreError::io(name, Operation::Create, error))?;
+    let mut offset = 0;
+    while offset < size {
+        let end = (offset + SPARE_FILL_CHUNK_BYTES).min(size);
+        zero_fill(&file, name, offset, end)?;
+        offset = end;
+        // Paced: each chunk synced on its own, so that no sync of the log waits behind a long
+        // flush. At full speed one sync at the end does.
+        if !pause.is_zero() || offset == size {
+            file.sync_data()
+                .map_err(|error| StoreError::io(name, Operation::Sync, error))?;
+        }
+        if !pause.is_zero() && offset < size {
+            std::thread::sleep(pause);
+        }
+    }
+    Ok(file)
 }
 
 /// Writes zeros over `from..to` of `file`, a chunk at a time.

@@ -49,15 +49,15 @@ pub use record::{
     decode_record, encode_record, Record, RecordBody, RecordRef, MAX_RECORD_BYTES, MAX_RULES_BYTES,
     RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
 };
-pub use recovery::{open, Recovered, RecoveredDatabase, RecoveryReport};
+pub use recovery::{open, open_lazily, Recovered, RecoveredDatabase, RecoveryReport};
 pub use scan::TailCut;
 pub use segment::{
-    SegmentHeader, SegmentInfo, SegmentTable, SEGMENT_BYTES, SEGMENT_HEADER_BYTES, SEGMENT_MAGIC,
-    WAL_FORMAT_VERSION,
+    SegmentHeader, SegmentInfo, SegmentTable, INLINE_SEGMENT_BYTES, SEGMENT_BYTES,
+    SEGMENT_HEADER_BYTES, SEGMENT_MAGIC, WAL_FORMAT_VERSION,
 };
 pub use snapshot::{
-    read_snapshot, write_snapshot, Snapshot, SnapshotInfo, SNAPSHOT_FORMAT_VERSION,
-    SNAPSHOT_FRAME_BYTES, SNAPSHOT_HEADER_BYTES, SNAPSHOT_MAGIC,
+    read_snapshot, verify_snapshot, write_snapshot, Snapshot, SnapshotInfo,
+    SNAPSHOT_FORMAT_VERSION, SNAPSHOT_FRAME_BYTES, SNAPSHOT_HEADER_BYTES, SNAPSHOT_MAGIC,
 };
 pub use storage::{Storage, StorageFile};
 pub use storage_fault::{

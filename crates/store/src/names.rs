@@ -4,6 +4,7 @@
 //! wal-00000000000000000001            log segment 1 (numbered consecutively from 1)
 //! snap-<database>-00000000000000004711  snapshot of <database> covering sequence number 4711
 //! snap-<database>-00000000000000004711.tmp  a snapshot being written (removed by recovery)
+//! wal-00000000000000000002.tmp        a segment being made (removed by recovery)
 //! wal-spare                           a zero-filled segment made ahead of time, renamed to the
 //!                                     next segment's name when the log rolls over (removed by
 //!                                     recovery: it is never part of the log)
@@ -64,12 +65,13 @@ pub(crate) fn parse_snapshot_name(name: &str) -> Option<(&str, u64)> {
     Some((database, parse_number(number)?))
 }
 
-/// Whether recovery removes `name`: a snapshot being written, or the spare segment.
+/// Whether recovery removes `name`: a snapshot or a segment being written, or the spare
+/// segment.
 pub(crate) fn is_temporary(name: &str) -> bool {
     name == SPARE_SEGMENT_NAME
-        || name
-            .strip_suffix(TEMPORARY_SUFFIX)
-            .is_some_and(|stem| parse_snapshot_name(stem).is_some())
+        || name.strip_suffix(TEMPORARY_SUFFIX).is_some_and(|stem| {
+            parse_snapshot_name(stem).is_some() || parse_segment_name(stem).is_some()
+        })
 }
 
 /// Exactly 20 digits, so that every number has one name.
@@ -93,6 +95,9 @@ mod tests {
         assert_eq!(parse_snapshot_name(&name), Some(("my-db_2", 4711)));
         assert!(is_temporary(&temporary_name(&name)));
         assert!(!is_temporary(&name));
+        assert!(is_temporary(&temporary_name(&segment_name(3))));
+        assert!(!is_temporary(&segment_name(3)));
+        assert_eq!(parse_segment_name(&temporary_name(&segment_name(3))), None);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::record::{Record, RecordBody};
 use crate::repair::resume;
 use crate::scan::{scan_wal, TailCut};
 use crate::segment::SegmentHeader;
-use crate::snapshot::read_snapshot;
+use crate::snapshot::{read_snapshot, verify_snapshot};
 use crate::storage::{Storage, StorageFile};
 use crate::writer::{WalOptions, WalWriter};
 
@@ -49,22 +49,60 @@ pub struct RecoveryReport {
 /// An opened shard directory.
 pub struct Recovered<S: Storage> {
     pub databases: BTreeMap<Arc<str>, RecoveredDatabase>,
+    /// Databases left on disk by [`open_lazily`]: their newest snapshot holds their whole state
+    /// (no log record follows it) and its checksums were verified, with the sequence number
+    /// it covers. Empty after [`open`].
+    pub on_disk: BTreeMap<Arc<str>, u64>,
     pub snapshots: SnapshotCatalog,
     pub wal: WalWriter<S>,
     pub report: RecoveryReport,
 }
 
-/// Recovers the databases of a shard's directory and opens its log for appending.
+/// Recovers every database of a shard's directory and opens its log for appending.
 pub fn open<S: Storage>(storage: Arc<S>, options: WalOptions) -> Result<Recovered<S>, StoreError> {
+    recover(storage, options, false)
+}
+
+/// Like [`open`], but a database that no log record changed since its newest snapshot is not
+/// loaded: the snapshot's checksums are verified (a read of the file, no tree built) and the
+/// database is listed in [`Recovered::on_disk`], for the caller to load on first use with
+/// [`crate::read_snapshot`]. A database whose newest snapshot fails the check is loaded at once,
+/// so that recovery can still fall back to an older snapshot and the log. The log is read
+/// twice: once to learn which databases it touches, once to replay it.
+pub fn open_lazily<S: Storage>(
+    storage: Arc<S>,
+    options: WalOptions,
+) -> Result<Recovered<S>, StoreError> {
+    recover(storage, options, true)
+}
+
+fn recover<S: Storage>(
+    storage: Arc<S>,
+    options: WalOptions,
+    lazy: bool,
+) -> Result<Recovered<S>, StoreError> {
     let names = storage
         .list()
         .map_err(|error| StoreError::io("the shard directory", Operation::List, error))?;
     let mut report = RecoveryReport::default();
     let log_start = log_start(&*storage, &names);
+    let logged = if lazy {
+        last_logged(&*storage, &names)?
+    } else {
+        BTreeMap::new()
+    };
     let mut databases = BTreeMap::new();
+    let mut on_disk = BTreeMap::new();
     let mut snapshots = SnapshotCatalog::new();
     for (database, candidates) in SnapshotCatalog::candidates(&names) {
-        let state = load_newest(&*storage, database, &candidates, log_start, &mut report)?;
+        let newest = candidates[0];
+        let untouched = logged.get(database).is_none_or(|&last| last <= newest.0);
+        if lazy && untouched && verified(&*storage, newest)? {
+            on_disk.insert(Arc::from(database), newest.0);
+        } else {
+            let state = load_newest(&*storage, database, &candidates, log_start, &mut report)?;
+            databases.insert(Arc::from(database), state);
+        }
         // Unreadable snapshots stay on disk for inspection but never count for truncation.
         for &(covered_seq, name) in &candidates {
             if !report
@@ -75,11 +113,20 @@ pub fn open<S: Storage>(storage: Arc<S>, options: WalOptions) -> Result<Recovere
                 snapshots.add_seq(database, covered_seq);
             }
         }
-        databases.insert(Arc::from(database), state);
     }
-    let covered_max = databases.values().map(|state| state.seq).max().unwrap_or(0);
+    let covered_max = databases
+        .values()
+        .map(|state| state.seq)
+        .chain(on_disk.values().copied())
+        .max()
+        .unwrap_or(0);
     let scan = scan_wal(&*storage, &names, |record| {
-        replay(&mut databases, record, &mut report);
+        if on_disk.contains_key(&record.database) {
+            // Every record of such a database is older than its snapshot (checked above).
+            report.records_skipped += 1;
+        } else {
+            replay(&mut databases, record, &mut report);
+        }
         Ok(())
     })?;
     report.tail_cut = scan.cut.clone();
@@ -93,10 +140,36 @@ pub fn open<S: Storage>(storage: Arc<S>, options: WalOptions) -> Result<Recovere
     report.temporary_files_removed = temporary;
     Ok(Recovered {
         databases,
+        on_disk,
         snapshots,
         wal,
         report,
     })
+}
+
+/// For each database with records in the log, the sequence number of its last valid record.
+/// A read-only pass: the cut it may find is made by the replaying pass.
+fn last_logged<S: Storage>(
+    storage: &S,
+    names: &[String],
+) -> Result<BTreeMap<Arc<str>, u64>, StoreError> {
+    let mut last = BTreeMap::new();
+    scan_wal(storage, names, |record| {
+        last.insert(record.database.clone(), record.seq);
+        Ok(())
+    })?;
+    Ok(last)
+}
+
+/// Whether the snapshot `(covered_seq, name)` passes its checksums. Damage is answered with
+/// false: the caller then loads the database, which reports the damage and falls back past
+/// the snapshot. An unreadable disk is an error.
+fn verified<S: Storage>(storage: &S, (covered_seq, name): (u64, &str)) -> Result<bool, StoreError> {
+    match verify_snapshot(storage, name) {
+        Ok(found) => Ok(found == covered_seq),
+        Err(StoreError::Corrupt { .. }) => Ok(false),
+        Err(error) => Err(error),
+    }
 }
 
 /// The first sequence number of the log, if its first segment's header is readable. A

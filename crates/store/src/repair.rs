@@ -8,8 +8,8 @@
 //! * Records after the last record's synced number are written again and synced. They were
 //!   read from the page cache, which after a failed sync may hold pages the disk never got;
 //!   once rewritten and synced, everything the recovered state contains is really durable.
-//! * For the same reason the last segment's creation is redone (header, zeros, name) unless a
-//!   synced batch inside it proves that its creation completed.
+//! * Nothing is done about segment creation: a segment is made and synced under a temporary
+//!   name and renamed when complete, so every named segment is whole.
 //!
 //! The repair only removes or zeroes what recovery already dropped and rewrites bytes that are
 //! already there, so a crash part way through leaves a log that the next recovery reads the
@@ -39,20 +39,11 @@ pub(crate) fn resume<S: Storage>(
             .map_err(|error| StoreError::io(name, Operation::Remove, error))?;
     }
     let mut touched = Vec::new();
-    let mut directory_changed = !scan.dropped.is_empty();
+    let directory_changed = !scan.dropped.is_empty();
     if let Some(last) = scan.segments.last() {
-        // A segment's creation is complete (header and zeros synced, name synced) once a batch
-        // written into it was synced, which its last record's synced number shows. Earlier
-        // segments are complete because a segment is only created after the one before it.
-        let created_for_sure = scan.last_synced_seq >= last.info.header.first_seq;
-        if !created_for_sure {
-            let header = last.info.header.encode();
-            last.file
-                .write_at(0, &header)
-                .map_err(|error| StoreError::io(&last.name, Operation::Write, error))?;
-            directory_changed = true;
-        }
-        if !created_for_sure || last.needs_zeroing {
+        // A segment's name only appears once its creation (zeros and header) was synced, see
+        // `batch::create_segment`, so only bytes after a cut need zeroing again.
+        if last.needs_zeroing {
             zero_fill(
                 &last.file,
                 &last.name,

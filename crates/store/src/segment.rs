@@ -25,6 +25,11 @@ use crate::error::Corruption;
 /// small enough that truncation frees space in useful steps and recovery reads a bounded tail.
 pub const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Size of a segment made on the commit path because no spare was ready (the writes of that
+/// batch wait for its zero fill). Small, so that the wait is milliseconds; the next rollover
+/// usually finds the spare made in the background meanwhile.
+pub const INLINE_SEGMENT_BYTES: u64 = 1024 * 1024;
+
 /// Bytes of a segment header; records start here.
 pub const SEGMENT_HEADER_BYTES: usize = 64;
 
@@ -199,7 +204,20 @@ impl SegmentTable {
     /// last one in the log. A new segment is needed when there is none, when the record does
     /// not fit, or when the sequence jumps (after recovery found snapshots newer than the log;
     /// a segment header is the only place where the log may skip numbers).
+    #[cfg(test)]
     pub(crate) fn place(&mut self, seq: u64, previous_seq: u64, size: u64) -> Placement {
+        self.place_in(seq, previous_seq, size, self.size_target)
+    }
+
+    /// Like `place`, with `target` bytes for a new segment (still at least what the record
+    /// needs).
+    pub(crate) fn place_in(
+        &mut self,
+        seq: u64,
+        previous_seq: u64,
+        size: u64,
+        target: u64,
+    ) -> Placement {
         if let Some(active) = self.segments.back() {
             let fits = active.used + size <= active.header.size;
             if fits && seq == previous_seq + 1 {
@@ -213,8 +231,8 @@ impl SegmentTable {
             index: self.index_next,
             first_seq: seq,
             previous_seq,
-            size: self
-                .size_target
+            size: target
+                .next_multiple_of(8)
                 .max((SEGMENT_HEADER_BYTES as u64 + size).next_multiple_of(8)),
         };
         self.index_next += 1;

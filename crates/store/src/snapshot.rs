@@ -207,44 +207,10 @@ impl<F: StorageFile> Sink for FrameWriter<'_, F> {
 
 /// Reads a snapshot, verifying every frame before its bytes are decoded.
 pub fn read_snapshot<S: Storage>(storage: &S, name: &str) -> Result<Snapshot, StoreError> {
-    let io = |operation| move |error| StoreError::io(name, operation, error);
-    let file = storage.open(name).map_err(io(Operation::Open))?;
-    let size = file.size().map_err(io(Operation::Read))?;
-    let mut header = [0u8; SNAPSHOT_HEADER_BYTES];
-    if size < SNAPSHOT_HEADER_BYTES as u64 {
-        return Err(StoreError::corrupt(name, 0, Corruption::ShortHeader));
-    }
-    file.read_at(0, &mut header).map_err(io(Operation::Read))?;
-    if header[..8] != SNAPSHOT_MAGIC {
-        return Err(StoreError::corrupt(name, 0, Corruption::Magic));
-    }
-    let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
-    if version != SNAPSHOT_FORMAT_VERSION {
-        return Err(StoreError::UnsupportedVersion {
-            file: name.to_owned(),
-            found: version,
-            supported: SNAPSHOT_FORMAT_VERSION,
-        });
-    }
-    let crc = header_crc(&header);
-    if crc.to_le_bytes() != header[12..16] || header[24..].iter().any(|&byte| byte != 0) {
-        return Err(StoreError::corrupt(name, 0, Corruption::HeaderChecksum));
-    }
-    let mut covered = [0u8; 8];
-    covered.copy_from_slice(&header[16..24]);
-    let covered_seq = u64::from_le_bytes(covered);
-    let mut frames = FrameReader {
-        file: &file,
-        name,
-        size,
-        offset: SNAPSHOT_HEADER_BYTES as u64,
-        frame_offset: SNAPSHOT_HEADER_BYTES as u64,
-        data: Vec::new(),
-        position: 0,
-        crc,
-        total: 0,
-        ended: false,
-    };
+    let file = storage
+        .open(name)
+        .map_err(|error| StoreError::io(name, Operation::Open, error))?;
+    let (mut frames, covered_seq) = FrameReader::start(&file, name)?;
     let decoded = (|| {
         let database = read_str(&mut frames, MAX_DATABASE_NAME_BYTES as u64)?;
         let rules = match read_u8(&mut frames)? {
@@ -272,6 +238,31 @@ pub fn read_snapshot<S: Storage>(storage: &S, name: &str) -> Result<Snapshot, St
         rules,
         root,
     })
+}
+
+/// Checks a snapshot's checksums from its header to its end frame without decoding it, and
+/// returns the sequence number it covers. This costs a read of the file, not the memory and
+/// time of building its tree: recovery uses it to leave a database on disk until first use
+/// while still knowing, at start, that its snapshot can be read.
+pub fn verify_snapshot<S: Storage>(storage: &S, name: &str) -> Result<u64, StoreError> {
+    let file = storage
+        .open(name)
+        .map_err(|error| StoreError::io(name, Operation::Open, error))?;
+    let (mut frames, covered_seq) = FrameReader::start(&file, name)?;
+    let verified = (|| {
+        while frames.next_frame()? {}
+        if frames.offset != frames.size {
+            return Err(frames.corrupt(Corruption::Garbage));
+        }
+        Ok(())
+    })();
+    verified.map_err(|error| match error {
+        ReadError::Store(error) => error,
+        ReadError::Decode(error) => {
+            StoreError::corrupt(name, frames.frame_offset, Corruption::Payload(error))
+        }
+    })?;
+    Ok(covered_seq)
 }
 
 enum ReadError {
@@ -307,7 +298,49 @@ struct FrameReader<'a, F> {
     ended: bool,
 }
 
-impl<F: StorageFile> FrameReader<'_, F> {
+impl<'a, F: StorageFile> FrameReader<'a, F> {
+    /// Checks the header of the snapshot `file` (named `name`) and returns a reader of its
+    /// frames, with the sequence number the snapshot covers.
+    fn start(file: &'a F, name: &'a str) -> Result<(FrameReader<'a, F>, u64), StoreError> {
+        let io = |operation| move |error| StoreError::io(name, operation, error);
+        let size = file.size().map_err(io(Operation::Read))?;
+        let mut header = [0u8; SNAPSHOT_HEADER_BYTES];
+        if size < SNAPSHOT_HEADER_BYTES as u64 {
+            return Err(StoreError::corrupt(name, 0, Corruption::ShortHeader));
+        }
+        file.read_at(0, &mut header).map_err(io(Operation::Read))?;
+        if header[..8] != SNAPSHOT_MAGIC {
+            return Err(StoreError::corrupt(name, 0, Corruption::Magic));
+        }
+        let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+        if version != SNAPSHOT_FORMAT_VERSION {
+            return Err(StoreError::UnsupportedVersion {
+                file: name.to_owned(),
+                found: version,
+                supported: SNAPSHOT_FORMAT_VERSION,
+            });
+        }
+        let crc = header_crc(&header);
+        if crc.to_le_bytes() != header[12..16] || header[24..].iter().any(|&byte| byte != 0) {
+            return Err(StoreError::corrupt(name, 0, Corruption::HeaderChecksum));
+        }
+        let mut covered = [0u8; 8];
+        covered.copy_from_slice(&header[16..24]);
+        let frames = FrameReader {
+            file,
+            name,
+            size,
+            offset: SNAPSHOT_HEADER_BYTES as u64,
+            frame_offset: SNAPSHOT_HEADER_BYTES as u64,
+            data: Vec::new(),
+            position: 0,
+            crc,
+            total: 0,
+            ended: false,
+        };
+        Ok((frames, u64::from_le_bytes(covered)))
+    }
+
     fn corrupt(&self, reason: Corruption) -> ReadError {
         ReadError::Store(StoreError::corrupt(self.name, self.offset, reason))
     }

@@ -33,7 +33,10 @@ use crate::batch::{Batch, BatchDone, BatchPiece, Removal, SpareDone, SpareJob};
 use crate::error::{Operation, StoreError};
 use crate::names::segment_name;
 use crate::record::{encode_record, RecordRef};
-use crate::segment::{Placement, SegmentHeader, SegmentTable, SEGMENT_BYTES, SEGMENT_HEADER_BYTES};
+use crate::segment::{
+    Placement, SegmentHeader, SegmentTable, INLINE_SEGMENT_BYTES, SEGMENT_BYTES,
+    SEGMENT_HEADER_BYTES,
+};
 use crate::storage::Storage;
 
 /// Spare batch buffers kept for reuse, so that a steady stream of batches does not allocate.
@@ -171,7 +174,12 @@ impl<S: Storage> WalWriter<S> {
             }
         };
         let piece = &mut self.pending[last];
-        match self.table.place(seq, self.log_last_seq, size) {
+        // Without a spare, a rollover makes its segment on the commit path: make it small.
+        let target = match self.spare_segment {
+            Some(_) => self.table.size_target(),
+            None => self.table.size_target().min(INLINE_SEGMENT_BYTES),
+        };
+        match self.table.place_in(seq, self.log_last_seq, size, target) {
             Placement::Append { index, offset } if start == 0 => {
                 piece.index = index;
                 piece.offset = offset;
@@ -463,6 +471,19 @@ mod tests {
             recovered.report.temporary_files_removed,
             vec![crate::names::SPARE_SEGMENT_NAME.to_owned()]
         );
+        Ok(())
+    }
+
+    #[test]
+    fn without_a_spare_a_rollover_makes_a_small_segment() -> Result<(), StoreError> {
+        let storage = Arc::new(MemoryStorage::new());
+        let mut wal = open(storage.clone(), WalOptions::default())?.wal;
+        wal.append_write("db", &write(1))?;
+        wal.commit()?;
+        let sizes: Vec<u64> = wal.segments().segments().map(|s| s.header.size).collect();
+        assert_eq!(sizes, vec![INLINE_SEGMENT_BYTES], "made on the commit path");
+        let file = storage.contents(&segment_name(1)).expect("the segment");
+        assert_eq!(file.len() as u64, INLINE_SEGMENT_BYTES);
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{options, record_offsets, reopen, root_of, set, small_segments};
-use hearth_store::{Corruption, MemoryStorage, Storage, StoreError, WalOptions};
+use hearth_store::{Corruption, FaultStorage, MemoryStorage, Storage, StoreError, WalOptions};
 use serde_json::json;
 
 const FIRST: &str = "wal-00000000000000000001";
@@ -292,5 +292,45 @@ fn a_valid_record_out_of_sequence_is_not_replayed() -> Result<(), StoreError> {
         }
     );
     assert_eq!(cut.records_dropped, 1);
+    Ok(())
+}
+
+#[test]
+fn reopening_a_whole_log_rewrites_only_the_last_batch() -> Result<(), StoreError> {
+    // One batch in the last segment: no later record vouches for its sync, so the repair
+    // rewrites and syncs it. The segment itself (64 MiB of zeros) is not written again: its
+    // name proves its creation complete, and a start must not cost a segment's worth of disk.
+    let storage = FaultStorage::new();
+    let mut wal = reopen(&storage, options())?.wal;
+    for n in 0..10u64 {
+        wal.append_write("db", &set(&format!("/k{n}"), json!(n)))?;
+    }
+    wal.commit()?;
+    drop(wal);
+    let before = storage.counts();
+    let recovered = reopen(&storage, options())?;
+    let after = storage.counts();
+    assert_eq!(root_of(&recovered, "db").to_json(false), first_records(10));
+    assert_eq!(
+        after.writes - before.writes,
+        1,
+        "one rewrite of the unsure batch"
+    );
+    assert_eq!(after.syncs - before.syncs, 1);
+    assert_eq!(after.dir_syncs - before.dir_syncs, 0);
+    Ok(())
+}
+
+#[test]
+fn a_segment_left_half_made_under_its_temporary_name_is_removed() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    log_of(&storage, options(), 2, 3);
+    let half_made = "wal-00000000000000000002.tmp";
+    storage.set_contents(half_made, vec![0; 100]);
+    let recovered = reopen(&storage, options())?;
+    assert_eq!(root_of(&recovered, "db").to_json(false), first_records(6));
+    assert_eq!(recovered.report.temporary_files_removed, vec![half_made]);
+    assert!(recovered.report.tail_cut.is_none(), "not part of the log");
+    assert!(storage.contents(half_made).is_none());
     Ok(())
 }

@@ -4,10 +4,13 @@
 mod common;
 
 use common::{options, reopen, root_of, set, small_segments};
+use hearth_store::open_lazily;
 use hearth_store::{
-    read_snapshot, remove_files, write_snapshot, Corruption, Fault, FaultPoint, FaultRule,
-    FaultStorage, MemoryStorage, Storage, StoreError, SNAPSHOT_FRAME_BYTES,
+    read_snapshot, remove_files, verify_snapshot, write_snapshot, Corruption, Fault, FaultPoint,
+    FaultRule, FaultStorage, MemoryStorage, Storage, StoreError, SNAPSHOT_FRAME_BYTES,
 };
+use std::sync::Arc;
+
 use hearth_tree::{Node, Priority};
 use serde_json::json;
 
@@ -89,6 +92,14 @@ fn damage_anywhere_is_detected() -> Result<(), StoreError> {
                 other.err()
             ),
         }
+        // The check without decoding sees the same damage.
+        assert!(
+            matches!(
+                verify_snapshot(&storage, &info.name),
+                Err(StoreError::Corrupt { .. })
+            ),
+            "offset {offset}: the verification missed the damage"
+        );
     }
     for cut in [10, 40, size / 2, size - 16, size - 1] {
         storage.set_contents(&info.name, original[..cut as usize].to_vec());
@@ -99,7 +110,16 @@ fn damage_anywhere_is_detected() -> Result<(), StoreError> {
             ),
             "cut at {cut}"
         );
+        assert!(
+            matches!(
+                verify_snapshot(&storage, &info.name),
+                Err(StoreError::Corrupt { .. })
+            ),
+            "cut at {cut}"
+        );
     }
+    storage.set_contents(&info.name, original.clone());
+    assert_eq!(verify_snapshot(&storage, &info.name)?, 3);
     let mut longer = original.clone();
     longer.extend_from_slice(&[0; 8]);
     storage.set_contents(&info.name, longer);
@@ -308,5 +328,77 @@ fn snapshots_newer_than_the_log_continue_after_a_gap() -> Result<(), StoreError>
     let recovered = reopen(&crashed.crash_losing_unsynced(), options())?;
     assert_eq!(root_of(&recovered, "db"), root);
     assert_eq!(recovered.report.tail_cut, None);
+    Ok(())
+}
+
+#[test]
+fn lazy_recovery_leaves_databases_their_snapshot_covers_on_disk() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let (a, b) = busy_shard(&storage)?;
+    let recovered = open_lazily(Arc::new(storage.clone()), small_segments())?;
+    assert!(recovered.databases.is_empty(), "nothing loaded");
+    let on_disk: Vec<(&str, u64)> = recovered
+        .on_disk
+        .iter()
+        .map(|(name, seq)| (&**name, *seq))
+        .collect();
+    assert_eq!(on_disk, vec![("a", 120), ("b", 120)]);
+    assert_eq!(
+        read_snapshot(&storage, "snap-a-00000000000000000120")?.root,
+        a
+    );
+    assert_eq!(
+        read_snapshot(&storage, "snap-b-00000000000000000120")?.root,
+        b
+    );
+    assert!(recovered.report.snapshots_loaded.is_empty());
+
+    // A write to `a` after the snapshot: `a` is loaded (snapshot and record), `b` stays out.
+    let mut wal = recovered.wal;
+    let write = set("/late", json!(true));
+    wal.append_write("a", &write)?;
+    wal.commit()?;
+    assert_eq!(wal.last_seq(), 121, "numbering goes on after the snapshots");
+    drop(wal);
+    let recovered = open_lazily(Arc::new(storage.clone()), small_segments())?;
+    assert_eq!(root_of(&recovered, "a"), write.apply(&a));
+    assert!(!recovered.databases.contains_key("b"));
+    assert_eq!(recovered.on_disk.get("b"), Some(&120));
+    // The eager path recovers the same states.
+    let eager = reopen(&storage, small_segments())?;
+    assert_eq!(root_of(&eager, "a"), write.apply(&a));
+    assert_eq!(root_of(&eager, "b"), b);
+    Ok(())
+}
+
+#[test]
+fn lazy_recovery_loads_a_database_whose_newest_snapshot_is_damaged() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let (a, _) = busy_shard(&storage)?;
+    let newest = "snap-a-00000000000000000120";
+    assert!(storage.flip(newest, 100, 0x01));
+    let recovered = open_lazily(Arc::new(storage.clone()), small_segments())?;
+    assert_eq!(
+        root_of(&recovered, "a"),
+        a,
+        "fell back to the older snapshot and the log"
+    );
+    assert_eq!(recovered.report.snapshots_unreadable.len(), 1);
+    assert!(recovered.on_disk.contains_key("b"));
+    assert!(!recovered.on_disk.contains_key("a"));
+    Ok(())
+}
+
+#[test]
+fn lazy_recovery_replays_databases_without_a_snapshot() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let mut wal = reopen(&storage, options())?.wal;
+    let write = set("/x", json!(1));
+    wal.append_write("plain", &write)?;
+    wal.commit()?;
+    drop(wal);
+    let recovered = open_lazily(Arc::new(storage.clone()), options())?;
+    assert_eq!(root_of(&recovered, "plain"), write.apply(&Node::empty()));
+    assert!(recovered.on_disk.is_empty());
     Ok(())
 }

@@ -40,8 +40,10 @@ pub async fn commit_loop(shard: Rc<Shard>) {
     let mut maintenance = tokio::time::interval(MAINTENANCE_PERIOD);
     let mut failure_handled = false;
     let mut last_sync = Instant::now();
-    // The first spare at full speed: a fresh data directory's first write needs it at once.
-    make_spare(&shard, Duration::ZERO);
+    // Paced even the first time: until the spare is ready, a rollover makes a small segment
+    // on the commit path (milliseconds), which is better than every sync of the first second
+    // queueing behind 64 MiB of zeros.
+    make_spare(&shard, SPARE_FILL_PAUSE);
     loop {
         tokio::select! {
             _ = store.appended.notified() => {}

@@ -34,7 +34,7 @@ pub use gate::{Gate, Tagger};
 pub use held_queue::{HeldQueue, Pushed};
 pub use snapshots::snapshot_all;
 pub use storage::{ShardFile, ShardStorage};
-pub use store::{open_shard_dir, open_storage, DurableState, Opened, ShardStore};
+pub use store::{open_shard_dir, open_storage, DurableState, Loading, Opened, ShardStore};
 
 /// When a write is acknowledged, and what a crash may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -58,8 +58,18 @@ pub struct Opened {
     pub recovered: Recovered<ShardStorage>,
 }
 
+/// Which databases recovery loads into memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loading {
+    /// Every database (the offline tools).
+    All,
+    /// Only those with log records after their newest snapshot; the others stay on disk until
+    /// first use (the server).
+    OnFirstUse,
+}
+
 /// Recovers the shard directory `dir` and opens its log for appending. Runs on any thread.
-pub fn open_shard_dir(dir: &Path) -> Result<Opened, StoreError> {
+pub fn open_shard_dir(dir: &Path, loading: Loading) -> Result<Opened, StoreError> {
     let storage = hearth_store::FileStorage::open(dir).map_err(|error| {
         StoreError::io(
             &dir.display().to_string(),
@@ -67,13 +77,16 @@ pub fn open_shard_dir(dir: &Path) -> Result<Opened, StoreError> {
             error,
         )
     })?;
-    open_storage(ShardStorage::Files(storage))
+    open_storage(ShardStorage::Files(storage), loading)
 }
 
 /// Recovers a shard's storage and opens its log for appending.
-pub fn open_storage(storage: ShardStorage) -> Result<Opened, StoreError> {
+pub fn open_storage(storage: ShardStorage, loading: Loading) -> Result<Opened, StoreError> {
     let storage = Arc::new(storage);
-    let recovered = hearth_store::open(storage.clone(), WalOptions::default())?;
+    let recovered = match loading {
+        Loading::All => hearth_store::open(storage.clone(), WalOptions::default())?,
+        Loading::OnFirstUse => hearth_store::open_lazily(storage.clone(), WalOptions::default())?,
+    };
     Ok(Opened { storage, recovered })
 }
 

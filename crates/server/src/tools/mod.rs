@@ -61,7 +61,8 @@ fn open_shard(
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let data_dir = crate::persist::data_dir::DataDir::open(dir, target.threads, cores)?;
     let shard = crate::namespace::owner_shard(&target.db, data_dir.shards());
-    let opened = crate::persist::open_shard_dir(&data_dir.shard_dir(shard))
-        .with_context(|| format!("recovering shard {shard} of {}", dir.display()))?;
+    let opened =
+        crate::persist::open_shard_dir(&data_dir.shard_dir(shard), crate::persist::Loading::All)
+            .with_context(|| format!("recovering shard {shard} of {}", dir.display()))?;
     Ok((data_dir, opened))
 }
