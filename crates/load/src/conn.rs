@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -27,9 +27,19 @@ const MAX_BEHIND_INTERVALS: u32 = 10;
 /// Requests awaiting their reply, at most; beyond it the server is not answering.
 const MAX_IN_FLIGHT: usize = 10_000;
 
+/// What a simulated user speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// Firebase's realtime protocol over WebSocket.
+    Firebase,
+    /// Redis pub/sub, the bare fan-out baseline (chat only).
+    Redis,
+}
+
 /// Starts the user after `delay`; it runs until `stopping`.
 pub fn spawn(
     plan: Plan,
+    protocol: Protocol,
     address: String,
     source: Option<IpAddr>,
     metrics: Rc<Metrics>,
@@ -42,8 +52,22 @@ pub fn spawn(
         let mut backoff = BACKOFF_MIN;
         let mut sessions = 0u64;
         while !stopping.get() {
-            let outcome =
-                session(&plan, &address, source, &metrics, &stopping, &mut schedule).await;
+            let outcome = match protocol {
+                Protocol::Firebase => {
+                    session(&plan, &address, source, &metrics, &stopping, &mut schedule).await
+                }
+                Protocol::Redis => {
+                    crate::redis::session(
+                        &plan,
+                        &address,
+                        source,
+                        &metrics,
+                        &stopping,
+                        &mut schedule,
+                    )
+                    .await
+                }
+            };
             if stopping.get() {
                 break;
             }
@@ -103,13 +127,13 @@ impl Requests {
 }
 
 /// When each writer's next write is due.
-struct Schedule {
+pub struct Schedule {
     due: Vec<Instant>,
     sent: u64,
 }
 
 impl Schedule {
-    fn new(plan: &Plan) -> Schedule {
+    pub fn new(plan: &Plan) -> Schedule {
         let start = Instant::now();
         Schedule {
             due: plan.writers.iter().map(|w| start + w.offset).collect(),
@@ -117,8 +141,35 @@ impl Schedule {
         }
     }
 
-    fn next(&self) -> Option<Instant> {
+    pub fn next(&self) -> Option<Instant> {
         self.due.iter().min().copied()
+    }
+
+    /// The writes (action and body) due now, oldest first, counted as sent. Open loop: every
+    /// write that is due is sent, however slow the server; only a writer far behind skips
+    /// ahead, and counts what it skipped.
+    pub fn due_writes(&mut self, plan: &Plan, metrics: &Metrics) -> Vec<(&'static str, Value)> {
+        let now = Instant::now();
+        let mut writes = Vec::new();
+        for (writer, next) in plan.writers.iter().zip(self.due.iter_mut()) {
+            if *next > now {
+                continue;
+            }
+            if now.duration_since(*next) > writer.interval * MAX_BEHIND_INTERVALS {
+                let behind = (now.duration_since(*next).as_nanos()
+                    / writer.interval.as_nanos().max(1)) as u64;
+                metrics.count(|c| c.writes_missed += behind);
+                *next = now;
+            }
+            while *next <= now {
+                self.sent += 1;
+                let random = self.sent.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ plan.index as u64;
+                writes.push(writer.write.request(self.sent, wire::now_us(), random));
+                metrics.count(|c| c.writes_sent += 1);
+                *next += writer.interval;
+            }
+        }
+        writes
     }
 }
 
@@ -183,29 +234,8 @@ async fn session(
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 _ = tokio::time::sleep_until(due) => {
-                    let now = Instant::now();
-                    for (writer, next) in plan.writers.iter().zip(schedule.due.iter_mut()) {
-                        if *next > now {
-                            continue;
-                        }
-                        // Open loop: every write that is due is sent, however slow the
-                        // server; only a writer far behind skips ahead, and says so.
-                        if now.duration_since(*next) > writer.interval * MAX_BEHIND_INTERVALS {
-                            let behind = (now.duration_since(*next).as_nanos()
-                                / writer.interval.as_nanos().max(1)) as u64;
-                            metrics.count(|c| c.writes_missed += behind);
-                            *next = now;
-                        }
-                        while *next <= now {
-                            schedule.sent += 1;
-                            let random = schedule.sent.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                                ^ plan.index as u64;
-                            let (action, body) =
-                                writer.write.request(schedule.sent, wire::now_us(), random);
-                            sink.feed(requests.make(action, body, "write")).await?;
-                            metrics.count(|c| c.writes_sent += 1);
-                            *next += writer.interval;
-                        }
+                    for (action, body) in schedule.due_writes(plan, metrics) {
+                        sink.feed(requests.make(action, body, "write")).await?;
                     }
                     sink.flush().await?;
                 }

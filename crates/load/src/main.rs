@@ -3,6 +3,8 @@
 //! ```text
 //! hearth-load crates/load/scenarios/chat.json --url ws://127.0.0.1:9000 \
 //!     [--connections N] [--duration S] [--ns NAME] [--server-pid PID] [--out result.json] [--check]
+//! hearth-load crates/load/scenarios/chat.json \
+//!     --target hearth=ws://127.0.0.1:9000 --target peer=ws://127.0.0.1:9100 --out chat.json
 //! ```
 //!
 //! A scenario file names the kind of users (`chat`, `game`, `leaderboard`, `feed`, `hot-db`)
@@ -12,11 +14,14 @@
 //! processes on one machine share the clock. Ctrl-C stops the run early with a report of what
 //! was measured so far.
 
+mod compare;
 mod conn;
 mod feed;
 mod metrics;
 mod plan;
+mod plot;
 mod procstat;
+mod redis;
 mod report;
 mod scenario;
 mod wire;
@@ -41,7 +46,8 @@ use crate::scenario::{Kind, Scenario};
 struct Args {
     /// The scenario file (JSON; see crates/load/scenarios/).
     scenario: PathBuf,
-    /// The server, as ws://HOST:PORT (REST scenarios use http on the same address).
+    /// The server, as ws://HOST:PORT (REST scenarios use http on the same address), or
+    /// redis://HOST:PORT for the pub/sub baseline of the chat scenario.
     #[arg(long, default_value = "ws://127.0.0.1:9000")]
     url: String,
     /// Overrides the scenario's connection count.
@@ -56,12 +62,21 @@ struct Args {
     /// Overrides the namespace prefix.
     #[arg(long)]
     ns: Option<String>,
-    /// The server's process id, for its memory and CPU use from /proc.
+    /// A server to drive, as NAME=URL; give two or more to run the scenario against each in
+    /// turn and print the ratios against the first. Without it, `--url` is the one target.
+    #[arg(long = "target")]
+    targets: Vec<String>,
+    /// The server's process id, for its memory and CPU use from /proc (repeat it for the
+    /// targets, in order).
     #[arg(long)]
-    server_pid: Option<u32>,
-    /// Write the result as JSON here.
+    server_pid: Vec<u32>,
+    /// Write the result as JSON here (several targets: `{"targets": [{name, report}]}`).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Draw latency over time and the percentile curve here (SVG); by default beside
+    /// `--out`, with the extension `.svg`.
+    #[arg(long)]
+    plot: Option<PathBuf>,
     /// Exit non-zero unless events were delivered and nothing failed (for CI smoke runs).
     #[arg(long)]
     check: bool,
@@ -92,7 +107,6 @@ fn main() -> anyhow::Result<()> {
     if let Some(ns) = &args.ns {
         scenario.ns = ns.clone();
     }
-    let address = wire::address(&args.url)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -100,7 +114,7 @@ fn main() -> anyhow::Result<()> {
     let local = tokio::task::LocalSet::new();
     if let Some(worker) = &args.worker {
         let share = parse_share(worker)?;
-        let result = local.block_on(&runtime, run(&scenario, &address, None, Some(share)))?;
+        let result = local.block_on(&runtime, run(&scenario, &args.url, None, Some(share)))?;
         let out = args
             .worker_out
             .as_ref()
@@ -108,18 +122,65 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(out, serde_json::to_vec(&result)?)?;
         return Ok(());
     }
-    let result = if args.processes > 1 {
-        local.block_on(&runtime, coordinate(&args, &scenario))?
-    } else {
-        local.block_on(&runtime, run(&scenario, &address, args.server_pid, None))?
-    };
-    report::print(&result);
-    if let Some(path) = &args.out {
-        std::fs::write(path, serde_json::to_vec_pretty(&result)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+    let targets = compare::targets(&args.targets, &args.url, &args.server_pid)?;
+    let mut runs = Vec::new();
+    for (position, target) in targets.iter().enumerate() {
+        if position > 0 {
+            // Let the previous target's connections close before the next run starts.
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        if targets.len() > 1 {
+            eprintln!("== {} ({}) ==", target.name, target.url);
+        }
+        let result = if args.processes > 1 {
+            local.block_on(&runtime, coordinate(&args, &scenario, target))?
+        } else {
+            local.block_on(
+                &runtime,
+                run(&scenario, &target.url, target.server_pid, None),
+            )?
+        };
+        report::print(&result);
+        let interrupted = result.interrupted;
+        runs.push((target.name.clone(), result));
+        if interrupted {
+            break;
+        }
     }
+    compare::print(&runs);
+    write_outputs(&args, &runs)?;
     if args.check {
-        report::check(&result)?;
+        for (_, result) in &runs {
+            report::check(result)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the JSON result and the plot.
+fn write_outputs(args: &Args, runs: &[(String, report::Report)]) -> anyhow::Result<()> {
+    if let Some(path) = &args.out {
+        let json = match runs {
+            [(_, only)] => serde_json::to_vec_pretty(only)?,
+            _ => serde_json::to_vec_pretty(&compare::Comparison {
+                targets: runs
+                    .iter()
+                    .map(|(name, report)| compare::Named { name, report })
+                    .collect(),
+            })?,
+        };
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let plot = args
+        .plot
+        .clone()
+        .or_else(|| args.out.as_ref().map(|out| out.with_extension("svg")));
+    if let Some(path) = plot {
+        let named: Vec<(String, &report::Report)> = runs
+            .iter()
+            .map(|(name, report)| (name.clone(), report))
+            .collect();
+        plot::write(&path, &named).with_context(|| format!("drawing {}", path.display()))?;
     }
     Ok(())
 }
@@ -135,14 +196,18 @@ fn parse_share(text: &str) -> anyhow::Result<workers::Share> {
 }
 
 /// Starts the workers, samples the server meanwhile, and merges what they measured.
-async fn coordinate(args: &Args, scenario: &Scenario) -> anyhow::Result<report::Report> {
+async fn coordinate(
+    args: &Args,
+    scenario: &Scenario,
+    target: &compare::Target,
+) -> anyhow::Result<report::Report> {
     let dir = std::env::temp_dir().join(format!("hearth-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     // The workers get the same scenario and overrides, minus what only the coordinator does.
     let forwarded = vec![
         args.scenario.display().to_string(),
         "--url".to_owned(),
-        args.url.clone(),
+        target.url.clone(),
         "--connections".to_owned(),
         scenario.connections.to_string(),
         "--duration".to_owned(),
@@ -153,7 +218,7 @@ async fn coordinate(args: &Args, scenario: &Scenario) -> anyhow::Result<report::
         scenario.ns.clone(),
     ];
     let mut children = workers::spawn(args.processes, &forwarded, &dir)?;
-    let mut sampler = procstat::Sampler::new(args.server_pid);
+    let mut sampler = procstat::Sampler::new(target.server_pid);
     let started = Instant::now();
     let warmup = Duration::from_secs(scenario.warmup_secs);
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
@@ -205,10 +270,20 @@ async fn coordinate(args: &Args, scenario: &Scenario) -> anyhow::Result<report::
 /// Runs the scenario (this process's share of it, for a worker) to its end or to Ctrl-C.
 async fn run(
     scenario: &Scenario,
-    address: &str,
+    url: &str,
     server_pid: Option<u32>,
     share: Option<workers::Share>,
 ) -> anyhow::Result<report::Report> {
+    let address = &wire::address(url)?;
+    let protocol = if url.starts_with("redis://") {
+        anyhow::ensure!(
+            scenario.kind == Kind::Chat,
+            "a redis:// target runs the chat scenario only (pub/sub has no queries or REST)"
+        );
+        conn::Protocol::Redis
+    } else {
+        conn::Protocol::Firebase
+    };
     let metrics = Rc::new(Metrics::new());
     let started = Instant::now();
     let warmup = Duration::from_secs(scenario.warmup_secs);
@@ -236,6 +311,7 @@ async fn run(
                 let delayed = plan.start_after;
                 conn::spawn(
                     plan,
+                    protocol,
                     address.to_owned(),
                     source,
                     metrics.clone(),

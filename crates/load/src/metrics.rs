@@ -3,6 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
@@ -14,6 +15,22 @@ const ERROR_SAMPLES: usize = 5;
 
 pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("valid histogram bounds")
+}
+
+/// A histogram for one second of a series: two significant digits are plenty for a plot and
+/// keep sixty of them small.
+pub fn interval_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 2).expect("valid histogram bounds")
+}
+
+/// The name of the series of event latencies of `group`.
+pub fn event_series(group: &str) -> String {
+    format!("event {group}")
+}
+
+/// The name of the series of ack (or request) latencies of `kind`.
+pub fn ack_series(kind: &str) -> String {
+    format!("ack {kind}")
 }
 
 #[derive(Default)]
@@ -30,12 +47,15 @@ pub struct Counters {
 }
 
 pub struct Metrics {
-    measuring: Cell<bool>,
+    /// When the warm-up ended; `None` before.
+    measure_start: Cell<Option<Instant>>,
     phase: Cell<usize>,
     /// Event (write-to-receive) latencies by (group, phase).
     events: RefCell<BTreeMap<(String, usize), Histogram<u64>>>,
     /// Ack (send-to-`ok`) or request latencies by kind.
     acks: RefCell<BTreeMap<String, Histogram<u64>>>,
+    /// One histogram per measured second, by series (see [`event_series`], [`ack_series`]).
+    series: RefCell<BTreeMap<String, Vec<Histogram<u64>>>>,
     pub counters: RefCell<Counters>,
     /// Counted from the start, for the progress line.
     pub events_seen: Cell<u64>,
@@ -45,10 +65,11 @@ pub struct Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         Metrics {
-            measuring: Cell::new(false),
+            measure_start: Cell::new(None),
             phase: Cell::new(0),
             events: RefCell::new(BTreeMap::new()),
             acks: RefCell::new(BTreeMap::new()),
+            series: RefCell::new(BTreeMap::new()),
             counters: RefCell::new(Counters::default()),
             events_seen: Cell::new(0),
             open: Cell::new(0),
@@ -56,11 +77,25 @@ impl Metrics {
     }
 
     pub fn is_measuring(&self) -> bool {
-        self.measuring.get()
+        self.measure_start.get().is_some()
     }
 
     pub fn start_measuring(&self) {
-        self.measuring.set(true);
+        self.measure_start.set(Some(Instant::now()));
+    }
+
+    /// Adds `latency_us` to the current second of `series`.
+    fn record_second(&self, series: String, latency_us: u64) {
+        let Some(start) = self.measure_start.get() else {
+            return;
+        };
+        let second = start.elapsed().as_secs() as usize;
+        let mut all = self.series.borrow_mut();
+        let seconds = all.entry(series).or_default();
+        while seconds.len() <= second {
+            seconds.push(interval_histogram());
+        }
+        seconds[second].saturating_record(latency_us.clamp(1, MAX_LATENCY_US));
     }
 
     pub fn next_phase(&self) {
@@ -77,6 +112,8 @@ impl Metrics {
         let mut events = self.events.borrow_mut();
         let histogram = events.entry(key).or_insert_with(histogram);
         histogram.saturating_record(latency_us.clamp(1, MAX_LATENCY_US));
+        drop(events);
+        self.record_second(event_series(group), latency_us);
     }
 
     pub fn ack(&self, kind: &str, latency_us: u64) {
@@ -87,6 +124,8 @@ impl Metrics {
         let mut acks = self.acks.borrow_mut();
         let histogram = acks.entry(kind.to_owned()).or_insert_with(histogram);
         histogram.saturating_record(latency_us.clamp(1, MAX_LATENCY_US));
+        drop(acks);
+        self.record_second(ack_series(kind), latency_us);
     }
 
     pub fn error(&self, detail: String) {
@@ -119,6 +158,10 @@ impl Metrics {
     pub fn ack_histograms(&self) -> BTreeMap<String, Histogram<u64>> {
         self.acks.borrow().clone()
     }
+
+    pub fn series_histograms(&self) -> BTreeMap<String, Vec<Histogram<u64>>> {
+        self.series.borrow().clone()
+    }
 }
 
 #[cfg(test)]
@@ -140,5 +183,9 @@ mod tests {
         assert_eq!(histograms.len(), 2);
         assert_eq!(histograms[&("all".to_owned(), 1)].max(), 20);
         assert_eq!(metrics.events_seen.get(), 3);
+        let series = metrics.series_histograms();
+        let seconds = &series[&event_series("all")];
+        assert_eq!(seconds.len(), 1, "both in the first measured second");
+        assert_eq!(seconds[0].len(), 2);
     }
 }

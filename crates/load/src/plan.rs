@@ -52,10 +52,13 @@ impl Write {
     /// The request (action and body) for the `n`-th write at time `t_us`.
     pub fn request(&self, n: u64, t_us: u64, random: u64) -> (&'static str, Value) {
         match self {
+            // Keys sort by time, as push ids do: the room's limitToLast(20) window then
+            // always takes a new message in (a key by writer would leave most of them
+            // outside the window, and their listeners without an event).
             Write::Message { messages, uid } => (
                 "p",
                 json!({
-                    "p": format!("{messages}/{uid}-{n:08}"),
+                    "p": format!("{messages}/{t_us:017}-{uid}-{n}"),
                     "d": {"uid": uid, "text": "see you at the station at half past", "t": t_us},
                 }),
             ),
@@ -249,6 +252,23 @@ fn hot(scenario: &Scenario) -> Vec<Plan> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chat_message_keys_sort_by_time_whoever_writes() {
+        let key = |uid: &str, n: u64, t: u64| {
+            let write = Write::Message {
+                messages: "/m".to_owned(),
+                uid: uid.to_owned(),
+            };
+            write.request(n, t, 0).1["p"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let earlier = key("u000900", 7, 1_700_000_000_000_000);
+        let later = key("u000001", 1, 1_700_000_000_000_001);
+        assert!(earlier < later, "{earlier} < {later}");
+    }
 
     #[test]
     fn chat_rooms_hold_room_size_members() {

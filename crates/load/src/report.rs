@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::Metrics;
+use crate::metrics::{ack_series, event_series, Metrics};
 use crate::procstat::ServerUse;
 use crate::scenario::Scenario;
 
@@ -43,6 +43,62 @@ pub struct Group {
     pub events: Latency,
 }
 
+/// One measured second of a series (`event <group>` or `ack <kind>`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SeriesPoint {
+    pub series: String,
+    pub second: usize,
+    pub count: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+/// A percentile curve: latency at increasing quantiles, for the plot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Curve {
+    /// `event <group>#<phase>` or `ack <kind>`.
+    pub name: String,
+    /// (quantile, µs) pairs.
+    pub points: Vec<(f64, u64)>,
+}
+
+/// The quantiles of a [`Curve`]: dense up to five nines.
+const CURVE_QUANTILES: [f64; 16] = [
+    0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995, 0.9999, 0.99995,
+    0.99999, 1.0,
+];
+
+fn curve(name: String, histogram: &Histogram<u64>) -> Curve {
+    Curve {
+        name,
+        points: CURVE_QUANTILES
+            .iter()
+            .map(|&q| (q, histogram.value_at_quantile(q)))
+            .collect(),
+    }
+}
+
+fn series_points(series: &BTreeMap<String, Vec<Histogram<u64>>>) -> Vec<SeriesPoint> {
+    series
+        .iter()
+        .flat_map(|(name, seconds)| {
+            seconds
+                .iter()
+                .enumerate()
+                .filter(|(_, histogram)| !histogram.is_empty())
+                .map(|(second, histogram)| SeriesPoint {
+                    series: name.clone(),
+                    second,
+                    count: histogram.len(),
+                    p50_us: histogram.value_at_quantile(0.5),
+                    p99_us: histogram.value_at_quantile(0.99),
+                    max_us: histogram.max(),
+                })
+        })
+        .collect()
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Report {
     pub scenario: Scenario,
@@ -61,6 +117,15 @@ pub struct Report {
     pub connect_failures: u64,
     pub writes_missed: u64,
     pub server: Option<ServerUse>,
+    /// Per-second latency of each series, from the end of the warm-up.
+    #[serde(default)]
+    pub series: Vec<SeriesPoint>,
+    /// Percentile curves of the whole run.
+    #[serde(default)]
+    pub curves: Vec<Curve>,
+    /// A worker's per-second histograms (series, second, base64 HdrHistogram V2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub raw_series: Vec<(String, usize, String)>,
     /// A worker's histograms (base64 HdrHistogram V2), for the coordinator to merge.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub raw_events: Vec<((String, usize), String)>,
@@ -98,27 +163,31 @@ impl Report {
         } else {
             Vec::new()
         };
-        Report {
+        let series = metrics.series_histograms();
+        let raw_series = if raw {
+            series
+                .iter()
+                .flat_map(|(name, seconds)| {
+                    seconds.iter().enumerate().map(|(second, histogram)| {
+                        (name.clone(), second, crate::workers::encode(histogram))
+                    })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut report = Report {
+            series: Vec::new(),
+            curves: Vec::new(),
+            raw_series,
             raw_events,
             raw_acks,
             scenario: scenario.clone(),
             address: address.to_owned(),
             measured_secs: seconds,
             interrupted,
-            events: metrics
-                .event_histograms()
-                .iter()
-                .map(|((group, phase), histogram)| Group {
-                    group: group.clone(),
-                    phase: *phase,
-                    events: Latency::of(histogram, seconds),
-                })
-                .collect(),
-            acks: metrics
-                .ack_histograms()
-                .iter()
-                .map(|(kind, histogram)| (kind.clone(), Latency::of(histogram, seconds)))
-                .collect(),
+            events: Vec::new(),
+            acks: Vec::new(),
             writes_sent: counters.writes_sent,
             errors: counters.errors,
             error_samples: counters.error_samples.clone(),
@@ -126,7 +195,14 @@ impl Report {
             connect_failures: counters.connect_failures,
             writes_missed: counters.writes_missed,
             server,
-        }
+        };
+        report.set_histograms(
+            &metrics.event_histograms(),
+            &metrics.ack_histograms(),
+            &series,
+            seconds,
+        );
+        report
     }
 
     /// A report with the same scenario and nothing measured.
@@ -145,18 +221,33 @@ impl Report {
             connect_failures: 0,
             writes_missed: 0,
             server: None,
+            series: Vec::new(),
+            curves: Vec::new(),
+            raw_series: Vec::new(),
             raw_events: Vec::new(),
             raw_acks: Vec::new(),
         }
     }
 
-    /// Replaces the summaries by those of merged histograms.
+    /// Replaces the summaries, series and curves by those of (merged) histograms.
     pub fn set_histograms(
         &mut self,
         events: &BTreeMap<(String, usize), Histogram<u64>>,
         acks: &BTreeMap<String, Histogram<u64>>,
+        series: &BTreeMap<String, Vec<Histogram<u64>>>,
         seconds: f64,
     ) {
+        self.series = series_points(series);
+        self.curves = events
+            .iter()
+            .map(|((group, phase), histogram)| {
+                curve(format!("{} #{phase}", event_series(group)), histogram)
+            })
+            .chain(
+                acks.iter()
+                    .map(|(kind, histogram)| curve(ack_series(kind), histogram)),
+            )
+            .collect();
         self.events = events
             .iter()
             .map(|((group, phase), histogram)| Group {

@@ -14,6 +14,7 @@ pub fn address(url: &str) -> anyhow::Result<String> {
     let rest = url
         .strip_prefix("ws://")
         .or_else(|| url.strip_prefix("http://"))
+        .or_else(|| url.strip_prefix("redis://"))
         .unwrap_or(url);
     let host = rest.split('/').next().unwrap_or_default();
     anyhow::ensure!(

@@ -79,6 +79,7 @@ pub fn merge(reports: Vec<Report>) -> anyhow::Result<Report> {
     merged.scenario.connections = 0;
     let mut events: BTreeMap<(String, usize), Histogram<u64>> = BTreeMap::new();
     let mut acks: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    let mut series: BTreeMap<String, Vec<Histogram<u64>>> = BTreeMap::new();
     let seconds = reports
         .iter()
         .map(|report| report.measured_secs)
@@ -94,6 +95,14 @@ pub fn merge(reports: Vec<Report>) -> anyhow::Result<Report> {
                     entry.insert(histogram);
                 }
             }
+        }
+        for (name, second, text) in &report.raw_series {
+            let histogram = decode(text)?;
+            let seconds = series.entry(name.clone()).or_default();
+            while seconds.len() <= *second {
+                seconds.push(crate::metrics::interval_histogram());
+            }
+            seconds[*second].add(&histogram)?;
         }
         for (kind, text) in &report.raw_acks {
             let histogram = decode(text)?;
@@ -118,7 +127,7 @@ pub fn merge(reports: Vec<Report>) -> anyhow::Result<Report> {
         merged.scenario.connections += report.scenario.connections;
     }
     merged.measured_secs = seconds;
-    merged.set_histograms(&events, &acks, seconds);
+    merged.set_histograms(&events, &acks, &series, seconds);
     Ok(merged)
 }
 
