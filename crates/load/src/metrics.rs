@@ -10,8 +10,9 @@ use hdrhistogram::Histogram;
 /// Latencies above this (µs) are recorded as this: a minute is "lost", not a number.
 const MAX_LATENCY_US: u64 = 60_000_000;
 
-/// Error messages kept for the report.
+/// Error messages kept for the report, and the length each is cut to.
 const ERROR_SAMPLES: usize = 5;
+const ERROR_SAMPLE_CHARS: usize = 200;
 
 pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("valid histogram bounds")
@@ -135,7 +136,9 @@ impl Metrics {
         let mut counters = self.counters.borrow_mut();
         counters.errors += 1;
         if counters.error_samples.len() < ERROR_SAMPLES {
-            counters.error_samples.push(detail);
+            counters
+                .error_samples
+                .push(detail.chars().take(ERROR_SAMPLE_CHARS).collect());
         }
     }
 
