@@ -14,9 +14,10 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::incoming::{self, Incoming};
 use crate::metrics::Metrics;
 use crate::plan::Plan;
-use crate::wire::{self, Incoming};
+use crate::wire;
 
 /// How long a connection may take to open and greet.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -203,7 +204,7 @@ async fn session(
         while let Some(message) = stream.next().await {
             if let Message::Text(text) = message? {
                 if let Some(text) = assembler.push(text.as_str()) {
-                    if wire::parse(&text) == Incoming::Handshake {
+                    if incoming::parse(&text) == Incoming::Handshake {
                         return Ok::<_, anyhow::Error>(true);
                     }
                 }
@@ -251,7 +252,7 @@ async fn session(
                     let Some(message) = message else { return Ok(()) };
                     let Message::Text(text) = message? else { continue };
                     let Some(text) = assembler.push(text.as_str()) else { continue };
-                    match wire::parse(&text) {
+                    match incoming::parse(&text) {
                         Incoming::Reply { id, ok, detail } => {
                             match requests.in_flight.remove(&id) {
                                 Some((sent, "write")) => {
@@ -267,11 +268,11 @@ async fn session(
                             }
                         }
                         Incoming::Push(_) if listens_pending > 0 => {}
-                        Incoming::Push(data) => {
+                        Incoming::Push(stamps) => {
                             let now = wire::now_us();
-                            wire::stamps(&data, &mut |t| {
+                            for t in stamps {
                                 metrics.event(plan.group, now.saturating_sub(t));
-                            });
+                            }
                         }
                         Incoming::Handshake | Incoming::Other => {}
                     }

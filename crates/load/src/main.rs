@@ -17,6 +17,7 @@
 mod compare;
 mod conn;
 mod feed;
+mod incoming;
 mod metrics;
 mod plan;
 mod plot;

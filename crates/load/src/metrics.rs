@@ -51,12 +51,14 @@ pub struct Metrics {
     /// When the warm-up ended; `None` before.
     measure_start: Cell<Option<Instant>>,
     phase: Cell<usize>,
-    /// Event (write-to-receive) latencies by (group, phase).
-    events: RefCell<BTreeMap<(String, usize), Histogram<u64>>>,
+    /// Event (write-to-receive) latencies by (group, phase). Keys are static names, so that
+    /// recording allocates nothing.
+    events: RefCell<BTreeMap<(&'static str, usize), Histogram<u64>>>,
     /// Ack (send-to-`ok`) or request latencies by kind.
-    acks: RefCell<BTreeMap<String, Histogram<u64>>>,
-    /// One histogram per measured second, by series (see [`event_series`], [`ack_series`]).
-    series: RefCell<BTreeMap<String, Vec<Histogram<u64>>>>,
+    acks: RefCell<BTreeMap<&'static str, Histogram<u64>>>,
+    /// One histogram per measured second, by event group and by ack kind.
+    event_seconds: RefCell<BTreeMap<&'static str, Vec<Histogram<u64>>>>,
+    ack_seconds: RefCell<BTreeMap<&'static str, Vec<Histogram<u64>>>>,
     pub counters: RefCell<Counters>,
     /// Counted from the start, for the progress line.
     pub events_seen: Cell<u64>,
@@ -70,7 +72,8 @@ impl Metrics {
             phase: Cell::new(0),
             events: RefCell::new(BTreeMap::new()),
             acks: RefCell::new(BTreeMap::new()),
-            series: RefCell::new(BTreeMap::new()),
+            event_seconds: RefCell::new(BTreeMap::new()),
+            ack_seconds: RefCell::new(BTreeMap::new()),
             counters: RefCell::new(Counters::default()),
             events_seen: Cell::new(0),
             open: Cell::new(0),
@@ -85,14 +88,19 @@ impl Metrics {
         self.measure_start.set(Some(Instant::now()));
     }
 
-    /// Adds `latency_us` to the current second of `series`.
-    fn record_second(&self, series: String, latency_us: u64) {
+    /// Adds `latency_us` to the current second of `name` in `series`.
+    fn record_second(
+        &self,
+        series: &RefCell<BTreeMap<&'static str, Vec<Histogram<u64>>>>,
+        name: &'static str,
+        latency_us: u64,
+    ) {
         let Some(start) = self.measure_start.get() else {
             return;
         };
         let second = start.elapsed().as_secs() as usize;
-        let mut all = self.series.borrow_mut();
-        let seconds = all.entry(series).or_default();
+        let mut all = series.borrow_mut();
+        let seconds = all.entry(name).or_default();
         while seconds.len() <= second {
             seconds.push(interval_histogram());
         }
@@ -103,30 +111,30 @@ impl Metrics {
         self.phase.set(self.phase.get() + 1);
     }
 
-    pub fn event(&self, group: &str, latency_us: u64) {
+    pub fn event(&self, group: &'static str, latency_us: u64) {
         self.events_seen.set(self.events_seen.get() + 1);
         if !self.is_measuring() {
             return;
         }
         self.counters.borrow_mut().events += 1;
-        let key = (group.to_owned(), self.phase.get());
+        let key = (group, self.phase.get());
         let mut events = self.events.borrow_mut();
         let histogram = events.entry(key).or_insert_with(histogram);
         histogram.saturating_record(latency_us.clamp(1, MAX_LATENCY_US));
         drop(events);
-        self.record_second(event_series(group), latency_us);
+        self.record_second(&self.event_seconds, group, latency_us);
     }
 
-    pub fn ack(&self, kind: &str, latency_us: u64) {
+    pub fn ack(&self, kind: &'static str, latency_us: u64) {
         if !self.is_measuring() {
             return;
         }
         self.counters.borrow_mut().acks += 1;
         let mut acks = self.acks.borrow_mut();
-        let histogram = acks.entry(kind.to_owned()).or_insert_with(histogram);
+        let histogram = acks.entry(kind).or_insert_with(histogram);
         histogram.saturating_record(latency_us.clamp(1, MAX_LATENCY_US));
         drop(acks);
-        self.record_second(ack_series(kind), latency_us);
+        self.record_second(&self.ack_seconds, kind, latency_us);
     }
 
     pub fn error(&self, detail: String) {
@@ -155,15 +163,32 @@ impl Metrics {
     }
 
     pub fn event_histograms(&self) -> BTreeMap<(String, usize), Histogram<u64>> {
-        self.events.borrow().clone()
+        let events = self.events.borrow();
+        events
+            .iter()
+            .map(|((group, phase), histogram)| (((*group).to_owned(), *phase), histogram.clone()))
+            .collect()
     }
 
     pub fn ack_histograms(&self) -> BTreeMap<String, Histogram<u64>> {
-        self.acks.borrow().clone()
+        let acks = self.acks.borrow();
+        acks.iter()
+            .map(|(kind, histogram)| ((*kind).to_owned(), histogram.clone()))
+            .collect()
     }
 
+    /// The per-second histograms by series name (see [`event_series`], [`ack_series`]).
     pub fn series_histograms(&self) -> BTreeMap<String, Vec<Histogram<u64>>> {
-        self.series.borrow().clone()
+        let events = self.event_seconds.borrow();
+        let acks = self.ack_seconds.borrow();
+        events
+            .iter()
+            .map(|(group, seconds)| (event_series(group), seconds.clone()))
+            .chain(
+                acks.iter()
+                    .map(|(kind, seconds)| (ack_series(kind), seconds.clone())),
+            )
+            .collect()
     }
 }
 

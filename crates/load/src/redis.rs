@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -208,10 +207,8 @@ fn handle(
             Some(Resp::Text(kind)) if kind == b"message" => {
                 if let Some(Resp::Text(payload)) = items.get(2) {
                     let now = wire::now_us();
-                    if let Ok(data) = serde_json::from_slice::<Value>(payload) {
-                        wire::stamps(&data, &mut |t| {
-                            metrics.event("all", now.saturating_sub(t));
-                        });
+                    for t in crate::incoming::stamps(payload).unwrap_or_default() {
+                        metrics.event("all", now.saturating_sub(t));
                     }
                 }
             }

@@ -62,63 +62,6 @@ impl Assembler {
     }
 }
 
-/// What the server sent.
-#[derive(Debug, PartialEq)]
-pub enum Incoming {
-    Handshake,
-    Reply {
-        id: u64,
-        ok: bool,
-        detail: String,
-    },
-    /// A push's data (`d` of a put, the entries of a merge).
-    Push(Value),
-    Other,
-}
-
-pub fn parse(text: &str) -> Incoming {
-    let Ok(message) = serde_json::from_str::<Value>(text) else {
-        return Incoming::Other;
-    };
-    let data = &message["d"];
-    match message["t"].as_str() {
-        Some("c") if data["t"] == "h" => Incoming::Handshake,
-        Some("d") => {
-            if let Some(id) = data["r"].as_u64() {
-                let status = data["b"]["s"].as_str().unwrap_or_default();
-                return Incoming::Reply {
-                    id,
-                    ok: status == "ok",
-                    detail: format!("{status}: {}", data["b"]["d"]),
-                };
-            }
-            match data["a"].as_str() {
-                Some("d" | "m") => Incoming::Push(data["b"]["d"].clone()),
-                _ => Incoming::Other,
-            }
-        }
-        _ => Incoming::Other,
-    }
-}
-
-/// Calls `each` with every send time stamped in pushed data: objects holding a numeric `t`,
-/// at any depth up to a few levels (a put of one value, a merge of several, a window).
-pub fn stamps(data: &Value, each: &mut dyn FnMut(u64)) {
-    fn walk(value: &Value, depth: usize, each: &mut dyn FnMut(u64)) {
-        let Value::Object(map) = value else { return };
-        if let Some(t) = map.get("t").and_then(Value::as_u64) {
-            each(t);
-            return;
-        }
-        if depth < 4 {
-            for child in map.values() {
-                walk(child, depth + 1, each);
-            }
-        }
-    }
-    walk(data, 0, each);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,28 +76,7 @@ mod tests {
     }
 
     #[test]
-    fn replies_pushes_and_stamps() {
-        assert_eq!(
-            parse(r#"{"t":"d","d":{"r":4,"b":{"s":"ok","d":""}}}"#),
-            Incoming::Reply {
-                id: 4,
-                ok: true,
-                detail: "ok: \"\"".into()
-            }
-        );
-        let Incoming::Push(data) = parse(
-            r#"{"t":"d","d":{"a":"m","b":{"p":"/r","d":{"a":{"t":5},"b":null,"c":{"x":{"t":7}}}}}}"#,
-        ) else {
-            panic!("a push");
-        };
-        let mut seen = Vec::new();
-        stamps(&data, &mut |t| seen.push(t));
-        seen.sort_unstable();
-        assert_eq!(seen, vec![5, 7]);
-        assert!(matches!(
-            parse(r#"{"t":"c","d":{"t":"h","d":{"ts":1,"v":"5","h":"x","s":"y"}}}"#),
-            Incoming::Handshake
-        ));
+    fn addresses_come_from_urls() {
         assert_eq!(
             address("ws://127.0.0.1:9000").ok().as_deref(),
             Some("127.0.0.1:9000")
