@@ -186,6 +186,9 @@ fn write_outputs(args: &Args, runs: &[(String, report::Report)]) -> anyhow::Resu
     Ok(())
 }
 
+/// The longest wait for all connections to open, in warm-ups.
+const MAX_WARMUPS: u32 = 3;
+
 fn parse_share(text: &str) -> anyhow::Result<workers::Share> {
     let (index, count) = text.split_once('/').context("--worker is INDEX/COUNT")?;
     let share = workers::Share {
@@ -293,6 +296,8 @@ async fn run(
     let stopping = Rc::new(std::cell::Cell::new(false));
     let mut phases = Vec::new();
     let source = share.map(|share| share.source_ip());
+    // Connections that should be open when the warm-up ends (feed: none are waited for).
+    let mut expected_open = 0usize;
     match scenario.kind {
         Kind::Feed => {
             let mut mine = scenario.clone();
@@ -308,6 +313,9 @@ async fn run(
             for plan in plan::plans(scenario) {
                 if share.is_some_and(|share| !share.owns(plan.index)) {
                     continue;
+                }
+                if plan.start_after < warmup {
+                    expected_open += 1;
                 }
                 let delayed = plan.start_after;
                 conn::spawn(
@@ -328,7 +336,7 @@ async fn run(
     let mut sampler = procstat::Sampler::new(server_pid);
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     let mut interrupted = false;
-    let end = warmup + duration;
+    let mut measuring_since: Option<Duration> = None;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -338,7 +346,12 @@ async fn run(
             }
         }
         let elapsed = started.elapsed();
-        if elapsed >= warmup && !metrics.is_measuring() {
+        // The measured time starts once the warm-up is over and every connection is open
+        // (a slow ramp would otherwise put connection storms and the writes that queued
+        // behind them into the numbers), but after three warm-ups at the latest.
+        let ready = metrics.open.get() >= expected_open || elapsed >= warmup * MAX_WARMUPS;
+        if measuring_since.is_none() && elapsed >= warmup && ready {
+            measuring_since = Some(elapsed);
             metrics.start_measuring();
             sampler.start();
         }
@@ -352,14 +365,17 @@ async fn run(
         if share.is_none() {
             report::progress(&metrics, elapsed);
         }
-        if elapsed >= end {
+        if measuring_since.is_some_and(|since| elapsed >= since + duration) {
             break;
         }
     }
+    let measured = measuring_since.map_or(Duration::ZERO, |since| {
+        started.elapsed().saturating_sub(since)
+    });
+    metrics.stop_measuring();
     stopping.set(true);
     stop.notify_waiters();
-    let measured = started.elapsed().saturating_sub(warmup);
-    // Give replies in flight a moment, then report.
+    // Let the connections close before reporting (nothing counts any more).
     tokio::time::sleep(Duration::from_millis(300)).await;
     Ok(report::Report::new(
         scenario,

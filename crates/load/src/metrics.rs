@@ -50,6 +50,9 @@ pub struct Counters {
 pub struct Metrics {
     /// When the warm-up ended; `None` before.
     measure_start: Cell<Option<Instant>>,
+    /// Set when the measured time is over: what happens while connections close (the
+    /// server's onDisconnect work, for one) is not part of the run.
+    measure_ended: Cell<bool>,
     phase: Cell<usize>,
     /// Event (write-to-receive) latencies by (group, phase). Keys are static names, so that
     /// recording allocates nothing.
@@ -69,6 +72,7 @@ impl Metrics {
     pub fn new() -> Metrics {
         Metrics {
             measure_start: Cell::new(None),
+            measure_ended: Cell::new(false),
             phase: Cell::new(0),
             events: RefCell::new(BTreeMap::new()),
             acks: RefCell::new(BTreeMap::new()),
@@ -81,7 +85,11 @@ impl Metrics {
     }
 
     pub fn is_measuring(&self) -> bool {
-        self.measure_start.get().is_some()
+        self.measure_start.get().is_some() && !self.measure_ended.get()
+    }
+
+    pub fn stop_measuring(&self) {
+        self.measure_ended.set(true);
     }
 
     pub fn start_measuring(&self) {
@@ -215,5 +223,12 @@ mod tests {
         let seconds = &series[&event_series("all")];
         assert_eq!(seconds.len(), 1, "both in the first measured second");
         assert_eq!(seconds[0].len(), 2);
+        metrics.stop_measuring();
+        metrics.event("all", 30);
+        assert_eq!(
+            metrics.counters.borrow().events,
+            2,
+            "nothing counts after the end"
+        );
     }
 }

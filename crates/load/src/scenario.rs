@@ -141,7 +141,7 @@ mod tests {
             Scenario::load(&entry?.path())?;
             seen += 1;
         }
-        assert_eq!(seen, 5);
+        assert_eq!(seen, 6);
         Ok(())
     }
 }
