@@ -19,6 +19,7 @@ use crate::http_head::Head;
 use crate::namespace::NamespaceError;
 use crate::outbound::{CloseReason, ConnHandle};
 use crate::shard::Shard;
+use crate::socket::{Outbox, SharedStream, Transport};
 use crate::time::now_ms;
 
 /// Messages handled from one connection before its replies are flushed, so that a burst is
@@ -36,7 +37,7 @@ const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
 /// messages into 16 KiB pieces), and the buffer grows for a larger frame when one arrives.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
 
-type Socket = WebSocketStream<TcpStream>;
+type Socket = WebSocketStream<SharedStream>;
 
 /// Completes the upgrade and serves the connection until it ends.
 pub async fn serve_websocket(
@@ -61,27 +62,29 @@ pub async fn serve_websocket(
     if stream.write_all(response.as_bytes()).await.is_err() {
         return;
     }
+    // The library writes each control frame through at once (a buffer of 0): the outbox is
+    // the only buffer, so its frames and the pushes stay in order.
     let config = WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER_BYTES)
+        .write_buffer_size(0)
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .max_frame_size(Some(MAX_MESSAGE_BYTES));
-    let mut socket =
-        WebSocketStream::from_partially_read(stream, leftover, Role::Server, Some(config)).await;
+    let stream = Rc::new(stream);
+    let transport: Rc<dyn Transport> = stream.clone();
     let namespace = match namespace {
         Ok(namespace) => namespace,
         Err(error) => {
-            // `s` tells the client not to reconnect: retrying cannot fix a bad name.
-            let _ = socket
-                .send(Message::text(encode_shutdown(&error.to_string())))
-                .await;
-            let _ = socket.close(None).await;
+            refuse(stream, transport, leftover, config, &error).await;
             return;
         }
     };
     if let Some(previous) = head.query_param("ls") {
         shard.end_previous_session(previous);
     }
-    let handle = shard.open_connection(&namespace);
+    let handle = shard.open_connection(&namespace, transport);
+    let shared = SharedStream::new(stream, handle.outbox());
+    let mut socket =
+        WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;
     let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
         shard
             .config
@@ -105,6 +108,30 @@ pub async fn serve_websocket(
         debug!(conn = handle.id, reason = %reason.text, "closing connection");
         let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.close(Some(reason.frame()))).await;
     }
+    handle.detach();
+}
+
+/// Tells a client that asked for a database that cannot exist why, and closes.
+async fn refuse(
+    stream: Rc<TcpStream>,
+    transport: Rc<dyn Transport>,
+    leftover: Vec<u8>,
+    config: WebSocketConfig,
+    error: &NamespaceError,
+) {
+    let outbox = Rc::new(Outbox::new(transport));
+    let shared = SharedStream::new(stream, outbox.clone());
+    let mut socket =
+        WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;
+    // `s` tells the client not to reconnect: retrying cannot fix a bad name.
+    let refusal = async {
+        let _ = socket
+            .send(Message::text(encode_shutdown(&error.to_string())))
+            .await;
+        let _ = socket.close(None).await;
+    };
+    let _ = tokio::time::timeout(WRITE_TIMEOUT, refusal).await;
+    outbox.detach();
 }
 
 /// The connection's loop. Returns the reason to send when the server closes it, or `None` when
@@ -118,37 +145,33 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
     ping.tick().await;
     loop {
         if let Some(reason) = handle.closing() {
-            let _ = flush(socket, handle).await;
+            let _ = drain(handle).await;
             return Some(reason);
+        }
+        if handle.write_failed() {
+            return None;
         }
         tokio::select! {
             biased;
             _ = shutdown.changed() => {
-                let _ = flush(socket, handle).await;
+                let _ = drain(handle).await;
                 return Some(CloseReason::new(CloseCode::Away, "the server is shutting down"));
             }
-            _ = handle.notified() => {
-                if flush(socket, handle).await.is_err() {
+            // Something changed: closing, bytes waiting for the socket, or a new deadline.
+            _ = handle.notified() => {}
+            written = handle.drained(), if handle.has_pending() => {
+                if written.is_err() {
                     return None;
                 }
             }
             message = socket.next() => {
                 last_seen = Instant::now();
-                let mut next = message;
-                let mut handled = 0;
-                loop {
-                    match inbound(shard, handle, &mut assembler, next) {
-                        Inbound::Continue => {}
-                        Inbound::Close(reason) => return reason,
-                    }
-                    handled += 1;
-                    if handled >= MAX_MESSAGES_PER_TURN {
-                        break;
-                    }
-                    match socket.next().now_or_never() {
-                        Some(message) => next = message,
-                        None => break,
-                    }
+                // The answers to a burst of requests leave in one write.
+                handle.cork();
+                let outcome = read_burst(shard, handle, socket, &mut assembler, message);
+                handle.uncork();
+                if let Some(reason) = outcome {
+                    return reason;
                 }
             }
             _ = auth_expiry(handle.auth_expiry()) => expire_auth(shard, handle),
@@ -156,11 +179,41 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
                 if last_seen.elapsed() > config.idle_timeout {
                     return Some(CloseReason::new(CloseCode::Away, "no answer to pings"));
                 }
-                if socket.send(Message::Ping(Bytes::new())).await.is_err() {
+                if handle.blocked_for().is_some_and(|blocked| blocked > WRITE_TIMEOUT) {
+                    debug!(conn = handle.id, "the client accepts no data: dropping it");
+                    return None;
+                }
+                // Queued behind any pending bytes; the branch above writes them.
+                if socket.feed(Message::Ping(Bytes::new())).await.is_err() {
                     return None;
                 }
             }
         }
+    }
+}
+
+/// Handles `first` and the messages already received after it, up to
+/// [`MAX_MESSAGES_PER_TURN`] in all. Returns `Some` when the connection must end, with the
+/// reason to send, if any.
+fn read_burst(
+    shard: &Shard,
+    handle: &ConnHandle,
+    socket: &mut Socket,
+    assembler: &mut hearth_wire::FrameAssembler,
+    first: Option<Result<Message, WsError>>,
+) -> Option<Option<CloseReason>> {
+    let mut next = first;
+    let mut handled = 0;
+    loop {
+        if let Inbound::Close(reason) = inbound(shard, handle, assembler, next) {
+            return Some(reason);
+        }
+        handled += 1;
+        // Checked before taking another message: one taken would be lost.
+        if handled >= MAX_MESSAGES_PER_TURN {
+            return None;
+        }
+        next = socket.next().now_or_never()?;
     }
 }
 
@@ -210,25 +263,11 @@ fn inbound(
     }
 }
 
-/// Writes everything queued for the connection with a single flush.
-async fn flush(socket: &mut Socket, handle: &ConnHandle) -> Result<(), WsError> {
-    let write = async {
-        loop {
-            let queued = handle.take_ready();
-            if queued.is_empty() {
-                break;
-            }
-            for message in queued {
-                socket.feed(message).await?;
-            }
-        }
-        socket.flush().await
-    };
-    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+/// Writes everything that may leave before the connection closes, for at most
+/// [`WRITE_TIMEOUT`].
+async fn drain(handle: &ConnHandle) -> std::io::Result<()> {
+    match tokio::time::timeout(WRITE_TIMEOUT, handle.drained()).await {
         Ok(result) => result,
-        Err(_) => Err(WsError::Io(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "write timed out",
-        ))),
+        Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
     }
 }

@@ -1,15 +1,15 @@
 //! Handling one decoded request of a connection, and delivering the effects it causes.
 
+use bytes::Bytes;
 use hearth_sync::{AuthState, Effect, Effects};
 use hearth_wire::{
     decode, encode_auth_revoked, encode_cancel, encode_push, encode_reply, encode_reply_status,
     encode_reply_value, Assembled, ClientMessage, ClientRequest, EncodedPush, FrameAssembler, PONG,
 };
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::Message;
 
 use crate::auth::{authenticate_with, now_secs};
-use crate::outbound::{to_frames, CloseReason, ConnHandle};
+use crate::outbound::{encode_frames, CloseReason, ConnHandle};
 use crate::shard::Shard;
 use crate::sse::SseFanout;
 use crate::time::now_ms;
@@ -103,9 +103,10 @@ fn set_auth(shard: &Shard, handle: &ConnHandle, auth: AuthState) {
 }
 
 /// Delivers the effects of a step of `namespace`'s database in order: a write goes to the log
-/// first, so that the messages that follow it are tagged to wait for it. Each push is serialized once per transport: WebSocket listeners
-/// share the same frames (filtered ones get the same bytes with their tag spliced in), and
-/// event streams share the same data bytes (see `SseFanout`).
+/// first, so that the messages that follow it are tagged to wait for it. Each push is
+/// serialized once per transport: WebSocket listeners share the same frame bytes (filtered
+/// ones get the same text with their tag spliced in), and event streams share the same data
+/// bytes (see `SseFanout`).
 pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
     if effects.is_empty() {
         return;
@@ -116,15 +117,15 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
         match effect {
             Effect::Push { push, targets } => {
                 let mut encoded: Option<EncodedPush> = None;
-                let mut untagged: Option<Vec<Message>> = None;
+                let mut untagged: Option<Bytes> = None;
                 let mut fanout = SseFanout::new(&push);
                 for target in targets {
                     if let Some(handle) = conns.get(&target.conn) {
                         let encoded = encoded.get_or_insert_with(|| encode_push(&push));
                         match target.tag {
                             None => {
-                                let frames =
-                                    untagged.get_or_insert_with(|| to_frames(encoded.untagged()));
+                                let frames = untagged
+                                    .get_or_insert_with(|| encode_frames(encoded.untagged()));
                                 handle.send_frames(frames);
                             }
                             Some(tag) => handle.send_text(encoded.tagged(tag)),

@@ -22,6 +22,7 @@ mod rest;
 pub mod rules_file;
 mod server;
 mod shard;
+mod socket;
 mod sse;
 mod time;
 pub mod tools;

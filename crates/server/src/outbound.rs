@@ -1,18 +1,23 @@
-//! A connection's outbound queue. Everything a loop turn produces for a connection is queued
-//! here, and the connection's task writes the whole queue with one flush. Each message carries
-//! its durability tag (see `persist::gate`): the task writes the prefix of the queue whose
-//! writes are on disk, and the shard wakes it again when the disk catches up.
+//! A connection's outbound side. Each message, encoded once as WebSocket frames, carries its
+//! durability tag (see `persist::gate`): it is written to the socket as soon as its write is
+//! on disk, by whoever is running then (see `socket`), and waits in the held queue until the
+//! shard releases it after the log sync.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
 
+use bytes::Bytes;
 use hearth_sync::ConnId;
 use hearth_wire::split_frames;
 use tokio::sync::Notify;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use crate::persist::{HeldQueue, Pushed, Tagger};
+use crate::socket::{Outbox, Sent, Transport};
 
 /// The most bytes that may wait in one connection's queue. A client that reads slower than
 /// its data arrives is disconnected rather than allowed to grow the server's memory.
@@ -51,8 +56,11 @@ pub struct ConnHandle {
     pub id: ConnId,
     pub namespace: String,
     pub session_id: String,
-    /// Messages with their durability tags.
-    queue: HeldQueue<Message>,
+    /// Encoded messages with their durability tags, until their writes are durable.
+    queue: HeldQueue<Bytes>,
+    /// Encoded messages that may leave, until the kernel takes them.
+    outbox: Rc<Outbox>,
+    /// Wakes the connection's task: to close, to wait for a full socket, or to rearm a timer.
     notify: Notify,
     closing: RefCell<Option<CloseReason>>,
     /// When the connection's credential expires (seconds since the epoch).
@@ -60,48 +68,105 @@ pub struct ConnHandle {
 }
 
 impl ConnHandle {
-    pub fn new(id: ConnId, namespace: String, session_id: String, tagger: Tagger) -> ConnHandle {
+    pub fn new(
+        id: ConnId,
+        namespace: String,
+        session_id: String,
+        tagger: Tagger,
+        transport: Rc<dyn Transport>,
+    ) -> ConnHandle {
         ConnHandle {
             id,
             namespace,
             session_id,
             queue: HeldQueue::new(id, tagger),
+            outbox: Rc::new(Outbox::new(transport)),
             notify: Notify::new(),
             closing: RefCell::new(None),
             auth_expires_at: Cell::new(None),
         }
     }
 
-    /// Queues one message, split into frames when it is long.
+    /// Sends one message, split into frames when it is long.
     pub fn send_text(&self, text: String) {
-        self.send_frames(&to_frames(text));
+        self.send_frames(&encode_frames(text));
     }
 
-    /// Queues frames that may be shared with other connections.
-    pub fn send_frames(&self, frames: &[Message]) {
+    /// Sends encoded frames that may be shared with other connections: now if their write is
+    /// durable and the socket has room, else as soon as both hold.
+    pub fn send_frames(&self, frames: &Bytes) {
         if self.closing.borrow().is_some() {
             return;
         }
-        match self.queue.push(frames) {
-            Pushed::Ready => self.notify.notify_one(),
+        match self.queue.push(std::slice::from_ref(frames)) {
+            Pushed::Ready => self.deliver(),
             Pushed::Held => {}
-            Pushed::Overflow => self.close(CloseReason::new(
-                CloseCode::Policy,
-                "the client reads too slowly: outbound queue limit reached",
-            )),
+            Pushed::Overflow => self.overflow(),
         }
     }
 
-    /// Takes the messages that may be sent now: the front of the queue, up to the first
-    /// message whose write is not yet durable.
-    pub fn take_ready(&self) -> Vec<Message> {
-        self.queue.take_ready()
-    }
-
-    /// The disk caught up: the held messages may be ready.
+    /// The disk caught up: the held messages may leave.
     pub fn wake_after_disk(&self) {
         self.queue.woken();
-        self.notify.notify_one();
+        self.deliver();
+    }
+
+    /// Moves the durable front of the held queue to the socket.
+    fn deliver(&self) {
+        let ready = std::iter::from_fn(|| self.queue.pop_ready());
+        match self.outbox.send(ready) {
+            Sent::Written => {}
+            // The task waits for the socket to take the rest (or lifts the cork itself).
+            Sent::Pending if self.outbox.bytes() > MAX_OUTBOUND_BYTES => self.overflow(),
+            Sent::Pending if self.outbox.is_corked() => {}
+            Sent::Pending | Sent::Failed => self.notify.notify_one(),
+        }
+    }
+
+    fn overflow(&self) {
+        self.close(CloseReason::new(
+            CloseCode::Policy,
+            "the client reads too slowly: outbound queue limit reached",
+        ));
+    }
+
+    /// The outbox, which the WebSocket library writes through too.
+    pub fn outbox(&self) -> Rc<Outbox> {
+        self.outbox.clone()
+    }
+
+    /// While the task answers a burst of requests, its answers are written together.
+    pub fn cork(&self) {
+        self.outbox.cork();
+    }
+
+    pub fn uncork(&self) {
+        self.outbox.uncork();
+    }
+
+    /// Whether bytes wait for the socket to become writable.
+    pub fn has_pending(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    /// Whether the socket failed on a write.
+    pub fn write_failed(&self) -> bool {
+        self.outbox.failed()
+    }
+
+    /// How long the client has not accepted data that waits for it.
+    pub fn blocked_for(&self) -> Option<Duration> {
+        self.outbox.blocked_for()
+    }
+
+    /// Completes when every pending byte is written.
+    pub async fn drained(&self) -> std::io::Result<()> {
+        std::future::poll_fn(|cx| self.outbox.poll_drain(cx)).await
+    }
+
+    /// The connection ended: nothing more is written, and the socket may close.
+    pub fn detach(&self) {
+        self.outbox.detach();
     }
 
     /// Drops the messages that wait for writes that will never be durable (the log failed).
@@ -137,63 +202,130 @@ impl ConnHandle {
     }
 }
 
-/// The frames of one message: the message itself, or a count frame and its chunks.
-pub fn to_frames(text: String) -> Vec<Message> {
+/// One message as the bytes of its WebSocket frames: one text frame, or a count frame and
+/// its chunks. Server frames are not masked, so the bytes are the same for every listener.
+pub fn encode_frames(text: String) -> Bytes {
+    let mut out = Vec::with_capacity(text.len() + 16);
     match split_frames(&text) {
-        None => vec![Message::Text(Utf8Bytes::from(text))],
+        None => push_text_frame(&mut out, text.as_bytes()),
         Some(chunks) => {
-            let mut frames = Vec::with_capacity(chunks.len() + 1);
-            frames.push(Message::Text(Utf8Bytes::from(chunks.len().to_string())));
-            frames.extend(
-                chunks
-                    .into_iter()
-                    .map(|chunk| Message::Text(Utf8Bytes::from(chunk.to_owned()))),
-            );
-            frames
+            push_text_frame(&mut out, chunks.len().to_string().as_bytes());
+            for chunk in chunks {
+                push_text_frame(&mut out, chunk.as_bytes());
+            }
         }
+    }
+    Bytes::from(out)
+}
+
+fn push_text_frame(out: &mut Vec<u8>, payload: &[u8]) {
+    let header = FrameHeader {
+        opcode: OpCode::Data(Data::Text),
+        ..FrameHeader::default()
+    };
+    // Writing into a vector cannot fail.
+    if header.format(payload.len() as u64, out).is_ok() {
+        out.extend_from_slice(payload);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Cursor;
+
     use super::*;
+    use crate::socket::tests::Recorder;
+
+    /// The payloads of the text frames in `bytes`.
+    fn texts(bytes: &[u8]) -> Vec<String> {
+        let mut cursor = Cursor::new(bytes);
+        let mut texts = Vec::new();
+        while let Ok(Some((header, length))) = FrameHeader::parse(&mut cursor) {
+            assert_eq!(header.opcode, OpCode::Data(Data::Text));
+            assert!(header.is_final && header.mask.is_none());
+            let start = cursor.position() as usize;
+            let end = start + length as usize;
+            texts.push(String::from_utf8(bytes[start..end].to_vec()).expect("text"));
+            cursor.set_position(end as u64);
+        }
+        assert_eq!(cursor.position() as usize, bytes.len(), "trailing bytes");
+        texts
+    }
+
+    fn handle(tagger: Tagger, recorder: &Rc<Recorder>) -> ConnHandle {
+        ConnHandle::new(1, "ns".into(), "s".into(), tagger, recorder.clone())
+    }
 
     #[test]
     fn long_messages_become_count_and_chunks() {
-        let frames = to_frames("x".repeat(40_054));
-        let texts: Vec<usize> = frames.iter().map(Message::len).collect();
-        assert_eq!(texts, vec![1, 16_384, 16_384, 7_286]);
-        assert_eq!(frames[0], Message::Text(Utf8Bytes::from("3".to_owned())));
+        let sizes: Vec<usize> = texts(&encode_frames("x".repeat(40_054)))
+            .iter()
+            .map(String::len)
+            .collect();
+        assert_eq!(sizes, vec![1, 16_384, 16_384, 7_286]);
+        assert_eq!(texts(&encode_frames("x".repeat(40_054)))[0], "3");
+        let long = "y".repeat(70_000);
+        assert_eq!(texts(&encode_frames(long.clone())).len(), 6);
+        assert_eq!(texts(&encode_frames("short".into())), vec!["short"]);
     }
 
     #[test]
     fn slow_readers_are_closed() {
-        let handle = ConnHandle::new(1, "ns".into(), "s".into(), Tagger::open());
+        let recorder = Recorder::new(0);
+        let handle = handle(Tagger::open(), &recorder);
         let big = "x".repeat(1024 * 1024);
         for _ in 0..=(MAX_OUTBOUND_BYTES / big.len()) {
             handle.send_text(big.clone());
         }
         assert!(handle.closing().is_some());
-        assert!(handle.take_ready().is_empty());
+        assert!(recorder.written.borrow().is_empty());
     }
 
     #[test]
     fn messages_wait_for_their_write_to_be_durable() {
+        let recorder = Recorder::new(1 << 20);
         let tagger = Tagger {
-            gate: std::rc::Rc::new(crate::persist::Gate::new(true, 0)),
-            database_seq: std::rc::Rc::new(Cell::new(0)),
+            gate: Rc::new(crate::persist::Gate::new(true, 0)),
+            database_seq: Rc::new(Cell::new(0)),
         };
-        let handle = ConnHandle::new(1, "ns".into(), "s".into(), tagger.clone());
+        let handle = handle(tagger.clone(), &recorder);
         handle.send_text("before".into());
         tagger.database_seq.set(3);
         handle.send_text("after the write".into());
-        assert_eq!(handle.take_ready().len(), 1);
-        assert!(handle.take_ready().is_empty());
+        handle.send_text("and another".into());
+        assert_eq!(texts(&recorder.written.borrow()), vec!["before"]);
         assert_eq!(tagger.gate.advance(3), vec![1]);
         handle.wake_after_disk();
         assert_eq!(
-            handle.take_ready(),
-            vec![Message::Text(Utf8Bytes::from("after the write".to_owned()))]
+            texts(&recorder.written.borrow()),
+            vec!["before", "after the write", "and another"]
         );
+    }
+
+    #[test]
+    fn a_full_socket_keeps_the_messages_in_order() {
+        let recorder = Recorder::new(5);
+        let handle = handle(Tagger::open(), &recorder);
+        handle.send_text("first message".into());
+        handle.send_text("second".into());
+        assert!(handle.has_pending());
+        recorder.room.set(1 << 20);
+        assert_eq!(handle.outbox().write_now(), Sent::Written);
+        assert_eq!(
+            texts(&recorder.written.borrow()),
+            vec!["first message", "second"]
+        );
+    }
+
+    #[test]
+    fn corked_answers_leave_together() {
+        let recorder = Recorder::new(1 << 20);
+        let handle = handle(Tagger::open(), &recorder);
+        handle.cork();
+        handle.send_text("a".into());
+        handle.send_text("b".into());
+        assert!(recorder.written.borrow().is_empty());
+        handle.uncork();
+        assert_eq!(texts(&recorder.written.borrow()), vec!["a", "b"]);
     }
 }

@@ -28,6 +28,7 @@ use crate::outbound::{CloseReason, ConnHandle};
 use crate::persist::{Gate, ShardStore, Tagger};
 use crate::rest::{RestCall, RestResponse};
 use crate::rules_file::default_access;
+use crate::socket::Transport;
 use crate::sse::StreamHandle;
 use crate::time::now_ms;
 
@@ -280,7 +281,7 @@ impl Shard {
     }
 
     /// Registers a new connection on `namespace`, creating the database on first use.
-    pub fn open_connection(&self, namespace: &str) -> Rc<ConnHandle> {
+    pub fn open_connection(&self, namespace: &str, transport: Rc<dyn Transport>) -> Rc<ConnHandle> {
         let id = self.next_conn_id();
         // Unique per process start, shard and connection, and URL-safe.
         let session_id = format!("h{:x}s{}c{}", self.nonce, self.index, id);
@@ -298,6 +299,7 @@ impl Shard {
             namespace.to_owned(),
             session_id.clone(),
             tagger,
+            transport,
         ));
         self.conns.borrow_mut().insert(id, handle.clone());
         self.sessions.borrow_mut().insert(session_id, id);

@@ -98,19 +98,9 @@ pub async fn commit_pending(shard: &Shard) {
     let Some(store) = &shard.store else {
         return;
     };
-    loop {
-        let prepared = store.wal.borrow_mut().prepare_batch();
-        let batch = match prepared {
-            Ok(Some(batch)) => batch,
-            Ok(None) => return,
-            Err(error) => {
-                report_failure(shard, error.to_string());
-                return;
-            }
-        };
-        let bytes = batch.byte_len();
-        let started = Instant::now();
-        let done = match tokio::task::spawn_blocking(move || batch.execute()).await {
+    let mut in_flight = start_batch(shard);
+    while let Some((job, bytes, started)) = in_flight.take() {
+        let done = match job.await {
             Ok(done) => done,
             Err(error) => {
                 warn!(%error, "the log's sync thread failed");
@@ -129,11 +119,45 @@ pub async fn commit_pending(shard: &Shard) {
         }
         let completed = store.wal.borrow_mut().complete(done);
         match completed {
-            Ok(durable) => on_durable(shard, durable),
+            Ok(durable) => {
+                // The next sync starts before the released messages are written to their
+                // sockets, so that those writes overlap the disk instead of delaying it.
+                in_flight = start_batch(shard);
+                on_durable(shard, durable);
+            }
             Err(error) => {
                 report_failure(shard, error.to_string());
                 return;
             }
+        }
+    }
+}
+
+/// A batch being written and synced on a blocking thread, with its size and start.
+type InFlight = (
+    tokio::task::JoinHandle<hearth_store::BatchDone<super::storage::ShardStorage>>,
+    u64,
+    Instant,
+);
+
+/// Hands everything appended so far to a blocking thread; `None` when nothing is pending or
+/// the log has failed.
+fn start_batch(shard: &Shard) -> Option<InFlight> {
+    let store = shard.store.as_ref()?;
+    let prepared = store.wal.borrow_mut().prepare_batch();
+    match prepared {
+        Ok(Some(batch)) => {
+            let bytes = batch.byte_len();
+            Some((
+                tokio::task::spawn_blocking(move || batch.execute()),
+                bytes,
+                Instant::now(),
+            ))
+        }
+        Ok(None) => None,
+        Err(error) => {
+            report_failure(shard, error.to_string());
+            None
         }
     }
 }

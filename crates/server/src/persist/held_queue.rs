@@ -83,24 +83,6 @@ impl<T: Outbound> HeldQueue<T> {
         }
     }
 
-    /// Takes the front of the queue up to the first item whose write is not yet durable.
-    pub fn take_ready(&self) -> Vec<T> {
-        let mut items = self.items.borrow_mut();
-        let gate = &self.tagger.gate;
-        let ready = items
-            .iter()
-            .position(|(tag, _)| !gate.passes(*tag))
-            .unwrap_or(items.len());
-        let taken: Vec<T> = items.drain(..ready).map(|(_, item)| item).collect();
-        let held = !items.is_empty();
-        drop(items);
-        self.forget(taken.iter().map(Outbound::byte_len).sum());
-        if held {
-            self.wait_for_disk();
-        }
-        taken
-    }
-
     /// The next item, if its write is durable.
     pub fn pop_ready(&self) -> Option<T> {
         let mut items = self.items.borrow_mut();

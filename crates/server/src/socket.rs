@@ -1,0 +1,394 @@
+//! The write side of a WebSocket connection, shared by the shard and the connection's task.
+//!
+//! Pushes are written to the socket by whoever produces them, in the same loop turn: the shard
+//! as it routes a write's events or releases messages after a log sync, the task as it answers
+//! requests. A push to a connection therefore costs one `writev` of frame bytes encoded once
+//! for all its listeners, with no task wake-up and no copy. The connection's task is woken only
+//! when the kernel's send buffer is full, to wait until the socket is writable again.
+//!
+//! The WebSocket library still reads frames and writes control frames (pings, pongs, close);
+//! it writes through [`SharedStream`], into the same [`Outbox`], so every byte leaves in the
+//! order it was produced.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// Most buffers handed to one `writev`.
+const MAX_IOVECS: usize = 64;
+
+/// Where an [`Outbox`] writes: a non-blocking socket.
+pub trait Transport {
+    /// Writes what the kernel accepts now, or fails with `WouldBlock`.
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
+    /// Ready when a write may succeed; registers the task to be woken otherwise.
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+impl Transport for TcpStream {
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        TcpStream::try_write_vectored(self, bufs)
+    }
+
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        TcpStream::poll_write_ready(self, cx)
+    }
+}
+
+/// What an [`Outbox`] did with the bytes it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// All written to the kernel.
+    Written,
+    /// Some wait in the outbox: for the socket to become writable, or for the cork to lift.
+    Pending,
+    /// The socket failed; the connection is over.
+    Failed,
+}
+
+/// Bytes accepted for a connection and not yet taken by the kernel, in order.
+pub struct Outbox {
+    /// Dropped when the connection ends, so that the socket closes even while the shard still
+    /// holds the outbox.
+    transport: RefCell<Option<Rc<dyn Transport>>>,
+    pending: RefCell<VecDeque<Bytes>>,
+    bytes: Cell<usize>,
+    /// While corked, bytes are only queued (the task is answering a burst of requests and
+    /// writes the answers together).
+    corked: Cell<bool>,
+    failed: Cell<bool>,
+    /// Since when the kernel has refused more bytes.
+    blocked_since: Cell<Option<Instant>>,
+}
+
+impl Outbox {
+    pub fn new(transport: Rc<dyn Transport>) -> Outbox {
+        Outbox {
+            transport: RefCell::new(Some(transport)),
+            pending: RefCell::new(VecDeque::new()),
+            bytes: Cell::new(0),
+            corked: Cell::new(false),
+            failed: Cell::new(false),
+            blocked_since: Cell::new(None),
+        }
+    }
+
+    /// Queues `items` after whatever is pending and writes what the kernel takes.
+    pub fn send(&self, items: impl IntoIterator<Item = Bytes>) -> Sent {
+        if self.failed.get() {
+            return Sent::Failed;
+        }
+        let was_waiting = {
+            let mut pending = self.pending.borrow_mut();
+            let was_waiting = !pending.is_empty();
+            // An empty item would make a `writev` of nothing but it, whose 0 reads as a
+            // closed socket.
+            for item in items.into_iter().filter(|item| !item.is_empty()) {
+                self.bytes.set(self.bytes.get() + item.len());
+                pending.push_back(item);
+            }
+            was_waiting
+        };
+        // With bytes already waiting, the socket is full (the task waits for it) or corked.
+        if was_waiting || self.corked.get() {
+            return if self.is_empty() {
+                Sent::Written
+            } else {
+                Sent::Pending
+            };
+        }
+        self.write_now()
+    }
+
+    /// Writes pending bytes until none are left or the kernel refuses more.
+    pub fn write_now(&self) -> Sent {
+        if self.failed.get() {
+            return Sent::Failed;
+        }
+        let Some(transport) = self.transport.borrow().clone() else {
+            return self.fail();
+        };
+        loop {
+            let mut pending = self.pending.borrow_mut();
+            if pending.is_empty() {
+                self.blocked_since.set(None);
+                return Sent::Written;
+            }
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let mut count = 0;
+            for (slot, item) in slices.iter_mut().zip(pending.iter()) {
+                *slot = IoSlice::new(item);
+                count += 1;
+            }
+            match transport.try_write_vectored(&slices[..count]) {
+                Ok(0) => {
+                    drop(pending);
+                    return self.fail();
+                }
+                Ok(written) => {
+                    consume(&mut pending, written);
+                    self.bytes.set(self.bytes.get().saturating_sub(written));
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    if self.blocked_since.get().is_none() {
+                        self.blocked_since.set(Some(Instant::now()));
+                    }
+                    return Sent::Pending;
+                }
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    drop(pending);
+                    return self.fail();
+                }
+            }
+        }
+    }
+
+    /// Ready once every pending byte is written; fails when the socket does.
+    pub fn poll_drain(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            match self.write_now() {
+                Sent::Written => return Poll::Ready(Ok(())),
+                Sent::Failed => return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+                Sent::Pending => {
+                    let Some(transport) = self.transport.borrow().clone() else {
+                        return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+                    };
+                    ready!(transport.poll_write_ready(cx))?;
+                }
+            }
+        }
+    }
+
+    /// Holds writes back until [`Outbox::uncork`].
+    pub fn cork(&self) {
+        self.corked.set(true);
+    }
+
+    /// Writes what was queued while corked.
+    pub fn uncork(&self) -> Sent {
+        self.corked.set(false);
+        self.write_now()
+    }
+
+    pub fn is_corked(&self) -> bool {
+        self.corked.get()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.borrow().is_empty()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes.get()
+    }
+
+    pub fn failed(&self) -> bool {
+        self.failed.get()
+    }
+
+    /// How long the kernel has refused more bytes, if it has.
+    pub fn blocked_for(&self) -> Option<Duration> {
+        self.blocked_since.get().map(|since| since.elapsed())
+    }
+
+    /// Lets the socket go: nothing more will be written.
+    pub fn detach(&self) {
+        self.transport.borrow_mut().take();
+    }
+
+    fn fail(&self) -> Sent {
+        self.failed.set(true);
+        self.pending.borrow_mut().clear();
+        self.bytes.set(0);
+        Sent::Failed
+    }
+}
+
+/// Drops the first `written` bytes of `pending`.
+fn consume(pending: &mut VecDeque<Bytes>, mut written: usize) {
+    while written > 0 {
+        let Some(front) = pending.front_mut() else {
+            return;
+        };
+        if front.len() <= written {
+            written -= front.len();
+            pending.pop_front();
+        } else {
+            front.advance(written);
+            written = 0;
+        }
+    }
+}
+
+/// The socket as the WebSocket library sees it: reads go to the socket, writes go through the
+/// connection's [`Outbox`], behind the pushes queued before them.
+pub struct SharedStream {
+    stream: Rc<TcpStream>,
+    outbox: Rc<Outbox>,
+}
+
+impl SharedStream {
+    pub fn new(stream: Rc<TcpStream>, outbox: Rc<Outbox>) -> SharedStream {
+        SharedStream { stream, outbox }
+    }
+}
+
+impl AsyncRead for SharedStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            ready!(self.stream.poll_read_ready(cx))?;
+            match self.stream.try_read(buf.initialize_unfilled()) {
+                Ok(read) => {
+                    buf.advance(read);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(error) => return Poll::Ready(Err(error)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for SharedStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        // Always accepted whole, so that the library never holds half a frame that a push
+        // could overtake.
+        match self.outbox.send([Bytes::copy_from_slice(buf)]) {
+            Sent::Failed => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+            Sent::Written | Sent::Pending => Poll::Ready(Ok(buf.len())),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.outbox.poll_drain(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.outbox.poll_drain(cx)
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    /// A transport that takes at most `room` bytes, then blocks until given more room.
+    pub struct Recorder {
+        pub written: RefCell<Vec<u8>>,
+        pub room: Cell<usize>,
+        pub broken: Cell<bool>,
+    }
+
+    impl Recorder {
+        pub fn new(room: usize) -> Rc<Recorder> {
+            Rc::new(Recorder {
+                written: RefCell::new(Vec::new()),
+                room: Cell::new(room),
+                broken: Cell::new(false),
+            })
+        }
+    }
+
+    impl Transport for Recorder {
+        fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            if self.broken.get() {
+                return Err(io::ErrorKind::ConnectionReset.into());
+            }
+            if self.room.get() == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut taken = 0;
+            for buf in bufs {
+                let n = buf.len().min(self.room.get());
+                self.written.borrow_mut().extend_from_slice(&buf[..n]);
+                self.room.set(self.room.get() - n);
+                taken += n;
+            }
+            Ok(taken)
+        }
+
+        fn poll_write_ready(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            if self.room.get() > 0 {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            }
+        }
+    }
+
+    fn bytes(text: &str) -> Bytes {
+        Bytes::copy_from_slice(text.as_bytes())
+    }
+
+    #[test]
+    fn writes_at_once_when_the_kernel_has_room() {
+        let recorder = Recorder::new(1024);
+        let outbox = Outbox::new(recorder.clone());
+        assert_eq!(outbox.send([bytes("ab"), bytes("cd")]), Sent::Written);
+        assert_eq!(&*recorder.written.borrow(), b"abcd");
+        assert!(outbox.is_empty());
+    }
+
+    #[test]
+    fn keeps_the_order_across_a_full_socket() {
+        let recorder = Recorder::new(3);
+        let outbox = Outbox::new(recorder.clone());
+        assert_eq!(outbox.send([bytes("abcd")]), Sent::Pending);
+        assert_eq!(outbox.send([bytes("ef")]), Sent::Pending);
+        assert_eq!(outbox.bytes(), 3);
+        assert!(outbox.blocked_for().is_some());
+        recorder.room.set(100);
+        assert_eq!(outbox.write_now(), Sent::Written);
+        assert_eq!(&*recorder.written.borrow(), b"abcdef");
+        assert!(outbox.blocked_for().is_none());
+    }
+
+    #[test]
+    fn a_cork_holds_writes_until_lifted() {
+        let recorder = Recorder::new(100);
+        let outbox = Outbox::new(recorder.clone());
+        outbox.cork();
+        assert_eq!(outbox.send([bytes("a")]), Sent::Pending);
+        assert_eq!(outbox.send([bytes("b")]), Sent::Pending);
+        assert!(recorder.written.borrow().is_empty());
+        assert_eq!(outbox.uncork(), Sent::Written);
+        assert_eq!(&*recorder.written.borrow(), b"ab");
+    }
+
+    #[test]
+    fn a_broken_socket_fails_and_forgets_its_bytes() {
+        let recorder = Recorder::new(0);
+        let outbox = Outbox::new(recorder.clone());
+        assert_eq!(outbox.send([bytes("a")]), Sent::Pending);
+        recorder.broken.set(true);
+        assert_eq!(outbox.write_now(), Sent::Failed);
+        assert_eq!(outbox.bytes(), 0);
+        assert_eq!(outbox.send([bytes("b")]), Sent::Failed);
+    }
+
+    #[test]
+    fn a_detached_outbox_writes_nothing() {
+        let recorder = Recorder::new(100);
+        let outbox = Outbox::new(recorder.clone());
+        outbox.detach();
+        assert_eq!(outbox.send([bytes("a")]), Sent::Failed);
+        assert!(recorder.written.borrow().is_empty());
+    }
+}
