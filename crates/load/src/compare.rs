@@ -12,17 +12,25 @@ pub struct Target {
     pub name: String,
     pub url: String,
     pub server_pid: Option<u32>,
+    /// It pushes whole values again on every change (`--whole-values`).
+    pub whole_values: bool,
 }
 
 /// The targets of a run: each `--target NAME=URL`, or `--url` alone as `target`. The
-/// `--server-pid` values belong to the targets in order.
-pub fn targets(named: &[String], url: &str, pids: &[u32]) -> anyhow::Result<Vec<Target>> {
+/// `--server-pid` values belong to the targets in order; `whole_values` names targets.
+pub fn targets(
+    named: &[String],
+    url: &str,
+    pids: &[u32],
+    whole_values: &[String],
+) -> anyhow::Result<Vec<Target>> {
     let mut targets = Vec::new();
     if named.is_empty() {
         targets.push(Target {
             name: "target".to_owned(),
             url: url.to_owned(),
             server_pid: None,
+            whole_values: false,
         });
     }
     for text in named {
@@ -38,6 +46,7 @@ pub fn targets(named: &[String], url: &str, pids: &[u32]) -> anyhow::Result<Vec<
             name: name.to_owned(),
             url: url.to_owned(),
             server_pid: None,
+            whole_values: false,
         });
     }
     anyhow::ensure!(
@@ -48,6 +57,13 @@ pub fn targets(named: &[String], url: &str, pids: &[u32]) -> anyhow::Result<Vec<
     );
     for (target, pid) in targets.iter_mut().zip(pids) {
         target.server_pid = Some(*pid);
+    }
+    for name in whole_values {
+        let target = targets
+            .iter_mut()
+            .find(|target| &target.name == name)
+            .with_context(|| format!("--whole-values {name:?} names no target"))?;
+        target.whole_values = true;
     }
     Ok(targets)
 }
@@ -142,17 +158,19 @@ mod tests {
             "hearth=ws://127.0.0.1:9000".to_owned(),
             "peer=ws://127.0.0.1:9100".to_owned(),
         ];
-        let list = targets(&named, "ignored", &[11])?;
+        let list = targets(&named, "ignored", &[11], &["peer".to_owned()])?;
         assert_eq!(list.len(), 2);
         assert_eq!(list[0].name, "hearth");
         assert_eq!(list[0].server_pid, Some(11));
         assert_eq!(list[1].url, "ws://127.0.0.1:9100");
         assert_eq!(list[1].server_pid, None);
-        let single = targets(&[], "ws://127.0.0.1:1", &[5])?;
+        assert!(!list[0].whole_values && list[1].whole_values);
+        let single = targets(&[], "ws://127.0.0.1:1", &[5], &[])?;
         assert_eq!(single[0].url, "ws://127.0.0.1:1");
-        assert!(targets(&["nameless".to_owned()], "", &[]).is_err());
-        assert!(targets(&["a=x".to_owned(), "a=y".to_owned()], "", &[]).is_err());
-        assert!(targets(&[], "x", &[1, 2]).is_err());
+        assert!(targets(&["nameless".to_owned()], "", &[], &[]).is_err());
+        assert!(targets(&["a=x".to_owned(), "a=y".to_owned()], "", &[], &[]).is_err());
+        assert!(targets(&[], "x", &[1, 2], &[]).is_err());
+        assert!(targets(&[], "x", &[], &["nobody".to_owned()]).is_err());
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 //! reconnects (with backoff, listening again) when the server goes away.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::Duration;
@@ -19,8 +19,10 @@ use crate::metrics::Metrics;
 use crate::plan::Plan;
 use crate::wire;
 
-/// How long a connection may take to open and greet.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take to open and greet: 30 s, as the Firebase JS SDK allows.
+/// A shorter limit turned a slow ramp of thousands of connections on a busy machine into a
+/// storm of retries that the run then measured instead of the server.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Backoff between reconnection attempts.
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
@@ -38,6 +40,10 @@ const READ_BUFFER_BYTES: usize = 8 * 1024;
 pub enum Protocol {
     /// Firebase's realtime protocol over WebSocket.
     Firebase,
+    /// Firebase's protocol from a server that pushes the whole value at a listened path on
+    /// every change (the `firebase-server` npm package): each send stamp is timed only the
+    /// first time a connection sees it, as the same stamps come back with every later push.
+    FirebaseWholeValues,
     /// Redis pub/sub, the bare fan-out baseline (chat only).
     Redis,
 }
@@ -55,12 +61,18 @@ pub fn spawn(
     tokio::task::spawn_local(async move {
         tokio::time::sleep(delay).await;
         let mut schedule = Schedule::new(&plan);
+        let mut seen = Seen::new(protocol == Protocol::FirebaseWholeValues);
         let mut backoff = BACKOFF_MIN;
         let mut sessions = 0u64;
         while !stopping.get() {
             let outcome = match protocol {
-                Protocol::Firebase => {
-                    session(&plan, &address, source, &metrics, &stopping, &mut schedule).await
+                Protocol::Firebase | Protocol::FirebaseWholeValues => {
+                    let context = Context {
+                        plan: &plan,
+                        metrics: &metrics,
+                        stopping: &stopping,
+                    };
+                    session(&context, &address, source, &mut schedule, &mut seen).await
                 }
                 Protocol::Redis => {
                     crate::redis::session(
@@ -179,15 +191,41 @@ impl Schedule {
     }
 }
 
+/// The send stamps a connection has already timed, for servers that push them again (see
+/// [`Protocol::FirebaseWholeValues`]); kept across reconnections, off for other servers.
+pub struct Seen(Option<HashSet<u64>>);
+
+impl Seen {
+    pub fn new(on: bool) -> Seen {
+        Seen(on.then(HashSet::new))
+    }
+
+    /// Whether `stamp` is seen for the first time (always, when off).
+    fn first(&mut self, stamp: u64) -> bool {
+        self.0.as_mut().is_none_or(|seen| seen.insert(stamp))
+    }
+}
+
+/// What a session reads but does not own.
+struct Context<'a> {
+    plan: &'a Plan,
+    metrics: &'a Metrics,
+    stopping: &'a Cell<bool>,
+}
+
 /// One connection, from connect to close. `Ok` when the server closed it or the run ended.
 async fn session(
-    plan: &Plan,
+    context: &Context<'_>,
     address: &str,
     source: Option<IpAddr>,
-    metrics: &Metrics,
-    stopping: &Cell<bool>,
     schedule: &mut Schedule,
+    seen: &mut Seen,
 ) -> anyhow::Result<()> {
+    let Context {
+        plan,
+        metrics,
+        stopping,
+    } = *context;
     let url = format!("ws://{address}/.ws?v=5&ns={}", plan.ns);
     let (socket, _) = tokio::time::timeout(CONNECT_TIMEOUT, async {
         let stream = open_tcp(address, source).await?;
@@ -267,10 +305,16 @@ async fn session(
                                 metrics.error(detail);
                             }
                         }
-                        Incoming::Push(_) if listens_pending > 0 => {}
+                        Incoming::Push(stamps) if listens_pending > 0 => {
+                            // Not timed, but a server that pushes them again must not
+                            // have them timed later.
+                            stamps.into_iter().for_each(|t| {
+                                seen.first(t);
+                            });
+                        }
                         Incoming::Push(stamps) => {
                             let now = wire::now_us();
-                            for t in stamps {
+                            for t in stamps.into_iter().filter(|t| seen.first(*t)) {
                                 metrics.event(plan.group, now.saturating_sub(t));
                             }
                         }
@@ -283,4 +327,22 @@ async fn session(
     .await;
     metrics.open.set(metrics.open.get().saturating_sub(1));
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_value_servers_have_each_stamp_timed_once() {
+        let mut seen = Seen::new(true);
+        assert!(seen.first(5));
+        assert!(seen.first(7));
+        assert!(!seen.first(5), "a stamp pushed again is not timed again");
+        let mut off = Seen::new(false);
+        assert!(
+            off.first(5) && off.first(5),
+            "other servers have every stamp timed"
+        );
+    }
 }

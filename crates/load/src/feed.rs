@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -49,34 +49,81 @@ impl Http {
             body.len()
         );
         self.stream.get_mut().write_all(head.as_bytes()).await?;
-        let mut line = String::new();
-        self.stream.read_line(&mut line).await?;
-        let status: u16 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .ok_or_else(|| anyhow::anyhow!("not an HTTP answer: {line:?}"))?;
-        let mut length = 0usize;
-        let mut head_bytes = line.len();
-        loop {
-            line.clear();
-            let read = self.stream.read_line(&mut line).await?;
-            head_bytes += read;
-            anyhow::ensure!(read > 0, "the connection closed mid-answer");
-            anyhow::ensure!(head_bytes <= MAX_HEAD_BYTES, "answer head too large");
-            if line == "\r\n" {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
+        read_answer(&mut self.stream).await
+    }
+}
+
+/// Reads one HTTP/1.1 answer: the status and the body, sized by `content-length` or sent in
+/// chunks (as Node.js servers do).
+async fn read_answer<R: AsyncBufRead + Unpin>(reader: &mut R) -> anyhow::Result<(u16, Vec<u8>)> {
+    let mut line = String::new();
+    reader.read_line(&mut line).await?;
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("not an HTTP answer: {line:?}"))?;
+    let mut length = 0usize;
+    let mut chunked = false;
+    let mut head_bytes = line.len();
+    loop {
+        line.clear();
+        let read = reader.read_line(&mut line).await?;
+        head_bytes += read;
+        anyhow::ensure!(read > 0, "the connection closed mid-answer");
+        anyhow::ensure!(head_bytes <= MAX_HEAD_BYTES, "answer head too large");
+        if line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap_or(0);
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = value.trim().eq_ignore_ascii_case("chunked");
             }
         }
-        anyhow::ensure!(length <= MAX_BODY_BYTES, "answer body too large");
-        let mut body = vec![0; length];
-        self.stream.read_exact(&mut body).await?;
-        Ok((status, body))
+    }
+    if chunked {
+        return Ok((status, read_chunks(reader).await?));
+    }
+    anyhow::ensure!(length <= MAX_BODY_BYTES, "answer body too large");
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).await?;
+    Ok((status, body))
+}
+
+/// A chunked body: sized chunks up to an empty one, then trailers up to an empty line.
+async fn read_chunks<R: AsyncBufRead + Unpin>(reader: &mut R) -> anyhow::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).await?;
+        anyhow::ensure!(line.len() <= MAX_HEAD_BYTES, "chunk size line too long");
+        let size = line.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size, 16)
+            .map_err(|_| anyhow::anyhow!("not a chunk size: {line:?}"))?;
+        if size == 0 {
+            break;
+        }
+        anyhow::ensure!(body.len() + size <= MAX_BODY_BYTES, "answer body too large");
+        let start = body.len();
+        body.resize(start + size, 0);
+        reader.read_exact(&mut body[start..]).await?;
+        let mut end = [0u8; 2];
+        reader.read_exact(&mut end).await?;
+        anyhow::ensure!(&end == b"\r\n", "a chunk does not end its line");
+    }
+    let mut trailers = 0;
+    loop {
+        line.clear();
+        let read = reader.read_line(&mut line).await?;
+        trailers += read;
+        anyhow::ensure!(read > 0, "the connection closed mid-answer");
+        anyhow::ensure!(trailers <= MAX_HEAD_BYTES, "answer trailers too large");
+        if line == "\r\n" {
+            return Ok(body);
+        }
     }
 }
 
@@ -161,4 +208,33 @@ pub async fn start(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn answer(bytes: &[u8]) -> anyhow::Result<(u16, Vec<u8>)> {
+        let mut reader = bytes;
+        read_answer(&mut reader).await
+    }
+
+    #[tokio::test]
+    async fn answers_are_read_by_length_or_in_chunks() -> anyhow::Result<()> {
+        let sized = answer(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello").await?;
+        assert_eq!(sized, (200, b"hello".to_vec()));
+        let chunked = answer(
+            b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n\
+              3\r\nhel\r\n2;x=y\r\nlo\r\n0\r\nX-Trailer: 1\r\n\r\n",
+        )
+        .await?;
+        assert_eq!(chunked, (404, b"hello".to_vec()));
+        assert!(
+            answer(b"4c9\r\n").await.is_err(),
+            "a status line is required"
+        );
+        let bad = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
+        assert!(answer(bad).await.is_err(), "a chunk size is hexadecimal");
+        Ok(())
+    }
 }

@@ -78,6 +78,11 @@ struct Args {
     /// `--out`, with the extension `.svg`.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// The named target (`target` for `--url` alone) pushes the whole value at a listened
+    /// path on every change, old writes and all, as the `firebase-server` npm package does:
+    /// its connections time each send stamp only the first time they see it. Repeatable.
+    #[arg(long = "whole-values", value_name = "NAME")]
+    whole_values: Vec<String>,
     /// Exit non-zero unless events were delivered and nothing failed (for CI smoke runs).
     #[arg(long)]
     check: bool,
@@ -115,7 +120,8 @@ fn main() -> anyhow::Result<()> {
     let local = tokio::task::LocalSet::new();
     if let Some(worker) = &args.worker {
         let share = parse_share(worker)?;
-        let result = local.block_on(&runtime, run(&scenario, &args.url, None, Some(share)))?;
+        let target = compare::targets(&[], &args.url, &[], &args.whole_values)?.remove(0);
+        let result = local.block_on(&runtime, run(&scenario, &target, Some(share)))?;
         let out = args
             .worker_out
             .as_ref()
@@ -123,7 +129,12 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(out, serde_json::to_vec(&result)?)?;
         return Ok(());
     }
-    let targets = compare::targets(&args.targets, &args.url, &args.server_pid)?;
+    let targets = compare::targets(
+        &args.targets,
+        &args.url,
+        &args.server_pid,
+        &args.whole_values,
+    )?;
     let mut runs = Vec::new();
     for (position, target) in targets.iter().enumerate() {
         if position > 0 {
@@ -136,10 +147,7 @@ fn main() -> anyhow::Result<()> {
         let result = if args.processes > 1 {
             local.block_on(&runtime, coordinate(&args, &scenario, target))?
         } else {
-            local.block_on(
-                &runtime,
-                run(&scenario, &target.url, target.server_pid, None),
-            )?
+            local.block_on(&runtime, run(&scenario, target, None))?
         };
         report::print(&result);
         let interrupted = result.interrupted;
@@ -221,6 +229,15 @@ async fn coordinate(
         "--ns".to_owned(),
         scenario.ns.clone(),
     ];
+    let forwarded = if target.whole_values {
+        [
+            forwarded,
+            vec!["--whole-values".to_owned(), "target".to_owned()],
+        ]
+        .concat()
+    } else {
+        forwarded
+    };
     let mut children = workers::spawn(args.processes, &forwarded, &dir)?;
     let mut sampler = procstat::Sampler::new(target.server_pid);
     let started = Instant::now();
@@ -274,10 +291,10 @@ async fn coordinate(
 /// Runs the scenario (this process's share of it, for a worker) to its end or to Ctrl-C.
 async fn run(
     scenario: &Scenario,
-    url: &str,
-    server_pid: Option<u32>,
+    target: &compare::Target,
     share: Option<workers::Share>,
 ) -> anyhow::Result<report::Report> {
+    let (url, server_pid) = (target.url.as_str(), target.server_pid);
     let address = &wire::address(url)?;
     let protocol = if url.starts_with("redis://") {
         anyhow::ensure!(
@@ -285,6 +302,8 @@ async fn run(
             "a redis:// target runs the chat scenario only (pub/sub has no queries or REST)"
         );
         conn::Protocol::Redis
+    } else if target.whole_values {
+        conn::Protocol::FirebaseWholeValues
     } else {
         conn::Protocol::Firebase
     };
