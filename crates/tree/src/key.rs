@@ -7,18 +7,20 @@
 //! * keys that look like 32-bit integers sort first, numerically;
 //! * other keys compare by UTF-16 code units (JavaScript `<`), not by code points.
 
+use smol_str::SmolStr;
 use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 use crate::limits::{TreeError, MAX_KEY_BYTES};
 
-/// A validated child name. Cloning is cheap (a reference count), and the integer reading of the
-/// key is computed once, because key comparison sits on every map lookup.
+/// A validated child name. Keys of up to 23 bytes (push ids, field names) are stored inline,
+/// with no allocation of their own: a database holds one key per node, so this is much of its
+/// memory. Longer keys share one allocation, so cloning is cheap either way. The integer
+/// reading of the key is computed once, because key comparison sits on every map lookup.
 #[derive(Clone)]
 pub struct Key {
-    text: Arc<str>,
+    text: SmolStr,
     int: Option<i32>,
 }
 
@@ -55,7 +57,7 @@ impl Key {
     /// with keys this crate refuses (e.g. the `-0` hash vectors of spec §10.4).
     pub(crate) fn new_unchecked(s: &str) -> Key {
         Key {
-            text: Arc::from(s),
+            text: SmolStr::new(s),
             int: integer_like(s),
         }
     }
