@@ -32,6 +32,11 @@ pub struct Node(Repr);
 enum Repr {
     #[default]
     Empty,
+    /// A leaf without priority, the common case, held in the node itself: no allocation of
+    /// its own and no hash cache (a leaf's hash is cheap to compute, and the object above it
+    /// caches its own).
+    Scalar(Leaf),
+    /// A leaf with a priority.
     Leaf(Arc<LeafData>),
     Object(Arc<ObjectData>),
 }
@@ -143,6 +148,9 @@ impl Node {
 
     /// A leaf exactly as given, bypassing normalization (tests of the hash of `-0`).
     pub(crate) fn leaf_raw(value: Leaf, priority: Priority) -> Node {
+        if priority == Priority::None {
+            return Node(Repr::Scalar(value));
+        }
         Node(Repr::Leaf(Arc::new(LeafData {
             value,
             priority,
@@ -157,12 +165,13 @@ impl Node {
 
     /// Whether this is a leaf.
     pub fn is_leaf(&self) -> bool {
-        matches!(self.0, Repr::Leaf(_))
+        matches!(self.0, Repr::Scalar(_) | Repr::Leaf(_))
     }
 
     /// The leaf value, if this is a leaf.
     pub fn leaf_value(&self) -> Option<&Leaf> {
         match &self.0 {
+            Repr::Scalar(value) => Some(value),
             Repr::Leaf(leaf) => Some(&leaf.value),
             _ => None,
         }
@@ -171,7 +180,7 @@ impl Node {
     /// The priority ([`Priority::None`] for the empty node).
     pub fn priority(&self) -> &Priority {
         match &self.0 {
-            Repr::Empty => &NO_PRIORITY,
+            Repr::Empty | Repr::Scalar(_) => &NO_PRIORITY,
             Repr::Leaf(leaf) => &leaf.priority,
             Repr::Object(object) => &object.priority,
         }
@@ -182,6 +191,7 @@ impl Node {
         let priority = p.normalized();
         match &self.0 {
             Repr::Empty => Node::empty(),
+            Repr::Scalar(value) => Node::leaf_raw(value.clone(), priority),
             Repr::Leaf(leaf) => Node::leaf_raw(leaf.value.clone(), priority),
             Repr::Object(object) => {
                 let bytes =
@@ -253,7 +263,8 @@ impl Node {
         match &self.0 {
             Repr::Empty if child.is_empty() => Node::empty(),
             Repr::Empty => single_child(key, child, Priority::None),
-            Repr::Leaf(_) if child.is_empty() => self.clone(),
+            Repr::Scalar(_) | Repr::Leaf(_) if child.is_empty() => self.clone(),
+            Repr::Scalar(_) => single_child(key, child, Priority::None),
             Repr::Leaf(leaf) => single_child(key, child, leaf.priority.clone()),
             Repr::Object(object) => {
                 let old = object.children.get(key);
@@ -312,6 +323,7 @@ impl Node {
     pub fn ptr_eq(&self, other: &Node) -> bool {
         match (&self.0, &other.0) {
             (Repr::Empty, Repr::Empty) => true,
+            (Repr::Scalar(a), Repr::Scalar(b)) => same_scalar(a, b),
             (Repr::Leaf(a), Repr::Leaf(b)) => Arc::ptr_eq(a, b),
             (Repr::Object(a), Repr::Object(b)) => Arc::ptr_eq(a, b),
             _ => false,
@@ -322,6 +334,7 @@ impl Node {
     pub fn hash(&self) -> Arc<str> {
         match &self.0 {
             Repr::Empty => EMPTY_HASH.clone(),
+            Repr::Scalar(value) => hash::leaf_hash(value, &Priority::None),
             Repr::Leaf(leaf) => leaf
                 .hash
                 .get_or_init(|| hash::leaf_hash(&leaf.value, &leaf.priority))
@@ -336,7 +349,7 @@ impl Node {
     /// The hash if it has already been computed (never computes it).
     fn cached_hash(&self) -> Option<&Arc<str>> {
         match &self.0 {
-            Repr::Empty => None,
+            Repr::Empty | Repr::Scalar(_) => None,
             Repr::Leaf(leaf) => leaf.hash.get(),
             Repr::Object(object) => object.hash.get(),
         }
@@ -346,17 +359,30 @@ impl Node {
     pub fn estimated_bytes(&self) -> usize {
         match &self.0 {
             Repr::Empty => 4,
-            Repr::Leaf(leaf) => {
-                let value = match &leaf.value {
-                    Leaf::Bool(true) => 4,
-                    Leaf::Bool(false) => 5,
-                    Leaf::Number(n) => number_bytes(*n),
-                    Leaf::String(s) => s.len() + 2,
-                };
-                value + priority_bytes(&leaf.priority)
-            }
+            Repr::Scalar(value) => leaf_bytes(value),
+            Repr::Leaf(leaf) => leaf_bytes(&leaf.value) + priority_bytes(&leaf.priority),
             Repr::Object(object) => object.bytes,
         }
+    }
+}
+
+fn leaf_bytes(value: &Leaf) -> usize {
+    match value {
+        Leaf::Bool(true) => 4,
+        Leaf::Bool(false) => 5,
+        Leaf::Number(n) => number_bytes(*n),
+        Leaf::String(s) => s.len() + 2,
+    }
+}
+
+/// Identity of two scalar leaves, as cheap as a pointer test: the same string allocation, or
+/// the same number or boolean (bit for bit, so that `0` and `-0` stay apart).
+fn same_scalar(a: &Leaf, b: &Leaf) -> bool {
+    match (a, b) {
+        (Leaf::Bool(a), Leaf::Bool(b)) => a == b,
+        (Leaf::Number(a), Leaf::Number(b)) => a.to_bits() == b.to_bits(),
+        (Leaf::String(a), Leaf::String(b)) => Arc::ptr_eq(a, b),
+        _ => false,
     }
 }
 
@@ -419,6 +445,7 @@ impl PartialEq for Node {
             }
         }
         match (&self.0, &other.0) {
+            (Repr::Scalar(a), Repr::Scalar(b)) => a == b,
             (Repr::Leaf(a), Repr::Leaf(b)) => a.value == b.value && a.priority == b.priority,
             (Repr::Object(a), Repr::Object(b)) => {
                 a.priority == b.priority && a.children == b.children
@@ -459,7 +486,8 @@ mod tests {
         assert_send_sync::<Node>();
         assert_send_sync::<Key>();
         assert_send_sync::<Path>();
-        assert_eq!(std::mem::size_of::<Node>(), 16);
+        // A leaf without priority lives in the node: a string's pointer and length, a tag.
+        assert_eq!(std::mem::size_of::<Node>(), 24);
     }
 
     #[test]
