@@ -65,7 +65,8 @@ struct Args {
     ns: Option<String>,
     /// A server to drive, as NAME=URL; give two or more to run the scenario against each in
     /// turn and print the ratios against the first. Without it, `--url` is the one target.
-    #[arg(long = "target")]
+    /// `--compare NAME=URL` is the same flag.
+    #[arg(long = "target", visible_alias = "compare")]
     targets: Vec<String>,
     /// The server's process id, for its memory and CPU use from /proc (repeat it for the
     /// targets, in order).
