@@ -66,15 +66,7 @@ async fn read_answer<R: AsyncBufRead + Unpin>(reader: &mut R) -> anyhow::Result<
     let mut length = 0usize;
     let mut chunked = false;
     let mut head_bytes = line.len();
-    loop {
-        line.clear();
-        let read = reader.read_line(&mut line).await?;
-        head_bytes += read;
-        anyhow::ensure!(read > 0, "the connection closed mid-answer");
-        anyhow::ensure!(head_bytes <= MAX_HEAD_BYTES, "answer head too large");
-        if line == "\r\n" {
-            break;
-        }
+    while field_line(reader, &mut line, &mut head_bytes).await? {
         if let Some((name, value)) = line.split_once(':') {
             if name.eq_ignore_ascii_case("content-length") {
                 length = value.trim().parse().unwrap_or(0);
@@ -114,17 +106,24 @@ async fn read_chunks<R: AsyncBufRead + Unpin>(reader: &mut R) -> anyhow::Result<
         reader.read_exact(&mut end).await?;
         anyhow::ensure!(&end == b"\r\n", "a chunk does not end its line");
     }
-    let mut trailers = 0;
-    loop {
-        line.clear();
-        let read = reader.read_line(&mut line).await?;
-        trailers += read;
-        anyhow::ensure!(read > 0, "the connection closed mid-answer");
-        anyhow::ensure!(trailers <= MAX_HEAD_BYTES, "answer trailers too large");
-        if line == "\r\n" {
-            return Ok(body);
-        }
-    }
+    let mut trailer_bytes = 0;
+    while field_line(reader, &mut line, &mut trailer_bytes).await? {}
+    Ok(body)
+}
+
+/// Reads the next line of a head or of trailers into `line`; `false` at the empty line that
+/// ends them. `seen` counts their bytes against [`MAX_HEAD_BYTES`].
+async fn field_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut String,
+    seen: &mut usize,
+) -> anyhow::Result<bool> {
+    line.clear();
+    let read = reader.read_line(line).await?;
+    *seen += read;
+    anyhow::ensure!(read > 0, "the connection closed mid-answer");
+    anyhow::ensure!(*seen <= MAX_HEAD_BYTES, "answer head or trailers too large");
+    Ok(line != "\r\n")
 }
 
 /// Writes every user's feed page, then starts the readers.

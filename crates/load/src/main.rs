@@ -217,7 +217,7 @@ async fn coordinate(
     let dir = std::env::temp_dir().join(format!("hearth-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     // The workers get the same scenario and overrides, minus what only the coordinator does.
-    let forwarded = vec![
+    let mut forwarded = vec![
         args.scenario.display().to_string(),
         "--url".to_owned(),
         target.url.clone(),
@@ -230,15 +230,9 @@ async fn coordinate(
         "--ns".to_owned(),
         scenario.ns.clone(),
     ];
-    let forwarded = if target.whole_values {
-        [
-            forwarded,
-            vec!["--whole-values".to_owned(), "target".to_owned()],
-        ]
-        .concat()
-    } else {
-        forwarded
-    };
+    if target.whole_values {
+        forwarded.extend(["--whole-values".to_owned(), "target".to_owned()]);
+    }
     let mut children = workers::spawn(args.processes, &forwarded, &dir)?;
     let mut sampler = procstat::Sampler::new(target.server_pid);
     let started = Instant::now();

@@ -148,7 +148,7 @@ impl Node {
 
     /// A leaf exactly as given, bypassing normalization (tests of the hash of `-0`).
     pub(crate) fn leaf_raw(value: Leaf, priority: Priority) -> Node {
-        if priority == Priority::None {
+        if matches!(priority, Priority::None) {
             return Node(Repr::Scalar(value));
         }
         Node(Repr::Leaf(Arc::new(LeafData {
