@@ -6,6 +6,7 @@
 //! by whichever is cheaper — inserting the kept children into an empty node or deleting the dropped ones from
 //! the original.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::Bound as Seek;
@@ -16,7 +17,7 @@ use crate::compare::{IndexValue, KeyPost, NamePost, Range};
 use crate::params::{Index, Limit, LimitFrom, QueryParams};
 
 /// A kept child, borrowed from the queried node.
-type Child<'a> = (&'a Key, &'a Node);
+type Child<'a> = (Cow<'a, Key>, Cow<'a, Node>);
 
 impl QueryParams {
     /// The query result of `node`: its in-range children, cut to the first or last `count` of them in
@@ -110,8 +111,8 @@ fn window_in_order<'a>(
 /// A candidate for a value-ordered window, ordered by (index value, key).
 struct Ranked<'a> {
     value: IndexValue,
-    key: &'a Key,
-    child: &'a Node,
+    key: Cow<'a, Key>,
+    child: Cow<'a, Node>,
 }
 
 impl PartialEq for Ranked<'_> {
@@ -132,7 +133,7 @@ impl Ord for Ranked<'_> {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.value
             .cmp(&other.value)
-            .then_with(|| self.key.cmp(other.key))
+            .then_with(|| self.key.cmp(&other.key))
     }
 }
 
@@ -140,9 +141,9 @@ impl Ord for Ranked<'_> {
 /// keeping the best `count` in-range candidates.
 fn ranked_window<'a>(node: &'a Node, range: &Range<'_>, limit: &Limit) -> Vec<Child<'a>> {
     let candidates = node.children().filter_map(|(key, child)| {
-        let value = range.sort_value(child);
+        let value = range.sort_value(&child);
         range
-            .contains(&value, key)
+            .contains(&value, &key)
             .then_some(Ranked { value, key, child })
     });
     let count = limit.count as usize;
@@ -180,15 +181,16 @@ fn assemble(node: &Node, mut kept: Vec<Child<'_>>, in_key_order: bool) -> Node {
         return node.with_priority(Priority::None);
     }
     if kept.len() <= total / 2 {
-        return kept
+        // Built at once: one object, not one per kept child.
+        let children = kept
             .into_iter()
-            .fold(Node::empty(), |result, (key, child)| {
-                result.with_child(key, child.clone())
-            });
+            .map(|(key, child)| (key.into_owned(), child.into_owned()))
+            .collect();
+        return Node::from_children(children, Priority::None);
     }
     // Most children stay: delete the few that do not, walking both lists in key order.
     if !in_key_order {
-        kept.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        kept.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     }
     let mut kept = kept.into_iter().peekable();
     let mut result = node.with_priority(Priority::None);
@@ -196,7 +198,7 @@ fn assemble(node: &Node, mut kept: Vec<Child<'_>>, in_key_order: bool) -> Node {
         if kept.peek().is_some_and(|(kept_key, _)| *kept_key == key) {
             kept.next();
         } else {
-            result = result.with_child(key, Node::empty());
+            result = result.with_child(&key, Node::empty());
         }
     }
     result
@@ -219,7 +221,7 @@ mod tests {
     fn result_keys(q: &QueryParams, data: &Node) -> Vec<String> {
         let result = q.apply(data);
         let mut children: Vec<_> = result.children().collect();
-        children.sort_by(|a, b| q.compare_children(*a, *b));
+        children.sort_by(|a, b| q.compare_children((&a.0, &a.1), (&b.0, &b.1)));
         children
             .into_iter()
             .map(|(key, _)| key.as_str().to_owned())
@@ -629,7 +631,7 @@ mod tests {
                 .children()
                 .filter(|(key, child)| params.in_range(key, child))
                 .fold(Node::empty(), |acc, (key, child)| {
-                    acc.with_child(key, child.clone())
+                    acc.with_child(&key, child.into_owned())
                 });
             if params.limit.is_none() {
                 assert_eq!(result, expected, "{q}");

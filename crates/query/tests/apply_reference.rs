@@ -413,7 +413,7 @@ proptest! {
 
         // The window order agrees with the reference order too.
         let mut ordered: Vec<_> = result.children().collect();
-        ordered.sort_by(|a, b| q.compare_children(*a, *b));
+        ordered.sort_by(|a, b| q.compare_children((&a.0, &a.1), (&b.0, &b.1)));
         let ordered: Vec<&str> = ordered.iter().map(|(k, _)| k.as_str()).collect();
         prop_assert_eq!(ordered, expected_names.clone());
 

@@ -293,7 +293,13 @@ impl<'r> Writer<'r> {
                     continue;
                 };
                 if child_rules.validates() {
-                    self.descend(child_rules, depth, key, &old_parent, new_child.clone())?;
+                    self.descend(
+                        child_rules,
+                        depth,
+                        &key,
+                        &old_parent,
+                        new_child.into_owned(),
+                    )?;
                 }
             }
         } else {

@@ -334,7 +334,7 @@ pub(crate) fn put_node<K: Sink>(sink: &mut K, node: &Node) -> Result<(), K::Erro
     put_varint(sink, node.child_count() as u64)?;
     for (key, child) in node.children() {
         put_str(sink, key.as_str())?;
-        put_node(sink, child)?;
+        put_node(sink, &child)?;
     }
     Ok(())
 }
@@ -371,21 +371,25 @@ fn read_node_at<S: Source>(source: &mut S, depth: usize) -> Result<Node, S::Erro
             if count == 0 {
                 return Err(DecodeError::EmptyObject.into());
             }
-            let mut object = Node::empty();
-            let mut previous: Option<Key> = None;
+            // No capacity from the count: a corrupt count must not reserve memory.
+            let mut children: Vec<(Key, Node)> = Vec::new();
             for _ in 0..count {
                 let key = read_key(source)?;
-                if previous.as_ref().is_some_and(|previous| *previous >= key) {
+                if children
+                    .last()
+                    .is_some_and(|(previous, _)| *previous >= key)
+                {
                     return Err(DecodeError::KeyOrder.into());
                 }
                 let child = read_node_at(source, depth + 1)?;
                 if child.is_empty() {
                     return Err(DecodeError::EmptyObject.into());
                 }
-                object = object.with_child(&key, child);
-                previous = Some(key);
+                children.push((key, child));
             }
-            Ok(object.with_priority(priority))
+            // Built at once: the large maps come out with full leaves, and no intermediate
+            // object is made per child.
+            Ok(Node::from_children(children, priority))
         }
         _ => Err(DecodeError::Tag(tag).into()),
     }

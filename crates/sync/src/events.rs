@@ -144,14 +144,14 @@ fn filtered_push(view: &mut View, targets: &[Path], new_root: &Node) -> Option<P
     }
     let mut entries: Vec<(Path, Node)> = Vec::new();
     for (key, _) in old.children() {
-        if window.child(key).is_empty() {
-            entries.push((Path::from_keys(vec![key.clone()]), Node::empty()));
+        if window.child(&key).is_empty() {
+            entries.push((Path::from_keys(vec![key.into_owned()]), Node::empty()));
         }
     }
     for (key, child) in window.children() {
-        let before = old.child(key);
-        if !before.ptr_eq(child) && before != *child {
-            entries.push((Path::from_keys(vec![key.clone()]), child.clone()));
+        let before = old.child(&key);
+        if !before.ptr_eq(&child) && before != *child {
+            entries.push((Path::from_keys(vec![key.into_owned()]), child.into_owned()));
         }
     }
     if entries.len() > window.child_count() {
@@ -201,11 +201,15 @@ fn window_unchanged(view: &View, targets: &[Path], new_root: &Node) -> bool {
     let members = view.window.children();
     match limit.from {
         LimitFrom::First => members
-            .max_by(|a, b| query.compare_children(*a, *b))
-            .is_some_and(|last| query.compare_children((key, &child), last) == Ordering::Greater),
+            .max_by(|a, b| query.compare_children((&a.0, &a.1), (&b.0, &b.1)))
+            .is_some_and(|last| {
+                query.compare_children((key, &child), (&last.0, &last.1)) == Ordering::Greater
+            }),
         LimitFrom::Last => members
-            .min_by(|a, b| query.compare_children(*a, *b))
-            .is_some_and(|first| query.compare_children((key, &child), first) == Ordering::Less),
+            .min_by(|a, b| query.compare_children((&a.0, &a.1), (&b.0, &b.1)))
+            .is_some_and(|first| {
+                query.compare_children((key, &child), (&first.0, &first.1)) == Ordering::Less
+            }),
     }
 }
 

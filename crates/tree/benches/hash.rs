@@ -132,7 +132,7 @@ fn canonical_text(node: &Node) -> String {
 /// Every node's canonical text, children before parents (the order the hash computes them).
 fn all_texts(node: &Node, out: &mut Vec<String>) {
     for (_, child) in node.children() {
-        all_texts(child, out);
+        all_texts(&child, out);
     }
     out.push(canonical_text(node));
 }
@@ -160,7 +160,7 @@ fn bench_hash(c: &mut Criterion) {
     sha1_base64(texts.last().expect("root text").as_bytes(), &mut check);
     assert_eq!(&check[..], warm.hash().as_bytes(), "root canonical text");
     let first = warm.children().next().expect("a record").1;
-    sha1_base64(canonical_text(first).as_bytes(), &mut check);
+    sha1_base64(canonical_text(&first).as_bytes(), &mut check);
     assert_eq!(&check[..], first.hash().as_bytes(), "record canonical text");
     let total_bytes: usize = texts.iter().map(String::len).sum();
     let contiguous: Vec<u8> = texts.concat().into_bytes();

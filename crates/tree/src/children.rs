@@ -64,7 +64,7 @@ impl ChildMap {
         if entries.len() <= SMALL_MAX {
             ChildMap::Small(entries.into())
         } else {
-            ChildMap::Large(entries.into_iter().collect())
+            ChildMap::Large(full_map(entries))
         }
     }
 
@@ -172,20 +172,20 @@ impl ChildMap {
             ChildMap::Large(map) => ChildIter::Range(map.range::<_, Key>((from, to))),
         }
     }
+}
 
-    pub(crate) fn first(&self) -> Option<(&Key, &Node)> {
-        match self {
-            ChildMap::Small(entries) => entries.first().map(|(k, v)| (k, v)),
-            ChildMap::Large(map) => map.get_min().map(|(k, v)| (k, v)),
-        }
+/// A map of sorted, unique `entries` whose leaves are nearly full.
+///
+/// The B-tree splits a full leaf at its median, so inserting in key order leaves every leaf
+/// half empty: about 94 bytes per entry instead of 50. Inserting every other entry first and
+/// then the rest fills each half-full leaf up to its capacity without another split.
+fn full_map(entries: Vec<(Key, Node)>) -> OrdMap<Key, Node> {
+    let mut map = OrdMap::new();
+    let every_other = |first: usize| entries.iter().skip(first).step_by(2);
+    for (key, node) in every_other(0).chain(every_other(1)) {
+        map.insert(key.clone(), node.clone());
     }
-
-    pub(crate) fn last(&self) -> Option<(&Key, &Node)> {
-        match self {
-            ChildMap::Small(entries) => entries.last().map(|(k, v)| (k, v)),
-            ChildMap::Large(map) => map.get_max().map(|(k, v)| (k, v)),
-        }
-    }
+    map
 }
 
 /// Whether no key can lie between the bounds (`std`'s maps would panic on such a range).
@@ -355,8 +355,8 @@ mod tests {
                 prop_assert_eq!(contents(&map), expected);
                 let reversed: Vec<&Key> = map.iter().rev().map(|(k, _)| k).collect();
                 prop_assert!(reversed.iter().copied().eq(model.keys().rev()));
-                prop_assert_eq!(map.first().map(|(k, _)| k), model.keys().next());
-                prop_assert_eq!(map.last().map(|(k, _)| k), model.keys().next_back());
+                prop_assert_eq!(map.iter().next().map(|(k, _)| k), model.keys().next());
+                prop_assert_eq!(map.iter().next_back().map(|(k, _)| k), model.keys().next_back());
                 for probe in 0u8..40 {
                     let k = key(&probe.to_string());
                     prop_assert_eq!(map.get(&k), model.get(&k));

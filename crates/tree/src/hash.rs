@@ -13,6 +13,7 @@ use sha1::{Digest, Sha1};
 use crate::children::ChildMap;
 use crate::key::Key;
 use crate::node::{Leaf, Node};
+use crate::packed::{self, Value};
 use crate::priority::Priority;
 
 /// SHA-1 of `text`, base64 encoded with the standard alphabet and padding (28 characters).
@@ -95,6 +96,48 @@ pub(crate) fn object_hash(children: &ChildMap, priority: &Priority) -> Arc<str> 
         return Arc::from("");
     }
     sha1_base64(hasher)
+}
+
+/// SHA-1 of a packed object's hash text: the text of [`object_hash`] read straight from the
+/// bytes, without decoding any child. A packed object holds no priority, so key order is
+/// priority order, and it is never empty.
+pub(crate) fn packed_digest(bytes: &[u8]) -> [u8; 20] {
+    let mut hasher = Sha1::new();
+    packed::for_each(bytes, |key, value| {
+        let child = match value {
+            Value::Object(inner) => digest_base64(&packed_digest(inner)),
+            Value::Bool(b) => scalar_hash_text(&Leaf::Bool(b)),
+            Value::Number(n) => scalar_hash_text(&Leaf::Number(n)),
+            Value::Str(text) => {
+                let mut hasher = Sha1::new();
+                hasher.update(b"string:");
+                hasher.update(text.as_bytes());
+                base64_text(hasher)
+            }
+        };
+        hasher.update(b":");
+        hasher.update(key.as_bytes());
+        hasher.update(b":");
+        hasher.update(child.as_bytes());
+        true
+    });
+    hasher.finalize().into()
+}
+
+/// A digest as the hash text clients compare: standard padded base64.
+pub(crate) fn digest_base64(digest: &[u8; 20]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(digest)
+}
+
+/// Hash of a leaf without priority whose value is not a string (no text to copy).
+fn scalar_hash_text(value: &Leaf) -> String {
+    let mut hasher = Sha1::new();
+    hasher.update(leaf_hash_text(value, &Priority::None).as_bytes());
+    base64_text(hasher)
+}
+
+fn base64_text(hasher: Sha1) -> String {
+    base64::engine::general_purpose::STANDARD.encode(hasher.finalize().as_slice())
 }
 
 /// The 16 lower-case hex digits the client prints for a number (spec §10.3).
@@ -453,7 +496,10 @@ mod tests {
             })
         };
         let four = build(&[("0", 1.0), ("-0", 2.0), ("00", 3.0), ("-1", 4.0)]);
-        let order: Vec<&str> = four.children().map(|(k, _)| k.as_str()).collect();
+        let order: Vec<String> = four
+            .children()
+            .map(|(k, _)| k.as_str().to_owned())
+            .collect();
         assert_eq!(order, ["-1", "0", "-0", "00"]);
         assert_eq!(&*four.hash(), "Hrgx59zleYHwKX4mR8G5nkPZX0M=");
         // Of the two arrival orders the client hashes differently, ours is the first one.

@@ -13,6 +13,7 @@ use crate::key::Key;
 use crate::limits::{TreeError, MAX_DEPTH, MAX_PATH_BYTES, MAX_STRING_BYTES};
 use crate::node::{Leaf, Node, ObjectData};
 use crate::number::{number_to_value, write_number};
+use crate::packed::{self, Value as PackedValue};
 use crate::path::Path;
 use crate::priority::Priority;
 
@@ -281,6 +282,10 @@ pub(crate) fn write_node(node: &Node, out: &mut Vec<u8>, export: bool) {
         out.extend_from_slice(b"null");
         return;
     }
+    if let Some(packed) = node.packed() {
+        write_packed(out, packed.bytes());
+        return;
+    }
     out.push(b'{');
     let mut first = true;
     for (key, child) in node.children() {
@@ -290,12 +295,36 @@ pub(crate) fn write_node(node: &Node, out: &mut Vec<u8>, export: bool) {
         first = false;
         write_string(out, key.as_str());
         out.push(b':');
-        write_node(child, out, export);
+        write_node(&child, out, export);
     }
     if with_priority {
         out.extend_from_slice(b",\".priority\":");
         write_priority(out, priority);
     }
+    out.push(b'}');
+}
+
+/// Writes a packed object straight from its bytes. It holds no priorities, so the plain and
+/// the export form are the same.
+fn write_packed(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'{');
+    let mut first = true;
+    packed::for_each(bytes, |key, value| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        write_string(out, key);
+        out.push(b':');
+        match value {
+            PackedValue::Bool(true) => out.extend_from_slice(b"true"),
+            PackedValue::Bool(false) => out.extend_from_slice(b"false"),
+            PackedValue::Number(n) => write_number(out, n),
+            PackedValue::Str(text) => write_string(out, text),
+            PackedValue::Object(inner) => write_packed(out, inner),
+        }
+        true
+    });
     out.push(b'}');
 }
 
@@ -615,7 +644,7 @@ mod tests {
             let reparsed: Value = serde_json::from_slice(&out).expect("write_json emits JSON");
             prop_assert_eq!(&reparsed, &n.to_json(export));
             // Key order in the text is the tree's order.
-            let keys_in_text: Vec<&Key> = n.children().map(|(k, _)| k).collect();
+            let keys_in_text: Vec<Key> = n.children().map(|(k, _)| k.into_owned()).collect();
             let mut sorted = keys_in_text.clone();
             sorted.sort();
             prop_assert_eq!(keys_in_text, sorted);

@@ -12,18 +12,21 @@
 
 mod children;
 mod hash;
+mod iter;
 mod json;
 mod key;
 mod limits;
 mod node;
 mod number;
 mod order;
+mod packed;
 mod path;
 mod priority;
 
+pub use iter::{Children, ChildrenRange};
 pub use key::{compare_keys, compare_utf16, Key};
 pub use limits::{TreeError, MAX_DEPTH, MAX_KEY_BYTES, MAX_PATH_BYTES, MAX_STRING_BYTES};
-pub use node::{Children, ChildrenRange, Leaf, Node};
+pub use node::{Leaf, Node};
 pub use order::compare_values;
 pub use path::Path;
 pub use priority::Priority;

@@ -71,7 +71,7 @@ pub fn is_array_like(node: &Node) -> bool {
     }
     let mut largest: u64 = 0;
     for (key, _) in node.children() {
-        match array_index(key) {
+        match array_index(&key) {
             Some(index) => largest = largest.max(index),
             None => return false,
         }
@@ -124,7 +124,7 @@ impl Writer<'_> {
         let mut index = 0;
         for (key, child) in node.children() {
             self.member(index, key.as_str(), depth + 1);
-            self.node(child, depth + 1);
+            self.node(&child, depth + 1);
             index += 1;
         }
         if export_priority {
@@ -139,14 +139,14 @@ impl Writer<'_> {
         let mut next: u64 = 0;
         for (key, child) in node.children() {
             // Children iterate in key order, which for canonical integers is numeric order.
-            let index = array_index(key).unwrap_or(next);
+            let index = array_index(&key).unwrap_or(next);
             while next < index {
                 self.element(next, depth + 1);
                 self.out.extend_from_slice(b"null");
                 next += 1;
             }
             self.element(next, depth + 1);
-            self.node(child, depth + 1);
+            self.node(&child, depth + 1);
             next += 1;
         }
         self.close(b']', true, depth);

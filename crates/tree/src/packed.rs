@@ -1,0 +1,378 @@
+//! Small objects kept as one compact byte string.
+//!
+//! Most of a database's bytes sit in small records (a message, a profile), and a record held
+//! as nodes costs several allocations and 48 bytes per field before its text. A small object
+//! whose subtree carries no priority is therefore kept packed: one shared allocation that holds
+//! its estimated JSON size, its child count and its children in key order, nested objects
+//! inline. Reads decode what they touch (one child, or one level of children) without keeping
+//! the decoded form, and serialization and hashing walk the bytes directly, so a packed record
+//! never grows back to its node form. A write below a packed object unpacks one level, and the
+//! new object is packed again when it still qualifies (see `Node`'s `object_node`).
+//!
+//! The encoding lives only in memory; it is produced here and read here, so a malformed buffer
+//! is a bug. Readers still stop at the first byte that does not parse rather than panic.
+//!
+//! ```text
+//! packed = varint estimate, varint count, entry*          (keys ascending, unique)
+//! entry  = varint key length, key bytes, value
+//! value  = 0 (false) | 1 (true) | 2 zigzag-varint (integer) | 3 f64 little-endian
+//!        | 4 varint length, UTF-8 bytes | 5 varint length, packed (nested object)
+//! ```
+
+use std::ops::Bound;
+use std::sync::{Arc, OnceLock};
+
+use triomphe::HeaderSlice;
+
+use crate::children::ChildMap;
+use crate::key::Key;
+use crate::node::{Leaf, Node};
+
+/// Largest estimated JSON size (bytes) of an object that is kept packed. Every write below a
+/// packed object re-encodes it, so the bound keeps that O(record), not O(collection).
+pub(crate) const PACK_MAX_BYTES: usize = 512;
+
+const FALSE: u8 = 0;
+const TRUE: u8 = 1;
+const INTEGER: u8 = 2;
+const FLOAT: u8 = 3;
+const STRING: u8 = 4;
+const OBJECT: u8 = 5;
+
+/// Integers up to this magnitude are exact in a double and stored as varints.
+const EXACT_INTEGER_MAX: f64 = 9_007_199_254_740_991.0;
+
+/// One packed object: its bytes and, in the same allocation, its SHA-1 once computed (the
+/// bytes are immutable, so it never goes stale). Cloning shares both.
+#[derive(Clone)]
+pub(crate) struct Packed(triomphe::Arc<HeaderSlice<OnceLock<[u8; 20]>, [u8]>>);
+
+/// A decoded value, borrowing its text from the buffer.
+pub(crate) enum Value<'a> {
+    Bool(bool),
+    Number(f64),
+    Str(&'a str),
+    Object(&'a [u8]),
+}
+
+impl Packed {
+    /// Packs `children` (at most [`PACK_MAX_BYTES`] estimated), or gives up when a child
+    /// carries a priority or is an object that is not packed itself.
+    pub(crate) fn encode(children: &ChildMap, estimate: usize) -> Option<Packed> {
+        let mut out = Vec::with_capacity(estimate);
+        put_varint(&mut out, estimate as u64);
+        put_varint(&mut out, children.len() as u64);
+        for (key, child) in children.iter() {
+            put_str(&mut out, key.as_str());
+            put_node(&mut out, child)?;
+        }
+        Some(Packed::from_slice(&out))
+    }
+
+    fn from_slice(bytes: &[u8]) -> Packed {
+        Packed(triomphe::Arc::from_header_and_slice(OnceLock::new(), bytes))
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0.slice
+    }
+
+    pub(crate) fn ptr_eq(&self, other: &Packed) -> bool {
+        triomphe::Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The SHA-1 of the object's hash text, computed by `digest` on first use.
+    pub(crate) fn digest(&self, digest: impl FnOnce(&[u8]) -> [u8; 20]) -> [u8; 20] {
+        *self.0.header.get_or_init(|| digest(self.bytes()))
+    }
+
+    /// The estimated JSON size recorded at encoding.
+    pub(crate) fn estimate(&self) -> usize {
+        header(self.bytes()).map_or(0, |(estimate, _, _)| estimate)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        header(self.bytes()).map_or(0, |(_, count, _)| count)
+    }
+
+    /// The child named `key`, decoded. The scan compares raw key bytes and skips the other
+    /// values unread, since it sits under every query's index lookup.
+    pub(crate) fn get(&self, key: &Key) -> Option<Node> {
+        let bytes = self.bytes();
+        let (_, count, mut at) = header(bytes)?;
+        let wanted = key.as_str().as_bytes();
+        for _ in 0..count {
+            let (name, next) = read_bytes(bytes, at)?;
+            if name == wanted {
+                return read_value(bytes, next).map(|(value, _)| value_node(value));
+            }
+            at = skip_value(bytes, next)?;
+        }
+        None
+    }
+
+    /// Every child, decoded, in key order.
+    pub(crate) fn entries(&self) -> Vec<(Key, Node)> {
+        let mut entries = Vec::with_capacity(self.len());
+        for_each(self.bytes(), |name, value| {
+            entries.push((Key::new_unchecked(name), value_node(value)));
+            true
+        });
+        entries
+    }
+
+    /// The children with keys between the bounds, decoded, in key order.
+    pub(crate) fn range(&self, from: Bound<&Key>, to: Bound<&Key>) -> Vec<(Key, Node)> {
+        let mut entries = self.entries();
+        entries.retain(|(key, _)| after(key, from) && before(key, to));
+        entries
+    }
+
+    /// The children as a map, to build an updated object from.
+    pub(crate) fn child_map(&self) -> ChildMap {
+        ChildMap::from_entries(self.entries())
+    }
+}
+
+fn after(key: &Key, from: Bound<&Key>) -> bool {
+    match from {
+        Bound::Included(bound) => key >= bound,
+        Bound::Excluded(bound) => key > bound,
+        Bound::Unbounded => true,
+    }
+}
+
+fn before(key: &Key, to: Bound<&Key>) -> bool {
+    match to {
+        Bound::Included(bound) => key <= bound,
+        Bound::Excluded(bound) => key < bound,
+        Bound::Unbounded => true,
+    }
+}
+
+fn value_node(value: Value<'_>) -> Node {
+    match value {
+        Value::Bool(b) => Node::leaf(Leaf::Bool(b)),
+        Value::Number(n) => Node::leaf(Leaf::Number(n)),
+        Value::Str(s) => Node::leaf(Leaf::String(Arc::from(s))),
+        Value::Object(bytes) => Node::from_packed(Packed::from_slice(bytes)),
+    }
+}
+
+/// Calls `visit` with every child of the packed object `bytes` in key order, until it
+/// returns false.
+pub(crate) fn for_each<'a>(bytes: &'a [u8], mut visit: impl FnMut(&'a str, Value<'a>) -> bool) {
+    let Some((_, count, mut at)) = header(bytes) else {
+        return;
+    };
+    for _ in 0..count {
+        let Some((name, next)) = read_str(bytes, at) else {
+            return;
+        };
+        let Some((value, next)) = read_value(bytes, next) else {
+            return;
+        };
+        at = next;
+        if !visit(name, value) {
+            return;
+        }
+    }
+}
+
+/// The estimate, the count and the offset of the first entry.
+fn header(bytes: &[u8]) -> Option<(usize, usize, usize)> {
+    let (estimate, at) = read_varint(bytes, 0)?;
+    let (count, at) = read_varint(bytes, at)?;
+    Some((
+        usize::try_from(estimate).ok()?,
+        usize::try_from(count).ok()?,
+        at,
+    ))
+}
+
+fn put_node(out: &mut Vec<u8>, node: &Node) -> Option<()> {
+    if !node.priority().is_none() {
+        return None;
+    }
+    if let Some(leaf) = node.leaf_value() {
+        match leaf {
+            Leaf::Bool(false) => out.push(FALSE),
+            Leaf::Bool(true) => out.push(TRUE),
+            Leaf::Number(n) if is_exact_integer(*n) => {
+                out.push(INTEGER);
+                // The range check makes the conversion exact.
+                put_varint(out, zigzag(*n as i64));
+            }
+            Leaf::Number(n) => {
+                out.push(FLOAT);
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+            Leaf::String(text) => {
+                out.push(STRING);
+                put_str(out, text);
+            }
+        }
+        return Some(());
+    }
+    let packed = node.packed()?;
+    out.push(OBJECT);
+    put_varint(out, packed.bytes().len() as u64);
+    out.extend_from_slice(packed.bytes());
+    Some(())
+}
+
+/// Whether `n` is stored as an integer: whole, exact in a double, and not `-0`, which would
+/// come back as `0`.
+fn is_exact_integer(n: f64) -> bool {
+    n.fract() == 0.0 && n.abs() <= EXACT_INTEGER_MAX && n.to_bits() != (-0.0f64).to_bits()
+}
+
+fn read_value(bytes: &[u8], at: usize) -> Option<(Value<'_>, usize)> {
+    let tag = *bytes.get(at)?;
+    let at = at + 1;
+    match tag {
+        FALSE => Some((Value::Bool(false), at)),
+        TRUE => Some((Value::Bool(true), at)),
+        INTEGER => {
+            let (raw, at) = read_varint(bytes, at)?;
+            Some((Value::Number(unzigzag(raw) as f64), at))
+        }
+        FLOAT => {
+            let raw: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
+            Some((Value::Number(f64::from_le_bytes(raw)), at + 8))
+        }
+        STRING => {
+            let (text, at) = read_str(bytes, at)?;
+            Some((Value::Str(text), at))
+        }
+        OBJECT => {
+            let (body, at) = read_bytes(bytes, at)?;
+            Some((Value::Object(body), at))
+        }
+        _ => None,
+    }
+}
+
+/// The offset after the value at `at`, without decoding it.
+fn skip_value(bytes: &[u8], at: usize) -> Option<usize> {
+    let tag = *bytes.get(at)?;
+    let at = at + 1;
+    match tag {
+        FALSE | TRUE => Some(at),
+        INTEGER => read_varint(bytes, at).map(|(_, at)| at),
+        FLOAT => Some(at + 8).filter(|end| *end <= bytes.len()),
+        STRING | OBJECT => read_bytes(bytes, at).map(|(_, end)| end),
+        _ => None,
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, text: &str) {
+    put_varint(out, text.len() as u64);
+    out.extend_from_slice(text.as_bytes());
+}
+
+fn read_bytes(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    let (len, at) = read_varint(bytes, at)?;
+    let end = at.checked_add(usize::try_from(len).ok()?)?;
+    Some((bytes.get(at..end)?, end))
+}
+
+fn read_str(bytes: &[u8], at: usize) -> Option<(&str, usize)> {
+    let (raw, at) = read_bytes(bytes, at)?;
+    Some((std::str::from_utf8(raw).ok()?, at))
+}
+
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn read_varint(bytes: &[u8], mut at: usize) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(at)?;
+        at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some((value, at));
+        }
+    }
+    None
+}
+
+fn zigzag(n: i64) -> u64 {
+    ((n << 1) ^ (n >> 63)) as u64
+}
+
+fn unzigzag(n: u64) -> i64 {
+    ((n >> 1) as i64) ^ -((n & 1) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_and_zigzag_round_trip() {
+        for n in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            1 << 40,
+            -(1 << 52),
+            9_007_199_254_740_991,
+        ] {
+            let mut out = Vec::new();
+            put_varint(&mut out, zigzag(n));
+            let (raw, end) = read_varint(&out, 0).expect("a varint");
+            assert_eq!(end, out.len());
+            assert_eq!(unzigzag(raw), n);
+        }
+    }
+
+    #[test]
+    fn numbers_come_back_bit_for_bit() {
+        for n in [
+            0.0,
+            -0.0,
+            1.5,
+            -7.0,
+            1e300,
+            9_007_199_254_740_993.0,
+            f64::MIN_POSITIVE,
+        ] {
+            let mut out = Vec::new();
+            put_node(
+                &mut out,
+                &Node::leaf_raw(Leaf::Number(n), crate::Priority::None),
+            )
+            .expect("a plain leaf packs");
+            let Some((Value::Number(back), _)) = read_value(&out, 0) else {
+                panic!("a number decodes");
+            };
+            assert_eq!(back.to_bits(), n.to_bits());
+        }
+    }
+
+    #[test]
+    fn truncated_buffers_decode_to_nothing_rather_than_panic() {
+        let mut out = Vec::new();
+        put_varint(&mut out, 10);
+        put_varint(&mut out, 2);
+        put_str(&mut out, "a");
+        out.push(STRING);
+        put_varint(&mut out, 100);
+        let mut seen = 0;
+        for_each(&out, |_, _| {
+            seen += 1;
+            true
+        });
+        assert_eq!(seen, 0);
+        assert!(read_varint(&[0xff; 11], 0).is_none());
+    }
+}
