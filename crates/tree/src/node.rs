@@ -199,6 +199,12 @@ impl Node {
         Node::leaf_raw(value, priority.normalized())
     }
 
+    /// A leaf without priority whose value is already normal (decoded from a packed object,
+    /// which only ever holds leaves that went through [`Node::leaf`]).
+    pub(crate) fn scalar(value: Leaf) -> Node {
+        Node(Repr::Scalar(value))
+    }
+
     /// A leaf exactly as given, bypassing normalization (tests of the hash of `-0`).
     pub(crate) fn leaf_raw(value: Leaf, priority: Priority) -> Node {
         if matches!(priority, Priority::None) {

@@ -152,9 +152,9 @@ fn before(key: &Key, to: Bound<&Key>) -> bool {
 
 fn value_node(value: Value<'_>) -> Node {
     match value {
-        Value::Bool(b) => Node::leaf(Leaf::Bool(b)),
-        Value::Number(n) => Node::leaf(Leaf::Number(n)),
-        Value::Str(s) => Node::leaf(Leaf::String(Arc::from(s))),
+        Value::Bool(b) => Node::scalar(Leaf::Bool(b)),
+        Value::Number(n) => Node::scalar(Leaf::Number(n)),
+        Value::Str(s) => Node::scalar(Leaf::String(Arc::from(s))),
         Value::Object(bytes) => Node::from_packed(Packed::from_slice(bytes)),
     }
 }
