@@ -636,6 +636,30 @@ mod tests {
     }
 
     proptest! {
+        /// Any value reads the same whether its small objects are packed or not: keys of every
+        /// kind, numbers of every size, strings with escapes, priorities at any depth.
+        #[test]
+        fn packing_changes_no_output(v in export_value()) {
+            let packed = Node::from_json(&v).expect("generated values are valid");
+            let plain = crate::node::without_packing(|| Node::from_json(&v))
+                .expect("generated values are valid");
+            prop_assert_eq!(&packed, &plain);
+            prop_assert_eq!(packed.hash(), plain.hash());
+            prop_assert_eq!(packed.estimated_bytes(), plain.estimated_bytes());
+            for export in [false, true] {
+                prop_assert_eq!(packed.to_json(export), plain.to_json(export));
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                packed.write_json(&mut a, export);
+                plain.write_json(&mut b, export);
+                prop_assert_eq!(a, b);
+            }
+            for (key, child) in plain.children() {
+                let other = packed.child(&key);
+                prop_assert_eq!(other.hash(), child.hash());
+                prop_assert_eq!(other.to_json(true), child.to_json(true));
+            }
+        }
+
         #[test]
         fn write_json_matches_to_json(v in export_value(), export in any::<bool>()) {
             let n = Node::from_json(&v).expect("generated values are valid");

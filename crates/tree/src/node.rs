@@ -109,6 +109,16 @@ fn packing_enabled() -> bool {
     PACKING.with(std::cell::Cell::get)
 }
 
+/// Runs `build` with packing off: every object it makes is an object of nodes (tests that
+/// compare both forms).
+#[cfg(test)]
+pub(crate) fn without_packing<T>(build: impl FnOnce() -> T) -> T {
+    PACKING.with(|p| p.set(false));
+    let built = build();
+    PACKING.with(|p| p.set(true));
+    built
+}
+
 impl ObjectData {
     /// An object node of `children`, or the empty node when there are none.
     pub(crate) fn build(children: ChildMap, priority: Priority) -> Node {
@@ -821,14 +831,6 @@ mod tests {
             3 => (segments.clone(), value).prop_map(|(p, v)| Op::Set(p, v)),
             1 => (segments, priority).prop_map(|(p, v)| Op::Prioritize(p, v)),
         ]
-    }
-
-    /// Runs `build` with packing off: every object it makes is an object of nodes.
-    fn without_packing<T>(build: impl FnOnce() -> T) -> T {
-        PACKING.with(|p| p.set(false));
-        let built = build();
-        PACKING.with(|p| p.set(true));
-        built
     }
 
     fn apply(root: &Node, op: &Op) -> Node {
