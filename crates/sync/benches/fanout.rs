@@ -268,7 +268,7 @@ fn shared_filtered(c: &mut Criterion) {
 
     // A child far below the window changes: the view recomputes and finds nothing to send.
     let mut listened = database(at, data.clone(), n, Some(&listen_filtered));
-    let mut bare = database(at, data, 0, None);
+    let mut bare = database(at, data.clone(), 0, None);
     let mut counter = 0usize;
     let mut next = || {
         counter += 1;
@@ -277,6 +277,31 @@ fn shared_filtered(c: &mut Criterion) {
     run_case(
         c,
         "c_shared_filtered_outside_window",
+        &mut listened,
+        &mut bare,
+        &mut next,
+        (0, 0),
+    );
+
+    // The same as an update of two fields of that child (a score and a time), as the
+    // leaderboard scenario writes: several paths below one child.
+    let mut listened = database(at, data.clone(), n, Some(&listen_filtered));
+    let mut bare = database(at, data, 0, None);
+    let mut counter = 0usize;
+    let mut next = || {
+        counter += 1;
+        let field = |name: &str| WriteTarget::parse(name).expect("a valid key");
+        Request::Merge {
+            path: path(&format!("{at}/c0000")),
+            entries: vec![
+                (field("score"), json!(-(counter as i64))),
+                (field("t"), json!(counter)),
+            ],
+        }
+    };
+    run_case(
+        c,
+        "c_shared_filtered_outside_window_update",
         &mut listened,
         &mut bare,
         &mut next,

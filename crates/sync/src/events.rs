@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use hearth_query::LimitFrom;
 
-use hearth_tree::{Node, Path};
+use hearth_tree::{Key, Node, Path};
 
 use crate::effect::{Effect, Effects, Push, PushData, Target};
 use crate::views::{View, Views};
@@ -166,18 +166,15 @@ fn filtered_push(view: &mut View, targets: &[Path], new_root: &Node) -> Option<P
     })
 }
 
-/// Whether a single write below the view provably leaves its window as it was, so that the
-/// window need not be recomputed over every child. That holds when the written child was not
-/// in the window and now is either gone, out of range, or beyond the far end of a full limit
-/// window: the common case of a leaderboard whose lower ranks change.
+/// Whether a write below one child of the view provably leaves its window as it was, so that
+/// the window need not be recomputed over every child. That holds when the written child was
+/// not in the window and now is either gone, out of range, or beyond the far end of a full
+/// limit window: the common case of a leaderboard whose lower ranks change. A write may
+/// touch several paths below that child (an update of a player's score and time).
 fn window_unchanged(view: &View, targets: &[Path], new_root: &Node) -> bool {
-    let [target] = targets else {
+    let Some(key) = sole_child_written(&view.path, targets) else {
         return false;
     };
-    if target.len() <= view.path.len() || !target.starts_with(&view.path) {
-        return false;
-    }
-    let key = &target.keys()[view.path.len()];
     if !view.window.child(key).is_empty() {
         return false;
     }
@@ -211,6 +208,23 @@ fn window_unchanged(view: &View, targets: &[Path], new_root: &Node) -> bool {
                 query.compare_children((key, &child), (&first.0, &first.1)) == Ordering::Less
             }),
     }
+}
+
+/// The one child of `view_path` below which every target lies, if there is one.
+fn sole_child_written<'a>(view_path: &Path, targets: &'a [Path]) -> Option<&'a Key> {
+    let depth = view_path.len();
+    let mut sole: Option<&Key> = None;
+    for target in targets {
+        if target.len() <= depth || !target.starts_with(view_path) {
+            return None;
+        }
+        let key = &target.keys()[depth];
+        if sole.is_some_and(|sole| sole != key) {
+            return None;
+        }
+        sole = Some(key);
+    }
+    sole
 }
 
 /// When a single write below the view changed one child that stays in the window, and the

@@ -41,6 +41,8 @@ fn value() -> impl Strategy<Value = Value> {
 enum Op {
     Put(Vec<String>, Value),
     Merge(Vec<(String, Value)>),
+    /// An update below one child of the list, as a leaderboard updates a player's fields.
+    MergeChild(String, Vec<(String, Value)>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -48,6 +50,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (prop::collection::vec(key(), 0..3), value()).prop_map(|(p, v)| Op::Put(p, v)),
         1 => prop::collection::btree_map(key(), value(), 1..4)
             .prop_map(|m| Op::Merge(m.into_iter().collect())),
+        1 => (key(), prop::collection::btree_map(prop_oneof![Just("score".to_owned()), key()], leaf(), 1..3))
+            .prop_map(|(child, m)| Op::MergeChild(child, m.into_iter().collect())),
     ]
 }
 
@@ -202,6 +206,13 @@ proptest! {
                 }
                 Op::Merge(entries) => Request::Merge {
                     path: list.clone(),
+                    entries: entries
+                        .into_iter()
+                        .map(|(k, v)| (WriteTarget::parse(&k).expect("valid key"), v))
+                        .collect(),
+                },
+                Op::MergeChild(child, entries) => Request::Merge {
+                    path: path_of(&["list".to_owned(), child]),
                     entries: entries
                         .into_iter()
                         .map(|(k, v)| (WriteTarget::parse(&k).expect("valid key"), v))
