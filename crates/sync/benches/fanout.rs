@@ -283,6 +283,24 @@ fn shared_filtered(c: &mut Criterion) {
         (0, 0),
     );
 
+    // The top child's score rises: it stays in the window, which changes in place.
+    let mut listened = database(at, data.clone(), n, Some(&listen_filtered));
+    let mut bare = database(at, data.clone(), 0, None);
+    let top = format!("{at}/c{:04}/score", n - 1);
+    let mut counter = 0usize;
+    let mut next = || {
+        counter += 1;
+        put(&top, json!(n + counter))
+    };
+    run_case(
+        c,
+        "c_shared_filtered_member_rises",
+        &mut listened,
+        &mut bare,
+        &mut next,
+        (1, n),
+    );
+
     // The same as an update of two fields of that child (a score and a time), as the
     // leaderboard scenario writes: several paths below one child.
     let mut listened = database(at, data.clone(), n, Some(&listen_filtered));

@@ -6,6 +6,7 @@
 //! result and send the difference from what they sent last, so that children entering a limit
 //! window arrive together with those that leave it.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -128,7 +129,8 @@ fn filtered_push(view: &mut View, targets: &[Path], new_root: &Node) -> Option<P
     if window_unchanged(view, targets, new_root) {
         return None;
     }
-    let window = view.query.apply(&new_root.get(&view.path));
+    let window = window_in_place(view, targets, new_root)
+        .unwrap_or_else(|| view.query.apply(&new_root.get(&view.path)));
     if window.ptr_eq(&view.window) || window == view.window {
         return None;
     }
@@ -209,6 +211,50 @@ fn window_unchanged(view: &View, targets: &[Path], new_root: &Node) -> bool {
             }),
     }
 }
+
+/// The new window without a recomputation, when the one child written was in it and provably
+/// still is: the old window with that child replaced. That holds when the child is still in
+/// range and either the window is not full (every child in range belongs to it) or the child
+/// still sorts on the near side of the other members' far end, so that no outsider, all of
+/// which sort beyond that end, can take its place: a leaderboard's top scores going up.
+fn window_in_place(view: &View, targets: &[Path], new_root: &Node) -> Option<Node> {
+    let key = sole_child_written(&view.path, targets)?;
+    if view.window.child(key).is_empty() {
+        return None;
+    }
+    let parent = new_root.get(&view.path);
+    if parent.is_leaf() {
+        return None;
+    }
+    let child = parent.child(key);
+    if child.is_empty() || !view.query.in_range(key, &child) {
+        return None;
+    }
+    if let Some(limit) = &view.query.limit {
+        if view.window.child_count() >= limit.count as usize {
+            let query = &view.query;
+            let order =
+                |a: &Member<'_>, b: &Member<'_>| query.compare_children((&a.0, &a.1), (&b.0, &b.1));
+            let others = view.window.children().filter(|(other, _)| **other != *key);
+            let stays = match limit.from {
+                // With no other member (a limit of one) nothing bounds the outsiders.
+                LimitFrom::First => others.max_by(order).is_some_and(|last| {
+                    query.compare_children((key, &child), (&last.0, &last.1)) == Ordering::Less
+                }),
+                LimitFrom::Last => others.min_by(order).is_some_and(|first| {
+                    query.compare_children((key, &child), (&first.0, &first.1)) == Ordering::Greater
+                }),
+            };
+            if !stays {
+                return None;
+            }
+        }
+    }
+    Some(view.window.with_child(key, child))
+}
+
+/// A child of a window as its iterator yields it.
+type Member<'a> = (Cow<'a, Key>, Cow<'a, Node>);
 
 /// The one child of `view_path` below which every target lies, if there is one.
 fn sole_child_written<'a>(view_path: &Path, targets: &'a [Path]) -> Option<&'a Key> {
