@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use hearth_query::LimitFrom;
+use hearth_query::{LimitFrom, QueryParams};
 
 use hearth_tree::{Key, Node, Path};
 
@@ -126,11 +126,11 @@ fn default_push_below(
 /// Recomputes a filtered view and returns the push that brings its listeners from the old
 /// result to the new one, or `None` when the result did not change.
 fn filtered_push(view: &mut View, targets: &[Path], new_root: &Node) -> Option<Push> {
-    if window_unchanged(view, targets, new_root) {
-        return None;
-    }
-    let window = window_in_place(view, targets, new_root)
-        .unwrap_or_else(|| view.query.apply(&new_root.get(&view.path)));
+    let window = match window_shortcut(view, targets, new_root) {
+        Some(Shortcut::Unchanged) => return None,
+        Some(Shortcut::InPlace(window)) => window,
+        None => view.query.apply(&new_root.get(&view.path)),
+    };
     if window.ptr_eq(&view.window) || window == view.window {
         return None;
     }
@@ -168,89 +168,72 @@ fn filtered_push(view: &mut View, targets: &[Path], new_root: &Node) -> Option<P
     })
 }
 
-/// Whether a write below one child of the view provably leaves its window as it was, so that
-/// the window need not be recomputed over every child. That holds when the written child was
-/// not in the window and now is either gone, out of range, or beyond the far end of a full
-/// limit window: the common case of a leaderboard whose lower ranks change. A write may
-/// touch several paths below that child (an update of a player's score and time).
-fn window_unchanged(view: &View, targets: &[Path], new_root: &Node) -> bool {
-    let Some(key) = sole_child_written(&view.path, targets) else {
-        return false;
-    };
-    if !view.window.child(key).is_empty() {
-        return false;
-    }
-    // Outside the window before, and not there now: nothing that was in it moved.
-    let parent = new_root.get(&view.path);
-    if parent.is_leaf() {
-        return false;
-    }
-    let child = parent.child(key);
-    if child.is_empty() || !view.query.in_range(key, &child) {
-        return true;
-    }
-    let Some(limit) = &view.query.limit else {
-        return false;
-    };
-    if view.window.child_count() < limit.count as usize {
-        return false;
-    }
-    // A full window: the new child stays out if it sorts beyond the window's far end.
-    let query = &view.query;
-    let members = view.window.children();
-    match limit.from {
-        LimitFrom::First => members
-            .max_by(|a, b| query.compare_children((&a.0, &a.1), (&b.0, &b.1)))
-            .is_some_and(|last| {
-                query.compare_children((key, &child), (&last.0, &last.1)) == Ordering::Greater
-            }),
-        LimitFrom::Last => members
-            .min_by(|a, b| query.compare_children((&a.0, &a.1), (&b.0, &b.1)))
-            .is_some_and(|first| {
-                query.compare_children((key, &child), (&first.0, &first.1)) == Ordering::Less
-            }),
-    }
+/// What a write below one child of the view provably does to its window, found without
+/// recomputing the window over every child.
+enum Shortcut {
+    /// The window is as it was: the child was outside it and still is (gone, out of range, or
+    /// beyond the far end of a full limit window), as when a leaderboard's lower ranks change.
+    Unchanged,
+    /// The window is the old one with that child replaced: the child was inside it and still
+    /// is, as when a leaderboard's top scores go up.
+    InPlace(Node),
 }
 
-/// The new window without a recomputation, when the one child written was in it and provably
-/// still is: the old window with that child replaced. That holds when the child is still in
-/// range and either the window is not full (every child in range belongs to it) or the child
-/// still sorts on the near side of the other members' far end, so that no outsider, all of
-/// which sort beyond that end, can take its place: a leaderboard's top scores going up.
-fn window_in_place(view: &View, targets: &[Path], new_root: &Node) -> Option<Node> {
+/// The shortcut for a write whose paths all lie below one child of the view, if one holds.
+/// A member stays in when it is still in range and either the window is not full (every child
+/// in range belongs to it) or it still sorts on the near side of the other members' far end:
+/// every outsider sorts beyond that end, so none can take its place.
+fn window_shortcut(view: &View, targets: &[Path], new_root: &Node) -> Option<Shortcut> {
     let key = sole_child_written(&view.path, targets)?;
-    if view.window.child(key).is_empty() {
-        return None;
-    }
     let parent = new_root.get(&view.path);
     if parent.is_leaf() {
         return None;
     }
     let child = parent.child(key);
+    let was_member = !view.window.child(key).is_empty();
     if child.is_empty() || !view.query.in_range(key, &child) {
-        return None;
+        return (!was_member).then_some(Shortcut::Unchanged);
     }
-    if let Some(limit) = &view.query.limit {
-        if view.window.child_count() >= limit.count as usize {
-            let query = &view.query;
-            let order =
-                |a: &Member<'_>, b: &Member<'_>| query.compare_children((&a.0, &a.1), (&b.0, &b.1));
-            let others = view.window.children().filter(|(other, _)| **other != *key);
-            let stays = match limit.from {
-                // With no other member (a limit of one) nothing bounds the outsiders.
-                LimitFrom::First => others.max_by(order).is_some_and(|last| {
-                    query.compare_children((key, &child), (&last.0, &last.1)) == Ordering::Less
-                }),
-                LimitFrom::Last => others.min_by(order).is_some_and(|first| {
-                    query.compare_children((key, &child), (&first.0, &first.1)) == Ordering::Greater
-                }),
-            };
-            if !stays {
-                return None;
-            }
-        }
+    let full_limit = view
+        .query
+        .limit
+        .as_ref()
+        .filter(|limit| view.window.child_count() >= limit.count as usize);
+    let Some(limit) = full_limit else {
+        // Every child in range belongs to the window: an outsider now in range enters it.
+        return was_member.then(|| Shortcut::InPlace(view.window.with_child(key, child)));
+    };
+    let beyond = match limit.from {
+        LimitFrom::First => Ordering::Greater,
+        LimitFrom::Last => Ordering::Less,
+    };
+    let query = &view.query;
+    if !was_member {
+        let members = view.window.children();
+        return (against_far_end(query, limit.from, members, key, &child) == Some(beyond))
+            .then_some(Shortcut::Unchanged);
     }
-    Some(view.window.with_child(key, child))
+    // With no other member (a limit of one) nothing bounds the outsiders: `None` below.
+    let others = view.window.children().filter(|(other, _)| **other != *key);
+    (against_far_end(query, limit.from, others, key, &child) == Some(beyond.reverse()))
+        .then(|| Shortcut::InPlace(view.window.with_child(key, child)))
+}
+
+/// How `(key, child)` sorts against the far end of `members` (the last of a limitToFirst
+/// window, the first of a limitToLast one); `None` when there are no members.
+fn against_far_end<'a>(
+    query: &QueryParams,
+    from: LimitFrom,
+    members: impl Iterator<Item = Member<'a>>,
+    key: &Key,
+    child: &Node,
+) -> Option<Ordering> {
+    let order = |a: &Member<'_>, b: &Member<'_>| query.compare_children((&a.0, &a.1), (&b.0, &b.1));
+    let far_end = match from {
+        LimitFrom::First => members.max_by(order),
+        LimitFrom::Last => members.min_by(order),
+    }?;
+    Some(query.compare_children((key, child), (&far_end.0, &far_end.1)))
 }
 
 /// A child of a window as its iterator yields it.

@@ -18,8 +18,17 @@ use crate::priority::Priority;
 
 /// SHA-1 of `text`, base64 encoded with the standard alphabet and padding (28 characters).
 fn sha1_base64(hasher: Sha1) -> Arc<str> {
-    let digest = hasher.finalize();
-    Arc::from(base64::engine::general_purpose::STANDARD.encode(digest.as_slice()))
+    Arc::from(base64_text(hasher))
+}
+
+/// The digest of `hasher` as the hash text clients compare.
+fn base64_text(hasher: Sha1) -> String {
+    digest_base64(&hasher.finalize().into())
+}
+
+/// A digest as the hash text clients compare: standard padded base64.
+pub(crate) fn digest_base64(digest: &[u8; 20]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(digest)
 }
 
 /// Appends `priority:<P>:` when there is a priority.
@@ -62,9 +71,13 @@ pub(crate) fn leaf_hash_text(value: &Leaf, priority: &Priority) -> String {
 
 /// Hash of a leaf (spec §10.1).
 pub(crate) fn leaf_hash(value: &Leaf, priority: &Priority) -> Arc<str> {
+    Arc::from(leaf_hash_string(value, priority))
+}
+
+fn leaf_hash_string(value: &Leaf, priority: &Priority) -> String {
     let mut hasher = Sha1::new();
     hasher.update(leaf_hash_text(value, priority).as_bytes());
-    sha1_base64(hasher)
+    base64_text(hasher)
 }
 
 /// Hash of an object (spec §10.2): the priority prefix, then `:key:childHash` for every child
@@ -106,8 +119,9 @@ pub(crate) fn packed_digest(bytes: &[u8]) -> [u8; 20] {
     packed::for_each(bytes, |key, value| {
         let child = match value {
             Value::Object(inner) => digest_base64(&packed_digest(inner)),
-            Value::Bool(b) => scalar_hash_text(&Leaf::Bool(b)),
-            Value::Number(n) => scalar_hash_text(&Leaf::Number(n)),
+            Value::Bool(b) => leaf_hash_string(&Leaf::Bool(b), &Priority::None),
+            Value::Number(n) => leaf_hash_string(&Leaf::Number(n), &Priority::None),
+            // Streamed rather than through `leaf_hash_text`: no copy of the text.
             Value::Str(text) => {
                 let mut hasher = Sha1::new();
                 hasher.update(b"string:");
@@ -122,22 +136,6 @@ pub(crate) fn packed_digest(bytes: &[u8]) -> [u8; 20] {
         true
     });
     hasher.finalize().into()
-}
-
-/// A digest as the hash text clients compare: standard padded base64.
-pub(crate) fn digest_base64(digest: &[u8; 20]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(digest)
-}
-
-/// Hash of a leaf without priority whose value is not a string (no text to copy).
-fn scalar_hash_text(value: &Leaf) -> String {
-    let mut hasher = Sha1::new();
-    hasher.update(leaf_hash_text(value, &Priority::None).as_bytes());
-    base64_text(hasher)
-}
-
-fn base64_text(hasher: Sha1) -> String {
-    base64::engine::general_purpose::STANDARD.encode(hasher.finalize().as_slice())
 }
 
 /// The 16 lower-case hex digits the client prints for a number (spec §10.3).
