@@ -214,3 +214,64 @@ fn rs256_and_es256_from_pem() {
     assert!(authenticate_with(&request(&token), &ec, NOW).is_ok());
     assert!(authenticate_with(&request(&token), &rsa, NOW).is_err());
 }
+
+#[test]
+fn tokens_not_valid_yet_are_refused() {
+    let key = EncodingKey::from_secret(SECRET);
+    let token = |nbf: Value, exp: u64| {
+        sign(
+            Algorithm::HS256,
+            &key,
+            None,
+            json!({"sub": "bob", "exp": exp, "nbf": nbf}),
+        )
+    };
+    // jsonwebtoken checks `nbf` against the system clock, the server against the time it is
+    // given: each check is tested with a token that only it refuses.
+    let now = now_secs();
+    let far_future = token(json!(now + 3600), now + 7200);
+    assert_eq!(
+        authenticate_with(&request(&far_future), &config_with_secret(), now),
+        Err(AuthError::Invalid("ImmatureSignature".into()))
+    );
+    let early_caller = now - 7200;
+    let not_yet_for_caller = token(json!(now - 3600), now + 7200);
+    assert_eq!(
+        authenticate_with(
+            &request(&not_yet_for_caller),
+            &config_with_secret(),
+            early_caller
+        )
+        .map(|a| a.state),
+        Err(AuthError::Invalid(
+            "not valid yet (nbf is in the future)".into()
+        ))
+    );
+    for nbf in [now - 3600, now + CLOCK_LEEWAY_SECS / 2] {
+        let valid = token(json!(nbf), now + 7200);
+        assert!(
+            authenticate_with(&request(&valid), &config_with_secret(), now).is_ok(),
+            "nbf {nbf} is within the leeway of {now}"
+        );
+    }
+    let malformed = token(json!("soon"), now + 7200);
+    assert_eq!(
+        authenticate_with(&request(&malformed), &config_with_secret(), now).map(|a| a.state),
+        Err(AuthError::Invalid("Invalid format for claim: nbf".into()))
+    );
+}
+
+#[test]
+fn admin_token_comparison_is_exact() {
+    assert!(constant_time_eq(b"s3cret-admin", b"s3cret-admin"));
+    for candidate in [
+        &b"s3cret-admiN"[..],
+        b"s3cret-admin ",
+        b"s3cret-admi",
+        b"",
+        b"S3cret-admin",
+    ] {
+        assert!(!constant_time_eq(b"s3cret-admin", candidate));
+    }
+    assert!(constant_time_eq(b"", b""));
+}
