@@ -499,6 +499,14 @@ impl Database {
         })
     }
 
+    /// Checks that `auth` may read `path` (with no query), for answers that reveal something
+    /// of its data without sending it (REST ETags).
+    pub fn check_read_as(&self, auth: &AuthState, path: &Path, now_ms: u64) -> Result<(), Reply> {
+        self.access
+            .check_read(auth, &self.root, path, None, now_ms)
+            .map_err(|refusal| denied(0, &refusal))
+    }
+
     /// Reads with the rights of `auth`: the query's result at `path`.
     pub fn read_as(
         &self,

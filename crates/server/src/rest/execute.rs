@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use hearth_query::QueryParams;
-use hearth_sync::{AuthState, Database, Effects, Reply, ReplyData, Status, WriteTarget};
+use hearth_sync::{AuthState, Condition, Database, Effects, Reply, ReplyData, Status, WriteTarget};
 use hearth_tree::{Key, Node};
 use hearth_wire::{write_rest_json, write_shallow_json, write_value, JsonStyle};
 use serde_json::{Map, Value};
@@ -20,6 +20,17 @@ use crate::time::now_ms;
 
 /// The ETag of an empty location (spec §15.4).
 pub const NULL_ETAG: &str = "null_etag";
+
+/// The node hash that an `If-Match` ETag stands for: an empty location's hash is the empty
+/// string, its ETag [`NULL_ETAG`]. An empty ETag stands for no hash at all, so it is mapped to
+/// a text that no hash can be (hashes are 28 base64 characters).
+fn hash_of_etag(etag: &str) -> &str {
+    match etag {
+        NULL_ETAG => "",
+        "" => NULL_ETAG,
+        other => other,
+    }
+}
 
 /// The ETag of a value: its node hash (spec §10), or [`NULL_ETAG`] when it is empty.
 pub fn etag_of(node: &Node) -> String {
@@ -54,6 +65,8 @@ pub fn execute(shard: &Shard, call: RestCall) -> RestResponse {
                     request: &request,
                     body,
                     body_bytes,
+                    pushed: None,
+                    patched: Vec::new(),
                 };
                 write.run(shard)
             }
@@ -175,6 +188,10 @@ struct Write<'a> {
     request: &'a DataRequest,
     body: Option<Value>,
     body_bytes: usize,
+    /// A POST's new location and its push id.
+    pushed: Option<(WriteTarget, String)>,
+    /// A PATCH's entries, as the body named them and as parsed.
+    patched: Vec<(String, WriteTarget)>,
 }
 
 impl Write<'_> {
@@ -200,62 +217,41 @@ impl Write<'_> {
         let request = self.request;
         let body = self.body.take();
         let path = &request.target.path;
-        let current = database.root().get(path);
-        if let Some(expected) = &request.if_match {
-            let etag = etag_of(&current);
-            if *expected != etag {
-                // The answer carries the current value, so it needs the right to read it.
-                let unfiltered = QueryParams::default();
-                if let Err(reply) = database.read_as(self.auth, path, &unfiltered, now) {
-                    return reply_error(reply);
-                }
-                let mut body = Vec::new();
-                write_rest_json(&current, request.style, &mut body);
-                return RestResponse::json(412, body).with_header("etag", etag);
+        // An ETag is the location's hash: asking for one (on its own or with If-Match) is a
+        // read of the location, refused like one before anything else is decided.
+        if request.want_etag {
+            if let Err(reply) = database.check_read_as(self.auth, path, now) {
+                return reply_error(reply);
             }
         }
-        let answer = match request.method {
+        let condition = request.if_match.as_deref().map(|etag| Condition {
+            path,
+            hash: hash_of_etag(etag),
+        });
+        // The engine checks access (and, with If-Match, the right to read) before the hash and
+        // before this function looks at the current data, so that a refused caller gets 401
+        // whatever the data holds.
+        let checked = match request.method {
             DataMethod::Put | DataMethod::Delete => {
                 let value = match (request.method, body) {
                     (DataMethod::Delete, _) => Value::Null,
                     (_, Some(value)) => value,
                     (_, None) => return RestResponse::error(400, super::INVALID_JSON),
                 };
-                if let Err(response) = self.check_cost(current.estimated_bytes()) {
-                    return response;
-                }
-                if let Err(reply) =
-                    database.put_as(self.auth, &request.target, &value, None, now, effects)
-                {
-                    return reply_error(reply);
-                }
-                let mut body = Vec::new();
-                write_location(database.root(), &request.target, request.style, &mut body);
-                body
+                database.prepare_put(self.auth, &request.target, &value, condition, now)
             }
             DataMethod::Post => {
                 let Some(value) = body else {
                     return RestResponse::error(400, super::INVALID_JSON);
                 };
-                if let Err(response) = self.check_cost(0) {
-                    return response;
-                }
                 let name = shard.next_push_id(now);
                 let Ok(key) = Key::new(&name) else {
                     return RestResponse::error(500, "could not make a push id");
                 };
                 let target = WriteTarget::whole(path.child(key));
-                if let Err(reply) = database.put_as(self.auth, &target, &value, None, now, effects)
-                {
-                    return reply_error(reply);
-                }
-                let mut body = Vec::new();
-                write_value(
-                    &serde_json::json!({ "name": name }),
-                    request.style.pretty,
-                    &mut body,
-                );
-                body
+                let checked = database.prepare_put(self.auth, &target, &value, condition, now);
+                self.pushed = Some((target, name));
+                checked
             }
             DataMethod::Patch => {
                 let Some(Value::Object(map)) = body else {
@@ -264,22 +260,93 @@ impl Write<'_> {
                         "Invalid data; a PATCH body must be a JSON object whose keys are paths.",
                     );
                 };
-                match self.patch(database, map, now, effects) {
-                    Ok(body) => body,
-                    Err(response) => return response,
+                let mut entries = Vec::with_capacity(map.len());
+                for (name, value) in map {
+                    let target = match WriteTarget::parse(&name) {
+                        Ok(target) => target,
+                        Err(error) => {
+                            return RestResponse::error(
+                                400,
+                                format!("Invalid path {name:?} in the update: {error}"),
+                            )
+                        }
+                    };
+                    self.patched.push((name, target.clone()));
+                    entries.push((target, value));
                 }
+                database.prepare_merge(self.auth, path, &entries, condition, now)
             }
             DataMethod::Get => return RestResponse::error(500, "a read is not a write"),
         };
+        let checked = match checked {
+            Ok(checked) => checked,
+            Err(reply) if reply.status == Status::DataStale => {
+                // The engine let the caller read the location before it compared the hash.
+                let current = database.root().get(path);
+                let mut body = Vec::new();
+                write_rest_json(&current, request.style, &mut body);
+                return RestResponse::json(412, body).with_header("etag", etag_of(&current));
+            }
+            Err(reply) => return reply_error(reply),
+        };
+        if let Err(response) = self.check_cost(self.replaced_bytes(checked.current())) {
+            return response;
+        }
+        checked.commit(effects);
+        let root = database.root();
+        let answer = self.answer(root);
         let mut response = if request.silent {
             RestResponse::empty(204)
         } else {
             RestResponse::json(200, answer)
         };
         if request.want_etag || request.if_match.is_some() {
-            response = response.with_header("etag", etag_of(&database.root().get(path)));
+            response = response.with_header("etag", etag_of(&root.get(path)));
         }
         response
+    }
+
+    /// The bytes of the current data that the write replaces (none for a new push id).
+    fn replaced_bytes(&self, current: &Node) -> usize {
+        let request = self.request;
+        match request.method {
+            DataMethod::Post => 0,
+            DataMethod::Patch => self.patched.iter().fold(0usize, |sum, (_, target)| {
+                let absolute = request.target.path.join(&target.path);
+                sum.saturating_add(current.get(&absolute).estimated_bytes())
+            }),
+            _ => current.get(&request.target.path).estimated_bytes(),
+        }
+    }
+
+    /// The body of a successful write's answer: what is now at the written location (for a
+    /// PATCH, at each written path), or the new push id.
+    fn answer(&self, root: &Node) -> Vec<u8> {
+        let request = self.request;
+        let mut body = Vec::new();
+        match request.method {
+            DataMethod::Post => {
+                let name = self.pushed.as_ref().map(|(_, name)| name.as_str());
+                write_value(
+                    &serde_json::json!({ "name": name }),
+                    request.style.pretty,
+                    &mut body,
+                );
+            }
+            DataMethod::Patch => {
+                let mut answer = Map::new();
+                for (name, target) in &self.patched {
+                    let absolute = WriteTarget {
+                        path: request.target.path.join(&target.path),
+                        priority_only: target.priority_only,
+                    };
+                    answer.insert(name.clone(), location_json(root, &absolute, request.style));
+                }
+                write_value(&Value::Object(answer), request.style.pretty, &mut body);
+            }
+            _ => write_location(root, &request.target, request.style, &mut body),
+        }
+        body
     }
 
     /// Refuses a write whose cost (the bytes written plus those replaced) exceeds its
@@ -299,47 +366,6 @@ impl Write<'_> {
             ));
         }
         Ok(())
-    }
-
-    fn patch(
-        &self,
-        database: &mut Database,
-        map: Map<String, Value>,
-        now: u64,
-        effects: &mut Effects,
-    ) -> Result<Vec<u8>, RestResponse> {
-        let request = self.request;
-        let base = &request.target.path;
-        let mut entries = Vec::with_capacity(map.len());
-        let mut names = Vec::with_capacity(map.len());
-        let mut replaced = 0usize;
-        for (name, value) in map {
-            let target = WriteTarget::parse(&name).map_err(|error| {
-                RestResponse::error(400, format!("Invalid path {name:?} in the update: {error}"))
-            })?;
-            let absolute = base.join(&target.path);
-            replaced = replaced.saturating_add(database.root().get(&absolute).estimated_bytes());
-            entries.push((target, value));
-            names.push(name);
-        }
-        self.check_cost(replaced)?;
-        database
-            .merge_as(self.auth, base, &entries, now, effects)
-            .map_err(reply_error)?;
-        let mut answer = Map::new();
-        for (name, (target, _)) in names.into_iter().zip(&entries) {
-            let absolute = WriteTarget {
-                path: base.join(&target.path),
-                priority_only: target.priority_only,
-            };
-            answer.insert(
-                name,
-                location_json(database.root(), &absolute, request.style),
-            );
-        }
-        let mut body = Vec::new();
-        write_value(&Value::Object(answer), request.style.pretty, &mut body);
-        Ok(body)
     }
 }
 
@@ -387,7 +413,7 @@ pub fn reply_error(reply: Reply) -> RestResponse {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::config::ServeConfig;
     use crate::rest::{make_call, parse_request, RestRequest};
@@ -398,7 +424,7 @@ mod tests {
     use tokio::sync::{mpsc, watch};
 
     /// The value (export form) at `path` of `namespace`.
-    fn value_at(shard: &Shard, namespace: &str, path: &str) -> Value {
+    pub(crate) fn value_at(shard: &Shard, namespace: &str, path: &str) -> Value {
         shard
             .databases
             .borrow()
@@ -412,14 +438,14 @@ mod tests {
             .unwrap_or(Value::Null)
     }
 
-    fn shard() -> Shard {
+    pub(crate) fn shard() -> Shard {
         let (_shutdown, receiver) = watch::channel(false);
         let config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
         let (sender, _receiver) = mpsc::unbounded_channel();
         Shard::new(0, Rc::new(config), receiver, vec![sender])
     }
 
-    fn call(
+    pub(crate) fn call(
         shard: &Shard,
         method: &str,
         uri: &str,
@@ -442,11 +468,11 @@ mod tests {
         }
     }
 
-    fn json_body(response: &RestResponse) -> Value {
+    pub(crate) fn json_body(response: &RestResponse) -> Value {
         serde_json::from_slice(&response.body).expect("a JSON body")
     }
 
-    fn etag(response: &RestResponse) -> Option<&str> {
+    pub(crate) fn etag(response: &RestResponse) -> Option<&str> {
         response
             .headers
             .iter()
