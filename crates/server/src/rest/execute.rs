@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use hearth_query::QueryParams;
 use hearth_sync::{AuthState, Condition, Database, Effects, Reply, ReplyData, Status, WriteTarget};
-use hearth_tree::{Key, Node};
+use hearth_tree::{Key, Node, Path};
 use hearth_wire::{write_rest_json, write_shallow_json, write_value, JsonStyle};
 use serde_json::{Map, Value};
 
@@ -65,8 +65,6 @@ pub fn execute(shard: &Shard, call: RestCall) -> RestResponse {
                     request: &request,
                     body,
                     body_bytes,
-                    pushed: None,
-                    patched: Vec::new(),
                 };
                 write.run(shard)
             }
@@ -188,10 +186,23 @@ struct Write<'a> {
     request: &'a DataRequest,
     body: Option<Value>,
     body_bytes: usize,
-    /// A POST's new location and its push id.
-    pushed: Option<(WriteTarget, String)>,
-    /// A PATCH's entries, as the body named them and as parsed.
-    patched: Vec<(String, WriteTarget)>,
+}
+
+/// What a REST write sets, as the request gave it.
+enum Sent {
+    /// A PUT's value (null for a DELETE).
+    Put(Value),
+    /// A POST's value, the new location and its push id.
+    Post {
+        value: Value,
+        target: WriteTarget,
+        name: String,
+    },
+    /// A PATCH's entries, and the names the body gave them.
+    Patch {
+        names: Vec<String>,
+        entries: Vec<(WriteTarget, Value)>,
+    },
 }
 
 impl Write<'_> {
@@ -231,15 +242,12 @@ impl Write<'_> {
         // The engine checks access (and, with If-Match, the right to read) before the hash and
         // before this function looks at the current data, so that a refused caller gets 401
         // whatever the data holds.
-        let checked = match request.method {
-            DataMethod::Put | DataMethod::Delete => {
-                let value = match (request.method, body) {
-                    (DataMethod::Delete, _) => Value::Null,
-                    (_, Some(value)) => value,
-                    (_, None) => return RestResponse::error(400, super::INVALID_JSON),
-                };
-                database.prepare_put(self.auth, &request.target, &value, condition, now)
-            }
+        let sent = match request.method {
+            DataMethod::Put | DataMethod::Delete => match (request.method, body) {
+                (DataMethod::Delete, _) => Sent::Put(Value::Null),
+                (_, Some(value)) => Sent::Put(value),
+                (_, None) => return RestResponse::error(400, super::INVALID_JSON),
+            },
             DataMethod::Post => {
                 let Some(value) = body else {
                     return RestResponse::error(400, super::INVALID_JSON);
@@ -249,9 +257,11 @@ impl Write<'_> {
                     return RestResponse::error(500, "could not make a push id");
                 };
                 let target = WriteTarget::whole(path.child(key));
-                let checked = database.prepare_put(self.auth, &target, &value, condition, now);
-                self.pushed = Some((target, name));
-                checked
+                Sent::Post {
+                    value,
+                    target,
+                    name,
+                }
             }
             DataMethod::Patch => {
                 let Some(Value::Object(map)) = body else {
@@ -260,23 +270,34 @@ impl Write<'_> {
                         "Invalid data; a PATCH body must be a JSON object whose keys are paths.",
                     );
                 };
+                let mut names = Vec::with_capacity(map.len());
                 let mut entries = Vec::with_capacity(map.len());
                 for (name, value) in map {
-                    let target = match WriteTarget::parse(&name) {
-                        Ok(target) => target,
+                    match WriteTarget::parse(&name) {
+                        Ok(target) => entries.push((target, value)),
                         Err(error) => {
                             return RestResponse::error(
                                 400,
                                 format!("Invalid path {name:?} in the update: {error}"),
                             )
                         }
-                    };
-                    self.patched.push((name, target.clone()));
-                    entries.push((target, value));
+                    }
+                    names.push(name);
                 }
-                database.prepare_merge(self.auth, path, &entries, condition, now)
+                Sent::Patch { names, entries }
             }
             DataMethod::Get => return RestResponse::error(500, "a read is not a write"),
+        };
+        let checked = match &sent {
+            Sent::Put(value) => {
+                database.prepare_put(self.auth, &request.target, value, condition, now)
+            }
+            Sent::Post { value, target, .. } => {
+                database.prepare_put(self.auth, target, value, condition, now)
+            }
+            Sent::Patch { entries, .. } => {
+                database.prepare_merge(self.auth, path, entries, condition, now)
+            }
         };
         let checked = match checked {
             Ok(checked) => checked,
@@ -289,12 +310,12 @@ impl Write<'_> {
             }
             Err(reply) => return reply_error(reply),
         };
-        if let Err(response) = self.check_cost(self.replaced_bytes(checked.current())) {
+        if let Err(response) = self.check_cost(self.replaced_bytes(&sent, checked.current())) {
             return response;
         }
         checked.commit(effects);
+        let answer = self.answer(&sent, database, now);
         let root = database.root();
-        let answer = self.answer(root);
         let mut response = if request.silent {
             RestResponse::empty(204)
         } else {
@@ -307,44 +328,56 @@ impl Write<'_> {
     }
 
     /// The bytes of the current data that the write replaces (none for a new push id).
-    fn replaced_bytes(&self, current: &Node) -> usize {
-        let request = self.request;
-        match request.method {
-            DataMethod::Post => 0,
-            DataMethod::Patch => self.patched.iter().fold(0usize, |sum, (_, target)| {
-                let absolute = request.target.path.join(&target.path);
-                sum.saturating_add(current.get(&absolute).estimated_bytes())
+    fn replaced_bytes(&self, sent: &Sent, current: &Node) -> usize {
+        let base = &self.request.target.path;
+        match sent {
+            Sent::Put(_) => current.get(base).estimated_bytes(),
+            Sent::Patch { entries, .. } => entries.iter().fold(0usize, |sum, (target, _)| {
+                sum.saturating_add(current.get(&base.join(&target.path)).estimated_bytes())
             }),
-            _ => current.get(&request.target.path).estimated_bytes(),
+            Sent::Post { .. } => 0,
         }
     }
 
     /// The body of a successful write's answer: what is now at the written location (for a
-    /// PATCH, at each written path), or the new push id.
-    fn answer(&self, root: &Node) -> Vec<u8> {
+    /// PATCH, at each written path), or the new push id. A location the caller may not read
+    /// is answered with what the request sent: what is stored there may reveal data the
+    /// caller did not write (the base of an increment, whether a node exists for a priority
+    /// write).
+    fn answer(&self, sent: &Sent, database: &Database, now: u64) -> Vec<u8> {
         let request = self.request;
+        let root = database.root();
+        let readable = |path: &Path| database.check_read_as(self.auth, path, now).is_ok();
         let mut body = Vec::new();
-        match request.method {
-            DataMethod::Post => {
-                let name = self.pushed.as_ref().map(|(_, name)| name.as_str());
-                write_value(
-                    &serde_json::json!({ "name": name }),
-                    request.style.pretty,
-                    &mut body,
-                );
-            }
-            DataMethod::Patch => {
+        match sent {
+            Sent::Post { name, .. } => write_value(
+                &serde_json::json!({ "name": name }),
+                request.style.pretty,
+                &mut body,
+            ),
+            Sent::Patch { names, entries } => {
                 let mut answer = Map::new();
-                for (name, target) in &self.patched {
+                for (name, (target, sent)) in names.iter().zip(entries) {
                     let absolute = WriteTarget {
                         path: request.target.path.join(&target.path),
                         priority_only: target.priority_only,
                     };
-                    answer.insert(name.clone(), location_json(root, &absolute, request.style));
+                    let value = if readable(&absolute.path) {
+                        location_json(root, &absolute, request.style)
+                    } else {
+                        sent.clone()
+                    };
+                    answer.insert(name.clone(), value);
                 }
                 write_value(&Value::Object(answer), request.style.pretty, &mut body);
             }
-            _ => write_location(root, &request.target, request.style, &mut body),
+            Sent::Put(sent) => {
+                if readable(&request.target.path) {
+                    write_location(root, &request.target, request.style, &mut body);
+                } else {
+                    write_value(sent, request.style.pretty, &mut body);
+                }
+            }
         }
         body
     }

@@ -181,3 +181,59 @@ fn an_overflowing_increment_is_400_and_keeps_the_value() {
     );
     assert_eq!(value_at(&shard, NS, "/secret"), json!(1.7e308));
 }
+
+#[test]
+fn a_write_only_caller_gets_back_what_it_sent() {
+    let shard = shard_with(rules(r#"{"rules": {"$key": {".write": true}}}"#), json!(42));
+    let increment = r#"{".sv": {"increment": 1}}"#;
+    let put = call(
+        &shard,
+        "PUT",
+        &format!("/secret.json?ns={NS}"),
+        &[],
+        Some(increment),
+    );
+    assert_eq!(
+        (put.status, json_body(&put)),
+        (200, json!({".sv": {"increment": 1}})),
+        "not the sum, which would reveal the hidden base"
+    );
+    assert_eq!(value_at(&shard, NS, "/secret"), json!(43));
+    for missing in ["/missing", "/secret"] {
+        let priority = call(
+            &shard,
+            "PUT",
+            &format!("{missing}/.priority.json?ns={NS}"),
+            &[],
+            Some("5"),
+        );
+        assert_eq!(
+            (priority.status, json_body(&priority)),
+            (200, json!(5)),
+            "{missing}: whether the node exists is hidden"
+        );
+    }
+    let patch = call(
+        &shard,
+        "PATCH",
+        &format!("/.json?ns={NS}"),
+        &[],
+        Some(r#"{"secret": {".sv": {"increment": 1}}, "missing/.priority": 5}"#),
+    );
+    assert_eq!(
+        (patch.status, json_body(&patch)),
+        (
+            200,
+            json!({"secret": {".sv": {"increment": 1}}, "missing/.priority": 5})
+        )
+    );
+    let readable = shard_with(rules(OPEN_RULES), json!(42));
+    let put = call(
+        &readable,
+        "PUT",
+        &format!("/secret.json?ns={NS}"),
+        &[],
+        Some(increment),
+    );
+    assert_eq!(json_body(&put), json!(43), "a reader sees the stored value");
+}
