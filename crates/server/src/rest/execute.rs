@@ -1,7 +1,9 @@
 //! Running a [`RestCall`] on the shard that owns its database. Reads and writes go through the
 //! same engine calls as WebSocket requests, with the request's identity (`Database::read_as`,
-//! `put_as`, `merge_as`): the database's rules decide, and a write's pushes reach WebSocket
-//! listeners and event streams alike.
+//! `prepare_put`, `prepare_merge`): the database's rules decide, and a write's pushes reach
+//! WebSocket listeners and event streams alike. Whatever depends on the stored data (an ETag
+//! comparison, the size that `writeSizeLimit` counts, the value an answer shows) is decided
+//! only after the access checks, so that a refused request learns nothing of hidden data.
 
 use std::time::Instant;
 
