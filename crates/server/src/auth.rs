@@ -10,11 +10,13 @@ use hearth_wire::AuthRequest;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 /// The literal admin credential of emulator mode.
 pub const OWNER_TOKEN: &str = "owner";
 
-/// Leeway for clock differences when checking `exp` and `iat`.
+/// Leeway for clock differences when checking `exp`, `nbf` and `iat`.
 pub const CLOCK_LEEWAY_SECS: u64 = 60;
 
 /// A public key for RS256 or ES256 tokens.
@@ -270,6 +272,14 @@ fn verify_jwt(token: &str, config: &AuthConfig, now_secs: u64) -> Result<(Value,
     if issued.is_some_and(|iat| iat > now_secs + CLOCK_LEEWAY_SECS) {
         return Err(AuthError::Invalid("issued in the future".into()));
     }
+    // jsonwebtoken checks `nbf` against the system clock; this checks it against the time the
+    // caller gives, like `iat`, so that both clocks agree on a token that is not valid yet.
+    let not_before = claims.get("nbf").and_then(Value::as_f64);
+    if not_before.is_some_and(|nbf| nbf > (now_secs + CLOCK_LEEWAY_SECS) as f64) {
+        return Err(AuthError::Invalid(
+            "not valid yet (nbf is in the future)".into(),
+        ));
+    }
     if claims
         .get("sub")
         .and_then(Value::as_str)
@@ -283,6 +293,8 @@ fn verify_jwt(token: &str, config: &AuthConfig, now_secs: u64) -> Result<(Value,
 fn validation(algorithm: Algorithm, firebase_project: Option<&str>) -> Validation {
     let mut validation = Validation::new(algorithm);
     validation.leeway = CLOCK_LEEWAY_SECS;
+    // Off by default in jsonwebtoken: a token that is not valid yet must be refused.
+    validation.validate_nbf = true;
     match firebase_project {
         Some(project) => {
             validation.set_issuer(&[format!("https://securetoken.google.com/{project}")]);
@@ -335,11 +347,12 @@ fn auth_variable(claims: Value) -> Value {
     json!({"uid": uid, "provider": provider, "token": claims})
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Compares a secret with a candidate in time that depends on neither: both are hashed to a
+/// fixed length first, so that not even the secret's length shows in the timing.
+fn constant_time_eq(secret: &[u8], candidate: &[u8]) -> bool {
+    let secret = Sha256::digest(secret);
+    let candidate = Sha256::digest(candidate);
+    secret[..].ct_eq(&candidate[..]).into()
 }
 
 /// Seconds since the Unix epoch.

@@ -4,7 +4,9 @@ use super::*;
 use jsonwebtoken::{encode, EncodingKey, Header};
 
 const SECRET: &[u8] = b"test-secret-of-enough-length-for-hs256";
-const NOW: u64 = 1_800_000_000;
+// Tokens are built around the real time (now_secs): jsonwebtoken checks `exp` and `nbf`
+// against the system clock, so a fixed "now" would make the valid test tokens expire once the
+// real date passes it.
 
 fn keys_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/keys")
@@ -48,7 +50,7 @@ fn firebase_config() -> AuthConfig {
 fn firebase_claims(aud: &str, exp: u64) -> Value {
     json!({
         "iss": format!("https://securetoken.google.com/{aud}"), "aud": aud,
-        "iat": NOW - 10, "exp": exp, "sub": "alice", "user_id": "alice",
+        "iat": now_secs() - 10, "exp": exp, "sub": "alice", "user_id": "alice",
         "firebase": {"sign_in_provider": "password"}
     })
 }
@@ -56,11 +58,12 @@ fn firebase_claims(aud: &str, exp: u64) -> Value {
 #[test]
 fn owner_is_admin_in_dev_only() {
     assert_eq!(
-        authenticate_with(&request("owner"), &AuthConfig::development(), NOW).map(|a| a.state),
+        authenticate_with(&request("owner"), &AuthConfig::development(), now_secs())
+            .map(|a| a.state),
         Ok(AuthState::Admin)
     );
     assert_eq!(
-        authenticate_with(&request("owner"), &AuthConfig::default(), NOW),
+        authenticate_with(&request("owner"), &AuthConfig::default(), now_secs()),
         Err(AuthError::DevOnly)
     );
 }
@@ -71,21 +74,21 @@ fn admin_token_and_overrides() {
         admin_token: Some("s3cret-admin".into()),
         ..AuthConfig::default()
     };
-    let admin = authenticate_with(&request("s3cret-admin"), &config, NOW);
+    let admin = authenticate_with(&request("s3cret-admin"), &config, now_secs());
     assert_eq!(admin.map(|a| a.state), Ok(AuthState::Admin));
     let mut with_var = request("s3cret-admin");
     with_var.auth_override = Some(json!({"uid": "u1"}));
     assert_eq!(
-        authenticate_with(&with_var, &config, NOW).map(|a| a.state),
+        authenticate_with(&with_var, &config, now_secs()).map(|a| a.state),
         Ok(AuthState::User(json!({"uid": "u1"})))
     );
     let mut no_auth = request("s3cret-admin");
     no_auth.no_auth = true;
     assert_eq!(
-        authenticate_with(&no_auth, &config, NOW).map(|a| a.state),
+        authenticate_with(&no_auth, &config, now_secs()).map(|a| a.state),
         Ok(AuthState::Anonymous)
     );
-    assert!(authenticate_with(&request("s3cret-admiN"), &config, NOW).is_err());
+    assert!(authenticate_with(&request("s3cret-admiN"), &config, now_secs()).is_err());
 }
 
 #[test]
@@ -100,7 +103,7 @@ fn unsigned_mock_tokens_only_in_dev() {
         dev: true,
         ..AuthConfig::default()
     };
-    let outcome = authenticate_with(&request(&token), &dev, NOW).expect("accepted in dev");
+    let outcome = authenticate_with(&request(&token), &dev, now_secs()).expect("accepted in dev");
     match outcome.state {
         AuthState::User(auth) => {
             assert_eq!(auth["uid"], "alice");
@@ -111,11 +114,15 @@ fn unsigned_mock_tokens_only_in_dev() {
     }
     assert_eq!(outcome.expires_at, None, "mock tokens never expire");
     assert_eq!(
-        authenticate_with(&request(&token), &AuthConfig::default(), NOW),
+        authenticate_with(&request(&token), &AuthConfig::default(), now_secs()),
         Err(AuthError::Unsigned)
     );
     assert_eq!(
-        authenticate_with(&request("not-a-jwt"), &AuthConfig::development(), NOW),
+        authenticate_with(
+            &request("not-a-jwt"),
+            &AuthConfig::development(),
+            now_secs()
+        ),
         Err(AuthError::NotAJwt)
     );
 }
@@ -127,23 +134,24 @@ fn hs256_tokens_are_verified() {
         Algorithm::HS256,
         &key,
         None,
-        json!({"sub": "bob", "exp": NOW + 600}),
+        json!({"sub": "bob", "exp": now_secs() + 600}),
     );
-    let outcome = authenticate_with(&request(&token), &config_with_secret(), NOW).expect("valid");
-    assert_eq!(outcome.expires_at, Some(NOW + 600));
+    let outcome =
+        authenticate_with(&request(&token), &config_with_secret(), now_secs()).expect("valid");
+    assert_eq!(outcome.expires_at, Some(now_secs() + 600));
     assert!(matches!(outcome.state, AuthState::User(ref auth) if auth["uid"] == "bob"));
     let forged = sign(
         Algorithm::HS256,
         &EncodingKey::from_secret(b"another-secret-entirely-here!!"),
         None,
-        json!({"sub": "bob", "exp": NOW + 600}),
+        json!({"sub": "bob", "exp": now_secs() + 600}),
     );
     assert!(matches!(
-        authenticate_with(&request(&forged), &config_with_secret(), NOW),
+        authenticate_with(&request(&forged), &config_with_secret(), now_secs()),
         Err(AuthError::Invalid(_))
     ));
     assert_eq!(
-        authenticate_with(&request(&token), &AuthConfig::default(), NOW),
+        authenticate_with(&request(&token), &AuthConfig::default(), now_secs()),
         Err(AuthError::NoKey)
     );
 }
@@ -158,7 +166,7 @@ fn expired_tokens_are_refused() {
         json!({"sub": "bob", "exp": 1_000}),
     );
     assert!(matches!(
-        authenticate_with(&request(&token), &config_with_secret(), NOW),
+        authenticate_with(&request(&token), &config_with_secret(), now_secs()),
         Err(AuthError::Invalid(_))
     ));
 }
@@ -170,18 +178,18 @@ fn firebase_id_tokens_check_issuer_and_audience() {
         Algorithm::RS256,
         &rsa_key(),
         Some("test-kid"),
-        firebase_claims("demo-proj", NOW + 600),
+        firebase_claims("demo-proj", now_secs() + 600),
     );
-    let outcome = authenticate_with(&request(&good), &config, NOW).expect("valid");
+    let outcome = authenticate_with(&request(&good), &config, now_secs()).expect("valid");
     assert!(matches!(outcome.state, AuthState::User(ref auth) if auth["provider"] == "password"));
     let wrong_audience = sign(
         Algorithm::RS256,
         &rsa_key(),
         Some("test-kid"),
-        firebase_claims("other-proj", NOW + 600),
+        firebase_claims("other-proj", now_secs() + 600),
     );
     assert!(matches!(
-        authenticate_with(&request(&wrong_audience), &config, NOW),
+        authenticate_with(&request(&wrong_audience), &config, now_secs()),
         Err(AuthError::Invalid(_))
     ));
 }
@@ -196,9 +204,9 @@ fn rs256_and_es256_from_pem() {
         Algorithm::RS256,
         &rsa_key(),
         None,
-        json!({"sub": "c", "exp": NOW + 60}),
+        json!({"sub": "c", "exp": now_secs() + 60}),
     );
-    assert!(authenticate_with(&request(&token), &rsa, NOW).is_ok());
+    assert!(authenticate_with(&request(&token), &rsa, now_secs()).is_ok());
     let ec = AuthConfig {
         keys: AuthConfig::load_keys(&keys_dir().join("ec-public.pem"), false).expect("pem"),
         ..AuthConfig::default()
@@ -209,8 +217,69 @@ fn rs256_and_es256_from_pem() {
         Algorithm::ES256,
         &ec_key,
         None,
-        json!({"sub": "d", "exp": NOW + 60}),
+        json!({"sub": "d", "exp": now_secs() + 60}),
     );
-    assert!(authenticate_with(&request(&token), &ec, NOW).is_ok());
-    assert!(authenticate_with(&request(&token), &rsa, NOW).is_err());
+    assert!(authenticate_with(&request(&token), &ec, now_secs()).is_ok());
+    assert!(authenticate_with(&request(&token), &rsa, now_secs()).is_err());
+}
+
+#[test]
+fn tokens_not_valid_yet_are_refused() {
+    let key = EncodingKey::from_secret(SECRET);
+    let token = |nbf: Value, exp: u64| {
+        sign(
+            Algorithm::HS256,
+            &key,
+            None,
+            json!({"sub": "bob", "exp": exp, "nbf": nbf}),
+        )
+    };
+    // jsonwebtoken checks `nbf` against the system clock, the server against the time it is
+    // given: each check is tested with a token that only it refuses.
+    let now = now_secs();
+    let far_future = token(json!(now + 3600), now + 7200);
+    assert_eq!(
+        authenticate_with(&request(&far_future), &config_with_secret(), now),
+        Err(AuthError::Invalid("ImmatureSignature".into()))
+    );
+    let early_caller = now - 7200;
+    let not_yet_for_caller = token(json!(now - 3600), now + 7200);
+    assert_eq!(
+        authenticate_with(
+            &request(&not_yet_for_caller),
+            &config_with_secret(),
+            early_caller
+        )
+        .map(|a| a.state),
+        Err(AuthError::Invalid(
+            "not valid yet (nbf is in the future)".into()
+        ))
+    );
+    for nbf in [now - 3600, now + CLOCK_LEEWAY_SECS / 2] {
+        let valid = token(json!(nbf), now + 7200);
+        assert!(
+            authenticate_with(&request(&valid), &config_with_secret(), now).is_ok(),
+            "nbf {nbf} is within the leeway of {now}"
+        );
+    }
+    let malformed = token(json!("soon"), now + 7200);
+    assert_eq!(
+        authenticate_with(&request(&malformed), &config_with_secret(), now).map(|a| a.state),
+        Err(AuthError::Invalid("Invalid format for claim: nbf".into()))
+    );
+}
+
+#[test]
+fn admin_token_comparison_is_exact() {
+    assert!(constant_time_eq(b"s3cret-admin", b"s3cret-admin"));
+    for candidate in [
+        &b"s3cret-admiN"[..],
+        b"s3cret-admin ",
+        b"s3cret-admi",
+        b"",
+        b"S3cret-admin",
+    ] {
+        assert!(!constant_time_eq(b"s3cret-admin", candidate));
+    }
+    assert!(constant_time_eq(b"", b""));
 }

@@ -13,7 +13,7 @@ use crate::events::write_events;
 use crate::limits::{MAX_LISTENS_PER_SESSION, MAX_MERGE_ENTRIES};
 use crate::ondisconnect::{OnDisconnectQueue, QueuedOp};
 use crate::request::{ConnId, Reply, ReplyData, Request, Status, Tag};
-use crate::server_values::resolve_server_values;
+use crate::server_values::{resolve_server_values, ServerValueError};
 use crate::views::{ViewId, Views};
 use crate::write::{change_from_json, check_disjoint, Write, WriteError, WriteOp, WriteTarget};
 
@@ -38,6 +38,37 @@ struct Session {
     auth: AuthState,
     listens: HashMap<(Path, Option<Tag>), ListenEntry>,
     on_disconnect: OnDisconnectQueue,
+}
+
+/// A compare-and-set condition: the write applies only if the node at `path` has the node
+/// hash `hash` (spec §10; the empty string for an empty location).
+#[derive(Debug, Clone, Copy)]
+pub struct Condition<'a> {
+    pub path: &'a Path,
+    pub hash: &'a str,
+}
+
+/// A write that passed every check. It borrows the database mutably, so nothing can change
+/// between the checks and [`CheckedWrite::commit`]; dropping it abandons the write. It lets a
+/// caller make a last check of its own after the access checks (REST's `writeSizeLimit`).
+pub struct CheckedWrite<'a> {
+    database: &'a mut Database,
+    write: Write,
+    new_root: Node,
+}
+
+impl CheckedWrite<'_> {
+    /// The data as it is before the write.
+    pub fn current(&self) -> &Node {
+        &self.database.root
+    }
+
+    /// Applies the write: its log record and pushes are appended to `out`.
+    pub fn commit(self, out: &mut Effects) {
+        if !self.write.ops.is_empty() {
+            self.database.commit(self.write, self.new_root, out);
+        }
+    }
 }
 
 /// The state machine of one database. Every method takes the time it may need as an argument
@@ -350,23 +381,35 @@ impl Database {
         now_ms: u64,
         out: &mut Effects,
     ) -> Result<(), Reply> {
+        let condition = hash.map(|hash| Condition {
+            path: &target.path,
+            hash,
+        });
+        self.prepare_put(auth, target, data, condition, now_ms)?
+            .commit(out);
+        Ok(())
+    }
+
+    /// Checks a set of `target` to `data` by `auth`, with an optional compare-and-set
+    /// `condition`, and returns it ready to commit. Refusals come in an order that tells a
+    /// refused caller nothing of data it may not read (see [`Database::check`]).
+    pub fn prepare_put(
+        &mut self,
+        auth: &AuthState,
+        target: &WriteTarget,
+        data: &Value,
+        condition: Option<Condition<'_>>,
+        now_ms: u64,
+    ) -> Result<CheckedWrite<'_>, Reply> {
         let existing = self.root.get(&target.path);
-        if let Some(hash) = hash {
-            if *existing.hash() != *hash {
-                return Err(Reply {
-                    status: Status::DataStale,
-                    data: ReplyData::EmptyText,
-                });
-            }
-        }
-        let mut op = resolve_op(&Path::root(), target, data, &existing, now_ms).map_err(invalid)?;
+        let (mut op, data_error) = resolve_op(&Path::root(), target, data, &existing, now_ms)?;
         // A set is one operation at the write's base.
         op.path = Path::root();
         let write = Write {
             base: target.path.clone(),
             ops: vec![op],
         };
-        self.checked_commit(auth, write, now_ms, out)
+        self.check(auth, write, data_error, condition, now_ms)
     }
 
     /// Applies a multi-path update atomically with admin rights (no rules).
@@ -389,11 +432,79 @@ impl Database {
         now_ms: u64,
         out: &mut Effects,
     ) -> Result<(), Reply> {
-        let write = self.resolve_merge(path, entries, now_ms)?;
-        if write.ops.is_empty() {
-            return Ok(());
+        self.prepare_merge(auth, path, entries, None, now_ms)?
+            .commit(out);
+        Ok(())
+    }
+
+    /// Checks a multi-path update by `auth`, with an optional compare-and-set `condition`,
+    /// and returns it ready to commit (see [`Database::prepare_put`]).
+    pub fn prepare_merge(
+        &mut self,
+        auth: &AuthState,
+        path: &Path,
+        entries: &[(WriteTarget, Value)],
+        condition: Option<Condition<'_>>,
+        now_ms: u64,
+    ) -> Result<CheckedWrite<'_>, Reply> {
+        let (write, data_error) = self.resolve_merge(path, entries, now_ms)?;
+        self.check(auth, write, data_error, condition, now_ms)
+    }
+
+    /// Decides whether `auth` may make `write`, in an order chosen so that a refused caller
+    /// gets the same answer whatever the hidden data holds: first the access checks (the
+    /// rules, and for a compare-and-set the right to read its location, since its answer
+    /// tells whether the hash matches), then what depends on the data: the hash, then an
+    /// error found while resolving server values against the data (`data_error`).
+    fn check(
+        &mut self,
+        auth: &AuthState,
+        write: Write,
+        data_error: Option<WriteError>,
+        condition: Option<Condition<'_>>,
+        now_ms: u64,
+    ) -> Result<CheckedWrite<'_>, Reply> {
+        let new_root = write.apply(&self.root);
+        if write.ops.is_empty() && condition.is_none() {
+            // An empty update changes nothing and is not logged.
+            return Ok(CheckedWrite {
+                database: self,
+                write,
+                new_root,
+            });
         }
-        self.checked_commit(auth, write, now_ms, out)
+        self.check_writable()?;
+        if let Some(condition) = &condition {
+            self.access
+                .check_read(auth, &self.root, condition.path, None, now_ms)
+                .map_err(|refusal| denied(0, &refusal))?;
+        }
+        self.check_write(auth, &write, &new_root, now_ms)
+            .map_err(|refusal| denied(0, &refusal))?;
+        if let Some(condition) = &condition {
+            if *self.root.get(condition.path).hash() != *condition.hash {
+                return Err(Reply {
+                    status: Status::DataStale,
+                    data: ReplyData::EmptyText,
+                });
+            }
+        }
+        if let Some(error) = data_error {
+            return Err(invalid(error));
+        }
+        Ok(CheckedWrite {
+            database: self,
+            write,
+            new_root,
+        })
+    }
+
+    /// Checks that `auth` may read `path` (with no query), for answers that reveal something
+    /// of its data without sending it (REST ETags).
+    pub fn check_read_as(&self, auth: &AuthState, path: &Path, now_ms: u64) -> Result<(), Reply> {
+        self.access
+            .check_read(auth, &self.root, path, None, now_ms)
+            .map_err(|refusal| denied(0, &refusal))
     }
 
     /// Reads with the rights of `auth`: the query's result at `path`.
@@ -410,27 +521,33 @@ impl Database {
         Ok(query.apply(&self.root.get(path)))
     }
 
+    /// Resolves a multi-path update against the current data; the first error that depends
+    /// on the data comes back beside the write (see [`Database::check`]).
     fn resolve_merge(
         &self,
         path: &Path,
         entries: &[(WriteTarget, Value)],
         now_ms: u64,
-    ) -> Result<Write, Reply> {
+    ) -> Result<(Write, Option<WriteError>), Reply> {
         if entries.len() > MAX_MERGE_ENTRIES {
             return Err(invalid(WriteError::TooManyEntries {
                 limit: MAX_MERGE_ENTRIES,
             }));
         }
         let mut ops = Vec::with_capacity(entries.len());
+        let mut first_data_error = None;
         for (target, data) in entries {
             let existing = self.root.get(&path.join(&target.path));
-            ops.push(resolve_op(path, target, data, &existing, now_ms).map_err(invalid)?);
+            let (op, data_error) = resolve_op(path, target, data, &existing, now_ms)?;
+            ops.push(op);
+            first_data_error = first_data_error.or(data_error);
         }
         check_disjoint(&ops).map_err(invalid)?;
-        Ok(Write {
+        let write = Write {
             base: path.clone(),
             ops,
-        })
+        };
+        Ok((write, first_data_error))
     }
 
     fn session_auth(&self, conn: ConnId) -> AuthState {
@@ -444,32 +561,15 @@ impl Database {
         if let Err(reply) = self.check_writable() {
             return reply;
         }
-        // Check the operation now, so that a bad one is refused while the client can still be
-        // told; it is resolved again, against the data of that time, when it runs.
-        let checked = match &op {
+        // Check the operation now, against the data of now, so that a bad or forbidden one is
+        // refused while the client can still be told (as production does); it is resolved
+        // and checked again, against the data of that time, when it runs. An error that
+        // depends on the data (an increment that overflows) is not reported here: it says
+        // nothing about the data the operation will meet when it runs.
+        let resolved = match &op {
             QueuedOp::Put { target, data } => {
                 let existing = self.root.get(&target.path);
-                resolve_op(&Path::root(), target, data, &existing, now_ms).map(|_| ())
-            }
-            QueuedOp::Merge { path, entries } => entries
-                .iter()
-                .map(|(target, data)| {
-                    let existing = self.root.get(&path.join(&target.path));
-                    resolve_op(path, target, data, &existing, now_ms)
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .and_then(|ops| check_disjoint(&ops)),
-        };
-        if let Err(error) = checked {
-            return invalid(error);
-        }
-        // Production checks permission when the operation is queued, so the client hears of a
-        // refusal at once; it is checked again when it runs.
-        let auth = self.session_auth(conn);
-        let write = match &op {
-            QueuedOp::Put { target, data } => {
-                let existing = self.root.get(&target.path);
-                resolve_op(&Path::root(), target, data, &existing, now_ms).map(|mut op| {
+                resolve_op(&Path::root(), target, data, &existing, now_ms).map(|(mut op, _)| {
                     op.path = Path::root();
                     Write {
                         base: target.path.clone(),
@@ -477,19 +577,18 @@ impl Database {
                     }
                 })
             }
-            QueuedOp::Merge { path, entries } => match self.resolve_merge(path, entries, now_ms) {
-                Ok(write) => Ok(write),
-                Err(reply) => return reply,
-            },
+            QueuedOp::Merge { path, entries } => self
+                .resolve_merge(path, entries, now_ms)
+                .map(|(write, _)| write),
         };
-        match write {
-            Ok(write) => {
-                let new_root = write.apply(&self.root);
-                if let Err(refusal) = self.check_write(&auth, &write, &new_root, now_ms) {
-                    return denied(conn, &refusal);
-                }
-            }
-            Err(error) => return invalid(error),
+        let write = match resolved {
+            Ok(write) => write,
+            Err(reply) => return reply,
+        };
+        let auth = self.session_auth(conn);
+        let new_root = write.apply(&self.root);
+        if let Err(refusal) = self.check_write(&auth, &write, &new_root, now_ms) {
+            return denied(conn, &refusal);
         }
         let Some(session) = self.sessions.get_mut(&conn) else {
             return Reply::error(Status::Unavailable, "the connection is not open");
@@ -517,23 +616,6 @@ impl Database {
             .check_write(auth, &self.root, new_root, &write.base, &relative, now_ms)
     }
 
-    /// Applies a resolved write if `auth` may make it.
-    fn checked_commit(
-        &mut self,
-        auth: &AuthState,
-        write: Write,
-        now_ms: u64,
-        out: &mut Effects,
-    ) -> Result<(), Reply> {
-        self.check_writable()?;
-        let new_root = write.apply(&self.root);
-        if let Err(refusal) = self.check_write(auth, &write, &new_root, now_ms) {
-            return Err(denied(0, &refusal));
-        }
-        self.commit(write, new_root, out);
-        Ok(())
-    }
-
     /// Applies a resolved write: the new root replaces the old one, the write goes to the log,
     /// and every affected view gets its push.
     fn commit(&mut self, write: Write, new_root: Node, out: &mut Effects) {
@@ -555,25 +637,30 @@ impl Database {
 }
 
 /// Resolves one operation's server values against `existing` and converts it. `base` is the
-/// write's base path; `target` is relative to it.
+/// write's base path; `target` is relative to it. The refusal returned depends only on the
+/// request; an error that depends on `existing` comes back beside the operation, to be
+/// reported only after the access checks (see [`Database::check`]).
 fn resolve_op(
     base: &Path,
     target: &WriteTarget,
     data: &Value,
     existing: &Node,
     now_ms: u64,
-) -> Result<WriteOp, WriteError> {
+) -> Result<(WriteOp, Option<WriteError>), Reply> {
+    let server_value_error = |error: ServerValueError| WriteError::ServerValue(error.to_string());
     let resolved = resolve_server_values(data, existing, now_ms)
-        .map_err(|error| WriteError::ServerValue(error.to_string()))?;
+        .map_err(|error| invalid(server_value_error(error)))?;
     let absolute = WriteTarget {
         path: base.join(&target.path),
         priority_only: target.priority_only,
     };
-    let change = change_from_json(&absolute, resolved.as_ref().unwrap_or(data))?;
-    Ok(WriteOp {
+    let change =
+        change_from_json(&absolute, resolved.value.as_ref().unwrap_or(data)).map_err(invalid)?;
+    let op = WriteOp {
         path: target.path.clone(),
         change,
-    })
+    };
+    Ok((op, resolved.data_error.map(server_value_error)))
 }
 
 /// The reply to a refused operation. The rule that refused it goes to the debug log only: the
@@ -590,3 +677,7 @@ fn invalid(error: WriteError) -> Reply {
 #[cfg(test)]
 #[path = "database_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "database_oracle_tests.rs"]
+mod oracle_tests;

@@ -1,13 +1,15 @@
 //! Running a [`RestCall`] on the shard that owns its database. Reads and writes go through the
 //! same engine calls as WebSocket requests, with the request's identity (`Database::read_as`,
-//! `put_as`, `merge_as`): the database's rules decide, and a write's pushes reach WebSocket
-//! listeners and event streams alike.
+//! `prepare_put`, `prepare_merge`): the database's rules decide, and a write's pushes reach
+//! WebSocket listeners and event streams alike. Whatever depends on the stored data (an ETag
+//! comparison, the size that `writeSizeLimit` counts, the value an answer shows) is decided
+//! only after the access checks, so that a refused request learns nothing of hidden data.
 
 use std::time::Instant;
 
 use hearth_query::QueryParams;
-use hearth_sync::{AuthState, Database, Effects, Reply, ReplyData, Status, WriteTarget};
-use hearth_tree::{Key, Node};
+use hearth_sync::{AuthState, Condition, Database, Effects, Reply, ReplyData, Status, WriteTarget};
+use hearth_tree::{Key, Node, Path};
 use hearth_wire::{write_rest_json, write_shallow_json, write_value, JsonStyle};
 use serde_json::{Map, Value};
 
@@ -20,6 +22,17 @@ use crate::time::now_ms;
 
 /// The ETag of an empty location (spec §15.4).
 pub const NULL_ETAG: &str = "null_etag";
+
+/// The node hash that an `If-Match` ETag stands for: an empty location's hash is the empty
+/// string, its ETag [`NULL_ETAG`]. An empty ETag stands for no hash at all, so it is mapped to
+/// a text that no hash can be (hashes are 28 base64 characters).
+fn hash_of_etag(etag: &str) -> &str {
+    match etag {
+        NULL_ETAG => "",
+        "" => NULL_ETAG,
+        other => other,
+    }
+}
 
 /// The ETag of a value: its node hash (spec §10), or [`NULL_ETAG`] when it is empty.
 pub fn etag_of(node: &Node) -> String {
@@ -177,6 +190,23 @@ struct Write<'a> {
     body_bytes: usize,
 }
 
+/// What a REST write sets, as the request gave it.
+enum Sent {
+    /// A PUT's value (null for a DELETE).
+    Put(Value),
+    /// A POST's value, the new location and its push id.
+    Post {
+        value: Value,
+        target: WriteTarget,
+        name: String,
+    },
+    /// A PATCH's entries, and the names the body gave them.
+    Patch {
+        names: Vec<String>,
+        entries: Vec<(WriteTarget, Value)>,
+    },
+}
+
 impl Write<'_> {
     fn run(self, shard: &Shard) -> RestResponse {
         let namespace = self.namespace;
@@ -200,62 +230,40 @@ impl Write<'_> {
         let request = self.request;
         let body = self.body.take();
         let path = &request.target.path;
-        let current = database.root().get(path);
-        if let Some(expected) = &request.if_match {
-            let etag = etag_of(&current);
-            if *expected != etag {
-                // The answer carries the current value, so it needs the right to read it.
-                let unfiltered = QueryParams::default();
-                if let Err(reply) = database.read_as(self.auth, path, &unfiltered, now) {
-                    return reply_error(reply);
-                }
-                let mut body = Vec::new();
-                write_rest_json(&current, request.style, &mut body);
-                return RestResponse::json(412, body).with_header("etag", etag);
+        // An ETag is the location's hash: asking for one (on its own or with If-Match) is a
+        // read of the location, refused like one before anything else is decided.
+        if request.want_etag {
+            if let Err(reply) = database.check_read_as(self.auth, path, now) {
+                return reply_error(reply);
             }
         }
-        let answer = match request.method {
-            DataMethod::Put | DataMethod::Delete => {
-                let value = match (request.method, body) {
-                    (DataMethod::Delete, _) => Value::Null,
-                    (_, Some(value)) => value,
-                    (_, None) => return RestResponse::error(400, super::INVALID_JSON),
-                };
-                if let Err(response) = self.check_cost(current.estimated_bytes()) {
-                    return response;
-                }
-                if let Err(reply) =
-                    database.put_as(self.auth, &request.target, &value, None, now, effects)
-                {
-                    return reply_error(reply);
-                }
-                let mut body = Vec::new();
-                write_location(database.root(), &request.target, request.style, &mut body);
-                body
-            }
+        let condition = request.if_match.as_deref().map(|etag| Condition {
+            path,
+            hash: hash_of_etag(etag),
+        });
+        // The engine checks access (and, with If-Match, the right to read) before the hash and
+        // before this function looks at the current data, so that a refused caller gets 401
+        // whatever the data holds.
+        let sent = match request.method {
+            DataMethod::Put | DataMethod::Delete => match (request.method, body) {
+                (DataMethod::Delete, _) => Sent::Put(Value::Null),
+                (_, Some(value)) => Sent::Put(value),
+                (_, None) => return RestResponse::error(400, super::INVALID_JSON),
+            },
             DataMethod::Post => {
                 let Some(value) = body else {
                     return RestResponse::error(400, super::INVALID_JSON);
                 };
-                if let Err(response) = self.check_cost(0) {
-                    return response;
-                }
                 let name = shard.next_push_id(now);
                 let Ok(key) = Key::new(&name) else {
                     return RestResponse::error(500, "could not make a push id");
                 };
                 let target = WriteTarget::whole(path.child(key));
-                if let Err(reply) = database.put_as(self.auth, &target, &value, None, now, effects)
-                {
-                    return reply_error(reply);
+                Sent::Post {
+                    value,
+                    target,
+                    name,
                 }
-                let mut body = Vec::new();
-                write_value(
-                    &serde_json::json!({ "name": name }),
-                    request.style.pretty,
-                    &mut body,
-                );
-                body
             }
             DataMethod::Patch => {
                 let Some(Value::Object(map)) = body else {
@@ -264,22 +272,116 @@ impl Write<'_> {
                         "Invalid data; a PATCH body must be a JSON object whose keys are paths.",
                     );
                 };
-                match self.patch(database, map, now, effects) {
-                    Ok(body) => body,
-                    Err(response) => return response,
+                let mut names = Vec::with_capacity(map.len());
+                let mut entries = Vec::with_capacity(map.len());
+                for (name, value) in map {
+                    match WriteTarget::parse(&name) {
+                        Ok(target) => entries.push((target, value)),
+                        Err(error) => {
+                            return RestResponse::error(
+                                400,
+                                format!("Invalid path {name:?} in the update: {error}"),
+                            )
+                        }
+                    }
+                    names.push(name);
                 }
+                Sent::Patch { names, entries }
             }
             DataMethod::Get => return RestResponse::error(500, "a read is not a write"),
         };
+        let checked = match &sent {
+            Sent::Put(value) => {
+                database.prepare_put(self.auth, &request.target, value, condition, now)
+            }
+            Sent::Post { value, target, .. } => {
+                database.prepare_put(self.auth, target, value, condition, now)
+            }
+            Sent::Patch { entries, .. } => {
+                database.prepare_merge(self.auth, path, entries, condition, now)
+            }
+        };
+        let checked = match checked {
+            Ok(checked) => checked,
+            Err(reply) if reply.status == Status::DataStale => {
+                // The engine let the caller read the location before it compared the hash.
+                let current = database.root().get(path);
+                let mut body = Vec::new();
+                write_rest_json(&current, request.style, &mut body);
+                return RestResponse::json(412, body).with_header("etag", etag_of(&current));
+            }
+            Err(reply) => return reply_error(reply),
+        };
+        if let Err(response) = self.check_cost(self.replaced_bytes(&sent, checked.current())) {
+            return response;
+        }
+        checked.commit(effects);
+        let answer = self.answer(&sent, database, now);
+        let root = database.root();
         let mut response = if request.silent {
             RestResponse::empty(204)
         } else {
             RestResponse::json(200, answer)
         };
         if request.want_etag || request.if_match.is_some() {
-            response = response.with_header("etag", etag_of(&database.root().get(path)));
+            response = response.with_header("etag", etag_of(&root.get(path)));
         }
         response
+    }
+
+    /// The bytes of the current data that the write replaces (none for a new push id).
+    fn replaced_bytes(&self, sent: &Sent, current: &Node) -> usize {
+        let base = &self.request.target.path;
+        match sent {
+            Sent::Put(_) => current.get(base).estimated_bytes(),
+            Sent::Patch { entries, .. } => entries.iter().fold(0usize, |sum, (target, _)| {
+                sum.saturating_add(current.get(&base.join(&target.path)).estimated_bytes())
+            }),
+            Sent::Post { .. } => 0,
+        }
+    }
+
+    /// The body of a successful write's answer: what is now at the written location (for a
+    /// PATCH, at each written path), or the new push id. A location the caller may not read
+    /// is answered with what the request sent: what is stored there may reveal data the
+    /// caller did not write (the base of an increment, whether a node exists for a priority
+    /// write).
+    fn answer(&self, sent: &Sent, database: &Database, now: u64) -> Vec<u8> {
+        let request = self.request;
+        let root = database.root();
+        let readable = |path: &Path| database.check_read_as(self.auth, path, now).is_ok();
+        let mut body = Vec::new();
+        match sent {
+            Sent::Post { name, .. } => write_value(
+                &serde_json::json!({ "name": name }),
+                request.style.pretty,
+                &mut body,
+            ),
+            Sent::Patch { names, entries } => {
+                let mut answer = Map::new();
+                for (name, (target, sent)) in names.iter().zip(entries) {
+                    let absolute = WriteTarget {
+                        path: request.target.path.join(&target.path),
+                        priority_only: target.priority_only,
+                    };
+                    let value = if readable(&absolute.path) {
+                        location_json(root, &absolute, request.style)
+                    } else {
+                        sent.clone()
+                    };
+                    answer.insert(name.clone(), value);
+                }
+                write_value(&Value::Object(answer), request.style.pretty, &mut body);
+            }
+            Sent::Put(sent) => {
+                if readable(&request.target.path) {
+                    write_location(root, &request.target, request.style, &mut body);
+                } else {
+                    write_value(sent, request.style.pretty, &mut body);
+                }
+            }
+        }
+        body
     }
 
     /// Refuses a write whose cost (the bytes written plus those replaced) exceeds its
@@ -299,47 +401,6 @@ impl Write<'_> {
             ));
         }
         Ok(())
-    }
-
-    fn patch(
-        &self,
-        database: &mut Database,
-        map: Map<String, Value>,
-        now: u64,
-        effects: &mut Effects,
-    ) -> Result<Vec<u8>, RestResponse> {
-        let request = self.request;
-        let base = &request.target.path;
-        let mut entries = Vec::with_capacity(map.len());
-        let mut names = Vec::with_capacity(map.len());
-        let mut replaced = 0usize;
-        for (name, value) in map {
-            let target = WriteTarget::parse(&name).map_err(|error| {
-                RestResponse::error(400, format!("Invalid path {name:?} in the update: {error}"))
-            })?;
-            let absolute = base.join(&target.path);
-            replaced = replaced.saturating_add(database.root().get(&absolute).estimated_bytes());
-            entries.push((target, value));
-            names.push(name);
-        }
-        self.check_cost(replaced)?;
-        database
-            .merge_as(self.auth, base, &entries, now, effects)
-            .map_err(reply_error)?;
-        let mut answer = Map::new();
-        for (name, (target, _)) in names.into_iter().zip(&entries) {
-            let absolute = WriteTarget {
-                path: base.join(&target.path),
-                priority_only: target.priority_only,
-            };
-            answer.insert(
-                name,
-                location_json(database.root(), &absolute, request.style),
-            );
-        }
-        let mut body = Vec::new();
-        write_value(&Value::Object(answer), request.style.pretty, &mut body);
-        Ok(body)
     }
 }
 
@@ -387,7 +448,7 @@ pub fn reply_error(reply: Reply) -> RestResponse {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::config::ServeConfig;
     use crate::rest::{make_call, parse_request, RestRequest};
@@ -398,7 +459,7 @@ mod tests {
     use tokio::sync::{mpsc, watch};
 
     /// The value (export form) at `path` of `namespace`.
-    fn value_at(shard: &Shard, namespace: &str, path: &str) -> Value {
+    pub(crate) fn value_at(shard: &Shard, namespace: &str, path: &str) -> Value {
         shard
             .databases
             .borrow()
@@ -412,14 +473,14 @@ mod tests {
             .unwrap_or(Value::Null)
     }
 
-    fn shard() -> Shard {
+    pub(crate) fn shard() -> Shard {
         let (_shutdown, receiver) = watch::channel(false);
         let config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
         let (sender, _receiver) = mpsc::unbounded_channel();
         Shard::new(0, Rc::new(config), receiver, vec![sender])
     }
 
-    fn call(
+    pub(crate) fn call(
         shard: &Shard,
         method: &str,
         uri: &str,
@@ -442,11 +503,11 @@ mod tests {
         }
     }
 
-    fn json_body(response: &RestResponse) -> Value {
+    pub(crate) fn json_body(response: &RestResponse) -> Value {
         serde_json::from_slice(&response.body).expect("a JSON body")
     }
 
-    fn etag(response: &RestResponse) -> Option<&str> {
+    pub(crate) fn etag(response: &RestResponse) -> Option<&str> {
         response
             .headers
             .iter()

@@ -10,6 +10,8 @@
 //! plain data.
 
 mod execute;
+#[cfg(test)]
+mod oracle_tests;
 mod params;
 mod parse;
 mod response;
