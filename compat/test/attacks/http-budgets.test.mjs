@@ -112,6 +112,20 @@ describe('attacks: unread answers and announced lengths', () => {
     assert.equal(Buffer.byteLength(whole.body), answerLength);
   });
 
+  it('an event stream never read is closed after the write timeout', { timeout: 30_000 }, async () => {
+    const ns = h.ns('stream');
+    await bigValue(ns);
+    const unread = new Unread(h.port, rawRequest('GET', `/big.json?ns=${ns}`, { Accept: 'text/event-stream' }));
+    h.defer(() => unread.close());
+    await withTimeout(unread.head.promise, 10_000, 'the head');
+    assert.equal(unread.status, 200);
+    assert.equal(unread.headers['content-type'], 'text/event-stream');
+    await sleep(WRITE_TIMEOUT_SECS * 1000 + 1500);
+    const { how, received } = await unread.drain();
+    assert.equal(how, 'closed');
+    assert.ok(received < answerLength, `received ${received} bytes of the first event`);
+  });
+
   it('answers never read are held within the answer budget, then refused with 503', { timeout: 60_000 }, async (t) => {
     const get = await bigValue(h.ns('budget'));
     const pid = h.server.proc.pid;
