@@ -151,6 +151,24 @@ describe('attacks: unread answers and announced lengths', () => {
     assert.ok(grown < (ANSWER_BUDGET_MIB + 96) * MIB, `RSS grew by ${(grown / MIB).toFixed(0)} MiB`);
   });
 
+  it('event streams never read are held within the answer budget too', { timeout: 60_000 }, async (t) => {
+    const ns = h.ns('streams');
+    await bigValue(ns);
+    const pid = h.server.proc.pid;
+    const before = procStatus(pid, 'VmRSS');
+    const first = new Unread(h.port, rawRequest('GET', `/big.json?ns=${ns}`, { Accept: 'text/event-stream' }));
+    h.defer(() => first.close());
+    await withTimeout(first.head.promise, 10_000, 'the first head');
+    assert.equal(first.status, 200);
+    const others = Array.from({ length: 39 }, () => new Unread(h.port, rawRequest('GET', `/big.json?ns=${ns}`, { Accept: 'text/event-stream' })));
+    h.defer(() => others.forEach((c) => c.close()));
+    await withTimeout(Promise.all(others.map((c) => c.head.promise)), 30_000, 'every head');
+    const grown = procStatus(pid, 'VmRSS') - before;
+    t.diagnostic(`RSS grew by ${(grown / MIB).toFixed(0)} MiB`);
+    // Without counting: 40 first events of 20 MiB, 800 MiB.
+    assert.ok(grown < (ANSWER_BUDGET_MIB + 96) * MIB, `RSS grew by ${(grown / MIB).toFixed(0)} MiB`);
+  });
+
   it('an announced Content-Length costs nothing until the body arrives', { timeout: 60_000 }, async () => {
     const ns = h.ns('announced');
     const pid = h.server.proc.pid;

@@ -22,8 +22,8 @@ impl HearthBody {
         HearthBody::Full((!bytes.is_empty()).then_some(bytes), None)
     }
 
-    /// The bytes of a complete answer not yet handed to hyper; event streams are bounded by
-    /// their own queue (`sse`), not counted here.
+    /// The bytes of a complete answer not yet handed to hyper; event streams count their
+    /// chunks themselves (`sse`).
     pub fn unsent_len(&self) -> usize {
         match self {
             HearthBody::Full(bytes, _) => bytes.as_ref().map_or(0, Bytes::len),

@@ -79,6 +79,12 @@ impl ConnUnsent {
         })
     }
 
+    /// Counts `bytes` that were already taken from the server's budget (an event stream's
+    /// chunk handed to hyper) until the socket has written them.
+    pub fn adopt(&self, bytes: usize) {
+        self.pending.set(self.pending.get() + bytes);
+    }
+
     /// `bytes` left for the socket, or will never be sent.
     pub fn release(&self, bytes: usize) {
         // The socket also writes heads, which were never counted: saturate, and give back to
@@ -129,6 +135,10 @@ pub fn busy() -> Response<HearthBody> {
 
 /// Counts `response` on the connection, or replaces it with a 503 when it may not be sent.
 pub fn admit(conn: &Rc<ConnUnsent>, mut response: Response<HearthBody>) -> Response<HearthBody> {
+    if let HearthBody::Stream(stream) = response.body_mut() {
+        stream.count_on(conn.clone());
+        return response;
+    }
     let bytes = response.body().unsent_len();
     if bytes == 0 {
         return response;
