@@ -79,7 +79,10 @@ export function canConnect(port, timeoutMs = 1000) {
 
 // Environment variables that clap reads as defaults for `hearth serve`: never inherit them,
 // so every server runs with exactly the flags a test gives.
-const SERVE_ENV = ['HEARTH_LISTEN', 'HEARTH_DATA_DIR', 'HEARTH_THREADS', 'HEARTH_RULES', 'HEARTH_ADMIN_TOKEN', 'HEARTH_JWT_SECRET'];
+const SERVE_ENV = [
+  'HEARTH_LISTEN', 'HEARTH_DATA_DIR', 'HEARTH_THREADS', 'HEARTH_RULES', 'HEARTH_ADMIN_TOKEN', 'HEARTH_JWT_SECRET',
+  'HEARTH_BODY_BUDGET_MIB', 'HEARTH_ANSWER_BUDGET_MIB', 'HEARTH_HTTP_WRITE_TIMEOUT_SECS',
+];
 
 /** The environment of a spawned `hearth`: this process's, minus the serve defaults, plus `extra`. */
 export function cleanEnv(extra = {}) {

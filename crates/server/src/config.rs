@@ -8,6 +8,7 @@ use std::time::Duration;
 use hearth_rules::Rules;
 
 use crate::auth::AuthConfig;
+use crate::budget::SharedBudgets;
 use crate::persist::PersistConfig;
 
 /// Everything `hearth serve` was told, resolved to concrete values.
@@ -38,6 +39,8 @@ pub struct ServeConfig {
     pub default_rules: Option<Arc<Rules>>,
     /// Durability, snapshots and eviction.
     pub persist: PersistConfig,
+    /// HTTP memory budgets and write timeout; one set of counters for all shards.
+    pub http: SharedBudgets,
 }
 
 impl ServeConfig {
@@ -58,6 +61,7 @@ impl ServeConfig {
             },
             default_rules: None,
             persist: PersistConfig::memory(),
+            http: SharedBudgets::default(),
         }
     }
 }

@@ -8,16 +8,42 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
+use crate::http_unsent::Unsent;
 use crate::sse::StreamBody;
 
 pub enum HearthBody {
-    Full(Option<Bytes>),
+    /// A complete answer, with its place in the unsent-answer budgets once counted.
+    Full(Option<Bytes>, Option<Unsent>),
     Stream(StreamBody),
 }
 
 impl HearthBody {
     pub fn full(bytes: Bytes) -> HearthBody {
-        HearthBody::Full((!bytes.is_empty()).then_some(bytes))
+        HearthBody::Full((!bytes.is_empty()).then_some(bytes), None)
+    }
+
+    /// The bytes of a complete answer not yet handed to hyper; event streams count their
+    /// chunks themselves (`sse`).
+    pub fn unsent_len(&self) -> usize {
+        match self {
+            HearthBody::Full(bytes, _) => bytes.as_ref().map_or(0, Bytes::len),
+            HearthBody::Stream(_) => 0,
+        }
+    }
+
+    /// Keeps the answer counted while it exists.
+    pub fn count(&mut self, unsent: Unsent) {
+        if let HearthBody::Full(_, counted) = self {
+            *counted = Some(unsent);
+        }
+    }
+
+    #[cfg(test)]
+    pub fn hand_over_for_tests(&mut self) {
+        if let HearthBody::Full(bytes, Some(unsent)) = self {
+            bytes.take();
+            unsent.handed_over();
+        }
     }
 }
 
@@ -30,7 +56,11 @@ impl Body for HearthBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
-            HearthBody::Full(bytes) => {
+            HearthBody::Full(bytes, unsent) => {
+                if let Some(unsent) = unsent {
+                    // From here on the socket gives the bytes back as it writes them.
+                    unsent.handed_over();
+                }
                 Poll::Ready(bytes.take().map(|bytes| Ok(Frame::data(bytes))))
             }
             HearthBody::Stream(stream) => Pin::new(stream).poll_frame(cx),
@@ -39,14 +69,14 @@ impl Body for HearthBody {
 
     fn is_end_stream(&self) -> bool {
         match self {
-            HearthBody::Full(bytes) => bytes.is_none(),
+            HearthBody::Full(bytes, _) => bytes.is_none(),
             HearthBody::Stream(_) => false,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
-            HearthBody::Full(bytes) => {
+            HearthBody::Full(bytes, _) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |bytes| bytes.len() as u64))
             }
             HearthBody::Stream(_) => SizeHint::default(),

@@ -7,12 +7,14 @@
 //! shard nothing is locked: state lives in `RefCell`s touched only by that thread.
 
 pub mod auth;
+pub mod budget;
 pub mod config;
 mod connection;
 mod dispatch;
 mod http;
 mod http_body;
 pub mod http_head;
+mod http_unsent;
 mod listener;
 mod loaded;
 pub mod namespace;

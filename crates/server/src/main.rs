@@ -6,11 +6,14 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hearth_server::auth::AuthConfig;
+use hearth_server::budget::{self, HttpBudgets};
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::rules_file::load_rules;
 use hearth_server::{ServeConfig, Server, DEFAULT_NAMESPACE};
 use hearth_store::SnapshotPolicy;
 use tracing::{info, warn};
+
+const MIB: usize = 1024 * 1024;
 
 #[derive(Parser)]
 #[command(
@@ -93,6 +96,18 @@ struct ServeArgs {
     /// Seconds of silence (no frame, no pong) after which a connection counts as dead.
     #[arg(long, default_value_t = 60)]
     idle_timeout_secs: u64,
+    /// The most MiB of HTTP request bodies held in memory at once while they arrive, over all
+    /// connections. A body that would pass it is refused with 503, one larger than it with 413.
+    #[arg(long, default_value_t = budget::DEFAULT_BODY_BUDGET_BYTES / MIB, env = "HEARTH_BODY_BUDGET_MIB")]
+    body_budget_mib: usize,
+    /// The most MiB of REST answers held in memory that their clients have not read yet, over
+    /// all connections. Past it, new answers are refused with 503.
+    #[arg(long, default_value_t = budget::DEFAULT_ANSWER_BUDGET_BYTES / MIB, env = "HEARTH_ANSWER_BUDGET_MIB")]
+    answer_budget_mib: usize,
+    /// Seconds an HTTP answer may make no progress into its socket (the client reads nothing)
+    /// before the connection is closed.
+    #[arg(long, default_value_t = budget::DEFAULT_HTTP_WRITE_TIMEOUT.as_secs(), env = "HEARTH_HTTP_WRITE_TIMEOUT_SECS")]
+    http_write_timeout_secs: u64,
     /// Seconds between `keep-alive` events on REST event streams (server-sent events).
     #[arg(long, default_value_t = 30)]
     sse_keep_alive_secs: u64,
@@ -234,6 +249,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(args.idle_timeout_secs.max(2)),
         default_namespace: DEFAULT_NAMESPACE.to_owned(),
         sse_keep_alive: Duration::from_secs(args.sse_keep_alive_secs.max(1)),
+        http: std::sync::Arc::new(HttpBudgets::new(
+            args.body_budget_mib.saturating_mul(MIB),
+            args.answer_budget_mib.saturating_mul(MIB),
+            Duration::from_secs(args.http_write_timeout_secs.max(1)),
+        )),
     };
     let server = Server::start(config).context("starting the server")?;
     wait_for_signal().context("waiting for a shutdown signal")?;

@@ -26,8 +26,10 @@ use hyper::header::HeaderValue;
 use hyper::Response;
 use tokio::time::Sleep;
 
+use crate::budget::SharedBudgets;
 use crate::dispatch::route_effects;
 use crate::http_body::HearthBody;
+use crate::http_unsent::ConnUnsent;
 use crate::persist::{HeldQueue, Pushed, Tagger};
 use crate::rest::{reply_error, DataRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
 use crate::shard::Shard;
@@ -47,6 +49,9 @@ pub struct StreamHandle {
     pub export: bool,
     /// Chunks with their durability tags (see `persist::gate`).
     queue: HeldQueue<Bytes>,
+    /// The server's answer budget, which the queued chunks are counted in (see
+    /// `http_unsent`); `None` in tests of the queue alone.
+    budgets: Option<SharedBudgets>,
     waker: RefCell<Option<Waker>>,
     closing: Cell<bool>,
 }
@@ -67,20 +72,45 @@ impl StreamHandle {
             queue: HeldQueue::new(id, tagger),
             waker: RefCell::new(None),
             closing: Cell::new(false),
+            budgets: None,
         }
     }
 
+    /// Counts the stream's unsent chunks in the server's answer budget, like REST answers.
+    pub fn counted_in(mut self, budgets: SharedBudgets) -> StreamHandle {
+        self.budgets = Some(budgets);
+        self
+    }
+
     /// Queues the chunks of one event. A client that reads slower than its events arrive is
-    /// cut off at [`crate::outbound::MAX_OUTBOUND_BYTES`], as WebSocket clients are; it reconnects and starts
-    /// again from a fresh `put`.
+    /// cut off at [`crate::outbound::MAX_OUTBOUND_BYTES`], as WebSocket clients are, and a
+    /// stream whose event does not fit in the server's answer budget is ended; the client
+    /// reconnects and starts again from a fresh `put`.
     pub fn send(&self, chunks: &[Bytes]) {
         if self.closing.get() {
             return;
         }
+        let bytes: usize = chunks.iter().map(Bytes::len).sum();
+        if let Some(budgets) = &self.budgets {
+            if !budgets.answers.try_take(bytes) {
+                self.close();
+                return;
+            }
+        }
+        let queued = self.queue.bytes();
         match self.queue.push(chunks) {
             Pushed::Ready => self.wake(),
             Pushed::Held => {}
-            Pushed::Overflow => self.close(),
+            Pushed::Overflow => {
+                self.give_back(queued + bytes);
+                self.close();
+            }
+        }
+    }
+
+    fn give_back(&self, bytes: usize) {
+        if let Some(budgets) = &self.budgets {
+            budgets.answers.give_back(bytes);
         }
     }
 
@@ -92,7 +122,9 @@ impl StreamHandle {
 
     /// Drops the events that wait for writes that will never be durable (the log failed).
     pub fn discard_held(&self) {
+        let queued = self.queue.bytes();
         self.queue.discard_held();
+        self.give_back(queued - self.queue.bytes());
     }
 
     /// Whether nothing is left to send.
@@ -136,6 +168,12 @@ impl StreamHandle {
     }
 }
 
+impl Drop for StreamHandle {
+    fn drop(&mut self) {
+        self.give_back(self.queue.bytes());
+    }
+}
+
 /// The response body of a stream: the queued events, and a keep-alive event every period.
 /// Dropping it (the client went away, or the stream ended) ends the session.
 pub struct StreamBody {
@@ -145,6 +183,8 @@ pub struct StreamBody {
     period: Duration,
     /// Fires when the stream's credential expires.
     expiry: Option<Pin<Box<Sleep>>>,
+    /// The connection that counts the chunks handed to hyper until the socket takes them.
+    unsent: Option<Rc<ConnUnsent>>,
 }
 
 impl StreamBody {
@@ -160,7 +200,25 @@ impl StreamBody {
             keep_alive: Box::pin(tokio::time::sleep(period)),
             period,
             expiry: expires_in.map(|wait| Box::pin(tokio::time::sleep(wait))),
+            unsent: None,
         }
+    }
+}
+
+impl StreamBody {
+    /// Counts the chunks this stream hands to hyper on the connection's unsent bytes.
+    pub fn count_on(&mut self, unsent: Rc<ConnUnsent>) {
+        self.unsent = Some(unsent);
+    }
+
+    /// The next chunk; its bytes stay counted until the socket has written them.
+    fn pop(&self) -> Option<Bytes> {
+        let chunk = self.handle.pop()?;
+        match &self.unsent {
+            Some(unsent) if self.handle.budgets.is_some() => unsent.adopt(chunk.len()),
+            _ => self.handle.give_back(chunk.len()),
+        }
+        Some(chunk)
     }
 }
 
@@ -173,7 +231,7 @@ impl Body for StreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
-        if let Some(chunk) = this.handle.pop() {
+        if let Some(chunk) = this.pop() {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         // A closing stream ends once everything it may still send is sent; chunks held for
@@ -185,7 +243,7 @@ impl Body for StreamBody {
             if expiry.as_mut().poll(cx).is_ready() {
                 this.expiry = None;
                 this.handle.revoke_auth();
-                return match this.handle.pop() {
+                return match this.pop() {
                     Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
                     None => Poll::Ready(None),
                 };
@@ -241,13 +299,16 @@ pub fn open_stream(
         .unwrap_or_default();
     let tag = query.is_filtered().then_some(STREAM_TAG);
     let id = shard.next_conn_id();
-    let handle = Rc::new(StreamHandle::new(
-        id,
-        namespace.to_owned(),
-        path.clone(),
-        request.style.export,
-        shard.tagger(namespace),
-    ));
+    let handle = Rc::new(
+        StreamHandle::new(
+            id,
+            namespace.to_owned(),
+            path.clone(),
+            request.style.export,
+            shard.tagger(namespace),
+        )
+        .counted_in(shard.config.http.clone()),
+    );
     shard.streams.borrow_mut().insert(id, handle.clone());
     shard.stats.borrow_mut().streams_opened += 1;
     // A credential that expires ends the stream with `auth_revoked` when it does; the client
@@ -414,6 +475,47 @@ mod tests {
         assert_eq!(
             drain(&revoked),
             "event: auth_revoked\ndata: credential is no longer valid\n\n"
+        );
+    }
+
+    #[test]
+    fn queued_chunks_are_counted_in_the_answer_budget() {
+        let budgets = std::sync::Arc::new(crate::budget::HttpBudgets::new(
+            1,
+            100,
+            Duration::from_secs(30),
+        ));
+        let handle = StreamHandle::new(1, "ns".into(), Path::root(), false, Tagger::open())
+            .counted_in(budgets.clone());
+        handle.send(&[Bytes::from(vec![b'x'; 60])]);
+        assert_eq!(budgets.answers.used(), 60);
+        handle.send(&[Bytes::from(vec![b'y'; 50])]);
+        assert!(
+            handle.is_closing(),
+            "an event past the budget ends the stream"
+        );
+        assert_eq!(budgets.answers.used(), 60);
+        drop(handle);
+        assert_eq!(
+            budgets.answers.used(),
+            0,
+            "a dropped stream gives its queue back"
+        );
+        let roomy = std::sync::Arc::new(crate::budget::HttpBudgets::new(
+            1,
+            usize::MAX,
+            Duration::from_secs(30),
+        ));
+        let overflowing = StreamHandle::new(2, "ns".into(), Path::root(), false, Tagger::open())
+            .counted_in(roomy.clone());
+        let big = Bytes::from(vec![b'x'; crate::outbound::MAX_OUTBOUND_BYTES]);
+        overflowing.send(&[Bytes::from(vec![b'x'; 60])]);
+        overflowing.send(&[big]);
+        assert!(overflowing.is_closing());
+        assert_eq!(
+            roomy.answers.used(),
+            0,
+            "an overflowing queue gives its bytes back"
         );
     }
 

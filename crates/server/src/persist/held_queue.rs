@@ -116,6 +116,11 @@ impl<T: Outbound> HeldQueue<T> {
         self.items.borrow().is_empty()
     }
 
+    /// The bytes queued.
+    pub fn bytes(&self) -> usize {
+        self.bytes.get()
+    }
+
     /// A copy of the item at `index` (tests look at shared buffers).
     #[cfg(test)]
     pub fn peek(&self, index: usize) -> Option<T> {
