@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hearth_store::{
-    open, read_snapshot, remove_files, snapshot_name, write_snapshot, Batch, Fault, FaultPoint,
-    FaultRule, FaultStorage, RecordRef, SnapshotPolicy, SplitMix64, WalOptions,
+    open, open_lazily, read_snapshot, remove_files, snapshot_name, write_snapshot, Batch, Fault,
+    FaultPoint, FaultRule, FaultStorage, RecordRef, SnapshotPolicy, SplitMix64, WalOptions,
 };
 use hearth_sync::{ConnId, Database, Effect, Effects, WriteTarget};
 use hearth_tree::{Leaf, Node, Path};
@@ -234,12 +234,16 @@ impl Sim {
                 60..=74 => self.finish_batch(),
                 75..=84 => self.drain(),
                 85..=92 => self.tick(),
-                _ => self.finish_snapshot(),
+                93..=97 => self.finish_snapshot(),
+                _ => {
+                    let crash_seed = self.rng.0.next();
+                    self.check_crash(crash_seed);
+                }
             }
             self.check_gate();
         }
         self.settle();
-        self.check_crash();
+        self.check_crash(self.seed);
         self.reached
     }
 
@@ -670,17 +674,19 @@ impl Sim {
     }
 
     /// A power loss now keeps every write up to the durable position, hence every one that
-    /// was released.
-    fn check_crash(&self) {
+    /// was released, and invents none; recovery that loads databases on first use
+    /// (decision 27) finds the same data as recovery that loads all of them.
+    fn check_crash(&self, crash_seed: u64) {
         let durable = self.store.pipeline.borrow().durable();
-        let crashed = Arc::new(self.storage.crash(self.seed));
-        let recovered = open(
-            crashed,
-            WalOptions {
-                segment_bytes: SEGMENT_BYTES,
-            },
-        )
-        .unwrap_or_else(|error| panic!("the crashed disk recovers: {error}"));
+        let options = WalOptions {
+            segment_bytes: SEGMENT_BYTES,
+        };
+        let crashed = Arc::new(self.storage.crash(crash_seed));
+        let recovered = open(crashed, options)
+            .unwrap_or_else(|error| panic!("the crashed disk recovers: {error}"));
+        let crashed = Arc::new(self.storage.crash(crash_seed));
+        let lazy = open_lazily(crashed.clone(), options)
+            .unwrap_or_else(|error| panic!("the crashed disk recovers lazily: {error}"));
         for (name, history) in &self.history {
             let value = recovered
                 .databases
@@ -696,6 +702,16 @@ impl Sim {
                 value <= history.seqs.len() as u64,
                 "{name}: nothing invented"
             );
+            let lazily = match (
+                lazy.databases.get(name.as_str()),
+                lazy.on_disk.get(name.as_str()),
+            ) {
+                (Some(database), _) => counter(&database.root),
+                (None, Some(&covered)) => read_snapshot(&*crashed, &snapshot_name(name, covered))
+                    .map_or(u64::MAX, |snapshot| counter(&snapshot.root)),
+                (None, None) => 0,
+            };
+            assert_eq!(lazily, value, "{name}: lazy recovery finds the same data");
         }
     }
 }
