@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use hearth_sync::Database;
 
-use crate::persist::DurableState;
+use crate::persist::{DatabaseFacts, DurableState};
 
 /// A loaded database.
 pub struct Loaded {
@@ -50,6 +50,45 @@ impl Loaded {
             snapshot_running: false,
             last_used_ms: now_ms,
             on_disk: false,
+        }
+    }
+
+    /// A log record for it was appended.
+    pub fn logged(&mut self, appended: hearth_store::Appended) {
+        self.seq.set(appended.seq);
+        self.wal_bytes += appended.bytes;
+        self.on_disk = true;
+    }
+
+    /// A snapshot of it starts at `now`: returns the durable state it writes.
+    pub fn begin_snapshot(&mut self, now: u64) -> DurableState {
+        self.snapshot_running = true;
+        self.wal_bytes = 0;
+        self.last_snapshot_ms = now;
+        self.durable.clone()
+    }
+
+    /// Goes back to the durable state, at log position `durable`, because the log failed
+    /// before its later writes reached the disk. Returns the rules text of that state, for
+    /// the shard to apply again.
+    pub fn roll_back(&mut self, durable: u64) -> Option<std::sync::Arc<str>> {
+        self.engine = Database::with_root(self.durable.root.clone());
+        self.seq.set(durable);
+        self.durable.rules.clone()
+    }
+
+    /// What the durability pipeline decides from (see `persist::pipeline`).
+    pub fn facts<'a>(&self, name: &'a str, newest_snapshot: Option<u64>) -> DatabaseFacts<'a> {
+        DatabaseFacts {
+            name,
+            seq: self.seq.get(),
+            wal_bytes: self.wal_bytes,
+            last_snapshot_ms: self.last_snapshot_ms,
+            snapshot_running: self.snapshot_running,
+            last_used_ms: self.last_used_ms,
+            sessions: self.session_count(),
+            on_disk: self.on_disk,
+            newest_snapshot,
         }
     }
 

@@ -258,17 +258,9 @@ impl Shard {
         let Some(loaded) = databases.get_mut(namespace) else {
             return;
         };
-        match store.append(&loaded.name, body, loaded.state()) {
-            Ok(appended) => {
-                loaded.seq.set(appended.seq);
-                loaded.wal_bytes += appended.bytes;
-                loaded.on_disk = true;
-            }
-            Err(error) => {
-                loaded.seq.set(u64::MAX);
-                drop(databases);
-                crate::persist::report_failure(self, error.to_string());
-            }
+        if let Err(error) = store.log(loaded, body) {
+            drop(databases);
+            crate::persist::report_failure(self, error.to_string());
         }
     }
 

@@ -61,7 +61,7 @@ pub use snapshot::{
 };
 pub use storage::{Storage, StorageFile};
 pub use storage_fault::{
-    CallCounts, Fault, FaultFile, FaultPoint, FaultRule, FaultStorage, SECTOR_BYTES,
+    CallCounts, Fault, FaultFile, FaultPoint, FaultRule, FaultStorage, SplitMix64, SECTOR_BYTES,
 };
 pub use storage_file::{FileStorage, RealFile};
 pub use storage_memory::{MemoryFile, MemoryStorage};

@@ -447,11 +447,14 @@ impl StorageFile for FaultFile {
 }
 
 /// A small seeded generator (SplitMix64), so that a crash image is a pure function of its seed
-/// and a failing seed replays exactly.
-struct SplitMix64(u64);
+/// and a failing seed replays exactly. Public for simulations that drive this storage.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    /// The next number of the sequence.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -460,7 +463,7 @@ impl SplitMix64 {
     }
 
     /// A number in `0..bound` (0 when `bound` is 0).
-    fn below(&mut self, bound: u64) -> u64 {
+    pub fn below(&mut self, bound: u64) -> u64 {
         if bound == 0 {
             0
         } else {

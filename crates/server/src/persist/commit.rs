@@ -6,15 +6,19 @@
 //! form the next batch, so batches grow by themselves when the disk is slow. When a batch
 //! completes, the gate advances and the messages that waited for it are sent.
 
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
+use hearth_sync::ConnId;
 use tokio::time::Instant;
 use tracing::warn;
 
 use super::failure::{handle_failure, report_failure};
+use super::pipeline::Release;
 use super::snapshots::maintain;
-use super::Durability;
+use super::{Durability, Gate, ShardStore};
+use crate::loaded::Loaded;
 use crate::shard::Shard;
 use crate::time::now_ms;
 
@@ -38,7 +42,6 @@ pub async fn commit_loop(shard: Rc<Shard>) {
         Durability::Strict | Durability::None => None,
     };
     let mut maintenance = tokio::time::interval(MAINTENANCE_PERIOD);
-    let mut failure_handled = false;
     let mut last_sync = Instant::now();
     // Paced even the first time: until the spare is ready, a rollover makes a small segment
     // on the commit path (milliseconds), which is better than every sync of the first second
@@ -52,9 +55,9 @@ pub async fn commit_loop(shard: Rc<Shard>) {
                 continue;
             }
         }
-        if store.failure().is_some() {
-            if !failure_handled {
-                failure_handled = true;
+        if store.pipeline.borrow().is_failed() {
+            let handle = store.pipeline.borrow_mut().take_failure_handling();
+            if handle {
                 handle_failure(&shard);
             }
             continue;
@@ -117,16 +120,20 @@ pub async fn commit_pending(shard: &Shard) {
                 "slow log sync: acknowledgements waited for the disk"
             );
         }
-        let completed = store.wal.borrow_mut().complete(done);
-        match completed {
-            Ok(durable) => {
+        match store.complete_batch(done) {
+            Ok(Release {
+                durable,
+                start_next,
+            }) => {
                 // The next sync starts before the released messages are written to their
                 // sockets, so that those writes overlap the disk instead of delaying it.
-                in_flight = start_batch(shard);
+                if start_next {
+                    in_flight = start_batch(shard);
+                }
                 on_durable(shard, durable);
             }
-            Err(error) => {
-                report_failure(shard, error.to_string());
+            Err(reason) => {
+                report_failure(shard, reason);
                 return;
             }
         }
@@ -144,8 +151,7 @@ type InFlight = (
 /// the log has failed.
 fn start_batch(shard: &Shard) -> Option<InFlight> {
     let store = shard.store.as_ref()?;
-    let prepared = store.wal.borrow_mut().prepare_batch();
-    match prepared {
+    match store.prepare_batch() {
         Ok(Some(batch)) => {
             let bytes = batch.byte_len();
             Some((
@@ -168,16 +174,12 @@ pub fn on_durable(shard: &Shard, durable: u64) {
     let Some(store) = &shard.store else {
         return;
     };
-    let released = store.release(durable);
-    if !released.is_empty() {
-        let mut databases = shard.databases.borrow_mut();
-        for (name, state) in released {
-            if let Some(loaded) = databases.get_mut(&*name) {
-                loaded.durable = state;
-            }
-        }
-    }
-    let waiting = shard.gate.advance(durable);
+    let waiting = release_durable(
+        store,
+        &mut shard.databases.borrow_mut(),
+        &shard.gate,
+        durable,
+    );
     if waiting.is_empty() {
         return;
     }
@@ -190,6 +192,23 @@ pub fn on_durable(shard: &Shard, durable: u64) {
             stream.wake_after_disk();
         }
     }
+}
+
+/// Moves the durable position to `durable`: each database with writes up to there remembers
+/// its state after the last of them, and the gate advances. Returns the connections and
+/// streams to wake.
+pub fn release_durable(
+    store: &ShardStore,
+    databases: &mut HashMap<String, Loaded>,
+    gate: &Gate,
+    durable: u64,
+) -> Vec<ConnId> {
+    for (name, state) in store.release(durable) {
+        if let Some(loaded) = databases.get_mut(&*name) {
+            loaded.durable = state;
+        }
+    }
+    gate.advance(durable)
 }
 
 /// At shutdown: waits for the batch in flight, then writes and syncs what is left on this
@@ -207,6 +226,7 @@ pub async fn flush_at_shutdown(shard: &Shard) {
         let committed = store.wal.borrow_mut().commit();
         match committed {
             Ok(durable) => {
+                let durable = store.pipeline.borrow_mut().synced_inline(durable);
                 on_durable(shard, durable);
                 return;
             }

@@ -15,54 +15,6 @@ use tracing::{error, info};
 use crate::loaded::Loaded;
 use crate::shard::Shard;
 
-/// Evicts the idle databases that a snapshot covers, and starts snapshots of the others.
-pub fn evict_idle(shard: &Rc<Shard>, now: u64) {
-    let Some(store) = &shard.store else {
-        return;
-    };
-    let Some(idle) = store.config.evict_idle else {
-        return;
-    };
-    if store.failure().is_some() {
-        return;
-    }
-    let idle_ms = idle.as_millis() as u64;
-    let durable = store.durable_seq();
-    let mut evict = Vec::new();
-    let mut snapshot = Vec::new();
-    {
-        let databases = shard.databases.borrow();
-        let catalog = store.catalog.borrow();
-        for (name, loaded) in databases.iter() {
-            let idle = loaded.session_count() == 0
-                && !loaded.snapshot_running
-                && loaded.seq.get() <= durable
-                && now.saturating_sub(loaded.last_used_ms) >= idle_ms;
-            if !idle {
-                continue;
-            }
-            let covered = catalog
-                .newest(name)
-                .is_some_and(|covered| covered >= loaded.seq.get());
-            if covered || !loaded.on_disk {
-                evict.push(name.clone());
-            } else {
-                snapshot.push(name.clone());
-            }
-        }
-    }
-    if !evict.is_empty() {
-        let mut databases = shard.databases.borrow_mut();
-        for name in &evict {
-            databases.remove(name);
-        }
-        info!(shard = shard.index, databases = ?evict, "idle databases evicted from memory");
-    }
-    for name in snapshot {
-        super::snapshots::start(shard, &name, now);
-    }
-}
-
 /// Loads `namespace` from its newest snapshot if it was evicted; `None` if it has none.
 pub fn load_evicted(shard: &Shard, namespace: &str, now: u64) -> Option<Loaded> {
     let store = shard.store.as_ref()?;

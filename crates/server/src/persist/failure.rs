@@ -15,12 +15,14 @@
 //! Reads go on. Writes stay refused until the server is restarted, which reopens the log and
 //! re-reads what is really on disk.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use hearth_sync::Database;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::error;
 
+use super::ShardStore;
+use crate::loaded::Loaded;
 use crate::outbound::CloseReason;
 use crate::shard::{read_only_reason, Shard};
 use crate::time::now_ms;
@@ -43,26 +45,20 @@ pub fn report_failure(shard: &Shard, reason: String) {
 
 /// Makes every database read-only and rolls back the ones with writes that are not durable.
 pub fn handle_failure(shard: &Shard) {
-    let Some(reason) = shard.store.as_ref().and_then(|store| store.failure()) else {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    let Some(reason) = store.failure() else {
         return;
     };
     let read_only: Arc<str> = Arc::from(read_only_reason(&reason));
-    let durable = shard.gate.durable();
     let now = now_ms();
-    let mut rolled_back = Vec::new();
-    {
-        let mut databases = shard.databases.borrow_mut();
-        for (name, loaded) in databases.iter_mut() {
-            if loaded.seq.get() > durable {
-                loaded.engine = Database::with_root(loaded.durable.root.clone());
-                let rules = loaded.durable.rules.clone();
-                shard.apply_rules(loaded, rules, now);
-                loaded.seq.set(durable);
-                rolled_back.push(name.clone());
-            }
-            loaded.engine.set_read_only(Some(read_only.clone()));
-        }
-    }
+    let rolled_back = roll_back_databases(
+        store,
+        &mut shard.databases.borrow_mut(),
+        &read_only,
+        |loaded, rules| shard.apply_rules(loaded, rules, now),
+    );
     let close = CloseReason::new(CloseCode::Error, "the server's disk failed");
     for handle in shard.conns.borrow().values() {
         if rolled_back.contains(&handle.namespace) {
@@ -82,4 +78,36 @@ pub fn handle_failure(shard: &Shard) {
         "databases are read-only; those with writes that did not reach the disk went back to \
          their durable state and their clients were disconnected"
     );
+}
+
+/// Makes every database read-only with the reason `read_only` and rolls back those with
+/// writes the log did not make durable; `reapply` gives a rolled-back database the rules of
+/// its durable state. Returns the names of the rolled-back databases, whose clients must be
+/// disconnected with their held messages dropped.
+pub fn roll_back_databases(
+    store: &ShardStore,
+    databases: &mut HashMap<String, Loaded>,
+    read_only: &Arc<str>,
+    mut reapply: impl FnMut(&mut Loaded, Option<Arc<str>>),
+) -> Vec<String> {
+    let pipeline = store.pipeline.borrow();
+    let durable = pipeline.durable();
+    let rolled_back: Vec<String> = pipeline
+        .roll_back(
+            databases
+                .iter()
+                .map(|(name, loaded)| (name.as_str(), loaded.seq.get())),
+        )
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    drop(pipeline);
+    for (name, loaded) in databases.iter_mut() {
+        if rolled_back.contains(name) {
+            let rules = loaded.roll_back(durable);
+            reapply(loaded, rules);
+        }
+        loaded.engine.set_read_only(Some(read_only.clone()));
+    }
+    rolled_back
 }

@@ -19,6 +19,9 @@ mod evict;
 mod failure;
 mod gate;
 mod held_queue;
+mod pipeline;
+#[cfg(test)]
+mod sim;
 mod snapshots;
 mod storage;
 mod store;
@@ -32,6 +35,7 @@ pub use evict::load_evicted;
 pub use failure::report_failure;
 pub use gate::{Gate, Tagger};
 pub use held_queue::{HeldQueue, Pushed};
+pub use pipeline::{BatchResult, Chore, DatabaseFacts, Pipeline, Release};
 pub use snapshots::snapshot_all;
 pub use storage::{ShardFile, ShardStorage};
 pub use store::{open_shard_dir, open_storage, DurableState, Loading, Opened, ShardStore};

@@ -9,40 +9,43 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hearth_store::{remove_files, write_snapshot, SnapshotDecision, SnapshotInfo, StoreError};
+use hearth_store::{remove_files, write_snapshot, SnapshotInfo, StoreError};
 use tracing::{debug, info, warn};
 
+use super::pipeline::{Chore, DatabaseFacts};
 use super::storage::ShardStorage;
 use super::DurableState;
 use crate::shard::Shard;
 use crate::time::now_ms;
 
-/// Checks the snapshot triggers of every database with new log records.
+/// Runs the chores of a maintenance tick: snapshots the policy asks for, evictions of idle
+/// databases, and the snapshots eviction needs first (the pipeline decides which).
 pub fn maintain(shard: &Rc<Shard>, now: u64) {
     let Some(store) = &shard.store else {
         return;
     };
-    if store.failure().is_some() {
-        return;
+    let chores = {
+        let databases = shard.databases.borrow();
+        let catalog = store.catalog.borrow();
+        let facts: Vec<DatabaseFacts<'_>> = databases
+            .iter()
+            .map(|(name, loaded)| loaded.facts(name, catalog.newest(name)))
+            .collect();
+        store.pipeline.borrow().tick(now, &facts)
+    };
+    let mut evicted = Vec::new();
+    for chore in chores {
+        match chore {
+            Chore::Snapshot(name) => start(shard, &name, now),
+            Chore::Evict(name) => {
+                shard.databases.borrow_mut().remove(&name);
+                evicted.push(name);
+            }
+        }
     }
-    let policy = store.config.snapshots;
-    let due: Vec<String> = shard
-        .databases
-        .borrow()
-        .iter()
-        .filter(|(_, loaded)| {
-            !loaded.snapshot_running
-                && matches!(
-                    policy.decide(loaded.wal_bytes, loaded.last_snapshot_ms, now),
-                    SnapshotDecision::Take(_)
-                )
-        })
-        .map(|(name, _)| name.clone())
-        .collect();
-    for name in due {
-        start(shard, &name, now);
+    if !evicted.is_empty() {
+        info!(shard = shard.index, databases = ?evicted, "idle databases evicted from memory");
     }
-    super::evict::evict_idle(shard, now);
 }
 
 /// What a snapshot of one database needs, taken on the shard thread.
@@ -53,16 +56,13 @@ struct Job {
 }
 
 fn job(shard: &Shard, name: &str, now: u64) -> Option<Job> {
-    let covered = shard.store.as_ref()?.durable_seq();
+    let covered = shard.store.as_ref()?.pipeline.borrow().snapshot_covers();
     let mut databases = shard.databases.borrow_mut();
     let loaded = databases.get_mut(name)?;
-    loaded.snapshot_running = true;
-    loaded.wal_bytes = 0;
-    loaded.last_snapshot_ms = now;
     Some(Job {
         name: Arc::from(name),
         covered,
-        state: loaded.durable.clone(),
+        state: loaded.begin_snapshot(now),
     })
 }
 
@@ -114,11 +114,7 @@ async fn after_snapshot(shard: &Shard, info: &SnapshotInfo) {
         bytes = info.bytes,
         "snapshot written"
     );
-    let old = {
-        let mut catalog = store.catalog.borrow_mut();
-        catalog.add(info);
-        catalog.prune(&info.database)
-    };
+    let old = store.record_snapshot(info);
     let removal = store.take_truncation();
     let storage = store.storage.clone();
     let removed = tokio::task::spawn_blocking(move || {
@@ -160,11 +156,7 @@ pub fn snapshot_all(shard: &Shard) {
             continue;
         };
         match write(&store.storage, &job) {
-            Ok(info) => {
-                let mut catalog = store.catalog.borrow_mut();
-                catalog.add(&info);
-                old.extend(catalog.prune(&name));
-            }
+            Ok(info) => old.extend(store.record_snapshot(&info)),
             Err(error) => {
                 warn!(database = %name, %error, "snapshot at shutdown failed; the log keeps the data")
             }

@@ -8,14 +8,16 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use hearth_store::{
-    Appended, RecordRef, Recovered, RecoveredDatabase, Removal, SnapshotCatalog, StoreError,
-    WalOptions, WalWriter,
+    Appended, Batch, BatchDone, RecordRef, Recovered, RecoveredDatabase, Removal, SnapshotCatalog,
+    SnapshotInfo, StoreError, WalOptions, WalWriter,
 };
 use hearth_tree::Node;
 use tokio::sync::{watch, Notify};
 
+use super::pipeline::{BatchResult, Pipeline, Release};
 use super::storage::ShardStorage;
 use super::PersistConfig;
+use crate::loaded::Loaded;
 
 /// What a database looks like at some position of the log: its tree and the rules set
 /// through the API (`None`: the server's default rules apply).
@@ -45,6 +47,8 @@ pub struct ShardStore {
     pub storage: Arc<ShardStorage>,
     pub wal: RefCell<WalWriter<ShardStorage>>,
     pub catalog: RefCell<SnapshotCatalog>,
+    /// The decisions: batches, the durable position, failure, snapshots and eviction.
+    pub pipeline: RefCell<Pipeline>,
     /// Woken when records are appended, so that the commit task starts a batch.
     pub appended: Notify,
     undurable: RefCell<VecDeque<Undurable>>,
@@ -103,8 +107,14 @@ impl ShardStore {
             durable,
             failed: false,
         });
+        let pipeline = Pipeline::new(
+            durable,
+            config.snapshots,
+            config.evict_idle.map(|idle| idle.as_millis() as u64),
+        );
         let store = ShardStore {
             config,
+            pipeline: RefCell::new(pipeline),
             storage: opened.storage,
             wal: RefCell::new(recovered.wal),
             catalog: RefCell::new(recovered.snapshots),
@@ -124,6 +134,7 @@ impl ShardStore {
         state: DurableState,
     ) -> Result<Appended, StoreError> {
         let appended = self.wal.borrow_mut().append(database, body)?;
+        self.pipeline.borrow_mut().appended(appended.seq);
         self.undurable.borrow_mut().push_back(Undurable {
             seq: appended.seq,
             database: database.clone(),
@@ -131,6 +142,62 @@ impl ShardStore {
         });
         self.appended.notify_one();
         Ok(appended)
+    }
+
+    /// Appends a record for the database `loaded`, after its engine applied the change. If
+    /// the log cannot take it, the database's last record becomes unreachable (`u64::MAX`),
+    /// so its clients are held (the change is in memory but will never be durable) until the
+    /// failure is handled; the caller reports the error.
+    pub fn log(&self, loaded: &mut Loaded, body: RecordRef<'_>) -> Result<(), StoreError> {
+        match self.append(&loaded.name, body, loaded.state()) {
+            Ok(appended) => {
+                loaded.logged(appended);
+                Ok(())
+            }
+            Err(error) => {
+                loaded.seq.set(u64::MAX);
+                Err(error)
+            }
+        }
+    }
+
+    /// The next batch to hand to the disk, when the pipeline wants one: records wait and
+    /// none is in flight. An error when the log has failed.
+    pub fn prepare_batch(&self) -> Result<Option<Batch<ShardStorage>>, StoreError> {
+        if !self.pipeline.borrow().wants_batch() {
+            return Ok(None);
+        }
+        let batch = self.wal.borrow_mut().prepare_batch()?;
+        if let Some(batch) = &batch {
+            self.pipeline.borrow_mut().batch_started(batch.last_seq());
+        }
+        Ok(batch)
+    }
+
+    /// Takes back an executed batch and lets the pipeline decide what follows; the reason
+    /// when the log failed.
+    pub fn complete_batch(&self, done: BatchDone<ShardStorage>) -> Result<Release, String> {
+        let completed = self.wal.borrow_mut().complete(done);
+        let result = match &completed {
+            Ok(durable) => BatchResult::Synced(*durable),
+            Err(_) => BatchResult::Failed,
+        };
+        let release = self.pipeline.borrow_mut().batch_done(result);
+        match (release, completed) {
+            (Some(release), _) => Ok(release),
+            (None, Err(error)) => Err(error.to_string()),
+            (None, Ok(_)) => Err("the log failed while a batch was in flight".to_owned()),
+        }
+    }
+
+    /// Records a written snapshot in the catalog and returns the names of the older snapshot
+    /// files it makes unneeded, to remove after the log is truncated
+    /// ([`ShardStore::take_truncation`]), so that a crash in between never leaves a log
+    /// without a snapshot to start from.
+    pub fn record_snapshot(&self, info: &SnapshotInfo) -> Vec<String> {
+        let mut catalog = self.catalog.borrow_mut();
+        catalog.add(info);
+        catalog.prune(&info.database)
     }
 
     /// Takes the log segments that the snapshots now cover out of the log, for removal.
@@ -160,6 +227,7 @@ impl ShardStore {
 
     /// The log failed: nothing more will become durable.
     pub fn fail(&self, reason: String) {
+        self.pipeline.borrow_mut().fail();
         self.undurable.borrow_mut().clear();
         *self.failure.borrow_mut() = Some(reason);
         self.progress.send_modify(|progress| progress.failed = true);
