@@ -21,6 +21,7 @@ pub mod persist;
 mod rest;
 pub mod rules_file;
 mod server;
+mod session;
 mod shard;
 mod socket;
 mod sse;
