@@ -18,6 +18,7 @@ mod loaded;
 pub mod namespace;
 mod outbound;
 pub mod persist;
+pub mod query_string;
 mod rest;
 pub mod rules_file;
 mod server;
