@@ -18,6 +18,7 @@ mod loaded;
 pub mod namespace;
 mod outbound;
 pub mod persist;
+mod port_claim;
 pub mod query_string;
 mod rest;
 pub mod rules_file;

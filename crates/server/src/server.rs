@@ -15,13 +15,14 @@ use crate::config::ServeConfig;
 use crate::connection::serve_websocket;
 use crate::http::serve_http;
 use crate::http_head::{read_head, HeadError};
-use crate::listener::bind_listeners;
+use crate::listener::{bind_listeners, Bound};
 use crate::namespace::{owner_shard, resolve};
 use crate::persist::data_dir::{DataDir, DataDirError};
 use crate::persist::{
     commit_loop, flush_at_shutdown, open_shard_dir, open_storage, snapshot_all, Durability,
     Loading, Opened, ShardStorage, ShardStore,
 };
+use crate::port_claim::PortClaim;
 use crate::rest::execute_durable;
 use crate::shard::{Shard, ShardMessage};
 
@@ -36,6 +37,8 @@ pub struct Server {
     /// The locked data directory; released when the server is dropped, after the shards
     /// stopped.
     _data_dir: Option<DataDir>,
+    /// The ports no other Hearth server may join while this one runs.
+    _port_claims: Vec<PortClaim>,
 }
 
 /// Why the server could not start.
@@ -65,11 +68,14 @@ impl Server {
         let shards = data_dir
             .as_ref()
             .map_or(config.threads.max(1), DataDir::shards);
-        let (listeners, bound) =
-            bind_listeners(&config.listen, shards).map_err(|source| StartError::Bind {
-                addresses: format!("{:?}", config.listen),
-                source,
-            })?;
+        let Bound {
+            per_shard: listeners,
+            addresses: bound,
+            claims,
+        } = bind_listeners(&config.listen, shards).map_err(|source| StartError::Bind {
+            addresses: format!("{:?}", config.listen),
+            source,
+        })?;
         let Some(&address) = bound.first() else {
             return Err(StartError::Bind {
                 addresses: format!("{:?}", config.listen),
@@ -118,6 +124,7 @@ impl Server {
             shutdown,
             threads,
             _data_dir: data_dir,
+            _port_claims: claims,
         })
     }
 
