@@ -6,6 +6,7 @@
 //! handed to the owner as soon as its request head names the database, and stays there. Within a
 //! shard nothing is locked: state lives in `RefCell`s touched only by that thread.
 
+mod accept_backoff;
 pub mod auth;
 pub mod config;
 mod connection;

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::LocalSet;
 use tracing::{debug, info, warn};
 
+use crate::accept_backoff::AcceptBackoff;
 use crate::config::ServeConfig;
 use crate::connection::serve_websocket;
 use crate::http::serve_http;
@@ -285,23 +286,33 @@ fn run_shard(
 
 async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
     let mut shutdown = shard.shutdown.clone();
+    let mut backoff = AcceptBackoff::default();
     loop {
         if shard.is_shutting_down() {
             return;
         }
-        tokio::select! {
+        let pause = tokio::select! {
             _ = shutdown.changed() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    backoff.succeeded();
                     let _ = stream.set_nodelay(true);
                     tokio::task::spawn_local(route_connection(shard.clone(), stream));
+                    continue;
                 }
                 Err(error) => {
                     // Running out of file descriptors must not end the loop; wait and retry.
-                    warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let after = backoff.failed(Instant::now());
+                    if let Some(unlogged) = after.log {
+                        warn!(%error, unlogged, pause = ?after.pause, "accept failed; backing off");
+                    }
+                    after.pause
                 }
             },
+        };
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            () = tokio::time::sleep(pause) => {}
         }
     }
 }
