@@ -306,7 +306,10 @@ fn string(src: &str, start: usize) -> Result<(String, usize), LexError> {
                     'x' | 'u' => {
                         let len = if e == 'x' { 2 } else { 4 };
                         let digits: String = chars.by_ref().take(len).map(|(_, d)| d).collect();
-                        let code = (digits.len() == len)
+                        // Hex digits only: `from_str_radix` would also take a sign (`\x+1`).
+                        let hex =
+                            digits.len() == len && digits.bytes().all(|b| b.is_ascii_hexdigit());
+                        let code = hex
                             .then(|| u32::from_str_radix(&digits, 16).ok())
                             .flatten()
                             .ok_or_else(|| syntax(at, format!("invalid \\{e} escape")))?;
@@ -456,6 +459,8 @@ mod tests {
         assert_eq!(toks(r#""a\"b""#)[0], Tok::Str("a\"b".into()));
         assert_eq!(toks(r"'\n\t\\\x41\u00e9'")[0], Tok::Str("\n\t\\Aé".into()));
         assert_eq!(toks(r"'\q'")[0], Tok::Str("q".into()));
+        assert!(err(r"'\x+1'").1.contains("invalid \\x escape"));
+        assert!(err(r"'\u+041'").1.contains("invalid \\u escape"));
         assert_eq!(err("'open"), (0, "unterminated string literal".into()));
         assert_eq!(err("'line\nbreak'").0, 0);
     }

@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use crate::dispatch::{expire_auth, on_frame};
 use crate::http_head::Head;
@@ -79,9 +79,15 @@ pub async fn serve_websocket(
         }
     };
     if let Some(previous) = head.query_param("ls") {
-        shard.end_previous_session(previous);
+        shard.end_previous_session(previous, &namespace);
     }
-    let handle = shard.open_connection(&namespace, transport);
+    let handle = match shard.open_connection(&namespace, transport) {
+        Ok(handle) => handle,
+        Err(error) => {
+            warn!(%error, "no session id: the random source failed; dropping the connection");
+            return;
+        }
+    };
     let shared = SharedStream::new(stream, handle.outbox());
     let mut socket =
         WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;

@@ -6,6 +6,8 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use crate::query_string::QueryString;
+
 /// The largest request head accepted.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
@@ -18,7 +20,7 @@ pub struct Head {
     pub method: String,
     /// The path without the query string, percent-decoding not applied.
     pub path: String,
-    pub query: Vec<(String, String)>,
+    pub query: QueryString,
     pub headers: Vec<(String, String)>,
 }
 
@@ -31,10 +33,7 @@ impl Head {
     }
 
     pub fn query_param(&self, name: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
+        self.query.get(name)
     }
 
     /// A WebSocket upgrade of the realtime endpoint `/.ws`.
@@ -124,14 +123,7 @@ pub fn parse(buffer: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
     };
     let target = request.path.unwrap_or("/");
     let (path, query_text) = target.split_once('?').unwrap_or((target, ""));
-    let query = query_text
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(key), percent_decode(value))
-        })
-        .collect();
+    let query = QueryString::parse(query_text);
     let headers = request
         .headers
         .iter()
@@ -151,49 +143,6 @@ pub fn parse(buffer: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
         },
         used,
     )))
-}
-
-/// Decodes `%XX` escapes and `+` (as a space) in a query component.
-pub fn percent_decode(text: &str) -> String {
-    decode(text, true)
-}
-
-/// Decodes `%XX` escapes only, keeping `+` as it is. REST clients send JSON in query values
-/// (`startAt=%22a+b%22` from Python keeps its `+`), and paths never use `+` for a space.
-pub fn percent_decode_strict(text: &str) -> String {
-    decode(text, false)
-}
-
-fn decode(text: &str, plus_is_space: bool) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        match bytes[index] {
-            b'%' if index + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[index + 1..index + 3]).ok();
-                match hex.and_then(|hex| u8::from_str_radix(hex, 16).ok()) {
-                    Some(byte) => {
-                        out.push(byte);
-                        index += 3;
-                    }
-                    None => {
-                        out.push(b'%');
-                        index += 1;
-                    }
-                }
-            }
-            b'+' if plus_is_space => {
-                out.push(b' ');
-                index += 1;
-            }
-            byte => {
-                out.push(byte);
-                index += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -218,15 +167,5 @@ mod tests {
             .expect("valid")
             .is_none());
         assert!(parse(b"\x01\x02 nonsense\r\n\r\n").is_err());
-    }
-
-    #[test]
-    fn decodes_percent_escapes() {
-        assert_eq!(percent_decode("%22z%22"), "\"z\"");
-        assert_eq!(percent_decode("a+b"), "a b");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
-        assert_eq!(percent_decode("%41"), "A");
-        assert_eq!(percent_decode_strict("%22a+b%22"), "\"a+b\"");
     }
 }

@@ -6,6 +6,7 @@
 //! handed to the owner as soon as its request head names the database, and stays there. Within a
 //! shard nothing is locked: state lives in `RefCell`s touched only by that thread.
 
+mod accept_backoff;
 pub mod auth;
 pub mod budget;
 pub mod config;
@@ -20,9 +21,12 @@ mod loaded;
 pub mod namespace;
 mod outbound;
 pub mod persist;
+mod port_claim;
+pub mod query_string;
 mod rest;
 pub mod rules_file;
 mod server;
+mod session;
 mod shard;
 mod socket;
 mod sse;

@@ -7,6 +7,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddr
 use socket2::{Domain, Socket, Type};
 use tracing::warn;
 
+use crate::port_claim::{claim_port, PortClaim};
+
 /// Pending connections the kernel may hold for each listener.
 const LISTEN_BACKLOG: i32 = 4096;
 
@@ -33,16 +35,28 @@ pub fn resolve_listen(text: &str) -> io::Result<Vec<SocketAddr>> {
     Ok(addresses)
 }
 
+/// The listeners of a server.
+#[derive(Debug)]
+pub struct Bound {
+    /// Each shard's listeners, one per address.
+    pub per_shard: Vec<Vec<TcpListener>>,
+    /// The addresses actually bound.
+    pub addresses: Vec<SocketAddr>,
+    /// The ports this process holds (see `port_claim`); released when dropped.
+    pub claims: Vec<PortClaim>,
+}
+
 /// Binds `shards` listeners for each address. With port 0 the first bind picks the port and
 /// every other one joins it. An address after the first that cannot be bound (for example `::1`
-/// on a host without IPv6) is skipped with a warning. Returns the listeners of each shard and
-/// the addresses actually bound.
-pub fn bind_listeners(
-    addresses: &[SocketAddr],
-    shards: usize,
-) -> io::Result<(Vec<Vec<TcpListener>>, Vec<SocketAddr>)> {
-    let mut per_shard: Vec<Vec<TcpListener>> = (0..shards.max(1)).map(|_| Vec::new()).collect();
-    let mut bound = Vec::new();
+/// on a host without IPv6) is skipped with a warning. A port that another Hearth server holds
+/// is refused before any listener joins it.
+pub fn bind_listeners(addresses: &[SocketAddr], shards: usize) -> io::Result<Bound> {
+    let mut bound = Bound {
+        per_shard: (0..shards.max(1)).map(|_| Vec::new()).collect(),
+        addresses: Vec::new(),
+        claims: Vec::new(),
+    };
+    let mut claimed = Vec::new();
     let mut port = None;
     for (index, address) in addresses.iter().enumerate() {
         let mut address = *address;
@@ -51,12 +65,22 @@ pub fn bind_listeners(
                 address.set_port(port);
             }
         }
-        match bind_shard_listeners(address, per_shard.len()) {
+        // A port chosen by the kernel is claimed once it is known: it was free, so no other
+        // server can be on it.
+        if address.port() != 0 && !claimed.contains(&address.port()) {
+            bound.claims.push(claim_port(address.port())?);
+            claimed.push(address.port());
+        }
+        match bind_shard_listeners(address, bound.per_shard.len()) {
             Ok(listeners) => {
                 let actual = listeners[0].local_addr()?;
+                if !claimed.contains(&actual.port()) {
+                    bound.claims.push(claim_port(actual.port())?);
+                    claimed.push(actual.port());
+                }
                 port.get_or_insert(actual.port());
-                bound.push(actual);
-                for (shard, listener) in per_shard.iter_mut().zip(listeners) {
+                bound.addresses.push(actual);
+                for (shard, listener) in bound.per_shard.iter_mut().zip(listeners) {
                     shard.push(listener);
                 }
             }
@@ -64,7 +88,7 @@ pub fn bind_listeners(
             Err(error) => return Err(error),
         }
     }
-    Ok((per_shard, bound))
+    Ok(bound)
 }
 
 fn bind_shard_listeners(address: SocketAddr, count: usize) -> io::Result<Vec<TcpListener>> {
@@ -108,12 +132,28 @@ mod tests {
     #[test]
     fn port_zero_is_shared_by_all_shards_and_addresses() {
         let addresses = resolve_listen("localhost:0").expect("valid");
-        let (shards, bound) = bind_listeners(&addresses, 2).expect("bind");
-        assert_eq!(shards.len(), 2);
-        let port = bound[0].port();
+        let bound = bind_listeners(&addresses, 2).expect("bind");
+        assert_eq!(bound.per_shard.len(), 2);
+        let port = bound.addresses[0].port();
         assert_ne!(port, 0);
-        for listener in shards.iter().flatten() {
+        for listener in bound.per_shard.iter().flatten() {
             assert_eq!(listener.local_addr().expect("bound").port(), port);
         }
+    }
+
+    #[test]
+    fn a_port_held_by_another_server_is_refused() {
+        let addresses = resolve_listen("127.0.0.1:0").expect("valid");
+        let first = bind_listeners(&addresses, 2).expect("bind");
+        let again = resolve_listen(&first.addresses[0].to_string()).expect("valid");
+        let error = bind_listeners(&again, 2).expect_err("the port is held");
+        assert_eq!(error.kind(), io::ErrorKind::AddrInUse);
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "Address already in use: another Hearth server listens on port {}",
+                first.addresses[0].port()
+            )
+        );
     }
 }

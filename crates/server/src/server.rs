@@ -11,17 +11,19 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::LocalSet;
 use tracing::{debug, info, warn};
 
+use crate::accept_backoff::AcceptBackoff;
 use crate::config::ServeConfig;
 use crate::connection::serve_websocket;
 use crate::http::serve_http;
 use crate::http_head::{read_head, HeadError};
-use crate::listener::bind_listeners;
+use crate::listener::{bind_listeners, Bound};
 use crate::namespace::{owner_shard, resolve};
 use crate::persist::data_dir::{DataDir, DataDirError};
 use crate::persist::{
     commit_loop, flush_at_shutdown, open_shard_dir, open_storage, snapshot_all, Durability,
     Loading, Opened, ShardStorage, ShardStore,
 };
+use crate::port_claim::PortClaim;
 use crate::rest::execute_durable;
 use crate::shard::{Shard, ShardMessage};
 
@@ -36,6 +38,8 @@ pub struct Server {
     /// The locked data directory; released when the server is dropped, after the shards
     /// stopped.
     _data_dir: Option<DataDir>,
+    /// The ports no other Hearth server may join while this one runs.
+    _port_claims: Vec<PortClaim>,
 }
 
 /// Why the server could not start.
@@ -65,11 +69,14 @@ impl Server {
         let shards = data_dir
             .as_ref()
             .map_or(config.threads.max(1), DataDir::shards);
-        let (listeners, bound) =
-            bind_listeners(&config.listen, shards).map_err(|source| StartError::Bind {
-                addresses: format!("{:?}", config.listen),
-                source,
-            })?;
+        let Bound {
+            per_shard: listeners,
+            addresses: bound,
+            claims,
+        } = bind_listeners(&config.listen, shards).map_err(|source| StartError::Bind {
+            addresses: format!("{:?}", config.listen),
+            source,
+        })?;
         let Some(&address) = bound.first() else {
             return Err(StartError::Bind {
                 addresses: format!("{:?}", config.listen),
@@ -118,6 +125,7 @@ impl Server {
             shutdown,
             threads,
             _data_dir: data_dir,
+            _port_claims: claims,
         })
     }
 
@@ -278,23 +286,33 @@ fn run_shard(
 
 async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
     let mut shutdown = shard.shutdown.clone();
+    let mut backoff = AcceptBackoff::default();
     loop {
         if shard.is_shutting_down() {
             return;
         }
-        tokio::select! {
+        let pause = tokio::select! {
             _ = shutdown.changed() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    backoff.succeeded();
                     let _ = stream.set_nodelay(true);
                     tokio::task::spawn_local(route_connection(shard.clone(), stream));
+                    continue;
                 }
                 Err(error) => {
                     // Running out of file descriptors must not end the loop; wait and retry.
-                    warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let after = backoff.failed(Instant::now());
+                    if let Some(unlogged) = after.log {
+                        warn!(%error, unlogged, pause = ?after.pause, "accept failed; backing off");
+                    }
+                    after.pause
                 }
             },
+        };
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            () = tokio::time::sleep(pause) => {}
         }
     }
 }

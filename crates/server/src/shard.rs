@@ -28,6 +28,7 @@ use crate::outbound::{CloseReason, ConnHandle};
 use crate::persist::{Gate, ShardStore, Tagger};
 use crate::rest::{RestCall, RestResponse};
 use crate::rules_file::default_access;
+use crate::session::{may_replace, new_session_id};
 use crate::socket::Transport;
 use crate::sse::StreamHandle;
 use crate::time::now_ms;
@@ -91,7 +92,6 @@ pub struct Shard {
     pub stats: RefCell<ShardStats>,
     pub shutdown: watch::Receiver<bool>,
     pub peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
-    nonce: u64,
     push_ids: RefCell<PushIdGenerator>,
     /// State of the generator of push-id randomness (SplitMix64).
     random: Cell<u64>,
@@ -141,7 +141,6 @@ impl Shard {
             stats: RefCell::new(ShardStats::default()),
             shutdown,
             peers,
-            nonce: now_ms(),
             push_ids: RefCell::new(PushIdGenerator::new()),
             random: Cell::new(seed.finish()),
         }
@@ -273,10 +272,14 @@ impl Shard {
     }
 
     /// Registers a new connection on `namespace`, creating the database on first use.
-    pub fn open_connection(&self, namespace: &str, transport: Rc<dyn Transport>) -> Rc<ConnHandle> {
+    /// Fails only when the operating system's random source does.
+    pub fn open_connection(
+        &self,
+        namespace: &str,
+        transport: Rc<dyn Transport>,
+    ) -> Result<Rc<ConnHandle>, getrandom::Error> {
+        let session_id = new_session_id()?;
         let id = self.next_conn_id();
-        // Unique per process start, shard and connection, and URL-safe.
-        let session_id = format!("h{:x}s{}c{}", self.nonce, self.index, id);
         let tagger = {
             let mut databases = self.databases.borrow_mut();
             let loaded = self.database(&mut databases, namespace);
@@ -296,7 +299,7 @@ impl Shard {
         self.conns.borrow_mut().insert(id, handle.clone());
         self.sessions.borrow_mut().insert(session_id, id);
         self.stats.borrow_mut().connections_opened += 1;
-        handle
+        Ok(handle)
     }
 
     /// Ends a connection's session: its listens go, and its onDisconnect queue runs now.
@@ -326,20 +329,25 @@ impl Shard {
         route_effects(self, namespace, effects);
     }
 
-    /// A client reconnected naming its previous session: if that socket still looks open
-    /// (half-open TCP), end it now so that its onDisconnect queue runs before the new
-    /// connection's requests.
-    pub fn end_previous_session(&self, previous: &str) {
+    /// A client reconnected to `namespace` naming its previous session: if that socket still
+    /// looks open (half-open TCP), end it now so that its onDisconnect queue runs before the
+    /// new connection's requests. An unknown id, or a session of another database, is ignored
+    /// alike. The id is a secret, so it is not logged.
+    pub fn end_previous_session(&self, previous: &str, namespace: &str) {
         let Some(conn) = self.sessions.borrow().get(previous).copied() else {
             return;
         };
         let Some(handle) = self.conns.borrow().get(&conn).cloned() else {
             return;
         };
-        debug!(
-            session = previous,
-            "previous session replaced by a reconnect"
-        );
+        if !may_replace(&handle.namespace, namespace) {
+            debug!(
+                conn = handle.id,
+                "a reconnect named a session of another database; ignored"
+            );
+            return;
+        }
+        debug!(conn = handle.id, "previous session replaced by a reconnect");
         self.close_connection(&handle);
         handle.close(CloseReason::new(
             tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Away,

@@ -17,38 +17,11 @@ use super::params::{
 use super::response::RestResponse;
 use super::{DataMethod, DataRequest, Endpoint, RestRequest};
 use crate::auth::{authenticate_with, now_secs, AuthConfig};
-use crate::http_head::percent_decode_strict;
 use crate::namespace::resolve;
+use crate::query_string::{percent_decode, QueryString};
 
 /// The methods data paths accept, for `Allow` headers.
 pub const DATA_METHODS: &str = "GET, HEAD, PUT, POST, PATCH, DELETE, OPTIONS";
-
-/// The decoded query string of a request.
-struct QueryString(Vec<(String, String)>);
-
-impl QueryString {
-    fn parse(query: Option<&str>) -> QueryString {
-        let pairs = query
-            .unwrap_or("")
-            .split('&')
-            .filter(|pair| !pair.is_empty())
-            .map(|pair| {
-                let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-                (percent_decode_strict(name), percent_decode_strict(value))
-            })
-            .collect();
-        QueryString(pairs)
-    }
-
-    /// The value of `name`; the last one counts when it repeats.
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .rev()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    }
-}
 
 fn bad_request(message: impl AsRef<str>) -> RestResponse {
     RestResponse::error(400, message)
@@ -60,7 +33,7 @@ pub fn parse_request(
     auth_config: &AuthConfig,
     default_namespace: &str,
 ) -> Result<RestRequest, RestResponse> {
-    let query = QueryString::parse(parts.uri.query());
+    let query = QueryString::parse(parts.uri.query().unwrap_or(""));
     let header = |name: &str| {
         parts
             .headers
@@ -226,7 +199,7 @@ fn data_request(
     query: &QueryString,
 ) -> Result<DataRequest, RestResponse> {
     let method = data_method(parts, query)?;
-    let target = WriteTarget::parse(&percent_decode_strict(raw_path))
+    let target = WriteTarget::parse(&percent_decode(raw_path))
         .map_err(|error| bad_request(format!("Invalid path: {error}")))?;
     let print = parse_print(query.get("print")).map_err(bad_request)?;
     let export = parse_format(query.get("format")).map_err(bad_request)?;
@@ -235,12 +208,7 @@ fn data_request(
     let write_limit = WriteSizeLimit::parse(query.get("writeSizeLimit")).map_err(bad_request)?;
     let download = parse_download(query.get("download")).map_err(bad_request)?;
     let callback = parse_callback(query.get("callback")).map_err(bad_request)?;
-    let query_text = RestQueryText::from_pairs(
-        query
-            .0
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.as_str())),
-    );
+    let query_text = RestQueryText::from_pairs(query.pairs());
     let rest_query =
         QueryParams::from_rest(&query_text).map_err(|error| bad_request(error.to_string()))?;
     if shallow && rest_query.is_some() {
