@@ -31,7 +31,8 @@ use tracing::debug;
 use crate::http_body::HearthBody;
 use crate::namespace::owner_shard;
 use crate::rest::{
-    execute_durable, make_call, parse_request, DataRequest, Endpoint, RestRequest, RestResponse,
+    execute_durable, make_call, parse_request, refuse_early, DataRequest, Endpoint, RestRequest,
+    RestResponse,
 };
 use crate::shard::Shard;
 use crate::sse::open_stream;
@@ -133,6 +134,10 @@ async fn answer(
         if data.stream {
             return stream(&shard, owner, &parts.uri, &parsed, data);
         }
+    }
+    // Before a byte of the body is read: a write no rule could allow costs nothing more.
+    if let Some(refusal) = refuse_early(&shard, &parsed) {
+        return refusal.into_http();
     }
     let bytes = match (parsed.endpoint.body_limit(), body.as_mut()) {
         (Some(limit), Some(incoming)) => match read_body(incoming, &parts.headers, limit).await {

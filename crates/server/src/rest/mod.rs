@@ -12,6 +12,7 @@
 mod execute;
 mod params;
 mod parse;
+mod precheck;
 mod response;
 mod settings;
 
@@ -25,6 +26,7 @@ use serde_json::Value;
 pub use execute::{execute_durable, reply_error};
 pub use params::WriteSizeLimit;
 pub use parse::{parse_request, DATA_METHODS};
+pub use precheck::refuse_early;
 pub use response::RestResponse;
 
 /// The largest request body accepted for a write, whatever `writeSizeLimit` says: production's
