@@ -3,8 +3,9 @@
 use bytes::Bytes;
 use hearth_sync::{AuthState, Effect, Effects};
 use hearth_wire::{
-    decode, encode_auth_revoked, encode_cancel, encode_push, encode_reply, encode_reply_status,
-    encode_reply_value, Assembled, ClientMessage, ClientRequest, EncodedPush, FrameAssembler, PONG,
+    decode_lazy, encode_auth_revoked, encode_cancel, encode_push, encode_reply,
+    encode_reply_status, encode_reply_value, Assembled, ClientMessage, ClientRequest, Decoded,
+    EncodedPush, FrameAssembler, PendingWrite, PONG,
 };
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -30,7 +31,18 @@ pub fn on_frame(
 
 fn on_message(shard: &Shard, handle: &ConnHandle, message: &str) -> Result<(), CloseReason> {
     shard.stats.borrow_mut().messages_in += 1;
-    match decode(message) {
+    let decoded = match decode_lazy(message) {
+        Ok(Decoded::Message(message)) => Ok(message),
+        Ok(Decoded::Write(write)) => match refuse_early(shard, handle, &write) {
+            Some(refusal) => {
+                handle.send_text(refusal);
+                return Ok(());
+            }
+            None => write.finish(),
+        },
+        Err(error) => Err(error),
+    };
+    match decoded {
         Ok(ClientMessage::Ping) => handle.send_text(PONG.to_owned()),
         Ok(ClientMessage::OtherControl) => {}
         Ok(ClientMessage::Request {
@@ -45,6 +57,19 @@ fn on_message(shard: &Shard, handle: &ConnHandle, message: &str) -> Result<(), C
         },
     }
     Ok(())
+}
+
+/// The reply to a write that its connection could never be allowed, whatever its data: the
+/// full check's reply, given before the data (up to a whole message) is parsed.
+fn refuse_early(shard: &Shard, handle: &ConnHandle, write: &PendingWrite<'_>) -> Option<String> {
+    let (path, scope) = write.scope()?;
+    let databases = shard.databases.borrow();
+    let database = databases.get(&handle.namespace)?;
+    let reply = database
+        .engine
+        .precheck_write(handle.id, path, scope)
+        .err()?;
+    Some(encode_reply(write.request_id, &reply))
 }
 
 fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: ClientRequest) {

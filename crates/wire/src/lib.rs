@@ -13,7 +13,10 @@ mod push_id;
 mod rest;
 mod sse;
 
-pub use decode::{decode, AuthRequest, ClientMessage, ClientRequest, WireError};
+pub use decode::{
+    decode, decode_lazy, AuthRequest, ClientMessage, ClientRequest, Decoded, PendingWrite,
+    WireError,
+};
 pub use encode::{
     encode_auth_revoked, encode_cancel, encode_handshake, encode_push, encode_reply,
     encode_reply_status, encode_reply_value, encode_shutdown, EncodedPush, PONG,
