@@ -1,12 +1,14 @@
 //! Decoding one whole client message (spec §2.1, §3, §4, §5).
 
-use hearth_query::QueryParams;
 use std::collections::BTreeMap;
 
+use hearth_query::QueryParams;
 use hearth_sync::{Request, Tag, WriteScope, WriteTarget};
 use hearth_tree::Path;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+use crate::bounded::parse_bounded;
 
 /// Why a message could not be understood. `request_id` is set when the message named its
 /// request, so that the error can be answered instead of closing the connection.
@@ -138,7 +140,7 @@ fn raw_object(raw: &RawValue) -> Option<RawObject<'_>> {
 /// Parses a member. Its syntax was checked with the whole message, but not its nesting depth
 /// nor its escapes, which only a full parse checks.
 fn parse(raw: &RawValue) -> Result<Value, String> {
-    serde_json::from_str(raw.get()).map_err(|error| format!("malformed JSON: {error}"))
+    parse_bounded(raw.get()).map_err(|error| error.to_string())
 }
 
 /// Parses every member of an object.

@@ -6,6 +6,7 @@
 //! its own output forms: JSON as REST clients read it (`rest`), server-sent events (`sse`)
 //! and the push ids that `POST` creates (`push_id`). Nothing here holds a socket or a clock.
 
+mod bounded;
 mod decode;
 mod encode;
 mod frames;
@@ -13,6 +14,7 @@ mod push_id;
 mod rest;
 mod sse;
 
+pub use bounded::{parse_bounded, ParseError, MAX_PARSE_BYTES_PER_BYTE, PARSE_ALLOWANCE_BYTES};
 pub use decode::{
     decode, decode_lazy, AuthRequest, ClientMessage, ClientRequest, Decoded, PendingWrite,
     WireError,

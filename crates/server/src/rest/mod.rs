@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use hearth_query::RestQuery;
 use hearth_sync::{AuthState, WriteTarget};
-use hearth_wire::JsonStyle;
+use hearth_wire::{parse_bounded, JsonStyle, ParseError};
 use serde_json::Value;
 
 pub use execute::{execute_durable, reply_error};
@@ -206,6 +206,13 @@ pub const INVALID_JSON: &str = "Invalid data; couldn't parse JSON object, array,
 
 fn parse_json_body(bytes: &[u8]) -> Result<Value, RestResponse> {
     // serde_json refuses nesting deeper than 128 levels, so a hostile body cannot overflow
-    // the stack; the tree refuses anything deeper than its own limit afterwards.
-    serde_json::from_slice(bytes).map_err(|_| RestResponse::error(400, INVALID_JSON))
+    // the stack; the tree refuses anything deeper than its own limit afterwards. The parse
+    // may take at most a fixed multiple of the body's size in memory.
+    let text = std::str::from_utf8(bytes).map_err(|_| RestResponse::error(400, INVALID_JSON))?;
+    parse_bounded(text).map_err(|error| match error {
+        ParseError::Malformed(_) => RestResponse::error(400, INVALID_JSON),
+        too_costly @ ParseError::TooCostly { .. } => {
+            RestResponse::error(400, too_costly.to_string())
+        }
+    })
 }
