@@ -113,6 +113,35 @@ describe('attacks: refused writes cost nothing (locked server)', () => {
   });
 });
 
+// KNOWN GAP (a todo, reported): the parse of a large allowed write runs on the blocking
+// pool, but its conversion into the tree, the commit, the log record and the REST answer
+// still run on the shard: the admin's small writes next door wait seconds (measured 7-9 s
+// for 20 MB on a loaded 2-core machine, and over 20 s before the parse moved).
+describe('attacks: large allowed writes are parsed off the shard thread', () => {
+  const h = useRulesServer({ dev: false, threads: 1, args: ['--admin-token', ADMIN_TOKEN] });
+  const todo = 'the conversion, commit and answer of an allowed 20 MB write still stall the shard';
+
+  it('an admin 20 MB write does not hold up the other databases of its shard for long', { ...T, todo }, async () => {
+    const [ns, other] = [h.ns('big'), h.ns('other')];
+    const rest = await whileAdminWrites(h.server, other, () =>
+      http(h.server.url(ns, 'rest'), { method: 'PUT', raw: true, body: HUGE_ARRAY, headers: BEARER }),
+    );
+    assert.equal(rest.result.status, 200, rest.result.text.slice(0, 200));
+    const c = await rawClient(h.server, ns);
+    h.defer(() => c.terminate());
+    assert.equal((await c.request('auth', { cred: ADMIN_TOKEN })).s, 'ok');
+    const ws = await whileAdminWrites(h.server, other, async () => {
+      const r = c.nextR();
+      c.sendSplitText(`{"t":"d","d":{"r":${r},"a":"p","b":{"p":"/ws","d":${HUGE_ARRAY}}}}`);
+      return (await c.response(r, 15_000)).body;
+    });
+    assert.deepEqual(ws.result, { s: 'ok', d: '' });
+    console.log(`slowest admin write: REST ${rest.slowest.toFixed(0)} ms, WebSocket ${ws.slowest.toFixed(0)} ms`);
+    assert.ok(rest.slowest < MAX_ADMIN_MS, `REST: an admin write took ${rest.slowest.toFixed(0)} ms`);
+    assert.ok(ws.slowest < MAX_ADMIN_MS, `WebSocket: an admin write took ${ws.slowest.toFixed(0)} ms`);
+  });
+});
+
 describe('attacks: refused writes cost nothing (rules)', () => {
   const rules = { rules: { users: { $uid: { '.write': 'auth != null && auth.uid === $uid' } } } };
   const h = useRulesServer(() => ({

@@ -5,15 +5,25 @@ use hearth_sync::{AuthState, Effect, Effects};
 use hearth_wire::{
     decode_lazy, encode_auth_revoked, encode_cancel, encode_push, encode_reply,
     encode_reply_status, encode_reply_value, Assembled, ClientMessage, ClientRequest, Decoded,
-    EncodedPush, FrameAssembler, PendingWrite, PONG,
+    EncodedPush, FrameAssembler, PendingWrite, WireError, PONG,
 };
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::auth::{authenticate_with, now_secs};
+use crate::http::OFF_THREAD_PARSE_BYTES;
 use crate::outbound::{encode_frames, CloseReason, ConnHandle};
 use crate::shard::Shard;
 use crate::sse::SseFanout;
 use crate::time::now_ms;
+
+/// What became of an inbound frame.
+pub enum Handled {
+    Done,
+    /// A large write that may proceed: its message is to be decoded off the shard's thread
+    /// (see [`OFF_THREAD_PARSE_BYTES`]) and then handed to [`on_decoded`], before the
+    /// connection's next message.
+    ParseOffThread(String),
+}
 
 /// Feeds one inbound text frame. An error means the connection must close with that reason.
 pub fn on_frame(
@@ -21,27 +31,40 @@ pub fn on_frame(
     handle: &ConnHandle,
     assembler: &mut FrameAssembler,
     frame: &str,
-) -> Result<(), CloseReason> {
+) -> Result<Handled, CloseReason> {
     match assembler.push(frame) {
-        Ok(Assembled::Message(message)) => on_message(shard, handle, &message),
-        Ok(Assembled::Partial | Assembled::KeepAlive) => Ok(()),
+        Ok(Assembled::Message(message)) => on_message(shard, handle, message),
+        Ok(Assembled::Partial | Assembled::KeepAlive) => Ok(Handled::Done),
         Err(error) => Err(CloseReason::new(CloseCode::Size, error.to_string())),
     }
 }
 
-fn on_message(shard: &Shard, handle: &ConnHandle, message: &str) -> Result<(), CloseReason> {
+fn on_message(shard: &Shard, handle: &ConnHandle, message: String) -> Result<Handled, CloseReason> {
     shard.stats.borrow_mut().messages_in += 1;
-    let decoded = match decode_lazy(message) {
+    let decoded = match decode_lazy(&message) {
         Ok(Decoded::Message(message)) => Ok(message),
-        Ok(Decoded::Write(write)) => match refuse_early(shard, handle, &write) {
-            Some(refusal) => {
+        Ok(Decoded::Write(write)) => {
+            if let Some(refusal) = refuse_early(shard, handle, &write) {
                 handle.send_text(refusal);
-                return Ok(());
+                return Ok(Handled::Done);
             }
-            None => write.finish(),
-        },
+            if write.data_len() > OFF_THREAD_PARSE_BYTES {
+                drop(write);
+                return Ok(Handled::ParseOffThread(message));
+            }
+            write.finish()
+        }
         Err(error) => Err(error),
     };
+    on_decoded(shard, handle, decoded).map(|()| Handled::Done)
+}
+
+/// Handles a decoded message, or answers the error that stopped its decoding.
+pub fn on_decoded(
+    shard: &Shard,
+    handle: &ConnHandle,
+    decoded: Result<ClientMessage, WireError>,
+) -> Result<(), CloseReason> {
     match decoded {
         Ok(ClientMessage::Ping) => handle.send_text(PONG.to_owned()),
         Ok(ClientMessage::OtherControl) => {}
