@@ -145,7 +145,11 @@ export class RawClient {
 
   /** Send a JSON message split into chunks the way the JS client does (count frame first). */
   sendSplit(obj, chunk = MAX_CHUNK) {
-    const text = JSON.stringify(obj);
+    return this.sendSplitText(JSON.stringify(obj), chunk);
+  }
+
+  /** Send message text split into chunks the way the JS client does (count frame first). */
+  sendSplitText(text, chunk = MAX_CHUNK) {
     const parts = [];
     for (let i = 0; i < text.length; i += chunk) parts.push(text.slice(i, i + chunk));
     this.ws.send(String(parts.length));

@@ -33,8 +33,8 @@ export const OWNER_HEADERS = Object.freeze({ authorization: 'Bearer owner' });
  * members the harness factories use (port, databaseURL(ns), wsURL(ns)).
  */
 export class RulesServer extends HearthServer {
-  constructor({ dev = false, args = [], env = {} } = {}) {
-    super({ dev, extraArgs: args, env });
+  constructor({ dev = false, args = [], env = {}, threads } = {}) {
+    super({ dev, extraArgs: args, env, threads });
   }
 
   static async start(opts = {}) {

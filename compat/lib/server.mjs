@@ -107,12 +107,13 @@ function temporaryDataDir() {
 
 export class HearthServer {
   /** `dev: false` starts the server without --dev (locked databases unless --rules). */
-  constructor({ port, bin = hearthBinary(), extraArgs = [], env = {}, dev = true, dataDir } = {}) {
+  constructor({ port, bin = hearthBinary(), extraArgs = [], env = {}, dev = true, dataDir, threads = 2 } = {}) {
     this.port = port;
     // Every server gets a data directory of its own, kept across restart() and kill() so
     // that restarts recover the data; the ones made here are removed when the process exits.
     this.dataDir = dataDir ?? temporaryDataDir();
     this.dev = dev;
+    this.threads = threads;
     this.bin = bin;
     this.extraArgs = extraArgs;
     this.env = env;
@@ -251,7 +252,7 @@ export class HearthServer {
       '--listen',
       `127.0.0.1:${this.port}`,
       '--threads',
-      '2',
+      String(this.threads),
       '--data-dir',
       this.dataDir,
       ...this.extraArgs,

@@ -78,6 +78,7 @@ mod expr;
 mod json;
 mod lexer;
 mod parser;
+mod precheck;
 mod query;
 mod regex;
 mod rules;

@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, warn};
 
-use crate::dispatch::{expire_auth, on_frame};
+use crate::dispatch::{expire_auth, on_decoded, on_frame, Handled};
 use crate::http_head::Head;
 use crate::namespace::NamespaceError;
 use crate::outbound::{CloseReason, ConnHandle};
@@ -176,8 +176,21 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
                 handle.cork();
                 let outcome = read_burst(shard, handle, socket, &mut assembler, message);
                 handle.uncork();
-                if let Some(reason) = outcome {
-                    return reason;
+                match outcome {
+                    Burst::Continue => {}
+                    Burst::End(reason) => return reason,
+                    Burst::ParseOffThread(message) => {
+                        // The shard serves everyone else meanwhile; this connection's next
+                        // message is read only after this one is handled.
+                        let decoded =
+                            tokio::task::spawn_blocking(move || hearth_wire::decode(&message)).await;
+                        let Ok(decoded) = decoded else {
+                            return Some(CloseReason::new(CloseCode::Error, "a message could not be decoded"));
+                        };
+                        if let Err(reason) = on_decoded(shard, handle, decoded) {
+                            return Some(reason);
+                        }
+                    }
                 }
             }
             _ = auth_expiry(handle.auth_expiry()) => expire_auth(shard, handle),
@@ -198,28 +211,42 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
     }
 }
 
+/// What a burst of messages left to do.
+enum Burst {
+    Continue,
+    /// The connection must end, with the reason to send, if any.
+    End(Option<CloseReason>),
+    /// A large write to decode off the shard's thread before anything else of this
+    /// connection is read.
+    ParseOffThread(String),
+}
+
 /// Handles `first` and the messages already received after it, up to
-/// [`MAX_MESSAGES_PER_TURN`] in all. Returns `Some` when the connection must end, with the
-/// reason to send, if any.
+/// [`MAX_MESSAGES_PER_TURN`] in all, stopping early at a message to parse off the thread.
 fn read_burst(
     shard: &Shard,
     handle: &ConnHandle,
     socket: &mut Socket,
     assembler: &mut hearth_wire::FrameAssembler,
     first: Option<Result<Message, WsError>>,
-) -> Option<Option<CloseReason>> {
+) -> Burst {
     let mut next = first;
     let mut handled = 0;
     loop {
-        if let Inbound::Close(reason) = inbound(shard, handle, assembler, next) {
-            return Some(reason);
+        match inbound(shard, handle, assembler, next) {
+            Inbound::Continue => {}
+            Inbound::Close(reason) => return Burst::End(reason),
+            Inbound::ParseOffThread(message) => return Burst::ParseOffThread(message),
         }
         handled += 1;
         // Checked before taking another message: one taken would be lost.
         if handled >= MAX_MESSAGES_PER_TURN {
-            return None;
+            return Burst::Continue;
         }
-        next = socket.next().now_or_never()?;
+        match socket.next().now_or_never() {
+            Some(message) => next = message,
+            None => return Burst::Continue,
+        }
     }
 }
 
@@ -239,6 +266,7 @@ async fn auth_expiry(expires_at: Option<u64>) {
 enum Inbound {
     Continue,
     Close(Option<CloseReason>),
+    ParseOffThread(String),
 }
 
 fn inbound(
@@ -249,7 +277,8 @@ fn inbound(
 ) -> Inbound {
     match message {
         Some(Ok(Message::Text(text))) => match on_frame(shard, handle, assembler, text.as_str()) {
-            Ok(()) => Inbound::Continue,
+            Ok(Handled::Done) => Inbound::Continue,
+            Ok(Handled::ParseOffThread(message)) => Inbound::ParseOffThread(message),
             Err(reason) => Inbound::Close(Some(reason)),
         },
         Some(Ok(Message::Binary(_))) => Inbound::Close(Some(CloseReason::new(

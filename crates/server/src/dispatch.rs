@@ -3,16 +3,27 @@
 use bytes::Bytes;
 use hearth_sync::{AuthState, Effect, Effects};
 use hearth_wire::{
-    decode, encode_auth_revoked, encode_cancel, encode_push, encode_reply, encode_reply_status,
-    encode_reply_value, Assembled, ClientMessage, ClientRequest, EncodedPush, FrameAssembler, PONG,
+    decode_lazy, encode_auth_revoked, encode_cancel, encode_push, encode_reply,
+    encode_reply_status, encode_reply_value, Assembled, ClientMessage, ClientRequest, Decoded,
+    EncodedPush, FrameAssembler, PendingWrite, WireError, PONG,
 };
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::auth::{authenticate_with, now_secs};
+use crate::http::OFF_THREAD_PARSE_BYTES;
 use crate::outbound::{encode_frames, CloseReason, ConnHandle};
 use crate::shard::Shard;
 use crate::sse::SseFanout;
 use crate::time::now_ms;
+
+/// What became of an inbound frame.
+pub enum Handled {
+    Done,
+    /// A large write that may proceed: its message is to be decoded off the shard's thread
+    /// (see [`OFF_THREAD_PARSE_BYTES`]) and then handed to [`on_decoded`], before the
+    /// connection's next message.
+    ParseOffThread(String),
+}
 
 /// Feeds one inbound text frame. An error means the connection must close with that reason.
 pub fn on_frame(
@@ -20,17 +31,41 @@ pub fn on_frame(
     handle: &ConnHandle,
     assembler: &mut FrameAssembler,
     frame: &str,
-) -> Result<(), CloseReason> {
+) -> Result<Handled, CloseReason> {
     match assembler.push(frame) {
-        Ok(Assembled::Message(message)) => on_message(shard, handle, &message),
-        Ok(Assembled::Partial | Assembled::KeepAlive) => Ok(()),
+        Ok(Assembled::Message(message)) => on_message(shard, handle, message),
+        Ok(Assembled::Partial | Assembled::KeepAlive) => Ok(Handled::Done),
         Err(error) => Err(CloseReason::new(CloseCode::Size, error.to_string())),
     }
 }
 
-fn on_message(shard: &Shard, handle: &ConnHandle, message: &str) -> Result<(), CloseReason> {
+fn on_message(shard: &Shard, handle: &ConnHandle, message: String) -> Result<Handled, CloseReason> {
     shard.stats.borrow_mut().messages_in += 1;
-    match decode(message) {
+    let decoded = match decode_lazy(&message) {
+        Ok(Decoded::Message(message)) => Ok(message),
+        Ok(Decoded::Write(write)) => {
+            if let Some(refusal) = refuse_early(shard, handle, &write) {
+                handle.send_text(refusal);
+                return Ok(Handled::Done);
+            }
+            if write.data_len() > OFF_THREAD_PARSE_BYTES {
+                drop(write);
+                return Ok(Handled::ParseOffThread(message));
+            }
+            write.finish()
+        }
+        Err(error) => Err(error),
+    };
+    on_decoded(shard, handle, decoded).map(|()| Handled::Done)
+}
+
+/// Handles a decoded message, or answers the error that stopped its decoding.
+pub fn on_decoded(
+    shard: &Shard,
+    handle: &ConnHandle,
+    decoded: Result<ClientMessage, WireError>,
+) -> Result<(), CloseReason> {
+    match decoded {
         Ok(ClientMessage::Ping) => handle.send_text(PONG.to_owned()),
         Ok(ClientMessage::OtherControl) => {}
         Ok(ClientMessage::Request {
@@ -45,6 +80,19 @@ fn on_message(shard: &Shard, handle: &ConnHandle, message: &str) -> Result<(), C
         },
     }
     Ok(())
+}
+
+/// The reply to a write that its connection could never be allowed, whatever its data: the
+/// full check's reply, given before the data (up to a whole message) is parsed.
+fn refuse_early(shard: &Shard, handle: &ConnHandle, write: &PendingWrite<'_>) -> Option<String> {
+    let (path, scope) = write.scope()?;
+    let databases = shard.databases.borrow();
+    let database = databases.get(&handle.namespace)?;
+    let reply = database
+        .engine
+        .precheck_write(handle.id, path, scope)
+        .err()?;
+    Some(encode_reply(write.request_id, &reply))
 }
 
 fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: ClientRequest) {

@@ -33,7 +33,8 @@ use crate::http_body::HearthBody;
 use crate::http_unsent::{self, admit, ConnUnsent, WriteGuard};
 use crate::namespace::owner_shard;
 use crate::rest::{
-    execute_durable, make_call, parse_request, DataRequest, Endpoint, RestRequest, RestResponse,
+    execute_durable, make_call, parse_request, refuse_early, DataRequest, Endpoint, RestCall,
+    RestRequest, RestResponse,
 };
 use crate::shard::Shard;
 use crate::sse::open_stream;
@@ -152,6 +153,10 @@ async fn answer(
             return stream(&shard, owner, &parts.uri, &parsed, data);
         }
     }
+    // Before a byte of the body is read: a write no rule could allow costs nothing more.
+    if let Some(refusal) = refuse_early(&shard, &parsed) {
+        return refusal.into_http();
+    }
     let bytes = match (parsed.endpoint.body_limit(), body.as_mut()) {
         (Some(limit), Some(incoming)) => {
             match read_body(incoming, &parts.headers, limit, &shard.config.http.bodies).await {
@@ -165,7 +170,7 @@ async fn answer(
         _ => None,
     };
     let timeout = read_timeout(&parsed);
-    let call = match make_call(parsed, bytes, started) {
+    let call = match parse_call(parsed, bytes, started).await {
         Ok(call) => call,
         Err(response) => return response.into_http(),
     };
@@ -183,6 +188,35 @@ async fn answer(
         }
     };
     response.into_http()
+}
+
+/// Bodies larger than this are parsed on tokio's blocking pool rather than on the shard's
+/// thread, so that other connections and databases of the shard are served meanwhile (a
+/// 20 MB body takes about a second to parse). Smaller ones are not worth the hand-off.
+pub const OFF_THREAD_PARSE_BYTES: usize = 256 * 1024;
+
+/// Builds the call of a request, parsing a large body off the shard's thread. The
+/// connection's next request waits for this one (hyper serves a connection's requests one at
+/// a time), so their order holds.
+async fn parse_call(
+    parsed: RestRequest,
+    bytes: Option<Vec<u8>>,
+    started: Instant,
+) -> Result<RestCall, RestResponse> {
+    if bytes
+        .as_ref()
+        .is_none_or(|b| b.len() <= OFF_THREAD_PARSE_BYTES)
+    {
+        return make_call(parsed, bytes, started);
+    }
+    tokio::task::spawn_blocking(move || make_call(parsed, bytes, started))
+        .await
+        .unwrap_or_else(|_| {
+            Err(RestResponse::error(
+                500,
+                "the request body could not be parsed",
+            ))
+        })
 }
 
 /// How long an unneeded request body is drained after the answer.

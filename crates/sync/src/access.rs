@@ -103,6 +103,34 @@ impl Access {
     }
 }
 
+/// Where a write's targets lie, as far as is known before its data is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteScope {
+    /// A set (or delete) of the path itself.
+    At,
+    /// Targets at or below the path that the data names (a multi-path update), or that are
+    /// made later (a push).
+    Below,
+}
+
+impl Access {
+    /// Whether `auth` could be allowed some write in `scope` of `path`, whatever its data:
+    /// `false` means the write is refused for sure, so its data need not even be parsed.
+    pub fn could_write(&self, auth: &AuthState, path: &Path, scope: WriteScope) -> bool {
+        if *auth == AuthState::Admin {
+            return true;
+        }
+        match self {
+            Access::Open => true,
+            Access::Locked => false,
+            Access::Rules(rules) => match scope {
+                WriteScope::At => rules.could_set(path, auth.variable()),
+                WriteScope::Below => rules.could_write_below(path, auth.variable()),
+            },
+        }
+    }
+}
+
 fn locked(path: &Path) -> Refusal {
     Refusal {
         detail: format!("{path}: no rules are configured, so only admins have access"),

@@ -7,7 +7,7 @@ use hearth_query::QueryParams;
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
-use crate::access::{Access, AuthState, Refusal};
+use crate::access::{Access, AuthState, Refusal, WriteScope};
 use crate::effect::{Effect, Effects, Push, PushData, Target};
 use crate::events::write_events;
 use crate::limits::{MAX_LISTENS_PER_SESSION, MAX_MERGE_ENTRIES};
@@ -505,6 +505,39 @@ impl Database {
         self.access
             .check_read(auth, &self.root, path, None, now_ms)
             .map_err(|refusal| denied(0, &refusal))
+    }
+
+    /// Refuses at once a write that `conn` could never be allowed, whatever its data (see
+    /// [`Access::could_write`]), with the reply the full check would give; called before the
+    /// data is parsed. A connection that is not open is left for [`Database::handle`].
+    pub fn precheck_write(
+        &self,
+        conn: ConnId,
+        path: &Path,
+        scope: WriteScope,
+    ) -> Result<(), Reply> {
+        match self.sessions.get(&conn) {
+            Some(session) => self.precheck_write_as(&session.auth, path, scope),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Database::precheck_write`] for a caller with the rights of `auth` (REST).
+    pub fn precheck_write_as(
+        &self,
+        auth: &AuthState,
+        path: &Path,
+        scope: WriteScope,
+    ) -> Result<(), Reply> {
+        // A read-only database answers so whoever asks, as the full check does first.
+        self.check_writable()?;
+        if self.access.could_write(auth, path, scope) {
+            return Ok(());
+        }
+        let refusal = Refusal {
+            detail: format!("{path}: no rule could allow this write, whatever its data"),
+        };
+        Err(denied(0, &refusal))
     }
 
     /// Reads with the rights of `auth`: the query's result at `path`.

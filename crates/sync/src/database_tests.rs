@@ -401,19 +401,56 @@ fn rules_decide_reads_and_writes() {
     assert!(reply.is_ok());
 }
 
-#[test]
-fn locked_databases_admit_only_admins() {
+/// A locked database with an anonymous session 1 and an admin session 2.
+fn locked_with_admin() -> Database {
     let mut db = Database::new();
     let mut out = Effects::new();
     db.set_access(Access::Locked, 0, &mut out);
     db.connect(1);
     db.connect(2);
     db.set_auth(2, AuthState::Admin, 0, &mut out);
+    db
+}
+
+#[test]
+fn locked_databases_admit_only_admins() {
+    let mut db = locked_with_admin();
     assert_eq!(
         put(&mut db, 1, "/a", json!(1)).0.status,
         Status::PermissionDenied
     );
     assert!(put(&mut db, 2, "/a", json!(1)).0.is_ok());
+}
+
+#[test]
+fn prechecks_refuse_like_the_full_check() {
+    let mut db = locked_with_admin();
+    let mut out = Effects::new();
+    let full = put(&mut db, 1, "/a", json!(1)).0;
+    let early = db
+        .precheck_write(1, &path("/a"), WriteScope::At)
+        .expect_err("anonymous on a locked database");
+    assert_eq!((early.status, early.data), (full.status, full.data));
+    assert!(db.precheck_write(2, &path("/a"), WriteScope::Below).is_ok());
+    assert!(
+        db.precheck_write(9, &path("/a"), WriteScope::At).is_ok(),
+        "left to handle"
+    );
+
+    db.set_access(rules(OWN_DATA_RULES), 0, &mut out);
+    db.set_auth(1, user("alice"), 0, &mut out);
+    assert!(db
+        .precheck_write(1, &path("/users/alice/age"), WriteScope::At)
+        .is_ok());
+    let refused = db.precheck_write(1, &path("/users/bob"), WriteScope::At);
+    assert_eq!(refused.map_err(|r| r.status), Err(Status::PermissionDenied));
+    assert!(db
+        .precheck_write(1, &path("/users"), WriteScope::Below)
+        .is_ok());
+
+    db.set_read_only(Some("the disk failed".into()));
+    let read_only = db.precheck_write(1, &path("/users/bob"), WriteScope::At);
+    assert_eq!(read_only.map_err(|r| r.status), Err(Status::Unavailable));
 }
 
 #[test]

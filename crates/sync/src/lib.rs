@@ -17,7 +17,7 @@ mod server_values;
 mod views;
 mod write;
 
-pub use access::{Access, AuthState};
+pub use access::{Access, AuthState, WriteScope};
 pub use database::{CheckedWrite, Condition, Database, DatabaseStats};
 pub use effect::{Effect, Effects, Push, PushData, Target};
 pub use limits::{

@@ -1,9 +1,14 @@
 //! Decoding one whole client message (spec §2.1, §3, §4, §5).
 
+use std::collections::BTreeMap;
+
 use hearth_query::QueryParams;
-use hearth_sync::{Request, Tag, WriteTarget};
+use hearth_sync::{Request, Tag, WriteScope, WriteTarget};
 use hearth_tree::Path;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+use crate::bounded::parse_bounded;
 
 /// Why a message could not be understood. `request_id` is set when the message named its
 /// request, so that the error can be answered instead of closing the connection.
@@ -63,23 +68,177 @@ pub enum ClientMessage {
 
 /// Decodes one whole message.
 pub fn decode(text: &str) -> Result<ClientMessage, WireError> {
-    let value: Value = serde_json::from_str(text)
+    match decode_lazy(text)? {
+        Decoded::Message(message) => Ok(message),
+        Decoded::Write(write) => write.finish(),
+    }
+}
+
+/// A message decoded except for the data of a write, which may be large and is parsed only
+/// once the write is known to be allowed to proceed (see [`PendingWrite::scope`]).
+#[derive(Debug)]
+pub enum Decoded<'a> {
+    Message(ClientMessage),
+    Write(PendingWrite<'a>),
+}
+
+/// A write (`p`, `m`, `o`, `om`) whose data is still the text of the message.
+#[derive(Debug)]
+pub struct PendingWrite<'a> {
+    pub request_id: u64,
+    action: &'static str,
+    /// The body without its data.
+    body: Map<String, Value>,
+    data: Option<&'a RawValue>,
+    path: Path,
+    scope: WriteScope,
+}
+
+/// A JSON object whose members are not parsed yet.
+type RawObject<'a> = BTreeMap<String, &'a RawValue>;
+
+/// Decodes one whole message, leaving a write's data unparsed: the envelope, request and
+/// body are read as borrowed raw text, so the data costs a syntax check and no allocation.
+pub fn decode_lazy(text: &str) -> Result<Decoded<'_>, WireError> {
+    let raw: &RawValue = serde_json::from_str(text)
         .map_err(|error| WireError::unaddressed(format!("malformed JSON: {error}")))?;
-    let Value::Object(mut envelope) = value else {
+    let Some(mut envelope) = raw_object(raw) else {
         return Err(WireError::unaddressed("a message must be a JSON object"));
     };
-    let layer = envelope.get("t").and_then(Value::as_str).unwrap_or("");
-    match layer {
-        "c" => decode_control(&envelope),
+    let layer = match envelope.get("t") {
+        Some(t) => parse(t).map_err(WireError::unaddressed)?,
+        None => Value::Null,
+    };
+    match layer.as_str().unwrap_or("") {
+        "c" => {
+            let mut control = Map::new();
+            if let Some(d) = envelope.get("d") {
+                control.insert("d".to_owned(), parse(d).map_err(WireError::unaddressed)?);
+            }
+            decode_control(&control).map(Decoded::Message)
+        }
         "d" => {
-            let Some(Value::Object(body)) = envelope.remove("d") else {
+            let Some(message) = envelope.remove("d").and_then(raw_object) else {
                 return Err(WireError::unaddressed("a data message needs an object `d`"));
             };
-            decode_data(body)
+            decode_raw_data(message)
         }
         _ => Err(WireError::unaddressed(
             "a message needs `t` of \"c\" or \"d\"",
         )),
+    }
+}
+
+/// A raw value's members, if it is an object.
+fn raw_object(raw: &RawValue) -> Option<RawObject<'_>> {
+    if !raw.get().starts_with('{') {
+        return None;
+    }
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// Parses a member. Its syntax was checked with the whole message, but not its nesting depth
+/// nor its escapes, which only a full parse checks.
+fn parse(raw: &RawValue) -> Result<Value, String> {
+    parse_bounded(raw.get()).map_err(|error| error.to_string())
+}
+
+/// Parses every member of an object.
+fn parse_members(object: RawObject<'_>) -> Result<Map<String, Value>, String> {
+    object
+        .into_iter()
+        .map(|(key, raw)| Ok((key, parse(raw)?)))
+        .collect()
+}
+
+fn decode_raw_data(mut message: RawObject<'_>) -> Result<Decoded<'_>, WireError> {
+    let action = match message.get("a") {
+        Some(a) => parse(a).map_err(WireError::unaddressed)?,
+        None => Value::Null,
+    };
+    let (action, scope) = match action.as_str() {
+        Some("p") => ("p", WriteScope::At),
+        Some("o") => ("o", WriteScope::At),
+        Some("m") => ("m", WriteScope::Below),
+        Some("om") => ("om", WriteScope::Below),
+        _ => {
+            let parsed = parse_members(message).map_err(WireError::unaddressed)?;
+            return decode_data(parsed).map(Decoded::Message);
+        }
+    };
+    let request_id = message
+        .get("r")
+        .and_then(|r| parse(r).ok())
+        .and_then(|r| r.as_u64())
+        .ok_or_else(|| WireError::unaddressed("a request needs a numeric `r`"))?;
+    let fail = |reason: String| WireError {
+        request_id: Some(request_id),
+        status: "invalid_data",
+        reason,
+    };
+    let mut body = match message.remove("b") {
+        None => RawObject::new(),
+        Some(raw) if raw.get() == "null" => RawObject::new(),
+        Some(raw) => {
+            raw_object(raw).ok_or_else(|| fail("the body `b` must be an object".into()))?
+        }
+    };
+    let data = body.remove("d");
+    let body = parse_members(body).map_err(fail)?;
+    let path = match scope {
+        WriteScope::At => target_field(&body).map(|target| target.path),
+        WriteScope::Below => path_field(&body),
+    }
+    .map_err(fail)?;
+    Ok(Decoded::Write(PendingWrite {
+        request_id,
+        action,
+        body,
+        data,
+        path,
+        scope,
+    }))
+}
+
+impl PendingWrite<'_> {
+    /// The location and scope a caller must be able to write for this write to be allowed,
+    /// or `None` when nothing needs checking before the data is parsed (an empty update,
+    /// which changes nothing and is answered `ok`).
+    pub fn scope(&self) -> Option<(&Path, WriteScope)> {
+        let empty_update = self.scope == WriteScope::Below
+            && self.data.is_some_and(|d| {
+                let significant = d.get().bytes().filter(|b| !b.is_ascii_whitespace());
+                significant.take(3).eq(*b"{}")
+            });
+        (!empty_update).then_some((&self.path, self.scope))
+    }
+
+    /// The size of the unparsed data, in bytes.
+    pub fn data_len(&self) -> usize {
+        self.data.map_or(0, |d| d.get().len())
+    }
+
+    /// Parses the data and completes the request.
+    pub fn finish(self) -> Result<ClientMessage, WireError> {
+        let request_id = self.request_id;
+        let fail = |reason: String| WireError {
+            request_id: Some(request_id),
+            status: "invalid_data",
+            reason,
+        };
+        let mut body = self.body;
+        if let Some(data) = self.data {
+            body.insert("d".to_owned(), parse(data).map_err(fail)?);
+        }
+        let request = decode_action(self.action, body).map_err(|reason| match reason {
+            ActionError::Invalid(reason) => fail(reason),
+            // Only the four write actions are pending.
+            ActionError::Unknown => fail(format!("unknown action {:?}", self.action)),
+        })?;
+        Ok(ClientMessage::Request {
+            request_id,
+            request: Box::new(request),
+        })
     }
 }
 
@@ -338,5 +497,67 @@ mod tests {
                 .request_id,
             None
         );
+    }
+
+    fn pending(text: &str) -> PendingWrite<'_> {
+        match decode_lazy(text) {
+            Ok(Decoded::Write(write)) => write,
+            other => panic!("expected a pending write, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn write_data_is_parsed_only_when_finished() {
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        let text = format!(r#"{{"t":"d","d":{{"r":7,"a":"p","b":{{"p":"/a/b","d":{deep}}}}}}}"#);
+        let write = pending(&text);
+        assert_eq!(write.request_id, 7);
+        assert_eq!(write.data_len(), deep.len());
+        let (path, scope) = write.scope().expect("a set is checked");
+        assert_eq!((path.to_string().as_str(), scope), ("/a/b", WriteScope::At));
+        // Too deep for the parser: the one request is refused, the connection stays.
+        let error = write.finish().expect_err("too deep");
+        assert_eq!((error.request_id, error.status), (Some(7), "invalid_data"));
+        assert!(
+            error.reason.starts_with("malformed JSON"),
+            "{}",
+            error.reason
+        );
+
+        let update = pending(r#"{"t":"d","d":{"r":8,"a":"om","b":{"p":"/w","d":{"x/y":1}}}}"#);
+        let (path, scope) = update.scope().expect("an update is checked");
+        assert_eq!(
+            (path.to_string().as_str(), scope),
+            ("/w", WriteScope::Below)
+        );
+        let empty = pending(r#"{"t":"d","d":{"r":9,"a":"m","b":{"p":"/w","d":{ }}}}"#);
+        assert!(empty.scope().is_none(), "an empty update changes nothing");
+        let priority = pending(r#"{"t":"d","d":{"r":3,"a":"o","b":{"p":"/a/.priority","d":1}}}"#);
+        assert_eq!(
+            priority.scope().map(|(p, _)| p.to_string()),
+            Some("/a".into())
+        );
+    }
+
+    #[test]
+    fn lazy_and_full_decoding_agree_on_errors() {
+        let bad_path = decode_lazy(r#"{"t":"d","d":{"r":2,"a":"p","b":{"p":"/a.b","d":1}}}"#)
+            .expect_err("bad path");
+        assert_eq!(
+            (bad_path.request_id, bad_path.status),
+            (Some(2), "invalid_data")
+        );
+        let bad_body =
+            decode_lazy(r#"{"t":"d","d":{"r":4,"a":"m","b":[1]}}"#).expect_err("bad body");
+        assert_eq!(bad_body.reason, "the body `b` must be an object");
+        let no_id = decode_lazy(r#"{"t":"d","d":{"a":"p","b":{}}}"#).expect_err("no r");
+        assert_eq!(no_id.request_id, None);
+        assert!(matches!(
+            decode_lazy(r#"{"t":"d","d":{"r":1,"a":"q","b":{"p":"/x"}}}"#),
+            Ok(Decoded::Message(ClientMessage::Request {
+                request_id: 1,
+                ..
+            }))
+        ));
     }
 }

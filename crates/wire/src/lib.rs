@@ -6,6 +6,7 @@
 //! its own output forms: JSON as REST clients read it (`rest`), server-sent events (`sse`)
 //! and the push ids that `POST` creates (`push_id`). Nothing here holds a socket or a clock.
 
+mod bounded;
 mod decode;
 mod encode;
 mod frames;
@@ -13,7 +14,11 @@ mod push_id;
 mod rest;
 mod sse;
 
-pub use decode::{decode, AuthRequest, ClientMessage, ClientRequest, WireError};
+pub use bounded::{parse_bounded, ParseError, MAX_PARSE_BYTES_PER_BYTE, PARSE_ALLOWANCE_BYTES};
+pub use decode::{
+    decode, decode_lazy, AuthRequest, ClientMessage, ClientRequest, Decoded, PendingWrite,
+    WireError,
+};
 pub use encode::{
     encode_auth_revoked, encode_cancel, encode_handshake, encode_push, encode_reply,
     encode_reply_status, encode_reply_value, encode_shutdown, EncodedPush, PONG,

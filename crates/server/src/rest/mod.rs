@@ -14,6 +14,7 @@ mod execute;
 mod oracle_tests;
 mod params;
 mod parse;
+mod precheck;
 mod response;
 mod settings;
 
@@ -21,12 +22,13 @@ use std::time::{Duration, Instant};
 
 use hearth_query::RestQuery;
 use hearth_sync::{AuthState, WriteTarget};
-use hearth_wire::JsonStyle;
+use hearth_wire::{parse_bounded, JsonStyle, ParseError};
 use serde_json::Value;
 
 pub use execute::{execute_durable, reply_error};
 pub use params::WriteSizeLimit;
 pub use parse::{parse_request, DATA_METHODS};
+pub use precheck::refuse_early;
 pub use response::RestResponse;
 
 /// The largest request body accepted for a write, whatever `writeSizeLimit` says: production's
@@ -206,6 +208,13 @@ pub const INVALID_JSON: &str = "Invalid data; couldn't parse JSON object, array,
 
 fn parse_json_body(bytes: &[u8]) -> Result<Value, RestResponse> {
     // serde_json refuses nesting deeper than 128 levels, so a hostile body cannot overflow
-    // the stack; the tree refuses anything deeper than its own limit afterwards.
-    serde_json::from_slice(bytes).map_err(|_| RestResponse::error(400, INVALID_JSON))
+    // the stack; the tree refuses anything deeper than its own limit afterwards. The parse
+    // may take at most a fixed multiple of the body's size in memory.
+    let text = std::str::from_utf8(bytes).map_err(|_| RestResponse::error(400, INVALID_JSON))?;
+    parse_bounded(text).map_err(|error| match error {
+        ParseError::Malformed(_) => RestResponse::error(400, INVALID_JSON),
+        too_costly @ ParseError::TooCostly { .. } => {
+            RestResponse::error(400, too_costly.to_string())
+        }
+    })
 }

@@ -34,6 +34,11 @@ pub fn http(
     stream
         .read_to_string(&mut response)
         .expect("an answer within the wait");
+    status_and_body(&response)
+}
+
+/// The status and the body of an HTTP/1.1 answer.
+pub fn status_and_body(response: &str) -> (u16, String) {
     let status = response
         .get(9..12)
         .and_then(|code| code.parse().ok())

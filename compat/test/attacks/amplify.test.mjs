@@ -1,0 +1,169 @@
+// Amplification by refused writes (issue 16, defect 3): a write that no rule could allow must
+// be refused before its data is read or parsed. Before the fix, an anonymous 20 MB array PUT
+// to a locked database cost about 1.5 GB of memory and 5 s of its shard, and every other
+// database of that shard waited.
+//
+// Each server runs one shard (--threads 1), so the admin's database shares the attacked
+// database's shard. Memory is the server's peak resident size (VmHWM), read from /proc.
+
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { T } from '../../lib/harness.mjs';
+import { RawClient } from '../../lib/raw.mjs';
+import { http, tempDir, useRulesServer, writeTemp } from '../../lib/rules.mjs';
+
+const ADMIN_TOKEN = 'compat-admin-token-amplify-0123456789';
+const BEARER = { authorization: `Bearer ${ADMIN_TOKEN}` };
+const DENIED_REST = { error: 'Permission denied' };
+const DENIED_WS = { s: 'permission_denied', d: 'Permission denied' };
+
+/** An array of `bytes / 2` ones: the densest JSON there is, about 20 MB. */
+const HUGE_ARRAY = `[${'1,'.repeat(10_000_000 - 1)}1]`;
+/** How much the server's peak memory may grow while it refuses (it holds nothing). */
+const MAX_GROWTH_KB = 64 * 1024;
+/** A generous bound for the admin's write, as a safety check rather than a benchmark. */
+const MAX_ADMIN_MS = 1000;
+
+function statusKb(pid, field) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const match = status.match(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm'));
+  assert.ok(match, `no ${field} in /proc/${pid}/status`);
+  return Number(match[1]);
+}
+
+/**
+ * Runs `attack` while an admin writes to `otherNs` again and again (one write at a time, until
+ * the attack has its answer and twice after); returns the attack's result and the slowest
+ * admin write in ms.
+ */
+async function whileAdminWrites(server, otherNs, attack) {
+  let done = false;
+  let slowest = 0;
+  let writes = 0;
+  const admin = (async () => {
+    let after = 0;
+    while (after < 2) {
+      if (done) after += 1;
+      const started = performance.now();
+      const put = await http(server.url(otherNs, 'counter'), { method: 'PUT', body: ++writes, headers: BEARER });
+      slowest = Math.max(slowest, performance.now() - started);
+      assert.equal(put.status, 200, put.text);
+    }
+  })();
+  try {
+    const result = await attack();
+    done = true;
+    await admin;
+    return { result, slowest };
+  } finally {
+    done = true;
+    await admin.catch(() => {});
+  }
+}
+
+function checkAfter(server, baseKb, slowest, what) {
+  const grownKb = statusKb(server.pid, 'VmHWM') - baseKb;
+  assert.ok(grownKb < MAX_GROWTH_KB, `${what}: the server's peak memory grew by ${grownKb} kB`);
+  assert.ok(slowest < MAX_ADMIN_MS, `${what}: an admin write on the same shard took ${slowest.toFixed(0)} ms`);
+}
+
+async function rawClient(server, ns) {
+  const c = await RawClient.connect(server.wsURL(ns));
+  await c.handshake();
+  return c;
+}
+
+describe('attacks: refused writes cost nothing (locked server)', () => {
+  const h = useRulesServer({ dev: false, threads: 1, args: ['--admin-token', ADMIN_TOKEN] });
+
+  it('an anonymous 20 MB REST PUT is refused without being parsed', T, async () => {
+    const [ns, other] = [h.ns('victim'), h.ns('other')];
+    const baseKb = statusKb(h.server.pid, 'VmHWM');
+    const { result, slowest } = await whileAdminWrites(h.server, other, () =>
+      http(h.server.url(ns, 'big'), { method: 'PUT', raw: true, body: HUGE_ARRAY }),
+    );
+    assert.equal(result.status, 401, result.text);
+    assert.deepEqual(result.json, DENIED_REST);
+    checkAfter(h.server, baseKb, slowest, 'REST PUT');
+    const stored = await http(h.server.url(ns, 'big'), { headers: BEARER });
+    assert.equal(stored.text, 'null');
+  });
+
+  it('an anonymous 20 MB WebSocket put and update are refused without being parsed', T, async () => {
+    const [ns, other] = [h.ns('victim'), h.ns('other')];
+    const c = await rawClient(h.server, ns);
+    h.defer(() => c.terminate());
+    const baseKb = statusKb(h.server.pid, 'VmHWM');
+    for (const [a, p, d] of [
+      ['p', '/big', HUGE_ARRAY],
+      ['m', '/', `{"big":${HUGE_ARRAY}}`],
+    ]) {
+      const { result, slowest } = await whileAdminWrites(h.server, other, async () => {
+        const r = c.nextR();
+        c.sendSplitText(`{"t":"d","d":{"r":${r},"a":"${a}","b":{"p":"${p}","d":${d}}}}`);
+        return (await c.response(r, 15_000)).body;
+      });
+      assert.deepEqual(result, DENIED_WS, a);
+      checkAfter(h.server, baseKb, slowest, `WebSocket ${a}`);
+    }
+    assert.equal(c.closed, null, 'the connection stays open');
+    const get = await http(h.server.url(ns, 'big'), { headers: BEARER });
+    assert.equal(get.text, 'null');
+  });
+});
+
+// KNOWN GAP (a todo, reported): the parse of a large allowed write runs on the blocking
+// pool, but its conversion into the tree, the commit, the log record and the REST answer
+// still run on the shard: the admin's small writes next door wait seconds (measured 7-9 s
+// for 20 MB on a loaded 2-core machine, and over 20 s before the parse moved).
+describe('attacks: large allowed writes are parsed off the shard thread', () => {
+  const h = useRulesServer({ dev: false, threads: 1, args: ['--admin-token', ADMIN_TOKEN] });
+  const todo = 'the conversion, commit and answer of an allowed 20 MB write still stall the shard';
+
+  it('an admin 20 MB write does not hold up the other databases of its shard for long', { ...T, todo }, async () => {
+    const [ns, other] = [h.ns('big'), h.ns('other')];
+    const rest = await whileAdminWrites(h.server, other, () =>
+      http(h.server.url(ns, 'rest'), { method: 'PUT', raw: true, body: HUGE_ARRAY, headers: BEARER }),
+    );
+    assert.equal(rest.result.status, 200, rest.result.text.slice(0, 200));
+    const c = await rawClient(h.server, ns);
+    h.defer(() => c.terminate());
+    assert.equal((await c.request('auth', { cred: ADMIN_TOKEN })).s, 'ok');
+    const ws = await whileAdminWrites(h.server, other, async () => {
+      const r = c.nextR();
+      c.sendSplitText(`{"t":"d","d":{"r":${r},"a":"p","b":{"p":"/ws","d":${HUGE_ARRAY}}}}`);
+      return (await c.response(r, 15_000)).body;
+    });
+    assert.deepEqual(ws.result, { s: 'ok', d: '' });
+    console.log(`slowest admin write: REST ${rest.slowest.toFixed(0)} ms, WebSocket ${ws.slowest.toFixed(0)} ms`);
+    assert.ok(rest.slowest < MAX_ADMIN_MS, `REST: an admin write took ${rest.slowest.toFixed(0)} ms`);
+    assert.ok(ws.slowest < MAX_ADMIN_MS, `WebSocket: an admin write took ${ws.slowest.toFixed(0)} ms`);
+  });
+});
+
+describe('attacks: refused writes cost nothing (rules)', () => {
+  const rules = { rules: { users: { $uid: { '.write': 'auth != null && auth.uid === $uid' } } } };
+  const h = useRulesServer(() => ({
+    dev: false,
+    threads: 1,
+    args: ['--admin-token', ADMIN_TOKEN, '--rules', writeTemp(tempDir(), 'rules.json', JSON.stringify(rules))],
+  }));
+
+  it('a large anonymous write where only signed-in owners may write is refused early', T, async () => {
+    const [ns, other] = [h.ns('victim'), h.ns('other')];
+    const c = await rawClient(h.server, ns);
+    h.defer(() => c.terminate());
+    const baseKb = statusKb(h.server.pid, 'VmHWM');
+    const { result, slowest } = await whileAdminWrites(h.server, other, async () => {
+      const r = c.nextR();
+      c.sendSplitText(`{"t":"d","d":{"r":${r},"a":"m","b":{"p":"/users","d":{"alice":${HUGE_ARRAY}}}}}`);
+      return (await c.response(r, 15_000)).body;
+    });
+    assert.deepEqual(result, DENIED_WS);
+    const rest = await http(h.server.url(ns, 'users/alice'), { method: 'PUT', raw: true, body: HUGE_ARRAY });
+    assert.equal(rest.status, 401, rest.text);
+    assert.deepEqual(rest.json, DENIED_REST);
+    checkAfter(h.server, baseKb, slowest, 'rules');
+  });
+});
