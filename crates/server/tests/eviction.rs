@@ -3,9 +3,11 @@
 
 mod common;
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::{ServeConfig, Server};
@@ -30,6 +32,54 @@ fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Stri
     common::http(address, method, path, Some("owner"), body)
 }
 
+/// The server's log lines, captured in memory: eviction and loading are visible only there
+/// (and in memory use), and the test must see both happen rather than assume them.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Log {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("a log writer panicked"))?
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Log {
+    /// Captures every INFO line of the process from now on.
+    fn install() -> Log {
+        let log = Log::default();
+        let writer = log.clone();
+        tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || writer.clone())
+            .init();
+        log
+    }
+
+    /// How many captured lines contain every one of `parts`.
+    fn count(&self, parts: &[&str]) -> usize {
+        let bytes = self.0.lock().expect("the log").clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter(|line| parts.iter().all(|part| line.contains(part)))
+            .count()
+    }
+}
+
+const EVICTED: [&str; 2] = [
+    "idle databases evicted from memory",
+    r#"databases=["idle"]"#,
+];
+const LOADED: [&str; 2] = ["database loaded from its snapshot", r#"namespace="idle""#];
+
 fn snapshots(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir.join("shard-0"))
         .expect("the shard directory")
@@ -48,6 +98,7 @@ fn temp_dir() -> PathBuf {
 
 #[test]
 fn an_idle_database_is_evicted_and_loaded_again_with_its_data_and_rules() {
+    let log = Log::install();
     let dir = temp_dir();
     let server = Server::start(config(&dir)).expect("the server starts");
     let address = server.address;
@@ -61,21 +112,24 @@ fn an_idle_database_is_evicted_and_loaded_again_with_its_data_and_rules() {
         (200, r#"{"b":[1,2]}"#.to_owned())
     );
     // The maintenance tick runs every second: the first snapshots, a later one evicts. A
-    // loaded machine may be slower; wait for the snapshot boundedly, then for one more tick.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while snapshots(&dir).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the idle database was snapshotted"
-        );
+    // loaded machine may be slower; wait boundedly for the eviction to be logged.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while log.count(&EVICTED) == 0 {
+        assert!(Instant::now() < deadline, "the idle database was evicted");
         std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(snapshots(&dir).len(), 1, "evicted after its one snapshot");
+    assert_eq!(
+        log.count(&LOADED),
+        0,
+        "not loaded again before its next use"
+    );
     assert_eq!(
         http(address, "GET", "/a.json?ns=idle", ""),
         (200, r#"{"b":[1,2]}"#.to_owned()),
         "loaded again with its data"
     );
+    assert_eq!(log.count(&LOADED), 1, "loaded from its snapshot once");
     assert_eq!(
         http(address, "GET", "/.settings/rules.json?ns=idle", ""),
         (200, rules.to_owned()),
