@@ -98,7 +98,7 @@ describe('rules: documents', () => {
     }
   });
 
-  it('hearth rules check: exit 0 for a valid file, non-zero with line and column for an invalid one', T, async () => {
+  it('hearth rules check: exit 0 for a valid file, exit 1 with line and column for an invalid one', T, async () => {
     const dir = tempDir();
     const good = writeTemp(dir, 'good.rules.json', VALID_WITH_COMMENTS);
     const ok = await runHearth(['rules', 'check', good]);
@@ -106,15 +106,16 @@ describe('rules: documents', () => {
 
     const bad = writeTemp(dir, 'bad.rules.json', '{\n  "rules": {\n    ".read": true,\n    ".write": "auth.uid == "\n  }\n}\n');
     const ko = await runHearth(['rules', 'check', bad]);
-    assert.notEqual(ko.code, 0, `invalid file accepted: stdout ${ko.stdout} stderr ${ko.stderr}`);
+    assert.equal(ko.code, 1, `invalid file: stdout ${ko.stdout} stderr ${ko.stderr}`);
     const output = ko.stdout + ko.stderr;
     assert.match(output, /line 4, column \d+:/, output);
 
     const missing = await runHearth(['rules', 'check', `${dir}/does-not-exist.json`]);
-    assert.notEqual(missing.code, 0, 'missing file accepted');
+    assert.equal(missing.code, 1, 'missing file');
+    assert.match(missing.stderr, /^cannot read .*does-not-exist\.json: No such file or directory/);
     const notJson = writeTemp(dir, 'broken.json', '{"rules": {".read": true');
     const broken = await runHearth(['rules', 'check', notJson]);
-    assert.notEqual(broken.code, 0);
-    assert.match(broken.stdout + broken.stderr, /line \d+, column \d+:/);
+    assert.equal(broken.code, 1);
+    assert.match(broken.stderr, /broken\.json: line 1, column \d+: invalid JSON: /);
   });
 });
