@@ -3,10 +3,8 @@
 
 mod common;
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hearth_server::persist::{Durability, PersistConfig};
@@ -30,48 +28,6 @@ fn config(dir: &Path) -> ServeConfig {
 
 fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
     common::http(address, method, path, Some("owner"), body)
-}
-
-/// The server's log lines, captured in memory: eviction and loading are visible only there
-/// (and in memory use), and the test must see both happen rather than assume them.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Log {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| std::io::Error::other("a log writer panicked"))?
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Log {
-    /// Captures every INFO line of the process from now on.
-    fn install() -> Log {
-        let log = Log::default();
-        let writer = log.clone();
-        tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || writer.clone())
-            .init();
-        log
-    }
-
-    /// How many captured lines contain every one of `parts`.
-    fn count(&self, parts: &[&str]) -> usize {
-        let bytes = self.0.lock().expect("the log").clone();
-        String::from_utf8_lossy(&bytes)
-            .lines()
-            .filter(|line| parts.iter().all(|part| line.contains(part)))
-            .count()
-    }
 }
 
 const EVICTED: [&str; 2] = [
@@ -98,7 +54,7 @@ fn temp_dir() -> PathBuf {
 
 #[test]
 fn an_idle_database_is_evicted_and_loaded_again_with_its_data_and_rules() {
-    let log = Log::install();
+    let log = common::CapturedLog::install();
     let dir = temp_dir();
     let server = Server::start(config(&dir)).expect("the server starts");
     let address = server.address;
