@@ -1,16 +1,25 @@
 // Small, dependency-free helpers for deterministic waiting in tests.
 //
 // Rule of thumb used throughout the suite: wait for an *event* (a promise that is
-// resolved by a listener) with a timeout, never for a fixed amount of time.
-// `settle()` exists only for the few places where we must show that something does
-// NOT happen; it is always used after a positive wait.
+// resolved by a listener) with a timeout, never for a fixed amount of time. To show that
+// something does NOT happen, wait for a later event that must come after it instead
+// (`roundTrip`): a pause proves nothing on a slow machine.
 
-import { onValue } from 'firebase/database';
+import { onValue, set } from 'firebase/database';
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Short pause used only to detect spurious extra events after a positive wait. */
-export const settle = (ms = 150) => sleep(ms);
+/**
+ * Resolves once the server has answered a write of `client` (a harness client) made now.
+ * The server answers a connection's requests in order and sends a write's reply after every
+ * push it queued for that connection before (spec §4.2), and the SDK raises events as each
+ * message arrives: afterwards, every event the server caused so far has been raised. Use it
+ * before asserting that an event did not happen. The write sets null at a fresh path, so it
+ * changes no data; the path must be writable under the database's rules.
+ */
+export async function roundTrip(client) {
+  await set(client.ref(`round-trip-${rid(8)}`), null);
+}
 
 export function deferred() {
   let resolve;

@@ -15,7 +15,7 @@ import {
   limitToLast,
 } from 'firebase/database';
 import { useHearth, T } from '../lib/harness.mjs';
-import { recordValues, keysOf, settle, deferred, withTimeout } from '../lib/util.mjs';
+import { recordValues, keysOf, roundTrip, deferred, withTimeout } from '../lib/util.mjs';
 import { ChildEventRecorder } from '../lib/events.mjs';
 
 describe('listen', () => {
@@ -42,7 +42,7 @@ describe('listen', () => {
     await set(a.ref('init'), { a: 1, b: { c: 2 } });
     const rec = recordValues(b.ref('init'));
     await rec.first();
-    await settle();
+    await roundTrip(b);
     // No spurious null before the data (listen data must precede the listen's ok).
     assert.deepEqual(rec.values, [{ a: 1, b: { c: 2 } }]);
     rec.off();
@@ -67,7 +67,7 @@ describe('listen', () => {
     await rec.untilWindow(['a', 'c']);
     await update(a.ref('kids'), { d: 4, c: null });
     await rec.untilWindow(['a', 'd']);
-    await settle();
+    await roundTrip(b);
     assert.deepEqual(
       rec.events.map((e) => [e.type, e.key, e.prev, e.val]),
       [
@@ -91,7 +91,7 @@ describe('listen', () => {
     rec.clear();
     await set(a.ref('m/x/n'), 5);
     await rec.untilWindow(['y', 'z', 'x']);
-    await settle();
+    await roundTrip(b);
     assert.deepEqual(rec.events.map((e) => [e.type, e.key, e.prev]), [
       ['child_moved', 'x', 'z'],
       ['child_changed', 'x', 'z'],
@@ -157,7 +157,7 @@ describe('listen', () => {
     const n = rec.snaps.length;
     await set(a.ref('off2'), 'two');
     assert.equal((await get(b.ref('off2'))).val(), 'two');
-    await settle();
+    await roundTrip(b);
     assert.equal(rec.snaps.length, n, 'no events after off()');
   });
 

@@ -24,7 +24,7 @@ import {
   limitToLast,
 } from 'firebase/database';
 import { useHearth, T } from '../lib/harness.mjs';
-import { keysOf, entriesOf, firstValue, settle } from '../lib/util.mjs';
+import { keysOf, entriesOf, firstValue, roundTrip } from '../lib/util.mjs';
 import { ChildEventRecorder } from '../lib/events.mjs';
 
 describe('queries', () => {
@@ -196,7 +196,7 @@ describe('queries', () => {
       rec.clear();
       await write();
       await rec.untilWindow(window);
-      await settle();
+      await roundTrip(b);
       assert.deepEqual(rec.window(), window, `${label}: window`);
       assert.deepEqual([...rec.summary()].sort(), [...events].sort(), `${label}: events`);
     };
@@ -217,7 +217,7 @@ describe('queries', () => {
     await set(a.ref('board/b/score'), 1);
     await set(a.ref('board/a/label'), 'x'); // not the indexed child: no child_moved
     await rec.until((r) => r.lastValue.child('a/label').val() === 'x', 10_000, 'a/label');
-    await settle();
+    await roundTrip(b);
     assert.deepEqual(rec.window(), ['a', 'f', 'c']);
     assert.deepEqual(rec.summary(), ['child_changed:a'], 'outside change is invisible');
     // Multi-path update that swaps two children across the window edge at once.
@@ -247,7 +247,7 @@ describe('queries', () => {
     await rec.untilWindow(['k0', 'k4']);
     await set(a.ref('lf/k5'), -5);
     await rec.untilWindow(['k5', 'k0']);
-    await settle();
+    await roundTrip(b);
     assert.deepEqual(rec.summary(), [
       'child_removed:k1',
       'child_added:k3',
@@ -274,7 +274,7 @@ describe('queries', () => {
     await rec.untilWindow(['a']);
     await set(a.ref('rg/c/n'), 3);
     await rec.untilWindow(['c', 'a']);
-    await settle();
+    await roundTrip(b);
     assert.deepEqual(rec.summary(), ['child_added:a', 'child_removed:b', 'child_added:c']);
     rec.off();
   });

@@ -74,7 +74,10 @@ describe('rest limits', () => {
     cut.close();
     const garbage = await raw();
     await garbage.write('NOT HTTP AT ALL\r\n\r\n');
-    await garbage.untilClosed().catch(() => {});
+    const refused = await garbage.response();
+    assert.equal(refused.status, 400);
+    assert.deepEqual(JSON.parse(refused.body), { error: 'malformed request head: invalid HTTP version' });
+    await garbage.untilClosed();
     const put = await rest(url(ns, 'health'), { method: 'PUT', body: { ok: true } });
     assert.equal(put.status, 200);
     assert.equal((await rest(url(ns, 'cut'))).text, 'null');

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { get, set, update, push, remove, runTransaction, serverTimestamp } from 'firebase/database';
 import { useHearth, T } from '../../lib/harness.mjs';
-import { recordValues, settle } from '../../lib/util.mjs';
+import { recordValues, roundTrip } from '../../lib/util.mjs';
 import { adminWith, expectDenied, putRules } from '../../lib/rules.mjs';
 
 const RULES = `{
@@ -48,7 +48,7 @@ describe('rules: .validate', () => {
     await rec.untilVal(null);
     await set(a.ref('people/p1'), { age: 0, name: 'Zed' });
     await rec.untilVal({ age: 0, name: 'Zed' });
-    await settle();
+    await roundTrip(b);
     // The other client saw only the valid states: no optimistic value of a refused write.
     assert.deepEqual(rec.values, [null, { age: 30 }, null, { age: 0, name: 'Zed' }]);
     assert.deepEqual((await get(h.client(ns).ref('people'))).val(), { p1: { age: 0, name: 'Zed' } });
@@ -104,7 +104,7 @@ describe('rules: .validate', () => {
     const r = await runTransaction(a.ref('counter'), (v) => v - 1);
     assert.equal(r.committed, true);
     await rec.untilVal(2);
-    await settle();
+    await roundTrip(b);
     assert.deepEqual(rec.values, [null, 1, 2, 3, 2]);
     rec.off();
   });

@@ -88,24 +88,22 @@ mod tests {
             Ok("proj".into())
         );
         assert_eq!(resolve(None, Some("127.0.0.1:9000"), "d"), Ok("d".into()));
-        assert!(resolve(Some("a/b"), None, "d").is_err());
-        assert!(resolve(Some(&"x".repeat(129)), None, "d").is_err());
-    }
-
-    /// The same values as the JavaScript copy of this function in the compat suite
-    /// (`compat/test/rest/rest-client.mjs`), which picks namespaces by shard.
-    #[test]
-    fn pinned_values() {
-        let cases = [
-            ("demo", 0, 0),
-            ("home-0-abc", 6, 0),
-            ("pool-3-xyz", 2, 0),
-            ("one", 4, 0),
-        ];
-        for (name, of_seven, of_two) in cases {
-            assert_eq!(owner_shard(name, 7), of_seven, "{name}");
-            assert_eq!(owner_shard(name, 2), of_two, "{name}");
-        }
+        assert_eq!(
+            resolve(Some("a/b"), None, "d"),
+            Err(NamespaceError::Invalid("a/b".into()))
+        );
+        let long = "x".repeat(MAX_NAMESPACE_BYTES + 1);
+        assert_eq!(
+            resolve(Some(&long), None, "d"),
+            Err(NamespaceError::Invalid(long.clone()))
+        );
+        let longest = "x".repeat(MAX_NAMESPACE_BYTES);
+        assert_eq!(resolve(Some(&longest), None, "d"), Ok(longest.clone()));
+        // A bad first label of the host is refused, not skipped.
+        assert_eq!(
+            resolve(None, Some("b_d!.example.com"), "d"),
+            Err(NamespaceError::Invalid("b_d!".into()))
+        );
     }
 
     #[test]
@@ -120,12 +118,24 @@ mod tests {
         assert!((2..=6).contains(&on_first), "{on_first} of 8 on shard 0");
     }
 
+    /// The same values as the JavaScript copy of this function in the compat suite
+    /// (`compat/test/rest/rest-client.mjs`), which picks namespaces by shard, for every shard
+    /// count from one to seven: the choice must not change between versions (data directories
+    /// are laid out by shard).
     #[test]
-    fn shard_choice_is_stable_and_in_range() {
-        for shards in 1..8 {
-            let shard = owner_shard("demo", shards);
-            assert!(shard < shards);
-            assert_eq!(shard, owner_shard("demo", shards));
+    fn shard_choice_is_pinned_for_every_count() {
+        let cases: [(&str, [usize; 7]); 6] = [
+            ("demo", [0, 0, 2, 2, 1, 2, 0]),
+            ("home-0-abc", [0, 0, 1, 0, 3, 4, 6]),
+            ("pool-3-xyz", [0, 0, 1, 2, 1, 4, 2]),
+            ("one", [0, 0, 0, 0, 4, 0, 4]),
+            ("six", [0, 1, 2, 3, 1, 5, 1]),
+            ("seven", [0, 1, 2, 1, 3, 5, 1]),
+        ];
+        for (name, expected) in cases {
+            let actual: Vec<usize> = (1..=7).map(|shards| owner_shard(name, shards)).collect();
+            assert_eq!(actual, expected, "{name}");
         }
+        assert_eq!(owner_shard("demo", 0), 0, "no shards counts as one");
     }
 }

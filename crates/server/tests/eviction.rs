@@ -5,7 +5,7 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::{ServeConfig, Server};
@@ -30,6 +30,12 @@ fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Stri
     common::http(address, method, path, Some("owner"), body)
 }
 
+const EVICTED: [&str; 2] = [
+    "idle databases evicted from memory",
+    r#"databases=["idle"]"#,
+];
+const LOADED: [&str; 2] = ["database loaded from its snapshot", r#"namespace="idle""#];
+
 fn snapshots(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir.join("shard-0"))
         .expect("the shard directory")
@@ -48,6 +54,7 @@ fn temp_dir() -> PathBuf {
 
 #[test]
 fn an_idle_database_is_evicted_and_loaded_again_with_its_data_and_rules() {
+    let log = common::CapturedLog::install();
     let dir = temp_dir();
     let server = Server::start(config(&dir)).expect("the server starts");
     let address = server.address;
@@ -61,21 +68,24 @@ fn an_idle_database_is_evicted_and_loaded_again_with_its_data_and_rules() {
         (200, r#"{"b":[1,2]}"#.to_owned())
     );
     // The maintenance tick runs every second: the first snapshots, a later one evicts. A
-    // loaded machine may be slower; wait for the snapshot boundedly, then for one more tick.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while snapshots(&dir).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the idle database was snapshotted"
-        );
+    // loaded machine may be slower; wait boundedly for the eviction to be logged.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while log.count(&EVICTED) == 0 {
+        assert!(Instant::now() < deadline, "the idle database was evicted");
         std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(snapshots(&dir).len(), 1, "evicted after its one snapshot");
+    assert_eq!(
+        log.count(&LOADED),
+        0,
+        "not loaded again before its next use"
+    );
     assert_eq!(
         http(address, "GET", "/a.json?ns=idle", ""),
         (200, r#"{"b":[1,2]}"#.to_owned()),
         "loaded again with its data"
     );
+    assert_eq!(log.count(&LOADED), 1, "loaded from its snapshot once");
     assert_eq!(
         http(address, "GET", "/.settings/rules.json?ns=idle", ""),
         (200, rules.to_owned()),

@@ -3,38 +3,11 @@
 
 mod common;
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::{ServeConfig, Server};
-
-/// The log lines written so far, shared with the subscriber.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        let bytes = self.0.lock().map(|bytes| bytes.clone()).unwrap_or_default();
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-}
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut bytes) = self.0.lock() {
-            bytes.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 fn config(dir: &Path) -> ServeConfig {
     let mut config = ServeConfig::for_tests(SocketAddr::from(([127, 0, 0, 1], 0)));
@@ -52,12 +25,7 @@ fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Stri
 
 #[test]
 fn a_covered_database_is_loaded_on_first_use_after_a_restart() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .init();
+    let captured = common::CapturedLog::install();
     let dir = std::env::temp_dir().join(format!("hearth-lazy-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -80,8 +48,7 @@ fn a_covered_database_is_loaded_on_first_use_after_a_restart() {
         http(server.address, "GET", "/a.json?ns=warm", ""),
         (200, "[1,2]".to_owned())
     );
-    // The load is logged on the shard's thread; give the subscriber a moment.
-    std::thread::sleep(Duration::from_millis(100));
+    // The load is logged on the shard's thread before it answers: no wait is needed.
     let after = captured.text();
     let loads: Vec<&str> = after
         .lines()
