@@ -3,9 +3,9 @@
 //! budget is one atomic counter shared by all of them; nothing waits on a budget, a request
 //! that does not fit is refused at once.
 //!
-//! WebSocket connections count their queued pushes in the same answer budget, through their
-//! shard's [`ShardBudget`]: pushes are the hot path, so a shard takes the budget's bytes in
-//! grains and counts within them without touching the shared counter.
+//! WebSocket connections count the pushes their sockets refused in the same answer budget,
+//! through their shard's [`ShardBudget`]: pushes are the hot path, so a shard takes the
+//! budget's bytes in grains and counts within them without touching the shared counter.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -21,8 +21,9 @@ pub const DEFAULT_BODY_BUDGET_BYTES: usize = 512 * 1024 * 1024;
 
 /// Default of `--answer-budget-mib`: the most bytes of answers the whole server holds that
 /// were produced but not yet written to their sockets (clients that read slowly or not at
-/// all): REST answers and event-stream chunks, and WebSocket pushes queued for a connection
-/// (counted per connection, even when one push's bytes are shared by many). Past it, new REST
+/// all): REST answers and event-stream chunks, and WebSocket pushes that a connection's
+/// socket refused (counted per connection, even when one push's bytes are shared by many;
+/// pushes waiting only for the disk are not counted, see `outbound::ConnHandle`). Past it, new REST
 /// answers are refused with 503, and a WebSocket connection whose push does not fit is closed
 /// as a slow reader is (1008, see `outbound::MAX_OUTBOUND_BYTES`).
 pub const DEFAULT_ANSWER_BUDGET_BYTES: usize = 512 * 1024 * 1024;

@@ -101,9 +101,9 @@ struct ServeArgs {
     #[arg(long, default_value_t = budget::DEFAULT_BODY_BUDGET_BYTES / MIB, env = "HEARTH_BODY_BUDGET_MIB")]
     body_budget_mib: usize,
     /// The most MiB of answers held in memory that their clients have not read yet, over all
-    /// connections: REST answers, event-stream chunks and queued WebSocket pushes. Past it, new
-    /// REST answers are refused with 503, and a WebSocket connection whose push does not fit
-    /// is closed (1008, as a slow reader).
+    /// connections: REST answers, event-stream chunks and WebSocket pushes waiting for their
+    /// socket. Past it, new REST answers are refused with 503, and a WebSocket connection whose
+    /// push does not fit is closed (1008, as a slow reader).
     #[arg(long, default_value_t = budget::DEFAULT_ANSWER_BUDGET_BYTES / MIB, env = "HEARTH_ANSWER_BUDGET_MIB")]
     answer_budget_mib: usize,
     /// Seconds an HTTP answer or a WebSocket connection's queued pushes may make no progress

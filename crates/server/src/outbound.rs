@@ -16,7 +16,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-use crate::budget::{Charge, ShardBudget};
+use crate::budget::ShardBudget;
 use crate::persist::{HeldQueue, Pushed, Tagger};
 use crate::socket::{Outbox, Sent, Transport};
 
@@ -62,10 +62,13 @@ pub struct ConnHandle {
     pub id: ConnId,
     pub namespace: String,
     pub session_id: String,
-    /// Encoded messages with their durability tags, until their writes are durable.
+    /// Encoded messages with their durability tags, until their writes are durable. They are
+    /// not counted in the server's answer budget: they wait for the server's own disk, not for
+    /// the client, leave at the next log sync whatever the client does, and are mostly one
+    /// copy shared by every listener; counting them per connection would close readers that
+    /// keep up whenever a large push fans out in strict durability. Once they leave, what the
+    /// socket refuses is counted (by the outbox).
     queue: HeldQueue<Bytes>,
-    /// The held messages in the server's answer budget (the outbox counts its own).
-    held: Charge,
     /// Encoded messages that may leave, until the kernel takes them.
     outbox: Rc<Outbox>,
     /// Wakes the connection's task: to close, to wait for a full socket, or to rearm a timer.
@@ -89,7 +92,6 @@ impl ConnHandle {
             namespace,
             session_id,
             queue: HeldQueue::new(id, tagger),
-            held: Charge::new(Some(budget.clone())),
             outbox: Rc::new(Outbox::new(transport, Some(budget))),
             notify: Notify::new(),
             closing: RefCell::new(None),
@@ -110,7 +112,7 @@ impl ConnHandle {
         }
         match self.queue.push(std::slice::from_ref(frames)) {
             Pushed::Ready => self.deliver(),
-            Pushed::Held => self.settle_held(),
+            Pushed::Held => {}
             Pushed::Overflow => self.overflow(),
         }
     }
@@ -124,9 +126,7 @@ impl ConnHandle {
     /// Moves the durable front of the held queue to the socket.
     fn deliver(&self) {
         let ready = std::iter::from_fn(|| self.queue.pop_ready());
-        let sent = self.outbox.send(ready);
-        self.settle_held();
-        match sent {
+        match self.outbox.send(ready) {
             Sent::Written => {}
             // The task waits for the socket to take the rest (or lifts the cork itself).
             Sent::Pending
@@ -139,20 +139,11 @@ impl ConnHandle {
         }
     }
 
-    /// Counts the held messages in the server's budget; a connection whose messages do not
-    /// fit is closed. Only held bytes are counted: a push the socket takes at once never is.
-    fn settle_held(&self) {
-        if !self.held.settle(self.queue.bytes()) {
-            self.overflow();
-        }
-    }
-
     /// Closes a connection that holds too much, and lets go of the messages it held: the
     /// client cannot have them any more, it reconnects and resyncs.
     fn overflow(&self) {
         self.close(CloseReason::new(CloseCode::Policy, SLOW_READER_CLOSE));
         self.queue.clear();
-        self.held.settle(0);
         self.outbox.shed();
     }
 
@@ -198,7 +189,6 @@ impl ConnHandle {
     /// Drops the messages that wait for writes that will never be durable (the log failed).
     pub fn discard_held(&self) {
         self.queue.discard_held();
-        self.settle_held();
     }
 
     /// Asks the connection's task to close the socket.
@@ -369,29 +359,32 @@ mod tests {
     }
 
     #[test]
-    fn messages_waiting_for_the_disk_are_counted_until_they_leave() {
-        let (budgets, budget) = budgets(4 * MIB);
-        let recorder = Recorder::new(usize::MAX);
+    fn messages_waiting_for_the_disk_count_once_the_socket_refuses_them() {
+        let (budgets, budget) = budgets(2 * MIB);
         let tagger = strict_tagger();
-        let handle = counted_handle(tagger.clone(), &recorder, &budget);
+        let reader = Recorder::new(usize::MAX);
+        let reading = counted_handle(tagger.clone(), &reader, &budget);
+        let stalled = counted_handle(tagger.clone(), &Recorder::new(0), &budget);
         tagger.database_seq.set(1);
-        handle.send_text("x".repeat(MIB));
-        assert!(budgets.answers.used() >= MIB);
-        tagger.database_seq.set(2);
-        handle.send_text("y".repeat(MIB));
-        handle.send_text("z".repeat(2 * MIB));
+        let push = encode_frames("x".repeat(MIB));
+        for _ in 0..3 {
+            reading.send_frames(&push);
+            stalled.send_frames(&push);
+        }
+        assert_eq!(budgets.answers.used(), 0, "held for the disk: not counted");
+        assert!(stalled.closing().is_none());
+        assert_eq!(tagger.gate.advance(1).len(), 2, "both wait for the disk");
+        reading.wake_after_disk();
+        stalled.wake_after_disk();
+        assert_eq!(&reader.written.borrow()[..], &push.repeat(3)[..]);
         assert_eq!(
-            handle.closing().map(|reason| reason.text),
+            stalled.closing().map(|reason| reason.text),
             Some(SLOW_READER_CLOSE.to_owned()),
-            "held messages past the budget close the connection"
+            "refused by the socket, they do not fit"
         );
-        assert_eq!(tagger.gate.advance(2), vec![1]);
-        handle.wake_after_disk();
-        assert!(
-            recorder.written.borrow().is_empty(),
-            "its messages were dropped"
-        );
-        drop(handle);
+        assert_eq!(stalled.outbox().bytes(), push.len());
+        drop(stalled);
+        drop(reading);
         drop(budget);
         assert_eq!(budgets.answers.used(), 0);
     }
