@@ -14,7 +14,6 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
-use crate::budget::DEFAULT_HTTP_WRITE_TIMEOUT;
 use crate::dispatch::{expire_auth, on_frame};
 use crate::http_head::Head;
 use crate::namespace::NamespaceError;
@@ -72,7 +71,8 @@ pub async fn serve_websocket(
     let namespace = match namespace {
         Ok(namespace) => namespace,
         Err(error) => {
-            refuse(stream, transport, leftover, config, &error).await;
+            let write_timeout = shard.config.http.write_timeout;
+            refuse(stream, transport, leftover, config, write_timeout, &error).await;
             return;
         }
     };
@@ -116,6 +116,7 @@ async fn refuse(
     transport: Rc<dyn Transport>,
     leftover: Vec<u8>,
     config: WebSocketConfig,
+    write_timeout: Duration,
     error: &NamespaceError,
 ) {
     // Refused before it opens: it holds a single small message, not counted.
@@ -130,7 +131,7 @@ async fn refuse(
             .await;
         let _ = socket.close(None).await;
     };
-    let _ = tokio::time::timeout(DEFAULT_HTTP_WRITE_TIMEOUT, refusal).await;
+    let _ = tokio::time::timeout(write_timeout, refusal).await;
     outbox.detach();
 }
 
