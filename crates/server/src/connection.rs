@@ -26,9 +26,6 @@ use crate::time::now_ms;
 /// answered with one write without starving the writer.
 const MAX_MESSAGES_PER_TURN: usize = 256;
 
-/// How long one flush may wait for a client to accept data.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// How far behind the real clock the handshake's time is reported (see `serve_websocket`).
 const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
 
@@ -74,7 +71,8 @@ pub async fn serve_websocket(
     let namespace = match namespace {
         Ok(namespace) => namespace,
         Err(error) => {
-            refuse(stream, transport, leftover, config, &error).await;
+            let write_timeout = shard.config.http.write_timeout;
+            refuse(stream, transport, leftover, config, write_timeout, &error).await;
             return;
         }
     };
@@ -112,7 +110,8 @@ pub async fn serve_websocket(
     shard.close_connection(&handle);
     if let Some(reason) = reason {
         debug!(conn = handle.id, reason = %reason.text, "closing connection");
-        let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.close(Some(reason.frame()))).await;
+        let write_timeout = shard.config.http.write_timeout;
+        let _ = tokio::time::timeout(write_timeout, socket.close(Some(reason.frame()))).await;
     }
     handle.detach();
 }
@@ -123,9 +122,11 @@ async fn refuse(
     transport: Rc<dyn Transport>,
     leftover: Vec<u8>,
     config: WebSocketConfig,
+    write_timeout: Duration,
     error: &NamespaceError,
 ) {
-    let outbox = Rc::new(Outbox::new(transport));
+    // Refused before it opens: it holds a single small message, not counted.
+    let outbox = Rc::new(Outbox::new(transport, None));
     let shared = SharedStream::new(stream, outbox.clone());
     let mut socket =
         WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;
@@ -136,7 +137,7 @@ async fn refuse(
             .await;
         let _ = socket.close(None).await;
     };
-    let _ = tokio::time::timeout(WRITE_TIMEOUT, refusal).await;
+    let _ = tokio::time::timeout(write_timeout, refusal).await;
     outbox.detach();
 }
 
@@ -144,6 +145,7 @@ async fn refuse(
 /// the client went away.
 async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<CloseReason> {
     let config = &shard.config;
+    let write_timeout = config.http.write_timeout;
     let mut shutdown = shard.shutdown.clone();
     let mut assembler = hearth_wire::FrameAssembler::default();
     let mut last_seen = Instant::now();
@@ -151,7 +153,7 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
     ping.tick().await;
     loop {
         if let Some(reason) = handle.closing() {
-            let _ = drain(handle).await;
+            let _ = drain(handle, write_timeout).await;
             return Some(reason);
         }
         if handle.write_failed() {
@@ -160,13 +162,21 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
         tokio::select! {
             biased;
             _ = shutdown.changed() => {
-                let _ = drain(handle).await;
+                let _ = drain(handle, write_timeout).await;
                 return Some(CloseReason::new(CloseCode::Away, "the server is shutting down"));
             }
             // Something changed: closing, bytes waiting for the socket, or a new deadline.
             _ = handle.notified() => {}
             written = handle.drained(), if handle.has_pending() => {
                 if written.is_err() {
+                    return None;
+                }
+            }
+            // The client accepts no byte of what waits for it: a close frame could not reach
+            // it either, so the socket is dropped.
+            _ = write_stalled(handle, write_timeout), if handle.has_pending() => {
+                if handle.blocked_for().is_some_and(|blocked| blocked >= write_timeout) {
+                    debug!(conn = handle.id, "the client accepts no data: dropping it");
                     return None;
                 }
             }
@@ -197,10 +207,6 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
             _ = ping.tick() => {
                 if last_seen.elapsed() > config.idle_timeout {
                     return Some(CloseReason::new(CloseCode::Away, "no answer to pings"));
-                }
-                if handle.blocked_for().is_some_and(|blocked| blocked > WRITE_TIMEOUT) {
-                    debug!(conn = handle.id, "the client accepts no data: dropping it");
-                    return None;
                 }
                 // Queued behind any pending bytes; the branch above writes them.
                 if socket.feed(Message::Ping(Bytes::new())).await.is_err() {
@@ -248,6 +254,14 @@ fn read_burst(
             None => return Burst::Continue,
         }
     }
+}
+
+/// Completes when the connection's socket may have taken no byte for `timeout`: when the time
+/// left since it last refused bytes runs out (the caller checks again, as bytes may have
+/// moved meanwhile).
+async fn write_stalled(handle: &ConnHandle, timeout: Duration) {
+    let blocked = handle.blocked_for().unwrap_or_default();
+    tokio::time::sleep(timeout.saturating_sub(blocked)).await;
 }
 
 /// Completes when a credential that expires at `expires_at` (seconds since the epoch) has
@@ -298,10 +312,9 @@ fn inbound(
     }
 }
 
-/// Writes everything that may leave before the connection closes, for at most
-/// [`WRITE_TIMEOUT`].
-async fn drain(handle: &ConnHandle) -> std::io::Result<()> {
-    match tokio::time::timeout(WRITE_TIMEOUT, handle.drained()).await {
+/// Writes everything that may leave before the connection closes, for at most `timeout`.
+async fn drain(handle: &ConnHandle, timeout: Duration) -> std::io::Result<()> {
+    match tokio::time::timeout(timeout, handle.drained()).await {
         Ok(result) => result,
         Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
     }

@@ -219,11 +219,9 @@ mod tests {
     use super::*;
     use crate::budget::HttpBudgets;
     use bytes::Bytes;
-    use std::sync::Arc;
-    use std::time::Duration;
 
     fn budgets(answers: usize) -> SharedBudgets {
-        Arc::new(HttpBudgets::new(1, answers, Duration::from_secs(30)))
+        HttpBudgets::for_answers(answers)
     }
 
     fn answer(bytes: usize) -> Response<HearthBody> {

@@ -100,12 +100,14 @@ struct ServeArgs {
     /// connections. A body that would pass it is refused with 503, one larger than it with 413.
     #[arg(long, default_value_t = budget::DEFAULT_BODY_BUDGET_BYTES / MIB, env = "HEARTH_BODY_BUDGET_MIB")]
     body_budget_mib: usize,
-    /// The most MiB of REST answers held in memory that their clients have not read yet, over
-    /// all connections. Past it, new answers are refused with 503.
+    /// The most MiB of answers held in memory that their clients have not read yet, over all
+    /// connections: REST answers, event-stream chunks and WebSocket pushes waiting for their
+    /// socket. Past it, new REST answers are refused with 503, and a WebSocket connection whose
+    /// push does not fit is closed (1008, as a slow reader).
     #[arg(long, default_value_t = budget::DEFAULT_ANSWER_BUDGET_BYTES / MIB, env = "HEARTH_ANSWER_BUDGET_MIB")]
     answer_budget_mib: usize,
-    /// Seconds an HTTP answer may make no progress into its socket (the client reads nothing)
-    /// before the connection is closed.
+    /// Seconds an HTTP answer or a WebSocket connection's queued pushes may make no progress
+    /// into the socket (the client reads nothing) before the connection is closed.
     #[arg(long, default_value_t = budget::DEFAULT_HTTP_WRITE_TIMEOUT.as_secs(), env = "HEARTH_HTTP_WRITE_TIMEOUT_SECS")]
     http_write_timeout_secs: u64,
     /// Seconds between `keep-alive` events on REST event streams (server-sent events).

@@ -16,12 +16,18 @@ use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
+use crate::budget::ShardBudget;
 use crate::persist::{HeldQueue, Pushed, Tagger};
 use crate::socket::{Outbox, Sent, Transport};
 
 /// The most bytes that may wait in one connection's queue. A client that reads slower than
-/// its data arrives is disconnected rather than allowed to grow the server's memory.
+/// its data arrives is disconnected rather than allowed to grow the server's memory: it gets
+/// [`SLOW_READER_CLOSE`] (1008), as it does when its queued bytes do not fit in the server's
+/// answer budget (`budget::DEFAULT_ANSWER_BUDGET_BYTES`).
 pub const MAX_OUTBOUND_BYTES: usize = 64 * 1024 * 1024;
+
+/// The close reason of a connection closed for reading too slowly.
+pub const SLOW_READER_CLOSE: &str = "the client reads too slowly: outbound queue limit reached";
 
 /// Why the server closes a connection, sent as the close frame's reason.
 #[derive(Debug, Clone)]
@@ -56,7 +62,12 @@ pub struct ConnHandle {
     pub id: ConnId,
     pub namespace: String,
     pub session_id: String,
-    /// Encoded messages with their durability tags, until their writes are durable.
+    /// Encoded messages with their durability tags, until their writes are durable. They are
+    /// not counted in the server's answer budget: they wait for the server's own disk, not for
+    /// the client, leave at the next log sync whatever the client does, and are mostly one
+    /// copy shared by every listener; counting them per connection would close readers that
+    /// keep up whenever a large push fans out in strict durability. Once they leave, what the
+    /// socket refuses is counted (by the outbox).
     queue: HeldQueue<Bytes>,
     /// Encoded messages that may leave, until the kernel takes them.
     outbox: Rc<Outbox>,
@@ -74,13 +85,14 @@ impl ConnHandle {
         session_id: String,
         tagger: Tagger,
         transport: Rc<dyn Transport>,
+        budget: Rc<ShardBudget>,
     ) -> ConnHandle {
         ConnHandle {
             id,
             namespace,
             session_id,
             queue: HeldQueue::new(id, tagger),
-            outbox: Rc::new(Outbox::new(transport)),
+            outbox: Rc::new(Outbox::new(transport, Some(budget))),
             notify: Notify::new(),
             closing: RefCell::new(None),
             auth_expires_at: Cell::new(None),
@@ -117,17 +129,22 @@ impl ConnHandle {
         match self.outbox.send(ready) {
             Sent::Written => {}
             // The task waits for the socket to take the rest (or lifts the cork itself).
-            Sent::Pending if self.outbox.bytes() > MAX_OUTBOUND_BYTES => self.overflow(),
+            Sent::Pending
+                if self.outbox.bytes() > MAX_OUTBOUND_BYTES || self.outbox.over_budget() =>
+            {
+                self.overflow()
+            }
             Sent::Pending if self.outbox.is_corked() => {}
             Sent::Pending | Sent::Failed => self.notify.notify_one(),
         }
     }
 
+    /// Closes a connection that holds too much, and lets go of the messages it held: the
+    /// client cannot have them any more, it reconnects and resyncs.
     fn overflow(&self) {
-        self.close(CloseReason::new(
-            CloseCode::Policy,
-            "the client reads too slowly: outbound queue limit reached",
-        ));
+        self.close(CloseReason::new(CloseCode::Policy, SLOW_READER_CLOSE));
+        self.queue.clear();
+        self.outbox.shed();
     }
 
     /// The outbox, which the WebSocket library writes through too.
@@ -233,7 +250,10 @@ fn push_text_frame(out: &mut Vec<u8>, payload: &[u8]) {
 mod tests {
     use std::io::Cursor;
 
+    use std::sync::Arc;
+
     use super::*;
+    use crate::budget::{HttpBudgets, SharedBudgets};
     use crate::socket::tests::Recorder;
 
     /// The payloads of the text frames in `bytes`.
@@ -253,7 +273,120 @@ mod tests {
     }
 
     fn handle(tagger: Tagger, recorder: &Rc<Recorder>) -> ConnHandle {
-        ConnHandle::new(1, "ns".into(), "s".into(), tagger, recorder.clone())
+        let budgets = Arc::new(HttpBudgets::default());
+        counted_handle(tagger, recorder, &ShardBudget::new(budgets))
+    }
+
+    fn counted_handle(
+        tagger: Tagger,
+        recorder: &Rc<Recorder>,
+        budget: &Rc<ShardBudget>,
+    ) -> ConnHandle {
+        ConnHandle::new(
+            1,
+            "ns".into(),
+            "s".into(),
+            tagger,
+            recorder.clone(),
+            budget.clone(),
+        )
+    }
+
+    fn strict_tagger() -> Tagger {
+        Tagger {
+            gate: Rc::new(crate::persist::Gate::new(true, 0)),
+            database_seq: Rc::new(Cell::new(0)),
+        }
+    }
+
+    const MIB: usize = 1024 * 1024;
+
+    fn budgets(answers: usize) -> (SharedBudgets, Rc<ShardBudget>) {
+        let budgets = HttpBudgets::for_answers(answers);
+        (budgets.clone(), ShardBudget::new(budgets))
+    }
+
+    #[test]
+    fn connections_past_the_server_budget_are_closed_and_let_go_of_their_bytes() {
+        let (budgets, budget) = budgets(6 * MIB + MIB / 2);
+        let reader = Recorder::new(usize::MAX);
+        let reading = counted_handle(Tagger::open(), &reader, &budget);
+        let stalled: Vec<_> = (0..3)
+            .map(|_| counted_handle(Tagger::open(), &Recorder::new(0), &budget))
+            .collect();
+        let push = encode_frames("x".repeat(MIB));
+        for _ in 0..3 {
+            reading.send_frames(&push);
+            for handle in &stalled {
+                handle.send_frames(&push);
+            }
+        }
+        // Each stalled connection counts the shared frames it holds: the third round does not
+        // fit for the first; closed, it keeps one message, so the second's fits, and the
+        // third's does not.
+        for closed in [&stalled[0], &stalled[2]] {
+            let reason = closed.closing().expect("closed");
+            assert_eq!(reason.code, CloseCode::Policy);
+            assert_eq!(reason.text, SLOW_READER_CLOSE);
+            assert_eq!(
+                closed.outbox().bytes(),
+                push.len(),
+                "only the front message stays"
+            );
+        }
+        assert!(stalled[1].closing().is_none());
+        assert_eq!(stalled[1].outbox().bytes(), 3 * push.len());
+        assert!(budgets.answers.used() <= 6 * MIB + MIB / 2);
+        // The reading connection got every message, unchanged.
+        assert_eq!(&reader.written.borrow()[..], &push.repeat(3)[..]);
+        assert!(reading.closing().is_none());
+        drop(stalled);
+        drop(reading);
+        drop(budget);
+        assert_eq!(budgets.answers.used(), 0);
+    }
+
+    #[test]
+    fn pushes_the_socket_takes_at_once_are_not_counted() {
+        let (budgets, budget) = budgets(4 * MIB);
+        let recorder = Recorder::new(usize::MAX);
+        let handle = counted_handle(Tagger::open(), &recorder, &budget);
+        for _ in 0..10 {
+            handle.send_text("x".repeat(MIB));
+        }
+        assert!(handle.closing().is_none());
+        assert_eq!(budgets.answers.used(), 0);
+    }
+
+    #[test]
+    fn messages_waiting_for_the_disk_count_once_the_socket_refuses_them() {
+        let (budgets, budget) = budgets(2 * MIB);
+        let tagger = strict_tagger();
+        let reader = Recorder::new(usize::MAX);
+        let reading = counted_handle(tagger.clone(), &reader, &budget);
+        let stalled = counted_handle(tagger.clone(), &Recorder::new(0), &budget);
+        tagger.database_seq.set(1);
+        let push = encode_frames("x".repeat(MIB));
+        for _ in 0..3 {
+            reading.send_frames(&push);
+            stalled.send_frames(&push);
+        }
+        assert_eq!(budgets.answers.used(), 0, "held for the disk: not counted");
+        assert!(stalled.closing().is_none());
+        assert_eq!(tagger.gate.advance(1).len(), 2, "both wait for the disk");
+        reading.wake_after_disk();
+        stalled.wake_after_disk();
+        assert_eq!(&reader.written.borrow()[..], &push.repeat(3)[..]);
+        assert_eq!(
+            stalled.closing().map(|reason| reason.text),
+            Some(SLOW_READER_CLOSE.to_owned()),
+            "refused by the socket, they do not fit"
+        );
+        assert_eq!(stalled.outbox().bytes(), push.len());
+        drop(stalled);
+        drop(reading);
+        drop(budget);
+        assert_eq!(budgets.answers.used(), 0);
     }
 
     #[test]

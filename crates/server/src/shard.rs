@@ -19,6 +19,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
+use crate::budget::ShardBudget;
 use crate::config::ServeConfig;
 use crate::dispatch::route_effects;
 use crate::http_head::Head;
@@ -82,6 +83,8 @@ pub struct Shard {
     pub store: Option<ShardStore>,
     /// Holds back messages until the writes they depend on are durable.
     pub gate: Rc<Gate>,
+    /// The shard's share of the answer budget, which its connections' queued pushes count in.
+    pub ws_budget: Rc<ShardBudget>,
     /// Open WebSocket connections.
     pub conns: RefCell<HashMap<ConnId, Rc<ConnHandle>>>,
     /// Open REST event streams. They are sessions of their database like WebSocket
@@ -127,6 +130,7 @@ impl Shard {
         let mut seed = std::collections::hash_map::RandomState::new().build_hasher();
         seed.write_u64(now_ms());
         seed.write_usize(index);
+        let ws_budget = ShardBudget::new(config.http.clone());
         Shard {
             index,
             shard_count: peers.len(),
@@ -134,6 +138,7 @@ impl Shard {
             databases: RefCell::new(HashMap::new()),
             store,
             gate: Rc::new(gate),
+            ws_budget,
             conns: RefCell::new(HashMap::new()),
             streams: RefCell::new(HashMap::new()),
             sessions: RefCell::new(HashMap::new()),
@@ -295,6 +300,7 @@ impl Shard {
             session_id.clone(),
             tagger,
             transport,
+            self.ws_budget.clone(),
         ));
         self.conns.borrow_mut().insert(id, handle.clone());
         self.sessions.borrow_mut().insert(session_id, id);

@@ -22,6 +22,8 @@ use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::budget::{Charge, ShardBudget};
+
 /// Most buffers handed to one `writev`.
 const MAX_IOVECS: usize = 64;
 
@@ -65,12 +67,18 @@ pub struct Outbox {
     /// writes the answers together).
     corked: Cell<bool>,
     failed: Cell<bool>,
-    /// Since when the kernel has refused more bytes.
+    /// Since when the kernel has taken no byte while some wait.
     blocked_since: Cell<Option<Instant>>,
+    /// The waiting bytes in the server's answer budget. Settled after each write attempt, so
+    /// that bytes the kernel takes at once are never counted.
+    charge: Charge,
+    /// Set when waiting bytes did not fit in the server's budget: the connection must close.
+    over_budget: Cell<bool>,
 }
 
 impl Outbox {
-    pub fn new(transport: Rc<dyn Transport>) -> Outbox {
+    /// An outbox whose waiting bytes count in `budget`, if given.
+    pub fn new(transport: Rc<dyn Transport>, budget: Option<Rc<ShardBudget>>) -> Outbox {
         Outbox {
             transport: RefCell::new(Some(transport)),
             pending: RefCell::new(VecDeque::new()),
@@ -78,6 +86,8 @@ impl Outbox {
             corked: Cell::new(false),
             failed: Cell::new(false),
             blocked_since: Cell::new(None),
+            charge: Charge::new(budget),
+            over_budget: Cell::new(false),
         }
     }
 
@@ -99,6 +109,7 @@ impl Outbox {
         };
         // With bytes already waiting, the socket is full (the task waits for it) or corked.
         if was_waiting || self.corked.get() {
+            self.settle();
             return if self.is_empty() {
                 Sent::Written
             } else {
@@ -110,6 +121,19 @@ impl Outbox {
 
     /// Writes pending bytes until none are left or the kernel refuses more.
     pub fn write_now(&self) -> Sent {
+        let sent = self.write_pending();
+        self.settle();
+        sent
+    }
+
+    /// Counts what still waits in the server's budget.
+    fn settle(&self) {
+        if !self.charge.settle(self.bytes.get()) {
+            self.over_budget.set(true);
+        }
+    }
+
+    fn write_pending(&self) -> Sent {
         if self.failed.get() {
             return Sent::Failed;
         }
@@ -136,6 +160,8 @@ impl Outbox {
                 Ok(written) => {
                     consume(&mut pending, written);
                     self.bytes.set(self.bytes.get().saturating_sub(written));
+                    // Progress: the write timeout counts from the next refusal.
+                    self.blocked_since.set(None);
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                     if self.blocked_since.get().is_none() {
@@ -195,7 +221,23 @@ impl Outbox {
         self.failed.get()
     }
 
-    /// How long the kernel has refused more bytes, if it has.
+    /// Whether waiting bytes did not fit in the server's answer budget.
+    pub fn over_budget(&self) -> bool {
+        self.over_budget.get()
+    }
+
+    /// Drops the waiting messages that have not started to leave: the connection is closing
+    /// because it holds too much. The front one may be partly written; it stays, so that the
+    /// frames the client gets (and the close frame after them) stay whole.
+    pub fn shed(&self) {
+        let mut pending = self.pending.borrow_mut();
+        pending.truncate(1);
+        self.bytes.set(pending.front().map_or(0, Bytes::len));
+        drop(pending);
+        self.settle();
+    }
+
+    /// How long the kernel has taken no byte while some wait, if it has.
     pub fn blocked_for(&self) -> Option<Duration> {
         self.blocked_since.get().map(|since| since.elapsed())
     }
@@ -209,6 +251,7 @@ impl Outbox {
         self.failed.set(true);
         self.pending.borrow_mut().clear();
         self.bytes.set(0);
+        self.settle();
         Sent::Failed
     }
 }
@@ -340,7 +383,7 @@ pub mod tests {
     #[test]
     fn writes_at_once_when_the_kernel_has_room() {
         let recorder = Recorder::new(1024);
-        let outbox = Outbox::new(recorder.clone());
+        let outbox = Outbox::new(recorder.clone(), None);
         assert_eq!(outbox.send([bytes("ab"), bytes("cd")]), Sent::Written);
         assert_eq!(&*recorder.written.borrow(), b"abcd");
         assert!(outbox.is_empty());
@@ -349,7 +392,7 @@ pub mod tests {
     #[test]
     fn keeps_the_order_across_a_full_socket() {
         let recorder = Recorder::new(3);
-        let outbox = Outbox::new(recorder.clone());
+        let outbox = Outbox::new(recorder.clone(), None);
         assert_eq!(outbox.send([bytes("abcd")]), Sent::Pending);
         assert_eq!(outbox.send([bytes("ef")]), Sent::Pending);
         assert_eq!(outbox.bytes(), 3);
@@ -361,9 +404,55 @@ pub mod tests {
     }
 
     #[test]
+    fn any_progress_restarts_the_blocked_time() {
+        let recorder = Recorder::new(2);
+        let outbox = Outbox::new(recorder.clone(), None);
+        assert_eq!(outbox.send([bytes("abcdef")]), Sent::Pending);
+        let first = outbox.blocked_since.get().expect("blocked");
+        std::thread::sleep(Duration::from_millis(5));
+        recorder.room.set(2);
+        assert_eq!(outbox.write_now(), Sent::Pending);
+        let second = outbox.blocked_since.get().expect("blocked again");
+        assert!(
+            second > first,
+            "a write that moved bytes restarts the count"
+        );
+        assert_eq!(outbox.write_now(), Sent::Pending);
+        assert_eq!(
+            outbox.blocked_since.get(),
+            Some(second),
+            "no progress: unchanged"
+        );
+    }
+
+    #[test]
+    fn waiting_bytes_count_in_the_budget_and_the_overflow_is_flagged() {
+        let budgets = crate::budget::HttpBudgets::for_answers(10);
+        let recorder = Recorder::new(3);
+        let shard = ShardBudget::new(budgets.clone());
+        let outbox = Outbox::new(recorder.clone(), Some(shard.clone()));
+        assert_eq!(outbox.send([bytes("abc")]), Sent::Written);
+        assert_eq!(budgets.answers.used(), 0, "written at once: not counted");
+        assert_eq!(outbox.send([bytes("abcdefgh"), bytes("ij")]), Sent::Pending);
+        assert_eq!(budgets.answers.used(), 10);
+        assert!(!outbox.over_budget());
+        assert_eq!(outbox.send([bytes("k")]), Sent::Pending);
+        assert!(outbox.over_budget());
+        outbox.shed();
+        assert_eq!(outbox.bytes(), 8, "the front message stays whole");
+        assert_eq!(outbox.charge.held(), 8);
+        recorder.room.set(100);
+        assert_eq!(outbox.write_now(), Sent::Written);
+        assert_eq!(outbox.charge.held(), 0);
+        drop(outbox);
+        drop(shard);
+        assert_eq!(budgets.answers.used(), 0);
+    }
+
+    #[test]
     fn a_cork_holds_writes_until_lifted() {
         let recorder = Recorder::new(100);
-        let outbox = Outbox::new(recorder.clone());
+        let outbox = Outbox::new(recorder.clone(), None);
         outbox.cork();
         assert_eq!(outbox.send([bytes("a")]), Sent::Pending);
         assert_eq!(outbox.send([bytes("b")]), Sent::Pending);
@@ -375,7 +464,7 @@ pub mod tests {
     #[test]
     fn a_broken_socket_fails_and_forgets_its_bytes() {
         let recorder = Recorder::new(0);
-        let outbox = Outbox::new(recorder.clone());
+        let outbox = Outbox::new(recorder.clone(), None);
         assert_eq!(outbox.send([bytes("a")]), Sent::Pending);
         recorder.broken.set(true);
         assert_eq!(outbox.write_now(), Sent::Failed);
@@ -386,7 +475,7 @@ pub mod tests {
     #[test]
     fn a_detached_outbox_writes_nothing() {
         let recorder = Recorder::new(100);
-        let outbox = Outbox::new(recorder.clone());
+        let outbox = Outbox::new(recorder.clone(), None);
         outbox.detach();
         assert_eq!(outbox.send([bytes("a")]), Sent::Failed);
         assert!(recorder.written.borrow().is_empty());

@@ -480,11 +480,7 @@ mod tests {
 
     #[test]
     fn queued_chunks_are_counted_in_the_answer_budget() {
-        let budgets = std::sync::Arc::new(crate::budget::HttpBudgets::new(
-            1,
-            100,
-            Duration::from_secs(30),
-        ));
+        let budgets = crate::budget::HttpBudgets::for_answers(100);
         let handle = StreamHandle::new(1, "ns".into(), Path::root(), false, Tagger::open())
             .counted_in(budgets.clone());
         handle.send(&[Bytes::from(vec![b'x'; 60])]);
@@ -501,11 +497,7 @@ mod tests {
             0,
             "a dropped stream gives its queue back"
         );
-        let roomy = std::sync::Arc::new(crate::budget::HttpBudgets::new(
-            1,
-            usize::MAX,
-            Duration::from_secs(30),
-        ));
+        let roomy = crate::budget::HttpBudgets::for_answers(usize::MAX);
         let overflowing = StreamHandle::new(2, "ns".into(), Path::root(), false, Tagger::open())
             .counted_in(roomy.clone());
         let big = Bytes::from(vec![b'x'; crate::outbound::MAX_OUTBOUND_BYTES]);

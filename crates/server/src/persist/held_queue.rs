@@ -66,8 +66,7 @@ impl<T: Outbound> HeldQueue<T> {
         let bytes: usize = items.iter().map(Outbound::byte_len).sum();
         let total = self.bytes.get() + bytes;
         if total > MAX_OUTBOUND_BYTES {
-            self.items.borrow_mut().clear();
-            self.bytes.set(0);
+            self.clear();
             return Pushed::Overflow;
         }
         self.bytes.set(total);
@@ -101,6 +100,12 @@ impl<T: Outbound> HeldQueue<T> {
     /// The gate woke the queue: it may register again.
     pub fn woken(&self) {
         self.waiting.set(false);
+    }
+
+    /// Drops every item: the client is being closed.
+    pub fn clear(&self) {
+        self.items.borrow_mut().clear();
+        self.bytes.set(0);
     }
 
     /// Drops the items that wait for writes that will never be durable (the log failed).
