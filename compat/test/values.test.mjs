@@ -143,7 +143,10 @@ describe('values', () => {
       const r = push(writer.ref('chat'), { i });
       await r;
       keys.push(r.key);
-      await new Promise((res) => setTimeout(res, 3)); // distinct milliseconds across clients
+      // Push ids start with the client's estimate of the server's clock, taken from its own
+      // handshake: two clients' estimates can differ by a few milliseconds on a busy machine,
+      // so the pushes are spaced well beyond that.
+      await new Promise((res) => setTimeout(res, 30));
     }
     const snap = await get(c.ref('chat'));
     assert.deepEqual(entriesOf(snap).map(([, v]) => v.i), [0, 1, 2, 3, 4, 5]);
