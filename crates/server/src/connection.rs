@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, warn};
 
-use crate::dispatch::{expire_auth, on_decoded, on_frame, Handled};
+use crate::dispatch::{decode_large, expire_auth, on_decoded, on_frame, Handled};
 use crate::http_head::Head;
 use crate::namespace::NamespaceError;
 use crate::outbound::{CloseReason, ConnHandle};
@@ -183,7 +183,7 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
                         // The shard serves everyone else meanwhile; this connection's next
                         // message is read only after this one is handled.
                         let decoded =
-                            tokio::task::spawn_blocking(move || hearth_wire::decode(&message)).await;
+                            tokio::task::spawn_blocking(move || decode_large(&message)).await;
                         let Ok(decoded) = decoded else {
                             return Some(CloseReason::new(CloseCode::Error, "a message could not be decoded"));
                         };

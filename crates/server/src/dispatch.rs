@@ -1,7 +1,7 @@
 //! Handling one decoded request of a connection, and delivering the effects it causes.
 
 use bytes::Bytes;
-use hearth_sync::{AuthState, Effect, Effects};
+use hearth_sync::{AuthState, Effect, Effects, PreparedSet, Request};
 use hearth_wire::{
     decode_lazy, encode_auth_revoked, encode_cancel, encode_push, encode_reply,
     encode_reply_status, encode_reply_value, Assembled, ClientMessage, ClientRequest, Decoded,
@@ -57,6 +57,33 @@ fn on_message(shard: &Shard, handle: &ConnHandle, message: String) -> Result<Han
         Err(error) => Err(error),
     };
     on_decoded(shard, handle, decoded).map(|()| Handled::Done)
+}
+
+/// Decodes a large message off the shard's thread (see [`Handled::ParseOffThread`]). A put's
+/// data is converted into the tree here too, and its JSON dropped here, when the engine can
+/// take it so ([`PreparedSet`]): both cost about as much as the parse.
+pub fn decode_large(message: &str) -> Result<ClientMessage, WireError> {
+    let decoded = hearth_wire::decode(message)?;
+    let ClientMessage::Request {
+        request_id,
+        request,
+    } = decoded
+    else {
+        return Ok(decoded);
+    };
+    let request = match *request {
+        ClientRequest::Data(Request::Put { target, data, hash }) => {
+            match PreparedSet::prepare(&target, &data) {
+                Some(data) => ClientRequest::Data(Request::PutPrepared { target, data, hash }),
+                None => ClientRequest::Data(Request::Put { target, data, hash }),
+            }
+        }
+        other => other,
+    };
+    Ok(ClientMessage::Request {
+        request_id,
+        request: Box::new(request),
+    })
 }
 
 /// Handles a decoded message, or answers the error that stopped its decoding.
@@ -201,5 +228,39 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
             // the database's sequence number moved and wait for the record to be durable.
             Effect::Log(write) => shard.log_write(namespace, &write),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put_request(data: &str) -> Request {
+        let message = format!(r#"{{"t":"d","d":{{"r":3,"a":"p","b":{{"p":"/a","d":{data}}}}}}}"#);
+        match decode_large(&message) {
+            Ok(ClientMessage::Request {
+                request_id: 3,
+                request,
+            }) => match *request {
+                ClientRequest::Data(request) => request,
+                other => panic!("not a data request: {other:?}"),
+            },
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn large_puts_are_converted_where_they_are_decoded() {
+        assert!(matches!(
+            put_request("[1, 2, 3]"),
+            Request::PutPrepared { .. }
+        ));
+        // Server values are resolved by the engine, against the data of the commit; data the
+        // engine refuses keeps its reply and its order.
+        assert!(matches!(
+            put_request(r#"{"t": {".sv": "timestamp"}}"#),
+            Request::Put { .. }
+        ));
+        assert!(matches!(put_request(r#"{"a.b": 1}"#), Request::Put { .. }));
     }
 }

@@ -15,7 +15,9 @@ use crate::ondisconnect::{OnDisconnectQueue, QueuedOp};
 use crate::request::{ConnId, Reply, ReplyData, Request, Status, Tag};
 use crate::server_values::{resolve_server_values, ServerValueError};
 use crate::views::{ViewId, Views};
-use crate::write::{change_from_json, check_disjoint, Write, WriteError, WriteOp, WriteTarget};
+use crate::write::{
+    change_from_json, check_disjoint, PreparedSet, Write, WriteError, WriteOp, WriteTarget,
+};
 
 /// Counters of one database, summed by the runtime when read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -251,6 +253,20 @@ impl Database {
                     Err(reply) => reply,
                 }
             }
+            Request::PutPrepared { target, data, hash } => {
+                let auth = self.session_auth(conn);
+                let condition = hash.as_deref().map(|hash| Condition {
+                    path: &target.path,
+                    hash,
+                });
+                match self.prepare_put_prepared(&auth, &target, data, condition, now_ms) {
+                    Ok(checked) => {
+                        checked.commit(out);
+                        Reply::write_ok()
+                    }
+                    Err(reply) => reply,
+                }
+            }
             Request::Merge { path, entries } => {
                 let auth = self.session_auth(conn);
                 match self.merge_as(&auth, &path, &entries, now_ms, out) {
@@ -410,6 +426,26 @@ impl Database {
             ops: vec![op],
         };
         self.check(auth, write, data_error, condition, now_ms)
+    }
+
+    /// [`Database::prepare_put`] for data converted ahead (see [`PreparedSet`]): the same
+    /// checks in the same order, without the conversion.
+    pub fn prepare_put_prepared(
+        &mut self,
+        auth: &AuthState,
+        target: &WriteTarget,
+        data: PreparedSet,
+        condition: Option<Condition<'_>>,
+        now_ms: u64,
+    ) -> Result<CheckedWrite<'_>, Reply> {
+        let write = Write {
+            base: target.path.clone(),
+            ops: vec![WriteOp {
+                path: Path::root(),
+                change: data.into_change(),
+            }],
+        };
+        self.check(auth, write, None, condition, now_ms)
     }
 
     /// Applies a multi-path update atomically with admin rights (no rules).
@@ -714,3 +750,7 @@ mod tests;
 #[cfg(test)]
 #[path = "database_oracle_tests.rs"]
 mod oracle_tests;
+
+#[cfg(test)]
+#[path = "database_prepared_tests.rs"]
+mod prepared_tests;

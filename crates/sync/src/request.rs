@@ -5,7 +5,7 @@ use hearth_query::QueryParams;
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
-use crate::write::WriteTarget;
+use crate::write::{PreparedSet, WriteTarget};
 
 /// Identifies one connection (session) within a shard. Assigned by the runtime.
 pub type ConnId = u64;
@@ -31,6 +31,13 @@ pub enum Request {
     Put {
         target: WriteTarget,
         data: Value,
+        hash: Option<String>,
+    },
+    /// A [`Request::Put`] whose data was converted ahead, off the engine's thread (see
+    /// [`PreparedSet`]); handled exactly as the put it came from.
+    PutPrepared {
+        target: WriteTarget,
+        data: PreparedSet,
         hash: Option<String>,
     },
     /// Atomic multi-path update (`m`); entry targets are relative to `path`.
