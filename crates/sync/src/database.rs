@@ -567,13 +567,18 @@ impl Database {
     ) -> Result<(), Reply> {
         // A read-only database answers so whoever asks, as the full check does first.
         self.check_writable()?;
-        if self.access.could_write(auth, path, scope) {
-            return Ok(());
-        }
-        let refusal = Refusal {
-            detail: format!("{path}: no rule could allow this write, whatever its data"),
-        };
-        Err(denied(0, &refusal))
+        precheck(&self.access, auth, path, scope)
+    }
+
+    /// What [`Database::precheck_write`] decides for `conn`, detached from the database (see
+    /// [`WritePrecheck`]); `None` when the connection is not open.
+    pub fn write_precheck(&self, conn: ConnId) -> Option<WritePrecheck> {
+        let session = self.sessions.get(&conn)?;
+        Some(WritePrecheck {
+            access: self.access.clone(),
+            auth: session.auth.clone(),
+            read_only: self.read_only.clone(),
+        })
     }
 
     /// Reads with the rights of `auth`: the query's result at `path`.
@@ -703,6 +708,43 @@ impl Database {
             .get(&conn)
             .map_or(0, |session| session.on_disconnect.len())
     }
+}
+
+/// [`Database::precheck_write`] as of one moment, detached from the database: the rules, the
+/// connection's identity and the read-only state, shared in O(1). It lets a large message be
+/// checked where it is decoded, away from the engine's thread, before its data is parsed. The
+/// full check runs in the engine later, against the rules of then.
+#[derive(Debug, Clone)]
+pub struct WritePrecheck {
+    access: Access,
+    auth: AuthState,
+    read_only: Option<Arc<str>>,
+}
+
+impl WritePrecheck {
+    /// The reply [`Database::precheck_write`] would give.
+    pub fn check(&self, path: &Path, scope: WriteScope) -> Result<(), Reply> {
+        if let Some(reason) = &self.read_only {
+            return Err(Reply::error(Status::Unavailable, reason.to_string()));
+        }
+        precheck(&self.access, &self.auth, path, scope)
+    }
+}
+
+/// Refuses a write that `auth` could never be allowed under `access`, whatever its data.
+fn precheck(
+    access: &Access,
+    auth: &AuthState,
+    path: &Path,
+    scope: WriteScope,
+) -> Result<(), Reply> {
+    if access.could_write(auth, path, scope) {
+        return Ok(());
+    }
+    let refusal = Refusal {
+        detail: format!("{path}: no rule could allow this write, whatever its data"),
+    };
+    Err(denied(0, &refusal))
 }
 
 /// Resolves one operation's server values against `existing` and converts it. `base` is the

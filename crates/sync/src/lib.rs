@@ -18,7 +18,7 @@ mod views;
 mod write;
 
 pub use access::{Access, AuthState, WriteScope};
-pub use database::{CheckedWrite, Condition, Database, DatabaseStats};
+pub use database::{CheckedWrite, Condition, Database, DatabaseStats, WritePrecheck};
 pub use effect::{Effect, Effects, Push, PushData, Target};
 pub use limits::{
     MAX_LISTENS_PER_SESSION, MAX_MERGE_ENTRIES, MAX_ONDISCONNECT_BYTES, MAX_ONDISCONNECT_OPS,
