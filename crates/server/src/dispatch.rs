@@ -1,7 +1,7 @@
 //! Handling one decoded request of a connection, and delivering the effects it causes.
 
 use bytes::Bytes;
-use hearth_sync::{AuthState, Effect, Effects, PreparedSet, Request, WritePrecheck};
+use hearth_sync::{AuthState, Effect, Effects, PreparedMerge, PreparedSet, Request, WritePrecheck};
 use hearth_wire::{
     decode_lazy, encode_auth_revoked, encode_cancel, encode_push, encode_reply,
     encode_reply_status, encode_reply_value, Assembled, ClientMessage, ClientRequest, Decoded,
@@ -84,8 +84,9 @@ fn on_message(shard: &Shard, handle: &ConnHandle, message: String) -> Result<Han
 
 /// Decodes a large message, off the shard's thread (see [`Handled::ParseOffThread`]): a write
 /// its connection could never make is refused before its data is parsed, as on the thread;
-/// a put's data is converted into the tree here too, and its JSON dropped here, when the
-/// engine can take it so ([`PreparedSet`]): both cost about as much as the parse.
+/// a put's or update's data is converted into the tree here too, and its JSON dropped here,
+/// when the engine can take it so ([`PreparedSet`], [`PreparedMerge`]): both cost about as
+/// much as the parse.
 pub fn decode_large(message: LargeMessage) -> LargeDecoded {
     let decoded = match decode_lazy(&message.text) {
         Ok(Decoded::Message(message)) => Ok(message),
@@ -97,7 +98,7 @@ pub fn decode_large(message: LargeMessage) -> LargeDecoded {
             if let Some(reply) = refusal {
                 return LargeDecoded::Refused(encode_reply(write.request_id, &reply));
             }
-            write.finish().map(prepare_put)
+            write.finish().map(prepare_write)
         }
         Err(error) => Err(error),
     };
@@ -119,8 +120,8 @@ pub fn on_large_decoded(
     }
 }
 
-/// A put with its data converted into the tree, when the engine can take it so.
-fn prepare_put(decoded: ClientMessage) -> ClientMessage {
+/// A put or update with its data converted into the tree, when the engine can take it so.
+fn prepare_write(decoded: ClientMessage) -> ClientMessage {
     let ClientMessage::Request {
         request_id,
         request,
@@ -133,6 +134,12 @@ fn prepare_put(decoded: ClientMessage) -> ClientMessage {
             match PreparedSet::prepare(&target, &data) {
                 Some(data) => ClientRequest::Data(Request::PutPrepared { target, data, hash }),
                 None => ClientRequest::Data(Request::Put { target, data, hash }),
+            }
+        }
+        ClientRequest::Data(Request::Merge { path, entries }) => {
+            match PreparedMerge::prepare(&path, &entries) {
+                Some(entries) => ClientRequest::Data(Request::MergePrepared { path, entries }),
+                None => ClientRequest::Data(Request::Merge { path, entries }),
             }
         }
         other => other,
@@ -293,7 +300,12 @@ mod tests {
     use super::*;
 
     fn put_request(data: &str) -> Request {
-        let message = format!(r#"{{"t":"d","d":{{"r":3,"a":"p","b":{{"p":"/a","d":{data}}}}}}}"#);
+        write_request("p", data)
+    }
+
+    fn write_request(action: &str, data: &str) -> Request {
+        let message =
+            format!(r#"{{"t":"d","d":{{"r":3,"a":"{action}","b":{{"p":"/a","d":{data}}}}}}}"#);
         let message = LargeMessage {
             text: message,
             precheck: None,
@@ -332,7 +344,7 @@ mod tests {
     }
 
     #[test]
-    fn large_puts_are_converted_where_they_are_decoded() {
+    fn large_puts_and_updates_are_converted_where_they_are_decoded() {
         assert!(matches!(
             put_request("[1, 2, 3]"),
             Request::PutPrepared { .. }
@@ -344,5 +356,13 @@ mod tests {
             Request::Put { .. }
         ));
         assert!(matches!(put_request(r#"{"a.b": 1}"#), Request::Put { .. }));
+        assert!(matches!(
+            write_request("m", r#"{"b": [1, 2], "c/d": 3}"#),
+            Request::MergePrepared { .. }
+        ));
+        assert!(matches!(
+            write_request("m", r#"{"b": {".sv": "timestamp"}}"#),
+            Request::Merge { .. }
+        ));
     }
 }

@@ -274,6 +274,20 @@ impl Database {
                     Err(reply) => reply,
                 }
             }
+            Request::MergePrepared { path, entries } => {
+                let auth = self.session_auth(conn);
+                let write = Write {
+                    base: path,
+                    ops: entries.into_ops(),
+                };
+                match self.check(&auth, write, None, None, now_ms) {
+                    Ok(checked) => {
+                        checked.commit(out);
+                        Reply::write_ok()
+                    }
+                    Err(reply) => reply,
+                }
+            }
             Request::OnDisconnectPut { target, data } => {
                 self.queue(conn, QueuedOp::Put { target, data }, now_ms)
             }

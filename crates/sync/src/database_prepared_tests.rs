@@ -4,6 +4,8 @@
 use super::*;
 use serde_json::json;
 
+use crate::write::PreparedMerge;
+
 const CALLER: ConnId = 1;
 const LISTENER: ConnId = 2;
 
@@ -107,4 +109,58 @@ fn data_the_engine_must_resolve_or_refuse_is_not_prepared() {
         PreparedSet::prepare(&target("/x/.priority"), &json!([])),
         None
     );
+}
+
+fn entries(value: Value) -> Vec<(WriteTarget, Value)> {
+    match value {
+        Value::Object(map) => map
+            .into_iter()
+            .map(|(name, data)| (target(&name), data))
+            .collect(),
+        _ => panic!("entries are an object"),
+    }
+}
+
+#[test]
+fn a_prepared_merge_behaves_as_the_merge_it_came_from() {
+    let cases = [
+        (
+            "/open",
+            json!({"new": [1, 2], "old/x": null, "old/y/.priority": 3}),
+        ),
+        (
+            "/open",
+            json!({"old": {"x": {".value": 1, ".priority": "p"}}}),
+        ),
+        ("/open", json!({})),
+        ("/", json!({"open/a": 1, "locked/b": 2})),
+        ("/locked", json!({"a": 1})),
+    ];
+    for (path, update) in cases {
+        let path = Path::parse(path).expect("valid test path");
+        let update = entries(update);
+        let prepared = PreparedMerge::prepare(&path, &update).expect("nothing to resolve");
+        let plain = run(Request::Merge {
+            path: path.clone(),
+            entries: update.clone(),
+        });
+        let ahead = run(Request::MergePrepared {
+            path: path.clone(),
+            entries: prepared,
+        });
+        assert_eq!(ahead, plain, "{path}");
+    }
+}
+
+#[test]
+fn updates_the_engine_must_resolve_or_refuse_are_not_prepared() {
+    let root = Path::root();
+    let prepare = |update: Value| PreparedMerge::prepare(&root, &entries(update));
+    assert_eq!(prepare(json!({"a": {".sv": "timestamp"}, "b": 1})), None);
+    assert_eq!(prepare(json!({"a": 1, "a/b": 2})), None);
+    assert_eq!(prepare(json!({"a": {"b.c": 1}})), None);
+    let too_many: Vec<(WriteTarget, Value)> = (0..=MAX_MERGE_ENTRIES)
+        .map(|i| (target(&format!("/k{i}")), json!(1)))
+        .collect();
+    assert_eq!(PreparedMerge::prepare(&root, &too_many), None);
 }

@@ -25,4 +25,4 @@ pub use limits::{
 };
 pub use request::{ConnId, Reply, ReplyData, Request, Status, Tag};
 pub use server_values::{resolve_server_values, Resolved, ServerValueError};
-pub use write::{Change, PreparedSet, Write, WriteError, WriteOp, WriteTarget};
+pub use write::{Change, PreparedMerge, PreparedSet, Write, WriteError, WriteOp, WriteTarget};

@@ -5,7 +5,7 @@ use hearth_query::QueryParams;
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
-use crate::write::{PreparedSet, WriteTarget};
+use crate::write::{PreparedMerge, PreparedSet, WriteTarget};
 
 /// Identifies one connection (session) within a shard. Assigned by the runtime.
 pub type ConnId = u64;
@@ -45,6 +45,9 @@ pub enum Request {
         path: Path,
         entries: Vec<(WriteTarget, Value)>,
     },
+    /// A [`Request::Merge`] whose entries were converted ahead (see [`PreparedMerge`]);
+    /// handled exactly as the merge it came from.
+    MergePrepared { path: Path, entries: PreparedMerge },
     /// Queue a put to run when the connection ends (`o`).
     OnDisconnectPut { target: WriteTarget, data: Value },
     /// Queue a merge to run when the connection ends (`om`).

@@ -3,6 +3,7 @@
 use hearth_tree::{Node, Path, Priority, TreeError, MAX_DEPTH};
 use serde_json::Value;
 
+use crate::limits::MAX_MERGE_ENTRIES;
 use crate::server_values::contains_placeholder;
 
 /// Where a write lands: a path, or only the priority of the node at a path (a path that ends
@@ -131,6 +132,45 @@ impl PreparedSet {
 
     pub(crate) fn into_change(self) -> Change {
         self.change
+    }
+}
+
+/// The entries of a multi-path update converted ahead, as [`PreparedSet`] converts a set's
+/// data: only entries without placeholders, and only an update the engine would not refuse
+/// for its shape (too many entries, overlapping paths, data it cannot convert).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedMerge {
+    ops: Vec<WriteOp>,
+}
+
+impl PreparedMerge {
+    /// Converts the entries of an update at `path` exactly as the engine would; `None` when
+    /// the engine must resolve or refuse them itself.
+    pub fn prepare(path: &Path, entries: &[(WriteTarget, Value)]) -> Option<PreparedMerge> {
+        if entries.len() > MAX_MERGE_ENTRIES {
+            return None;
+        }
+        let mut ops = Vec::with_capacity(entries.len());
+        for (target, data) in entries {
+            if contains_placeholder(data) {
+                return None;
+            }
+            let absolute = WriteTarget {
+                path: path.join(&target.path),
+                priority_only: target.priority_only,
+            };
+            let change = change_from_json(&absolute, data).ok()?;
+            ops.push(WriteOp {
+                path: target.path.clone(),
+                change,
+            });
+        }
+        check_disjoint(&ops).ok()?;
+        Some(PreparedMerge { ops })
+    }
+
+    pub(crate) fn into_ops(self) -> Vec<WriteOp> {
+        self.ops
     }
 }
 
