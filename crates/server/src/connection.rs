@@ -14,7 +14,9 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, warn};
 
-use crate::dispatch::{expire_auth, on_decoded, on_frame, Handled};
+use crate::dispatch::{
+    decode_large, expire_auth, on_frame, on_large_decoded, Handled, LargeMessage,
+};
 use crate::http_head::Head;
 use crate::namespace::NamespaceError;
 use crate::outbound::{CloseReason, ConnHandle};
@@ -193,11 +195,11 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
                         // The shard serves everyone else meanwhile; this connection's next
                         // message is read only after this one is handled.
                         let decoded =
-                            tokio::task::spawn_blocking(move || hearth_wire::decode(&message)).await;
+                            tokio::task::spawn_blocking(move || decode_large(message)).await;
                         let Ok(decoded) = decoded else {
                             return Some(CloseReason::new(CloseCode::Error, "a message could not be decoded"));
                         };
-                        if let Err(reason) = on_decoded(shard, handle, decoded) {
+                        if let Err(reason) = on_large_decoded(shard, handle, decoded) {
                             return Some(reason);
                         }
                     }
@@ -224,7 +226,7 @@ enum Burst {
     End(Option<CloseReason>),
     /// A large write to decode off the shard's thread before anything else of this
     /// connection is read.
-    ParseOffThread(String),
+    ParseOffThread(LargeMessage),
 }
 
 /// Handles `first` and the messages already received after it, up to
@@ -280,7 +282,7 @@ async fn auth_expiry(expires_at: Option<u64>) {
 enum Inbound {
     Continue,
     Close(Option<CloseReason>),
-    ParseOffThread(String),
+    ParseOffThread(LargeMessage),
 }
 
 fn inbound(

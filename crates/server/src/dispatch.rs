@@ -1,7 +1,7 @@
 //! Handling one decoded request of a connection, and delivering the effects it causes.
 
 use bytes::Bytes;
-use hearth_sync::{AuthState, Effect, Effects};
+use hearth_sync::{AuthState, Effect, Effects, PreparedMerge, PreparedSet, Request, WritePrecheck};
 use hearth_wire::{
     decode_lazy, encode_auth_revoked, encode_cancel, encode_push, encode_reply,
     encode_reply_status, encode_reply_value, Assembled, ClientMessage, ClientRequest, Decoded,
@@ -19,10 +19,24 @@ use crate::time::now_ms;
 /// What became of an inbound frame.
 pub enum Handled {
     Done,
-    /// A large write that may proceed: its message is to be decoded off the shard's thread
-    /// (see [`OFF_THREAD_PARSE_BYTES`]) and then handed to [`on_decoded`], before the
+    /// A large message, to be decoded off the shard's thread ([`decode_large`], see
+    /// [`OFF_THREAD_PARSE_BYTES`]) and then handed to [`on_large_decoded`], before the
     /// connection's next message.
-    ParseOffThread(String),
+    ParseOffThread(LargeMessage),
+}
+
+/// A large message and what is needed to refuse it, if it is a write, before its data is
+/// parsed: everything the shard's thread would do with it, without touching its text.
+pub struct LargeMessage {
+    text: String,
+    precheck: Option<WritePrecheck>,
+}
+
+/// What the off-thread decoding of a [`LargeMessage`] gives.
+pub enum LargeDecoded {
+    /// The reply to a write its connection could never be allowed; its data was not parsed.
+    Refused(String),
+    Decoded(Result<ClientMessage, WireError>),
 }
 
 /// Feeds one inbound text frame. An error means the connection must close with that reason.
@@ -41,6 +55,19 @@ pub fn on_frame(
 
 fn on_message(shard: &Shard, handle: &ConnHandle, message: String) -> Result<Handled, CloseReason> {
     shard.stats.borrow_mut().messages_in += 1;
+    if message.len() > OFF_THREAD_PARSE_BYTES {
+        // Even the syntax check that finds a write's path costs O(size): all of it is done
+        // off the thread, with the precheck of the moment.
+        let precheck = shard
+            .databases
+            .borrow()
+            .get(&handle.namespace)
+            .and_then(|database| database.engine.write_precheck(handle.id));
+        return Ok(Handled::ParseOffThread(LargeMessage {
+            text: message,
+            precheck,
+        }));
+    }
     let decoded = match decode_lazy(&message) {
         Ok(Decoded::Message(message)) => Ok(message),
         Ok(Decoded::Write(write)) => {
@@ -48,15 +75,79 @@ fn on_message(shard: &Shard, handle: &ConnHandle, message: String) -> Result<Han
                 handle.send_text(refusal);
                 return Ok(Handled::Done);
             }
-            if write.data_len() > OFF_THREAD_PARSE_BYTES {
-                drop(write);
-                return Ok(Handled::ParseOffThread(message));
-            }
             write.finish()
         }
         Err(error) => Err(error),
     };
     on_decoded(shard, handle, decoded).map(|()| Handled::Done)
+}
+
+/// Decodes a large message, off the shard's thread (see [`Handled::ParseOffThread`]): a write
+/// its connection could never make is refused before its data is parsed, as on the thread;
+/// a put's or update's data is converted into the tree here too, and its JSON dropped here,
+/// when the engine can take it so ([`PreparedSet`], [`PreparedMerge`]): both cost about as
+/// much as the parse.
+pub fn decode_large(message: LargeMessage) -> LargeDecoded {
+    let decoded = match decode_lazy(&message.text) {
+        Ok(Decoded::Message(message)) => Ok(message),
+        Ok(Decoded::Write(write)) => {
+            let refusal = match (&message.precheck, write.scope()) {
+                (Some(precheck), Some((path, scope))) => precheck.check(path, scope).err(),
+                _ => None,
+            };
+            if let Some(reply) = refusal {
+                return LargeDecoded::Refused(encode_reply(write.request_id, &reply));
+            }
+            write.finish().map(prepare_write)
+        }
+        Err(error) => Err(error),
+    };
+    LargeDecoded::Decoded(decoded)
+}
+
+/// Handles what [`decode_large`] gave.
+pub fn on_large_decoded(
+    shard: &Shard,
+    handle: &ConnHandle,
+    decoded: LargeDecoded,
+) -> Result<(), CloseReason> {
+    match decoded {
+        LargeDecoded::Refused(reply) => {
+            handle.send_text(reply);
+            Ok(())
+        }
+        LargeDecoded::Decoded(decoded) => on_decoded(shard, handle, decoded),
+    }
+}
+
+/// A put or update with its data converted into the tree, when the engine can take it so.
+fn prepare_write(decoded: ClientMessage) -> ClientMessage {
+    let ClientMessage::Request {
+        request_id,
+        request,
+    } = decoded
+    else {
+        return decoded;
+    };
+    let request = match *request {
+        ClientRequest::Data(Request::Put { target, data, hash }) => {
+            match PreparedSet::prepare(&target, &data) {
+                Some(data) => ClientRequest::Data(Request::PutPrepared { target, data, hash }),
+                None => ClientRequest::Data(Request::Put { target, data, hash }),
+            }
+        }
+        ClientRequest::Data(Request::Merge { path, entries }) => {
+            match PreparedMerge::prepare(&path, &entries) {
+                Some(entries) => ClientRequest::Data(Request::MergePrepared { path, entries }),
+                None => ClientRequest::Data(Request::Merge { path, entries }),
+            }
+        }
+        other => other,
+    };
+    ClientMessage::Request {
+        request_id,
+        request: Box::new(request),
+    }
 }
 
 /// Handles a decoded message, or answers the error that stopped its decoding.
@@ -201,5 +292,77 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
             // the database's sequence number moved and wait for the record to be durable.
             Effect::Log(write) => shard.log_write(namespace, &write),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put_request(data: &str) -> Request {
+        write_request("p", data)
+    }
+
+    fn write_request(action: &str, data: &str) -> Request {
+        let message =
+            format!(r#"{{"t":"d","d":{{"r":3,"a":"{action}","b":{{"p":"/a","d":{data}}}}}}}"#);
+        let message = LargeMessage {
+            text: message,
+            precheck: None,
+        };
+        match decode_large(message) {
+            LargeDecoded::Decoded(Ok(ClientMessage::Request {
+                request_id: 3,
+                request,
+            })) => match *request {
+                ClientRequest::Data(request) => request,
+                other => panic!("not a data request: {other:?}"),
+            },
+            _ => panic!("not a request"),
+        }
+    }
+
+    #[test]
+    fn large_writes_no_rule_allows_are_refused_where_they_are_decoded() {
+        let mut database = hearth_sync::Database::new();
+        database.set_access(hearth_sync::Access::Locked, 0, &mut Effects::new());
+        database.connect(1);
+        let precheck = database.write_precheck(1);
+        assert!(precheck.is_some(), "an open connection has a precheck");
+        let text = r#"{"t":"d","d":{"r":5,"a":"p","b":{"p":"/a","d":[1,2,3]}}}"#.to_owned();
+        match decode_large(LargeMessage { text, precheck }) {
+            LargeDecoded::Refused(reply) => assert_eq!(
+                reply,
+                r#"{"t":"d","d":{"r":5,"b":{"s":"permission_denied","d":"Permission denied"}}}"#
+            ),
+            LargeDecoded::Decoded(decoded) => panic!("not refused: {decoded:?}"),
+        }
+        assert!(
+            database.write_precheck(2).is_none(),
+            "no connection, no precheck"
+        );
+    }
+
+    #[test]
+    fn large_puts_and_updates_are_converted_where_they_are_decoded() {
+        assert!(matches!(
+            put_request("[1, 2, 3]"),
+            Request::PutPrepared { .. }
+        ));
+        // Server values are resolved by the engine, against the data of the commit; data the
+        // engine refuses keeps its reply and its order.
+        assert!(matches!(
+            put_request(r#"{"t": {".sv": "timestamp"}}"#),
+            Request::Put { .. }
+        ));
+        assert!(matches!(put_request(r#"{"a.b": 1}"#), Request::Put { .. }));
+        assert!(matches!(
+            write_request("m", r#"{"b": [1, 2], "c/d": 3}"#),
+            Request::MergePrepared { .. }
+        ));
+        assert!(matches!(
+            write_request("m", r#"{"b": {".sv": "timestamp"}}"#),
+            Request::Merge { .. }
+        ));
     }
 }

@@ -33,8 +33,8 @@ use crate::http_body::HearthBody;
 use crate::http_unsent::{self, admit, ConnUnsent, WriteGuard};
 use crate::namespace::owner_shard;
 use crate::rest::{
-    execute_durable, make_call, parse_request, refuse_early, DataRequest, Endpoint, RestCall,
-    RestRequest, RestResponse,
+    execute_durable, make_call, parse_request, prepare_large_put, refuse_early, DataRequest,
+    Endpoint, RestCall, RestRequest, RestResponse,
 };
 use crate::shard::Shard;
 use crate::sse::open_stream;
@@ -195,7 +195,8 @@ async fn answer(
 /// 20 MB body takes about a second to parse). Smaller ones are not worth the hand-off.
 pub const OFF_THREAD_PARSE_BYTES: usize = 256 * 1024;
 
-/// Builds the call of a request, parsing a large body off the shard's thread. The
+/// Builds the call of a request, parsing a large body off the shard's thread (and converting
+/// a PUT's into the tree there too). The
 /// connection's next request waits for this one (hyper serves a connection's requests one at
 /// a time), so their order holds.
 async fn parse_call(
@@ -209,7 +210,7 @@ async fn parse_call(
     {
         return make_call(parsed, bytes, started);
     }
-    tokio::task::spawn_blocking(move || make_call(parsed, bytes, started))
+    tokio::task::spawn_blocking(move || make_call(parsed, bytes, started).map(prepare_large_put))
         .await
         .unwrap_or_else(|_| {
             Err(RestResponse::error(

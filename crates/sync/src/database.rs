@@ -15,7 +15,9 @@ use crate::ondisconnect::{OnDisconnectQueue, QueuedOp};
 use crate::request::{ConnId, Reply, ReplyData, Request, Status, Tag};
 use crate::server_values::{resolve_server_values, ServerValueError};
 use crate::views::{ViewId, Views};
-use crate::write::{change_from_json, check_disjoint, Write, WriteError, WriteOp, WriteTarget};
+use crate::write::{
+    change_from_json, check_disjoint, PreparedSet, Write, WriteError, WriteOp, WriteTarget,
+};
 
 /// Counters of one database, summed by the runtime when read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -251,10 +253,38 @@ impl Database {
                     Err(reply) => reply,
                 }
             }
+            Request::PutPrepared { target, data, hash } => {
+                let auth = self.session_auth(conn);
+                let condition = hash.as_deref().map(|hash| Condition {
+                    path: &target.path,
+                    hash,
+                });
+                match self.prepare_put_prepared(&auth, &target, data, condition, now_ms) {
+                    Ok(checked) => {
+                        checked.commit(out);
+                        Reply::write_ok()
+                    }
+                    Err(reply) => reply,
+                }
+            }
             Request::Merge { path, entries } => {
                 let auth = self.session_auth(conn);
                 match self.merge_as(&auth, &path, &entries, now_ms, out) {
                     Ok(()) => Reply::write_ok(),
+                    Err(reply) => reply,
+                }
+            }
+            Request::MergePrepared { path, entries } => {
+                let auth = self.session_auth(conn);
+                let write = Write {
+                    base: path,
+                    ops: entries.into_ops(),
+                };
+                match self.check(&auth, write, None, None, now_ms) {
+                    Ok(checked) => {
+                        checked.commit(out);
+                        Reply::write_ok()
+                    }
                     Err(reply) => reply,
                 }
             }
@@ -412,6 +442,26 @@ impl Database {
         self.check(auth, write, data_error, condition, now_ms)
     }
 
+    /// [`Database::prepare_put`] for data converted ahead (see [`PreparedSet`]): the same
+    /// checks in the same order, without the conversion.
+    pub fn prepare_put_prepared(
+        &mut self,
+        auth: &AuthState,
+        target: &WriteTarget,
+        data: PreparedSet,
+        condition: Option<Condition<'_>>,
+        now_ms: u64,
+    ) -> Result<CheckedWrite<'_>, Reply> {
+        let write = Write {
+            base: target.path.clone(),
+            ops: vec![WriteOp {
+                path: Path::root(),
+                change: data.into_change(),
+            }],
+        };
+        self.check(auth, write, None, condition, now_ms)
+    }
+
     /// Applies a multi-path update atomically with admin rights (no rules).
     pub fn merge(
         &mut self,
@@ -531,13 +581,18 @@ impl Database {
     ) -> Result<(), Reply> {
         // A read-only database answers so whoever asks, as the full check does first.
         self.check_writable()?;
-        if self.access.could_write(auth, path, scope) {
-            return Ok(());
-        }
-        let refusal = Refusal {
-            detail: format!("{path}: no rule could allow this write, whatever its data"),
-        };
-        Err(denied(0, &refusal))
+        precheck(&self.access, auth, path, scope)
+    }
+
+    /// What [`Database::precheck_write`] decides for `conn`, detached from the database (see
+    /// [`WritePrecheck`]); `None` when the connection is not open.
+    pub fn write_precheck(&self, conn: ConnId) -> Option<WritePrecheck> {
+        let session = self.sessions.get(&conn)?;
+        Some(WritePrecheck {
+            access: self.access.clone(),
+            auth: session.auth.clone(),
+            read_only: self.read_only.clone(),
+        })
     }
 
     /// Reads with the rights of `auth`: the query's result at `path`.
@@ -669,6 +724,43 @@ impl Database {
     }
 }
 
+/// [`Database::precheck_write`] as of one moment, detached from the database: the rules, the
+/// connection's identity and the read-only state, shared in O(1). It lets a large message be
+/// checked where it is decoded, away from the engine's thread, before its data is parsed. The
+/// full check runs in the engine later, against the rules of then.
+#[derive(Debug, Clone)]
+pub struct WritePrecheck {
+    access: Access,
+    auth: AuthState,
+    read_only: Option<Arc<str>>,
+}
+
+impl WritePrecheck {
+    /// The reply [`Database::precheck_write`] would give.
+    pub fn check(&self, path: &Path, scope: WriteScope) -> Result<(), Reply> {
+        if let Some(reason) = &self.read_only {
+            return Err(Reply::error(Status::Unavailable, reason.to_string()));
+        }
+        precheck(&self.access, &self.auth, path, scope)
+    }
+}
+
+/// Refuses a write that `auth` could never be allowed under `access`, whatever its data.
+fn precheck(
+    access: &Access,
+    auth: &AuthState,
+    path: &Path,
+    scope: WriteScope,
+) -> Result<(), Reply> {
+    if access.could_write(auth, path, scope) {
+        return Ok(());
+    }
+    let refusal = Refusal {
+        detail: format!("{path}: no rule could allow this write, whatever its data"),
+    };
+    Err(denied(0, &refusal))
+}
+
 /// Resolves one operation's server values against `existing` and converts it. `base` is the
 /// write's base path; `target` is relative to it. The refusal returned depends only on the
 /// request; an error that depends on `existing` comes back beside the operation, to be
@@ -714,3 +806,7 @@ mod tests;
 #[cfg(test)]
 #[path = "database_oracle_tests.rs"]
 mod oracle_tests;
+
+#[cfg(test)]
+#[path = "database_prepared_tests.rs"]
+mod prepared_tests;

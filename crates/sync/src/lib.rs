@@ -18,11 +18,11 @@ mod views;
 mod write;
 
 pub use access::{Access, AuthState, WriteScope};
-pub use database::{CheckedWrite, Condition, Database, DatabaseStats};
+pub use database::{CheckedWrite, Condition, Database, DatabaseStats, WritePrecheck};
 pub use effect::{Effect, Effects, Push, PushData, Target};
 pub use limits::{
     MAX_LISTENS_PER_SESSION, MAX_MERGE_ENTRIES, MAX_ONDISCONNECT_BYTES, MAX_ONDISCONNECT_OPS,
 };
 pub use request::{ConnId, Reply, ReplyData, Request, Status, Tag};
 pub use server_values::{resolve_server_values, Resolved, ServerValueError};
-pub use write::{Change, Write, WriteError, WriteOp, WriteTarget};
+pub use write::{Change, PreparedMerge, PreparedSet, Write, WriteError, WriteOp, WriteTarget};

@@ -5,7 +5,7 @@ use hearth_query::QueryParams;
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
-use crate::write::WriteTarget;
+use crate::write::{PreparedMerge, PreparedSet, WriteTarget};
 
 /// Identifies one connection (session) within a shard. Assigned by the runtime.
 pub type ConnId = u64;
@@ -33,11 +33,21 @@ pub enum Request {
         data: Value,
         hash: Option<String>,
     },
+    /// A [`Request::Put`] whose data was converted ahead, off the engine's thread (see
+    /// [`PreparedSet`]); handled exactly as the put it came from.
+    PutPrepared {
+        target: WriteTarget,
+        data: PreparedSet,
+        hash: Option<String>,
+    },
     /// Atomic multi-path update (`m`); entry targets are relative to `path`.
     Merge {
         path: Path,
         entries: Vec<(WriteTarget, Value)>,
     },
+    /// A [`Request::Merge`] whose entries were converted ahead (see [`PreparedMerge`]);
+    /// handled exactly as the merge it came from.
+    MergePrepared { path: Path, entries: PreparedMerge },
     /// Queue a put to run when the connection ends (`o`).
     OnDisconnectPut { target: WriteTarget, data: Value },
     /// Queue a merge to run when the connection ends (`om`).

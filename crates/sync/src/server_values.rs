@@ -61,7 +61,7 @@ struct Context {
     data_error: Option<ServerValueError>,
 }
 
-fn contains_placeholder(value: &Value) -> bool {
+pub(crate) fn contains_placeholder(value: &Value) -> bool {
     let mut stack = vec![value];
     while let Some(value) = stack.pop() {
         match value {

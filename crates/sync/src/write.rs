@@ -3,6 +3,9 @@
 use hearth_tree::{Node, Path, Priority, TreeError, MAX_DEPTH};
 use serde_json::Value;
 
+use crate::limits::MAX_MERGE_ENTRIES;
+use crate::server_values::contains_placeholder;
+
 /// Where a write lands: a path, or only the priority of the node at a path (a path that ends
 /// in `/.priority` on the wire).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -98,6 +101,76 @@ impl Write {
             };
         }
         next
+    }
+}
+
+/// The data of a set converted into the tree ahead of the engine, so that the O(size) work of
+/// a large write (the conversion, and dropping its JSON) can be done away from the thread that
+/// runs the engine. Only data without server value placeholders can be prepared: theirs depend
+/// on the stored data and the commit time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedSet {
+    change: Change,
+}
+
+impl PreparedSet {
+    /// Converts `data` for a set at `target` exactly as the engine would. `None` when the data
+    /// holds a placeholder or is refused: the engine then resolves the JSON itself and gives
+    /// its usual reply, in its usual order.
+    pub fn prepare(target: &WriteTarget, data: &Value) -> Option<PreparedSet> {
+        if contains_placeholder(data) {
+            return None;
+        }
+        let change = change_from_json(target, data).ok()?;
+        Some(PreparedSet { change })
+    }
+
+    /// The change the set makes at its target.
+    pub fn change(&self) -> &Change {
+        &self.change
+    }
+
+    pub(crate) fn into_change(self) -> Change {
+        self.change
+    }
+}
+
+/// The entries of a multi-path update converted ahead, as [`PreparedSet`] converts a set's
+/// data: only entries without placeholders, and only an update the engine would not refuse
+/// for its shape (too many entries, overlapping paths, data it cannot convert).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedMerge {
+    ops: Vec<WriteOp>,
+}
+
+impl PreparedMerge {
+    /// Converts the entries of an update at `path` exactly as the engine would; `None` when
+    /// the engine must resolve or refuse them itself.
+    pub fn prepare(path: &Path, entries: &[(WriteTarget, Value)]) -> Option<PreparedMerge> {
+        if entries.len() > MAX_MERGE_ENTRIES {
+            return None;
+        }
+        let mut ops = Vec::with_capacity(entries.len());
+        for (target, data) in entries {
+            if contains_placeholder(data) {
+                return None;
+            }
+            let absolute = WriteTarget {
+                path: path.join(&target.path),
+                priority_only: target.priority_only,
+            };
+            let change = change_from_json(&absolute, data).ok()?;
+            ops.push(WriteOp {
+                path: target.path.clone(),
+                change,
+            });
+        }
+        check_disjoint(&ops).ok()?;
+        Some(PreparedMerge { ops })
+    }
+
+    pub(crate) fn into_ops(self) -> Vec<WriteOp> {
+        self.ops
     }
 }
 

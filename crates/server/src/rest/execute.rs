@@ -8,7 +8,10 @@
 use std::time::Instant;
 
 use hearth_query::QueryParams;
-use hearth_sync::{AuthState, Condition, Database, Effects, Reply, ReplyData, Status, WriteTarget};
+use hearth_sync::{
+    AuthState, Change, Condition, Database, Effects, PreparedSet, Reply, ReplyData, Status,
+    WriteTarget,
+};
 use hearth_tree::{Key, Node, Path};
 use hearth_wire::{write_rest_json, write_shallow_json, write_value, JsonStyle};
 use serde_json::{Map, Value};
@@ -47,16 +50,48 @@ pub fn etag_of(node: &Node) -> String {
 const TOO_LARGE_TO_READ: &str =
     "Data requested exceeds the maximum size that can be accessed with a single request.";
 
+/// A write's answer larger than this is serialized on tokio's blocking pool, after the
+/// shard's part of the call is done, so that the other databases of the shard are served
+/// meanwhile (the answer to a PUT repeats the value written).
+pub const OFF_THREAD_ANSWER_BYTES: usize = 256 * 1024;
+
+/// The body of an answer, to be serialized later and off the shard's thread: a node, shared
+/// with the tree in O(1), in REST form.
+pub struct LateBody {
+    node: Node,
+    style: JsonStyle,
+}
+
+impl LateBody {
+    fn render(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        write_rest_json(&self.node, self.style, &mut body);
+        body
+    }
+}
+
 /// Runs a call and returns its answer.
+#[cfg(test)]
 pub fn execute(shard: &Shard, call: RestCall) -> RestResponse {
+    let (mut response, late) = execute_split(shard, call);
+    if let Some(late) = late {
+        response.body = late.render().into();
+    }
+    response
+}
+
+/// Runs a call and returns its answer, whose body may be left to serialize (see
+/// [`OFF_THREAD_ANSWER_BYTES`]).
+fn execute_split(shard: &Shard, call: RestCall) -> (RestResponse, Option<LateBody>) {
     shard.stats.borrow_mut().rest_requests += 1;
-    match call.op {
+    let response = match call.op {
         CallOp::RulesGet { strict } => get_rules(shard, &call.namespace, strict),
         CallOp::RulesPut { text } => put_rules(shard, &call.namespace, text),
         CallOp::Data {
             request,
             body,
             body_bytes,
+            prepared,
         } => {
             if request.method == DataMethod::Get {
                 read(shard, &call.namespace, &call.auth, &request, call.started)
@@ -66,33 +101,39 @@ pub fn execute(shard: &Shard, call: RestCall) -> RestResponse {
                     auth: &call.auth,
                     request: &request,
                     body,
+                    prepared,
                     body_bytes,
                 };
-                write.run(shard)
+                return write.run(shard);
             }
         }
-    }
+    };
+    (response, None)
 }
 
 /// Runs a call and answers once everything the answer may show is durable: the call's own
 /// write, and any earlier write of the database still being synced.
 pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
     let namespace = call.namespace.clone();
-    let response = execute(shard, call);
+    let (mut response, late) = execute_split(shard, call);
     let seq = shard.required_seq(&namespace);
-    if shard.gate.passes(seq) {
-        return response;
+    if !shard.gate.passes(seq) {
+        if let Some(store) = &shard.store {
+            if let Err(reason) = store.wait_durable(seq).await {
+                return RestResponse::error(
+                    503,
+                    format!("the write could not be made durable: {reason}"),
+                );
+            }
+        }
     }
-    match &shard.store {
-        Some(store) => match store.wait_durable(seq).await {
-            Ok(()) => response,
-            Err(reason) => RestResponse::error(
-                503,
-                format!("the write could not be made durable: {reason}"),
-            ),
-        },
-        None => response,
+    if let Some(late) = late {
+        match tokio::task::spawn_blocking(move || late.render()).await {
+            Ok(body) => response.body = body.into(),
+            Err(_) => return RestResponse::error(500, "the answer could not be serialized"),
+        }
     }
+    response
 }
 
 pub fn permission_denied() -> RestResponse {
@@ -187,6 +228,7 @@ struct Write<'a> {
     auth: &'a AuthState,
     request: &'a DataRequest,
     body: Option<Value>,
+    prepared: Option<PreparedSet>,
     body_bytes: usize,
 }
 
@@ -194,6 +236,8 @@ struct Write<'a> {
 enum Sent {
     /// A PUT's value (null for a DELETE).
     Put(Value),
+    /// A large PUT's value, converted off the shard's thread.
+    Prepared(PreparedSet),
     /// A POST's value, the new location and its push id.
     Post {
         value: Value,
@@ -208,27 +252,31 @@ enum Sent {
 }
 
 impl Write<'_> {
-    fn run(self, shard: &Shard) -> RestResponse {
+    fn run(self, shard: &Shard) -> (RestResponse, Option<LateBody>) {
         let namespace = self.namespace;
         let mut effects = Effects::new();
+        let mut late = None;
         let response = {
             let mut databases = shard.databases.borrow_mut();
             let database = shard.database(&mut databases, self.namespace);
-            self.apply(shard, database, &mut effects)
+            self.apply(shard, database, &mut effects, &mut late)
         };
         route_effects(shard, namespace, effects);
-        response
+        (response, late)
     }
 
+    /// Checks and commits the write; the answer's body may be left in `late`.
     fn apply(
         mut self,
         shard: &Shard,
         database: &mut Database,
         effects: &mut Effects,
+        late: &mut Option<LateBody>,
     ) -> RestResponse {
         let now = now_ms();
         let request = self.request;
         let body = self.body.take();
+        let prepared = self.prepared.take();
         let path = &request.target.path;
         // An ETag is the location's hash: asking for one (on its own or with If-Match) is a
         // read of the location, refused like one before anything else is decided.
@@ -245,10 +293,11 @@ impl Write<'_> {
         // before this function looks at the current data, so that a refused caller gets 401
         // whatever the data holds.
         let sent = match request.method {
-            DataMethod::Put | DataMethod::Delete => match (request.method, body) {
-                (DataMethod::Delete, _) => Sent::Put(Value::Null),
-                (_, Some(value)) => Sent::Put(value),
-                (_, None) => return RestResponse::error(400, super::INVALID_JSON),
+            DataMethod::Put | DataMethod::Delete => match (request.method, body, prepared) {
+                (DataMethod::Delete, ..) => Sent::Put(Value::Null),
+                (_, _, Some(prepared)) => Sent::Prepared(prepared),
+                (_, Some(value), None) => Sent::Put(value),
+                (_, None, None) => return RestResponse::error(400, super::INVALID_JSON),
             },
             DataMethod::Post => {
                 let Some(value) = body else {
@@ -294,6 +343,11 @@ impl Write<'_> {
             Sent::Put(value) => {
                 database.prepare_put(self.auth, &request.target, value, condition, now)
             }
+            Sent::Prepared(prepared) => {
+                // O(1): the change holds a node, shared.
+                let prepared = prepared.clone();
+                database.prepare_put_prepared(self.auth, &request.target, prepared, condition, now)
+            }
             Sent::Post { value, target, .. } => {
                 database.prepare_put(self.auth, target, value, condition, now)
             }
@@ -316,12 +370,14 @@ impl Write<'_> {
             return response;
         }
         checked.commit(effects);
-        let answer = self.answer(&sent, database, now);
         let root = database.root();
         let mut response = if request.silent {
             RestResponse::empty(204)
+        } else if let Some(body) = self.late_answer(&sent, database, now) {
+            *late = Some(body);
+            RestResponse::json(200, Vec::new())
         } else {
-            RestResponse::json(200, answer)
+            RestResponse::json(200, self.answer(&sent, database, now))
         };
         if request.want_etag || request.if_match.is_some() {
             response = response.with_header("etag", etag_of(&root.get(path)));
@@ -333,12 +389,33 @@ impl Write<'_> {
     fn replaced_bytes(&self, sent: &Sent, current: &Node) -> usize {
         let base = &self.request.target.path;
         match sent {
-            Sent::Put(_) => current.get(base).estimated_bytes(),
+            Sent::Put(_) | Sent::Prepared(_) => current.get(base).estimated_bytes(),
             Sent::Patch { entries, .. } => entries.iter().fold(0usize, |sum, (target, _)| {
                 sum.saturating_add(current.get(&base.join(&target.path)).estimated_bytes())
             }),
             Sent::Post { .. } => 0,
         }
+    }
+
+    /// The answer to a large prepared PUT, to serialize off the shard's thread: the same node
+    /// that [`Write::answer`] would serialize.
+    fn late_answer(&self, sent: &Sent, database: &Database, now: u64) -> Option<LateBody> {
+        let Sent::Prepared(prepared) = sent else {
+            return None;
+        };
+        let Change::Set(written) = prepared.change() else {
+            return None;
+        };
+        let path = &self.request.target.path;
+        let node = if database.check_read_as(self.auth, path, now).is_ok() {
+            database.root().get(path)
+        } else {
+            written.clone()
+        };
+        (node.estimated_bytes() > OFF_THREAD_ANSWER_BYTES).then_some(LateBody {
+            node,
+            style: self.request.style,
+        })
     }
 
     /// The body of a successful write's answer: what is now at the written location (for a
@@ -372,6 +449,18 @@ impl Write<'_> {
                     answer.insert(name.clone(), value);
                 }
                 write_value(&Value::Object(answer), request.style.pretty, &mut body);
+            }
+            Sent::Prepared(prepared) => {
+                if readable(&request.target.path) {
+                    write_location(root, &request.target, request.style, &mut body);
+                } else {
+                    match prepared.change() {
+                        Change::Set(node) => write_rest_json(node, request.style, &mut body),
+                        Change::Priority(priority) => {
+                            write_value(&priority.to_json(), request.style.pretty, &mut body)
+                        }
+                    }
+                }
             }
             Sent::Put(sent) => {
                 if readable(&request.target.path) {
@@ -487,6 +576,18 @@ pub(super) mod tests {
         headers: &[(&str, &str)],
         body: Option<&str>,
     ) -> RestResponse {
+        call_prepared(shard, method, uri, headers, body, false)
+    }
+
+    /// [`call`], with the call's body converted ahead as a large body is, when `prepare`.
+    pub(crate) fn call_prepared(
+        shard: &Shard,
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+        prepare: bool,
+    ) -> RestResponse {
         let mut builder = Request::builder().method(method).uri(uri);
         for (name, value) in headers {
             builder = builder.header(*name, *value);
@@ -498,6 +599,7 @@ pub(super) mod tests {
                 Err(response) => return response,
             };
         match make_call(request, body.map(|b| b.as_bytes().to_vec()), Instant::now()) {
+            Ok(call) if prepare => execute(shard, crate::rest::prepare_large_put(call)),
             Ok(call) => execute(shard, call),
             Err(response) => response,
         }

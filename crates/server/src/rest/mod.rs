@@ -15,13 +15,15 @@ mod oracle_tests;
 mod params;
 mod parse;
 mod precheck;
+#[cfg(test)]
+mod prepared_tests;
 mod response;
 mod settings;
 
 use std::time::{Duration, Instant};
 
 use hearth_query::RestQuery;
-use hearth_sync::{AuthState, WriteTarget};
+use hearth_sync::{AuthState, PreparedSet, WriteTarget};
 use hearth_wire::{parse_bounded, JsonStyle, ParseError};
 use serde_json::Value;
 
@@ -163,7 +165,34 @@ pub enum CallOp {
         body: Option<Value>,
         /// The body's size in bytes, for `writeSizeLimit`.
         body_bytes: usize,
+        /// A large PUT's body converted into the tree off the shard's thread, in place of
+        /// `body` (see [`prepare_large_put`]).
+        prepared: Option<PreparedSet>,
     },
+}
+
+/// Converts a PUT's parsed body into the tree, for a call built off the shard's thread: the
+/// conversion, and dropping the JSON, cost about as much as the parse. Bodies the engine must
+/// resolve itself (server values) or refuse stay as they are.
+pub fn prepare_large_put(mut call: RestCall) -> RestCall {
+    if let CallOp::Data {
+        request,
+        body,
+        prepared,
+        ..
+    } = &mut call.op
+    {
+        if request.method == DataMethod::Put {
+            if let Some(set) = body
+                .as_ref()
+                .and_then(|value| PreparedSet::prepare(&request.target, value))
+            {
+                *body = None;
+                *prepared = Some(set);
+            }
+        }
+    }
+    call
 }
 
 /// Builds the call of a request whose body (if any) has been read.
@@ -189,6 +218,7 @@ pub fn make_call(
                 request: data,
                 body,
                 body_bytes,
+                prepared: None,
             }
         }
         Endpoint::Status | Endpoint::Preflight { .. } => {
