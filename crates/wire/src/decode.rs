@@ -63,7 +63,10 @@ pub enum ClientMessage {
 
 /// Decodes one whole message.
 pub fn decode(text: &str) -> Result<ClientMessage, WireError> {
-    let value: Value = serde_json::from_str(text)
+    // `JSON.stringify` writes half of a surrogate pair as a lone escape that serde_json
+    // refuses; Firebase stores such strings, so they become U+FFFD instead of a closed socket.
+    let text = hearth_tree::replace_lone_surrogates_str(text);
+    let value: Value = serde_json::from_str(&text)
         .map_err(|error| WireError::unaddressed(format!("malformed JSON: {error}")))?;
     let Value::Object(mut envelope) = value else {
         return Err(WireError::unaddressed("a message must be a JSON object"));
@@ -320,6 +323,19 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn lone_surrogates_in_values_and_keys_become_replacement_characters() {
+        let (r, req) =
+            request(r#"{"t":"d","d":{"r":5,"a":"p","b":{"p":"/s","d":{"k\udc00":"\ud800"}}}}"#);
+        assert_eq!(r, 5);
+        match req {
+            ClientRequest::Data(Request::Put { data, .. }) => {
+                assert_eq!(data, serde_json::json!({"k\u{fffd}": "\u{fffd}"}));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]
