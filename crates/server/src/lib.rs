@@ -10,6 +10,8 @@ pub mod auth;
 pub mod config;
 mod connection;
 mod dispatch;
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod http_body;
 pub mod http_head;
