@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use hearth_tree::Path;
+use hearth_tree::{replace_lone_surrogates_str, Path};
 
 use crate::error::QueryError;
 use crate::params::{QueryParams, MAX_LIMIT, MAX_NAME, MIN_NAME};
@@ -188,7 +188,8 @@ impl QueryParams {
 }
 
 fn read_order(order_by: &str, q: &mut Map<String, Value>) -> Result<Order, RestQueryError> {
-    let Ok(Value::String(order)) = serde_json::from_str::<Value>(order_by) else {
+    let order_by = replace_lone_surrogates_str(order_by);
+    let Ok(Value::String(order)) = serde_json::from_str::<Value>(&order_by) else {
         return Err(RestQueryError::InvalidOrderBy);
     };
     let (index, order) = match order.as_str() {
@@ -240,7 +241,8 @@ fn bound(
 ) -> Result<(Value, Option<Value>), RestQueryError> {
     let invalid = RestQueryError::InvalidValue { param };
     let items: Vec<Value> =
-        serde_json::from_str(&format!("[{text}]")).map_err(|_| invalid.clone())?;
+        serde_json::from_str(&replace_lone_surrogates_str(&format!("[{text}]")))
+            .map_err(|_| invalid.clone())?;
     let mut items = items.into_iter();
     let (Some(value), name, None) = (items.next(), items.next(), items.next()) else {
         return Err(invalid);
@@ -297,6 +299,19 @@ mod tests {
         assert_eq!(
             QueryParams::from_rest(&text(&[("print", "pretty")])),
             Ok(None)
+        );
+    }
+
+    #[test]
+    fn lone_surrogates_in_bounds_and_order_become_replacement_characters() {
+        let query = parse(&[("orderBy", r#""a\udc00""#), ("equalTo", r#""\ud800""#)]);
+        assert_eq!(
+            query.params.index,
+            Index::Child(Path::parse("a\u{fffd}").expect("valid"))
+        );
+        assert_eq!(
+            query.params.start.map(|bound| bound.value),
+            Some(string("\u{fffd}"))
         );
     }
 

@@ -4,8 +4,8 @@ use bytes::Bytes;
 use hearth_sync::{AuthState, Effect, Effects, PreparedMerge, PreparedSet, Request, WritePrecheck};
 use hearth_wire::{
     decode_lazy, encode_auth_revoked, encode_cancel, encode_push, encode_reply,
-    encode_reply_status, encode_reply_value, Assembled, ClientMessage, ClientRequest, Decoded,
-    EncodedPush, FrameAssembler, PendingWrite, WireError, PONG,
+    encode_reply_status, encode_reply_value, without_lone_surrogates, Assembled, ClientMessage,
+    ClientRequest, Decoded, EncodedPush, FrameAssembler, PendingWrite, WireError, PONG,
 };
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -55,6 +55,7 @@ pub fn on_frame(
 
 fn on_message(shard: &Shard, handle: &ConnHandle, message: String) -> Result<Handled, CloseReason> {
     shard.stats.borrow_mut().messages_in += 1;
+    let message = without_lone_surrogates(message);
     if message.len() > OFF_THREAD_PARSE_BYTES {
         // Even the syntax check that finds a write's path costs O(size): all of it is done
         // off the thread, with the precheck of the moment.

@@ -12,6 +12,8 @@ pub mod budget;
 pub mod config;
 mod connection;
 mod dispatch;
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod http_body;
 pub mod http_head;

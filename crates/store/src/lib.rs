@@ -25,6 +25,8 @@ mod batch;
 mod catalog;
 mod codec;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod names;
 mod policy;
 mod record;

@@ -22,6 +22,7 @@ mod order;
 mod packed;
 mod path;
 mod priority;
+mod surrogates;
 
 pub use iter::{Children, ChildrenRange};
 pub use key::{compare_keys, compare_utf16, Key};
@@ -30,3 +31,4 @@ pub use node::{Leaf, Node};
 pub use order::compare_values;
 pub use path::Path;
 pub use priority::Priority;
+pub use surrogates::{replace_lone_surrogates, replace_lone_surrogates_str};

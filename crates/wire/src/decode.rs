@@ -68,7 +68,8 @@ pub enum ClientMessage {
 
 /// Decodes one whole message.
 pub fn decode(text: &str) -> Result<ClientMessage, WireError> {
-    match decode_lazy(text)? {
+    let text = hearth_tree::replace_lone_surrogates_str(text);
+    match decode_lazy(&text)? {
         Decoded::Message(message) => Ok(message),
         Decoded::Write(write) => write.finish(),
     }
@@ -97,8 +98,20 @@ pub struct PendingWrite<'a> {
 /// A JSON object whose members are not parsed yet.
 type RawObject<'a> = BTreeMap<String, &'a RawValue>;
 
+/// `JSON.stringify` writes half of a surrogate pair as a lone escape, which serde_json
+/// refuses; Firebase stores such strings, so each lone half becomes U+FFFD instead of a
+/// refused message. The text keeps its length, so error offsets stay true. Apply it to a
+/// message before [`decode_lazy`], which borrows from its text.
+pub fn without_lone_surrogates(text: String) -> String {
+    match hearth_tree::replace_lone_surrogates_str(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(fixed) => fixed,
+    }
+}
+
 /// Decodes one whole message, leaving a write's data unparsed: the envelope, request and
 /// body are read as borrowed raw text, so the data costs a syntax check and no allocation.
+/// Lone surrogates must have been replaced first ([`without_lone_surrogates`]).
 pub fn decode_lazy(text: &str) -> Result<Decoded<'_>, WireError> {
     let raw: &RawValue = serde_json::from_str(text)
         .map_err(|error| WireError::unaddressed(format!("malformed JSON: {error}")))?;
@@ -479,6 +492,19 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn lone_surrogates_in_values_and_keys_become_replacement_characters() {
+        let (r, req) =
+            request(r#"{"t":"d","d":{"r":5,"a":"p","b":{"p":"/s","d":{"k\udc00":"\ud800"}}}}"#);
+        assert_eq!(r, 5);
+        match req {
+            ClientRequest::Data(Request::Put { data, .. }) => {
+                assert_eq!(data, serde_json::json!({"k\u{fffd}": "\u{fffd}"}));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]

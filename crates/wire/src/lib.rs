@@ -16,8 +16,8 @@ mod sse;
 
 pub use bounded::{parse_bounded, ParseError, MAX_PARSE_BYTES_PER_BYTE, PARSE_ALLOWANCE_BYTES};
 pub use decode::{
-    decode, decode_lazy, AuthRequest, ClientMessage, ClientRequest, Decoded, PendingWrite,
-    WireError,
+    decode, decode_lazy, without_lone_surrogates, AuthRequest, ClientMessage, ClientRequest,
+    Decoded, PendingWrite, WireError,
 };
 pub use encode::{
     encode_auth_revoked, encode_cancel, encode_handshake, encode_push, encode_reply,

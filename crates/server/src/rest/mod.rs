@@ -239,12 +239,27 @@ pub const INVALID_JSON: &str = "Invalid data; couldn't parse JSON object, array,
 fn parse_json_body(bytes: &[u8]) -> Result<Value, RestResponse> {
     // serde_json refuses nesting deeper than 128 levels, so a hostile body cannot overflow
     // the stack; the tree refuses anything deeper than its own limit afterwards. The parse
-    // may take at most a fixed multiple of the body's size in memory.
-    let text = std::str::from_utf8(bytes).map_err(|_| RestResponse::error(400, INVALID_JSON))?;
+    // may take at most a fixed multiple of the body's size in memory. A lone surrogate escape
+    // (half an emoji from `JSON.stringify`) is stored as U+FFFD, as over WebSocket, instead
+    // of refusing the whole body.
+    let bytes = hearth_tree::replace_lone_surrogates(bytes);
+    let text = std::str::from_utf8(&bytes).map_err(|_| RestResponse::error(400, INVALID_JSON))?;
     parse_bounded(text).map_err(|error| match error {
         ParseError::Malformed(_) => RestResponse::error(400, INVALID_JSON),
         too_costly @ ParseError::TooCostly { .. } => {
             RestResponse::error(400, too_costly.to_string())
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_with_a_lone_surrogate_is_stored_with_a_replacement_character() {
+        let value = parse_json_body(br#"{"k\ud83d":"x\ude00"}"#).expect("parses");
+        assert_eq!(value, serde_json::json!({"k\u{fffd}": "x\u{fffd}"}));
+        assert!(parse_json_body(br#""\ud800"#).is_err());
+    }
 }

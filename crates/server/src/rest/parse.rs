@@ -5,6 +5,7 @@
 
 use hearth_query::{QueryParams, RestQueryText};
 use hearth_sync::{AuthState, WriteTarget};
+use hearth_tree::replace_lone_surrogates_str;
 use hearth_wire::{AuthRequest, JsonStyle};
 use hyper::http::request::Parts;
 use hyper::Method;
@@ -129,7 +130,7 @@ fn resolve_auth(
     };
     let (auth_override, no_auth) = match query.get("auth_variable_override") {
         None => (None, false),
-        Some(text) => match serde_json::from_str::<Value>(text) {
+        Some(text) => match serde_json::from_str::<Value>(&replace_lone_surrogates_str(text)) {
             Ok(Value::Null) => (None, true),
             Ok(value @ Value::Object(_)) => (Some(value), false),
             _ => {
