@@ -7,17 +7,19 @@ use hearth_query::QueryParams;
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
-use crate::access::{Access, AuthState, Refusal, WriteScope};
+use crate::access::{Access, AuthState, Refusal};
 use crate::effect::{Effect, Effects, Push, PushData, Target};
-use crate::events::write_events;
-use crate::limits::{MAX_LISTENS_PER_SESSION, MAX_MERGE_ENTRIES};
+use crate::limits::MAX_LISTENS_PER_SESSION;
 use crate::ondisconnect::{OnDisconnectQueue, QueuedOp};
 use crate::request::{ConnId, Reply, ReplyData, Request, Status, Tag};
-use crate::server_values::{resolve_server_values, ServerValueError};
 use crate::views::{ViewId, Views};
-use crate::write::{
-    change_from_json, check_disjoint, PreparedSet, Write, WriteError, WriteOp, WriteTarget,
-};
+use crate::write::{Write, WriteError};
+
+#[path = "database_writes.rs"]
+mod writes;
+
+use writes::resolve_op;
+pub use writes::{CheckedWrite, Condition, WritePrecheck};
 
 /// Counters of one database, summed by the runtime when read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,37 +42,6 @@ struct Session {
     auth: AuthState,
     listens: HashMap<(Path, Option<Tag>), ListenEntry>,
     on_disconnect: OnDisconnectQueue,
-}
-
-/// A compare-and-set condition: the write applies only if the node at `path` has the node
-/// hash `hash` (spec §10; the empty string for an empty location).
-#[derive(Debug, Clone, Copy)]
-pub struct Condition<'a> {
-    pub path: &'a Path,
-    pub hash: &'a str,
-}
-
-/// A write that passed every check. It borrows the database mutably, so nothing can change
-/// between the checks and [`CheckedWrite::commit`]; dropping it abandons the write. It lets a
-/// caller make a last check of its own after the access checks (REST's `writeSizeLimit`).
-pub struct CheckedWrite<'a> {
-    database: &'a mut Database,
-    write: Write,
-    new_root: Node,
-}
-
-impl CheckedWrite<'_> {
-    /// The data as it is before the write.
-    pub fn current(&self) -> &Node {
-        &self.database.root
-    }
-
-    /// Applies the write: its log record and pushes are appended to `out`.
-    pub fn commit(self, out: &mut Effects) {
-        if !self.write.ops.is_empty() {
-            self.database.commit(self.write, self.new_root, out);
-        }
-    }
 }
 
 /// The state machine of one database. Every method takes the time it may need as an argument
@@ -387,214 +358,6 @@ impl Database {
         Reply::write_ok()
     }
 
-    /// Replaces the value at `target` with admin rights (no rules); with `hash`, only if the
-    /// current value hashes to it.
-    pub fn put(
-        &mut self,
-        target: &WriteTarget,
-        data: &Value,
-        hash: Option<&str>,
-        now_ms: u64,
-        out: &mut Effects,
-    ) -> Result<(), Reply> {
-        self.put_as(&AuthState::Admin, target, data, hash, now_ms, out)
-    }
-
-    /// Replaces the value at `target` if `auth` may write it; with `hash`, only if the current
-    /// value hashes to it.
-    pub fn put_as(
-        &mut self,
-        auth: &AuthState,
-        target: &WriteTarget,
-        data: &Value,
-        hash: Option<&str>,
-        now_ms: u64,
-        out: &mut Effects,
-    ) -> Result<(), Reply> {
-        let condition = hash.map(|hash| Condition {
-            path: &target.path,
-            hash,
-        });
-        self.prepare_put(auth, target, data, condition, now_ms)?
-            .commit(out);
-        Ok(())
-    }
-
-    /// Checks a set of `target` to `data` by `auth`, with an optional compare-and-set
-    /// `condition`, and returns it ready to commit. Refusals come in an order that tells a
-    /// refused caller nothing of data it may not read (see [`Database::check`]).
-    pub fn prepare_put(
-        &mut self,
-        auth: &AuthState,
-        target: &WriteTarget,
-        data: &Value,
-        condition: Option<Condition<'_>>,
-        now_ms: u64,
-    ) -> Result<CheckedWrite<'_>, Reply> {
-        let existing = self.root.get(&target.path);
-        let (mut op, data_error) = resolve_op(&Path::root(), target, data, &existing, now_ms)?;
-        // A set is one operation at the write's base.
-        op.path = Path::root();
-        let write = Write {
-            base: target.path.clone(),
-            ops: vec![op],
-        };
-        self.check(auth, write, data_error, condition, now_ms)
-    }
-
-    /// [`Database::prepare_put`] for data converted ahead (see [`PreparedSet`]): the same
-    /// checks in the same order, without the conversion.
-    pub fn prepare_put_prepared(
-        &mut self,
-        auth: &AuthState,
-        target: &WriteTarget,
-        data: PreparedSet,
-        condition: Option<Condition<'_>>,
-        now_ms: u64,
-    ) -> Result<CheckedWrite<'_>, Reply> {
-        let write = Write {
-            base: target.path.clone(),
-            ops: vec![WriteOp {
-                path: Path::root(),
-                change: data.into_change(),
-            }],
-        };
-        self.check(auth, write, None, condition, now_ms)
-    }
-
-    /// Applies a multi-path update atomically with admin rights (no rules).
-    pub fn merge(
-        &mut self,
-        path: &Path,
-        entries: &[(WriteTarget, Value)],
-        now_ms: u64,
-        out: &mut Effects,
-    ) -> Result<(), Reply> {
-        self.merge_as(&AuthState::Admin, path, entries, now_ms, out)
-    }
-
-    /// Applies a multi-path update atomically if `auth` may write every one of its paths.
-    pub fn merge_as(
-        &mut self,
-        auth: &AuthState,
-        path: &Path,
-        entries: &[(WriteTarget, Value)],
-        now_ms: u64,
-        out: &mut Effects,
-    ) -> Result<(), Reply> {
-        self.prepare_merge(auth, path, entries, None, now_ms)?
-            .commit(out);
-        Ok(())
-    }
-
-    /// Checks a multi-path update by `auth`, with an optional compare-and-set `condition`,
-    /// and returns it ready to commit (see [`Database::prepare_put`]).
-    pub fn prepare_merge(
-        &mut self,
-        auth: &AuthState,
-        path: &Path,
-        entries: &[(WriteTarget, Value)],
-        condition: Option<Condition<'_>>,
-        now_ms: u64,
-    ) -> Result<CheckedWrite<'_>, Reply> {
-        let (write, data_error) = self.resolve_merge(path, entries, now_ms)?;
-        self.check(auth, write, data_error, condition, now_ms)
-    }
-
-    /// Decides whether `auth` may make `write`, in an order chosen so that a refused caller
-    /// gets the same answer whatever the hidden data holds: first the access checks (the
-    /// rules, and for a compare-and-set the right to read its location, since its answer
-    /// tells whether the hash matches), then what depends on the data: the hash, then an
-    /// error found while resolving server values against the data (`data_error`).
-    fn check(
-        &mut self,
-        auth: &AuthState,
-        write: Write,
-        data_error: Option<WriteError>,
-        condition: Option<Condition<'_>>,
-        now_ms: u64,
-    ) -> Result<CheckedWrite<'_>, Reply> {
-        let new_root = write.apply(&self.root);
-        if write.ops.is_empty() && condition.is_none() {
-            // An empty update changes nothing and is not logged.
-            return Ok(CheckedWrite {
-                database: self,
-                write,
-                new_root,
-            });
-        }
-        self.check_writable()?;
-        if let Some(condition) = &condition {
-            self.access
-                .check_read(auth, &self.root, condition.path, None, now_ms)
-                .map_err(|refusal| denied(0, &refusal))?;
-        }
-        self.check_write(auth, &write, &new_root, now_ms)
-            .map_err(|refusal| denied(0, &refusal))?;
-        if let Some(condition) = &condition {
-            if *self.root.get(condition.path).hash() != *condition.hash {
-                return Err(Reply {
-                    status: Status::DataStale,
-                    data: ReplyData::EmptyText,
-                });
-            }
-        }
-        if let Some(error) = data_error {
-            return Err(invalid(error));
-        }
-        Ok(CheckedWrite {
-            database: self,
-            write,
-            new_root,
-        })
-    }
-
-    /// Checks that `auth` may read `path` (with no query), for answers that reveal something
-    /// of its data without sending it (REST ETags).
-    pub fn check_read_as(&self, auth: &AuthState, path: &Path, now_ms: u64) -> Result<(), Reply> {
-        self.access
-            .check_read(auth, &self.root, path, None, now_ms)
-            .map_err(|refusal| denied(0, &refusal))
-    }
-
-    /// Refuses at once a write that `conn` could never be allowed, whatever its data (see
-    /// [`Access::could_write`]), with the reply the full check would give; called before the
-    /// data is parsed. A connection that is not open is left for [`Database::handle`].
-    pub fn precheck_write(
-        &self,
-        conn: ConnId,
-        path: &Path,
-        scope: WriteScope,
-    ) -> Result<(), Reply> {
-        match self.sessions.get(&conn) {
-            Some(session) => self.precheck_write_as(&session.auth, path, scope),
-            None => Ok(()),
-        }
-    }
-
-    /// [`Database::precheck_write`] for a caller with the rights of `auth` (REST).
-    pub fn precheck_write_as(
-        &self,
-        auth: &AuthState,
-        path: &Path,
-        scope: WriteScope,
-    ) -> Result<(), Reply> {
-        // A read-only database answers so whoever asks, as the full check does first.
-        self.check_writable()?;
-        precheck(&self.access, auth, path, scope)
-    }
-
-    /// What [`Database::precheck_write`] decides for `conn`, detached from the database (see
-    /// [`WritePrecheck`]); `None` when the connection is not open.
-    pub fn write_precheck(&self, conn: ConnId) -> Option<WritePrecheck> {
-        let session = self.sessions.get(&conn)?;
-        Some(WritePrecheck {
-            access: self.access.clone(),
-            auth: session.auth.clone(),
-            read_only: self.read_only.clone(),
-        })
-    }
-
     /// Reads with the rights of `auth`: the query's result at `path`.
     pub fn read_as(
         &self,
@@ -607,35 +370,6 @@ impl Database {
             .check_read(auth, &self.root, path, Some(query), now_ms)
             .map_err(|refusal| denied(0, &refusal))?;
         Ok(query.apply(&self.root.get(path)))
-    }
-
-    /// Resolves a multi-path update against the current data; the first error that depends
-    /// on the data comes back beside the write (see [`Database::check`]).
-    fn resolve_merge(
-        &self,
-        path: &Path,
-        entries: &[(WriteTarget, Value)],
-        now_ms: u64,
-    ) -> Result<(Write, Option<WriteError>), Reply> {
-        if entries.len() > MAX_MERGE_ENTRIES {
-            return Err(invalid(WriteError::TooManyEntries {
-                limit: MAX_MERGE_ENTRIES,
-            }));
-        }
-        let mut ops = Vec::with_capacity(entries.len());
-        let mut first_data_error = None;
-        for (target, data) in entries {
-            let existing = self.root.get(&path.join(&target.path));
-            let (op, data_error) = resolve_op(path, target, data, &existing, now_ms)?;
-            ops.push(op);
-            first_data_error = first_data_error.or(data_error);
-        }
-        check_disjoint(&ops).map_err(invalid)?;
-        let write = Write {
-            base: path.clone(),
-            ops,
-        };
-        Ok((write, first_data_error))
     }
 
     fn session_auth(&self, conn: ConnId) -> AuthState {
@@ -687,105 +421,12 @@ impl Database {
         }
     }
 
-    /// Checks `write`, which would turn the current root into `new_root`, against the rules
-    /// as `auth`.
-    fn check_write(
-        &self,
-        auth: &AuthState,
-        write: &Write,
-        new_root: &Node,
-        now_ms: u64,
-    ) -> Result<(), Refusal> {
-        if *auth == AuthState::Admin || matches!(self.access, Access::Open) {
-            return Ok(());
-        }
-        let relative: Vec<Path> = write.ops.iter().map(|op| op.path.clone()).collect();
-        self.access
-            .check_write(auth, &self.root, new_root, &write.base, &relative, now_ms)
-    }
-
-    /// Applies a resolved write: the new root replaces the old one, the write goes to the log,
-    /// and every affected view gets its push.
-    fn commit(&mut self, write: Write, new_root: Node, out: &mut Effects) {
-        let old_root = std::mem::replace(&mut self.root, new_root);
-        self.stats.writes += 1;
-        let write = Arc::new(write);
-        out.push(Effect::Log(write.clone()));
-        let before = out.len();
-        write_events(&mut self.views, &write, &old_root, &self.root, out);
-        self.stats.pushes += (out.len() - before) as u64;
-    }
-
     /// The number of operations queued with onDisconnect by `conn`.
     pub fn on_disconnect_len(&self, conn: ConnId) -> usize {
         self.sessions
             .get(&conn)
             .map_or(0, |session| session.on_disconnect.len())
     }
-}
-
-/// [`Database::precheck_write`] as of one moment, detached from the database: the rules, the
-/// connection's identity and the read-only state, shared in O(1). It lets a large message be
-/// checked where it is decoded, away from the engine's thread, before its data is parsed. The
-/// full check runs in the engine later, against the rules of then.
-#[derive(Debug, Clone)]
-pub struct WritePrecheck {
-    access: Access,
-    auth: AuthState,
-    read_only: Option<Arc<str>>,
-}
-
-impl WritePrecheck {
-    /// The reply [`Database::precheck_write`] would give.
-    pub fn check(&self, path: &Path, scope: WriteScope) -> Result<(), Reply> {
-        if let Some(reason) = &self.read_only {
-            return Err(Reply::error(Status::Unavailable, reason.to_string()));
-        }
-        precheck(&self.access, &self.auth, path, scope)
-    }
-}
-
-/// Refuses a write that `auth` could never be allowed under `access`, whatever its data.
-fn precheck(
-    access: &Access,
-    auth: &AuthState,
-    path: &Path,
-    scope: WriteScope,
-) -> Result<(), Reply> {
-    if access.could_write(auth, path, scope) {
-        return Ok(());
-    }
-    let refusal = Refusal {
-        detail: format!("{path}: no rule could allow this write, whatever its data"),
-    };
-    Err(denied(0, &refusal))
-}
-
-/// Resolves one operation's server values against `existing` and converts it. `base` is the
-/// write's base path; `target` is relative to it. The refusal returned depends only on the
-/// request; an error that depends on `existing` comes back beside the operation, to be
-/// reported only after the access checks (see [`Database::check`]).
-fn resolve_op(
-    base: &Path,
-    target: &WriteTarget,
-    data: &Value,
-    existing: &Node,
-    now_ms: u64,
-) -> Result<(WriteOp, Option<WriteError>), Reply> {
-    let server_value_error = |error: ServerValueError| WriteError::ServerValue(error.to_string());
-    let resolved = resolve_server_values(data, existing, now_ms)
-        .map_err(|error| invalid(server_value_error(error)))?;
-    let absolute = WriteTarget {
-        path: base.join(&target.path),
-        priority_only: target.priority_only,
-    };
-    let change =
-        change_from_json(&absolute, resolved.value.as_ref().unwrap_or(data)).map_err(invalid)?;
-    let op = WriteOp {
-        path: target.path.clone(),
-        change,
-    };
-    Ok((op, resolved.data_error.map(server_value_error)))
 }
 
 /// The reply to a refused operation. The rule that refused it goes to the debug log only: the

@@ -2,6 +2,7 @@
 //! compare-and-set, server values and onDisconnect must not be oracles on hidden data.
 
 use super::*;
+use crate::write::WriteTarget;
 use serde_json::json;
 
 const CALLER: ConnId = 1;

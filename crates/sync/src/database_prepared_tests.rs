@@ -2,6 +2,8 @@
 //! came from: the same reply, the same log record and pushes, the same data afterwards.
 
 use super::*;
+use crate::limits::MAX_MERGE_ENTRIES;
+use crate::write::{PreparedSet, WriteTarget};
 use serde_json::json;
 
 use crate::write::PreparedMerge;

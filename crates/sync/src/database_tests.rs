@@ -1,6 +1,8 @@
 //! Scenario tests of the database state machine: requests in, effects and replies out.
 
 use super::*;
+use crate::access::WriteScope;
+use crate::write::WriteTarget;
 use serde_json::json;
 
 fn path(text: &str) -> Path {

@@ -1,0 +1,285 @@
+//! Tests of REST execution: every method, ETags and conditions, parameters, refusals.
+
+use super::*;
+use crate::config::ServeConfig;
+use crate::rest::{make_call, parse_request, RestRequest};
+use hearth_tree::Path;
+use hyper::Request;
+use serde_json::json;
+use std::rc::Rc;
+use tokio::sync::{mpsc, watch};
+
+/// The value (export form) at `path` of `namespace`.
+pub(crate) fn value_at(shard: &Shard, namespace: &str, path: &str) -> Value {
+    shard
+        .databases
+        .borrow()
+        .get(namespace)
+        .map(|database| {
+            database
+                .root()
+                .get(&Path::parse(path).expect("valid test path"))
+                .to_json(true)
+        })
+        .unwrap_or(Value::Null)
+}
+
+pub(crate) fn shard() -> Shard {
+    let (_shutdown, receiver) = watch::channel(false);
+    let config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let (sender, _receiver) = mpsc::unbounded_channel();
+    Shard::new(0, Rc::new(config), receiver, vec![sender])
+}
+
+pub(crate) fn call(
+    shard: &Shard,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> RestResponse {
+    call_prepared(shard, method, uri, headers, body, false)
+}
+
+/// [`call`], with the call's body converted ahead as a large body is, when `prepare`.
+pub(crate) fn call_prepared(
+    shard: &Shard,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+    prepare: bool,
+) -> RestResponse {
+    let mut builder = Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let parts = builder.body(()).expect("valid test request").into_parts().0;
+    let request: RestRequest =
+        match parse_request(&parts, &crate::auth::AuthConfig::development(), "default") {
+            Ok(request) => request,
+            Err(response) => return response,
+        };
+    match make_call(request, body.map(|b| b.as_bytes().to_vec()), Instant::now()) {
+        Ok(call) if prepare => execute(shard, crate::rest::prepare_large_put(call)),
+        Ok(call) => execute(shard, call),
+        Err(response) => response,
+    }
+}
+
+pub(crate) fn json_body(response: &RestResponse) -> Value {
+    serde_json::from_slice(&response.body).expect("a JSON body")
+}
+
+pub(crate) fn etag(response: &RestResponse) -> Option<&str> {
+    response
+        .headers
+        .iter()
+        .find(|(name, _)| *name == "etag")
+        .map(|(_, value)| value.as_str())
+}
+
+#[test]
+fn put_get_patch_delete() {
+    let shard = shard();
+    let put = call(
+        &shard,
+        "PUT",
+        "/a.json?ns=t",
+        &[],
+        Some(r#"{"x": 1.0, "y": [1, 2]}"#),
+    );
+    assert_eq!(put.status, 200);
+    assert_eq!(&put.body[..], br#"{"x":1,"y":[1,2]}"#);
+    let patch = call(
+        &shard,
+        "PATCH",
+        "/a.json?ns=t",
+        &[],
+        Some(r#"{"x": null, "z/w": {".sv": "timestamp"}}"#),
+    );
+    assert_eq!(patch.status, 200);
+    assert_eq!(json_body(&patch)["x"], Value::Null);
+    assert!(json_body(&patch)["z/w"].as_u64().is_some());
+    let get = call(&shard, "GET", "/a.json?ns=t", &[], None);
+    assert_eq!(json_body(&get)["y"], json!([1, 2]));
+    assert!(json_body(&get).get("x").is_none());
+    let delete = call(&shard, "DELETE", "/a.json?ns=t", &[], None);
+    assert_eq!((delete.status, &delete.body[..]), (200, &b"null"[..]));
+    assert_eq!(value_at(&shard, "t", "/a"), Value::Null);
+}
+
+#[test]
+fn post_creates_ordered_children() {
+    let shard = shard();
+    let first = json_body(&call(&shard, "POST", "/list.json?ns=t", &[], Some("1")));
+    let second = json_body(&call(&shard, "POST", "/list.json?ns=t", &[], Some("2")));
+    let (first, second) = (
+        first["name"].as_str().expect("a name").to_owned(),
+        second["name"].as_str().expect("a name").to_owned(),
+    );
+    assert!(first < second);
+    assert_eq!(value_at(&shard, "t", &format!("/list/{second}")), json!(2));
+}
+
+#[test]
+fn etags_and_conditions() {
+    let shard = shard();
+    let empty = call(
+        &shard,
+        "GET",
+        "/c.json",
+        &[("x-firebase-etag", "true")],
+        None,
+    );
+    assert_eq!(etag(&empty), Some(NULL_ETAG));
+    let created = call(
+        &shard,
+        "PUT",
+        "/c.json",
+        &[("if-match", NULL_ETAG)],
+        Some("1"),
+    );
+    assert_eq!(created.status, 200);
+    let tag = etag(&created).expect("an etag").to_owned();
+    assert_ne!(tag, NULL_ETAG);
+    let stale = call(
+        &shard,
+        "PUT",
+        "/c.json",
+        &[("if-match", NULL_ETAG)],
+        Some("2"),
+    );
+    assert_eq!(stale.status, 412);
+    assert_eq!(&stale.body[..], b"1");
+    assert_eq!(etag(&stale), Some(tag.as_str()));
+    let unchanged = call(&shard, "GET", "/c.json", &[("if-none-match", &tag)], None);
+    assert_eq!(unchanged.status, 304);
+    assert!(unchanged.body.is_empty());
+    let changed = call(
+        &shard,
+        "GET",
+        "/c.json",
+        &[("if-none-match", "other")],
+        None,
+    );
+    assert_eq!(changed.status, 200);
+    assert_eq!(etag(&changed), Some(tag.as_str()));
+}
+
+#[test]
+fn reads_with_parameters() {
+    let shard = shard();
+    call(
+        &shard,
+        "PUT",
+        "/p.json",
+        &[],
+        Some(r#"{"a": {"age": 3, ".priority": 1}, "b": {"age": 7}, "c": {"age": 9}}"#),
+    );
+    let query = call(
+        &shard,
+        "GET",
+        "/p.json?orderBy=%22age%22&startAt=5&limitToFirst=1",
+        &[],
+        None,
+    );
+    assert_eq!(json_body(&query), json!({"b": {"age": 7}}));
+    let none = call(
+        &shard,
+        "GET",
+        "/p.json?orderBy=%22age%22&limitToLast=0",
+        &[],
+        None,
+    );
+    assert_eq!(&none.body[..], b"null");
+    let shallow = call(&shard, "GET", "/p.json?shallow=true", &[], None);
+    assert_eq!(
+        json_body(&shallow),
+        json!({"a": true, "b": true, "c": true})
+    );
+    let export = call(&shard, "GET", "/p/a.json?format=export", &[], None);
+    assert_eq!(json_body(&export), json!({"age": 3, ".priority": 1}));
+    let priority = call(&shard, "GET", "/p/a/.priority.json", &[], None);
+    assert_eq!(&priority.body[..], b"1");
+    let silent = call(&shard, "GET", "/p.json?print=silent", &[], None);
+    assert_eq!((silent.status, silent.body.len()), (204, 0));
+    let jsonp = call(&shard, "GET", "/p/b/age.json?callback=cb", &[], None);
+    assert_eq!(&jsonp.body[..], b"cb(7);");
+    let pretty = call(&shard, "GET", "/p/b.json?print=pretty", &[], None);
+    assert_eq!(&pretty.body[..], b"{\n  \"age\" : 7\n}");
+}
+
+#[test]
+fn bad_writes() {
+    let shard = shard();
+    assert_eq!(
+        call(&shard, "PUT", "/a.json", &[], Some("{nope")).status,
+        400
+    );
+    assert_eq!(call(&shard, "PUT", "/a.json", &[], Some("")).status, 400);
+    assert_eq!(
+        call(&shard, "PUT", "/a.json", &[], Some(r#"{"b.c": 1}"#)).status,
+        400
+    );
+    assert_eq!(
+        call(
+            &shard,
+            "PUT",
+            "/a.json",
+            &[],
+            Some(r#"{".value": 1, "x": 2}"#)
+        )
+        .status,
+        400
+    );
+    assert_eq!(
+        call(&shard, "PATCH", "/a.json", &[], Some("[1]")).status,
+        400
+    );
+    assert_eq!(
+        call(
+            &shard,
+            "PATCH",
+            "/a.json",
+            &[],
+            Some(r#"{"b": 1, "b/c": 2}"#)
+        )
+        .status,
+        400
+    );
+    let big = format!("\"{}\"", "x".repeat(2 * 1024 * 1024));
+    let too_big = call(
+        &shard,
+        "PUT",
+        "/a.json?writeSizeLimit=tiny",
+        &[],
+        Some(&big),
+    );
+    assert_eq!(too_big.status, 413);
+    call(
+        &shard,
+        "PUT",
+        "/a.json?writeSizeLimit=small",
+        &[],
+        Some(&big),
+    );
+    let delete = call(&shard, "DELETE", "/a.json?writeSizeLimit=tiny", &[], None);
+    assert_eq!(delete.status, 413, "deleting 2 MiB costs 2 MiB");
+    assert_eq!(
+        call(&shard, "DELETE", "/a.json?writeSizeLimit=small", &[], None).status,
+        200
+    );
+}
+
+#[test]
+fn priority_targets() {
+    let shard = shard();
+    call(&shard, "PUT", "/a.json", &[], Some("{\"x\":1}"));
+    let set = call(&shard, "PUT", "/a/.priority.json", &[], Some("5"));
+    assert_eq!((set.status, &set.body[..]), (200, &b"5"[..]));
+    assert_eq!(
+        value_at(&shard, "default", "/a"),
+        json!({"x": 1, ".priority": 5})
+    );
+}
