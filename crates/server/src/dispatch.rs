@@ -10,7 +10,7 @@ use hearth_wire::{
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::auth::{authenticate_with, now_secs};
-use crate::http::OFF_THREAD_PARSE_BYTES;
+use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::outbound::{encode_frames, CloseReason, ConnHandle};
 use crate::shard::Shard;
 use crate::sse::SseFanout;

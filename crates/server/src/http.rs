@@ -30,8 +30,9 @@ use tracing::debug;
 
 use crate::budget::{ByteBudget, Held};
 use crate::http_body::HearthBody;
-use crate::http_unsent::{self, admit, ConnUnsent, WriteGuard};
+use crate::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
 use crate::namespace::owner_shard;
+use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::rest::{
     execute_durable, make_call, parse_request, prepare_large_put, refuse_early, DataRequest,
     Endpoint, RestCall, RestRequest, RestResponse,
@@ -110,7 +111,7 @@ async fn respond(
     let (parts, body) = request.into_parts();
     let mut body = Some(body);
     let response = if unsent.server_is_full() {
-        http_unsent::busy()
+        busy()
     } else {
         admit(unsent, answer(shard, &parts, &mut body).await)
     };
@@ -189,11 +190,6 @@ async fn answer(
     };
     response.into_http()
 }
-
-/// Bodies larger than this are parsed on tokio's blocking pool rather than on the shard's
-/// thread, so that other connections and databases of the shard are served meanwhile (a
-/// 20 MB body takes about a second to parse). Smaller ones are not worth the hand-off.
-pub const OFF_THREAD_PARSE_BYTES: usize = 256 * 1024;
 
 /// Builds the call of a request, parsing a large body off the shard's thread (and converting
 /// a PUT's into the tree there too). The
@@ -398,6 +394,40 @@ where
 /// What a client is told while the server's body budget is spent.
 pub const BODIES_BUSY: &str =
     "The server is receiving too many request bodies at once; retry later.";
+
+/// The 503 of a spent answer budget.
+pub fn busy() -> Response<HearthBody> {
+    RestResponse::error(503, ANSWERS_BUSY)
+        .with_header("retry-after", "1")
+        .into_http()
+}
+
+/// Counts `response` on the connection, or replaces it with a 503 when it may not be sent.
+pub fn admit(conn: &Rc<ConnUnsent>, mut response: Response<HearthBody>) -> Response<HearthBody> {
+    if let HearthBody::Stream(stream) = response.body_mut() {
+        stream.count_on(conn.clone());
+        return response;
+    }
+    let bytes = response.body().unsent_len();
+    if bytes == 0 {
+        return response;
+    }
+    match conn.take(bytes) {
+        Ok(unsent) => {
+            response.body_mut().count(unsent);
+            response
+        }
+        Err(Refused::Server) => busy(),
+        Err(Refused::Connection) => {
+            // The socket fails from now on; the answer only tells a log what happened.
+            let mut refused = busy();
+            refused
+                .headers_mut()
+                .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+            refused
+        }
+    }
+}
 
 /// A socket whose first bytes were already read: they are returned first, then reading goes
 /// on from the socket.

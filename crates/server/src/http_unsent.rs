@@ -11,13 +11,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use hyper::header::HeaderValue;
-use hyper::Response;
 use tokio::time::Sleep;
 
 use crate::budget::SharedBudgets;
-use crate::http_body::HearthBody;
-use crate::rest::RestResponse;
 
 /// The most answer bytes one HTTP connection may hold unsent beyond its current answer. hyper
 /// answers one request at a time but reads the next as soon as an answer is handed over, so a
@@ -63,7 +59,7 @@ impl ConnUnsent {
 
     /// Counts a produced answer of `bytes`; `None` when it must not be sent (the connection
     /// is then marked closed, or the server's budget is spent).
-    fn take(self: &Rc<Self>, bytes: usize) -> Result<Unsent, Refused> {
+    pub(crate) fn take(self: &Rc<Self>, bytes: usize) -> Result<Unsent, Refused> {
         let pending = self.pending.get();
         if pending > 0 && pending + bytes > MAX_CONN_UNSENT_BYTES {
             self.closed.set(true);
@@ -102,7 +98,7 @@ impl Drop for ConnUnsent {
     }
 }
 
-enum Refused {
+pub(crate) enum Refused {
     Connection,
     Server,
 }
@@ -123,40 +119,6 @@ impl Unsent {
 impl Drop for Unsent {
     fn drop(&mut self) {
         self.conn.release(self.unyielded);
-    }
-}
-
-/// The 503 of a spent answer budget.
-pub fn busy() -> Response<HearthBody> {
-    RestResponse::error(503, ANSWERS_BUSY)
-        .with_header("retry-after", "1")
-        .into_http()
-}
-
-/// Counts `response` on the connection, or replaces it with a 503 when it may not be sent.
-pub fn admit(conn: &Rc<ConnUnsent>, mut response: Response<HearthBody>) -> Response<HearthBody> {
-    if let HearthBody::Stream(stream) = response.body_mut() {
-        stream.count_on(conn.clone());
-        return response;
-    }
-    let bytes = response.body().unsent_len();
-    if bytes == 0 {
-        return response;
-    }
-    match conn.take(bytes) {
-        Ok(unsent) => {
-            response.body_mut().count(unsent);
-            response
-        }
-        Err(Refused::Server) => busy(),
-        Err(Refused::Connection) => {
-            // The socket fails from now on; the answer only tells a log what happened.
-            let mut refused = busy();
-            refused
-                .headers_mut()
-                .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-            refused
-        }
     }
 }
 
@@ -218,7 +180,11 @@ impl WriteGuard {
 mod tests {
     use super::*;
     use crate::budget::HttpBudgets;
+    use crate::http::admit;
+    use crate::http_body::HearthBody;
+    use crate::rest::RestResponse;
     use bytes::Bytes;
+    use hyper::Response;
 
     fn budgets(answers: usize) -> SharedBudgets {
         HttpBudgets::for_answers(answers)

@@ -21,6 +21,7 @@ mod http_unsent;
 mod listener;
 mod loaded;
 pub mod namespace;
+mod offload;
 mod outbound;
 pub mod persist;
 mod port_claim;
