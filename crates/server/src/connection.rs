@@ -4,25 +4,44 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt, SinkExt, StreamExt};
-use hearth_wire::{encode_handshake, encode_shutdown, MAX_MESSAGE_BYTES};
+use hearth_wire::{
+    encode_handshake, encode_shutdown, without_lone_surrogates, Assembled, MAX_MESSAGE_BYTES,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::dispatch::{
-    decode_large, expire_auth, on_frame, on_large_decoded, Handled, LargeMessage,
+    decode_large, expire_auth, on_large_decoded, on_message, Handled, LargeMessage,
 };
+use crate::edge::EdgeConn;
 use crate::http_head::Head;
-use crate::namespace::NamespaceError;
-use crate::outbound::{CloseReason, ConnHandle};
+use crate::link::ToOwner;
+use crate::namespace::{owner_shard, NamespaceError};
+use crate::offload::OFF_THREAD_PARSE_BYTES;
+use crate::outbound::{
+    encode_frames, CloseReason, ConnHandle, Route, DISK_FAILED_CLOSE, REPLACED_CLOSE,
+    SLOW_READER_CLOSE,
+};
+use crate::session::new_session_id;
 use crate::shard::Shard;
 use crate::socket::{Outbox, SharedStream, Transport};
 use crate::time::now_ms;
+
+/// The close reason of a connection whose client answered no ping for the idle timeout.
+pub const IDLE_CLOSE: &str = "no answer to pings";
+
+/// The close reason sent to every connection when the server stops.
+pub const SHUTDOWN_CLOSE: &str = "the server is shutting down";
+
+/// Why a connection whose client takes no byte for the write timeout is dropped.
+pub const UNWRITABLE_DROP: &str = "the client accepts no data";
 
 /// Messages handled from one connection before its replies are flushed, so that a burst is
 /// answered with one write without starving the writer.
@@ -78,19 +97,15 @@ pub async fn serve_websocket(
             return;
         }
     };
-    if let Some(previous) = head.query_param("ls") {
-        shard.end_previous_session(previous, &namespace);
-    }
-    let handle = match shard.open_connection(&namespace, transport) {
-        Ok(handle) => handle,
+    let session_id = match new_session_id() {
+        Ok(session_id) => session_id,
         Err(error) => {
             warn!(%error, "no session id: the random source failed; dropping the connection");
             return;
         }
     };
-    let shared = SharedStream::new(stream, handle.outbox());
-    let mut socket =
-        WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;
+    let id = shard.next_conn_id();
+    let edge = Rc::new(EdgeConn::new(id, transport, shard.ws_budget.clone()));
     let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
         shard
             .config
@@ -102,20 +117,84 @@ pub async fn serve_websocket(
     // time as their clock plus this offset; reporting it slightly early guarantees that a
     // server timestamp resolved after the handshake is never identical to the client's local
     // estimate, so the client always observes the server's value replacing its guess (as it
-    // does over any real network).
-    handle.send_text(encode_handshake(
+    // does over any real network). It goes first, before anything the owner sends.
+    edge.write([encode_frames(encode_handshake(
         now_ms().saturating_sub(HANDSHAKE_CLOCK_LEAD_MS),
         &host,
-        &handle.session_id,
-    ));
-    let reason = run(&shard, &handle, &mut socket).await;
-    shard.close_connection(&handle);
-    if let Some(reason) = reason {
-        debug!(conn = handle.id, reason = %reason.text, "closing connection");
-        let write_timeout = shard.config.http.write_timeout;
-        let _ = tokio::time::timeout(write_timeout, socket.close(Some(reason.frame()))).await;
+        &session_id,
+    ))]);
+    let previous = head.query_param("ls");
+    let owner = owner_shard(&namespace, shard.shard_count);
+    let side = if owner == shard.index {
+        if let Some(previous) = previous {
+            shard.end_previous_session(previous, &namespace);
+        }
+        let route = Route::Local(edge.clone());
+        OwnerSide::Local(shard.open_session(id, &namespace, session_id, route))
+    } else {
+        shard.hold_connection(edge.clone());
+        shard.send_to_owner(
+            owner,
+            ToOwner::Open {
+                conn: id,
+                edge: shard.index,
+                namespace,
+                session_id,
+                previous: previous.map(str::to_owned),
+            },
+        );
+        OwnerSide::Remote(owner)
+    };
+    let shared = SharedStream::new(stream, edge.outbox());
+    let mut socket =
+        WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;
+    let ended = run(&shard, &edge, &side, &mut socket).await;
+    match &side {
+        OwnerSide::Local(session) => shard.close_connection(session),
+        OwnerSide::Remote(owner) => shard.release_connection(id, *owner),
     }
-    handle.detach();
+    count_close(&shard, &ended);
+    match ended {
+        Ended::ByClient => {}
+        Ended::Dropped(why) => info!(conn = id, reason = why, "connection dropped"),
+        Ended::Closed(reason) => {
+            if reason.text == SHUTDOWN_CLOSE {
+                debug!(conn = id, reason = %reason.text, "closing connection");
+            } else {
+                info!(conn = id, code = u16::from(reason.code), reason = %reason.text, "closing connection");
+            }
+            let write_timeout = shard.config.http.write_timeout;
+            let _ = tokio::time::timeout(write_timeout, socket.close(Some(reason.frame()))).await;
+        }
+    }
+    edge.detach();
+}
+
+/// Counts how a connection ended, by cause.
+fn count_close(shard: &Shard, ended: &Ended) {
+    let mut stats = shard.stats.borrow_mut();
+    let closes = &mut stats.closes;
+    let counter = match ended {
+        Ended::ByClient => &mut closes.by_client,
+        Ended::Dropped(_) => &mut closes.unwritable,
+        Ended::Closed(reason) => match reason.text.as_str() {
+            SHUTDOWN_CLOSE => &mut closes.shutdown,
+            IDLE_CLOSE => &mut closes.idle,
+            SLOW_READER_CLOSE => &mut closes.slow_reader,
+            REPLACED_CLOSE => &mut closes.replaced,
+            DISK_FAILED_CLOSE => &mut closes.disk_failed,
+            _ => &mut closes.protocol,
+        },
+    };
+    *counter += 1;
+}
+
+/// Where the connection's messages are handled.
+enum OwnerSide {
+    /// This core owns the connection's database: its session is here.
+    Local(Rc<ConnHandle>),
+    /// Another core owns it: whole messages are sent there.
+    Remote(usize),
 }
 
 /// Tells a client that asked for a database that cannot exist why, and closes.
@@ -143,9 +222,8 @@ async fn refuse(
     outbox.detach();
 }
 
-/// The connection's loop. Returns the reason to send when the server closes it, or `None` when
-/// the client went away.
-async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<CloseReason> {
+/// The connection's loop, until the client goes or the server closes it.
+async fn run(shard: &Shard, edge: &EdgeConn, side: &OwnerSide, socket: &mut Socket) -> Ended {
     let config = &shard.config;
     let write_timeout = config.http.write_timeout;
     let mut shutdown = shard.shutdown.clone();
@@ -154,69 +232,140 @@ async fn run(shard: &Shard, handle: &ConnHandle, socket: &mut Socket) -> Option<
     let mut ping = tokio::time::interval(config.ping_interval);
     ping.tick().await;
     loop {
-        if let Some(reason) = handle.closing() {
-            let _ = drain(handle, write_timeout).await;
-            return Some(reason);
+        if let Some(reason) = edge.closing() {
+            let _ = drain(edge, write_timeout).await;
+            return Ended::Closed(reason);
         }
-        if handle.write_failed() {
-            return None;
+        if edge.write_failed() {
+            return Ended::ByClient;
         }
         tokio::select! {
             biased;
             _ = shutdown.changed() => {
-                let _ = drain(handle, write_timeout).await;
-                return Some(CloseReason::new(CloseCode::Away, "the server is shutting down"));
+                let _ = drain(edge, write_timeout).await;
+                return Ended::Closed(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
             }
             // Something changed: closing, bytes waiting for the socket, or a new deadline.
-            _ = handle.notified() => {}
-            written = handle.drained(), if handle.has_pending() => {
+            _ = edge.notified() => {}
+            written = edge.drained(), if edge.has_pending() => {
                 if written.is_err() {
-                    return None;
+                    return Ended::ByClient;
                 }
             }
             // The client accepts no byte of what waits for it: a close frame could not reach
             // it either, so the socket is dropped.
-            _ = write_stalled(handle, write_timeout), if handle.has_pending() => {
-                if handle.blocked_for().is_some_and(|blocked| blocked >= write_timeout) {
-                    debug!(conn = handle.id, "the client accepts no data: dropping it");
-                    return None;
+            _ = write_stalled(edge, write_timeout), if edge.has_pending() => {
+                if edge.blocked_for().is_some_and(|blocked| blocked >= write_timeout) {
+                    return Ended::Dropped(UNWRITABLE_DROP);
                 }
             }
             message = socket.next() => {
                 last_seen = Instant::now();
+                if let OwnerSide::Local(_) = side {
+                    // This core's databases take no new request while an edge is far behind
+                    // on what they sent it.
+                    shard.outgoing.room().await;
+                }
                 // The answers to a burst of requests leave in one write.
-                handle.cork();
-                let outcome = read_burst(shard, handle, socket, &mut assembler, message);
-                handle.uncork();
+                edge.cork();
+                let mut forward = Vec::new();
+                let outcome = read_burst(shard, side, socket, &mut assembler, message, &mut forward);
+                edge.uncork();
+                if let OwnerSide::Remote(owner) = side {
+                    if !forward.is_empty() {
+                        let large = matches!(outcome, Burst::ForwardLarge);
+                        if !send_to_owner(shard, edge, *owner, forward, large).await {
+                            return Ended::Closed(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
+                        }
+                    }
+                }
                 match outcome {
-                    Burst::Continue => {}
-                    Burst::End(reason) => return reason,
+                    Burst::Continue | Burst::ForwardLarge => {}
+                    Burst::End(Some(reason)) => return Ended::Closed(reason),
+                    Burst::End(None) => return Ended::ByClient,
                     Burst::ParseOffThread(message) => {
+                        let OwnerSide::Local(session) = side else {
+                            continue;
+                        };
                         // The shard serves everyone else meanwhile; this connection's next
                         // message is read only after this one is handled.
                         let decoded =
                             tokio::task::spawn_blocking(move || decode_large(message)).await;
                         let Ok(decoded) = decoded else {
-                            return Some(CloseReason::new(CloseCode::Error, "a message could not be decoded"));
+                            return Ended::Closed(CloseReason::new(CloseCode::Error, "a message could not be decoded"));
                         };
-                        if let Err(reason) = on_large_decoded(shard, handle, decoded) {
-                            return Some(reason);
+                        if let Err(reason) = on_large_decoded(shard, session, decoded) {
+                            return Ended::Closed(reason);
                         }
                     }
                 }
             }
-            _ = auth_expiry(handle.auth_expiry()) => expire_auth(shard, handle),
+            _ = auth_expiry(edge.auth_expiry()) => match side {
+                OwnerSide::Local(session) => expire_auth(shard, session),
+                OwnerSide::Remote(owner) => {
+                    // The owner checks its own record: the client may have authenticated
+                    // again meanwhile.
+                    edge.set_auth_expiry(None);
+                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id });
+                }
+            },
             _ = ping.tick() => {
                 if last_seen.elapsed() > config.idle_timeout {
-                    return Some(CloseReason::new(CloseCode::Away, "no answer to pings"));
+                    return Ended::Closed(CloseReason::new(CloseCode::Away, IDLE_CLOSE));
                 }
                 // Queued behind any pending bytes; the branch above writes them.
                 if socket.feed(Message::Ping(Bytes::new())).await.is_err() {
-                    return None;
+                    return Ended::ByClient;
                 }
             }
         }
     }
+}
+
+/// Hands whole messages to the owner of the connection's database, once it has room for
+/// them; after a large one, waits until the owner has handled it. `false` when the owner is
+/// gone (the server is stopping).
+async fn send_to_owner(
+    shard: &Shard,
+    edge: &EdgeConn,
+    owner: usize,
+    texts: Vec<String>,
+    large: bool,
+) -> bool {
+    let bytes = texts.iter().map(String::len).sum();
+    let Some(room) = shard.owner_room(owner, bytes).await else {
+        return false;
+    };
+    let (done, handled) = if large {
+        let (done, handled) = oneshot::channel();
+        (Some(done), Some(handled))
+    } else {
+        (None, None)
+    };
+    shard.send_to_owner(
+        owner,
+        ToOwner::Messages {
+            conn: edge.id,
+            texts,
+            done,
+            room,
+        },
+    );
+    if let Some(handled) = handled {
+        // Dropped unsent once the owner is done (or gone): either way, go on.
+        let _ = handled.await;
+    }
+    true
+}
+
+/// How a connection ended.
+pub enum Ended {
+    /// The client closed it, or its socket failed.
+    ByClient,
+    /// The server closed it with this reason.
+    Closed(CloseReason),
+    /// The server dropped the socket without a close frame, for this reason.
+    Dropped(&'static str),
 }
 
 /// What a burst of messages left to do.
@@ -225,26 +374,32 @@ enum Burst {
     /// The connection must end, with the reason to send, if any.
     End(Option<CloseReason>),
     /// A large write to decode off the shard's thread before anything else of this
-    /// connection is read.
+    /// connection is read (this core owns its database).
     ParseOffThread(LargeMessage),
+    /// The last message to forward is large: nothing more is read until the owner has handled
+    /// it.
+    ForwardLarge,
 }
 
 /// Handles `first` and the messages already received after it, up to
 /// [`MAX_MESSAGES_PER_TURN`] in all, stopping early at a message to parse off the thread.
+/// Whole messages for another core's database are collected in `forward`.
 fn read_burst(
     shard: &Shard,
-    handle: &ConnHandle,
+    side: &OwnerSide,
     socket: &mut Socket,
     assembler: &mut hearth_wire::FrameAssembler,
     first: Option<Result<Message, WsError>>,
+    forward: &mut Vec<String>,
 ) -> Burst {
     let mut next = first;
     let mut handled = 0;
     loop {
-        match inbound(shard, handle, assembler, next) {
+        match inbound(shard, side, assembler, next, forward) {
             Inbound::Continue => {}
             Inbound::Close(reason) => return Burst::End(reason),
             Inbound::ParseOffThread(message) => return Burst::ParseOffThread(message),
+            Inbound::ForwardLarge => return Burst::ForwardLarge,
         }
         handled += 1;
         // Checked before taking another message: one taken would be lost.
@@ -261,8 +416,8 @@ fn read_burst(
 /// Completes when the connection's socket may have taken no byte for `timeout`: when the time
 /// left since it last refused bytes runs out (the caller checks again, as bytes may have
 /// moved meanwhile).
-async fn write_stalled(handle: &ConnHandle, timeout: Duration) {
-    let blocked = handle.blocked_for().unwrap_or_default();
+async fn write_stalled(edge: &EdgeConn, timeout: Duration) {
+    let blocked = edge.blocked_for().unwrap_or_default();
     tokio::time::sleep(timeout.saturating_sub(blocked)).await;
 }
 
@@ -283,19 +438,41 @@ enum Inbound {
     Continue,
     Close(Option<CloseReason>),
     ParseOffThread(LargeMessage),
+    ForwardLarge,
 }
 
 fn inbound(
     shard: &Shard,
-    handle: &ConnHandle,
+    side: &OwnerSide,
     assembler: &mut hearth_wire::FrameAssembler,
     message: Option<Result<Message, WsError>>,
+    forward: &mut Vec<String>,
 ) -> Inbound {
     match message {
-        Some(Ok(Message::Text(text))) => match on_frame(shard, handle, assembler, text.as_str()) {
-            Ok(Handled::Done) => Inbound::Continue,
-            Ok(Handled::ParseOffThread(message)) => Inbound::ParseOffThread(message),
-            Err(reason) => Inbound::Close(Some(reason)),
+        Some(Ok(Message::Text(text))) => match assembler.push(text.as_str()) {
+            Ok(Assembled::Message(message)) => match side {
+                OwnerSide::Local(session) => match on_message(shard, session, message) {
+                    Ok(Handled::Done) => Inbound::Continue,
+                    Ok(Handled::ParseOffThread(message)) => Inbound::ParseOffThread(message),
+                    Err(reason) => Inbound::Close(Some(reason)),
+                },
+                OwnerSide::Remote(_) => {
+                    // The owner decides what to do with a large message exactly as for its
+                    // own connections; the edge only learns that it must wait for it.
+                    let message = without_lone_surrogates(message);
+                    let large = message.len() > OFF_THREAD_PARSE_BYTES;
+                    forward.push(message);
+                    if large {
+                        Inbound::ForwardLarge
+                    } else {
+                        Inbound::Continue
+                    }
+                }
+            },
+            Ok(Assembled::Partial | Assembled::KeepAlive) => Inbound::Continue,
+            Err(error) => {
+                Inbound::Close(Some(CloseReason::new(CloseCode::Size, error.to_string())))
+            }
         },
         Some(Ok(Message::Binary(_))) => Inbound::Close(Some(CloseReason::new(
             CloseCode::Unsupported,
@@ -308,15 +485,15 @@ fn inbound(
             format!("message too large: {error}"),
         ))),
         Some(Err(error)) => {
-            debug!(conn = handle.id, %error, "connection error");
+            debug!(%error, "connection error");
             Inbound::Close(None)
         }
     }
 }
 
 /// Writes everything that may leave before the connection closes, for at most `timeout`.
-async fn drain(handle: &ConnHandle, timeout: Duration) -> std::io::Result<()> {
-    match tokio::time::timeout(timeout, handle.drained()).await {
+async fn drain(edge: &EdgeConn, timeout: Duration) -> std::io::Result<()> {
+    match tokio::time::timeout(timeout, edge.drained()).await {
         Ok(result) => result,
         Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
     }

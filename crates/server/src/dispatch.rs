@@ -4,8 +4,8 @@ use bytes::Bytes;
 use hearth_sync::{AuthState, Effect, Effects, PreparedMerge, PreparedSet, Request, WritePrecheck};
 use hearth_wire::{
     decode_lazy, encode_auth_revoked, encode_cancel, encode_push, encode_reply,
-    encode_reply_status, encode_reply_value, without_lone_surrogates, Assembled, ClientMessage,
-    ClientRequest, Decoded, EncodedPush, FrameAssembler, PendingWrite, WireError, PONG,
+    encode_reply_status, encode_reply_value, without_lone_surrogates, ClientMessage, ClientRequest,
+    Decoded, EncodedPush, PendingWrite, WireError, PONG,
 };
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -39,21 +39,14 @@ pub enum LargeDecoded {
     Decoded(Result<ClientMessage, WireError>),
 }
 
-/// Feeds one inbound text frame. An error means the connection must close with that reason.
-pub fn on_frame(
+/// Handles one whole message of a connection whose database this core owns; the connection's
+/// socket may be here or on another core. An error means the connection must close with that
+/// reason.
+pub fn on_message(
     shard: &Shard,
     handle: &ConnHandle,
-    assembler: &mut FrameAssembler,
-    frame: &str,
+    message: String,
 ) -> Result<Handled, CloseReason> {
-    match assembler.push(frame) {
-        Ok(Assembled::Message(message)) => on_message(shard, handle, message),
-        Ok(Assembled::Partial | Assembled::KeepAlive) => Ok(Handled::Done),
-        Err(error) => Err(CloseReason::new(CloseCode::Size, error.to_string())),
-    }
-}
-
-fn on_message(shard: &Shard, handle: &ConnHandle, message: String) -> Result<Handled, CloseReason> {
     shard.stats.borrow_mut().messages_in += 1;
     let message = without_lone_surrogates(message);
     if message.len() > OFF_THREAD_PARSE_BYTES {

@@ -1,10 +1,12 @@
 //! The Hearth server: thread-per-core shards around the pure sync engine, the WebSocket
 //! transport, development credentials and the command line.
 //!
-//! Each shard is one pinned thread running a single-threaded tokio runtime. Every database is
-//! owned by exactly one shard, chosen by a hash of its name; a connection accepted elsewhere is
-//! handed to the owner as soon as its request head names the database, and stays there. Within a
-//! shard nothing is locked: state lives in `RefCell`s touched only by that thread.
+//! Each shard is one pinned thread running a single-threaded tokio runtime, in two roles. As an
+//! *owner* it holds every database whose name hashes to it and applies their requests; as an
+//! *edge* it holds the WebSocket connections it accepted, wherever their database lives, reads
+//! their frames and writes every byte they are sent. Requests, replies and pushes cross between
+//! the two over bounded queues (`link`). Within a shard nothing is locked: state lives in
+//! `RefCell`s touched only by that thread.
 
 mod accept_backoff;
 pub mod auth;
@@ -12,17 +14,22 @@ pub mod budget;
 pub mod config;
 mod connection;
 mod dispatch;
+mod edge;
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;
 mod http_body;
 pub mod http_head;
 mod http_unsent;
+mod link;
+#[cfg(test)]
+mod link_sim;
 mod listener;
 mod loaded;
 pub mod namespace;
 mod offload;
 mod outbound;
+mod owner;
 pub mod persist;
 mod port_claim;
 pub mod query_string;

@@ -1,24 +1,22 @@
-//! A connection's outbound side. Each message, encoded once as WebSocket frames, carries its
-//! durability tag (see `persist::gate`): it is written to the socket as soon as its write is
-//! on disk, by whoever is running then (see `socket`), and waits in the held queue until the
-//! shard releases it after the log sync.
+//! A connection's outbound side on the core that owns its database. Each message, encoded once
+//! as WebSocket frames, carries its durability tag (see `persist::gate`): it waits in the held
+//! queue until its write is on disk, then goes to the socket at once when the socket is on
+//! this core, or into this core's next batch for the core that holds the socket (`link`).
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use hearth_sync::ConnId;
 use hearth_wire::split_frames;
-use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-use crate::budget::ShardBudget;
+use crate::edge::EdgeConn;
+use crate::link::{EdgeItem, Outgoing};
 use crate::persist::{HeldQueue, Pushed, Tagger};
-use crate::socket::{Outbox, Sent, Transport};
 
 /// The most bytes that may wait in one connection's queue. A client that reads slower than
 /// its data arrives is disconnected rather than allowed to grow the server's memory: it gets
@@ -28,6 +26,12 @@ pub const MAX_OUTBOUND_BYTES: usize = 64 * 1024 * 1024;
 
 /// The close reason of a connection closed for reading too slowly.
 pub const SLOW_READER_CLOSE: &str = "the client reads too slowly: outbound queue limit reached";
+
+/// The close reason of a session ended by a reconnect of the same client (`ls`).
+pub const REPLACED_CLOSE: &str = "replaced by a newer connection of the same client";
+
+/// The close reason of the clients of a database that lost writes to a disk failure.
+pub const DISK_FAILED_CLOSE: &str = "the server's disk failed";
 
 /// Why the server closes a connection, sent as the close frame's reason.
 #[derive(Debug, Clone)]
@@ -57,7 +61,17 @@ impl CloseReason {
     }
 }
 
-/// The shard's handle on one open connection.
+/// Where a connection's messages go once they may leave.
+pub enum Route {
+    /// The connection's socket is on this core: written at once.
+    Local(Rc<EdgeConn>),
+    /// The socket is on another core (its edge): the messages leave with this core's next
+    /// batch for that edge.
+    Remote { edge: usize, outgoing: Rc<Outgoing> },
+}
+
+/// The owner's handle on one session of its database: a WebSocket connection, on this core or
+/// on another.
 pub struct ConnHandle {
     pub id: ConnId,
     pub namespace: String,
@@ -67,14 +81,12 @@ pub struct ConnHandle {
     /// the client, leave at the next log sync whatever the client does, and are mostly one
     /// copy shared by every listener; counting them per connection would close readers that
     /// keep up whenever a large push fans out in strict durability. Once they leave, what the
-    /// socket refuses is counted (by the outbox).
+    /// socket refuses is counted (by the edge's outbox).
     queue: HeldQueue<Bytes>,
-    /// Encoded messages that may leave, until the kernel takes them.
-    outbox: Rc<Outbox>,
-    /// Wakes the connection's task: to close, to wait for a full socket, or to rearm a timer.
-    notify: Notify,
-    closing: RefCell<Option<CloseReason>>,
-    /// When the connection's credential expires (seconds since the epoch).
+    route: Route,
+    /// Set once the owner asked the connection to close: nothing more is queued.
+    closing: Cell<bool>,
+    /// When the connection's credential expires (seconds since the epoch), as the owner set it.
     auth_expires_at: Cell<Option<u64>>,
 }
 
@@ -84,17 +96,15 @@ impl ConnHandle {
         namespace: String,
         session_id: String,
         tagger: Tagger,
-        transport: Rc<dyn Transport>,
-        budget: Rc<ShardBudget>,
+        route: Route,
     ) -> ConnHandle {
         ConnHandle {
             id,
             namespace,
             session_id,
             queue: HeldQueue::new(id, tagger),
-            outbox: Rc::new(Outbox::new(transport, Some(budget))),
-            notify: Notify::new(),
-            closing: RefCell::new(None),
+            route,
+            closing: Cell::new(false),
             auth_expires_at: Cell::new(None),
         }
     }
@@ -105,9 +115,9 @@ impl ConnHandle {
     }
 
     /// Sends encoded frames that may be shared with other connections: now if their write is
-    /// durable and the socket has room, else as soon as both hold.
+    /// durable, else as soon as it is.
     pub fn send_frames(&self, frames: &Bytes) {
-        if self.closing.borrow().is_some() {
+        if self.is_closing() {
             return;
         }
         match self.queue.push(std::slice::from_ref(frames)) {
@@ -123,67 +133,29 @@ impl ConnHandle {
         self.deliver();
     }
 
-    /// Moves the durable front of the held queue to the socket.
+    /// Moves the durable front of the held queue to the socket, or to the edge's batch.
     fn deliver(&self) {
         let ready = std::iter::from_fn(|| self.queue.pop_ready());
-        match self.outbox.send(ready) {
-            Sent::Written => {}
-            // The task waits for the socket to take the rest (or lifts the cork itself).
-            Sent::Pending
-                if self.outbox.bytes() > MAX_OUTBOUND_BYTES || self.outbox.over_budget() =>
-            {
-                self.overflow()
+        match &self.route {
+            Route::Local(edge) => edge.write(ready),
+            Route::Remote { edge, outgoing } => {
+                for frames in ready {
+                    outgoing.push(
+                        *edge,
+                        EdgeItem::Frames {
+                            conn: self.id,
+                            frames,
+                        },
+                    );
+                }
             }
-            Sent::Pending if self.outbox.is_corked() => {}
-            Sent::Pending | Sent::Failed => self.notify.notify_one(),
         }
     }
 
-    /// Closes a connection that holds too much, and lets go of the messages it held: the
-    /// client cannot have them any more, it reconnects and resyncs.
+    /// Closes a connection whose held messages grew past the limit, and lets go of them.
     fn overflow(&self) {
-        self.close(CloseReason::new(CloseCode::Policy, SLOW_READER_CLOSE));
         self.queue.clear();
-        self.outbox.shed();
-    }
-
-    /// The outbox, which the WebSocket library writes through too.
-    pub fn outbox(&self) -> Rc<Outbox> {
-        self.outbox.clone()
-    }
-
-    /// While the task answers a burst of requests, its answers are written together.
-    pub fn cork(&self) {
-        self.outbox.cork();
-    }
-
-    pub fn uncork(&self) {
-        self.outbox.uncork();
-    }
-
-    /// Whether bytes wait for the socket to become writable.
-    pub fn has_pending(&self) -> bool {
-        !self.outbox.is_empty()
-    }
-
-    /// Whether the socket failed on a write.
-    pub fn write_failed(&self) -> bool {
-        self.outbox.failed()
-    }
-
-    /// How long the client has not accepted data that waits for it.
-    pub fn blocked_for(&self) -> Option<Duration> {
-        self.outbox.blocked_for()
-    }
-
-    /// Completes when every pending byte is written.
-    pub async fn drained(&self) -> std::io::Result<()> {
-        std::future::poll_fn(|cx| self.outbox.poll_drain(cx)).await
-    }
-
-    /// The connection ended: nothing more is written, and the socket may close.
-    pub fn detach(&self) {
-        self.outbox.detach();
+        self.close_with(CloseReason::new(CloseCode::Policy, SLOW_READER_CLOSE), true);
     }
 
     /// Drops the messages that wait for writes that will never be durable (the log failed).
@@ -191,31 +163,60 @@ impl ConnHandle {
         self.queue.discard_held();
     }
 
-    /// Asks the connection's task to close the socket.
+    /// Asks the connection's edge to close it.
     pub fn close(&self, reason: CloseReason) {
-        let mut closing = self.closing.borrow_mut();
-        if closing.is_none() {
-            *closing = Some(reason);
-        }
-        self.notify.notify_one();
+        self.close_with(reason, false);
     }
 
-    pub fn closing(&self) -> Option<CloseReason> {
-        self.closing.borrow().clone()
+    fn close_with(&self, reason: CloseReason, shed: bool) {
+        if self.closing.replace(true) {
+            return;
+        }
+        match &self.route {
+            Route::Local(edge) if shed => edge.close_shedding(reason),
+            Route::Local(edge) => edge.close(reason),
+            Route::Remote { edge, outgoing } => outgoing.push(
+                *edge,
+                EdgeItem::Close {
+                    conn: self.id,
+                    reason,
+                    shed,
+                },
+            ),
+        }
+    }
+
+    /// Whether the connection is closing: asked by the owner, or, on this core, by its
+    /// socket's side.
+    pub fn is_closing(&self) -> bool {
+        self.closing.get() || matches!(&self.route, Route::Local(edge) if edge.closing().is_some())
     }
 
     pub fn set_auth_expiry(&self, expires_at: Option<u64>) {
         self.auth_expires_at.set(expires_at);
-        // Wake the connection's task so that it waits for the new deadline.
-        self.notify.notify_one();
+        match &self.route {
+            Route::Local(edge) => edge.set_auth_expiry(expires_at),
+            Route::Remote { edge, outgoing } => outgoing.push(
+                *edge,
+                EdgeItem::AuthExpiry {
+                    conn: self.id,
+                    expires_at,
+                },
+            ),
+        }
     }
 
     pub fn auth_expiry(&self) -> Option<u64> {
         self.auth_expires_at.get()
     }
 
-    pub async fn notified(&self) {
-        self.notify.notified().await;
+    /// The socket's side, when it is on this core (tests).
+    #[cfg(test)]
+    pub fn edge(&self) -> &EdgeConn {
+        match &self.route {
+            Route::Local(edge) => edge,
+            Route::Remote { .. } => panic!("the connection's socket is on another core"),
+        }
     }
 }
 
@@ -253,8 +254,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::budget::{HttpBudgets, SharedBudgets};
+    use crate::budget::{HttpBudgets, ShardBudget, SharedBudgets};
     use crate::socket::tests::Recorder;
+    use crate::socket::Sent;
 
     /// The payloads of the text frames in `bytes`.
     fn texts(bytes: &[u8]) -> Vec<String> {
@@ -282,14 +284,9 @@ mod tests {
         recorder: &Rc<Recorder>,
         budget: &Rc<ShardBudget>,
     ) -> ConnHandle {
-        ConnHandle::new(
-            1,
-            "ns".into(),
-            "s".into(),
-            tagger,
-            recorder.clone(),
-            budget.clone(),
-        )
+        let transport: Rc<dyn crate::socket::Transport> = recorder.clone();
+        let edge = Rc::new(EdgeConn::new(1, transport, budget.clone()));
+        ConnHandle::new(1, "ns".into(), "s".into(), tagger, Route::Local(edge))
     }
 
     fn strict_tagger() -> Tagger {
@@ -325,21 +322,21 @@ mod tests {
         // fit for the first; closed, it keeps one message, so the second's fits, and the
         // third's does not.
         for closed in [&stalled[0], &stalled[2]] {
-            let reason = closed.closing().expect("closed");
+            let reason = closed.edge().closing().expect("closed");
             assert_eq!(reason.code, CloseCode::Policy);
             assert_eq!(reason.text, SLOW_READER_CLOSE);
             assert_eq!(
-                closed.outbox().bytes(),
+                closed.edge().outbox().bytes(),
                 push.len(),
                 "only the front message stays"
             );
         }
-        assert!(stalled[1].closing().is_none());
-        assert_eq!(stalled[1].outbox().bytes(), 3 * push.len());
+        assert!(stalled[1].edge().closing().is_none());
+        assert_eq!(stalled[1].edge().outbox().bytes(), 3 * push.len());
         assert!(budgets.answers.used() <= 6 * MIB + MIB / 2);
         // The reading connection got every message, unchanged.
         assert_eq!(&reader.written.borrow()[..], &push.repeat(3)[..]);
-        assert!(reading.closing().is_none());
+        assert!(reading.edge().closing().is_none());
         drop(stalled);
         drop(reading);
         drop(budget);
@@ -354,7 +351,7 @@ mod tests {
         for _ in 0..10 {
             handle.send_text("x".repeat(MIB));
         }
-        assert!(handle.closing().is_none());
+        assert!(handle.edge().closing().is_none());
         assert_eq!(budgets.answers.used(), 0);
     }
 
@@ -372,17 +369,17 @@ mod tests {
             stalled.send_frames(&push);
         }
         assert_eq!(budgets.answers.used(), 0, "held for the disk: not counted");
-        assert!(stalled.closing().is_none());
+        assert!(stalled.edge().closing().is_none());
         assert_eq!(tagger.gate.advance(1).len(), 2, "both wait for the disk");
         reading.wake_after_disk();
         stalled.wake_after_disk();
         assert_eq!(&reader.written.borrow()[..], &push.repeat(3)[..]);
         assert_eq!(
-            stalled.closing().map(|reason| reason.text),
+            stalled.edge().closing().map(|reason| reason.text),
             Some(SLOW_READER_CLOSE.to_owned()),
             "refused by the socket, they do not fit"
         );
-        assert_eq!(stalled.outbox().bytes(), push.len());
+        assert_eq!(stalled.edge().outbox().bytes(), push.len());
         drop(stalled);
         drop(reading);
         drop(budget);
@@ -410,7 +407,7 @@ mod tests {
         for _ in 0..=(MAX_OUTBOUND_BYTES / big.len()) {
             handle.send_text(big.clone());
         }
-        assert!(handle.closing().is_some());
+        assert!(handle.edge().closing().is_some());
         assert!(recorder.written.borrow().is_empty());
     }
 
@@ -441,9 +438,9 @@ mod tests {
         let handle = handle(Tagger::open(), &recorder);
         handle.send_text("first message".into());
         handle.send_text("second".into());
-        assert!(handle.has_pending());
+        assert!(handle.edge().has_pending());
         recorder.room.set(1 << 20);
-        assert_eq!(handle.outbox().write_now(), Sent::Written);
+        assert_eq!(handle.edge().outbox().write_now(), Sent::Written);
         assert_eq!(
             texts(&recorder.written.borrow()),
             vec!["first message", "second"]
@@ -454,11 +451,11 @@ mod tests {
     fn corked_answers_leave_together() {
         let recorder = Recorder::new(1 << 20);
         let handle = handle(Tagger::open(), &recorder);
-        handle.cork();
+        handle.edge().cork();
         handle.send_text("a".into());
         handle.send_text("b".into());
         assert!(recorder.written.borrow().is_empty());
-        handle.uncork();
+        handle.edge().uncork();
         assert_eq!(texts(&recorder.written.borrow()), vec!["a", "b"]);
     }
 }

@@ -16,6 +16,7 @@ use crate::config::ServeConfig;
 use crate::connection::serve_websocket;
 use crate::http::serve_http;
 use crate::http_head::{read_head, HeadError};
+use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
 use crate::namespace::{owner_shard, resolve};
 use crate::persist::data_dir::{DataDir, DataDirError};
@@ -26,6 +27,7 @@ use crate::persist::{
 use crate::port_claim::PortClaim;
 use crate::rest::execute_durable;
 use crate::shard::{Shard, ShardMessage};
+use crate::{edge, owner};
 
 /// How long shutdown waits for connections to close and run their onDisconnect queues.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -90,10 +92,16 @@ impl Server {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
+        let (edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
+            (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let mut threads = Vec::with_capacity(shards);
-        for (index, (listeners, receiver)) in listeners.into_iter().zip(receivers).enumerate() {
+        let channels = receivers.into_iter().zip(edge_receivers);
+        for (index, (listeners, (receiver, edge_receiver))) in
+            listeners.into_iter().zip(channels).enumerate()
+        {
             let config = config.clone();
+            let edge_senders = edge_senders.clone();
             let opened = opened.get_mut(index).and_then(Option::take);
             let shutdown_rx = shutdown_rx.clone();
             let senders = senders.clone();
@@ -109,8 +117,12 @@ impl Server {
                         config,
                         opened,
                         listeners,
-                        receiver,
-                        senders,
+                        Links {
+                            owner_rx: receiver,
+                            owners: senders,
+                            edge_rx: edge_receiver,
+                            edges: edge_senders,
+                        },
                         shutdown_rx,
                     );
                 })
@@ -223,14 +235,22 @@ fn log_recovery(shard: usize, recovered: &hearth_store::Recovered<ShardStorage>)
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A shard's channels to and from the other shards.
+struct Links {
+    /// Connections, REST requests and sessions' messages for this shard's databases.
+    owner_rx: mpsc::UnboundedReceiver<ShardMessage>,
+    owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
+    /// Batches for the connections this shard holds.
+    edge_rx: mpsc::UnboundedReceiver<ToEdge>,
+    edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+}
+
 fn run_shard(
     index: usize,
     config: ServeConfig,
     opened: Option<Opened>,
     listeners: Vec<TcpListener>,
-    handoffs_rx: mpsc::UnboundedReceiver<ShardMessage>,
-    handoffs: Vec<mpsc::UnboundedSender<ShardMessage>>,
+    links: Links,
     shutdown: watch::Receiver<bool>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -255,13 +275,17 @@ fn run_shard(
         index,
         Rc::new(config),
         shutdown,
-        handoffs,
+        links.owners,
+        links.edges,
         store,
     ));
     shard.add_recovered(recovered);
     let local = LocalSet::new();
     local.block_on(&runtime, async move {
-        tokio::task::spawn_local(receive_handoffs(shard.clone(), handoffs_rx));
+        tokio::task::spawn_local(receive_handoffs(shard.clone(), links.owner_rx));
+        tokio::task::spawn_local(receive_batches(shard.clone(), links.edge_rx));
+        let outgoing = shard.outgoing.clone();
+        tokio::task::spawn_local(async move { outgoing.run().await });
         tokio::task::spawn_local(commit_loop(shard.clone()));
         let mut accepting = Vec::new();
         for listener in listeners {
@@ -280,6 +304,7 @@ fn run_shard(
         flush_at_shutdown(&shard).await;
         snapshot_all(&shard);
         let stats = *shard.stats.borrow();
+        info!(shard = index, closes = ?stats.closes, "shard stopped");
         debug!(shard = index, ?stats, "shard stopped");
     });
 }
@@ -317,9 +342,22 @@ async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
     }
 }
 
+/// Writes the batches other shards' databases send to the connections this shard holds.
+async fn receive_batches(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ToEdge>) {
+    while let Some(batch) = receiver.recv().await {
+        edge::on_batch(&shard, batch);
+    }
+}
+
 async fn receive_handoffs(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ShardMessage>) {
     while let Some(message) = receiver.recv().await {
+        if shard.outgoing.is_full() {
+            // An edge is far behind on what this shard's databases sent it: take no new
+            // request until it catches up.
+            shard.outgoing.room().await;
+        }
         match message {
+            ShardMessage::Owner(message) => owner::on_link_message(&shard, message),
             ShardMessage::Connection(handoff) => {
                 let Ok(stream) = TcpStream::from_std(handoff.stream) else {
                     continue;
@@ -391,7 +429,12 @@ async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
     let owner = namespace.as_ref().map_or(shard.index, |namespace| {
         owner_shard(namespace, shard.shard_count)
     });
-    if owner != shard.index {
+    if head.is_realtime_upgrade() {
+        // A WebSocket connection stays where it landed; its messages go to its database's
+        // owner (`link`).
+        let (head, leftover) = read.after_head();
+        serve_websocket(shard, stream, head, leftover, namespace).await;
+    } else if owner != shard.index {
         shard.hand_off(
             owner,
             stream,
@@ -400,9 +443,6 @@ async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
             read.head_len,
             namespace,
         );
-    } else if head.is_realtime_upgrade() {
-        let (head, leftover) = read.after_head();
-        serve_websocket(shard, stream, head, leftover, namespace).await;
     } else {
         serve_http(shard, stream, read.buffered).await;
     }

@@ -16,21 +16,22 @@ use hearth_store::RecordRef;
 use hearth_sync::{Access, ConnId, Database, Effects, Write};
 use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 use crate::budget::ShardBudget;
 use crate::config::ServeConfig;
 use crate::dispatch::route_effects;
+use crate::edge::EdgeConn;
 use crate::http_head::Head;
+use crate::link::{Outgoing, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::loaded::Loaded;
 use crate::namespace::NamespaceError;
-use crate::outbound::{CloseReason, ConnHandle};
+use crate::outbound::{CloseReason, ConnHandle, Route, REPLACED_CLOSE};
 use crate::persist::{Gate, ShardStore, Tagger};
 use crate::rest::{RestCall, RestResponse};
 use crate::rules_file::default_access;
-use crate::session::{may_replace, new_session_id};
-use crate::socket::Transport;
+use crate::session::may_replace;
 use crate::sse::StreamHandle;
 use crate::time::now_ms;
 
@@ -56,10 +57,12 @@ pub struct Forwarded {
     pub reply: oneshot::Sender<RestResponse>,
 }
 
-/// What one shard sends another.
+/// What one shard sends another's owner role (`link::ToEdge` batches go on a channel of
+/// their own, so that an owner that waits for an edge never stops that edge's writes).
 pub enum ShardMessage {
     Connection(Handoff),
     Rest(Box<Forwarded>),
+    Owner(ToOwner),
 }
 
 /// Plain per-shard counters, summed across shards when read.
@@ -72,6 +75,32 @@ pub struct ShardStats {
     pub rest_requests: u64,
     pub rest_forwarded: u64,
     pub streams_opened: u64,
+    /// WebSocket connections this core held for a database another core owns.
+    pub connections_held_for_others: u64,
+    /// How the WebSocket connections held by this core ended.
+    pub closes: CloseCounts,
+}
+
+/// WebSocket connections that ended, by cause. Every close the server decides is also logged
+/// with its reason.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CloseCounts {
+    /// The client closed the connection or its socket failed.
+    pub by_client: u64,
+    /// No frame and no pong for the idle timeout.
+    pub idle: u64,
+    /// Queued bytes past the per-connection limit or the server's answer budget.
+    pub slow_reader: u64,
+    /// The socket took no byte for the write timeout (dropped without a close frame).
+    pub unwritable: u64,
+    /// A reconnect of the same client named this session.
+    pub replaced: u64,
+    /// Writes of the connection's database missed the disk.
+    pub disk_failed: u64,
+    /// A frame or message the protocol does not allow.
+    pub protocol: u64,
+    /// The server stopped.
+    pub shutdown: u64,
 }
 
 pub struct Shard {
@@ -85,8 +114,15 @@ pub struct Shard {
     pub gate: Rc<Gate>,
     /// The shard's share of the answer budget, which its connections' queued pushes count in.
     pub ws_budget: Rc<ShardBudget>,
-    /// Open WebSocket connections.
+    /// The sessions of this core's databases held by WebSocket connections, on this core or
+    /// another.
     pub conns: RefCell<HashMap<ConnId, Rc<ConnHandle>>>,
+    /// The connections this core holds whose database another core owns.
+    edge_conns: RefCell<HashMap<ConnId, Rc<EdgeConn>>>,
+    /// What this core's databases send to connections held by other cores, batched per turn.
+    pub outgoing: Rc<Outgoing>,
+    /// Per owner: the bytes of messages this core may have in flight to it.
+    owner_room: Vec<Arc<Semaphore>>,
     /// Open REST event streams. They are sessions of their database like WebSocket
     /// connections, with ids from the same sequence.
     pub streams: RefCell<HashMap<ConnId, Rc<StreamHandle>>>,
@@ -107,8 +143,9 @@ impl Shard {
         config: Rc<ServeConfig>,
         shutdown: watch::Receiver<bool>,
         peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
+        edges: Vec<mpsc::UnboundedSender<ToEdge>>,
     ) -> Shard {
-        Shard::with_store(index, config, shutdown, peers, None)
+        Shard::with_store(index, config, shutdown, peers, edges, None)
     }
 
     /// A shard with a store; its recovered databases must be added with
@@ -118,6 +155,7 @@ impl Shard {
         config: Rc<ServeConfig>,
         shutdown: watch::Receiver<bool>,
         peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
+        edges: Vec<mpsc::UnboundedSender<ToEdge>>,
         store: Option<ShardStore>,
     ) -> Shard {
         let strict = config.persist.durability == crate::persist::Durability::Strict;
@@ -140,6 +178,11 @@ impl Shard {
             gate: Rc::new(gate),
             ws_budget,
             conns: RefCell::new(HashMap::new()),
+            edge_conns: RefCell::new(HashMap::new()),
+            outgoing: Rc::new(Outgoing::new(edges)),
+            owner_room: (0..peers.len())
+                .map(|_| Arc::new(Semaphore::new(MAX_LINK_BYTES)))
+                .collect(),
             streams: RefCell::new(HashMap::new()),
             sessions: RefCell::new(HashMap::new()),
             next_conn: Cell::new(1),
@@ -151,11 +194,12 @@ impl Shard {
         }
     }
 
-    /// A new session id, unique on this shard.
+    /// A new session id, unique in the server: the shards' sequences interleave, so that an
+    /// owner can key the sessions of connections held by every core by their id.
     pub fn next_conn_id(&self) -> ConnId {
         let id = self.next_conn.get();
         self.next_conn.set(id + 1);
-        id
+        id * self.shard_count.max(1) as u64 + self.index as u64
     }
 
     /// The database of `namespace`: loaded from its snapshot if it was evicted, created on
@@ -276,15 +320,15 @@ impl Shard {
             .map_or(0, |loaded| self.gate.tag(loaded.seq.get()))
     }
 
-    /// Registers a new connection on `namespace`, creating the database on first use.
-    /// Fails only when the operating system's random source does.
-    pub fn open_connection(
+    /// Registers a session of `namespace` (creating the database on first use) for a
+    /// connection whose messages go by `route`.
+    pub fn open_session(
         &self,
+        id: ConnId,
         namespace: &str,
-        transport: Rc<dyn Transport>,
-    ) -> Result<Rc<ConnHandle>, getrandom::Error> {
-        let session_id = new_session_id()?;
-        let id = self.next_conn_id();
+        session_id: String,
+        route: Route,
+    ) -> Rc<ConnHandle> {
         let tagger = {
             let mut databases = self.databases.borrow_mut();
             let loaded = self.database(&mut databases, namespace);
@@ -299,13 +343,51 @@ impl Shard {
             namespace.to_owned(),
             session_id.clone(),
             tagger,
-            transport,
-            self.ws_budget.clone(),
+            route,
         ));
         self.conns.borrow_mut().insert(id, handle.clone());
         self.sessions.borrow_mut().insert(session_id, id);
         self.stats.borrow_mut().connections_opened += 1;
-        Ok(handle)
+        handle
+    }
+
+    /// The session `id` of one of this core's databases.
+    pub fn session(&self, id: ConnId) -> Option<Rc<ConnHandle>> {
+        self.conns.borrow().get(&id).cloned()
+    }
+
+    /// Registers a connection this core holds for a database another core owns.
+    pub fn hold_connection(&self, edge: Rc<EdgeConn>) {
+        self.stats.borrow_mut().connections_held_for_others += 1;
+        self.edge_conns.borrow_mut().insert(edge.id, edge);
+    }
+
+    /// The connection `id` this core holds for another core's database.
+    pub fn edge_conn(&self, id: ConnId) -> Option<Rc<EdgeConn>> {
+        self.edge_conns.borrow().get(&id).cloned()
+    }
+
+    /// A connection this core held for another core's database ended; its owner is told.
+    pub fn release_connection(&self, id: ConnId, owner: usize) {
+        self.edge_conns.borrow_mut().remove(&id);
+        self.send_to_owner(owner, ToOwner::Closed { conn: id });
+    }
+
+    /// Sends `message` to the owner role of shard `owner`. Nothing is lost but at shutdown,
+    /// when that shard may be gone with its sessions.
+    pub fn send_to_owner(&self, owner: usize, message: ToOwner) {
+        if let Some(sender) = self.peers.get(owner) {
+            let _ = sender.send(ShardMessage::Owner(message));
+        }
+    }
+
+    /// Room for `bytes` of messages in flight to `owner`: waits while the owner is behind by
+    /// [`MAX_LINK_BYTES`]. `None` when the owner is gone (shutdown).
+    pub async fn owner_room(&self, owner: usize, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let room = self.owner_room.get(owner)?.clone();
+        // Never more than the whole room, so that a message larger than it still passes alone.
+        let bytes = bytes.clamp(1, MAX_LINK_BYTES) as u32;
+        room.acquire_many_owned(bytes).await.ok()
     }
 
     /// Ends a connection's session: its listens go, and its onDisconnect queue runs now.
@@ -357,7 +439,7 @@ impl Shard {
         self.close_connection(&handle);
         handle.close(CloseReason::new(
             tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Away,
-            "replaced by a newer connection of the same client",
+            REPLACED_CLOSE,
         ));
     }
 
@@ -439,7 +521,9 @@ impl Shard {
     pub async fn drain(&self, limit: Duration) {
         self.close_all_streams();
         let deadline = tokio::time::Instant::now() + limit;
-        while (!self.conns.borrow().is_empty() || !self.streams.borrow().is_empty())
+        while (!self.conns.borrow().is_empty()
+            || !self.streams.borrow().is_empty()
+            || !self.edge_conns.borrow().is_empty())
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -455,7 +539,8 @@ mod tests {
         let (_shutdown, receiver) = watch::channel(false);
         let config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
         let (sender, _receiver) = mpsc::unbounded_channel();
-        Shard::new(0, Rc::new(config), receiver, vec![sender])
+        let (edge, _edge_receiver) = mpsc::unbounded_channel();
+        Shard::new(0, Rc::new(config), receiver, vec![sender], vec![edge])
     }
 
     #[test]

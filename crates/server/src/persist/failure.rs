@@ -23,7 +23,7 @@ use tracing::error;
 
 use super::ShardStore;
 use crate::loaded::Loaded;
-use crate::outbound::CloseReason;
+use crate::outbound::{CloseReason, DISK_FAILED_CLOSE};
 use crate::shard::{read_only_reason, Shard};
 use crate::time::now_ms;
 
@@ -59,7 +59,7 @@ pub fn handle_failure(shard: &Shard) {
         &read_only,
         |loaded, rules| shard.apply_rules(loaded, rules, now),
     );
-    let close = CloseReason::new(CloseCode::Error, "the server's disk failed");
+    let close = CloseReason::new(CloseCode::Error, DISK_FAILED_CLOSE);
     for handle in shard.conns.borrow().values() {
         if rolled_back.contains(&handle.namespace) {
             handle.discard_held();

@@ -28,7 +28,13 @@ pub(crate) fn shard() -> Shard {
     let (_shutdown, receiver) = watch::channel(false);
     let config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     let (sender, _receiver) = mpsc::unbounded_channel();
-    Shard::new(0, Rc::new(config), receiver, vec![sender])
+    Shard::new(
+        0,
+        Rc::new(config),
+        receiver,
+        vec![sender],
+        vec![tokio::sync::mpsc::unbounded_channel().0],
+    )
 }
 
 pub(crate) fn call(

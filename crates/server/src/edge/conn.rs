@@ -1,0 +1,143 @@
+//! The socket side of a WebSocket connection, on the core that accepted it (its edge): the
+//! outbox of bytes not yet taken by the kernel, and what the connection's task must react to
+//! (a close asked for, a socket that filled up, a credential's expiry). Whatever core owns
+//! the connection's database decides what is written; this is where it is written.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hearth_sync::ConnId;
+use tokio::sync::Notify;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::budget::ShardBudget;
+use crate::outbound::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
+use crate::socket::{Outbox, Sent, Transport};
+
+pub struct EdgeConn {
+    pub id: ConnId,
+    /// Encoded messages that may leave, until the kernel takes them.
+    outbox: Rc<Outbox>,
+    /// Wakes the connection's task: to close, to wait for a full socket, or to rearm a timer.
+    notify: Notify,
+    closing: RefCell<Option<CloseReason>>,
+    /// When the connection's credential expires (seconds since the epoch).
+    auth_expires_at: Cell<Option<u64>>,
+}
+
+impl EdgeConn {
+    pub fn new(id: ConnId, transport: Rc<dyn Transport>, budget: Rc<ShardBudget>) -> EdgeConn {
+        EdgeConn {
+            id,
+            outbox: Rc::new(Outbox::new(transport, Some(budget))),
+            notify: Notify::new(),
+            closing: RefCell::new(None),
+            auth_expires_at: Cell::new(None),
+        }
+    }
+
+    /// Writes `items` after whatever waits, as far as the kernel takes them.
+    pub fn write(&self, items: impl IntoIterator<Item = Bytes>) {
+        if self.closing.borrow().is_some() {
+            return;
+        }
+        let sent = self.outbox.send(items);
+        self.after_send(sent);
+    }
+
+    fn after_send(&self, sent: Sent) {
+        match sent {
+            Sent::Written => {}
+            // The task waits for the socket to take the rest (or lifts the cork itself).
+            Sent::Pending
+                if self.outbox.bytes() > MAX_OUTBOUND_BYTES || self.outbox.over_budget() =>
+            {
+                self.close_shedding(CloseReason::new(CloseCode::Policy, SLOW_READER_CLOSE));
+            }
+            Sent::Pending if self.outbox.is_corked() => {}
+            Sent::Pending | Sent::Failed => self.notify.notify_one(),
+        }
+    }
+
+    /// Closes a connection that holds too much, and lets go of the bytes that have not started
+    /// to leave: the client cannot have them any more, it reconnects and resyncs.
+    pub fn close_shedding(&self, reason: CloseReason) {
+        self.close(reason);
+        self.outbox.shed();
+    }
+
+    /// The outbox, which the WebSocket library writes through too.
+    pub fn outbox(&self) -> Rc<Outbox> {
+        self.outbox.clone()
+    }
+
+    /// While the task answers a burst of requests (or the edge writes a batch from another
+    /// core), the connection's messages are written together.
+    pub fn cork(&self) {
+        self.outbox.cork();
+    }
+
+    /// Writes what was queued while corked; the task is woken if the socket is full.
+    pub fn uncork(&self) {
+        let sent = self.outbox.uncork();
+        self.after_send(sent);
+    }
+
+    pub fn is_corked(&self) -> bool {
+        self.outbox.is_corked()
+    }
+
+    /// Whether bytes wait for the socket to become writable.
+    pub fn has_pending(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    /// Whether the socket failed on a write.
+    pub fn write_failed(&self) -> bool {
+        self.outbox.failed()
+    }
+
+    /// How long the client has not accepted data that waits for it.
+    pub fn blocked_for(&self) -> Option<Duration> {
+        self.outbox.blocked_for()
+    }
+
+    /// Completes when every pending byte is written.
+    pub async fn drained(&self) -> std::io::Result<()> {
+        std::future::poll_fn(|cx| self.outbox.poll_drain(cx)).await
+    }
+
+    /// The connection ended: nothing more is written, and the socket may close.
+    pub fn detach(&self) {
+        self.outbox.detach();
+    }
+
+    /// Asks the connection's task to close the socket; the first reason wins.
+    pub fn close(&self, reason: CloseReason) {
+        let mut closing = self.closing.borrow_mut();
+        if closing.is_none() {
+            *closing = Some(reason);
+        }
+        self.notify.notify_one();
+    }
+
+    pub fn closing(&self) -> Option<CloseReason> {
+        self.closing.borrow().clone()
+    }
+
+    pub fn set_auth_expiry(&self, expires_at: Option<u64>) {
+        self.auth_expires_at.set(expires_at);
+        // Wake the connection's task so that it waits for the new deadline.
+        self.notify.notify_one();
+    }
+
+    pub fn auth_expiry(&self) -> Option<u64> {
+        self.auth_expires_at.get()
+    }
+
+    pub async fn notified(&self) {
+        self.notify.notified().await;
+    }
+}

@@ -1,0 +1,295 @@
+//! What crosses between cores. A WebSocket connection stays on the core that accepted it (its
+//! *edge*); its database lives on the core its name hashes to (its *owner*). When the two
+//! differ, the edge sends the connection's messages to the owner ([`ToOwner`]) and the owner
+//! sends back what the connection must be sent ([`ToEdge`]): one batch per edge per turn of
+//! the owner's loop, holding every connection's frames in the order the owner released them.
+//! A push to many listeners on one edge is one batch entry per listener that shares one
+//! reference-counted copy of the frames.
+//!
+//! The messages are plain data (ids, text, frame bytes), so that they can cross a process
+//! boundary later; only the backpressure tokens ([`OwnedSemaphorePermit`], [`Credit`]) and the
+//! completion signal of a large message are local plumbing.
+//!
+//! Both directions are bounded in bytes ([`MAX_LINK_BYTES`]): an edge waits for room before it
+//! hands a connection's messages to the owner (that connection stops being read, so TCP slows
+//! the client), and an owner whose batches an edge has not written yet stops taking new
+//! requests until the edge catches up. The owner never buffers without bound for a slow core.
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hearth_sync::ConnId;
+use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit};
+
+use crate::outbound::CloseReason;
+
+/// The most bytes in flight from one core to another in each direction: messages an edge has
+/// handed to an owner and the owner has not handled yet, and batches an owner has sent to an
+/// edge that the edge has not written to its sockets yet.
+pub const MAX_LINK_BYTES: usize = 32 * 1024 * 1024;
+
+/// From an edge to the owner of a connection's database.
+#[derive(Debug)]
+pub enum ToOwner {
+    /// A connection opened; `previous` is the session id it named to replace (`ls`).
+    Open {
+        conn: ConnId,
+        edge: usize,
+        namespace: String,
+        session_id: String,
+        previous: Option<String>,
+    },
+    /// Whole messages of a connection, in the order it sent them. `done`, when present, is
+    /// dropped once the last of them is handled: the edge reads nothing more of the
+    /// connection before that (a large message is decoded off the owner's thread, and the
+    /// connection's next message must wait for it).
+    Messages {
+        conn: ConnId,
+        texts: Vec<String>,
+        done: Option<oneshot::Sender<()>>,
+        room: OwnedSemaphorePermit,
+    },
+    /// The credential of a connection expired, by the edge's clock.
+    AuthExpired { conn: ConnId },
+    /// The connection is gone: its session ends and its onDisconnect queue runs.
+    Closed { conn: ConnId },
+}
+
+/// One thing an edge must do for one of its connections.
+#[derive(Debug)]
+pub enum EdgeItem {
+    /// Frames to write, already encoded (and durable, when the durability mode asks for it).
+    Frames { conn: ConnId, frames: Bytes },
+    /// Close the connection with this reason; `shed` drops what waits for the socket (the
+    /// client read too slowly).
+    Close {
+        conn: ConnId,
+        reason: CloseReason,
+        shed: bool,
+    },
+    /// When the connection's credential expires (seconds since the epoch).
+    AuthExpiry {
+        conn: ConnId,
+        expires_at: Option<u64>,
+    },
+}
+
+impl EdgeItem {
+    fn byte_len(&self) -> usize {
+        match self {
+            EdgeItem::Frames { frames, .. } => frames.len(),
+            EdgeItem::Close { reason, .. } => reason.text.len(),
+            EdgeItem::AuthExpiry { .. } => 0,
+        }
+    }
+}
+
+/// A batch from an owner to an edge.
+#[derive(Debug)]
+pub struct ToEdge {
+    pub items: Vec<EdgeItem>,
+    /// Counted in the owner's credit with this edge until the edge has written it.
+    pub credit: Arc<Credit>,
+    pub bytes: usize,
+}
+
+impl ToEdge {
+    /// The edge has written the batch: the owner may send more.
+    pub fn written(self) {
+        self.credit.release(self.bytes);
+    }
+}
+
+/// The bytes an owner has sent one edge that the edge has not written yet.
+#[derive(Debug, Default)]
+pub struct Credit {
+    queued: AtomicUsize,
+    room: Notify,
+}
+
+impl Credit {
+    fn take(&self, bytes: usize) {
+        self.queued.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    fn release(&self, bytes: usize) {
+        let before = self.queued.fetch_sub(bytes, Ordering::AcqRel);
+        if before > MAX_LINK_BYTES && before - bytes <= MAX_LINK_BYTES {
+            self.room.notify_waiters();
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.queued.load(Ordering::Acquire) > MAX_LINK_BYTES
+    }
+
+    /// Completes once the edge has room again.
+    async fn has_room(&self) {
+        loop {
+            let notified = self.room.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.is_full() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// An owner's batches for every edge, filled while it handles requests and releases durable
+/// messages, and sent once per turn of its loop by [`Outgoing::run`].
+pub struct Outgoing {
+    senders: Vec<mpsc::UnboundedSender<ToEdge>>,
+    credits: Vec<Arc<Credit>>,
+    batches: RefCell<Vec<(Vec<EdgeItem>, usize)>>,
+    /// Whether a flush is due.
+    pending: Cell<bool>,
+    wake: Notify,
+}
+
+impl Outgoing {
+    pub fn new(senders: Vec<mpsc::UnboundedSender<ToEdge>>) -> Outgoing {
+        let edges = senders.len();
+        Outgoing {
+            senders,
+            credits: (0..edges).map(|_| Arc::new(Credit::default())).collect(),
+            batches: RefCell::new((0..edges).map(|_| (Vec::new(), 0)).collect()),
+            pending: Cell::new(false),
+            wake: Notify::new(),
+        }
+    }
+
+    /// Queues `item` for `edge`; it leaves with the batch of this turn.
+    pub fn push(&self, edge: usize, item: EdgeItem) {
+        let mut batches = self.batches.borrow_mut();
+        let Some((items, bytes)) = batches.get_mut(edge) else {
+            return;
+        };
+        *bytes += item.byte_len();
+        items.push(item);
+        if !self.pending.replace(true) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Sends every edge its batch.
+    pub fn flush(&self) {
+        self.pending.set(false);
+        let mut batches = self.batches.borrow_mut();
+        for (edge, (items, bytes)) in batches.iter_mut().enumerate() {
+            if items.is_empty() {
+                continue;
+            }
+            let (Some(sender), Some(credit)) = (self.senders.get(edge), self.credits.get(edge))
+            else {
+                continue;
+            };
+            credit.take(*bytes);
+            let batch = ToEdge {
+                items: std::mem::take(items),
+                credit: credit.clone(),
+                bytes: std::mem::take(bytes),
+            };
+            // A closed edge is shutting down: its connections are gone.
+            if let Err(unsent) = sender.send(batch) {
+                unsent.0.written();
+            }
+        }
+    }
+
+    /// Sends the batches whenever something was queued: after the task that queued it yields,
+    /// so that everything one turn produces leaves together.
+    pub async fn run(&self) {
+        loop {
+            self.wake.notified().await;
+            self.flush();
+        }
+    }
+
+    /// Completes when every edge has room for more: an owner waits for this before it takes
+    /// new requests.
+    pub async fn room(&self) {
+        for credit in &self.credits {
+            if credit.is_full() {
+                credit.has_room().await;
+            }
+        }
+    }
+
+    /// Whether some edge is behind by more than [`MAX_LINK_BYTES`].
+    pub fn is_full(&self) -> bool {
+        self.credits.iter().any(|credit| credit.is_full())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(conn: ConnId, text: &str) -> EdgeItem {
+        EdgeItem::Frames {
+            conn,
+            frames: Bytes::copy_from_slice(text.as_bytes()),
+        }
+    }
+
+    #[test]
+    fn a_turn_leaves_as_one_batch_per_edge_in_order() {
+        let (a, mut a_rx) = mpsc::unbounded_channel();
+        let (b, mut b_rx) = mpsc::unbounded_channel();
+        let outgoing = Outgoing::new(vec![a, b]);
+        outgoing.push(0, frames(1, "x"));
+        outgoing.push(1, frames(2, "y"));
+        outgoing.push(0, frames(3, "zz"));
+        outgoing.flush();
+        let batch = a_rx.try_recv().expect("a batch for edge 0");
+        let conns: Vec<ConnId> = batch
+            .items
+            .iter()
+            .map(|item| match item {
+                EdgeItem::Frames { conn, .. } => *conn,
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(conns, vec![1, 3]);
+        assert_eq!(batch.bytes, 3);
+        assert!(a_rx.try_recv().is_err(), "one batch per turn");
+        assert_eq!(b_rx.try_recv().expect("edge 1").items.len(), 1);
+        outgoing.flush();
+        assert!(a_rx.try_recv().is_err(), "nothing queued, nothing sent");
+    }
+
+    #[test]
+    fn an_edge_behind_by_the_limit_stops_the_owner_until_it_writes() {
+        let (a, mut a_rx) = mpsc::unbounded_channel();
+        let outgoing = Outgoing::new(vec![a]);
+        let big = "x".repeat(MAX_LINK_BYTES / 2 + 1);
+        outgoing.push(0, frames(1, &big));
+        outgoing.flush();
+        assert!(!outgoing.is_full());
+        outgoing.push(0, frames(1, &big));
+        outgoing.flush();
+        assert!(outgoing.is_full());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let blocked = runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_millis(20), outgoing.room())
+                .await
+                .is_err()
+        });
+        assert!(blocked, "no room while the edge is behind");
+        a_rx.try_recv().expect("first").written();
+        runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(1), outgoing.room())
+                .await
+                .expect("room once the edge wrote a batch");
+        });
+        a_rx.try_recv().expect("second").written();
+        assert!(!outgoing.is_full());
+    }
+}

@@ -1,0 +1,99 @@
+//! What an owner does with a message from an edge about a connection held there: it opens and
+//! ends the connection's session and handles its requests exactly as for a connection on its
+//! own core (`dispatch`), in the order the edge received them.
+
+use std::rc::Rc;
+
+use tracing::debug;
+
+use crate::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
+use crate::link::ToOwner;
+use crate::outbound::{CloseReason, ConnHandle, Route};
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
+    match message {
+        ToOwner::Open {
+            conn,
+            edge,
+            namespace,
+            session_id,
+            previous,
+        } => {
+            if let Some(previous) = previous {
+                shard.end_previous_session(&previous, &namespace);
+            }
+            let route = Route::Remote {
+                edge,
+                outgoing: shard.outgoing.clone(),
+            };
+            shard.open_session(conn, &namespace, session_id, route);
+        }
+        ToOwner::Messages {
+            conn,
+            texts,
+            done,
+            room,
+        } => {
+            let Some(handle) = shard.session(conn) else {
+                return;
+            };
+            for text in texts {
+                if handle.is_closing() {
+                    return;
+                }
+                match on_message(shard, &handle, text) {
+                    Ok(Handled::Done) => {}
+                    Ok(Handled::ParseOffThread(message)) => {
+                        // The edge reads nothing more of this connection until `done` is
+                        // dropped, so this is its last message of the batch.
+                        let shard = shard.clone();
+                        tokio::task::spawn_local(async move {
+                            let decoded =
+                                tokio::task::spawn_blocking(move || decode_large(message)).await;
+                            let outcome = match decoded {
+                                Ok(decoded) => on_large_decoded(&shard, &handle, decoded),
+                                Err(_) => Err(CloseReason::new(
+                                    tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Error,
+                                    "a message could not be decoded",
+                                )),
+                            };
+                            if let Err(reason) = outcome {
+                                close(&handle, reason);
+                            }
+                            drop((done, room));
+                        });
+                        return;
+                    }
+                    Err(reason) => {
+                        close(&handle, reason);
+                        return;
+                    }
+                }
+            }
+        }
+        ToOwner::AuthExpired { conn } => {
+            let Some(handle) = shard.session(conn) else {
+                return;
+            };
+            // The client may have authenticated again since the edge's timer was set.
+            let expired = handle
+                .auth_expiry()
+                .is_some_and(|expires_at| expires_at.saturating_mul(1000) <= now_ms());
+            if expired {
+                expire_auth(shard, &handle);
+            }
+        }
+        ToOwner::Closed { conn } => {
+            if let Some(handle) = shard.session(conn) {
+                shard.close_connection(&handle);
+            }
+        }
+    }
+}
+
+fn close(handle: &ConnHandle, reason: CloseReason) {
+    debug!(conn = handle.id, reason = %reason.text, "closing a connection held by another core");
+    handle.close(reason);
+}
