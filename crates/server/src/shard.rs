@@ -4,7 +4,7 @@
 //! that reaches a shard on a kept-alive connection of another database is forwarded to the
 //! owner as plain data and answered through a oneshot channel.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -15,6 +15,7 @@ use std::time::Duration;
 use hearth_store::RecordRef;
 use hearth_sync::{Access, ConnId, Database, Effects, Write};
 use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
+use rustc_hash::FxHashMap;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
@@ -116,9 +117,9 @@ pub struct Shard {
     pub ws_budget: Rc<ShardBudget>,
     /// The sessions of this core's databases held by WebSocket connections, on this core or
     /// another.
-    pub conns: RefCell<HashMap<ConnId, Rc<ConnHandle>>>,
+    pub conns: RefCell<FxHashMap<ConnId, Rc<ConnHandle>>>,
     /// The connections this core holds whose database another core owns.
-    edge_conns: RefCell<HashMap<ConnId, Rc<EdgeConn>>>,
+    edge_conns: RefCell<FxHashMap<ConnId, Rc<EdgeConn>>>,
     /// What this core's databases send to connections held by other cores, batched per turn.
     pub outgoing: Rc<Outgoing>,
     /// Per owner: the bytes of messages this core may have in flight to it.
@@ -177,8 +178,8 @@ impl Shard {
             store,
             gate: Rc::new(gate),
             ws_budget,
-            conns: RefCell::new(HashMap::new()),
-            edge_conns: RefCell::new(HashMap::new()),
+            conns: RefCell::new(FxHashMap::default()),
+            edge_conns: RefCell::new(FxHashMap::default()),
             outgoing: Rc::new(Outgoing::new(edges)),
             owner_room: (0..peers.len())
                 .map(|_| Arc::new(Semaphore::new(MAX_LINK_BYTES)))
@@ -362,9 +363,9 @@ impl Shard {
         self.edge_conns.borrow_mut().insert(edge.id, edge);
     }
 
-    /// The connection `id` this core holds for another core's database.
-    pub fn edge_conn(&self, id: ConnId) -> Option<Rc<EdgeConn>> {
-        self.edge_conns.borrow().get(&id).cloned()
+    /// The connections this core holds for other cores' databases, by id.
+    pub fn edge_conns(&self) -> Ref<'_, FxHashMap<ConnId, Rc<EdgeConn>>> {
+        self.edge_conns.borrow()
     }
 
     /// A connection this core held for another core's database ended; its owner is told.
