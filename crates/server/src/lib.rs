@@ -11,16 +11,12 @@
 mod accept_backoff;
 pub mod auth;
 pub mod budget;
+mod close;
 pub mod config;
-mod connection;
-mod dispatch;
 mod edge;
 #[doc(hidden)]
 pub mod fuzzing;
-mod http;
-mod http_body;
 pub mod http_head;
-mod http_unsent;
 mod link;
 #[cfg(test)]
 mod link_sim;
@@ -28,7 +24,6 @@ mod listener;
 mod loaded;
 pub mod namespace;
 mod offload;
-mod outbound;
 mod owner;
 pub mod persist;
 mod port_claim;
@@ -38,7 +33,6 @@ pub mod rules_file;
 mod server;
 mod session;
 mod shard;
-mod socket;
 mod sse;
 mod time;
 pub mod tools;

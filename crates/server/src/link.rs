@@ -23,7 +23,7 @@ use bytes::Bytes;
 use hearth_sync::ConnId;
 use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit};
 
-use crate::outbound::CloseReason;
+use crate::close::CloseReason;
 
 /// The most bytes in flight from one core to another in each direction: messages an edge has
 /// handed to an owner and the owner has not handled yet, and batches an owner has sent to an

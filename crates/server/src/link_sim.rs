@@ -21,11 +21,11 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
 use crate::budget::{HttpBudgets, ShardBudget};
+use crate::edge::socket::tests::Recorder;
 use crate::edge::EdgeConn;
 use crate::link::{EdgeItem, Outgoing, ToEdge};
-use crate::outbound::{ConnHandle, Route};
+use crate::owner::outbound::{ConnHandle, Route};
 use crate::persist::{Gate, Tagger};
-use crate::socket::tests::Recorder;
 
 const FIXED_SEEDS: u64 = 64;
 const STEPS: usize = 600;
@@ -102,7 +102,7 @@ impl World {
             };
             // Sockets with little room, so that writes wait in outboxes too.
             let recorder = Recorder::new(rng.below(300) as usize);
-            let transport: Rc<dyn crate::socket::Transport> = recorder.clone();
+            let transport: Rc<dyn crate::edge::socket::Transport> = recorder.clone();
             let conn = Rc::new(EdgeConn::new(id, transport, budget.clone()));
             let route = if rng.below(3) == 0 {
                 local.insert(id, recorder);

@@ -13,8 +13,8 @@ use tracing::{debug, info, warn};
 
 use crate::accept_backoff::AcceptBackoff;
 use crate::config::ServeConfig;
-use crate::connection::serve_websocket;
-use crate::http::serve_http;
+use crate::edge::http::serve_http;
+use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
 use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
@@ -25,7 +25,7 @@ use crate::persist::{
     Loading, Opened, ShardStorage, ShardStore,
 };
 use crate::port_claim::PortClaim;
-use crate::rest::execute_durable;
+use crate::rest::execute::execute_durable;
 use crate::shard::{Shard, ShardMessage};
 use crate::{edge, owner};
 

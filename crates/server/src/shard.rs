@@ -22,18 +22,16 @@ use tracing::{debug, info, warn};
 
 use crate::budget::ShardBudget;
 use crate::config::ServeConfig;
-use crate::dispatch::route_effects;
 use crate::edge::EdgeConn;
 use crate::http_head::Head;
 use crate::link::{Outgoing, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::loaded::Loaded;
 use crate::namespace::NamespaceError;
-use crate::outbound::{CloseReason, ConnHandle, Route, REPLACED_CLOSE};
+use crate::owner::outbound::ConnHandle;
 use crate::persist::{Gate, ShardStore, Tagger};
 use crate::rest::{RestCall, RestResponse};
 use crate::rules_file::default_access;
-use crate::session::may_replace;
-use crate::sse::StreamHandle;
+use crate::sse::stream::StreamHandle;
 use crate::time::now_ms;
 
 /// What clients are told while writes are refused.
@@ -321,35 +319,28 @@ impl Shard {
             .map_or(0, |loaded| self.gate.tag(loaded.seq.get()))
     }
 
-    /// Registers a session of `namespace` (creating the database on first use) for a
-    /// connection whose messages go by `route`.
-    pub fn open_session(
-        &self,
-        id: ConnId,
-        namespace: &str,
-        session_id: String,
-        route: Route,
-    ) -> Rc<ConnHandle> {
-        let tagger = {
-            let mut databases = self.databases.borrow_mut();
-            let loaded = self.database(&mut databases, namespace);
-            loaded.connect(id);
-            Tagger {
-                gate: self.gate.clone(),
-                database_seq: loaded.seq.clone(),
-            }
-        };
-        let handle = Rc::new(ConnHandle::new(
-            id,
-            namespace.to_owned(),
-            session_id.clone(),
-            tagger,
-            route,
-        ));
-        self.conns.borrow_mut().insert(id, handle.clone());
-        self.sessions.borrow_mut().insert(session_id, id);
+    /// Registers `handle`, a new session of one of this core's databases.
+    pub fn add_session(&self, handle: Rc<ConnHandle>) {
+        self.sessions
+            .borrow_mut()
+            .insert(handle.session_id.clone(), handle.id);
+        self.conns.borrow_mut().insert(handle.id, handle);
         self.stats.borrow_mut().connections_opened += 1;
-        handle
+    }
+
+    /// Forgets the session `handle`; `false` when it was already gone.
+    pub fn remove_session(&self, handle: &ConnHandle) -> bool {
+        if self.conns.borrow_mut().remove(&handle.id).is_none() {
+            return false;
+        }
+        self.sessions.borrow_mut().remove(&handle.session_id);
+        true
+    }
+
+    /// The session whose secret id is `session_id`, if it is open.
+    pub fn session_by_secret(&self, session_id: &str) -> Option<Rc<ConnHandle>> {
+        let conn = self.sessions.borrow().get(session_id).copied()?;
+        self.session(conn)
     }
 
     /// The session `id` of one of this core's databases.
@@ -391,57 +382,9 @@ impl Shard {
         room.acquire_many_owned(bytes).await.ok()
     }
 
-    /// Ends a connection's session: its listens go, and its onDisconnect queue runs now.
-    /// Calling it twice is harmless.
-    pub fn close_connection(&self, handle: &ConnHandle) {
-        if self.conns.borrow_mut().remove(&handle.id).is_none() {
-            return;
-        }
-        self.sessions.borrow_mut().remove(&handle.session_id);
-        self.end_session(&handle.namespace, handle.id);
-    }
-
-    /// Ends an event stream's session. Calling it twice is harmless.
-    pub fn close_stream(&self, handle: &StreamHandle) {
-        if self.streams.borrow_mut().remove(&handle.id).is_none() {
-            return;
-        }
-        self.end_session(&handle.namespace, handle.id);
-    }
-
-    fn end_session(&self, namespace: &str, id: ConnId) {
-        let mut effects = Effects::new();
-        if let Some(database) = self.databases.borrow_mut().get_mut(namespace) {
-            database.disconnect(id, now_ms(), &mut effects);
-            database.last_used_ms = now_ms();
-        }
-        route_effects(self, namespace, effects);
-    }
-
-    /// A client reconnected to `namespace` naming its previous session: if that socket still
-    /// looks open (half-open TCP), end it now so that its onDisconnect queue runs before the
-    /// new connection's requests. An unknown id, or a session of another database, is ignored
-    /// alike. The id is a secret, so it is not logged.
-    pub fn end_previous_session(&self, previous: &str, namespace: &str) {
-        let Some(conn) = self.sessions.borrow().get(previous).copied() else {
-            return;
-        };
-        let Some(handle) = self.conns.borrow().get(&conn).cloned() else {
-            return;
-        };
-        if !may_replace(&handle.namespace, namespace) {
-            debug!(
-                conn = handle.id,
-                "a reconnect named a session of another database; ignored"
-            );
-            return;
-        }
-        debug!(conn = handle.id, "previous session replaced by a reconnect");
-        self.close_connection(&handle);
-        handle.close(CloseReason::new(
-            tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Away,
-            REPLACED_CLOSE,
-        ));
+    /// Forgets the event stream `id`; `false` when it was already gone.
+    pub fn remove_stream(&self, id: ConnId) -> bool {
+        self.streams.borrow_mut().remove(&id).is_some()
     }
 
     /// A new push id for a `POST`, from the server clock. Ids made by one shard are strictly

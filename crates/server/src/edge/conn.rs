@@ -13,8 +13,8 @@ use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::budget::ShardBudget;
-use crate::outbound::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
-use crate::socket::{Outbox, Sent, Transport};
+use crate::close::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
+use crate::edge::socket::{Outbox, Sent, Transport};
 
 pub struct EdgeConn {
     pub id: ConnId,

@@ -6,9 +6,11 @@ use std::rc::Rc;
 
 use tracing::debug;
 
-use crate::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
+use crate::close::CloseReason;
 use crate::link::ToOwner;
-use crate::outbound::{CloseReason, ConnHandle, Route};
+use crate::owner::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
+use crate::owner::outbound::{ConnHandle, Route};
+use crate::owner::sessions;
 use crate::shard::Shard;
 use crate::time::now_ms;
 
@@ -22,13 +24,13 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
             previous,
         } => {
             if let Some(previous) = previous {
-                shard.end_previous_session(&previous, &namespace);
+                sessions::end_previous_session(shard, &previous, &namespace);
             }
             let route = Route::Remote {
                 edge,
                 outgoing: shard.outgoing.clone(),
             };
-            shard.open_session(conn, &namespace, session_id, route);
+            sessions::open_session(shard, conn, &namespace, session_id, route);
         }
         ToOwner::Messages {
             conn,
@@ -87,7 +89,7 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
         }
         ToOwner::Closed { conn } => {
             if let Some(handle) = shard.session(conn) {
-                shard.close_connection(&handle);
+                sessions::close_connection(shard, &handle);
             }
         }
     }

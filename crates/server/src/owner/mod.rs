@@ -1,7 +1,17 @@
 //! The owner role of a shard: the databases whose names hash to this core. The owner applies
 //! the requests of their sessions, wherever those sessions' sockets are, and routes the replies
 //! and pushes back to the edges that hold them (`link`).
+//!
+//! - `dispatch`: one request of a session, handled by its database;
+//! - `effects`: the pushes, cancels and log records a step of a database produced, delivered;
+//! - `sessions`: sessions opening and ending (onDisconnect, `ls`);
+//! - `outbound`: a session's held queue and the route of its messages;
+//! - `intake`: the messages edges send about connections they hold.
 
+pub mod dispatch;
+pub mod effects;
 mod intake;
+pub mod outbound;
+pub mod sessions;
 
 pub use intake::on_link_message;

@@ -22,8 +22,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::error;
 
 use super::ShardStore;
+use crate::close::{CloseReason, DISK_FAILED_CLOSE};
 use crate::loaded::Loaded;
-use crate::outbound::{CloseReason, DISK_FAILED_CLOSE};
 use crate::shard::{read_only_reason, Shard};
 use crate::time::now_ms;
 

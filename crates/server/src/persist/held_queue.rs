@@ -10,7 +10,7 @@ use hearth_sync::ConnId;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::Tagger;
-use crate::outbound::MAX_OUTBOUND_BYTES;
+use crate::close::MAX_OUTBOUND_BYTES;
 
 /// What a queue holds: anything with a size, for the [`MAX_OUTBOUND_BYTES`] limit.
 pub trait Outbound: Clone {

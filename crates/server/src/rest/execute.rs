@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use super::response::{RestResponse, JAVASCRIPT};
 use super::settings::{get_rules, put_rules};
 use super::{CallOp, DataMethod, DataRequest, RestCall, MAX_REST_RESPONSE_BYTES};
-use crate::dispatch::route_effects;
+use crate::owner::effects::route_effects;
 use crate::shard::Shard;
 use crate::time::now_ms;
 

@@ -9,12 +9,12 @@
 //! that owns the database. There `execute` applies it and returns a [`RestResponse`], again
 //! plain data.
 
-mod execute;
+pub mod execute;
 #[cfg(test)]
 mod oracle_tests;
 mod params;
 mod parse;
-mod precheck;
+pub mod precheck;
 #[cfg(test)]
 mod prepared_tests;
 mod response;
@@ -27,10 +27,8 @@ use hearth_sync::{AuthState, PreparedSet, WriteTarget};
 use hearth_wire::{parse_bounded, JsonStyle, ParseError};
 use serde_json::Value;
 
-pub use execute::{execute_durable, reply_error};
 pub use params::WriteSizeLimit;
 pub use parse::{parse_request, DATA_METHODS};
-pub use precheck::refuse_early;
 pub use response::RestResponse;
 
 /// The largest request body accepted for a write, whatever `writeSizeLimit` says: production's
@@ -70,7 +68,7 @@ impl Endpoint {
     /// The most body bytes this request may send, or `None` when it takes no body.
     pub fn body_limit(&self) -> Option<usize> {
         match self {
-            Endpoint::RulesPut => Some(settings::MAX_RULES_BYTES),
+            Endpoint::RulesPut => Some(hearth_rules::MAX_RULES_BYTES),
             Endpoint::Data(data) => data.body_limit(),
             _ => None,
         }

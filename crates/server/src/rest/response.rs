@@ -6,7 +6,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use serde_json::json;
 
-use crate::http_body::HearthBody;
+use crate::edge::http_body::HearthBody;
 
 pub const JSON: &str = "application/json; charset=utf-8";
 pub const JAVASCRIPT: &str = "application/javascript; charset=utf-8";

@@ -8,11 +8,9 @@ use hearth_rules::Rules;
 use hearth_sync::{Access, Effects};
 
 use super::response::RestResponse;
-use crate::dispatch::route_effects;
+use crate::owner::effects::route_effects;
 use crate::shard::Shard;
 use crate::time::now_ms;
-
-pub use hearth_rules::MAX_RULES_BYTES;
 
 /// What `GET` shows for a database without a rules document.
 const OPEN_RULES: &str = "{\"rules\":{\".read\":true,\".write\":true}}";

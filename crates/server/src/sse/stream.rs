@@ -1,43 +1,16 @@
-//! REST event streams (spec §15.6): `GET <path>.json` with `Accept: text/event-stream`.
-//!
-//! A stream is a session of its database, exactly like a WebSocket connection: it connects,
-//! listens at its path (with the request's query, as a tagged listen when it filters) and is
-//! disconnected when the client goes away. Its pushes therefore come from the same views as
-//! WebSocket listens. `route_effects` hands each push to [`SseFanout`], which serializes the
-//! data once per push and gives every stream the same bytes; only the short event head, whose
-//! path is relative to the stream's location, is made once per distinct stream path.
+//! An event stream's queue on the core that owns its database: its events with their
+//! durability tags, and the fan-out that gives every stream of one push the same bytes.
 
 use std::cell::{Cell, RefCell};
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
-use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::task::Waker;
 
 use bytes::Bytes;
-use hearth_sync::{AuthState, ConnId, Effects, Push, Request};
+use hearth_sync::{ConnId, Push};
 use hearth_tree::Path;
-use hearth_wire::{
-    encode_sse_payload, SSE_AUTH_REVOKED, SSE_CANCEL, SSE_EVENT_END, SSE_KEEP_ALIVE,
-};
-use hyper::body::{Body, Frame};
-use hyper::header::HeaderValue;
-use hyper::Response;
-use tokio::time::Sleep;
+use hearth_wire::{encode_sse_payload, SSE_AUTH_REVOKED, SSE_CANCEL, SSE_EVENT_END};
 
 use crate::budget::SharedBudgets;
-use crate::dispatch::route_effects;
-use crate::http_body::HearthBody;
-use crate::http_unsent::ConnUnsent;
 use crate::persist::{HeldQueue, Pushed, Tagger};
-use crate::rest::{reply_error, DataRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
-use crate::shard::Shard;
-use crate::time::now_ms;
-
-/// The tag of a stream's filtered listen. A stream holds exactly one listen, so any constant
-/// will do; the engine needs a tag to tell filtered listens apart.
-const STREAM_TAG: u64 = 1;
 
 /// The shard's handle on one open event stream.
 pub struct StreamHandle {
@@ -51,8 +24,8 @@ pub struct StreamHandle {
     queue: HeldQueue<Bytes>,
     /// The server's answer budget, which the queued chunks are counted in (see
     /// `http_unsent`); `None` in tests of the queue alone.
-    budgets: Option<SharedBudgets>,
-    waker: RefCell<Option<Waker>>,
+    pub(super) budgets: Option<SharedBudgets>,
+    pub(super) waker: RefCell<Option<Waker>>,
     closing: Cell<bool>,
 }
 
@@ -83,7 +56,7 @@ impl StreamHandle {
     }
 
     /// Queues the chunks of one event. A client that reads slower than its events arrive is
-    /// cut off at [`crate::outbound::MAX_OUTBOUND_BYTES`], as WebSocket clients are, and a
+    /// cut off at [`crate::close::MAX_OUTBOUND_BYTES`], as WebSocket clients are, and a
     /// stream whose event does not fit in the server's answer budget is ended; the client
     /// reconnects and starts again from a fresh `put`.
     pub fn send(&self, chunks: &[Bytes]) {
@@ -108,7 +81,7 @@ impl StreamHandle {
         }
     }
 
-    fn give_back(&self, bytes: usize) {
+    pub(super) fn give_back(&self, bytes: usize) {
         if let Some(budgets) = &self.budgets {
             budgets.answers.give_back(bytes);
         }
@@ -128,7 +101,7 @@ impl StreamHandle {
     }
 
     /// Whether nothing is left to send.
-    fn is_drained(&self) -> bool {
+    pub(super) fn is_drained(&self) -> bool {
         self.queue.is_empty()
     }
 
@@ -163,7 +136,7 @@ impl StreamHandle {
     }
 
     /// The next chunk, if its write is durable.
-    fn pop(&self) -> Option<Bytes> {
+    pub(super) fn pop(&self) -> Option<Bytes> {
         self.queue.pop_ready()
     }
 }
@@ -172,192 +145,6 @@ impl Drop for StreamHandle {
     fn drop(&mut self) {
         self.give_back(self.queue.bytes());
     }
-}
-
-/// The response body of a stream: the queued events, and a keep-alive event every period.
-/// Dropping it (the client went away, or the stream ended) ends the session.
-pub struct StreamBody {
-    shard: Rc<Shard>,
-    handle: Rc<StreamHandle>,
-    keep_alive: Pin<Box<Sleep>>,
-    period: Duration,
-    /// Fires when the stream's credential expires.
-    expiry: Option<Pin<Box<Sleep>>>,
-    /// The connection that counts the chunks handed to hyper until the socket takes them.
-    unsent: Option<Rc<ConnUnsent>>,
-}
-
-impl StreamBody {
-    fn new(
-        shard: Rc<Shard>,
-        handle: Rc<StreamHandle>,
-        period: Duration,
-        expires_in: Option<Duration>,
-    ) -> StreamBody {
-        StreamBody {
-            shard,
-            handle,
-            keep_alive: Box::pin(tokio::time::sleep(period)),
-            period,
-            expiry: expires_in.map(|wait| Box::pin(tokio::time::sleep(wait))),
-            unsent: None,
-        }
-    }
-}
-
-impl StreamBody {
-    /// Counts the chunks this stream hands to hyper on the connection's unsent bytes.
-    pub fn count_on(&mut self, unsent: Rc<ConnUnsent>) {
-        self.unsent = Some(unsent);
-    }
-
-    /// The next chunk; its bytes stay counted until the socket has written them.
-    fn pop(&self) -> Option<Bytes> {
-        let chunk = self.handle.pop()?;
-        match &self.unsent {
-            Some(unsent) if self.handle.budgets.is_some() => unsent.adopt(chunk.len()),
-            _ => self.handle.give_back(chunk.len()),
-        }
-        Some(chunk)
-    }
-}
-
-impl Body for StreamBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let this = self.get_mut();
-        if let Some(chunk) = this.pop() {
-            return Poll::Ready(Some(Ok(Frame::data(chunk))));
-        }
-        // A closing stream ends once everything it may still send is sent; chunks held for
-        // the disk are waited for (the log failing discards them).
-        if this.handle.is_closing() && this.handle.is_drained() {
-            return Poll::Ready(None);
-        }
-        if let Some(expiry) = &mut this.expiry {
-            if expiry.as_mut().poll(cx).is_ready() {
-                this.expiry = None;
-                this.handle.revoke_auth();
-                return match this.pop() {
-                    Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
-                    None => Poll::Ready(None),
-                };
-            }
-        }
-        if this.keep_alive.as_mut().poll(cx).is_ready() {
-            let next = tokio::time::Instant::now() + this.period;
-            this.keep_alive.as_mut().reset(next);
-            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(SSE_KEEP_ALIVE)))));
-        }
-        *this.handle.waker.borrow_mut() = Some(cx.waker().clone());
-        Poll::Pending
-    }
-
-    fn is_end_stream(&self) -> bool {
-        false
-    }
-}
-
-impl Drop for StreamBody {
-    fn drop(&mut self) {
-        self.shard.close_stream(&self.handle);
-    }
-}
-
-/// Opens a stream on the shard that owns its database. The first event is the `put` of the
-/// whole current value (or query result) at the stream's path. The listen is checked against
-/// the database's rules like a WebSocket listen; when the rules later stop allowing it, the
-/// engine revokes it and the stream ends with a `cancel` event.
-pub fn open_stream(
-    shard: &Rc<Shard>,
-    namespace: &str,
-    auth: AuthState,
-    auth_expires_at: Option<u64>,
-    request: &DataRequest,
-) -> Result<Response<HearthBody>, RestResponse> {
-    let path = request.target.path.clone();
-    let current_bytes = shard
-        .databases
-        .borrow()
-        .get(namespace)
-        .map_or(0, |database| database.root().get(&path).estimated_bytes());
-    if current_bytes > MAX_REST_RESPONSE_BYTES {
-        return Err(RestResponse::error(
-            400,
-            "Data requested exceeds the maximum size that can be accessed with a single request.",
-        ));
-    }
-    let query = request
-        .query
-        .as_ref()
-        .map(|query| query.params.clone())
-        .unwrap_or_default();
-    let tag = query.is_filtered().then_some(STREAM_TAG);
-    let id = shard.next_conn_id();
-    let handle = Rc::new(
-        StreamHandle::new(
-            id,
-            namespace.to_owned(),
-            path.clone(),
-            request.style.export,
-            shard.tagger(namespace),
-        )
-        .counted_in(shard.config.http.clone()),
-    );
-    shard.streams.borrow_mut().insert(id, handle.clone());
-    shard.stats.borrow_mut().streams_opened += 1;
-    // A credential that expires ends the stream with `auth_revoked` when it does; the client
-    // then reconnects with a fresh one. (Development credentials never expire.)
-    let expires_in = auth_expires_at
-        .map(|at| Duration::from_millis(at.saturating_mul(1000).saturating_sub(now_ms())));
-    // From here on, dropping the body ends the session.
-    let body = StreamBody::new(
-        shard.clone(),
-        handle.clone(),
-        shard.config.sse_keep_alive,
-        expires_in,
-    );
-    let mut effects = Effects::new();
-    let reply = {
-        let mut databases = shard.databases.borrow_mut();
-        let database = shard.database(&mut databases, namespace);
-        database.connect(id);
-        database.set_auth(id, auth, now_ms(), &mut effects);
-        let listen = Request::Listen {
-            path,
-            query,
-            query_wire: None,
-            tag,
-            hash: None,
-        };
-        database.handle(id, listen, now_ms(), &mut effects)
-    };
-    route_effects(shard, namespace, effects);
-    if !reply.is_ok() {
-        // Dropping the body ends the session.
-        drop(body);
-        return Err(reply_error(reply));
-    }
-    let mut response = Response::new(HearthBody::Stream(body));
-    let headers = response.headers_mut();
-    headers.insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(
-        hyper::header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache"),
-    );
-    headers.insert(
-        hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    Ok(response)
 }
 
 /// The stream side of delivering one push: the data is serialized at most once per form
@@ -500,7 +287,7 @@ mod tests {
         let roomy = crate::budget::HttpBudgets::for_answers(usize::MAX);
         let overflowing = StreamHandle::new(2, "ns".into(), Path::root(), false, Tagger::open())
             .counted_in(roomy.clone());
-        let big = Bytes::from(vec![b'x'; crate::outbound::MAX_OUTBOUND_BYTES]);
+        let big = Bytes::from(vec![b'x'; crate::close::MAX_OUTBOUND_BYTES]);
         overflowing.send(&[Bytes::from(vec![b'x'; 60])]);
         overflowing.send(&[big]);
         assert!(overflowing.is_closing());
@@ -515,7 +302,7 @@ mod tests {
     fn slow_streams_are_cut_off() {
         let handle = StreamHandle::new(1, "ns".into(), Path::root(), false, Tagger::open());
         let big = Bytes::from(vec![b'x'; 1024 * 1024]);
-        for _ in 0..=(crate::outbound::MAX_OUTBOUND_BYTES / big.len()) {
+        for _ in 0..=(crate::close::MAX_OUTBOUND_BYTES / big.len()) {
             handle.send(std::slice::from_ref(&big));
         }
         assert!(handle.is_closing());

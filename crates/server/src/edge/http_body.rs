@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
-use crate::http_unsent::Unsent;
-use crate::sse::StreamBody;
+use crate::edge::http_unsent::Unsent;
+use crate::sse::body::StreamBody;
 
 pub enum HearthBody {
     /// A complete answer, with its place in the unsent-answer budgets once counted.

@@ -11,55 +11,11 @@ use hearth_sync::ConnId;
 use hearth_wire::split_frames;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 
+use crate::close::{CloseReason, SLOW_READER_CLOSE};
 use crate::edge::EdgeConn;
 use crate::link::{EdgeItem, Outgoing};
 use crate::persist::{HeldQueue, Pushed, Tagger};
-
-/// The most bytes that may wait in one connection's queue. A client that reads slower than
-/// its data arrives is disconnected rather than allowed to grow the server's memory: it gets
-/// [`SLOW_READER_CLOSE`] (1008), as it does when its queued bytes do not fit in the server's
-/// answer budget (`budget::DEFAULT_ANSWER_BUDGET_BYTES`).
-pub const MAX_OUTBOUND_BYTES: usize = 64 * 1024 * 1024;
-
-/// The close reason of a connection closed for reading too slowly.
-pub const SLOW_READER_CLOSE: &str = "the client reads too slowly: outbound queue limit reached";
-
-/// The close reason of a session ended by a reconnect of the same client (`ls`).
-pub const REPLACED_CLOSE: &str = "replaced by a newer connection of the same client";
-
-/// The close reason of the clients of a database that lost writes to a disk failure.
-pub const DISK_FAILED_CLOSE: &str = "the server's disk failed";
-
-/// Why the server closes a connection, sent as the close frame's reason.
-#[derive(Debug, Clone)]
-pub struct CloseReason {
-    pub code: CloseCode,
-    pub text: String,
-}
-
-impl CloseReason {
-    pub fn new(code: CloseCode, text: impl Into<String>) -> CloseReason {
-        CloseReason {
-            code,
-            text: text.into(),
-        }
-    }
-
-    /// The close frame; its reason is cut to the 123 bytes that a close frame can carry.
-    pub fn frame(&self) -> CloseFrame {
-        let mut end = self.text.len().min(123);
-        while !self.text.is_char_boundary(end) {
-            end -= 1;
-        }
-        CloseFrame {
-            code: self.code,
-            reason: Utf8Bytes::from(self.text[..end].to_owned()),
-        }
-    }
-}
 
 /// Where a connection's messages go once they may leave.
 pub enum Route {
@@ -255,8 +211,9 @@ mod tests {
 
     use super::*;
     use crate::budget::{HttpBudgets, ShardBudget, SharedBudgets};
-    use crate::socket::tests::Recorder;
-    use crate::socket::Sent;
+    use crate::close::MAX_OUTBOUND_BYTES;
+    use crate::edge::socket::tests::Recorder;
+    use crate::edge::socket::Sent;
 
     /// The payloads of the text frames in `bytes`.
     fn texts(bytes: &[u8]) -> Vec<String> {
@@ -284,7 +241,7 @@ mod tests {
         recorder: &Rc<Recorder>,
         budget: &Rc<ShardBudget>,
     ) -> ConnHandle {
-        let transport: Rc<dyn crate::socket::Transport> = recorder.clone();
+        let transport: Rc<dyn crate::edge::socket::Transport> = recorder.clone();
         let edge = Rc::new(EdgeConn::new(1, transport, budget.clone()));
         ConnHandle::new(1, "ns".into(), "s".into(), tagger, Route::Local(edge))
     }

@@ -29,13 +29,15 @@ use tokio::net::TcpStream;
 use tracing::debug;
 
 use crate::budget::{ByteBudget, Held};
-use crate::http_body::HearthBody;
-use crate::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
+use crate::edge::http_body::HearthBody;
+use crate::edge::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
 use crate::namespace::owner_shard;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
+use crate::rest::execute::execute_durable;
+use crate::rest::precheck::refuse_early;
 use crate::rest::{
-    execute_durable, make_call, parse_request, prepare_large_put, refuse_early, DataRequest,
-    Endpoint, RestCall, RestRequest, RestResponse,
+    make_call, parse_request, prepare_large_put, DataRequest, Endpoint, RestCall, RestRequest,
+    RestResponse,
 };
 use crate::shard::Shard;
 use crate::sse::open_stream;

@@ -20,7 +20,7 @@ use crate::budget::SharedBudgets;
 /// client that pipelines requests without reading piles answers up; past this (the WebSocket
 /// limit, `outbound::MAX_OUTBOUND_BYTES`) the connection is closed. One answer on its own may be
 /// as large as `rest::MAX_REST_RESPONSE_BYTES`.
-pub const MAX_CONN_UNSENT_BYTES: usize = crate::outbound::MAX_OUTBOUND_BYTES;
+pub const MAX_CONN_UNSENT_BYTES: usize = crate::close::MAX_OUTBOUND_BYTES;
 
 /// What a client is told when the server's answer budget is spent.
 pub const ANSWERS_BUSY: &str =
@@ -180,8 +180,8 @@ impl WriteGuard {
 mod tests {
     use super::*;
     use crate::budget::HttpBudgets;
-    use crate::http::admit;
-    use crate::http_body::HearthBody;
+    use crate::edge::http::admit;
+    use crate::edge::http_body::HearthBody;
     use crate::rest::RestResponse;
     use bytes::Bytes;
     use hyper::Response;

@@ -17,31 +17,24 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info, warn};
 
-use crate::dispatch::{
-    decode_large, expire_auth, on_large_decoded, on_message, Handled, LargeMessage,
+use crate::close::{
+    CloseReason, DISK_FAILED_CLOSE, IDLE_CLOSE, REPLACED_CLOSE, SHUTDOWN_CLOSE, SLOW_READER_CLOSE,
+    UNWRITABLE_DROP,
 };
+use crate::edge::socket::{Outbox, SharedStream, Transport};
 use crate::edge::EdgeConn;
 use crate::http_head::Head;
 use crate::link::ToOwner;
 use crate::namespace::{owner_shard, NamespaceError};
 use crate::offload::OFF_THREAD_PARSE_BYTES;
-use crate::outbound::{
-    encode_frames, CloseReason, ConnHandle, Route, DISK_FAILED_CLOSE, REPLACED_CLOSE,
-    SLOW_READER_CLOSE,
+use crate::owner::dispatch::{
+    decode_large, expire_auth, on_large_decoded, on_message, Handled, LargeMessage,
 };
+use crate::owner::outbound::{encode_frames, ConnHandle, Route};
+use crate::owner::sessions;
 use crate::session::new_session_id;
 use crate::shard::Shard;
-use crate::socket::{Outbox, SharedStream, Transport};
 use crate::time::now_ms;
-
-/// The close reason of a connection whose client answered no ping for the idle timeout.
-pub const IDLE_CLOSE: &str = "no answer to pings";
-
-/// The close reason sent to every connection when the server stops.
-pub const SHUTDOWN_CLOSE: &str = "the server is shutting down";
-
-/// Why a connection whose client takes no byte for the write timeout is dropped.
-pub const UNWRITABLE_DROP: &str = "the client accepts no data";
 
 /// Messages handled from one connection before its replies are flushed, so that a burst is
 /// answered with one write without starving the writer.
@@ -127,10 +120,12 @@ pub async fn serve_websocket(
     let owner = owner_shard(&namespace, shard.shard_count);
     let side = if owner == shard.index {
         if let Some(previous) = previous {
-            shard.end_previous_session(previous, &namespace);
+            sessions::end_previous_session(&shard, previous, &namespace);
         }
         let route = Route::Local(edge.clone());
-        OwnerSide::Local(shard.open_session(id, &namespace, session_id, route))
+        OwnerSide::Local(sessions::open_session(
+            &shard, id, &namespace, session_id, route,
+        ))
     } else {
         shard.hold_connection(edge.clone());
         shard.send_to_owner(
@@ -150,7 +145,7 @@ pub async fn serve_websocket(
         WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;
     let ended = run(&shard, &edge, &side, &mut socket).await;
     match &side {
-        OwnerSide::Local(session) => shard.close_connection(session),
+        OwnerSide::Local(session) => sessions::close_connection(&shard, session),
         OwnerSide::Remote(owner) => shard.release_connection(id, *owner),
     }
     count_close(&shard, &ended);

@@ -37,7 +37,11 @@ pub trait Transport {
 
 impl Transport for TcpStream {
     fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        TcpStream::try_write_vectored(self, bufs)
+        // Most writes are one push: `write` skips the kernel's import of an iovec array.
+        match bufs {
+            [single] => TcpStream::try_write(self, single),
+            _ => TcpStream::try_write_vectored(self, bufs),
+        }
     }
 
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -1,0 +1,64 @@
+//! Delivering what one step of a database produced, in order: its log record first, then the
+//! pushes and cancels, each push serialized once per transport.
+
+use bytes::Bytes;
+use hearth_sync::{Effect, Effects};
+use hearth_wire::{encode_cancel, encode_push, EncodedPush};
+
+use crate::owner::outbound::encode_frames;
+use crate::shard::Shard;
+use crate::sse::stream::SseFanout;
+
+/// Delivers the effects of a step of `namespace`'s database in order: a write goes to the log
+/// first, so that the messages that follow it are tagged to wait for it. Each push is
+/// serialized once per transport: WebSocket listeners share the same frame bytes (filtered
+/// ones get the same text with their tag spliced in), and event streams share the same data
+/// bytes (see `SseFanout`).
+pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
+    if effects.is_empty() {
+        return;
+    }
+    let conns = shard.conns.borrow();
+    let streams = shard.streams.borrow();
+    for effect in effects {
+        match effect {
+            Effect::Push { push, targets } => {
+                let mut encoded: Option<EncodedPush> = None;
+                let mut untagged: Option<Bytes> = None;
+                let mut fanout = SseFanout::new(&push);
+                for target in targets {
+                    if let Some(handle) = conns.get(&target.conn) {
+                        let encoded = encoded.get_or_insert_with(|| encode_push(&push));
+                        match target.tag {
+                            None => {
+                                let frames = untagged
+                                    .get_or_insert_with(|| encode_frames(encoded.untagged()));
+                                handle.send_frames(frames);
+                            }
+                            Some(tag) => handle.send_text(encoded.tagged(tag)),
+                        }
+                    } else if let Some(stream) = streams.get(&target.conn) {
+                        // A stream holds one listen, so its tag (if any) needs no echo.
+                        fanout.deliver(stream);
+                    }
+                }
+            }
+            Effect::Cancel {
+                conn,
+                path,
+                query_wire,
+            } => {
+                if let Some(handle) = conns.get(&conn) {
+                    handle.send_text(encode_cancel(&path, query_wire.as_ref()));
+                } else if let Some(stream) = streams.get(&conn) {
+                    // RULES HOOK: a listen revoked because the rules no longer allow the read
+                    // ends the stream with a `cancel` event.
+                    stream.cancel();
+                }
+            }
+            // A write's record comes before its pushes in the list, so they are queued after
+            // the database's sequence number moved and wait for the record to be durable.
+            Effect::Log(write) => shard.log_write(namespace, &write),
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Sessions of this core's databases opening and ending: a WebSocket connection (held here or
+//! by another core) or an event stream. Ending a session drops its listens and runs its
+//! onDisconnect queue at once.
+
+use std::rc::Rc;
+
+use hearth_sync::{ConnId, Effects};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::debug;
+
+use crate::close::{CloseReason, REPLACED_CLOSE};
+use crate::owner::effects::route_effects;
+use crate::owner::outbound::{ConnHandle, Route};
+use crate::persist::Tagger;
+use crate::session::may_replace;
+use crate::shard::Shard;
+use crate::sse::stream::StreamHandle;
+use crate::time::now_ms;
+
+/// Opens a session of `namespace` (creating the database on first use) for a connection whose
+/// messages go by `route`.
+pub fn open_session(
+    shard: &Shard,
+    id: ConnId,
+    namespace: &str,
+    session_id: String,
+    route: Route,
+) -> Rc<ConnHandle> {
+    let tagger = {
+        let mut databases = shard.databases.borrow_mut();
+        let loaded = shard.database(&mut databases, namespace);
+        loaded.connect(id);
+        Tagger {
+            gate: shard.gate.clone(),
+            database_seq: loaded.seq.clone(),
+        }
+    };
+    let handle = Rc::new(ConnHandle::new(
+        id,
+        namespace.to_owned(),
+        session_id,
+        tagger,
+        route,
+    ));
+    shard.add_session(handle.clone());
+    handle
+}
+
+/// Ends a connection's session: its listens go, and its onDisconnect queue runs now. Calling it
+/// twice is harmless.
+pub fn close_connection(shard: &Shard, handle: &ConnHandle) {
+    if shard.remove_session(handle) {
+        end_session(shard, &handle.namespace, handle.id);
+    }
+}
+
+/// Ends an event stream's session. Calling it twice is harmless.
+pub fn close_stream(shard: &Shard, handle: &StreamHandle) {
+    if shard.remove_stream(handle.id) {
+        end_session(shard, &handle.namespace, handle.id);
+    }
+}
+
+fn end_session(shard: &Shard, namespace: &str, id: ConnId) {
+    let mut effects = Effects::new();
+    if let Some(database) = shard.databases.borrow_mut().get_mut(namespace) {
+        database.disconnect(id, now_ms(), &mut effects);
+        database.last_used_ms = now_ms();
+    }
+    route_effects(shard, namespace, effects);
+}
+
+/// A client reconnected to `namespace` naming its previous session: if that socket still looks
+/// open (half-open TCP), end it now so that its onDisconnect queue runs before the new
+/// connection's requests. An unknown id, or a session of another database, is ignored alike.
+/// The id is a secret, so it is not logged.
+pub fn end_previous_session(shard: &Shard, previous: &str, namespace: &str) {
+    let Some(handle) = shard.session_by_secret(previous) else {
+        return;
+    };
+    if !may_replace(&handle.namespace, namespace) {
+        debug!(
+            conn = handle.id,
+            "a reconnect named a session of another database; ignored"
+        );
+        return;
+    }
+    debug!(conn = handle.id, "previous session replaced by a reconnect");
+    close_connection(shard, &handle);
+    handle.close(CloseReason::new(CloseCode::Away, REPLACED_CLOSE));
+}
