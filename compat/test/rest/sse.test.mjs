@@ -130,12 +130,11 @@ describe('rest streaming (SSE)', () => {
     assert.equal(live.dataEvents[1].data.data, 'after churn');
   });
 
-  it('on a kept-alive connection, plain requests for another shard are forwarded and streams redirected', T, async () => {
+  it('on a kept-alive connection, requests and streams for another shard are served where the connection is', T, async () => {
     const home = nsOnShard('home', 0);
     const away = nsOnShard('away', 1);
     const c = await RawHttp.connect(h.server.port);
     h.defer(() => c.close());
-    // The first request routes the connection to the shard of `home`.
     await c.write(rawRequest('PUT', `/v.json?ns=${home}`, {}, '"home"'));
     assert.equal((await c.response()).body, '"home"');
     // Requests for `away` on the same connection are answered by its shard.
@@ -145,20 +144,43 @@ describe('rest streaming (SSE)', () => {
     assert.equal((await c.response()).body, '"away"');
     await c.write(rawRequest('GET', `/v.json?ns=${home}`));
     assert.equal((await c.response()).body, '"home"');
-    // A stream for `away` is redirected to a new connection.
+    // A stream for `away` is served on the same connection; its events come from its shard.
     await c.write(rawRequest('GET', `/v.json?ns=${away}`, { Accept: 'text/event-stream' }));
-    const redirect = await c.response();
-    assert.equal(redirect.status, 307);
-    assert.equal(redirect.headers.location, `/v.json?ns=${away}`);
-    assert.equal(redirect.headers.connection, 'close');
-    await c.untilClosed();
-    // ...where it is served.
-    const s = open(url(away, 'v'));
-    await s.untilData(1);
-    assert.equal(s.dataEvents[0].data.data, 'away');
+    // The body is chunked: the events, without the chunk framing.
+    const events = () => {
+      const raw = c.buffer;
+      let at = raw.indexOf('\r\n\r\n') + 4;
+      let out = '';
+      for (;;) {
+        const eol = raw.indexOf('\r\n', at);
+        if (at < 4 || eol < 0) return out;
+        const size = parseInt(raw.subarray(at, eol).toString('latin1'), 16);
+        if (!(size > 0) || raw.length < eol + 2 + size) return out;
+        out += raw.subarray(eol + 2, eol + 2 + size).toString('utf8');
+        at = eol + 2 + size + 2;
+      }
+    };
+    const seen = (text) =>
+      withTimeout(
+        (async () => {
+          while (!events().includes(text)) {
+            if (c.closed) throw new Error(`closed before ${text}`);
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+        })(),
+        5_000,
+        text,
+      );
+    await seen('event: put\ndata: {"path":"/","data":"away"}\n\n');
+    const head = c.buffer.toString('latin1');
+    assert.match(head, /^HTTP\/1\.1 200/);
+    assert.match(head, /content-type: text\/event-stream/i);
+    await rest(url(away, 'v'), { method: 'PUT', body: 'moved' });
+    await seen('event: put\ndata: {"path":"/","data":"moved"}\n\n');
+    assert.equal(c.closed, false);
   });
 
-  it('fetch follows the redirect of a stream on a pooled connection', T, async () => {
+  it('fetch opens a stream for another shard on a pooled connection', T, async () => {
     const home = nsOnShard('pool', 0);
     const away = nsOnShard('pool', 1);
     await rest(url(away, 'f'), { method: 'PUT', body: 'followed' });

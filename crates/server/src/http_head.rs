@@ -1,5 +1,5 @@
-//! Reading the head of an HTTP request, enough to route it before any protocol library sees the
-//! socket: the connection must reach the shard that owns its database first.
+//! Reading the first head of an HTTP request before any protocol library sees the socket:
+//! enough to tell a WebSocket upgrade (and the database it names) from plain HTTP.
 
 use std::time::Duration;
 

@@ -20,15 +20,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use hearth_sync::ConnId;
+use hearth_sync::{AuthState, ConnId};
 use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit};
 
 use crate::close::CloseReason;
+use crate::rest::{DataRequest, RestResponse};
 
 /// The most bytes in flight from one core to another in each direction: messages an edge has
 /// handed to an owner and the owner has not handled yet, and batches an owner has sent to an
 /// edge that the edge has not written to its sockets yet.
 pub const MAX_LINK_BYTES: usize = 32 * 1024 * 1024;
+
+/// The bytes a batch may gather before it leaves without waiting for the end of the turn.
+const MAX_BATCH_BYTES: usize = MAX_LINK_BYTES / 8;
 
 /// From an edge to the owner of a connection's database.
 #[derive(Debug)]
@@ -50,6 +54,16 @@ pub enum ToOwner {
         texts: Vec<String>,
         done: Option<oneshot::Sender<()>>,
         room: OwnedSemaphorePermit,
+    },
+    /// An event stream opened on the edge: the owner opens its session and says whether the
+    /// listen was allowed (the refusal is the stream's answer).
+    OpenStream {
+        conn: ConnId,
+        edge: usize,
+        namespace: String,
+        auth: AuthState,
+        request: Box<DataRequest>,
+        opened: oneshot::Sender<Result<(), RestResponse>>,
     },
     /// The credential of a connection expired, by the edge's clock.
     AuthExpired { conn: ConnId },
@@ -170,7 +184,13 @@ impl Outgoing {
         };
         *bytes += item.byte_len();
         items.push(item);
-        if !self.pending.replace(true) {
+        let large = *bytes > MAX_BATCH_BYTES;
+        drop(batches);
+        if large {
+            // Sent now rather than at the end of the turn, so that its credit counts at once:
+            // an owner must not gather far more than an edge may have in flight.
+            self.flush();
+        } else if !self.pending.replace(true) {
             self.wake.notify_one();
         }
     }

@@ -18,7 +18,8 @@ use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
 use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
-use crate::namespace::{owner_shard, resolve};
+use crate::namespace::resolve;
+use crate::owner::rest_precheck::refuse_early;
 use crate::persist::data_dir::{DataDir, DataDirError};
 use crate::persist::{
     commit_loop, flush_at_shutdown, open_shard_dir, open_storage, snapshot_all, Durability,
@@ -282,7 +283,7 @@ fn run_shard(
     shard.add_recovered(recovered);
     let local = LocalSet::new();
     local.block_on(&runtime, async move {
-        tokio::task::spawn_local(receive_handoffs(shard.clone(), links.owner_rx));
+        tokio::task::spawn_local(receive_for_owner(shard.clone(), links.owner_rx));
         tokio::task::spawn_local(receive_batches(shard.clone(), links.edge_rx));
         let outgoing = shard.outgoing.clone();
         tokio::task::spawn_local(async move { outgoing.run().await });
@@ -349,7 +350,7 @@ async fn receive_batches(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver
     }
 }
 
-async fn receive_handoffs(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ShardMessage>) {
+async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ShardMessage>) {
     while let Some(message) = receiver.recv().await {
         if shard.outgoing.is_full() {
             // An edge is far behind on what this shard's databases sent it: take no new
@@ -358,23 +359,8 @@ async fn receive_handoffs(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceive
         }
         match message {
             ShardMessage::Owner(message) => owner::on_link_message(&shard, message),
-            ShardMessage::Connection(handoff) => {
-                let Ok(stream) = TcpStream::from_std(handoff.stream) else {
-                    continue;
-                };
-                if handoff.head.is_realtime_upgrade() {
-                    let mut buffered = handoff.buffered;
-                    let leftover = buffered.split_off(handoff.head_len.min(buffered.len()));
-                    tokio::task::spawn_local(serve_websocket(
-                        shard.clone(),
-                        stream,
-                        handoff.head,
-                        leftover,
-                        handoff.namespace,
-                    ));
-                } else {
-                    tokio::task::spawn_local(serve_http(shard.clone(), stream, handoff.buffered));
-                }
+            ShardMessage::Precheck(precheck) => {
+                let _ = precheck.reply.send(refuse_early(&shard, &precheck.check));
             }
             ShardMessage::Rest(forwarded) => {
                 // Answered at once: the request was read and checked on the shard that
@@ -410,7 +396,8 @@ async fn refuse_head(stream: &mut TcpStream, error: &HeadError) {
     .await;
 }
 
-/// Reads the request head and sends the connection where it belongs.
+/// Reads the first request head and serves the connection here: as a WebSocket connection,
+/// or over HTTP.
 async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
     let read = match read_head(&mut stream).await {
         Ok(read) => read,
@@ -420,29 +407,16 @@ async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
             return;
         }
     };
-    let head = &read.head;
-    let namespace = resolve(
-        head.query_param("ns"),
-        head.header("host"),
-        &shard.config.default_namespace,
-    );
-    let owner = namespace.as_ref().map_or(shard.index, |namespace| {
-        owner_shard(namespace, shard.shard_count)
-    });
-    if head.is_realtime_upgrade() {
-        // A WebSocket connection stays where it landed; its messages go to its database's
-        // owner (`link`).
+    // A connection stays where it landed: its requests go to their database's owner
+    // (`link`).
+    if read.head.is_realtime_upgrade() {
+        let namespace = resolve(
+            read.head.query_param("ns"),
+            read.head.header("host"),
+            &shard.config.default_namespace,
+        );
         let (head, leftover) = read.after_head();
         serve_websocket(shard, stream, head, leftover, namespace).await;
-    } else if owner != shard.index {
-        shard.hand_off(
-            owner,
-            stream,
-            read.head,
-            read.buffered,
-            read.head_len,
-            namespace,
-        );
     } else {
         serve_http(shard, stream, read.buffered).await;
     }

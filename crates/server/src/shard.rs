@@ -1,8 +1,7 @@
-//! A shard: one thread, one single-threaded runtime, and every database whose name hashes to
-//! it. Nothing in a shard is shared with another thread; connections arrive on any shard's
-//! listener and are handed to the owner once their request names the database. A REST request
-//! that reaches a shard on a kept-alive connection of another database is forwarded to the
-//! owner as plain data and answered through a oneshot channel.
+//! A shard: one thread, one single-threaded runtime, the state of its two roles (the databases
+//! whose names hash to it and their sessions, as an owner; the connections it accepted for
+//! other shards' databases, as an edge) and the channels to the other shards. Nothing in a
+//! shard is shared with another thread: what crosses is plain data (`link`).
 
 use std::cell::{Cell, Ref, RefCell};
 use std::collections::hash_map::Entry;
@@ -16,19 +15,17 @@ use hearth_store::RecordRef;
 use hearth_sync::{Access, ConnId, Database, Effects, Write};
 use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
 use rustc_hash::FxHashMap;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use crate::budget::ShardBudget;
 use crate::config::ServeConfig;
-use crate::edge::EdgeConn;
-use crate::http_head::Head;
+use crate::edge::EdgeTarget;
 use crate::link::{Outgoing, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::loaded::Loaded;
-use crate::namespace::NamespaceError;
 use crate::owner::outbound::ConnHandle;
 use crate::persist::{Gate, ShardStore, Tagger};
+use crate::rest::precheck::WriteCheck;
 use crate::rest::{RestCall, RestResponse};
 use crate::rules_file::default_access;
 use crate::sse::stream::StreamHandle;
@@ -39,28 +36,24 @@ pub fn read_only_reason(failure: &str) -> String {
     format!("writes are refused: the server's write-ahead log failed ({failure}); reads go on")
 }
 
-/// A connection on its way to the shard that owns its database.
-pub struct Handoff {
-    pub stream: std::net::TcpStream,
-    pub head: Head,
-    /// Every byte read from the connection so far, the head included.
-    pub buffered: Vec<u8>,
-    /// The length of the head within `buffered`.
-    pub head_len: usize,
-    pub namespace: Result<String, NamespaceError>,
-}
-
 /// A REST request whose database lives on another shard, with the channel for its answer.
 pub struct Forwarded {
     pub call: RestCall,
     pub reply: oneshot::Sender<RestResponse>,
 }
 
+/// A REST write's check before its body is read, asked of the shard that owns its database,
+/// with the channel for the refusal (`None`: go on).
+pub struct Precheck {
+    pub check: WriteCheck,
+    pub reply: oneshot::Sender<Option<RestResponse>>,
+}
+
 /// What one shard sends another's owner role (`link::ToEdge` batches go on a channel of
 /// their own, so that an owner that waits for an edge never stops that edge's writes).
 pub enum ShardMessage {
-    Connection(Handoff),
     Rest(Box<Forwarded>),
+    Precheck(Box<Precheck>),
     Owner(ToOwner),
 }
 
@@ -68,7 +61,6 @@ pub enum ShardMessage {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ShardStats {
     pub connections_opened: u64,
-    pub connections_handed_off: u64,
     pub messages_in: u64,
     pub log_records: u64,
     pub rest_requests: u64,
@@ -102,6 +94,33 @@ pub struct CloseCounts {
     pub shutdown: u64,
 }
 
+/// One session of a database: a WebSocket connection (on this core or another) or an event
+/// stream.
+pub enum Session<'a> {
+    Socket(&'a Rc<ConnHandle>),
+    Stream(&'a Rc<StreamHandle>),
+}
+
+/// The sessions of a shard's databases, borrowed (see [`Shard::sessions`]).
+pub struct Sessions<'a> {
+    conns: Ref<'a, FxHashMap<ConnId, Rc<ConnHandle>>>,
+    streams: Ref<'a, FxHashMap<ConnId, Rc<StreamHandle>>>,
+}
+
+impl Sessions<'_> {
+    pub fn get(&self, id: ConnId) -> Option<Session<'_>> {
+        match self.conns.get(&id) {
+            Some(conn) => Some(Session::Socket(conn)),
+            None => self.streams.get(&id).map(Session::Stream),
+        }
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = Session<'_>> {
+        let conns = self.conns.values().map(Session::Socket);
+        conns.chain(self.streams.values().map(Session::Stream))
+    }
+}
+
 pub struct Shard {
     pub index: usize,
     pub shard_count: usize,
@@ -115,21 +134,21 @@ pub struct Shard {
     pub ws_budget: Rc<ShardBudget>,
     /// The sessions of this core's databases held by WebSocket connections, on this core or
     /// another.
-    pub conns: RefCell<FxHashMap<ConnId, Rc<ConnHandle>>>,
-    /// The connections this core holds whose database another core owns.
-    edge_conns: RefCell<FxHashMap<ConnId, Rc<EdgeConn>>>,
+    conns: RefCell<FxHashMap<ConnId, Rc<ConnHandle>>>,
+    /// The connections and event streams this core holds whose database another core owns.
+    edge_conns: RefCell<FxHashMap<ConnId, EdgeTarget>>,
     /// What this core's databases send to connections held by other cores, batched per turn.
     pub outgoing: Rc<Outgoing>,
     /// Per owner: the bytes of messages this core may have in flight to it.
     owner_room: Vec<Arc<Semaphore>>,
     /// Open REST event streams. They are sessions of their database like WebSocket
     /// connections, with ids from the same sequence.
-    pub streams: RefCell<HashMap<ConnId, Rc<StreamHandle>>>,
+    streams: RefCell<FxHashMap<ConnId, Rc<StreamHandle>>>,
     sessions: RefCell<HashMap<String, ConnId>>,
     next_conn: Cell<u64>,
     pub stats: RefCell<ShardStats>,
     pub shutdown: watch::Receiver<bool>,
-    pub peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
+    peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
     push_ids: RefCell<PushIdGenerator>,
     /// State of the generator of push-id randomness (SplitMix64).
     random: Cell<u64>,
@@ -182,7 +201,7 @@ impl Shard {
             owner_room: (0..peers.len())
                 .map(|_| Arc::new(Semaphore::new(MAX_LINK_BYTES)))
                 .collect(),
-            streams: RefCell::new(HashMap::new()),
+            streams: RefCell::new(FxHashMap::default()),
             sessions: RefCell::new(HashMap::new()),
             next_conn: Cell::new(1),
             stats: RefCell::new(ShardStats::default()),
@@ -343,19 +362,29 @@ impl Shard {
         self.session(conn)
     }
 
+    /// The sessions of this core's databases, borrowed for one delivery: nothing may open or
+    /// end a session meanwhile.
+    pub fn sessions(&self) -> Sessions<'_> {
+        Sessions {
+            conns: self.conns.borrow(),
+            streams: self.streams.borrow(),
+        }
+    }
+
     /// The session `id` of one of this core's databases.
     pub fn session(&self, id: ConnId) -> Option<Rc<ConnHandle>> {
         self.conns.borrow().get(&id).cloned()
     }
 
-    /// Registers a connection this core holds for a database another core owns.
-    pub fn hold_connection(&self, edge: Rc<EdgeConn>) {
+    /// Registers a connection or event stream `id` this core holds for a database another
+    /// core owns.
+    pub fn hold(&self, id: ConnId, target: EdgeTarget) {
         self.stats.borrow_mut().connections_held_for_others += 1;
-        self.edge_conns.borrow_mut().insert(edge.id, edge);
+        self.edge_conns.borrow_mut().insert(id, target);
     }
 
-    /// The connections this core holds for other cores' databases, by id.
-    pub fn edge_conns(&self) -> Ref<'_, FxHashMap<ConnId, Rc<EdgeConn>>> {
+    /// The connections and streams this core holds for other cores' databases, by id.
+    pub fn edge_conns(&self) -> Ref<'_, FxHashMap<ConnId, EdgeTarget>> {
         self.edge_conns.borrow()
     }
 
@@ -380,6 +409,17 @@ impl Shard {
         // Never more than the whole room, so that a message larger than it still passes alone.
         let bytes = bytes.clamp(1, MAX_LINK_BYTES) as u32;
         room.acquire_many_owned(bytes).await.ok()
+    }
+
+    /// Registers `handle`, a new event stream of one of this core's databases.
+    pub fn add_stream(&self, handle: Rc<StreamHandle>) {
+        self.streams.borrow_mut().insert(handle.id, handle);
+        self.stats.borrow_mut().streams_opened += 1;
+    }
+
+    /// The event stream `id` of one of this core's databases.
+    pub fn stream(&self, id: ConnId) -> Option<Rc<StreamHandle>> {
+        self.streams.borrow().get(&id).cloned()
     }
 
     /// Forgets the event stream `id`; `false` when it was already gone.
@@ -412,33 +452,14 @@ impl Shard {
         *self.shutdown.borrow()
     }
 
-    /// Sends a connection whose database lives elsewhere to its owner.
-    pub fn hand_off(
-        &self,
-        owner: usize,
-        stream: TcpStream,
-        head: Head,
-        buffered: Vec<u8>,
-        head_len: usize,
-        namespace: Result<String, NamespaceError>,
-    ) {
-        let stream = match stream.into_std() {
-            Ok(stream) => stream,
-            Err(error) => {
-                debug!(%error, "could not detach a connection for hand-off");
-                return;
-            }
-        };
-        self.stats.borrow_mut().connections_handed_off += 1;
-        if let Some(sender) = self.peers.get(owner) {
-            let _ = sender.send(ShardMessage::Connection(Handoff {
-                stream,
-                head,
-                buffered,
-                head_len,
-                namespace,
-            }));
-        }
+    /// Asks the shard that owns a REST write's database whether the write is refused before
+    /// its body is read. `None` when it may go on, or when that shard is gone (shutdown: the
+    /// write itself then fails).
+    pub async fn precheck(&self, owner: usize, check: WriteCheck) -> Option<RestResponse> {
+        let (reply, answer) = oneshot::channel();
+        let sender = self.peers.get(owner)?;
+        let _ = sender.send(ShardMessage::Precheck(Box::new(Precheck { check, reply })));
+        answer.await.ok().flatten()
     }
 
     /// Sends a REST request to the shard that owns its database. The receiver yields the
@@ -453,9 +474,19 @@ impl Shard {
         answer
     }
 
-    /// Ends every event stream (at shutdown), so that their HTTP connections can finish.
+    /// Ends every event stream (at shutdown), so that their HTTP connections can finish:
+    /// those of this core's databases, and those this core holds for other cores'.
     pub fn close_all_streams(&self) {
-        let streams: Vec<Rc<StreamHandle>> = self.streams.borrow().values().cloned().collect();
+        let mut streams: Vec<Rc<StreamHandle>> = self.streams.borrow().values().cloned().collect();
+        streams.extend(
+            self.edge_conns
+                .borrow()
+                .values()
+                .filter_map(|target| match target {
+                    EdgeTarget::Stream(stream) => Some(stream.clone()),
+                    EdgeTarget::Socket(_) => None,
+                }),
+        );
         for stream in streams {
             stream.close();
         }

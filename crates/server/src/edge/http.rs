@@ -1,14 +1,13 @@
 //! HTTP/1.1 on the realtime port: every connection that is not a WebSocket upgrade of `/.ws`
 //! is served here by hyper, with keep-alive.
 //!
-//! The connection reaches this code on the shard that owns the namespace of its first request
-//! (the shard read that request's head itself to route it), so the bytes already read are fed
-//! back to hyper first ([`Rewind`]). Later requests on the same connection may name another
-//! namespace: those are checked and their bodies read here, then forwarded as plain data to the
-//! owning shard, whose answer comes back through a oneshot channel. Event streams are not
-//! forwarded (they live for long and their pushes must not cross cores): a stream for another
-//! shard's namespace is answered `307` to the same URL with `Connection: close`, and the
-//! client's new connection is routed to the owner.
+//! A connection stays on the shard that accepted it (its edge), which already read its first
+//! request head to tell WebSocket upgrades apart, so the bytes already read are fed back to
+//! hyper first ([`Rewind`]). A request for a database another shard owns is checked here and,
+//! for a write, pre-checked by the owner before its body is read; the body is read here, and
+//! the call goes as plain data to the owner, whose answer comes back through a oneshot
+//! channel. An event stream's session lives on the owner, and its released events come back
+//! in the owner's batches for this core (`link`), to a queue that the response body drains.
 
 use std::convert::Infallible;
 use std::io;
@@ -33,14 +32,15 @@ use crate::edge::http_body::HearthBody;
 use crate::edge::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
 use crate::namespace::owner_shard;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
+use crate::owner::rest_precheck::refuse_early;
 use crate::rest::execute::execute_durable;
-use crate::rest::precheck::refuse_early;
+use crate::rest::precheck::write_check;
 use crate::rest::{
     make_call, parse_request, prepare_large_put, DataRequest, Endpoint, RestCall, RestRequest,
     RestResponse,
 };
 use crate::shard::Shard;
-use crate::sse::open_stream;
+use crate::sse::{open_remote_stream, open_stream};
 
 /// How long a kept-alive connection may stay idle, or a client may take to send a request
 /// head, before the connection is closed.
@@ -153,12 +153,19 @@ async fn answer(
     let owner = owner_shard(&parsed.namespace, shard.shard_count);
     if let Endpoint::Data(data) = &parsed.endpoint {
         if data.stream {
-            return stream(&shard, owner, &parts.uri, &parsed, data);
+            return stream(&shard, owner, &parsed, data).await;
         }
     }
     // Before a byte of the body is read: a write no rule could allow costs nothing more.
-    if let Some(refusal) = refuse_early(&shard, &parsed) {
-        return refusal.into_http();
+    if let Some(check) = write_check(&parsed) {
+        let refusal = if owner == shard.index {
+            refuse_early(&shard, &check)
+        } else {
+            shard.precheck(owner, check).await
+        };
+        if let Some(refusal) = refusal {
+            return refusal.into_http();
+        }
     }
     let bytes = match (parsed.endpoint.body_limit(), body.as_mut()) {
         (Some(limit), Some(incoming)) => {
@@ -259,35 +266,25 @@ fn timed_out(timeout: Duration) -> RestResponse {
     )
 }
 
-/// An event stream, opened here when this shard owns the namespace.
-fn stream(
+/// An event stream: its session is opened by the shard that owns the namespace, and its
+/// events are written here.
+async fn stream(
     shard: &Rc<Shard>,
     owner: usize,
-    uri: &hyper::Uri,
     parsed: &RestRequest,
     request: &DataRequest,
 ) -> Response<HearthBody> {
-    if owner != shard.index {
-        // The same URL again, on a new connection: that one is routed to the owner.
-        let location = uri.path_and_query().map_or_else(
-            || uri.path().to_owned(),
-            |target| target.as_str().to_owned(),
-        );
-        let mut response = RestResponse::empty(307)
-            .with_header("location", location)
-            .into_http();
-        response
-            .headers_mut()
-            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-        return response;
-    }
-    let opened = open_stream(
-        shard,
-        &parsed.namespace,
-        parsed.auth.clone(),
-        parsed.auth_expires_at,
-        request,
-    );
+    let opened = if owner == shard.index {
+        open_stream(
+            shard,
+            &parsed.namespace,
+            parsed.auth.clone(),
+            parsed.auth_expires_at,
+            request,
+        )
+    } else {
+        open_remote_stream(shard, owner, parsed, request).await
+    };
     match opened {
         Ok(response) => response,
         Err(response) => response.into_http(),

@@ -17,6 +17,12 @@ pub enum HearthBody {
     Stream(StreamBody),
 }
 
+impl From<Bytes> for HearthBody {
+    fn from(bytes: Bytes) -> HearthBody {
+        HearthBody::full(bytes)
+    }
+}
+
 impl HearthBody {
     pub fn full(bytes: Bytes) -> HearthBody {
         HearthBody::Full((!bytes.is_empty()).then_some(bytes), None)

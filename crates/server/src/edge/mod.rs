@@ -16,5 +16,17 @@ mod intake;
 pub mod socket;
 pub mod websocket;
 
+use std::rc::Rc;
+
 pub use conn::EdgeConn;
 pub use intake::on_batch;
+
+use crate::sse::stream::StreamHandle;
+
+/// What this core holds for a database another core owns.
+pub enum EdgeTarget {
+    /// A WebSocket connection.
+    Socket(Rc<EdgeConn>),
+    /// An event stream's queue, which its response body drains.
+    Stream(Rc<StreamHandle>),
+}

@@ -22,7 +22,7 @@ use crate::close::{
     UNWRITABLE_DROP,
 };
 use crate::edge::socket::{Outbox, SharedStream, Transport};
-use crate::edge::EdgeConn;
+use crate::edge::{EdgeConn, EdgeTarget};
 use crate::http_head::Head;
 use crate::link::ToOwner;
 use crate::namespace::{owner_shard, NamespaceError};
@@ -127,7 +127,7 @@ pub async fn serve_websocket(
             &shard, id, &namespace, session_id, route,
         ))
     } else {
-        shard.hold_connection(edge.clone());
+        shard.hold(id, EdgeTarget::Socket(edge.clone()));
         shard.send_to_owner(
             owner,
             ToOwner::Open {

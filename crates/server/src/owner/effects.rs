@@ -6,7 +6,7 @@ use hearth_sync::{Effect, Effects};
 use hearth_wire::{encode_cancel, encode_push, EncodedPush};
 
 use crate::owner::outbound::encode_frames;
-use crate::shard::Shard;
+use crate::shard::{Session, Shard};
 use crate::sse::stream::SseFanout;
 
 /// Delivers the effects of a step of `namespace`'s database in order: a write goes to the log
@@ -18,8 +18,7 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
     if effects.is_empty() {
         return;
     }
-    let conns = shard.conns.borrow();
-    let streams = shard.streams.borrow();
+    let sessions = shard.sessions();
     for effect in effects {
         match effect {
             Effect::Push { push, targets } => {
@@ -27,19 +26,21 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
                 let mut untagged: Option<Bytes> = None;
                 let mut fanout = SseFanout::new(&push);
                 for target in targets {
-                    if let Some(handle) = conns.get(&target.conn) {
-                        let encoded = encoded.get_or_insert_with(|| encode_push(&push));
-                        match target.tag {
-                            None => {
-                                let frames = untagged
-                                    .get_or_insert_with(|| encode_frames(encoded.untagged()));
-                                handle.send_frames(frames);
+                    match sessions.get(target.conn) {
+                        Some(Session::Socket(handle)) => {
+                            let encoded = encoded.get_or_insert_with(|| encode_push(&push));
+                            match target.tag {
+                                None => {
+                                    let frames = untagged
+                                        .get_or_insert_with(|| encode_frames(encoded.untagged()));
+                                    handle.send_frames(frames);
+                                }
+                                Some(tag) => handle.send_text(encoded.tagged(tag)),
                             }
-                            Some(tag) => handle.send_text(encoded.tagged(tag)),
                         }
-                    } else if let Some(stream) = streams.get(&target.conn) {
                         // A stream holds one listen, so its tag (if any) needs no echo.
-                        fanout.deliver(stream);
+                        Some(Session::Stream(stream)) => fanout.deliver(stream),
+                        None => {}
                     }
                 }
             }
@@ -48,12 +49,14 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
                 path,
                 query_wire,
             } => {
-                if let Some(handle) = conns.get(&conn) {
-                    handle.send_text(encode_cancel(&path, query_wire.as_ref()));
-                } else if let Some(stream) = streams.get(&conn) {
+                match sessions.get(conn) {
+                    Some(Session::Socket(handle)) => {
+                        handle.send_text(encode_cancel(&path, query_wire.as_ref()));
+                    }
                     // RULES HOOK: a listen revoked because the rules no longer allow the read
                     // ends the stream with a `cancel` event.
-                    stream.cancel();
+                    Some(Session::Stream(stream)) => stream.cancel(),
+                    None => {}
                 }
             }
             // A write's record comes before its pushes in the list, so they are queued after

@@ -12,6 +12,7 @@ use crate::owner::dispatch::{decode_large, expire_auth, on_large_decoded, on_mes
 use crate::owner::outbound::{ConnHandle, Route};
 use crate::owner::sessions;
 use crate::shard::Shard;
+use crate::sse::open_stream_for_edge;
 use crate::time::now_ms;
 
 pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
@@ -87,9 +88,23 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
                 expire_auth(shard, &handle);
             }
         }
+        ToOwner::OpenStream {
+            conn,
+            edge,
+            namespace,
+            auth,
+            request,
+            opened,
+        } => {
+            let outcome = open_stream_for_edge(shard, conn, edge, &namespace, auth, &request);
+            // An edge that is gone lets go of the stream when its body drops.
+            let _ = opened.send(outcome);
+        }
         ToOwner::Closed { conn } => {
             if let Some(handle) = shard.session(conn) {
                 sessions::close_connection(shard, &handle);
+            } else if let Some(stream) = shard.stream(conn) {
+                sessions::close_stream(shard, &stream);
             }
         }
     }

@@ -6,12 +6,14 @@
 //! - `effects`: the pushes, cancels and log records a step of a database produced, delivered;
 //! - `sessions`: sessions opening and ending (onDisconnect, `ls`);
 //! - `outbound`: a session's held queue and the route of its messages;
-//! - `intake`: the messages edges send about connections they hold.
+//! - `intake`: the messages edges send about connections they hold;
+//! - `rest_precheck`: whether a REST write is refused before its body is read.
 
 pub mod dispatch;
 pub mod effects;
 mod intake;
 pub mod outbound;
+pub mod rest_precheck;
 pub mod sessions;
 
 pub use intake::on_link_message;

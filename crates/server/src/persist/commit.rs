@@ -19,7 +19,7 @@ use super::pipeline::Release;
 use super::snapshots::maintain;
 use super::{Durability, Gate, ShardStore};
 use crate::loaded::Loaded;
-use crate::shard::Shard;
+use crate::shard::{Session, Shard};
 use crate::time::now_ms;
 
 /// The pause after each synced mebibyte of a spare segment: 64 MiB take about a second and
@@ -183,13 +183,12 @@ pub fn on_durable(shard: &Shard, durable: u64) {
     if waiting.is_empty() {
         return;
     }
-    let conns = shard.conns.borrow();
-    let streams = shard.streams.borrow();
+    let sessions = shard.sessions();
     for id in waiting {
-        if let Some(handle) = conns.get(&id) {
-            handle.wake_after_disk();
-        } else if let Some(stream) = streams.get(&id) {
-            stream.wake_after_disk();
+        match sessions.get(id) {
+            Some(Session::Socket(handle)) => handle.wake_after_disk(),
+            Some(Session::Stream(stream)) => stream.wake_after_disk(),
+            None => {}
         }
     }
 }

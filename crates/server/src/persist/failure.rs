@@ -24,7 +24,7 @@ use tracing::error;
 use super::ShardStore;
 use crate::close::{CloseReason, DISK_FAILED_CLOSE};
 use crate::loaded::Loaded;
-use crate::shard::{read_only_reason, Shard};
+use crate::shard::{read_only_reason, Session, Shard};
 use crate::time::now_ms;
 
 /// Records a log failure; the commit task handles it.
@@ -60,16 +60,17 @@ pub fn handle_failure(shard: &Shard) {
         |loaded, rules| shard.apply_rules(loaded, rules, now),
     );
     let close = CloseReason::new(CloseCode::Error, DISK_FAILED_CLOSE);
-    for handle in shard.conns.borrow().values() {
-        if rolled_back.contains(&handle.namespace) {
-            handle.discard_held();
-            handle.close(close.clone());
-        }
-    }
-    for stream in shard.streams.borrow().values() {
-        if rolled_back.contains(&stream.namespace) {
-            stream.discard_held();
-            stream.close();
+    for session in shard.sessions().all() {
+        match session {
+            Session::Socket(handle) if rolled_back.contains(&handle.namespace) => {
+                handle.discard_held();
+                handle.close(close.clone());
+            }
+            Session::Stream(stream) if rolled_back.contains(&stream.namespace) => {
+                stream.discard_held();
+                stream.close();
+            }
+            Session::Socket(_) | Session::Stream(_) => {}
         }
     }
     error!(

@@ -1,17 +1,25 @@
 //! Refusing a REST write before its body is read: a caller that no rule could let write at
 //! the target gets its `401` without the server reading, holding or parsing a byte of the
-//! body (which may be hundreds of megabytes, and cost many times that once parsed).
+//! body (which may be hundreds of megabytes, and cost many times that once parsed). Only the
+//! shard that owns the database can tell: a request that arrived on another core asks it
+//! first (`Shard::precheck`), a round trip of two small messages.
 
-use hearth_sync::WriteScope;
+use hearth_sync::{AuthState, WriteScope};
+use hearth_tree::Path;
 
-use super::execute::reply_error;
-use super::{DataMethod, Endpoint, RestRequest, RestResponse};
-use crate::shard::Shard;
+use super::{DataMethod, Endpoint, RestRequest};
 
-/// The answer to a write that the rules refuse whatever its body, or `None` when the body
-/// must be read and the full check decide. Only the shard that owns the database can tell;
-/// elsewhere the request goes on (the owner checks it fully).
-pub fn refuse_early(shard: &Shard, request: &RestRequest) -> Option<RestResponse> {
+/// What the pre-check of a REST write needs: plain data, so that it can cross cores.
+#[derive(Debug)]
+pub struct WriteCheck {
+    pub namespace: String,
+    pub auth: AuthState,
+    pub path: Path,
+    pub scope: WriteScope,
+}
+
+/// The pre-check a request needs, if it is a write with a body.
+pub fn write_check(request: &RestRequest) -> Option<WriteCheck> {
     let Endpoint::Data(data) = &request.endpoint else {
         return None;
     };
@@ -22,14 +30,10 @@ pub fn refuse_early(shard: &Shard, request: &RestRequest) -> Option<RestResponse
         DataMethod::Post | DataMethod::Patch => WriteScope::Below,
         DataMethod::Get | DataMethod::Delete => return None,
     };
-    if crate::namespace::owner_shard(&request.namespace, shard.shard_count) != shard.index {
-        return None;
-    }
-    let mut databases = shard.databases.borrow_mut();
-    let database = shard.database(&mut databases, &request.namespace);
-    database
-        .engine
-        .precheck_write_as(&request.auth, &data.target.path, scope)
-        .err()
-        .map(reply_error)
+    Some(WriteCheck {
+        namespace: request.namespace.clone(),
+        auth: request.auth.clone(),
+        path: data.target.path.clone(),
+        scope,
+    })
 }

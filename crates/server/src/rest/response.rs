@@ -6,8 +6,6 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use serde_json::json;
 
-use crate::edge::http_body::HearthBody;
-
 pub const JSON: &str = "application/json; charset=utf-8";
 pub const JAVASCRIPT: &str = "application/javascript; charset=utf-8";
 
@@ -63,9 +61,10 @@ impl RestResponse {
 
     /// The HTTP response. Every answer allows any origin: the data is guarded by credentials,
     /// which browsers do not attach to cross-origin requests on their own.
-    pub fn into_http(self) -> Response<HearthBody> {
+    /// The HTTP response, with whatever body type the server answers with.
+    pub fn into_http<B: From<Bytes>>(self) -> Response<B> {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = Response::new(HearthBody::full(self.body));
+        let mut response = Response::new(B::from(self.body));
         *response.status_mut() = status;
         let headers = response.headers_mut();
         headers.insert(
@@ -109,7 +108,7 @@ mod tests {
 
     #[test]
     fn http_conversion_keeps_headers() {
-        let http = RestResponse::json(200, "null")
+        let http: Response<Bytes> = RestResponse::json(200, "null")
             .with_header("etag", "null_etag")
             .into_http();
         assert_eq!(http.status(), StatusCode::OK);

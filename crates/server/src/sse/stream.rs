@@ -1,7 +1,10 @@
-//! An event stream's queue on the core that owns its database: its events with their
-//! durability tags, and the fan-out that gives every stream of one push the same bytes.
+//! An event stream's queue: on the core that owns its database, its events with their
+//! durability tags; on the core that holds its HTTP connection when that is another one, the
+//! events that core's owner released, until hyper takes them. And the fan-out that gives every
+//! stream of one push the same bytes.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::task::Waker;
 
 use bytes::Bytes;
@@ -9,7 +12,11 @@ use hearth_sync::{ConnId, Push};
 use hearth_tree::Path;
 use hearth_wire::{encode_sse_payload, SSE_AUTH_REVOKED, SSE_CANCEL, SSE_EVENT_END};
 
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
 use crate::budget::SharedBudgets;
+use crate::close::CloseReason;
+use crate::link::{EdgeItem, Outgoing};
 use crate::persist::{HeldQueue, Pushed, Tagger};
 
 /// The shard's handle on one open event stream.
@@ -27,6 +34,11 @@ pub struct StreamHandle {
     pub(super) budgets: Option<SharedBudgets>,
     pub(super) waker: RefCell<Option<Waker>>,
     closing: Cell<bool>,
+    /// Set when the stream's HTTP connection is on another core (its edge): released chunks
+    /// and the close go there, where a stream handle without a gate queues them for the body.
+    remote: Option<(usize, Rc<Outgoing>)>,
+    /// Whether the edge was told to end the stream.
+    close_sent: Cell<bool>,
 }
 
 impl StreamHandle {
@@ -46,7 +58,15 @@ impl StreamHandle {
             waker: RefCell::new(None),
             closing: Cell::new(false),
             budgets: None,
+            remote: None,
+            close_sent: Cell::new(false),
         }
+    }
+
+    /// Sends the released chunks and the close to the stream's HTTP connection on core `edge`.
+    pub fn held_by(mut self, edge: usize, outgoing: Rc<Outgoing>) -> StreamHandle {
+        self.remote = Some((edge, outgoing));
+        self
     }
 
     /// Counts the stream's unsent chunks in the server's answer budget, like REST answers.
@@ -72,6 +92,7 @@ impl StreamHandle {
         }
         let queued = self.queue.bytes();
         match self.queue.push(chunks) {
+            Pushed::Ready if self.remote.is_some() => self.forward(),
             Pushed::Ready => self.wake(),
             Pushed::Held => {}
             Pushed::Overflow => {
@@ -90,7 +111,38 @@ impl StreamHandle {
     /// The disk caught up: held events may be ready.
     pub fn wake_after_disk(&self) {
         self.queue.woken();
-        self.wake();
+        match self.remote {
+            Some(_) => self.forward(),
+            None => self.wake(),
+        }
+    }
+
+    /// Moves the durable front of the queue into the batch for the stream's edge.
+    fn forward(&self) {
+        let Some((edge, outgoing)) = &self.remote else {
+            return;
+        };
+        while let Some(frames) = self.queue.pop_ready() {
+            outgoing.push(
+                *edge,
+                EdgeItem::Frames {
+                    conn: self.id,
+                    frames,
+                },
+            );
+        }
+        // A closing stream ends once what it may still send has left (events held for the
+        // disk are waited for, as on this core).
+        if self.closing.get() && self.queue.is_empty() && !self.close_sent.replace(true) {
+            outgoing.push(
+                *edge,
+                EdgeItem::Close {
+                    conn: self.id,
+                    reason: CloseReason::new(CloseCode::Normal, "the stream ended"),
+                    shed: false,
+                },
+            );
+        }
     }
 
     /// Drops the events that wait for writes that will never be durable (the log failed).
@@ -122,7 +174,10 @@ impl StreamHandle {
     /// Ends the stream once what is queued has been sent.
     pub fn close(&self) {
         self.closing.set(true);
-        self.wake();
+        match self.remote {
+            Some(_) => self.forward(),
+            None => self.wake(),
+        }
     }
 
     pub fn is_closing(&self) -> bool {

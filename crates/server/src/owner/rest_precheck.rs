@@ -1,0 +1,18 @@
+//! The owner's side of a REST write's pre-check (`rest::precheck`).
+
+use crate::rest::execute::reply_error;
+use crate::rest::precheck::WriteCheck;
+use crate::rest::RestResponse;
+use crate::shard::Shard;
+
+/// The answer to a write that the rules refuse whatever its body, or `None` when the body must
+/// be read and the full check decide.
+pub fn refuse_early(shard: &Shard, check: &WriteCheck) -> Option<RestResponse> {
+    let mut databases = shard.databases.borrow_mut();
+    let database = shard.database(&mut databases, &check.namespace);
+    database
+        .engine
+        .precheck_write_as(&check.auth, &check.path, check.scope)
+        .err()
+        .map(reply_error)
+}
