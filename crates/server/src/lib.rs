@@ -1,5 +1,6 @@
 //! The Hearth server: thread-per-core shards around the pure sync engine, the WebSocket
-//! transport, development credentials and the command line.
+//! transport and development credentials. The `hearth` command that runs it is the `hearth`
+//! package (`crates/cli`); `hearth export` and `hearth import` are `hearth-tools`.
 //!
 //! Each shard is one pinned thread running a single-threaded tokio runtime, in two roles. As an
 //! *owner* it holds every database whose name hashes to it and applies their requests; as an
@@ -23,6 +24,7 @@ mod link_sim;
 mod listener;
 mod loaded;
 pub mod namespace;
+pub mod offline;
 mod offload;
 mod owner;
 pub mod persist;
@@ -35,7 +37,6 @@ mod session;
 mod shard;
 mod sse;
 mod time;
-pub mod tools;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
 pub use listener::resolve_listen;

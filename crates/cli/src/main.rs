@@ -35,10 +35,10 @@ enum Command {
     Rules(RulesCommand),
     /// Write a database as JSON (export form, priorities kept), from a stopped server's data
     /// directory or from a running server.
-    Export(Box<hearth_server::tools::ExportArgs>),
+    Export(Box<hearth_tools::ExportArgs>),
     /// Replace a database with a JSON file, in a stopped server's data directory (atomic) or
     /// on a running server (member by member).
-    Import(Box<hearth_server::tools::ImportArgs>),
+    Import(Box<hearth_tools::ImportArgs>),
 }
 
 #[derive(Subcommand)]
@@ -181,8 +181,8 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(*args),
         Command::Rules(RulesCommand::Check { file }) => check_rules(&file),
-        Command::Export(args) => hearth_server::tools::export(*args),
-        Command::Import(args) => hearth_server::tools::import(*args),
+        Command::Export(args) => hearth_tools::export(*args),
+        Command::Import(args) => hearth_tools::import(*args),
     }
 }
 

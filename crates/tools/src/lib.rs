@@ -55,14 +55,13 @@ pub struct Target {
 fn open_shard(
     target: &Target,
     dir: &std::path::Path,
-) -> anyhow::Result<(crate::persist::data_dir::DataDir, crate::persist::Opened)> {
-    use anyhow::Context;
-    crate::namespace::validate_name(&target.db)?;
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let data_dir = crate::persist::data_dir::DataDir::open(dir, target.threads, cores)?;
-    let shard = crate::namespace::owner_shard(&target.db, data_dir.shards());
-    let opened =
-        crate::persist::open_shard_dir(&data_dir.shard_dir(shard), crate::persist::Loading::All)
-            .with_context(|| format!("recovering shard {shard} of {}", dir.display()))?;
-    Ok((data_dir, opened))
+) -> anyhow::Result<(
+    hearth_server::persist::data_dir::DataDir,
+    hearth_server::persist::Opened,
+)> {
+    Ok(hearth_server::offline::open_database(
+        dir,
+        &target.db,
+        target.threads,
+    )?)
 }
