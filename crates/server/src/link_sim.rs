@@ -210,19 +210,18 @@ impl World {
         let Some(mut batch) = edge.taken.pop_front() else {
             return;
         };
-        let mut corked = Vec::new();
+        // As the edge does: one connection's frames of a batch are written together.
+        let mut gathered: Vec<(ConnId, Vec<bytes::Bytes>)> = Vec::new();
         for item in batch.items.drain(..) {
             if let EdgeItem::Frames { conn, frames } = item {
-                let (conn, _) = &edge.conns[&conn];
-                if !conn.is_corked() {
-                    conn.cork();
-                    corked.push(conn.clone());
+                match gathered.iter_mut().find(|(id, _)| *id == conn) {
+                    Some((_, all)) => all.push(frames),
+                    None => gathered.push((conn, vec![frames])),
                 }
-                conn.write([frames]);
             }
         }
-        for conn in corked {
-            conn.uncork();
+        for (conn, frames) in gathered {
+            edge.conns[&conn].0.write(frames);
         }
         batch.written();
     }
