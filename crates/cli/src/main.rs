@@ -169,6 +169,7 @@ fn persist_config(args: &ServeArgs) -> PersistConfig {
 }
 
 fn main() -> anyhow::Result<()> {
+    hearth_alloc::return_freed_memory_at_once();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

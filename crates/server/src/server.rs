@@ -305,7 +305,13 @@ fn run_shard(
         flush_at_shutdown(&shard).await;
         snapshot_all(&shard);
         let stats = *shard.stats.borrow();
-        info!(shard = index, closes = ?stats.closes, "shard stopped");
+        info!(
+            shard = index,
+            sessions_opened = stats.connections_opened,
+            held_for_others = stats.connections_held_for_others,
+            closes = ?stats.closes,
+            "shard stopped"
+        );
         debug!(shard = index, ?stats, "shard stopped");
     });
 }

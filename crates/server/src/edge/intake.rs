@@ -1,6 +1,6 @@
-//! What an edge does with a batch from an owner: write each connection's frames (all of one
-//! connection's frames of the batch with one `writev`) or queue an event stream's, close what
-//! the owner closed, and rearm credential timers.
+//! What an edge does with a batch from an owner: write each connection's frames (a
+//! connection's consecutive frames of the batch with one `writev`) or queue an event stream's,
+//! close what the owner closed, and rearm credential timers.
 
 use bytes::Bytes;
 use hearth_sync::ConnId;
@@ -15,17 +15,27 @@ use crate::shard::Shard;
 pub fn on_batch(shard: &Shard, mut batch: ToEdge) {
     // Writing to a connection never calls back into the shard, so the map stays borrowed.
     let conns = shard.edge_conns();
-    let mut pending = Pending::default();
+    // A run of frames for one connection: an owner releases a connection's messages together
+    // (after a log sync, its replies and pushes), so they are written together. Not corking
+    // the outbox keeps what the kernel takes at once out of the answer budget, as for frames
+    // written on the owner's core.
+    let mut run: (ConnId, Vec<Bytes>) = (0, Vec::new());
     for item in batch.items.drain(..) {
         match item {
             EdgeItem::Frames { conn, frames } => match conns.get(&conn) {
-                Some(EdgeTarget::Socket(_)) => pending.add(conn, frames),
+                Some(EdgeTarget::Socket(_)) => {
+                    if run.0 != conn {
+                        write_run(&conns, &mut run);
+                        run.0 = conn;
+                    }
+                    run.1.push(frames);
+                }
                 // Durable already: the stream's own queue here has no gate.
                 Some(EdgeTarget::Stream(stream)) => stream.send(&[frames]),
                 None => {}
             },
             EdgeItem::Close { conn, reason, shed } => {
-                pending.write(&conns, conn);
+                write_run(&conns, &mut run);
                 match conns.get(&conn) {
                     Some(EdgeTarget::Socket(edge)) if shed => edge.close_shedding(reason),
                     Some(EdgeTarget::Socket(edge)) => edge.close(reason),
@@ -40,49 +50,18 @@ pub fn on_batch(shard: &Shard, mut batch: ToEdge) {
             }
         }
     }
-    pending.write_all(&conns);
+    write_run(&conns, &mut run);
     drop(conns);
     batch.written();
 }
 
-/// The frames of a batch, per connection in the order they came, until they are written.
-/// Gathering them (rather than corking the outbox) keeps what the kernel takes at once out of
-/// the answer budget, as for frames written on the owner's core.
-#[derive(Default)]
-struct Pending {
-    index: FxHashMap<ConnId, usize>,
-    frames: Vec<(ConnId, Vec<Bytes>)>,
-}
-
-impl Pending {
-    fn add(&mut self, conn: ConnId, frames: Bytes) {
-        let slot = *self.index.entry(conn).or_insert_with(|| {
-            self.frames.push((conn, Vec::new()));
-            self.frames.len() - 1
-        });
-        self.frames[slot].1.push(frames);
-    }
-
-    /// Writes what waits for `conn` now (before its close).
-    fn write(&mut self, conns: &FxHashMap<ConnId, EdgeTarget>, conn: ConnId) {
-        if let Some(&slot) = self.index.get(&conn) {
-            let frames = std::mem::take(&mut self.frames[slot].1);
-            write_to(conns, conn, frames);
-        }
-    }
-
-    fn write_all(self, conns: &FxHashMap<ConnId, EdgeTarget>) {
-        for (conn, frames) in self.frames {
-            write_to(conns, conn, frames);
-        }
-    }
-}
-
-fn write_to(conns: &FxHashMap<ConnId, EdgeTarget>, conn: ConnId, frames: Vec<Bytes>) {
-    if frames.is_empty() {
+/// Writes the frames gathered for one connection, and empties the run.
+fn write_run(conns: &FxHashMap<ConnId, EdgeTarget>, run: &mut (ConnId, Vec<Bytes>)) {
+    if run.1.is_empty() {
         return;
     }
-    if let Some(EdgeTarget::Socket(edge)) = conns.get(&conn) {
-        edge.write(frames);
+    match conns.get(&run.0) {
+        Some(EdgeTarget::Socket(edge)) => edge.write(run.1.drain(..)),
+        _ => run.1.clear(),
     }
 }
