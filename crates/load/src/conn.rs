@@ -117,10 +117,6 @@ pub async fn open_tcp(address: &str, source: Option<IpAddr>) -> anyhow::Result<T
             } else {
                 TcpSocket::new_v6()?
             };
-            // The connections of an earlier target or run linger in TIME_WAIT on their source
-            // ports; without this, a second target of 19,000 connections runs out of ports
-            // and its connections fail and reconnect in the middle of the run.
-            socket.set_reuseaddr(true)?;
             socket.bind(SocketAddr::new(ip, 0))?;
             socket.connect(target).await?
         }
