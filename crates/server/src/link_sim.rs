@@ -22,6 +22,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
 use crate::budget::{HttpBudgets, ShardBudget};
 use crate::edge::socket::tests::Recorder;
+use crate::edge::socket::Outbox;
 use crate::edge::EdgeConn;
 use crate::link::{EdgeItem, Outgoing, ToEdge};
 use crate::owner::outbound::{ConnHandle, Route};
@@ -229,28 +230,23 @@ impl World {
     fn give_room(&mut self) {
         let room = self.rng.below(400) as usize;
         let id = 1 + self.rng.below(self.sessions.len() as u64);
-        let recorder = self.local.get(&id).cloned().or_else(|| {
-            self.edges
-                .iter()
-                .find_map(|edge| edge.conns.get(&id).map(|(_, recorder)| recorder.clone()))
-        });
-        let conn = self
-            .edges
-            .iter()
-            .find_map(|edge| edge.conns.get(&id).map(|(conn, _)| conn.clone()));
-        if let Some(recorder) = recorder {
+        if let Some((recorder, outbox)) = self.socket(id) {
             recorder.room.set(recorder.room.get() + room);
+            outbox.write_now();
         }
-        match conn {
-            Some(conn) => {
-                conn.outbox().write_now();
-            }
-            None => {
-                if let Some(session) = self.sessions.get(&id) {
-                    session.edge().outbox().write_now();
-                }
-            }
+    }
+
+    /// Connection `id`'s socket and the outbox that writes to it, on the owner's core or on
+    /// its edge.
+    fn socket(&self, id: ConnId) -> Option<(Rc<Recorder>, Rc<Outbox>)> {
+        if let Some(recorder) = self.local.get(&id) {
+            let outbox = self.sessions.get(&id)?.edge().outbox();
+            return Some((recorder.clone(), outbox));
         }
+        self.edges.iter().find_map(|edge| {
+            let (conn, recorder) = edge.conns.get(&id)?;
+            Some((recorder.clone(), conn.outbox()))
+        })
     }
 
     fn check_durable(&self) {
@@ -282,29 +278,12 @@ impl World {
                 self.carry_out(edge);
             }
         }
-        for recorder in self.recorders() {
-            recorder.room.set(usize::MAX / 2);
-        }
-        for edge in &self.edges {
-            for (conn, _) in edge.conns.values() {
-                conn.outbox().write_now();
-            }
-        }
-        for session in self.sessions.values() {
-            if let Some(recorder) = self.local.get(&session.id) {
-                let _ = recorder;
-                session.edge().outbox().write_now();
-            }
-        }
         for (&id, session) in &self.sessions {
-            let recorder = self.local.get(&id).cloned().or_else(|| {
-                self.edges
-                    .iter()
-                    .find_map(|edge| edge.conns.get(&id).map(|(_, recorder)| recorder.clone()))
-            });
-            let Some(recorder) = recorder else {
+            let Some((recorder, outbox)) = self.socket(id) else {
                 panic!("connection {id} has no socket");
             };
+            recorder.room.set(usize::MAX / 2);
+            outbox.write_now();
             let got = texts(&recorder.written.borrow());
             let expected = self.produced.get(&id).cloned().unwrap_or_default();
             assert_eq!(got, expected, "connection {id} ({})", session.session_id);

@@ -85,10 +85,6 @@ impl EdgeConn {
         self.after_send(sent);
     }
 
-    pub fn is_corked(&self) -> bool {
-        self.outbox.is_corked()
-    }
-
     /// Whether bytes wait for the socket to become writable.
     pub fn has_pending(&self) -> bool {
         !self.outbox.is_empty()

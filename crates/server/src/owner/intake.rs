@@ -4,6 +4,7 @@
 
 use std::rc::Rc;
 
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
 use crate::close::CloseReason;
@@ -58,7 +59,7 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
                             let outcome = match decoded {
                                 Ok(decoded) => on_large_decoded(&shard, &handle, decoded),
                                 Err(_) => Err(CloseReason::new(
-                                    tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Error,
+                                    CloseCode::Error,
                                     "a message could not be decoded",
                                 )),
                             };
