@@ -208,6 +208,28 @@ pub mod tests {
         assert!(head.contains(&format!("content-length: {}", body.len())));
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_never_finishes_its_handshake_is_dropped() {
+        let certs = TlsCerts::load(&testdata("server.pem"), &testdata("server-key.pem"))
+            .expect("test certificate");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        // Connects, sends the first byte of a handshake record, then nothing.
+        let mut silent = TcpStream::connect(address).await.expect("connect");
+        tokio::io::AsyncWriteExt::write_all(&mut silent, &[TLS_HANDSHAKE_RECORD])
+            .await
+            .expect("write");
+        let (stream, _) = listener.accept().await.expect("accept");
+        let started = tokio::time::Instant::now();
+        let error = handshake(&certs, stream)
+            .await
+            .expect_err("never completes");
+        assert!(matches!(error, HandshakeError::Timeout), "{error:?}");
+        assert_eq!(started.elapsed(), TLS_HANDSHAKE_TIMEOUT);
+    }
+
     #[test]
     fn a_matching_pair_loads() {
         let certs = TlsCerts::load(&testdata("server.pem"), &testdata("server-key.pem"))
