@@ -127,7 +127,12 @@ fn server_config(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
     let mismatch = |error: rustls::Error| TlsError::Mismatch {
         cert: cert.to_owned(),
         key: key.to_owned(),
-        reason: error.to_string(),
+        reason: match error {
+            rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+                "it is the key of another certificate".to_owned()
+            }
+            error => error.to_string(),
+        },
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
@@ -274,6 +279,10 @@ pub mod tests {
         let text = error.to_string();
         assert!(
             text.contains("other-key.pem") && text.contains("server.pem"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("it is the key of another certificate"),
             "{text}"
         );
     }
