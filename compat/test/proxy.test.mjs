@@ -7,16 +7,15 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { useHearth, T } from '../lib/harness.mjs';
 import { makeCa, makeServerCert } from '../lib/certs.mjs';
+import { httpsEventStream, sdkRoundTrip } from '../lib/tls-clients.mjs';
 import { REPO_DIR, canConnect, freePort } from '../lib/server.mjs';
 import { waitFor, withTimeout } from '../lib/util.mjs';
 
 const DOC = path.join(REPO_DIR, 'docs', 'deploy-proxy.md');
-const CHILD = path.join(REPO_DIR, 'compat', 'lib', 'tls-sdk-child.mjs');
 
 // Debian puts it in /usr/sbin, which not every PATH holds.
 const NGINX = fs.existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx';
@@ -109,18 +108,9 @@ ${documentedConfig({ hearthPort: h.port, proxyPort, cert: site.cert, key: site.k
 
   it('the web SDK makes a round trip over wss:// through the proxy', T, async () => {
     const ns = h.ns('proxy');
-    const child = spawn(process.execPath, [CHILD, `https://127.0.0.1:${proxyPort}?ns=${ns}`, 'through/nginx'], {
-      env: { ...process.env, NODE_EXTRA_CA_CERTS: ca.cert },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    h.defer(() => child.kill('SIGKILL'));
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (chunk) => (out += chunk));
-    child.stderr.on('data', (chunk) => (err += chunk));
-    const code = await new Promise((resolve) => child.on('exit', resolve));
-    assert.equal(code, 0, `the SDK child failed: ${err}`);
-    assert.deepEqual(JSON.parse(out), { seen: { text: 'over wss', n: 42 } });
+    const child = await sdkRoundTrip(`https://127.0.0.1:${proxyPort}?ns=${ns}`, 'through/nginx', ca.cert, h.defer);
+    assert.equal(child.code, 0, `the SDK child failed: ${child.err}`);
+    assert.deepEqual(child.out, { seen: { text: 'over wss', n: 42 } });
     const direct = await fetch(`http://127.0.0.1:${h.port}/through/nginx.json?ns=${ns}`);
     assert.deepEqual(await direct.json(), { text: 'over wss', n: 42 });
   });
@@ -129,34 +119,12 @@ ${documentedConfig({ hearthPort: h.port, proxyPort, cert: site.cert, key: site.k
     const ns = h.ns('proxy');
     const put = (value) => fetch(`http://127.0.0.1:${h.port}/feed.json?ns=${ns}`, { method: 'PUT', body: JSON.stringify(value) });
     await put({ n: 1 });
-    let text = '';
-    const more = [];
-    let headers;
-    const req = https.get(
-      { host: '127.0.0.1', port: proxyPort, path: `/feed.json?ns=${ns}`, ca: caPem, agent: false, headers: { accept: 'text/event-stream' } },
-      (res) => {
-        headers = res.headers;
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => {
-          text += chunk;
-          for (const waiter of more.splice(0)) waiter();
-        });
-      },
-    );
-    h.defer(() => req.destroy());
     // Each event is far smaller than nginx's buffers: a buffering proxy would hold it until
     // the stream ends, and these waits would time out.
-    const until = (needle) =>
-      withTimeout(
-        (async () => {
-          while (!text.includes(needle)) await new Promise((resolve) => more.push(resolve));
-        })(),
-        10_000,
-        `through nginx: ${needle}`,
-      );
-    await until('event: put\ndata: {"path":"/","data":{"n":1}}\n\n');
-    assert.match(headers['content-type'], /^text\/event-stream/);
+    const stream = httpsEventStream({ port: proxyPort, path: `/feed.json?ns=${ns}`, ca: caPem, defer: h.defer, label: 'through nginx' });
+    await stream.until('event: put\ndata: {"path":"/","data":{"n":1}}\n\n');
+    assert.match(stream.headers['content-type'], /^text\/event-stream/);
     await put({ n: 2 });
-    await until('event: put\ndata: {"path":"/","data":{"n":2}}\n\n');
+    await stream.until('event: put\ndata: {"path":"/","data":{"n":2}}\n\n');
   });
 });

@@ -11,11 +11,11 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
-import { fileURLToPath } from 'node:url';
 import { useHearth, T } from '../lib/harness.mjs';
 import { makeCa, makeServerCert } from '../lib/certs.mjs';
 import { hearthBinary } from '../lib/server.mjs';
 import { RawClient } from '../lib/raw.mjs';
+import { httpsEventStream, sdkRoundTrip } from '../lib/tls-clients.mjs';
 import { waitFor, withTimeout } from '../lib/util.mjs';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-tls-'));
@@ -30,8 +30,6 @@ const keyFile = path.join(dir, 'key.pem');
 fs.copyFileSync(first.cert, certFile);
 fs.copyFileSync(first.key, keyFile);
 const caPem = fs.readFileSync(ca.cert);
-
-const CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'lib', 'tls-sdk-child.mjs');
 
 /** One HTTPS request trusting the test's authority: { status, headers, body }. */
 function request(port, method, target, body) {
@@ -77,18 +75,9 @@ describe('TLS', () => {
 
   it('the web SDK makes a round trip over wss://, trusting the authority through NODE_EXTRA_CA_CERTS', T, async () => {
     const ns = h.ns('tls');
-    const child = spawn(process.execPath, [CHILD, `https://127.0.0.1:${h.port}?ns=${ns}`, 'rooms/r1'], {
-      env: { ...process.env, NODE_EXTRA_CA_CERTS: ca.cert },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    h.defer(() => child.kill('SIGKILL'));
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (chunk) => (out += chunk));
-    child.stderr.on('data', (chunk) => (err += chunk));
-    const code = await new Promise((resolve) => child.on('exit', resolve));
-    assert.equal(code, 0, `the SDK child failed: ${err}`);
-    assert.deepEqual(JSON.parse(out), { seen: { text: 'over wss', n: 42 } });
+    const child = await sdkRoundTrip(`https://127.0.0.1:${h.port}?ns=${ns}`, 'rooms/r1', ca.cert, h.defer);
+    assert.equal(child.code, 0, `the SDK child failed: ${child.err}`);
+    assert.deepEqual(child.out, { seen: { text: 'over wss', n: 42 } });
     // What the SDK wrote is there for REST too.
     const read = await request(h.port, 'GET', `/rooms/r1.json?ns=${ns}`);
     assert.deepEqual(JSON.parse(read.body), { text: 'over wss', n: 42 });
@@ -107,30 +96,10 @@ describe('TLS', () => {
   it('an event stream over https:// delivers its events as they happen', T, async () => {
     const ns = h.ns('tls');
     await request(h.port, 'PUT', `/feed.json?ns=${ns}`, { n: 1 });
-    let text = '';
-    const more = [];
-    const req = https.get(
-      { host: '127.0.0.1', port: h.port, path: `/feed.json?ns=${ns}`, ca: caPem, agent: false, headers: { accept: 'text/event-stream' } },
-      (res) => {
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => {
-          text += chunk;
-          for (const waiter of more.splice(0)) waiter();
-        });
-      },
-    );
-    h.defer(() => req.destroy());
-    const until = (needle) =>
-      withTimeout(
-        (async () => {
-          while (!text.includes(needle)) await new Promise((resolve) => more.push(resolve));
-        })(),
-        10_000,
-        needle,
-      );
-    await until('event: put\ndata: {"path":"/","data":{"n":1}}\n\n');
+    const stream = httpsEventStream({ port: h.port, path: `/feed.json?ns=${ns}`, ca: caPem, defer: h.defer });
+    await stream.until('event: put\ndata: {"path":"/","data":{"n":1}}\n\n');
     await request(h.port, 'PUT', `/feed/n.json?ns=${ns}`, 2);
-    await until('event: put\ndata: {"path":"/n","data":2}\n\n');
+    await stream.until('event: put\ndata: {"path":"/n","data":2}\n\n');
   });
 
   it('plain HTTP on the TLS port gets a 400 that says to use https', T, async () => {
