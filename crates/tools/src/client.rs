@@ -74,9 +74,41 @@ pub struct Client {
     token: Option<String>,
 }
 
-/// A request as error messages name it: `GET /a.json`.
-fn describe(method: &str, path: &str) -> String {
-    format!("{method} {path}")
+/// One request: a method, a URL path (see [`data_path`]), query parameters (the database is
+/// added by the client) and a JSON body.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: &'a [(&'a str, &'a str)],
+    pub body: Option<&'a [u8]>,
+}
+
+impl<'a> Call<'a> {
+    pub fn new(method: &'a str, path: &'a str) -> Call<'a> {
+        Call {
+            method,
+            path,
+            query: &[],
+            body: None,
+        }
+    }
+
+    pub fn query(self, query: &'a [(&'a str, &'a str)]) -> Call<'a> {
+        Call { query, ..self }
+    }
+
+    pub fn body(self, body: &'a [u8]) -> Call<'a> {
+        Call {
+            body: Some(body),
+            ..self
+        }
+    }
+
+    /// The request as error messages name it: `GET /a.json`.
+    fn describe(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
 }
 
 impl Client {
@@ -147,34 +179,44 @@ impl Client {
 
     /// Sends a request and returns the answer when its status is a success; an error status
     /// becomes [`ToolsError::Refused`] with the server's message.
-    pub fn send(
-        &self,
-        method: &str,
-        path: &str,
-        query: &[(&str, &str)],
-        body: Option<&[u8]>,
-        accept: Option<&str>,
-    ) -> Result<Response<Body>> {
-        self.run(&self.agent, method, path, query, body, accept)
+    pub fn send(&self, call: Call) -> Result<Response<Body>> {
+        self.run(&self.agent, call, None)
     }
 
     /// Opens the event stream of the data at `path` (a URL path from [`data_path`]).
     pub fn event_stream(&self, path: &str) -> Result<Response<Body>> {
         let accept = Some("text/event-stream");
-        self.run(&self.stream_agent, "GET", path, &[], None, accept)
+        self.run(&self.stream_agent, Call::new("GET", path), accept)
     }
 
-    fn run(
-        &self,
-        agent: &Agent,
-        method: &str,
-        path: &str,
-        query: &[(&str, &str)],
-        body: Option<&[u8]>,
-        accept: Option<&str>,
-    ) -> Result<Response<Body>> {
-        let request_name = describe(method, path);
-        let mut builder = Request::builder().method(method).uri(self.url(path, query));
+    /// Sends a request and reads the whole answer (at most [`MAX_ANSWER_BYTES`]).
+    pub fn text(&self, call: Call) -> Result<String> {
+        let mut response = self.send(call)?;
+        response
+            .body_mut()
+            .with_config()
+            .limit(MAX_ANSWER_BYTES)
+            .read_to_string()
+            .map_err(|error| ToolsError::BadAnswer {
+                request: call.describe(),
+                reason: error.to_string(),
+            })
+    }
+
+    /// Sends a request and parses its answer as JSON.
+    pub fn json(&self, call: Call) -> Result<serde_json::Value> {
+        let text = self.text(call)?;
+        serde_json::from_str(&text).map_err(ToolsError::json(format!(
+            "the answer to {}",
+            call.describe()
+        )))
+    }
+
+    fn run(&self, agent: &Agent, call: Call, accept: Option<&str>) -> Result<Response<Body>> {
+        let request_name = call.describe();
+        let mut builder = Request::builder()
+            .method(call.method)
+            .uri(self.url(call.path, call.query));
         if let Some(token) = &self.token {
             builder = builder.header("authorization", format!("Bearer {token}"));
         }
@@ -185,7 +227,7 @@ impl Client {
             request: request_name.clone(),
             reason: error.to_string(),
         };
-        let result = match body {
+        let result = match call.body {
             Some(body) => {
                 let request = builder
                     .header("content-type", "application/json; charset=utf-8")
@@ -215,41 +257,6 @@ impl Client {
             status,
             message,
         })
-    }
-
-    /// Sends a request and reads the whole answer (at most [`MAX_ANSWER_BYTES`]).
-    pub fn text(
-        &self,
-        method: &str,
-        path: &str,
-        query: &[(&str, &str)],
-        body: Option<&[u8]>,
-    ) -> Result<String> {
-        let mut response = self.send(method, path, query, body, None)?;
-        response
-            .body_mut()
-            .with_config()
-            .limit(MAX_ANSWER_BYTES)
-            .read_to_string()
-            .map_err(|error| ToolsError::BadAnswer {
-                request: describe(method, path),
-                reason: error.to_string(),
-            })
-    }
-
-    /// Sends a request and parses its answer as JSON.
-    pub fn json(
-        &self,
-        method: &str,
-        path: &str,
-        query: &[(&str, &str)],
-        body: Option<&[u8]>,
-    ) -> Result<serde_json::Value> {
-        let text = self.text(method, path, query, body)?;
-        serde_json::from_str(&text).map_err(ToolsError::json(format!(
-            "the answer to {}",
-            describe(method, path)
-        )))
     }
 
     /// What a failure without an HTTP answer means to the user.

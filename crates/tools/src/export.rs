@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use hearth_tree::Node;
 
+use super::client::Call;
 use super::error::{Result, ToolsError};
 use super::progress::bytes_bar;
 use super::{open_shard, Target};
@@ -43,7 +44,8 @@ pub fn export(args: ExportArgs) -> Result<()> {
         }
         (None, Some(_)) => {
             let client = target.client()?;
-            let mut answer = client.send("GET", "/.json", &[("format", "export")], None, None)?;
+            let export = [("format", "export")];
+            let mut answer = client.send(Call::new("GET", "/.json").query(&export))?;
             // The body reader undoes the answer's framing (a length, or chunks behind a
             // proxy): only the JSON reaches the file.
             let mut body = answer.body_mut().as_reader();

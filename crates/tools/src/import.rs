@@ -15,7 +15,7 @@ use hearth_store::write_snapshot;
 use hearth_tree::{Key, Node, Path, Priority};
 use serde_json::{Map, Value};
 
-use super::client::{data_path, encode_component, Client};
+use super::client::{data_path, encode_component, Call, Client};
 use super::error::{Result, ToolsError};
 use super::progress::bytes_bar;
 use super::stream::{for_each_member, Piece};
@@ -111,7 +111,8 @@ pub fn build_tree(reader: impl Read) -> Result<Node> {
 }
 
 fn online(client: &Client, reader: impl Read) -> Result<()> {
-    let before = client.json("GET", "/.json", &[("shallow", "true")], None)?;
+    let shallow = [("shallow", "true")];
+    let before = client.json(Call::new("GET", "/.json").query(&shallow))?;
     let mut stale: std::collections::BTreeSet<String> = match before {
         Value::Object(keys) => keys.keys().cloned().collect(),
         _ => Default::default(),
@@ -119,7 +120,7 @@ fn online(client: &Client, reader: impl Read) -> Result<()> {
     let silent = [("print", "silent")];
     let put = |path: &str, value: &Value| -> Result<()> {
         let body = serde_json::to_vec(value).map_err(ToolsError::json("a member"))?;
-        client.send("PUT", path, &silent, Some(&body), None)?;
+        client.send(Call::new("PUT", path).query(&silent).body(&body))?;
         Ok(())
     };
     // A key is one segment, even one with a `/` (which the server then refuses).
@@ -138,7 +139,7 @@ fn online(client: &Client, reader: impl Read) -> Result<()> {
         Ok(())
     })?;
     for key in stale {
-        client.send("DELETE", &member_path(&key), &silent, None, None)?;
+        client.send(Call::new("DELETE", &member_path(&key)).query(&silent))?;
     }
     Ok(())
 }

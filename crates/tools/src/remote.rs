@@ -7,7 +7,7 @@ use std::path::Path;
 use hearth_server::rules_file::load_rules;
 use serde::Deserialize;
 
-use crate::client::{data_path, Client, ServerArgs};
+use crate::client::{data_path, Call, Client, ServerArgs};
 use crate::error::{Result, ToolsError};
 
 /// The largest value `data set|update|push` sends: the server's limit for a REST body.
@@ -67,25 +67,17 @@ pub struct PathArgs {
     pub server: ServerArgs,
 }
 
+/// `print=silent`: the server answers a write with 204 and no body.
+const SILENT: [(&str, &str); 1] = [("print", "silent")];
+
 /// Runs a `hearth data` command, printing to stdout.
 pub fn data(command: DataCommand) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let silent = [("print", "silent")];
     match command {
         DataCommand::Get(args) => get(&Client::new(&args.server)?, &args, &mut out),
-        DataCommand::Set(args) => {
-            let body = read_value(&args.value)?;
-            let client = Client::new(&args.server)?;
-            client.send("PUT", &data_path(&args.path), &silent, Some(&body), None)?;
-            Ok(())
-        }
-        DataCommand::Update(args) => {
-            let body = read_value(&args.value)?;
-            let client = Client::new(&args.server)?;
-            client.send("PATCH", &data_path(&args.path), &silent, Some(&body), None)?;
-            Ok(())
-        }
+        DataCommand::Set(args) => write("PUT", &args),
+        DataCommand::Update(args) => write("PATCH", &args),
         DataCommand::Push(args) => {
             let body = read_value(&args.value)?;
             let client = Client::new(&args.server)?;
@@ -94,20 +86,29 @@ pub fn data(command: DataCommand) -> Result<()> {
             struct Pushed {
                 name: String,
             }
-            let answer = client.text("POST", &path, &[], Some(&body))?;
+            let answer = client.text(Call::new("POST", &path).body(&body))?;
             let pushed: Pushed = serde_json::from_str(&answer)
                 .map_err(ToolsError::json(format!("the answer to POST {path}")))?;
             writeln!(out, "{}", pushed.name).map_err(ToolsError::io("writing the push id"))
         }
         DataCommand::Remove(args) => {
-            let client = Client::new(&args.server)?;
-            client.send("DELETE", &data_path(&args.path), &silent, None, None)?;
+            let path = data_path(&args.path);
+            Client::new(&args.server)?.send(Call::new("DELETE", &path).query(&SILENT))?;
             Ok(())
         }
         DataCommand::Watch(args) => {
             crate::watch::watch(&Client::new(&args.server)?, &args.path, &mut out)
         }
     }
+}
+
+/// `data set` and `data update`: the value, checked here, written with `method`.
+fn write(method: &str, args: &WriteArgs) -> Result<()> {
+    let body = read_value(&args.value)?;
+    let path = data_path(&args.path);
+    let call = Call::new(method, &path).query(&SILENT).body(&body);
+    Client::new(&args.server)?.send(call)?;
+    Ok(())
 }
 
 fn get(client: &Client, args: &GetArgs, out: &mut dyn Write) -> Result<()> {
@@ -122,7 +123,7 @@ fn get(client: &Client, args: &GetArgs, out: &mut dyn Write) -> Result<()> {
         query.push(("format", "export"));
     }
     let path = data_path(&args.path);
-    let mut answer = client.send("GET", &path, &query, None, None)?;
+    let mut answer = client.send(Call::new("GET", &path).query(&query))?;
     let mut body = answer.body_mut().as_reader();
     let mut last = LastByte { out, last: None };
     std::io::copy(&mut body, &mut last).map_err(|source| ToolsError::Io {
@@ -180,9 +181,12 @@ fn read_value(argument: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Where a database's rules are read and set.
+const RULES: &str = "/.settings/rules.json";
+
 /// `hearth rules get`: prints the rules of the database.
 pub fn rules_get(server: &ServerArgs) -> Result<()> {
-    let text = Client::new(server)?.text("GET", "/.settings/rules.json", &[], None)?;
+    let text = Client::new(server)?.text(Call::new("GET", RULES))?;
     let newline = if text.ends_with('\n') { "" } else { "\n" };
     print!("{text}{newline}");
     Ok(())
@@ -195,7 +199,7 @@ pub fn rules_set(server: &ServerArgs, file: &Path) -> Result<()> {
     let text =
         std::fs::read(file).map_err(ToolsError::io(format!("reading {}", file.display())))?;
     let client = Client::new(server)?;
-    client.send("PUT", "/.settings/rules.json", &[], Some(&text), None)?;
+    client.send(Call::new("PUT", RULES).body(&text))?;
     let database = client
         .namespace()
         .unwrap_or("the server's default database");
@@ -221,7 +225,7 @@ struct Listing {
 /// `hearth databases`: the server's databases with their size and clients, as a table or
 /// as the server's JSON.
 pub fn databases(server: &ServerArgs, json: bool) -> Result<()> {
-    let text = Client::new(server)?.text("GET", "/.admin/databases", &[], None)?;
+    let text = Client::new(server)?.text(Call::new("GET", "/.admin/databases"))?;
     if json {
         println!("{}", text.trim_end());
         return Ok(());
