@@ -30,7 +30,7 @@ struct Cli {
 enum Command {
     /// Run the server.
     Serve(Box<ServeArgs>),
-    /// Work with security rules files.
+    /// Check a security rules file, or get and set the rules of a running server.
     #[command(subcommand)]
     Rules(RulesCommand),
     /// Write a database as JSON (export form, priorities kept), from a stopped server's data
