@@ -150,6 +150,7 @@ async fn answer(
         Endpoint::Preflight { request_headers } => {
             return preflight(request_headers.as_deref()).into_http()
         }
+        Endpoint::AdminDatabases => return crate::admin::databases(&shard).await.into_http(),
         _ => {}
     }
     let owner = owner_shard(&parsed.namespace, shard.shard_count);
