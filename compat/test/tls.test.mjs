@@ -4,7 +4,7 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
@@ -13,7 +13,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { useHearth, T } from '../lib/harness.mjs';
 import { makeCa, makeServerCert } from '../lib/certs.mjs';
-import { hearthBinary } from '../lib/server.mjs';
+import { cleanEnv, hearthBinary } from '../lib/server.mjs';
 import { RawClient } from '../lib/raw.mjs';
 import { httpsEventStream, sdkRoundTrip } from '../lib/tls-clients.mjs';
 import { waitFor, withTimeout } from '../lib/util.mjs';
@@ -100,6 +100,19 @@ describe('TLS', () => {
     await stream.until('event: put\ndata: {"path":"/","data":{"n":1}}\n\n');
     await request(h.port, 'PUT', `/feed/n.json?ns=${ns}`, 2);
     await stream.until('event: put\ndata: {"path":"/n","data":2}\n\n');
+  });
+
+  it('the hearth command reaches the server over https:// with --ca-cert', T, async () => {
+    const ns = h.ns('tls');
+    const hearth = (...args) =>
+      execFileSync(hearthBinary(), ['data', ...args, '--url', `https://127.0.0.1:${h.port}`, '--ns', ns, '--ca-cert', ca.cert, '--admin-token', 'owner'], {
+        encoding: 'utf8',
+        env: cleanEnv(),
+        timeout: 10_000,
+      });
+    hearth('set', '/tools', '{"via":"https"}');
+    assert.deepEqual(JSON.parse(hearth('get', '/tools')), { via: 'https' });
+    assert.deepEqual(JSON.parse((await request(h.port, 'GET', `/tools.json?ns=${ns}`)).body), { via: 'https' });
   });
 
   it('plain HTTP on the TLS port gets a 400 that says to use https', T, async () => {
