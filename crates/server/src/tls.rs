@@ -24,6 +24,12 @@ use tokio_rustls::TlsAcceptor;
 /// request head (`http_head::HEAD_TIMEOUT`, which counts from the end of the handshake).
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most encrypted bytes one connection's TLS session holds for the kernel (rustls' buffer
+/// limit, set here for every connection). A WebSocket's outbox keeps what does not fit, counted
+/// there (`edge/tls_socket.rs`); an HTTP answer waits in hyper, counted by its `WriteGuard`.
+/// Bytes in this buffer have left those counts: at most this much per connection.
+pub const MAX_TLS_BUFFER_BYTES: usize = 64 * 1024;
+
 /// The first byte of every TLS connection: a handshake record.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
@@ -174,7 +180,12 @@ pub async fn handshake(
             refuse_plain(stream).await;
             return Err(HandshakeError::PlainHttp);
         }
-        Ok(acceptor.accept(stream).await?)
+        let mut stream = acceptor.accept(stream).await?;
+        stream
+            .get_mut()
+            .1
+            .set_buffer_limit(Some(MAX_TLS_BUFFER_BYTES));
+        Ok(stream)
     };
     tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake)
         .await

@@ -9,7 +9,7 @@
 //! byte but the last one taken is reported written, and that last byte is *owed* (it stays in
 //! the outbox, which offers it again with the next write; it is skipped then, once the records
 //! before it are out). The outbox is never empty while records wait, and what waits outside
-//! its count is at most one session buffer ([`MAX_TLS_BUFFER_BYTES`]).
+//! its count is at most one session buffer ([`crate::tls::MAX_TLS_BUFFER_BYTES`]).
 //!
 //! [`Outbox`]: crate::edge::socket::Outbox
 
@@ -24,10 +24,6 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
 use crate::edge::socket::{Accepted, Source, Transport};
-
-/// The most encrypted bytes one connection's TLS session holds for the kernel (rustls' buffer
-/// limit). Plaintext past it stays in the outbox, counted there.
-pub const MAX_TLS_BUFFER_BYTES: usize = 64 * 1024;
 
 pub struct TlsSocket {
     tcp: TcpStream,
@@ -47,8 +43,8 @@ impl Accepted for TlsStream<TcpStream> {
 }
 
 impl TlsSocket {
-    pub fn new(tcp: TcpStream, mut tls: ServerConnection) -> TlsSocket {
-        tls.set_buffer_limit(Some(MAX_TLS_BUFFER_BYTES));
+    /// A socket whose session's buffer is bounded (the handshake set it).
+    pub fn new(tcp: TcpStream, tls: ServerConnection) -> TlsSocket {
         TlsSocket {
             tcp,
             tls: RefCell::new(tls),
@@ -271,6 +267,22 @@ mod tests {
             received == items.concat(),
             "the bytes arrive once, in order"
         );
+    }
+
+    #[tokio::test]
+    async fn the_session_holds_at_most_its_buffer_for_the_kernel() {
+        let (_client, socket) = connected().await;
+        let outbox = Outbox::new(socket.clone(), None);
+        let item = Bytes::from(vec![7u8; 1024 * 1024]);
+        while outbox.send([item.clone()]) != Sent::Pending {}
+        // The kernel takes nothing more: the session may take plaintext only up to its limit.
+        let taken = socket
+            .tls
+            .borrow_mut()
+            .writer()
+            .write(&vec![0u8; 4 * crate::tls::MAX_TLS_BUFFER_BYTES])
+            .expect("a write");
+        assert!(taken <= crate::tls::MAX_TLS_BUFFER_BYTES, "took {taken}");
     }
 
     #[tokio::test]
