@@ -3,12 +3,14 @@
 // (parse-prometheus-text-format) and the counts are compared before and after. Also who may
 // scrape (admins on the main port), /healthz and /readyz, and --metrics-listen.
 
+import fs from 'node:fs';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { onValue, ref, set } from 'firebase/database';
 import parsePrometheus from 'parse-prometheus-text-format';
 import { useHearth, T } from '../lib/harness.mjs';
-import { HearthServer, freePort } from '../lib/server.mjs';
+import { HearthServer, REPO_DIR, freePort } from '../lib/server.mjs';
 import { expectDenied, putRules } from '../lib/rules.mjs';
 import { deferred, withTimeout } from '../lib/util.mjs';
 
@@ -99,6 +101,19 @@ describe('metrics', () => {
     assert.equal(value(after, 'hearth_top_database_writes_total', { database: ns }), N + 1);
     const busy = after.families.get('hearth_shard_busy_seconds_total');
     assert.deepEqual(busy.metrics.map((m) => m.labels.shard).sort(), ['0', '1']);
+  });
+
+  it('the sample Grafana dashboard asks only for metrics the server exposes', T, async () => {
+    const file = path.join(REPO_DIR, 'deploy', 'grafana', 'hearth-dashboard.json');
+    const dashboard = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const exprs = dashboard.panels.flatMap((panel) => panel.targets.map((target) => target.expr));
+    const names = new Set(exprs.flatMap((expr) => expr.match(/hearth_[a-z_]+/g) ?? []));
+    assert.ok(names.size >= 20, `${names.size} metrics`);
+    const { text } = await scrape(metricsURL());
+    for (const name of names) {
+      const family = name.replace(/_bucket$/, '');
+      assert.ok(text.includes(`# TYPE ${family} `), `${name} is not exposed`);
+    }
   });
 
   it('is for admins on the main port; health is for anyone', T, async () => {
