@@ -132,9 +132,21 @@ describe('metrics', () => {
 describe('metrics: --metrics-listen', () => {
   it('serves metrics and health there, without a credential, and metrics not on the main port', T, async () => {
     const port = await freePort();
-    const server = await HearthServer.start({ extraArgs: ['--metrics-listen', `127.0.0.1:${port}`] });
+    const server = await HearthServer.start({
+      extraArgs: ['--metrics-listen', `127.0.0.1:${port}`, '--body-budget-mib', '1'],
+    });
     try {
+      const before = await scrape(`http://127.0.0.1:${port}/metrics`, {});
+      // A body larger than the whole body budget is refused (413) before it is read.
+      const big = await fetch(`http://127.0.0.1:${server.port}/big.json?ns=m`, {
+        method: 'PUT',
+        body: JSON.stringify('x'.repeat(2 * 1024 * 1024)),
+      });
+      assert.equal(big.status, 413);
       const scraped = await scrape(`http://127.0.0.1:${port}/metrics`, {});
+      assert.equal(delta(before, scraped, 'hearth_http_refused_total', { reason: 'body_too_large' }), 1);
+      const tooBig = { transport: 'rest', kind: 'put', outcome: 'too_big' };
+      assert.equal(delta(before, scraped, 'hearth_requests_total', tooBig), 1);
       assert.equal(value(scraped, 'hearth_ready'), 1);
       assert.equal((await fetch(`http://127.0.0.1:${port}/readyz`)).status, 200);
       const main = await fetch(`http://127.0.0.1:${server.port}/metrics`, { headers: OWNER });
