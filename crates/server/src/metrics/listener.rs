@@ -80,17 +80,23 @@ async fn accept(
         if *shutdown.borrow() {
             return;
         }
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
+        // A slot first, then a connection; shutdown (or a failed start, which drops the
+        // sender) ends the wait for either.
+        let next = async {
+            let slot = slots.clone().acquire_owned().await;
+            (slot, listener.accept().await)
         };
-        let accepted = tokio::select! {
+        let (slot, accepted) = tokio::select! {
             changed = shutdown.changed() => {
                 if changed.is_err() {
                     return;
                 }
                 continue;
             }
-            accepted = listener.accept() => accepted,
+            next = next => next,
+        };
+        let Ok(slot) = slot else {
+            return;
         };
         let stream = match accepted {
             Ok((stream, _)) => stream,

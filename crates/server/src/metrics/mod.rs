@@ -7,14 +7,14 @@
 //! thread ([`ShardSnapshot`]), and the scraper sums the copies ([`ServerSnapshot`]) and encodes
 //! them ([`encode`]). Histograms are per shard too and merged bucket by bucket.
 
-pub mod counters;
-pub mod encode;
+mod counters;
+mod encode;
 mod endpoint;
-pub mod health;
-pub mod histogram;
-pub mod labels;
+mod health;
+mod histogram;
+pub(crate) mod labels;
 mod listener;
-pub mod snapshot;
+pub(crate) mod snapshot;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -22,11 +22,11 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-pub use counters::ShardCounters;
-pub use endpoint::answer_on_main_port;
-pub use health::Health;
-pub use listener::{bind_metrics_listener, serve_metrics};
-pub use snapshot::{ServerSnapshot, ShardSnapshot};
+pub(crate) use counters::ShardCounters;
+pub(crate) use endpoint::answer_on_main_port;
+pub use health::{Health, NotReady};
+pub(crate) use listener::{bind_metrics_listener, serve_metrics};
+pub(crate) use snapshot::{ServerSnapshot, ShardSnapshot};
 
 use crate::budget::SharedBudgets;
 use crate::shard::ShardMessage;
