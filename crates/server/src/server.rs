@@ -411,6 +411,9 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
             ShardMessage::Metrics(reply) => {
                 let _ = reply.send(shard.metrics_snapshot(receiver.len()));
             }
+            ShardMessage::Databases(reply) => {
+                let _ = reply.send(crate::admin::local_databases(&shard));
+            }
             ShardMessage::Precheck(precheck) => {
                 let _ = precheck.reply.send(refuse_early(&shard, &precheck.check));
             }

@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
+use crate::admin::DatabaseInfo;
 use crate::budget::ShardBudget;
 use crate::config::ServeConfig;
 use crate::edge::EdgeTarget;
@@ -59,6 +60,36 @@ pub enum ShardMessage {
     Owner(ToOwner),
     /// A scrape asks for the shard's numbers.
     Metrics(oneshot::Sender<ShardSnapshot>),
+    /// The owner's databases, for `GET /.admin/databases`.
+    Databases(oneshot::Sender<Vec<DatabaseInfo>>),
+}
+
+/// Sends `ask` to every shard's owner role and waits for the answers, until `timeout` when
+/// given: `None` for a shard that is gone or did not answer in time. Each shard answers from
+/// its own thread, so no shard's state is read by another.
+pub async fn ask_every_shard<T>(
+    shards: &[mpsc::UnboundedSender<ShardMessage>],
+    ask: impl Fn(oneshot::Sender<T>) -> ShardMessage,
+    timeout: Option<Duration>,
+) -> Vec<Option<T>> {
+    let asked: Vec<_> = shards
+        .iter()
+        .map(|inbox| {
+            let (reply, answer) = oneshot::channel();
+            let _ = inbox.send(ask(reply));
+            answer
+        })
+        .collect();
+    let deadline = timeout.map(|timeout| tokio::time::Instant::now() + timeout);
+    let mut answers = Vec::with_capacity(asked.len());
+    for answer in asked {
+        let answer = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, answer).await.ok(),
+            None => Some(answer.await),
+        };
+        answers.push(answer.and_then(Result::ok));
+    }
+    answers
 }
 
 /// One session of a database: a WebSocket connection (on this core or another) or an event
@@ -438,6 +469,13 @@ impl Shard {
         let sender = self.peers.get(owner)?;
         let _ = sender.send(ShardMessage::Precheck(Box::new(Precheck { check, reply })));
         answer.await.ok().flatten()
+    }
+
+    /// Asks every shard's owner role (this one's too, through its own queue) for its
+    /// databases. A shard that is gone (shutdown) is left out.
+    pub async fn all_databases(&self) -> Vec<DatabaseInfo> {
+        let answers = ask_every_shard(&self.peers, ShardMessage::Databases, None).await;
+        answers.into_iter().flatten().flatten().collect()
     }
 
     /// Sends a REST request to the shard that owns its database. The receiver yields the

@@ -167,6 +167,7 @@ fn parsed_kind(endpoint: &Endpoint) -> RequestKind {
     match endpoint {
         Endpoint::Status | Endpoint::Preflight { .. } => RequestKind::RestOther,
         Endpoint::RulesGet { .. } | Endpoint::RulesPut => RequestKind::RestRules,
+        Endpoint::AdminDatabases => RequestKind::RestAdmin,
         Endpoint::Data(data) if data.stream => RequestKind::RestStream,
         Endpoint::Data(data) => match data.method {
             DataMethod::Get => RequestKind::RestGet,
@@ -207,6 +208,7 @@ async fn answer(
         Endpoint::Preflight { request_headers } => {
             return preflight(request_headers.as_deref()).into_http()
         }
+        Endpoint::AdminDatabases => return crate::admin::databases(&shard).await.into_http(),
         _ => {}
     }
     let owner = owner_shard(&parsed.namespace, shard.shard_count);

@@ -29,12 +29,14 @@ pub enum RequestKind {
     RestStream,
     /// `/.settings/rules.json`, read or written.
     RestRules,
+    /// `/.admin/...` (the list of databases).
+    RestAdmin,
     /// `GET /`, CORS preflights and paths that are not endpoints.
     RestOther,
 }
 
 impl RequestKind {
-    pub const ALL: [RequestKind; 20] = [
+    pub const ALL: [RequestKind; 21] = [
         RequestKind::Listen,
         RequestKind::Unlisten,
         RequestKind::Put,
@@ -54,6 +56,7 @@ impl RequestKind {
         RequestKind::RestDelete,
         RequestKind::RestStream,
         RequestKind::RestRules,
+        RequestKind::RestAdmin,
         RequestKind::RestOther,
     ];
 
@@ -104,6 +107,7 @@ impl RequestKind {
             RequestKind::RestDelete => ("rest", "delete"),
             RequestKind::RestStream => ("rest", "stream"),
             RequestKind::RestRules => ("rest", "rules"),
+            RequestKind::RestAdmin => ("rest", "admin"),
             RequestKind::RestOther => ("rest", "other"),
         };
         (transport, kind)

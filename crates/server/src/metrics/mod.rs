@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 pub(crate) use counters::ShardCounters;
 pub(crate) use endpoint::answer_on_main_port;
@@ -29,7 +29,7 @@ pub(crate) use listener::{bind_metrics_listener, serve_metrics};
 pub(crate) use snapshot::{ServerSnapshot, ShardSnapshot};
 
 use crate::budget::SharedBudgets;
-use crate::shard::ShardMessage;
+use crate::shard::{ask_every_shard, ShardMessage};
 
 /// Where metrics are served and to whom (`hearth serve --metrics-listen`, `--metrics-public`).
 #[derive(Debug, Clone, Default)]
@@ -72,21 +72,13 @@ impl Observer {
     /// Every shard's numbers, summed.
     pub async fn scrape(&self) -> ServerSnapshot {
         let shards = self.shards.get().map_or(&[][..], Vec::as_slice);
-        let asked: Vec<_> = shards
-            .iter()
-            .map(|inbox| {
-                let (reply, answer) = oneshot::channel();
-                let _ = inbox.send(ShardMessage::Metrics(reply));
-                answer
-            })
-            .collect();
-        let deadline = tokio::time::Instant::now() + SCRAPE_TIMEOUT;
-        let mut answered = Vec::with_capacity(asked.len());
+        let answers = ask_every_shard(shards, ShardMessage::Metrics, Some(SCRAPE_TIMEOUT)).await;
+        let mut answered = Vec::with_capacity(answers.len());
         let mut missing = Vec::new();
-        for (shard, answer) in asked.into_iter().enumerate() {
-            match tokio::time::timeout_at(deadline, answer).await {
-                Ok(Ok(snapshot)) => answered.push(snapshot),
-                _ => missing.push(shard),
+        for (shard, answer) in answers.into_iter().enumerate() {
+            match answer {
+                Some(snapshot) => answered.push(snapshot),
+                None => missing.push(shard),
             }
         }
         let mut server = ServerSnapshot::new(answered, missing);
