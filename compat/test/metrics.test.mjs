@@ -13,6 +13,7 @@ import { useHearth, T } from '../lib/harness.mjs';
 import { HearthServer, REPO_DIR, freePort } from '../lib/server.mjs';
 import { expectDenied, putRules } from '../lib/rules.mjs';
 import { deferred, withTimeout } from '../lib/util.mjs';
+import { SseStream } from './rest/rest-client.mjs';
 
 const OWNER = { authorization: 'Bearer owner' };
 
@@ -101,6 +102,25 @@ describe('metrics', () => {
     assert.equal(value(after, 'hearth_top_database_writes_total', { database: ns }), N + 1);
     const busy = after.families.get('hearth_shard_busy_seconds_total');
     assert.deepEqual(busy.metrics.map((m) => m.labels.shard).sort(), ['0', '1']);
+  });
+
+  it('counts event streams and their pushes', T, async () => {
+    const ns = h.ns('metrics-sse');
+    const url = (path) => `http://127.0.0.1:${h.port}/${path}.json?ns=${ns}`;
+    const before = await scrape(metricsURL());
+    const stream = new SseStream(url('feed'));
+    h.defer(() => stream.close());
+    await stream.untilData(1);
+    assert.equal((await fetch(url('feed'), { method: 'PUT', body: '"hello"' })).status, 200);
+    await stream.untilData(2);
+    const after = await scrape(metricsURL());
+    assert.equal(delta(before, after, 'hearth_event_streams'), 1);
+    assert.equal(delta(before, after, 'hearth_event_streams_opened_total'), 1);
+    const opened = { transport: 'rest', kind: 'stream', outcome: 'ok' };
+    assert.equal(delta(before, after, 'hearth_requests_total', opened), 1);
+    // The stream's first value, then the write.
+    assert.equal(delta(before, after, 'hearth_pushes_total', { transport: 'http' }), 2);
+    assert.ok(delta(before, after, 'hearth_sent_bytes_total', { transport: 'http' }) > 0);
   });
 
   it('the sample Grafana dashboard asks only for metrics the server exposes', T, async () => {
