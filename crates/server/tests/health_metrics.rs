@@ -5,10 +5,12 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 mod common;
 
 use hearth_server::auth::AuthConfig;
+use hearth_server::budget::HttpBudgets;
 use hearth_server::metrics::MetricsConfig;
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::{ServeConfig, Server};
@@ -140,5 +142,28 @@ fn metrics_listen_serves_there_and_not_on_the_main_port() {
         status, 404,
         "not on the main port, even for an admin: {body}"
     );
+    server.stop();
+}
+
+#[test]
+fn health_and_metrics_answer_while_the_answer_budget_is_spent() {
+    let mut config = ServeConfig::for_tests(local());
+    // No room for any answer: every REST request is refused with 503.
+    config.http = Arc::new(HttpBudgets::new(1024, 0, Duration::from_secs(5)));
+    let server = Server::start(config).expect("the server starts");
+    let address = server.address;
+    let (status, _) = common::http(address, "GET", "/.json", None, "");
+    assert_eq!(status, 503, "the budget is spent");
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(
+            common::http(address, "GET", path, None, "").0,
+            200,
+            "{path}"
+        );
+    }
+    let (status, text) = common::http(address, "GET", "/metrics", Some("owner"), "");
+    assert_eq!(status, 200);
+    let refused = "hearth_http_refused_total{reason=\"answers_busy\"}";
+    assert_eq!(sample(&text, refused), Some(1.0), "{text}");
     server.stop();
 }

@@ -115,8 +115,11 @@ async fn respond(
     request: Request<Incoming>,
 ) -> Response<HearthBody> {
     let (parts, body) = request.into_parts();
+    // Health and metrics answer even while the answer budget is spent: a probe that failed
+    // then would restart a server that only has slow clients. Their size is bounded (a
+    // fixed set of series per shard, and the top lists).
     if let Some(response) = answer_on_main_port(&shard, &parts).await {
-        return admit(unsent, response);
+        return response;
     }
     let mut body = Some(body);
     let mut kind = rest_kind(&parts.method);
