@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hearth_server::auth::AuthConfig;
 use hearth_server::budget::{self, HttpBudgets};
+use hearth_server::metrics::MetricsConfig;
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::rules_file::load_rules;
 use hearth_server::tls::TlsCerts;
@@ -167,6 +168,15 @@ struct ServeArgs {
     /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1). Read again on SIGHUP.
     #[arg(long, env = "HEARTH_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Serve /metrics (Prometheus), /healthz and /readyz on this address (`host:port`) too,
+    /// to anyone who can reach it, and /metrics no longer on the main port. Bind it to an
+    /// address only your monitoring reaches.
+    #[arg(long, env = "HEARTH_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    /// Serve /metrics on the main port without a credential. Without it, the main port's
+    /// /metrics needs the admin token as a bearer token (or `owner` with --dev).
+    #[arg(long, env = "HEARTH_METRICS_PUBLIC")]
+    metrics_public: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -288,6 +298,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         (Some(cert), Some(key)) => Some(std::sync::Arc::new(TlsCerts::load(cert, key)?)),
         _ => None,
     };
+    let metrics_listen = match &args.metrics_listen {
+        Some(address) => hearth_server::resolve_listen(address)
+            .with_context(|| format!("resolving --metrics-listen {address}"))?
+            .first()
+            .copied(),
+        None => None,
+    };
     let config = ServeConfig {
         auth,
         default_rules,
@@ -307,6 +324,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Duration::from_secs(args.http_write_timeout_secs.max(1)),
         )),
         tls: tls.clone(),
+        metrics: MetricsConfig {
+            listen: metrics_listen,
+            public: args.metrics_public,
+        },
     };
     // Listening before the start, so that a SIGHUP during recovery does not end the process.
     let signals = Signals::listen().context("listening for signals")?;

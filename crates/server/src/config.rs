@@ -9,6 +9,7 @@ use hearth_rules::Rules;
 
 use crate::auth::AuthConfig;
 use crate::budget::SharedBudgets;
+use crate::metrics::MetricsConfig;
 use crate::persist::PersistConfig;
 use crate::tls::TlsCerts;
 
@@ -45,6 +46,8 @@ pub struct ServeConfig {
     /// The certificate of `https://` and `wss://` (`--tls-cert`, `--tls-key`); plain TCP
     /// without it. Shared with whoever reloads it.
     pub tls: Option<Arc<TlsCerts>>,
+    /// Where `/metrics` is served and to whom.
+    pub metrics: MetricsConfig,
 }
 
 impl ServeConfig {
@@ -67,6 +70,7 @@ impl ServeConfig {
             persist: PersistConfig::memory(),
             http: SharedBudgets::default(),
             tls: None,
+            metrics: MetricsConfig::default(),
         }
     }
 }
