@@ -28,6 +28,7 @@ use tokio::net::TcpStream;
 use tracing::debug;
 
 use crate::budget::{ByteBudget, Held};
+use crate::console;
 use crate::edge::http_body::HearthBody;
 use crate::edge::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
 use crate::namespace::owner_shard;
@@ -137,6 +138,9 @@ async fn answer(
     body: &mut Option<Incoming>,
 ) -> Response<HearthBody> {
     let started = Instant::now();
+    if let Some(response) = console::answer(&shard, parts, body).await {
+        return response;
+    }
     let parsed = match parse_request(parts, &shard.config.auth, &shard.config.default_namespace) {
         Ok(parsed) => parsed,
         Err(response) => return response.into_http(),
