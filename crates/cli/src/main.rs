@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hearth_server::auth::AuthConfig;
 use hearth_server::budget::{self, HttpBudgets};
+use hearth_server::metrics::MetricsConfig;
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::rules_file::load_rules;
 use hearth_server::{ServeConfig, Server, DEFAULT_NAMESPACE};
@@ -135,6 +136,15 @@ struct ServeArgs {
     /// fetch them).
     #[arg(long, requires = "firebase_project")]
     firebase_jwks: Option<PathBuf>,
+    /// Serve /metrics (Prometheus), /healthz and /readyz on this address (`host:port`) too,
+    /// to anyone who can reach it, and /metrics no longer on the main port. Bind it to an
+    /// address only your monitoring reaches.
+    #[arg(long, env = "HEARTH_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    /// Serve /metrics on the main port without a credential. Without it, the main port's
+    /// /metrics needs the admin token as a bearer token (or `owner` with --dev).
+    #[arg(long, env = "HEARTH_METRICS_PUBLIC")]
+    metrics_public: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -239,6 +249,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let auth = auth_config(&args)?;
+    let metrics_listen = match &args.metrics_listen {
+        Some(address) => hearth_server::resolve_listen(address)
+            .with_context(|| format!("resolving --metrics-listen {address}"))?
+            .first()
+            .copied(),
+        None => None,
+    };
     let config = ServeConfig {
         auth,
         default_rules,
@@ -257,6 +274,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.answer_budget_mib.saturating_mul(MIB),
             Duration::from_secs(args.http_write_timeout_secs.max(1)),
         )),
+        metrics: MetricsConfig {
+            listen: metrics_listen,
+            public: args.metrics_public,
+        },
     };
     let server = Server::start(config).context("starting the server")?;
     wait_for_signal().context("waiting for a shutdown signal")?;

@@ -9,6 +9,7 @@ use hearth_rules::Rules;
 
 use crate::auth::AuthConfig;
 use crate::budget::SharedBudgets;
+use crate::metrics::MetricsConfig;
 use crate::persist::PersistConfig;
 
 /// Everything `hearth serve` was told, resolved to concrete values.
@@ -41,6 +42,8 @@ pub struct ServeConfig {
     pub persist: PersistConfig,
     /// HTTP memory budgets and write timeout; one set of counters for all shards.
     pub http: SharedBudgets,
+    /// Where `/metrics` is served and to whom.
+    pub metrics: MetricsConfig,
 }
 
 impl ServeConfig {
@@ -62,6 +65,7 @@ impl ServeConfig {
             default_rules: None,
             persist: PersistConfig::memory(),
             http: SharedBudgets::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }

@@ -25,6 +25,7 @@ mod link;
 mod link_sim;
 mod listener;
 mod loaded;
+pub mod metrics;
 pub mod namespace;
 pub mod offline;
 mod offload;

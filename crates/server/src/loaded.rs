@@ -31,6 +31,8 @@ pub struct Loaded {
     /// Whether anything of it is on disk (recovered, or a record was appended): a database
     /// that never was can be dropped without a snapshot.
     pub on_disk: bool,
+    /// Writes applied since it was loaded (for the metrics' busiest databases).
+    pub writes: u64,
 }
 
 impl Loaded {
@@ -50,6 +52,7 @@ impl Loaded {
             snapshot_running: false,
             last_used_ms: now_ms,
             on_disk: false,
+            writes: 0,
         }
     }
 

@@ -2,6 +2,7 @@
 
 use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,8 @@ use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
 use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
+use crate::metrics::labels::{CloseCause, HttpRefusal};
+use crate::metrics::{bind_metrics_listener, serve_metrics, Observer};
 use crate::namespace::resolve;
 use crate::owner::rest_precheck::refuse_early;
 use crate::persist::data_dir::{DataDir, DataDirError};
@@ -36,6 +39,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// A running server.
 pub struct Server {
     pub address: SocketAddr,
+    /// Where `--metrics-listen` serves, once bound.
+    pub metrics_address: Option<SocketAddr>,
+    observer: Arc<Observer>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     /// The locked data directory; released when the server is dropped, after the shards
@@ -68,6 +74,24 @@ pub enum StartError {
 impl Server {
     /// Binds the listeners and starts one pinned thread per shard.
     pub fn start(config: ServeConfig) -> Result<Server, StartError> {
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let observer = Observer::new(config.http.clone());
+        // Bound and served before the data directory is recovered: `/readyz` says so
+        // meanwhile. A failed start drops `shutdown`, which stops it.
+        let metrics_thread = match config.metrics.listen {
+            Some(address) => {
+                let listener =
+                    bind_metrics_listener(address).map_err(|source| StartError::Bind {
+                        addresses: format!("--metrics-listen {address}"),
+                        source,
+                    })?;
+                let metrics_address = listener.local_addr().ok();
+                let thread = serve_metrics(listener, observer.clone(), shutdown_rx.clone())
+                    .map_err(StartError::Thread)?;
+                Some((thread, metrics_address))
+            }
+            None => None,
+        };
         let (data_dir, mut opened) = open_data_dir(&config)?;
         let shards = data_dir
             .as_ref()
@@ -90,9 +114,9 @@ impl Server {
             listen: bound.clone(),
             ..config
         };
-        let (shutdown, shutdown_rx) = watch::channel(false);
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
+        observer.connect(senders.clone());
         let (edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let cores = core_affinity::get_core_ids().unwrap_or_default();
@@ -106,6 +130,7 @@ impl Server {
             let opened = opened.get_mut(index).and_then(Option::take);
             let shutdown_rx = shutdown_rx.clone();
             let senders = senders.clone();
+            let observer = observer.clone();
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
             let thread = std::thread::Builder::new()
                 .name(format!("hearth-shard-{index}"))
@@ -125,6 +150,7 @@ impl Server {
                             edges: edge_senders,
                         },
                         shutdown_rx,
+                        observer,
                     );
                 })
                 .map_err(StartError::Thread)?;
@@ -133,8 +159,14 @@ impl Server {
         for address in &bound {
             info!(%address, shards, dev = config.dev, "listening on {address}");
         }
+        let (metrics_address, threads) = match metrics_thread {
+            Some((thread, address)) => (address, threads.into_iter().chain([thread]).collect()),
+            None => (None, threads),
+        };
         Ok(Server {
             address,
+            metrics_address,
+            observer,
             shutdown,
             threads,
             _data_dir: data_dir,
@@ -145,6 +177,7 @@ impl Server {
     /// Stops accepting, closes every connection (running onDisconnect queues) and waits for
     /// the shards to finish.
     pub fn stop(self) {
+        self.observer.health.stopping();
         let _ = self.shutdown.send(true);
         for thread in self.threads {
             let _ = thread.join();
@@ -253,6 +286,7 @@ fn run_shard(
     listeners: Vec<TcpListener>,
     links: Links,
     shutdown: watch::Receiver<bool>,
+    observer: Arc<Observer>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -279,8 +313,10 @@ fn run_shard(
         links.owners,
         links.edges,
         store,
+        observer,
     ));
     shard.add_recovered(recovered);
+    shard.observer.health.shard_started();
     let local = LocalSet::new();
     local.block_on(&runtime, async move {
         tokio::task::spawn_local(receive_for_owner(shard.clone(), links.owner_rx));
@@ -304,15 +340,21 @@ fn run_shard(
         shard.drain(SHUTDOWN_GRACE).await;
         flush_at_shutdown(&shard).await;
         snapshot_all(&shard);
-        let stats = *shard.stats.borrow();
+        let counters = shard.counters.snapshot();
+        let closes: Vec<_> = CloseCause::ALL
+            .iter()
+            .zip(&counters.closes)
+            .filter(|(_, count)| **count > 0)
+            .map(|(cause, count)| format!("{}={count}", cause.label()))
+            .collect();
         info!(
             shard = index,
-            sessions_opened = stats.connections_opened,
-            held_for_others = stats.connections_held_for_others,
-            closes = ?stats.closes,
+            websockets_opened = counters.websockets_opened,
+            held_for_others = counters.held_for_others,
+            closes = closes.join(" "),
             "shard stopped"
         );
-        debug!(shard = index, ?stats, "shard stopped");
+        debug!(shard = index, ?counters, "shard stopped");
     });
 }
 
@@ -358,7 +400,8 @@ async fn receive_batches(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver
 
 async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ShardMessage>) {
     while let Some(message) = receiver.recv().await {
-        if shard.outgoing.is_full() {
+        // A scrape is answered even while an edge is behind: it must show that state.
+        if shard.outgoing.is_full() && !matches!(message, ShardMessage::Metrics(_)) {
             // An edge is far behind on what this shard's databases sent it: take no new
             // request until it catches up.
             shard.outgoing.room().await;
@@ -367,6 +410,9 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
             ShardMessage::Owner(message) => owner::on_link_message(&shard, message),
             ShardMessage::Databases(reply) => {
                 let _ = reply.send(crate::admin::local_databases(&shard));
+            }
+            ShardMessage::Metrics(reply) => {
+                let _ = reply.send(shard.metrics_snapshot(receiver.len()));
             }
             ShardMessage::Precheck(precheck) => {
                 let _ = precheck.reply.send(refuse_early(&shard, &precheck.check));
@@ -412,6 +458,11 @@ async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
         Ok(read) => read,
         Err(error) => {
             debug!(%error, "dropping connection before a request");
+            match error {
+                HeadError::TooLarge => shard.counters.http_refused(HttpRefusal::HeadTooLarge),
+                HeadError::Malformed(_) => shard.counters.http_refused(HttpRefusal::HeadMalformed),
+                HeadError::Closed | HeadError::Timeout | HeadError::Io(_) => {}
+            }
             refuse_head(&mut stream, &error).await;
             return;
         }

@@ -21,7 +21,7 @@ use hyper::body::{Body, Incoming};
 use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{HeaderMap, Request, Response};
+use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -31,14 +31,17 @@ use crate::budget::{ByteBudget, Held};
 use crate::console;
 use crate::edge::http_body::HearthBody;
 use crate::edge::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
+use crate::metrics::answer_on_main_port;
+use crate::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
+use crate::metrics::ShardCounters;
 use crate::namespace::owner_shard;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::rest_precheck::refuse_early;
 use crate::rest::execute::execute_durable;
 use crate::rest::precheck::write_check;
 use crate::rest::{
-    make_call, parse_request, prepare_large_put, DataRequest, Endpoint, RestCall, RestRequest,
-    RestResponse,
+    make_call, parse_request, prepare_large_put, DataMethod, DataRequest, Endpoint, RestCall,
+    RestRequest, RestResponse,
 };
 use crate::shard::Shard;
 use crate::sse::{open_remote_stream, open_stream};
@@ -67,6 +70,7 @@ pub async fn serve_http(shard: Rc<Shard>, stream: TcpStream, buffered: Vec<u8>) 
         buffered,
         stream,
         WriteGuard::new(unsent.clone()),
+        shard.counters.clone(),
     ));
     let service = {
         let shard = shard.clone();
@@ -112,12 +116,27 @@ async fn respond(
     request: Request<Incoming>,
 ) -> Response<HearthBody> {
     let (parts, body) = request.into_parts();
+    if let Some(response) = answer_on_main_port(&shard, &parts).await {
+        return admit(unsent, response);
+    }
     let mut body = Some(body);
+    let mut kind = rest_kind(&parts.method);
+    let counters = shard.counters.clone();
     let response = if unsent.server_is_full() {
+        counters.http_refused(HttpRefusal::AnswersBusy);
         busy()
     } else {
-        admit(unsent, answer(shard, &parts, &mut body).await)
+        let answered = answer(shard, &parts, &mut body, &mut kind).await;
+        let computed = answered.status();
+        let admitted = admit(unsent, answered);
+        // An answer replaced by the answer budget's 503 (one that was a 503 already is
+        // counted under its own reason).
+        if admitted.status() == StatusCode::SERVICE_UNAVAILABLE && computed != admitted.status() {
+            counters.http_refused(HttpRefusal::AnswersBusy);
+        }
+        admitted
     };
+    counters.request(kind, Outcome::of_http(response.status().as_u16()));
     if let Some(body) = body {
         let expects_continue = parts
             .headers
@@ -132,10 +151,51 @@ async fn respond(
     response
 }
 
+/// The kind of a request, by its method alone (before its head is parsed).
+fn rest_kind(method: &Method) -> RequestKind {
+    match *method {
+        Method::GET | Method::HEAD => RequestKind::RestGet,
+        Method::PUT => RequestKind::RestPut,
+        Method::PATCH => RequestKind::RestPatch,
+        Method::POST => RequestKind::RestPost,
+        Method::DELETE => RequestKind::RestDelete,
+        _ => RequestKind::RestOther,
+    }
+}
+
+/// The kind of a parsed request (after `X-HTTP-Method-Override`).
+fn parsed_kind(endpoint: &Endpoint) -> RequestKind {
+    match endpoint {
+        Endpoint::Status | Endpoint::Preflight { .. } | Endpoint::AdminDatabases => {
+            RequestKind::RestOther
+        }
+        Endpoint::RulesGet { .. } | Endpoint::RulesPut => RequestKind::RestRules,
+        Endpoint::Data(data) if data.stream => RequestKind::RestStream,
+        Endpoint::Data(data) => match data.method {
+            DataMethod::Get => RequestKind::RestGet,
+            DataMethod::Put => RequestKind::RestPut,
+            DataMethod::Patch => RequestKind::RestPatch,
+            DataMethod::Post => RequestKind::RestPost,
+            DataMethod::Delete => RequestKind::RestDelete,
+        },
+    }
+}
+
+/// What a refusal of [`read_body`] counts as.
+fn body_refusal(status: u16) -> Option<HttpRefusal> {
+    match status {
+        413 => Some(HttpRefusal::BodyTooLarge),
+        408 => Some(HttpRefusal::BodyTooSlow),
+        503 => Some(HttpRefusal::BodiesBusy),
+        _ => None,
+    }
+}
+
 async fn answer(
     shard: Rc<Shard>,
     parts: &hyper::http::request::Parts,
     body: &mut Option<Incoming>,
+    kind: &mut RequestKind,
 ) -> Response<HearthBody> {
     let started = Instant::now();
     if let Some(response) = console::answer(&shard, parts, body).await {
@@ -145,6 +205,7 @@ async fn answer(
         Ok(parsed) => parsed,
         Err(response) => return response.into_http(),
     };
+    *kind = parsed_kind(&parsed.endpoint);
     match &parsed.endpoint {
         Endpoint::Status => {
             return RestResponse::json(200, "{\"status\":\"ok\",\"server\":\"hearth\"}").into_http()
@@ -179,7 +240,12 @@ async fn answer(
                     *body = None;
                     Some(bytes)
                 }
-                Err(response) => return response.into_http(),
+                Err(response) => {
+                    if let Some(refusal) = body_refusal(response.status) {
+                        shard.counters.http_refused(refusal);
+                    }
+                    return response.into_http();
+                }
             }
         }
         _ => None,
@@ -441,15 +507,30 @@ pub struct Rewind {
     prefix: Bytes,
     inner: TcpStream,
     guard: WriteGuard,
+    /// The shard's counters, which count the bytes written.
+    counters: Rc<ShardCounters>,
 }
 
 impl Rewind {
-    pub fn new(prefix: Vec<u8>, inner: TcpStream, guard: WriteGuard) -> Rewind {
+    pub fn new(
+        prefix: Vec<u8>,
+        inner: TcpStream,
+        guard: WriteGuard,
+        counters: Rc<ShardCounters>,
+    ) -> Rewind {
         Rewind {
             prefix: Bytes::from(prefix),
             inner,
             guard,
+            counters,
         }
+    }
+
+    fn count(&self, result: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(written)) = &result {
+            self.counters.bytes_out(Channel::Http, *written);
+        }
+        result
     }
 }
 
@@ -479,7 +560,8 @@ impl AsyncWrite for Rewind {
         self.guard.check_open()?;
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.guard.wrote(cx, result)
+        let result = this.guard.wrote(cx, result);
+        this.count(result)
     }
 
     fn poll_write_vectored(
@@ -490,7 +572,8 @@ impl AsyncWrite for Rewind {
         self.guard.check_open()?;
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.guard.wrote(cx, result)
+        let result = this.guard.wrote(cx, result);
+        this.count(result)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -523,7 +606,8 @@ mod tests {
         });
         let (socket, _) = listener.accept().await.expect("accept");
         let unsent = ConnUnsent::new(Default::default());
-        let mut rewind = Rewind::new(b"hello".to_vec(), socket, WriteGuard::new(unsent));
+        let guard = WriteGuard::new(unsent);
+        let mut rewind = Rewind::new(b"hello".to_vec(), socket, guard, Default::default());
         let mut text = String::new();
         rewind.read_to_string(&mut text).await.expect("read");
         assert_eq!(text, "hello world");

@@ -25,6 +25,7 @@ use crate::edge::socket::{Outbox, SharedStream, Transport};
 use crate::edge::{EdgeConn, EdgeTarget};
 use crate::http_head::Head;
 use crate::link::ToOwner;
+use crate::metrics::labels::CloseCause;
 use crate::namespace::{owner_shard, NamespaceError};
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{
@@ -98,7 +99,13 @@ pub async fn serve_websocket(
         }
     };
     let id = shard.next_conn_id();
-    let edge = Rc::new(EdgeConn::new(id, transport, shard.ws_budget.clone()));
+    shard.counters.websocket_opened();
+    let edge = Rc::new(EdgeConn::new(
+        id,
+        transport,
+        shard.ws_budget.clone(),
+        shard.counters.clone(),
+    ));
     let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
         shard
             .config
@@ -167,21 +174,19 @@ pub async fn serve_websocket(
 
 /// Counts how a connection ended, by cause.
 fn count_close(shard: &Shard, ended: &Ended) {
-    let mut stats = shard.stats.borrow_mut();
-    let closes = &mut stats.closes;
-    let counter = match ended {
-        Ended::ByClient => &mut closes.by_client,
-        Ended::Dropped(_) => &mut closes.unwritable,
+    let cause = match ended {
+        Ended::ByClient => CloseCause::Client,
+        Ended::Dropped(_) => CloseCause::Unwritable,
         Ended::Closed(reason) => match reason.text.as_str() {
-            SHUTDOWN_CLOSE => &mut closes.shutdown,
-            IDLE_CLOSE => &mut closes.idle,
-            SLOW_READER_CLOSE => &mut closes.slow_reader,
-            REPLACED_CLOSE => &mut closes.replaced,
-            DISK_FAILED_CLOSE => &mut closes.disk_failed,
-            _ => &mut closes.protocol,
+            SHUTDOWN_CLOSE => CloseCause::Shutdown,
+            IDLE_CLOSE => CloseCause::Idle,
+            SLOW_READER_CLOSE => CloseCause::SlowReader,
+            REPLACED_CLOSE => CloseCause::Replaced,
+            DISK_FAILED_CLOSE => CloseCause::DiskFailed,
+            _ => CloseCause::Protocol,
         },
     };
-    *counter += 1;
+    shard.counters.websocket_closed(cause);
 }
 
 /// Where the connection's messages are handled.
