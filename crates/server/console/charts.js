@@ -20,7 +20,7 @@ export function formatNumber(value) {
   if (abs >= 1e9) return `${(value / 1e9).toFixed(1)}G`;
   if (abs >= 1e6) return `${(value / 1e6).toFixed(1)}M`;
   if (abs >= 1e3) return `${(value / 1e3).toFixed(1)}k`;
-  if (abs >= 10 || value === 0) return value.toFixed(0);
+  if (abs >= 10 || Number.isInteger(value)) return value.toFixed(0);
   return value.toPrecision(2);
 }
 

@@ -199,6 +199,8 @@ async fn answer(
 ) -> Response<HearthBody> {
     let started = Instant::now();
     if let Some(response) = console::answer(&shard, parts, body).await {
+        // The console's files are not database requests.
+        *kind = RequestKind::RestOther;
         return response;
     }
     let parsed = match parse_request(parts, &shard.config.auth, &shard.config.default_namespace) {
