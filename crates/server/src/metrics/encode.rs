@@ -64,6 +64,22 @@ fn family<'a, L: prometheus_client::encoding::EncodeLabelSet + 'a>(
     Ok(())
 }
 
+/// A counter with one series per value of one label, `counts` in the order of `values`.
+fn counters_by(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &'static str,
+    values: impl IntoIterator<Item = &'static str>,
+    counts: &[u64],
+) -> Result2 {
+    let series = values.into_iter().enumerate().map(|(index, value)| {
+        let count = counts.get(index).copied().unwrap_or(0);
+        ([(label, value)], Value::Count(count))
+    });
+    family(encoder, name, help, MetricType::Counter, series)
+}
+
 enum Value {
     Count(u64),
     Seconds(f64),
@@ -163,15 +179,13 @@ impl Collector for Scraped {
             "WebSocket connections accepted.",
             total.websockets_opened,
         )?;
-        family(
+        counters_by(
             e,
             "websocket_connections_closed",
             "WebSocket connections that ended, by cause (client: the client closed or its socket failed; the others are the server's close reasons).",
-            MetricType::Counter,
-            CloseCause::ALL.iter().map(|cause| {
-                let count = total.closes.get(*cause as usize).copied().unwrap_or(0);
-                ([("cause", cause.label())], Value::Count(count))
-            }),
+            "cause",
+            CloseCause::ALL.map(CloseCause::label),
+            &total.closes,
         )?;
         counter(
             e,
@@ -215,25 +229,21 @@ impl Collector for Scraped {
             "Realtime protocol messages received from clients.",
             total.messages_in,
         )?;
-        family(
+        counters_by(
             e,
             "pushes",
             "Change events queued to listeners (one per listener of each change), by transport.",
-            MetricType::Counter,
-            Channel::ALL.iter().map(|channel| {
-                let count = total.pushes.get(*channel as usize).copied().unwrap_or(0);
-                ([("transport", channel.label())], Value::Count(count))
-            }),
+            "transport",
+            Channel::ALL.map(Channel::label),
+            &total.pushes,
         )?;
-        family(
+        counters_by(
             e,
             "sent_bytes",
             "Bytes handed to client sockets, by transport (websocket: frames; http: REST answers and event streams).",
-            MetricType::Counter,
-            Channel::ALL.iter().map(|channel| {
-                let count = total.bytes_out.get(*channel as usize).copied().unwrap_or(0);
-                ([("transport", channel.label())], Value::Count(count))
-            }),
+            "transport",
+            Channel::ALL.map(Channel::label),
+            &total.bytes_out,
         )?;
         histogram(
             e,
@@ -259,19 +269,13 @@ impl Collector for Scraped {
             "Database snapshots written.",
             total.snapshots,
         )?;
-        family(
+        counters_by(
             e,
             "http_refused",
             "HTTP requests refused by a server limit, by reason (budgets: 503; body too large: 413; body too slow: 408; first head too large or malformed: 431, 400).",
-            MetricType::Counter,
-            HttpRefusal::ALL.iter().map(|refusal| {
-                let count = total
-                    .http_refused
-                    .get(*refusal as usize)
-                    .copied()
-                    .unwrap_or(0);
-                ([("reason", refusal.label())], Value::Count(count))
-            }),
+            "reason",
+            HttpRefusal::ALL.map(HttpRefusal::label),
+            &total.http_refused,
         )?;
         gauge(
             e,
