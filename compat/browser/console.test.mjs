@@ -13,36 +13,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
+import { launchChromium, within } from '../lib/browser.mjs';
 import { ARTIFACTS_DIR, COMPAT_DIR, HearthServer, REPO_DIR } from '../lib/server.mjs';
 
-const CHROMIUM = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 const SHOTS = path.resolve(COMPAT_DIR, process.env.CONSOLE_SCREENSHOTS || path.join(ARTIFACTS_DIR, 'console'));
 const WAIT = 5_000; // every "the page shows it" expectation
 const TOKEN = `console-test-${crypto.randomBytes(8).toString('hex')}`;
 const JWT_SECRET = 'console-test-jwt-secret';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--disable-default-apps',
-  '--disable-extensions',
-];
-
-/** Run fn with a hard time limit so a hung browser or server can never stall the suite. */
-function within(ms, what, fn) {
-  let timer;
-  return Promise.race([
-    Promise.resolve().then(fn),
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: timed out after ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 /** An HS256 user token the server accepts with --jwt-secret: a credential, not an admin's. */
 function userToken(uid) {
@@ -53,15 +30,7 @@ function userToken(uid) {
   return `${body}.${signature}`;
 }
 
-async function launch() {
-  assert.ok(
-    fs.existsSync(CHROMIUM),
-    `Chromium not found at ${CHROMIUM}. Install it (Debian: apt-get update && apt-get install -y chromium) or set CHROMIUM_BIN.`,
-  );
-  return within(30_000, 'launching chromium', () =>
-    chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: 30_000 }),
-  );
-}
+const launch = () => launchChromium(chromium);
 
 describe('the console files', () => {
   it('vendor the same firebase SDK build that compat tests', () => {

@@ -13,6 +13,28 @@ const RETRY_EVERY_MS = 15000;
 
 const ms = (seconds) => (seconds === null ? null : seconds * 1000);
 
+/** A chart of a counter's rate between scrapes. */
+function perSecond(id, title, counter) {
+  return {
+    id,
+    title,
+    unit: 'per second',
+    series: [id],
+    values: (then, now, seconds) => [rate(then, now, counter, seconds)],
+  };
+}
+
+/** A chart of a latency histogram's p50 and p99 over each interval, in milliseconds. */
+function latency(id, title, histogram) {
+  return {
+    id,
+    title,
+    unit: 'ms',
+    series: ['p50', 'p99'],
+    values: (then, now) => [0.5, 0.99].map((q) => ms(intervalQuantile(then, now, histogram, q))),
+  };
+}
+
 /** Each chart: its series from the previous scrape, this one, and the seconds between. */
 const CHARTS = [
   {
@@ -22,40 +44,10 @@ const CHARTS = [
     series: ['WebSocket', 'event streams'],
     values: (_, now) => [total(now, 'hearth_websocket_connections'), total(now, 'hearth_event_streams')],
   },
-  {
-    id: 'writes',
-    title: 'Writes',
-    unit: 'per second',
-    series: ['writes'],
-    values: (then, now, seconds) => [rate(then, now, 'hearth_writes_total', seconds)],
-  },
-  {
-    id: 'ack',
-    title: 'Write to acknowledgement',
-    unit: 'ms',
-    series: ['p50', 'p99'],
-    values: (then, now) => [
-      ms(intervalQuantile(then, now, 'hearth_write_ack_seconds', 0.5)),
-      ms(intervalQuantile(then, now, 'hearth_write_ack_seconds', 0.99)),
-    ],
-  },
-  {
-    id: 'pushes',
-    title: 'Pushes',
-    unit: 'per second',
-    series: ['pushes'],
-    values: (then, now, seconds) => [rate(then, now, 'hearth_pushes_total', seconds)],
-  },
-  {
-    id: 'sync',
-    title: 'Log sync',
-    unit: 'ms',
-    series: ['p50', 'p99'],
-    values: (then, now) => [
-      ms(intervalQuantile(then, now, 'hearth_log_sync_seconds', 0.5)),
-      ms(intervalQuantile(then, now, 'hearth_log_sync_seconds', 0.99)),
-    ],
-  },
+  perSecond('writes', 'Writes', 'hearth_writes_total'),
+  latency('ack', 'Write to acknowledgement', 'hearth_write_ack_seconds'),
+  perSecond('pushes', 'Pushes', 'hearth_pushes_total'),
+  latency('sync', 'Log sync', 'hearth_log_sync_seconds'),
 ];
 
 export class MetricsPanel {
