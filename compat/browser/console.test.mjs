@@ -8,8 +8,13 @@
 //   CHROMIUM_BIN=/path/to/chromium            (default /usr/bin/chromium)
 //   CONSOLE_SCREENSHOTS=../docs/console        (where screenshots go; default .artifacts/console)
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
@@ -284,7 +289,7 @@ describe('the web console against a server with an admin token', { timeout: 120_
   });
 });
 
-describe('the web console against a --dev server', { timeout: 60_000 }, () => {
+describe('the web console against a --dev server', { timeout: 90_000 }, () => {
   let server;
   let browser;
 
@@ -315,4 +320,84 @@ describe('the web console against a --dev server', { timeout: 60_000 }, () => {
     await page.locator('#tree li.node[data-path="/a/b"] .value', { hasText: 'true' }).waitFor();
     await context.close();
   });
+
+  it('works over https, its realtime connection over wss, behind a TLS-terminating proxy', async () => {
+    const proxy = await startTlsProxy(server.port);
+    const context = await browser.newContext({ ignoreHTTPSErrors: true });
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(WAIT);
+      const sockets = [];
+      page.on('websocket', (socket) => sockets.push(socket.url()));
+      await page.goto(`${proxy.url}/_/console/#ns=devdb`, { timeout: 15_000 });
+      await page.locator('#status[data-state="online"]').waitFor({ timeout: 15_000 });
+      const value = page.locator('#tree li.node[data-path="/a/b"] .value');
+      await value.filter({ hasText: 'true' }).waitFor();
+      const put = await fetch(`http://127.0.0.1:${server.port}/a/b.json?ns=devdb`, {
+        method: 'PUT',
+        headers: { authorization: 'Bearer owner' },
+        body: 'false',
+        signal: AbortSignal.timeout(WAIT),
+      });
+      assert.equal(put.status, 200);
+      await value.filter({ hasText: 'false' }).waitFor();
+      assert.ok(sockets.length > 0, 'a realtime connection');
+      for (const url of sockets) assert.ok(url.startsWith(`wss://127.0.0.1:${proxy.port}/.ws?`), url);
+    } finally {
+      await context.close();
+      await proxy.close();
+    }
+  });
 });
+
+/**
+ * An https server on a free port with a certificate made here (openssl), passing every
+ * request and WebSocket upgrade on to the server at `port` over plain HTTP, as a reverse
+ * proxy that terminates TLS does.
+ */
+async function startTlsProxy(port) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-console-tls-'));
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+    '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'), '-days', '1',
+    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+  ], { stdio: 'ignore' });
+  const server = https.createServer(
+    { key: fs.readFileSync(path.join(dir, 'key.pem')), cert: fs.readFileSync(path.join(dir, 'cert.pem')) },
+    (request, response) => {
+      const upstream = http.request(
+        { host: '127.0.0.1', port, method: request.method, path: request.url, headers: request.headers },
+        (answer) => {
+          response.writeHead(answer.statusCode, answer.headers);
+          answer.pipe(response);
+        },
+      );
+      upstream.on('error', () => response.destroy());
+      request.pipe(upstream);
+    },
+  );
+  server.on('upgrade', (request, socket, head) => {
+    const upstream = net.connect(port, '127.0.0.1', () => {
+      let lines = `${request.method} ${request.url} HTTP/1.1\r\n`;
+      for (let i = 0; i < request.rawHeaders.length; i += 2) lines += `${request.rawHeaders[i]}: ${request.rawHeaders[i + 1]}\r\n`;
+      upstream.write(`${lines}\r\n`);
+      upstream.write(head);
+      upstream.pipe(socket);
+      socket.pipe(upstream);
+    });
+    upstream.on('error', () => socket.destroy());
+    socket.on('error', () => upstream.destroy());
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port: proxyPort } = server.address();
+  return {
+    port: proxyPort,
+    url: `https://127.0.0.1:${proxyPort}`,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+        fs.rmSync(dir, { recursive: true, force: true });
+      }),
+  };
+}
