@@ -15,6 +15,7 @@ pub mod auth;
 pub mod budget;
 mod close;
 pub mod config;
+mod console;
 mod edge;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -11,34 +11,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
+import { launchChromium, within } from '../../../compat/lib/browser.mjs';
 import { CHAT_DIR, putRules, startHearth, startStatic } from '../scripts/local.mjs';
 
-const CHROMIUM = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 const ARTIFACTS = path.join(CHAT_DIR, 'test-artifacts');
 const WAIT = 5_000; // every "the other side sees it" expectation
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--disable-default-apps',
-  '--disable-extensions',
-];
-
-/** Run fn with a hard time limit so a hung browser or server can never stall the suite. */
-function within(ms, what, fn) {
-  let timer;
-  return Promise.race([
-    Promise.resolve().then(fn),
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: timed out after ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 describe('chat example in Chromium against hearth', { timeout: 90_000 }, () => {
   const ns = `chat-e2e-${Date.now().toString(36)}`;
@@ -51,25 +28,11 @@ describe('chat example in Chromium against hearth', { timeout: 90_000 }, () => {
   const pageErrors = [];
 
   before(async () => {
-    assert.ok(
-      fs.existsSync(CHROMIUM),
-      `Chromium not found at ${CHROMIUM}. Install it (Debian: apt-get update && apt-get install -y chromium) or set CHROMIUM_BIN.`,
-    );
     fs.mkdirSync(ARTIFACTS, { recursive: true });
     hearth = await startHearth();
     await putRules(hearth.port, ns);
     web = await startStatic();
-    // launch() (not launchPersistentContext) always runs Chromium with a fresh, empty
-    // --user-data-dir that Playwright creates in the OS temp dir and deletes on close();
-    // Playwright refuses an explicit --user-data-dir argument with launch().
-    browser = await within(30_000, 'launching chromium', () =>
-      chromium.launch({
-        executablePath: CHROMIUM,
-        headless: true,
-        args: CHROMIUM_ARGS,
-        timeout: 30_000,
-      }),
-    );
+    browser = await launchChromium(chromium);
   });
 
   after(async () => {

@@ -27,6 +27,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tracing::debug;
 
 use crate::budget::{ByteBudget, Held};
+use crate::console;
 use crate::edge::http_body::HearthBody;
 use crate::edge::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
 use crate::metrics::answer_on_main_port;
@@ -201,6 +202,11 @@ async fn answer(
     kind: &mut RequestKind,
 ) -> Response<HearthBody> {
     let started = Instant::now();
+    if let Some(response) = console::answer(&shard, parts, body).await {
+        // The console's files are not database requests.
+        *kind = RequestKind::RestOther;
+        return response;
+    }
     let parsed = match parse_request(parts, &shard.config.auth, &shard.config.default_namespace) {
         Ok(parsed) => parsed,
         Err(response) => return response.into_http(),

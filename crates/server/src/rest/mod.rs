@@ -28,7 +28,7 @@ use hearth_wire::{parse_bounded, JsonStyle, ParseError};
 use serde_json::Value;
 
 pub use params::WriteSizeLimit;
-pub use parse::{parse_request, DATA_METHODS};
+pub use parse::{parse_request, require_admin, DATA_METHODS};
 pub use response::RestResponse;
 
 /// The largest request body accepted for a write, whatever `writeSizeLimit` says: production's

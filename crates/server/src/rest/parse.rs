@@ -177,6 +177,21 @@ fn resolve_auth(
         .map_err(|error| RestResponse::error(401, error.to_string()))
 }
 
+/// Refuses a request that does not carry an admin credential (401 without one, 403 with a
+/// user's), for endpoints outside the Firebase API that only operators use (the console's).
+pub fn require_admin(parts: &Parts, auth_config: &AuthConfig) -> Result<(), RestResponse> {
+    let query = QueryString::parse(parts.uri.query().unwrap_or(""));
+    let authorization = parts
+        .headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    match resolve_auth(authorization, &query, auth_config)?.0 {
+        AuthState::Admin => Ok(()),
+        AuthState::Anonymous => Err(RestResponse::error(401, "an admin credential is required")),
+        AuthState::User(_) => Err(RestResponse::error(403, "Permission denied")),
+    }
+}
+
 /// The method after `X-HTTP-Method-Override` (header or query parameter), which only a
 /// `POST` may carry.
 fn data_method(parts: &Parts, query: &QueryString) -> Result<DataMethod, RestResponse> {

@@ -1,0 +1,403 @@
+// The web console (/_/console/) in Debian's Chromium, driven by playwright-core, against the
+// real binary: signing in with the admin token, the database list, the live tree following a
+// REST write, editing, adding, deleting, import and export, the rules editor's errors at
+// their line, and the metrics charts. Also: without the token, everything the console calls
+// refuses.
+//
+//   cd compat && npm ci && HEARTH_BIN=../target/release/hearth node --test browser/console.test.mjs
+//   CHROMIUM_BIN=/path/to/chromium            (default /usr/bin/chromium)
+//   CONSOLE_SCREENSHOTS=../docs/console        (where screenshots go; default .artifacts/console)
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { chromium } from 'playwright-core';
+import { launchChromium, within } from '../lib/browser.mjs';
+import { ARTIFACTS_DIR, COMPAT_DIR, HearthServer, REPO_DIR } from '../lib/server.mjs';
+
+const SHOTS = path.resolve(COMPAT_DIR, process.env.CONSOLE_SCREENSHOTS || path.join(ARTIFACTS_DIR, 'console'));
+const WAIT = 5_000; // every "the page shows it" expectation
+const TOKEN = `console-test-${crypto.randomBytes(8).toString('hex')}`;
+const JWT_SECRET = 'console-test-jwt-secret';
+
+/** An HS256 user token the server accepts with --jwt-secret: a credential, not an admin's. */
+function userToken(uid) {
+  const part = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const now = Math.floor(Date.now() / 1000);
+  const body = `${part({ alg: 'HS256', typ: 'JWT' })}.${part({ sub: uid, uid, iat: now, exp: now + 3600 })}`;
+  const signature = crypto.createHmac('sha256', JWT_SECRET).update(body).digest('base64url');
+  return `${body}.${signature}`;
+}
+
+const launch = () => launchChromium(chromium);
+
+describe('the console files', () => {
+  it('vendor the same firebase SDK build that compat tests', () => {
+    for (const name of ['firebase-app.js', 'firebase-database.js']) {
+      const vendored = fs.readFileSync(path.join(REPO_DIR, 'crates/server/console/vendor', name));
+      const installed = fs.readFileSync(path.join(COMPAT_DIR, 'node_modules/firebase', name));
+      assert.ok(vendored.equals(installed), `crates/server/console/vendor/${name} differs from compat's firebase: see vendor/README.md`);
+    }
+  });
+});
+
+describe('the web console against a server with an admin token', { timeout: 120_000 }, () => {
+  const ns = `console-${crypto.randomBytes(4).toString('hex')}`;
+  let server;
+  let browser;
+  let page;
+  let base;
+  const offLoopback = [];
+  const pageErrors = [];
+
+  /** A REST call: `body` is sent as JSON, `raw` as it is. */
+  const rest = async (method, dataPath, { body, raw, token = TOKEN, query = '' } = {}) => {
+    const headers = token ? { authorization: `Bearer ${token}` } : {};
+    const response = await fetch(`${base}${dataPath}?ns=${ns}${query}`, {
+      method,
+      headers,
+      body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
+      signal: AbortSignal.timeout(WAIT),
+    });
+    const text = await response.text();
+    return { status: response.status, text, json: () => JSON.parse(text) };
+  };
+  const shot = (name) => page.screenshot({ path: path.join(SHOTS, name) });
+  const message = () => page.locator('#message');
+  const node = (nodePath) => page.locator(`#tree li.node[data-path="${nodePath}"]`).first();
+  const nodeValue = (nodePath) => node(nodePath).locator(':scope > .row .value');
+  /** Expands the branches above `nodePath` (the tree opens two levels by itself). */
+  const reveal = async (nodePath) => {
+    const segments = nodePath.split('/').filter(Boolean);
+    for (let i = 1; i < segments.length; i++) {
+      const toggle = node(`/${segments.slice(0, i).join('/')}`).locator(':scope > .row button.toggle');
+      if ((await toggle.getAttribute('aria-label')) === 'expand') await toggle.click();
+    }
+    return nodeValue(nodePath);
+  };
+
+  before(async () => {
+    fs.mkdirSync(SHOTS, { recursive: true });
+    server = await HearthServer.start({ dev: false, extraArgs: ['--admin-token', TOKEN, '--jwt-secret', JWT_SECRET] });
+    base = `http://127.0.0.1:${server.port}`;
+    const seeded = await rest('PUT', '/.json', {
+      body: { rooms: { general: { title: 'General', members: 2 }, random: { title: 'Random' } }, messages: { m1: 'hello' } },
+    });
+    assert.equal(seeded.status, 200, seeded.text);
+    browser = await launch();
+    const context = await browser.newContext({ viewport: { width: 1280, height: 760 }, acceptDownloads: true });
+    page = await context.newPage();
+    page.setDefaultTimeout(WAIT);
+    const watch = (url) => {
+      const { hostname, protocol } = new URL(url);
+      if (!['data:', 'about:', 'blob:'].includes(protocol) && hostname !== '127.0.0.1') offLoopback.push(url);
+    };
+    page.on('request', (request) => watch(request.url()));
+    page.on('websocket', (socket) => watch(socket.url()));
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+  });
+
+  after(async () => {
+    if (browser) await within(10_000, 'closing chromium', () => browser.close()).catch((e) => console.error(e.message));
+    if (server) await server.stop();
+  });
+
+  it('refuses every data endpoint without the admin token; the page itself is public', async () => {
+    const page = await fetch(`${base}/_/console/`, { signal: AbortSignal.timeout(WAIT) });
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-security-policy'), /default-src 'none'/);
+    const bare = await fetch(`${base}/_/console`, { redirect: 'manual', signal: AbortSignal.timeout(WAIT) });
+    assert.equal(bare.status, 308);
+    assert.equal(bare.headers.get('location'), '/_/console/');
+
+    const user = userToken('mallory');
+    const calls = [
+      ['GET', '/.admin/databases'],
+      ['GET', '/.settings/rules.json'],
+      ['PUT', '/.settings/rules.json', '{"rules":{".read":true}}'],
+      ['POST', '/_/console/rules-check', '{"rules":{}}'],
+      ['GET', '/metrics'],
+      ['GET', '/rooms.json'],
+      ['PUT', '/rooms/general/title.json', '"taken"'],
+    ];
+    for (const [method, endpoint, body] of calls) {
+      for (const [who, token, statuses] of [
+        ['nobody', null, [401]],
+        ['a wrong token', 'not-the-token', [401]],
+        ['a user', user, [401, 403]],
+      ]) {
+        const answer = await rest(method, endpoint, { raw: body, token });
+        assert.ok(statuses.includes(answer.status), `${method} ${endpoint} as ${who}: ${answer.status} ${answer.text}`);
+      }
+    }
+    assert.equal((await rest('GET', '/rooms/general/title.json')).json(), 'General', 'nothing was written');
+  });
+
+  it('signs in with the token and lists the databases', async () => {
+    await page.goto(`${base}/_/console/`, { timeout: 15_000 });
+    await page.locator('#login-form').waitFor();
+    await shot('login.png');
+    await page.fill('#token', 'not-the-token');
+    await page.click('#login-form button[type=submit]');
+    await page.locator('#login-error', { hasText: 'refused' }).waitFor();
+    await page.fill('#token', TOKEN);
+    await page.click('#login-form button[type=submit]');
+    const row = page.locator(`#database-rows tr[data-name="${ns}"]`);
+    await row.waitFor();
+    const cells = await row.locator('td').allTextContents();
+    assert.equal(cells[0], ns);
+    assert.match(cells[1], /B$/, `a size: ${cells}`);
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('hearth-console-token')), TOKEN);
+  });
+
+  it('shows the tree live: a REST write appears without a reload', async () => {
+    await page.click(`#database-rows tr[data-name="${ns}"]`);
+    await page.locator('#status[data-state="online"]').waitFor({ timeout: 15_000 });
+    await (await reveal('/rooms/general/title')).filter({ hasText: '"General"' }).waitFor();
+    const written = await rest('PUT', '/rooms/general/title.json', { body: 'Lobby' });
+    assert.equal(written.status, 200, written.text);
+    await nodeValue('/rooms/general/title').filter({ hasText: '"Lobby"' }).waitFor();
+    const added = await rest('PUT', '/rooms/new.json', { body: { title: 'New room' } });
+    assert.equal(added.status, 200, added.text);
+    await (await reveal('/rooms/new/title')).filter({ hasText: '"New room"' }).waitFor();
+    // The database list now counts the console's own connection.
+    await page.click('#refresh-dbs');
+    await page.locator(`#database-rows tr[data-name="${ns}"] td:nth-child(3)`, { hasText: '1' }).waitFor();
+    await shot('tree.png');
+  });
+
+  it('edits, adds and deletes values through the UI, as REST then sees', async () => {
+    await node('/rooms/general/title').locator(':scope > .row .key').click();
+    assert.equal(await page.inputValue('#edit-path'), '/rooms/general/title');
+    assert.equal(await page.inputValue('#edit-value'), '"Lobby"');
+    await page.fill('#edit-value', '{"text": "Main hall", "n": 3}');
+    await page.click('#edit-set');
+    // The message appears once the server acknowledged the write.
+    await message().filter({ hasText: 'Set /rooms/general/title.' }).waitFor();
+    assert.deepEqual((await rest('GET', '/rooms/general/title.json')).json(), { text: 'Main hall', n: 3 });
+    await (await reveal('/rooms/general/title/text')).filter({ hasText: '"Main hall"' }).waitFor();
+
+    await page.fill('#edit-path', '/messages');
+    await page.fill('#edit-value', '"pushed"');
+    await page.click('#edit-add');
+    await message().filter({ hasText: 'Added /messages/' }).waitFor();
+    const messages = (await rest('GET', '/messages.json')).json();
+    assert.equal(Object.keys(messages).length, 2);
+    assert.ok(Object.entries(messages).some(([key, value]) => key.startsWith('-') && value === 'pushed'), JSON.stringify(messages));
+
+    await page.fill('#child-key', 'named');
+    await page.fill('#edit-value', 'not json');
+    await page.click('#edit-add');
+    await message().filter({ hasText: 'not JSON' }).waitFor();
+    assert.equal((await rest('GET', '/messages/named.json')).json(), null);
+
+    await page.fill('#edit-path', '/rooms/random');
+    await page.click('#edit-delete');
+    await page.locator('#edit-delete', { hasText: 'Delete /rooms/random?' }).waitFor();
+    await page.click('#edit-delete');
+    await message().filter({ hasText: 'Deleted /rooms/random.' }).waitFor();
+    assert.equal((await rest('GET', '/rooms/random.json')).json(), null);
+    await node('/rooms/random').waitFor({ state: 'detached' });
+  });
+
+  it('exports a path as a download and imports a file into a path', async () => {
+    await page.fill('#edit-path', '/rooms');
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
+    assert.equal(download.suggestedFilename(), `${ns}-rooms.json`);
+    const exported = JSON.parse(fs.readFileSync(await download.path(), 'utf8'));
+    assert.deepEqual(exported, (await rest('GET', '/rooms.json', { query: '&format=export' })).json());
+
+    const imported = { people: { ada: { born: 1815 }, alan: { born: 1912 } } };
+    await page.fill('#edit-path', '/imported');
+    await page.setInputFiles('#import-file', {
+      name: 'people.json',
+      mimeType: 'application/json',
+      buffer: Buffer.from(JSON.stringify(imported)),
+    });
+    await page.click('#import');
+    await message().filter({ hasText: 'Imported people.json' }).waitFor();
+    assert.deepEqual((await rest('GET', '/imported.json')).json(), imported);
+    await (await reveal('/imported/people/ada/born')).filter({ hasText: '1815' }).waitFor();
+  });
+
+  it('shows a refused rules document at its line, and saves a valid one', async () => {
+    await page.click('.tabs button[data-tab="rules"]');
+    await page.locator('#rules-status', { hasText: `rules of ${ns}` }).waitFor();
+    const before = (await rest('GET', '/.settings/rules.json')).text;
+    assert.equal(await page.inputValue('#rules-text'), before);
+
+    const invalid = '{\n  "rules": {\n    ".read": "auth.uid ==",\n    ".write": false\n  }\n}';
+    await page.fill('#rules-text', invalid);
+    await page.click('#rules-save');
+    await page.locator('#rules-error', { hasText: /^line 3, column \d+: / }).waitFor();
+    await page.locator('#rules-gutter div.error[data-line="3"]').waitFor();
+    assert.equal(await page.locator('#rules-gutter div.error').count(), 1);
+    assert.ok(await page.locator('#rules-band').isVisible(), 'the line is marked in the text');
+    assert.equal((await rest('GET', '/.settings/rules.json')).text, before, 'a refused document is not installed');
+    await shot('rules-error.png');
+
+    await page.fill('#rules-text', '{\n  "rules": {\n    ".read": "auth.uid ==="\n  }\n}');
+    await page.click('#rules-check');
+    await page.locator('#rules-error', { hasText: /^line 3, column / }).waitFor();
+
+    const valid = '{\n  // admins only, and readers of rooms\n  "rules": {\n    "rooms": { ".read": "auth != null" }\n  }\n}';
+    await page.fill('#rules-text', valid);
+    assert.equal(await page.locator('#rules-gutter div.error').count(), 0, 'editing clears the mark');
+    await page.click('#rules-check');
+    await page.locator('#rules-status', { hasText: 'the rules are valid' }).waitFor();
+    assert.equal((await rest('GET', '/.settings/rules.json')).text, before, 'a check installs nothing');
+    await page.click('#rules-save');
+    await page.locator('#rules-status', { hasText: 'saved' }).waitFor();
+    assert.equal((await rest('GET', '/.settings/rules.json')).text, valid);
+  });
+
+  it('draws live charts of the server metrics', async () => {
+    await page.click('.tabs button[data-tab="metrics"]');
+    // The panel scrapes from sign-in on; writes between two scrapes give every chart a value
+    // (rates need two scrapes, latencies observations between them).
+    for (let i = 0; i < 5; i++) assert.equal((await rest('PUT', `/load/${i}.json`, { body: i })).status, 200);
+    const charts = ['connections', 'writes', 'ack', 'pushes', 'sync'];
+    await page.waitForFunction(
+      (names) =>
+        names.every((name) => Number(document.querySelector(`#charts figure[data-chart="${name}"] canvas`).dataset.points) >= 2),
+      charts,
+      { timeout: 15_000 },
+    );
+    assert.equal(await page.locator('#metrics-note').textContent(), '');
+    const legend = await page.locator('#charts figure[data-chart="connections"] .legend').textContent();
+    assert.match(legend, /WebSocket [1-9]/, `the console's own connection is counted: ${legend}`);
+    // The canvas has ink on it, not only an empty frame.
+    const inked = await page.locator('#charts figure[data-chart="connections"] canvas').evaluate((canvas) => {
+      const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+      let colored = 0;
+      for (let i = 0; i < data.length; i += 4) if (data[i + 3] > 0 && data[i + 2] > data[i] + 60) colored++;
+      return colored;
+    });
+    assert.ok(inked > 20, `the line is drawn (${inked} blue pixels)`);
+    await shot('metrics.png');
+  });
+
+  it('made no request beyond this server and threw no errors', () => {
+    assert.deepEqual(offLoopback, []);
+    assert.deepEqual(pageErrors, []);
+  });
+});
+
+describe('the web console against a --dev server', { timeout: 90_000 }, () => {
+  let server;
+  let browser;
+
+  before(async () => {
+    server = await HearthServer.start({ dev: true });
+    browser = await launch();
+  });
+
+  after(async () => {
+    if (browser) await within(10_000, 'closing chromium', () => browser.close()).catch((e) => console.error(e.message));
+    if (server) await server.stop();
+  });
+
+  it('signs in as owner without asking and opens the database in the address', async () => {
+    const put = await fetch(`http://127.0.0.1:${server.port}/a.json?ns=devdb`, {
+      method: 'PUT',
+      headers: { authorization: 'Bearer owner' },
+      body: '{"b": true}',
+      signal: AbortSignal.timeout(WAIT),
+    });
+    assert.equal(put.status, 200);
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    page.setDefaultTimeout(WAIT);
+    await page.goto(`http://127.0.0.1:${server.port}/_/console/#ns=devdb`, { timeout: 15_000 });
+    await page.locator('#database-rows tr[data-name="devdb"]').waitFor();
+    assert.ok(await page.locator('#login').isHidden());
+    await page.locator('#tree li.node[data-path="/a/b"] .value', { hasText: 'true' }).waitFor();
+    await context.close();
+  });
+
+  it('works over https, its realtime connection over wss, behind a TLS-terminating proxy', async () => {
+    const proxy = await startTlsProxy(server.port);
+    const context = await browser.newContext({ ignoreHTTPSErrors: true });
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(WAIT);
+      const sockets = [];
+      page.on('websocket', (socket) => sockets.push(socket.url()));
+      await page.goto(`${proxy.url}/_/console/#ns=devdb`, { timeout: 15_000 });
+      await page.locator('#status[data-state="online"]').waitFor({ timeout: 15_000 });
+      const value = page.locator('#tree li.node[data-path="/a/b"] .value');
+      await value.filter({ hasText: 'true' }).waitFor();
+      const put = await fetch(`http://127.0.0.1:${server.port}/a/b.json?ns=devdb`, {
+        method: 'PUT',
+        headers: { authorization: 'Bearer owner' },
+        body: 'false',
+        signal: AbortSignal.timeout(WAIT),
+      });
+      assert.equal(put.status, 200);
+      await value.filter({ hasText: 'false' }).waitFor();
+      assert.ok(sockets.length > 0, 'a realtime connection');
+      for (const url of sockets) assert.ok(url.startsWith(`wss://127.0.0.1:${proxy.port}/.ws?`), url);
+    } finally {
+      await context.close();
+      await proxy.close();
+    }
+  });
+});
+
+/**
+ * An https server on a free port with a certificate made here (openssl), passing every
+ * request and WebSocket upgrade on to the server at `port` over plain HTTP, as a reverse
+ * proxy that terminates TLS does.
+ */
+async function startTlsProxy(port) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-console-tls-'));
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+    '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'), '-days', '1',
+    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+  ], { stdio: 'ignore' });
+  const server = https.createServer(
+    { key: fs.readFileSync(path.join(dir, 'key.pem')), cert: fs.readFileSync(path.join(dir, 'cert.pem')) },
+    (request, response) => {
+      const upstream = http.request(
+        { host: '127.0.0.1', port, method: request.method, path: request.url, headers: request.headers },
+        (answer) => {
+          response.writeHead(answer.statusCode, answer.headers);
+          answer.pipe(response);
+        },
+      );
+      upstream.on('error', () => response.destroy());
+      request.pipe(upstream);
+    },
+  );
+  server.on('upgrade', (request, socket, head) => {
+    const upstream = net.connect(port, '127.0.0.1', () => {
+      let lines = `${request.method} ${request.url} HTTP/1.1\r\n`;
+      for (let i = 0; i < request.rawHeaders.length; i += 2) lines += `${request.rawHeaders[i]}: ${request.rawHeaders[i + 1]}\r\n`;
+      upstream.write(`${lines}\r\n`);
+      upstream.write(head);
+      upstream.pipe(socket);
+      socket.pipe(upstream);
+    });
+    upstream.on('error', () => socket.destroy());
+    socket.on('error', () => upstream.destroy());
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port: proxyPort } = server.address();
+  return {
+    port: proxyPort,
+    url: `https://127.0.0.1:${proxyPort}`,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+        fs.rmSync(dir, { recursive: true, force: true });
+      }),
+  };
+}

@@ -1,0 +1,90 @@
+// The console's calls to the server: every one carries the admin token as a bearer
+// credential, and every endpoint it calls refuses requests without it.
+
+const TOKEN_KEY = 'hearth-console-token';
+
+/** The admin credential a server started with --dev accepts (the emulator's). */
+export const DEV_TOKEN = 'owner';
+
+export const savedToken = () => sessionStorage.getItem(TOKEN_KEY);
+export const saveToken = (token) => sessionStorage.setItem(TOKEN_KEY, token);
+export const forgetToken = () => sessionStorage.removeItem(TOKEN_KEY);
+
+/** An answer other than 2xx, with the server's error message. */
+export class HttpError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** `{"error": "..."}` bodies carry the message; anything else is shown as it is. */
+function errorMessage(status, text) {
+  try {
+    const parsed = JSON.parse(text);
+    if (parsed && typeof parsed.error === 'string') return parsed.error;
+  } catch {
+    // not JSON
+  }
+  return text.trim() || `HTTP ${status}`;
+}
+
+/** A data path as REST wants it: `/a/b` -> `/a/b.json`, each segment escaped. */
+export function restPath(path) {
+  const segments = path.split('/').filter(Boolean).map(encodeURIComponent);
+  return `/${segments.join('/')}.json`;
+}
+
+/** Normalizes a user-typed path to `/a/b` form (`/` for the root). */
+export function cleanPath(path) {
+  return `/${String(path).split('/').filter(Boolean).join('/')}`;
+}
+
+export class Api {
+  constructor(token) {
+    this.token = token;
+  }
+
+  async request(method, url, body, contentType = 'application/json') {
+    const headers = { authorization: `Bearer ${this.token}` };
+    if (body !== undefined) headers['content-type'] = contentType;
+    const response = await fetch(url, { method, headers, body, cache: 'no-store' });
+    const text = await response.text();
+    if (!response.ok) throw new HttpError(response.status, errorMessage(response.status, text));
+    return text;
+  }
+
+  /** `[{name, loaded, bytes, clients, shard}]` of every database the server knows. */
+  async databases() {
+    const text = await this.request('GET', '/.admin/databases');
+    return JSON.parse(text).databases;
+  }
+
+  /** The value at `path` in export form (priorities kept), as JSON text. */
+  exportJson(ns, path) {
+    return this.request('GET', `${restPath(path)}?ns=${encodeURIComponent(ns)}&format=export`);
+  }
+
+  /** Replaces the value at `path` with the JSON text `text`. */
+  importJson(ns, path, text) {
+    return this.request('PUT', `${restPath(path)}?ns=${encodeURIComponent(ns)}&print=silent`, text);
+  }
+
+  rules(ns) {
+    return this.request('GET', `/.settings/rules.json?ns=${encodeURIComponent(ns)}`);
+  }
+
+  saveRules(ns, text) {
+    return this.request('PUT', `/.settings/rules.json?ns=${encodeURIComponent(ns)}`, text);
+  }
+
+  /** Compiles a rules document on the server without installing it. */
+  checkRules(text) {
+    return this.request('POST', '/_/console/rules-check', text);
+  }
+
+  /** The Prometheus text of `/metrics`. */
+  metrics() {
+    return this.request('GET', '/metrics', undefined);
+  }
+}
