@@ -18,6 +18,7 @@ mod edge;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http_head;
+pub mod jwks;
 mod link;
 #[cfg(test)]
 mod link_sim;

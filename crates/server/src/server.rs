@@ -16,6 +16,7 @@ use crate::config::ServeConfig;
 use crate::edge::http::serve_http;
 use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
+use crate::jwks::{JwksError, JwksRefresher};
 use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
 use crate::namespace::resolve;
@@ -43,6 +44,8 @@ pub struct Server {
     _data_dir: Option<DataDir>,
     /// The ports no other Hearth server may join while this one runs.
     _port_claims: Vec<PortClaim>,
+    /// Keeps the Firebase signing keys fresh; stopped when the server is dropped.
+    _jwks: Option<JwksRefresher>,
 }
 
 /// Why the server could not start.
@@ -57,6 +60,8 @@ pub enum StartError {
     Thread(std::io::Error),
     #[error(transparent)]
     DataDir(#[from] DataDirError),
+    #[error("--firebase-jwks-url: {0}")]
+    Jwks(#[from] JwksError),
     #[error("cannot recover shard {shard} from {dir}: {source}")]
     Recovery {
         shard: usize,
@@ -69,6 +74,14 @@ impl Server {
     /// Binds the listeners and starts one pinned thread per shard.
     pub fn start(config: ServeConfig) -> Result<Server, StartError> {
         let (data_dir, mut opened) = open_data_dir(&config)?;
+        // Before the listeners: the first tokens find the keys in place.
+        let jwks = match &config.firebase_jwks {
+            Some(source) => Some(crate::jwks::start(
+                source.clone(),
+                data_dir.as_ref().map(|dir| dir.root().to_owned()),
+            )?),
+            None => None,
+        };
         let shards = data_dir
             .as_ref()
             .map_or(config.threads.max(1), DataDir::shards);
@@ -139,6 +152,7 @@ impl Server {
             threads,
             _data_dir: data_dir,
             _port_claims: claims,
+            _jwks: jwks,
         })
     }
 
