@@ -40,6 +40,11 @@ enum Command {
     /// Replace a database with a JSON file, in a stopped server's data directory (atomic) or
     /// on a running server (member by member).
     Import(Box<hearth_tools::ImportArgs>),
+    /// Write a consistent backup of a running server into a new directory
+    /// (`POST /.admin/backup`, as an admin); the server keeps serving meanwhile.
+    Backup(Box<hearth_tools::BackupArgs>),
+    /// Turn a backup directory into a new data directory that `hearth serve` starts from.
+    Restore(Box<hearth_tools::RestoreArgs>),
 }
 
 #[derive(Subcommand)]
@@ -194,6 +199,8 @@ fn main() -> anyhow::Result<()> {
         Command::Rules(RulesCommand::Check { file }) => check_rules(&file),
         Command::Export(args) => hearth_tools::export(*args),
         Command::Import(args) => hearth_tools::import(*args),
+        Command::Backup(args) => hearth_tools::backup(*args),
+        Command::Restore(args) => hearth_tools::restore(*args),
     }
 }
 

@@ -11,6 +11,7 @@
 
 mod accept_backoff;
 pub mod auth;
+pub mod backup;
 pub mod budget;
 mod close;
 pub mod config;

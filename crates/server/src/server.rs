@@ -382,6 +382,12 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
             ShardMessage::Precheck(precheck) => {
                 let _ = precheck.reply.send(refuse_early(&shard, &precheck.check));
             }
+            ShardMessage::BackupCut(reply) => {
+                let shard = shard.clone();
+                tokio::task::spawn_local(async move {
+                    let _ = reply.send(crate::backup::cut::take(&shard).await);
+                });
+            }
             ShardMessage::Rest(forwarded) => {
                 // Answered at once: the request was read and checked on the shard that
                 // received it, so only the database work is left.

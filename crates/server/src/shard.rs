@@ -53,6 +53,8 @@ pub struct Precheck {
 /// their own, so that an owner that waits for an edge never stops that edge's writes).
 pub enum ShardMessage {
     Rest(Box<Forwarded>),
+    /// A backup asks for this shard's cut (`backup::cut`).
+    BackupCut(oneshot::Sender<Result<crate::backup::cut::ShardCut, String>>),
     Precheck(Box<Precheck>),
     Owner(ToOwner),
 }
@@ -470,6 +472,19 @@ impl Shard {
         if let Some(sender) = self.peers.get(owner) {
             // A failed send drops `reply`, which the receiver reports as an error.
             let _ = sender.send(ShardMessage::Rest(Box::new(Forwarded { call, reply })));
+        }
+        answer
+    }
+
+    /// Asks shard `index` (this one included) for its part of a backup, through its queue.
+    pub fn ask_cut(
+        &self,
+        index: usize,
+    ) -> oneshot::Receiver<Result<crate::backup::cut::ShardCut, String>> {
+        let (reply, answer) = oneshot::channel();
+        if let Some(sender) = self.peers.get(index) {
+            // A failed send drops `reply`, which the receiver reports as an error.
+            let _ = sender.send(ShardMessage::BackupCut(reply));
         }
         answer
     }

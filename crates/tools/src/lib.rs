@@ -3,14 +3,18 @@
 //! admin). Both stream: an import never holds the whole file as a `serde_json::Value`, only
 //! one top-level child at a time, and an export writes one top-level child at a time.
 
+mod backup;
 mod export;
 mod http_client;
 mod import;
 mod progress;
+mod restore;
 mod stream;
 
+pub use backup::{backup, BackupArgs};
 pub use export::{export, ExportArgs};
 pub use import::{import, ImportArgs};
+pub use restore::{restore, RestoreArgs};
 
 use std::path::PathBuf;
 

@@ -65,6 +65,8 @@ pub fn parse_request(
         return Err(bad_request(
             "/.ws is the realtime endpoint: it needs a WebSocket upgrade as the first request of a connection",
         ));
+    } else if path == BACKUP_PATH {
+        backup_endpoint(parts, &auth)?
     } else if path == "/.settings" || path.starts_with("/.settings/") {
         settings_endpoint(parts, path, &query, &auth)?
     } else if let Some(data_path) = path.strip_suffix(".json") {
@@ -85,6 +87,19 @@ pub fn parse_request(
 
 fn method_not_allowed(allow: &'static str) -> RestResponse {
     RestResponse::error(405, "Method not allowed").with_header("allow", allow)
+}
+
+/// The path of the backup endpoint.
+pub const BACKUP_PATH: &str = "/.admin/backup";
+
+fn backup_endpoint(parts: &Parts, auth: &AuthState) -> Result<Endpoint, RestResponse> {
+    if *auth != AuthState::Admin {
+        return Err(RestResponse::error(401, "Permission denied"));
+    }
+    if parts.method != Method::POST {
+        return Err(method_not_allowed("POST, OPTIONS"));
+    }
+    Ok(Endpoint::Backup)
 }
 
 fn settings_endpoint(
