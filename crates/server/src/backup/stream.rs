@@ -91,6 +91,15 @@ fn write(shards: usize, cuts: &[ShardCut], queue: mpsc::Sender<Bytes>) -> io::Re
     });
     lock(&archive)?.file(DESCRIPTION, description.to_string().as_bytes())?;
     let mut files = 1;
+    // Files first: a database only on disk at the cut could be loaded, written and
+    // snapshotted twice while the backup runs, which removes the file the cut names.
+    for cut in cuts {
+        let directory = format!("shard-{}", cut.shard);
+        for (_, file) in &cut.files {
+            copy(&archive, &cut.storage, &directory, file)?;
+            files += 1;
+        }
+    }
     for cut in cuts {
         let directory = format!("shard-{}", cut.shard);
         for (name, state) in &cut.states {
@@ -106,10 +115,6 @@ fn write(shards: usize, cuts: &[ShardCut], queue: mpsc::Sender<Bytes>) -> io::Re
                 &state.root,
             )
             .map_err(io::Error::other)?;
-            files += 1;
-        }
-        for (_, file) in &cut.files {
-            copy(&archive, &cut.storage, &directory, file)?;
             files += 1;
         }
     }
