@@ -31,7 +31,7 @@ struct Cli {
 enum Command {
     /// Run the server.
     Serve(Box<ServeArgs>),
-    /// Work with security rules files.
+    /// Check a security rules file, or get and set the rules of a running server.
     #[command(subcommand)]
     Rules(RulesCommand),
     /// Write a database as JSON (export form, priorities kept), from a stopped server's data
@@ -40,6 +40,17 @@ enum Command {
     /// Replace a database with a JSON file, in a stopped server's data directory (atomic) or
     /// on a running server (member by member).
     Import(Box<hearth_tools::ImportArgs>),
+    /// Read, write and watch the data of a running server.
+    #[command(subcommand)]
+    Data(hearth_tools::DataCommand),
+    /// List the databases of a running server with their size and clients (admins only).
+    Databases {
+        /// The server's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
+    },
     /// Write a consistent backup of a running server into a new directory
     /// (`POST /.admin/backup`, as an admin); the server keeps serving meanwhile.
     Backup(Box<hearth_tools::BackupArgs>),
@@ -53,6 +64,19 @@ enum RulesCommand {
     Check {
         /// The rules file.
         file: PathBuf,
+    },
+    /// Print the rules of a database of a running server (admins only).
+    Get {
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
+    },
+    /// Check a rules file as `rules check` does, then give it to a database of a running
+    /// server (admins only).
+    Set {
+        /// The rules file.
+        file: PathBuf,
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
     },
 }
 
@@ -194,14 +218,27 @@ fn main() -> anyhow::Result<()> {
         // Colors only on a terminal: log files and tests that read them get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match Cli::parse().command {
-        Command::Serve(args) => serve(*args),
-        Command::Rules(RulesCommand::Check { file }) => check_rules(&file),
+    let tool = match Cli::parse().command {
+        Command::Serve(args) => return serve(*args),
+        Command::Rules(RulesCommand::Check { file }) => return check_rules(&file),
+        Command::Rules(RulesCommand::Get { server }) => hearth_tools::rules_get(&server),
+        Command::Rules(RulesCommand::Set { file, server }) => {
+            hearth_tools::rules_set(&server, &file)
+        }
         Command::Export(args) => hearth_tools::export(*args),
         Command::Import(args) => hearth_tools::import(*args),
+        Command::Data(command) => hearth_tools::data(command),
+        Command::Databases { json, server } => hearth_tools::databases(&server, json),
         Command::Backup(args) => hearth_tools::backup(*args),
         Command::Restore(args) => hearth_tools::restore(*args),
+    };
+    if let Err(error) = tool {
+        // The tools' errors are written for people: no "Error:" debug form, and an exit
+        // code a script can tell apart (unreachable, refused credential, anything else).
+        eprintln!("{error}");
+        std::process::exit(error.exit_code());
     }
+    Ok(())
 }
 
 /// `hearth rules check FILE`: exits non-zero, with the error, for an invalid file.

@@ -3,72 +3,26 @@
 //! acknowledged before the backup began must be there, and each writer's data must be one
 //! prefix of its writes.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{free_port, hearth, run, serve_with, temp_dir, Server};
 use serde_json::{json, Value};
 
 const ADMIN: &str = "backup-test-admin";
 const WRITERS: usize = 4;
 
-fn hearth() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_hearth"))
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hearth-backup-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    dir
-}
-
-fn run(command: &mut Command) {
-    let output = command.output().expect("the command runs");
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(data: &Path) -> Server {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port");
-    let child = hearth()
-        .args(["serve", "--dev", "--threads", "2", "--admin-token", ADMIN])
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--data-dir")
-        .arg(data)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the server starts");
-    let server = Server { child, port };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the server listens in time");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    server
+/// `hearth serve --dev` with an admin token, on `data`; the server and its port.
+fn serve(data: &Path) -> (Server, u16) {
+    let port = free_port();
+    let server = serve_with(data, port, &["--dev", "--admin-token", ADMIN]);
+    (server, port)
 }
 
 /// One keep-alive HTTP/1.1 connection.
@@ -165,12 +119,12 @@ fn a_backup_under_writes_restores_everything_acknowledged_before_it() {
         .arg(&data)
         .arg(&cold_file));
 
-    let server = serve(&data);
+    let (server, port) = serve(&data);
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Vec<Arc<AtomicUsize>> = (0..WRITERS).map(|_| Arc::default()).collect();
     let writers: Vec<_> = (0..WRITERS)
         .map(|k| {
-            let (acked, stop, port) = (acked[k].clone(), stop.clone(), server.port);
+            let (acked, stop) = (acked[k].clone(), stop.clone());
             std::thread::spawn(move || writer(port, k, acked, stop))
         })
         .collect();
@@ -183,7 +137,7 @@ fn a_backup_under_writes_restores_everything_acknowledged_before_it() {
     let backup = dir.join("backup");
     run(hearth()
         .args(["backup", "--admin-token", ADMIN, "--url"])
-        .arg(format!("http://127.0.0.1:{}", server.port))
+        .arg(&server.url)
         .arg("--out")
         .arg(&backup));
     // The writers went on during the backup and after it.
@@ -216,8 +170,8 @@ fn a_backup_under_writes_restores_everything_acknowledged_before_it() {
         .arg("--data-dir")
         .arg(&restored));
 
-    let server = serve(&restored);
-    let mut client = Client::connect(server.port);
+    let (server, port) = serve(&restored);
+    let mut client = Client::connect(port);
     for k in 0..WRITERS {
         let (status, body) = client.request("GET", &format!("/seq.json?ns=w{k}&format=export"), "");
         assert_eq!(status, 200);
@@ -251,13 +205,13 @@ fn a_backup_under_writes_restores_everything_acknowledged_before_it() {
 #[test]
 fn a_backup_needs_an_admin() {
     let dir = temp_dir("admin");
-    let server = serve(&dir.join("data"));
-    let mut client = Client::connect(server.port);
+    let (server, port) = serve(&dir.join("data"));
+    let mut client = Client::connect(port);
     let (status, _) = client.request("POST", "/.admin/backup", "");
     assert_eq!(status, 401);
     let failed = hearth()
         .args(["backup", "--admin-token", "wrong", "--url"])
-        .arg(format!("http://127.0.0.1:{}", server.port))
+        .arg(&server.url)
         .arg("--out")
         .arg(dir.join("out"))
         .output()

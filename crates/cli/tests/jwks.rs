@@ -2,15 +2,17 @@
 //! real `hearth serve` against a JWKS server on loopback that rotates its key, then restarted
 //! with the JWKS server gone (the keys come from the cache in the data directory).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::{free_port, serve_logging, temp_dir, Server};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::json;
 
@@ -22,13 +24,6 @@ fn keys_dir() -> PathBuf {
 
 fn read_key(name: &str) -> String {
     std::fs::read_to_string(keys_dir().join(name)).expect("a test key file")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hearth-jwks-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    dir
 }
 
 /// A Firebase ID token of `PROJECT` signed with the private key `pem` under `kid`.
@@ -129,67 +124,33 @@ fn answer(stream: TcpStream, body: &str) -> std::io::Result<()> {
     stream.flush()
 }
 
-struct Hearth {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Hearth {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
-}
-
 /// `hearth serve` with Firebase tokens of `PROJECT`, rules that let only signed-in users read,
 /// and the log in `log`.
-fn serve(data: &Path, url: &str, extra: &[&Path], log: &Path) -> Hearth {
+fn serve(data: &Path, url: &str, extra: &[&Path], log: &Path) -> (Server, u16) {
     let rules = data.with_extension("rules.json");
     std::fs::write(
         &rules,
         r#"{"rules": {".read": "auth != null", ".write": false}}"#,
     )
     .expect("rules written");
-    let port = free_port();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_hearth"));
-    command
-        .args(["serve", "--threads", "1", "--firebase-project", PROJECT])
-        .args(["--firebase-jwks-url", url])
-        .args(["--firebase-jwks-min-refresh-ms", "100"])
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--data-dir")
-        .arg(data)
-        .arg("--rules")
-        .arg(&rules);
-    for file in extra {
-        command.arg("--firebase-jwks").arg(file);
+    let rules = rules.to_string_lossy().into_owned();
+    let mut args = vec!["--firebase-project", PROJECT, "--firebase-jwks-url", url];
+    args.extend(["--firebase-jwks-min-refresh-ms", "100", "--rules", &rules]);
+    let files: Vec<String> = extra
+        .iter()
+        .map(|file| file.to_string_lossy().into_owned())
+        .collect();
+    for file in &files {
+        args.extend(["--firebase-jwks", file]);
     }
     let log = std::fs::File::create(log).expect("a log file");
-    let child = command
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("the server starts");
-    let hearth = Hearth { child, port };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the server listens in time");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    hearth
+    let port = free_port();
+    (serve_logging(data, port, &args, log), port)
 }
 
 /// The status of a REST read of the root with `token` (200 verified, 401 refused).
-fn read_with(hearth: &Hearth, token: &str) -> u16 {
-    let mut stream = TcpStream::connect(("127.0.0.1", hearth.port)).expect("HTTP connects");
+fn read_with(port: u16, token: &str) -> u16 {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("HTTP connects");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .expect("a timeout");
@@ -215,9 +176,9 @@ fn keys_rotate_and_survive_a_restart_without_the_jwks_server() {
     let jwks = JwksServer::start(read_key("jwks1.json"));
     let url = jwks.url();
 
-    let hearth = serve(&data, &url, &[], &dir.join("first.log"));
-    assert_eq!(read_with(&hearth, &token1), 200, "key 1 is served");
-    assert_eq!(read_with(&hearth, &token2), 401, "key 2 is not served yet");
+    let (hearth, port) = serve(&data, &url, &[], &dir.join("first.log"));
+    assert_eq!(read_with(port, &token1), 200, "key 1 is served");
+    assert_eq!(read_with(port, &token2), 401, "key 2 is not served yet");
 
     // Rotate: key 1 is gone, key 2 replaces it. Two answers after the rotation mean the
     // server has installed the first of them: it asks again only after that.
@@ -229,24 +190,24 @@ fn keys_rotate_and_survive_a_restart_without_the_jwks_server() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(
-        read_with(&hearth, &token2),
+        read_with(port, &token2),
         200,
         "key 2 verifies after the rotation"
     );
-    assert_eq!(read_with(&hearth, &token1), 401, "key 1 no longer verifies");
+    assert_eq!(read_with(port, &token1), 401, "key 1 no longer verifies");
     drop(hearth);
 
     // No JWKS server any more: the keys come from the cache the last fetch wrote.
     jwks.shut_down();
     assert!(data.join("jwks-cache.json").is_file());
     let log = dir.join("second.log");
-    let hearth = serve(&data, &url, &[], &log);
+    let (hearth, port) = serve(&data, &url, &[], &log);
     assert_eq!(
-        read_with(&hearth, &token2),
+        read_with(port, &token2),
         200,
         "key 2 verifies from the cache"
     );
-    assert_eq!(read_with(&hearth, &token1), 401);
+    assert_eq!(read_with(port, &token1), 401);
     drop(hearth);
     let log = std::fs::read_to_string(&log).expect("the log");
     // Stale (the usual case, max-age is 1 s) or, on a fast machine, still fresh.
@@ -263,18 +224,18 @@ fn the_static_file_is_the_last_resort() {
     // A port nothing listens on, and no cache: the static file's keys are used.
     let url = format!("http://127.0.0.1:{}/keys", free_port());
     let log = dir.join("serve.log");
-    let hearth = serve(
+    let (hearth, port) = serve(
         &dir.join("data"),
         &url,
         &[&keys_dir().join("jwks1.json")],
         &log,
     );
     assert_eq!(
-        read_with(&hearth, &token(&read_key("rsa1-private.pem"), "key-1")),
+        read_with(port, &token(&read_key("rsa1-private.pem"), "key-1")),
         200
     );
     assert_eq!(
-        read_with(&hearth, &token(&read_key("rsa2-private.pem"), "key-2")),
+        read_with(port, &token(&read_key("rsa2-private.pem"), "key-2")),
         401
     );
     drop(hearth);

@@ -10,6 +10,7 @@
 //! `RefCell`s touched only by that thread.
 
 mod accept_backoff;
+mod admin;
 pub mod auth;
 pub mod backup;
 pub mod budget;

@@ -379,6 +379,9 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
         }
         match message {
             ShardMessage::Owner(message) => owner::on_link_message(&shard, message),
+            ShardMessage::Databases(reply) => {
+                let _ = reply.send(crate::admin::local_databases(&shard));
+            }
             ShardMessage::Precheck(precheck) => {
                 let _ = precheck.reply.send(refuse_early(&shard, &precheck.check));
             }

@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
+use crate::admin::DatabaseInfo;
 use crate::budget::ShardBudget;
 use crate::config::ServeConfig;
 use crate::edge::EdgeTarget;
@@ -57,6 +58,8 @@ pub enum ShardMessage {
     BackupCut(oneshot::Sender<Result<crate::backup::cut::ShardCut, String>>),
     Precheck(Box<Precheck>),
     Owner(ToOwner),
+    /// The owner's databases, for `GET /.admin/databases`.
+    Databases(oneshot::Sender<Vec<DatabaseInfo>>),
 }
 
 /// Plain per-shard counters, summed across shards when read.
@@ -462,6 +465,23 @@ impl Shard {
         let sender = self.peers.get(owner)?;
         let _ = sender.send(ShardMessage::Precheck(Box::new(Precheck { check, reply })));
         answer.await.ok().flatten()
+    }
+
+    /// Asks every shard's owner role (this one's too, through its own queue) for its
+    /// databases. A shard that is gone (shutdown) is left out.
+    pub async fn all_databases(&self) -> Vec<DatabaseInfo> {
+        let mut answers = Vec::with_capacity(self.peers.len());
+        for peer in &self.peers {
+            let (reply, answer) = oneshot::channel();
+            if peer.send(ShardMessage::Databases(reply)).is_ok() {
+                answers.push(answer);
+            }
+        }
+        let mut databases = Vec::new();
+        for answer in answers {
+            databases.extend(answer.await.unwrap_or_default());
+        }
+        databases
     }
 
     /// Sends a REST request to the shard that owns its database. The receiver yields the

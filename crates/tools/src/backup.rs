@@ -9,33 +9,25 @@
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use anyhow::{bail, Context};
 use hearth_server::backup::archive::ArchiveReader;
+
+use crate::client::{Call, Client, ServerArgs};
+use crate::error::{Result, ToolsError};
 
 #[derive(clap::Args, Debug)]
 pub struct BackupArgs {
-    /// The running server, as `http://HOST:PORT` or `https://HOST`.
-    #[arg(long)]
-    pub url: String,
-    /// The server's admin token (`owner` for a --dev server).
-    #[arg(long, env = "HEARTH_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: String,
+    #[command(flatten)]
+    pub server: ServerArgs,
     /// The directory to write the backup into; created if missing, refused unless empty.
     #[arg(long)]
     pub out: PathBuf,
 }
 
-/// How long connecting may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long the server may take to start answering (every shard takes its cut first).
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
-
-pub fn backup(args: BackupArgs) -> anyhow::Result<()> {
+pub fn backup(args: BackupArgs) -> Result<()> {
+    let client = Client::new(&args.server)?;
     let created = prepare_empty(&args.out)?;
-    let outcome = fetch_into(&args);
+    let outcome = fetch_into(&client, &args.out);
     if outcome.is_err() {
         // Never leave something that looks like a backup but is not one.
         let _ = if created {
@@ -45,24 +37,31 @@ pub fn backup(args: BackupArgs) -> anyhow::Result<()> {
         };
     }
     let files = outcome?;
-    eprintln!("backup of {} written: {files} files", args.url);
+    eprintln!(
+        "backup of {} written into {}: {files} files",
+        args.server.url,
+        args.out.display()
+    );
     Ok(())
 }
 
 /// Creates `dir` if missing (returns true then); refuses one that holds anything.
-pub(crate) fn prepare_empty(dir: &Path) -> anyhow::Result<bool> {
+pub(crate) fn prepare_empty(dir: &Path) -> Result<bool> {
+    let shown = dir.display().to_string();
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
-                bail!("{} is not empty; choose a new directory", dir.display());
+                return Err(ToolsError::Usage(format!(
+                    "{shown} is not empty; choose a new directory"
+                )));
             }
             Ok(false)
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(ToolsError::io(format!("creating {shown}")))?;
             Ok(true)
         }
-        Err(error) => Err(error).with_context(|| format!("reading {}", dir.display())),
+        Err(error) => Err(ToolsError::io(format!("reading {shown}"))(error)),
     }
 }
 
@@ -78,64 +77,46 @@ fn remove_contents(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn fetch_into(args: &BackupArgs) -> anyhow::Result<usize> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_connect(Some(CONNECT_TIMEOUT))
-        .timeout_recv_response(Some(ANSWER_TIMEOUT))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let url = format!("{}/.admin/backup", args.url.trim_end_matches('/'));
-    let mut response = agent
-        .post(&url)
-        .header("Authorization", format!("Bearer {}", args.admin_token))
-        .send_empty()
-        .with_context(|| format!("POST {url}"))?;
-    if response.status() != 200 {
-        let message = response
-            .body_mut()
-            .with_config()
-            .limit(64 * 1024)
-            .read_to_string()
-            .unwrap_or_default();
-        bail!(
-            "the server answered {} to POST {url}: {}",
-            response.status(),
-            message.trim()
-        );
-    }
+fn fetch_into(client: &Client, out: &Path) -> Result<usize> {
+    const REQUEST: &str = "POST /.admin/backup";
+    let bad = |error: hearth_server::backup::archive::ArchiveError| ToolsError::BadAnswer {
+        request: REQUEST.to_owned(),
+        reason: error.to_string(),
+    };
+    let response = client.send(Call::new("POST", "/.admin/backup"))?;
     let body = BufReader::new(response.into_body().into_reader());
-    let mut archive = ArchiveReader::new(body)?;
+    let mut archive = ArchiveReader::new(body).map_err(bad)?;
     let mut files = 0;
-    let mut directories = vec![args.out.clone()];
-    while let Some(name) = archive.next_file()? {
-        let path = args.out.join(checked_name(&name)?);
+    let mut directories = vec![out.to_owned()];
+    while let Some(name) = archive.next_file().map_err(bad)? {
+        let path = out.join(checked_name(&name)?);
+        let shown = path.display().to_string();
         if let Some(parent) = path.parent() {
             if !directories.iter().any(|known| known == parent) {
                 std::fs::create_dir_all(parent)
-                    .with_context(|| format!("creating {}", parent.display()))?;
+                    .map_err(ToolsError::io(format!("creating {}", parent.display())))?;
                 directories.push(parent.to_owned());
             }
         }
         let mut file =
-            File::create_new(&path).with_context(|| format!("creating {}", path.display()))?;
-        archive.copy_file(&mut file)?;
-        file.flush()?;
-        file.sync_all()
-            .with_context(|| format!("syncing {}", path.display()))?;
+            File::create_new(&path).map_err(ToolsError::io(format!("creating {shown}")))?;
+        archive.copy_file(&mut file).map_err(bad)?;
+        file.flush()
+            .and_then(|()| file.sync_all())
+            .map_err(ToolsError::io(format!("writing {shown}")))?;
         files += 1;
     }
     for directory in directories {
         File::open(&directory)
             .and_then(|dir| dir.sync_all())
-            .with_context(|| format!("syncing {}", directory.display()))?;
+            .map_err(ToolsError::io(format!("syncing {}", directory.display())))?;
     }
     Ok(files)
 }
 
 /// The relative path of an archive entry, if it is one a backup holds: `backup.json` or
 /// `shard-<n>/snap-<name>` (the server's word is not trusted with paths).
-pub(crate) fn checked_name(name: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn checked_name(name: &str) -> Result<PathBuf> {
     if name == hearth_server::backup::DESCRIPTION {
         return Ok(PathBuf::from(name));
     }
@@ -149,7 +130,10 @@ pub(crate) fn checked_name(name: &str) -> anyhow::Result<PathBuf> {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     });
     if !valid {
-        bail!("the backup holds an unexpected file name {name:?}");
+        return Err(ToolsError::BadAnswer {
+            request: "POST /.admin/backup".to_owned(),
+            reason: format!("the backup holds an unexpected file name {name:?}"),
+        });
     }
     Ok(PathBuf::from(name))
 }

@@ -5,10 +5,11 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
 use hearth_server::persist::data_dir::DataDir;
 use hearth_store::{verify_snapshot, FileStorage};
 use serde::Deserialize;
+
+use crate::error::{Result, ToolsError};
 
 #[derive(clap::Args, Debug)]
 pub struct RestoreArgs {
@@ -27,57 +28,35 @@ struct Description {
     shards: usize,
 }
 
-pub fn restore(args: RestoreArgs) -> anyhow::Result<()> {
-    let description = args.from.join(hearth_server::backup::DESCRIPTION);
-    let text = std::fs::read_to_string(&description).with_context(|| {
-        format!(
-            "{} is not a backup directory (no readable backup.json)",
-            args.from.display()
-        )
-    })?;
-    let description: Description = serde_json::from_str(&text)
-        .with_context(|| format!("{} is damaged", description.display()))?;
+pub fn restore(args: RestoreArgs) -> Result<()> {
+    let from = &args.from;
+    let description = from.join(hearth_server::backup::DESCRIPTION);
+    let text = std::fs::read_to_string(&description).map_err(ToolsError::io(format!(
+        "{} is not a backup directory: reading backup.json",
+        from.display()
+    )))?;
+    let description: Description =
+        serde_json::from_str(&text).map_err(ToolsError::json(description.display().to_string()))?;
     if description.format != 1 {
-        bail!(
+        return Err(ToolsError::Usage(format!(
             "backup format {} is not one this build reads (1)",
             description.format
-        );
+        )));
     }
     let shards = description.shards;
-    // Everything is checked before the target is touched.
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(&args.from)? {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name == hearth_server::backup::DESCRIPTION {
-            continue;
-        }
-        let shard = name
-            .strip_prefix("shard-")
-            .and_then(|n| n.parse::<usize>().ok())
-            .filter(|shard| *shard < shards)
-            .with_context(|| format!("{} holds an unexpected {name}", args.from.display()))?;
-        let storage = FileStorage::open(&entry.path())
-            .with_context(|| format!("reading {}", entry.path().display()))?;
-        for file in std::fs::read_dir(entry.path())? {
-            let file = file?.file_name().to_string_lossy().into_owned();
-            let covered = verify_snapshot(&storage, &file)
-                .with_context(|| format!("{name}/{file} is not a sound snapshot"))?;
-            // The name says which database and position recovery takes it for.
-            if !file.starts_with("snap-") || !file.ends_with(&format!("-{covered:020}")) {
-                bail!("{name}/{file} is not named as the snapshot it holds");
-            }
-            files.push((shard, file));
-        }
-    }
+    let files = verified_files(from, shards)?;
     crate::backup::prepare_empty(&args.data_dir)?;
-    let data_dir = DataDir::open(&args.data_dir, Some(shards), shards)?;
+    let data_dir = DataDir::open(&args.data_dir, Some(shards), shards)
+        .map_err(|error| ToolsError::Usage(error.to_string()))?;
     for (shard, file) in &files {
-        let from = args.from.join(format!("shard-{shard}")).join(file);
-        copy_durably(&from, &data_dir.shard_dir(*shard), file)?;
+        let source = from.join(format!("shard-{shard}")).join(file);
+        copy_durably(&source, &data_dir.shard_dir(*shard), file)?;
     }
     for shard in 0..shards {
-        sync_dir(&data_dir.shard_dir(shard))?;
+        let dir = data_dir.shard_dir(shard);
+        File::open(&dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(ToolsError::io(format!("syncing {}", dir.display())))?;
     }
     eprintln!(
         "restored {} database snapshots into {}; start it with: hearth serve --data-dir {}",
@@ -88,22 +67,55 @@ pub fn restore(args: RestoreArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Copies `from` into `dir` as `name`: under a temporary name, synced, then renamed, so the
-/// name appears only on a whole file.
-fn copy_durably(from: &Path, dir: &Path, name: &str) -> anyhow::Result<()> {
-    let temporary = dir.join(format!("{name}.tmp"));
-    std::fs::copy(from, &temporary)
-        .with_context(|| format!("copying {} to {}", from.display(), temporary.display()))?;
-    File::open(&temporary)
-        .and_then(|file| file.sync_all())
-        .with_context(|| format!("syncing {}", temporary.display()))?;
-    std::fs::rename(&temporary, dir.join(name))
-        .with_context(|| format!("renaming {}", temporary.display()))?;
-    Ok(())
+/// Every snapshot of the backup as (shard, file name), each checked from its header to its end
+/// frame and against its name, before anything is written.
+fn verified_files(from: &Path, shards: usize) -> Result<Vec<(usize, String)>> {
+    let read = |dir: &Path| ToolsError::io(format!("reading {}", dir.display()));
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(from).map_err(read(from))? {
+        let entry = entry.map_err(read(from))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == hearth_server::backup::DESCRIPTION {
+            continue;
+        }
+        let Some(shard) = name
+            .strip_prefix("shard-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|shard| *shard < shards)
+        else {
+            return Err(ToolsError::Usage(format!(
+                "{} holds an unexpected {name}: not a backup directory",
+                from.display()
+            )));
+        };
+        let dir = entry.path();
+        let storage = FileStorage::open(&dir).map_err(read(&dir))?;
+        for file in std::fs::read_dir(&dir).map_err(read(&dir))? {
+            let file = file.map_err(read(&dir))?.file_name();
+            let file = file.to_string_lossy().into_owned();
+            let covered = verify_snapshot(&storage, &file)?;
+            // The name says which database and position recovery takes it for.
+            if !file.starts_with("snap-") || !file.ends_with(&format!("-{covered:020}")) {
+                return Err(ToolsError::Usage(format!(
+                    "{name}/{file} is not named as the snapshot it holds"
+                )));
+            }
+            files.push((shard, file));
+        }
+    }
+    Ok(files)
 }
 
-fn sync_dir(dir: &Path) -> anyhow::Result<()> {
-    File::open(dir)
-        .and_then(|dir| dir.sync_all())
-        .with_context(|| format!("syncing {}", dir.display()))
+/// Copies `source` into `dir` as `name`: under a temporary name, synced, then renamed, so the
+/// name appears only on a whole file.
+fn copy_durably(source: &Path, dir: &Path, name: &str) -> Result<()> {
+    let temporary = dir.join(format!("{name}.tmp"));
+    let shown = temporary.display().to_string();
+    std::fs::copy(source, &temporary)
+        .and_then(|_| File::open(&temporary)?.sync_all())
+        .and_then(|()| std::fs::rename(&temporary, dir.join(name)))
+        .map_err(ToolsError::io(format!(
+            "copying {} to {shown}",
+            source.display()
+        )))
 }

@@ -148,6 +148,7 @@ async fn answer(
         Endpoint::Preflight { request_headers } => {
             return preflight(request_headers.as_deref()).into_http()
         }
+        Endpoint::AdminDatabases => return crate::admin::databases(&shard).await.into_http(),
         Endpoint::Backup => return crate::backup::respond(&shard).await,
         _ => {}
     }

@@ -64,6 +64,8 @@ pub enum Endpoint {
     Backup,
     /// A read, write or stream of data.
     Data(Box<DataRequest>),
+    /// `GET /.admin/databases`: every database of every shard (admins only).
+    AdminDatabases,
 }
 
 impl Endpoint {
@@ -221,7 +223,10 @@ pub fn make_call(
                 prepared: None,
             }
         }
-        Endpoint::Status | Endpoint::Preflight { .. } | Endpoint::Backup => {
+        Endpoint::Status
+        | Endpoint::Preflight { .. }
+        | Endpoint::AdminDatabases
+        | Endpoint::Backup => {
             return Err(RestResponse::error(500, "not a database request"));
         }
     };
