@@ -444,6 +444,18 @@ mod tests {
     }
 
     #[test]
+    fn a_backup_is_an_admin_post() {
+        let owner = [("authorization", "Bearer owner")];
+        let post = parse("POST", "/.admin/backup", &owner);
+        assert!(matches!(post.endpoint, Endpoint::Backup));
+        assert_eq!(refuse("POST", "/.admin/backup", &[]).0, 401);
+        assert_eq!(refuse("GET", "/.admin/backup", &owner).0, 405);
+        // An unsigned mock token of a user (accepted in development mode): not an admin.
+        let user = [("authorization", "Bearer eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJzdWIiOiJhbGljZSIsInVzZXJfaWQiOiJhbGljZSJ9.")];
+        assert_eq!(refuse("POST", "/.admin/backup", &user).0, 403);
+    }
+
+    #[test]
     fn settings_need_an_admin() {
         assert_eq!(refuse("GET", "/.settings/rules.json", &[]).0, 401);
         let get = parse(
