@@ -391,6 +391,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                     let _ = reply.send(crate::backup::cut::take(&shard).await);
                 });
             }
+            ShardMessage::BackupDone => crate::backup::cut::release(&shard),
             ShardMessage::Rest(forwarded) => {
                 // Answered at once: the request was read and checked on the shard that
                 // received it, so only the database work is left.

@@ -56,6 +56,8 @@ pub enum ShardMessage {
     Rest(Box<Forwarded>),
     /// A backup asks for this shard's cut (`backup::cut`).
     BackupCut(oneshot::Sender<Result<crate::backup::cut::ShardCut, String>>),
+    /// A backup's cut of this shard was dropped: snapshot files may be removed again.
+    BackupDone,
     Precheck(Box<Precheck>),
     Owner(ToOwner),
     /// The owner's databases, for `GET /.admin/databases`.
@@ -494,6 +496,11 @@ impl Shard {
             let _ = sender.send(ShardMessage::Rest(Box::new(Forwarded { call, reply })));
         }
         answer
+    }
+
+    /// This shard's own queue, for what other threads tell it later.
+    pub fn own_queue(&self) -> Option<mpsc::UnboundedSender<ShardMessage>> {
+        self.peers.get(self.index).cloned()
     }
 
     /// Asks shard `index` (this one included) for its part of a backup, through its queue.

@@ -7,16 +7,19 @@
 //! shard goes on at once); each database only on disk contributes its newest snapshot file,
 //! which covers all of its records (a database stays unloaded only while it has no records
 //! after its newest snapshot). The log itself is not needed: the durable states already hold
-//! every record up to the position.
+//! every record up to the position. Until the cut is dropped (the backup written or failed),
+//! the shard removes no snapshot file, so that the files it names stay readable.
 
 use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hearth_store::snapshot_name;
+use hearth_store::{remove_files, snapshot_name};
+use tokio::sync::mpsc::UnboundedSender;
+use tracing::warn;
 
 use crate::persist::{DurableState, ShardStorage};
-use crate::shard::Shard;
+use crate::shard::{Shard, ShardMessage};
 
 /// What the backup writer needs of one shard.
 pub struct ShardCut {
@@ -29,6 +32,39 @@ pub struct ShardCut {
     pub files: Vec<(Arc<str>, String)>,
     /// The shard's storage, to read `files` from.
     pub storage: Arc<ShardStorage>,
+    /// Keeps the shard from removing snapshot files until the cut is dropped.
+    _pin: Pin,
+}
+
+/// While it lives, the shard removes no snapshot file (so `files` stay readable); dropping
+/// it, on any thread, tells the shard through its queue.
+struct Pin(Option<UnboundedSender<ShardMessage>>);
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        if let Some(queue) = self.0.take() {
+            // A shard that is gone has nothing left to remove.
+            let _ = queue.send(ShardMessage::BackupDone);
+        }
+    }
+}
+
+/// A backup's cut of this shard was dropped: removes the snapshot files kept back for it,
+/// once no other backup holds the shard.
+pub fn release(shard: &Shard) {
+    let Some(store) = &shard.store else {
+        return;
+    };
+    let old = store.unpin_after_backup();
+    if old.is_empty() {
+        return;
+    }
+    let storage = store.storage.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Err(error) = remove_files(&*storage, &old) {
+            warn!(%error, "removing snapshot files kept for a backup failed");
+        }
+    });
 }
 
 /// Takes this shard's cut; the reason when it cannot (no data directory).
@@ -69,11 +105,13 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
             Some((Arc::from(name), snapshot_name(name, covered)))
         })
         .collect();
+    store.pin_for_backup();
     Ok(ShardCut {
         shard: shard.index,
         covered,
         states,
         files,
         storage: store.storage.clone(),
+        _pin: Pin(shard.own_queue()),
     })
 }

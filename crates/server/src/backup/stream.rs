@@ -91,8 +91,8 @@ fn write(shards: usize, cuts: &[ShardCut], queue: mpsc::Sender<Bytes>) -> io::Re
     });
     lock(&archive)?.file(DESCRIPTION, description.to_string().as_bytes())?;
     let mut files = 1;
-    // Files first: a database only on disk at the cut could be loaded, written and
-    // snapshotted twice while the backup runs, which removes the file the cut names.
+    // Files first: the shards keep old snapshot files back until the cuts are dropped
+    // (`cut::Pin`), so copy the files the cuts name while few are waiting.
     for cut in cuts {
         let directory = format!("shard-{}", cut.shard);
         for (_, file) in &cut.files {
