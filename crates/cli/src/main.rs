@@ -10,6 +10,7 @@ use hearth_server::budget::{self, HttpBudgets};
 use hearth_server::jwks::{FirebaseKeys, JwksSource};
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::rules_file::load_rules;
+use hearth_server::tls::TlsCerts;
 use hearth_server::{ServeConfig, Server, DEFAULT_NAMESPACE};
 use hearth_store::SnapshotPolicy;
 use tracing::{info, warn};
@@ -174,6 +175,13 @@ struct ServeArgs {
     /// max-age says (default 60 s). Lowered only by tests of key rotation.
     #[arg(long, hide = true, default_value_t = hearth_server::jwks::MIN_REFRESH.as_millis() as u64)]
     firebase_jwks_min_refresh_ms: u64,
+    /// Serve https:// and wss:// (on the same port, instead of http:// and ws://) with this
+    /// certificate chain: a PEM file, the server's certificate first. Read again on SIGHUP.
+    #[arg(long, env = "HEARTH_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1). Read again on SIGHUP.
+    #[arg(long, env = "HEARTH_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -313,6 +321,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let auth = auth_config(&args)?;
     let firebase_jwks = jwks_source(&args, &auth)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(std::sync::Arc::new(TlsCerts::load(cert, key)?)),
+        _ => None,
+    };
     let config = ServeConfig {
         auth,
         firebase_jwks,
@@ -332,27 +344,73 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.answer_budget_mib.saturating_mul(MIB),
             Duration::from_secs(args.http_write_timeout_secs.max(1)),
         )),
+        tls: tls.clone(),
     };
+    // Listening before the start, so that a SIGHUP during recovery does not end the process.
+    let signals = Signals::listen().context("listening for signals")?;
     let server = Server::start(config).context("starting the server")?;
-    wait_for_signal().context("waiting for a shutdown signal")?;
+    signals
+        .wait(tls.as_deref())
+        .context("waiting for a shutdown signal")?;
     info!("shutting down");
     server.stop();
     info!("stopped");
     Ok(())
 }
 
-/// Blocks until SIGINT or SIGTERM.
-fn wait_for_signal() -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            result = tokio::signal::ctrl_c() => result,
-            _ = terminate.recv() => Ok(()),
+/// The signals `hearth serve` answers.
+struct Signals {
+    runtime: tokio::runtime::Runtime,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let _entered = runtime.enter();
+        let terminate = signal(SignalKind::terminate())?;
+        let hangup = signal(SignalKind::hangup())?;
+        Ok(Signals {
+            runtime,
+            terminate,
+            hangup,
+        })
+    }
+
+    /// Blocks until SIGINT or SIGTERM. SIGHUP reads the TLS certificate and key again (new
+    /// connections get them; open ones keep theirs); a pair that cannot be used is logged and
+    /// the one in force stays.
+    fn wait(mut self, tls: Option<&TlsCerts>) -> anyhow::Result<()> {
+        self.runtime.block_on(async {
+            loop {
+                tokio::select! {
+                    result = tokio::signal::ctrl_c() => return result,
+                    _ = self.terminate.recv() => return Ok(()),
+                    _ = self.hangup.recv() => reload_tls(tls),
+                }
+            }
+        })?;
+        Ok(())
+    }
+}
+
+fn reload_tls(tls: Option<&TlsCerts>) {
+    let Some(tls) = tls else {
+        info!("SIGHUP: nothing to reload (no --tls-cert)");
+        return;
+    };
+    match tls.reload() {
+        Ok(()) => info!(
+            cert = %tls.cert_file().display(),
+            key = %tls.key_file().display(),
+            "SIGHUP: TLS certificate reloaded; new connections use it"
+        ),
+        Err(error) => {
+            warn!(%error, "SIGHUP: TLS certificate not reloaded; the previous one stays in use")
         }
-    })?;
-    Ok(())
+    }
 }

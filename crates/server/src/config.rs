@@ -11,6 +11,7 @@ use crate::auth::AuthConfig;
 use crate::budget::SharedBudgets;
 use crate::jwks::JwksSource;
 use crate::persist::PersistConfig;
+use crate::tls::TlsCerts;
 
 /// Everything `hearth serve` was told, resolved to concrete values.
 #[derive(Debug, Clone)]
@@ -45,6 +46,9 @@ pub struct ServeConfig {
     pub persist: PersistConfig,
     /// HTTP memory budgets and write timeout; one set of counters for all shards.
     pub http: SharedBudgets,
+    /// The certificate of `https://` and `wss://` (`--tls-cert`, `--tls-key`); plain TCP
+    /// without it. Shared with whoever reloads it.
+    pub tls: Option<Arc<TlsCerts>>,
 }
 
 impl ServeConfig {
@@ -67,6 +71,7 @@ impl ServeConfig {
             default_rules: None,
             persist: PersistConfig::memory(),
             http: SharedBudgets::default(),
+            tls: None,
         }
     }
 }

@@ -40,6 +40,7 @@ mod session;
 mod shard;
 mod sse;
 mod time;
+pub mod tls;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
 pub use listener::resolve_listen;

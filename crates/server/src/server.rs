@@ -5,8 +5,7 @@ use std::rc::Rc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::task::LocalSet;
 use tracing::{debug, info, warn};
@@ -14,6 +13,7 @@ use tracing::{debug, info, warn};
 use crate::accept_backoff::AcceptBackoff;
 use crate::config::ServeConfig;
 use crate::edge::http::serve_http;
+use crate::edge::socket::Accepted;
 use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
 use crate::jwks::{JwksError, JwksRefresher};
@@ -29,6 +29,7 @@ use crate::persist::{
 use crate::port_claim::PortClaim;
 use crate::rest::execute::execute_durable;
 use crate::shard::{Shard, ShardMessage};
+use crate::tls::handshake;
 use crate::{edge, owner};
 
 /// How long shutdown waits for connections to close and run their onDisconnect queues.
@@ -343,7 +344,11 @@ async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
                 Ok((stream, _)) => {
                     backoff.succeeded();
                     let _ = stream.set_nodelay(true);
-                    tokio::task::spawn_local(route_connection(shard.clone(), stream));
+                    if shard.config.tls.is_some() {
+                        tokio::task::spawn_local(route_tls_connection(shard.clone(), stream));
+                    } else {
+                        tokio::task::spawn_local(route_connection(shard.clone(), stream));
+                    }
                     continue;
                 }
                 Err(error) => {
@@ -408,7 +413,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
 
 /// Answers a request head that cannot be served (too large or malformed) before closing, so
 /// that an HTTP client learns why. Connections that closed or timed out get nothing.
-async fn refuse_head(stream: &mut TcpStream, error: &HeadError) {
+async fn refuse_head<S: AsyncWrite + Unpin>(stream: &mut S, error: &HeadError) {
     let status = match error {
         HeadError::TooLarge => "431 Request Header Fields Too Large",
         HeadError::Malformed(_) => "400 Bad Request",
@@ -426,9 +431,21 @@ async fn refuse_head(stream: &mut TcpStream, error: &HeadError) {
     .await;
 }
 
+/// Completes the TLS handshake in the connection's own task (the shard's loop goes on
+/// meanwhile), then serves the connection like a plain one.
+async fn route_tls_connection(shard: Rc<Shard>, stream: tokio::net::TcpStream) {
+    let Some(certs) = shard.config.tls.clone() else {
+        return;
+    };
+    match handshake(&certs, stream).await {
+        Ok(stream) => route_connection(shard, stream).await,
+        Err(error) => debug!(%error, "dropping connection before a request"),
+    }
+}
+
 /// Reads the first request head and serves the connection here: as a WebSocket connection,
 /// or over HTTP.
-async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
+async fn route_connection<S: Accepted>(shard: Rc<Shard>, mut stream: S) {
     let read = match read_head(&mut stream).await {
         Ok(read) => read,
         Err(error) => {

@@ -24,7 +24,6 @@ use hyper::service::service_fn;
 use hyper::{HeaderMap, Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tracing::debug;
 
 use crate::budget::{ByteBudget, Held};
@@ -60,7 +59,10 @@ pub const MAX_HEADERS: usize = 64;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves HTTP on a connection whose first `buffered` bytes were already read.
-pub async fn serve_http(shard: Rc<Shard>, stream: TcpStream, buffered: Vec<u8>) {
+pub async fn serve_http<S>(shard: Rc<Shard>, stream: S, buffered: Vec<u8>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
     let unsent = ConnUnsent::new(shard.config.http.clone());
     let io = TokioIo::new(Rewind::new(
         buffered,
@@ -434,14 +436,14 @@ pub fn admit(conn: &Rc<ConnUnsent>, mut response: Response<HearthBody>) -> Respo
 /// on from the socket.
 /// Its writes go through a [`WriteGuard`]: they give counted answer bytes back, and fail
 /// when the client read nothing for the write timeout.
-pub struct Rewind {
+pub struct Rewind<S> {
     prefix: Bytes,
-    inner: TcpStream,
+    inner: S,
     guard: WriteGuard,
 }
 
-impl Rewind {
-    pub fn new(prefix: Vec<u8>, inner: TcpStream, guard: WriteGuard) -> Rewind {
+impl<S> Rewind<S> {
+    pub fn new(prefix: Vec<u8>, inner: S, guard: WriteGuard) -> Rewind<S> {
         Rewind {
             prefix: Bytes::from(prefix),
             inner,
@@ -450,7 +452,7 @@ impl Rewind {
     }
 }
 
-impl AsyncRead for Rewind {
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -467,7 +469,7 @@ impl AsyncRead for Rewind {
     }
 }
 
-impl AsyncWrite for Rewind {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -507,6 +509,7 @@ impl AsyncWrite for Rewind {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     #[tokio::test]
     async fn rewind_returns_the_prefix_first() {
