@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{free_port, hearth, run, serve_with, temp_dir, Server};
+use common::{free_port, hearth, import_offline, run, serve_with, temp_dir, Server};
 use serde_json::{json, Value};
 
 const ADMIN: &str = "backup-test-admin";
@@ -124,18 +124,7 @@ fn backup_under_writes(name: &str, flags: &[&str]) {
     let cold = json!({"kept": {"as": "imported"}, "n": 42});
     let cold_file = dir.join("cold.json");
     std::fs::write(&cold_file, cold.to_string()).expect("written");
-    run(hearth()
-        .args([
-            "import",
-            "--quiet",
-            "--threads",
-            "2",
-            "--db",
-            "cold",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .arg(&cold_file));
+    import_offline(&data, "cold", &cold_file);
 
     let (server, port) = serve(&data, flags);
     let stop = Arc::new(AtomicBool::new(false));

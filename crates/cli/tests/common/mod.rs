@@ -53,6 +53,23 @@ pub fn run(command: &mut Command) -> String {
     String::from_utf8(output.stdout).expect("UTF-8 output")
 }
 
+/// `hearth import` of `file` into database `db` of the data directory `data` (two shards,
+/// offline), which must succeed.
+pub fn import_offline(data: &Path, db: &str, file: &Path) {
+    run(hearth()
+        .args([
+            "import",
+            "--quiet",
+            "--threads",
+            "2",
+            "--db",
+            db,
+            "--data-dir",
+        ])
+        .arg(data)
+        .arg(file));
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
