@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hearth_server::auth::AuthConfig;
 use hearth_server::budget::{self, HttpBudgets};
+use hearth_server::jwks::{FirebaseKeys, JwksSource};
 use hearth_server::metrics::MetricsConfig;
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::rules_file::load_rules;
@@ -52,6 +53,11 @@ enum Command {
         #[command(flatten)]
         server: hearth_tools::ServerArgs,
     },
+    /// Write a consistent backup of a running server into a new directory
+    /// (`POST /.admin/backup`, as an admin); the server keeps serving meanwhile.
+    Backup(Box<hearth_tools::BackupArgs>),
+    /// Turn a backup directory into a new data directory that `hearth serve` starts from.
+    Restore(Box<hearth_tools::RestoreArgs>),
 }
 
 #[derive(Subcommand)]
@@ -154,13 +160,22 @@ struct ServeArgs {
     #[arg(long)]
     jwt_keys: Vec<PathBuf>,
     /// Accept Firebase Authentication ID tokens of this project (issuer and audience are
-    /// checked); the signing keys come from --firebase-jwks.
-    #[arg(long, requires = "firebase_jwks")]
+    /// checked); the signing keys are fetched from --firebase-jwks-url and kept fresh.
+    #[arg(long, env = "HEARTH_FIREBASE_PROJECT")]
     firebase_project: Option<String>,
-    /// JWKS file with the signing keys of Firebase ID tokens (there is no internet access to
-    /// fetch them).
-    #[arg(long, requires = "firebase_project")]
+    /// Where the signing keys of Firebase ID tokens are fetched from (a JWKS, or Google's
+    /// X.509 key document), refreshed as its Cache-Control max-age says and cached in the data
+    /// directory. Use https: plain http is accepted for tests and local proxies only.
+    #[arg(long, env = "HEARTH_FIREBASE_JWKS_URL", requires = "firebase_project", default_value = hearth_server::jwks::GOOGLE_SECURETOKEN_JWKS_URL)]
+    firebase_jwks_url: String,
+    /// A JWKS file with the signing keys of Firebase ID tokens, used only when the URL cannot
+    /// be fetched and nothing is cached (machines without internet).
+    #[arg(long, env = "HEARTH_FIREBASE_JWKS", requires = "firebase_project")]
     firebase_jwks: Option<PathBuf>,
+    /// Test knob: the shortest time between two fetches of the Firebase keys, whatever their
+    /// max-age says (default 60 s). Lowered only by tests of key rotation.
+    #[arg(long, hide = true, default_value_t = hearth_server::jwks::MIN_REFRESH.as_millis() as u64)]
+    firebase_jwks_min_refresh_ms: u64,
     /// Serve https:// and wss:// (on the same port, instead of http:// and ws://) with this
     /// certificate chain: a PEM file, the server's certificate first. Read again on SIGHUP.
     #[arg(long, env = "HEARTH_TLS_CERT", requires = "tls_key")]
@@ -232,6 +247,8 @@ fn main() -> anyhow::Result<()> {
         Command::Import(args) => hearth_tools::import(*args),
         Command::Data(command) => hearth_tools::data(command),
         Command::Databases { json, server } => hearth_tools::databases(&server, json),
+        Command::Backup(args) => hearth_tools::backup(*args),
+        Command::Restore(args) => hearth_tools::restore(*args),
     };
     if let Err(error) = tool {
         // The tools' errors are written for people: no "Error:" debug form, and an exit
@@ -261,9 +278,10 @@ fn auth_config(args: &ServeArgs) -> anyhow::Result<AuthConfig> {
     for file in &args.jwt_keys {
         keys.extend(AuthConfig::load_keys(file, false)?);
     }
-    if let Some(file) = &args.firebase_jwks {
-        keys.extend(AuthConfig::load_keys(file, true)?);
-    }
+    let firebase_keys = args
+        .firebase_project
+        .as_ref()
+        .map(|_| FirebaseKeys::default());
     Ok(AuthConfig {
         dev: args.dev,
         admin_token: args.admin_token.clone().filter(|token| !token.is_empty()),
@@ -274,7 +292,25 @@ fn auth_config(args: &ServeArgs) -> anyhow::Result<AuthConfig> {
             .map(|secret| secret.as_bytes().to_vec()),
         keys,
         firebase_project: args.firebase_project.clone(),
+        firebase_keys,
     })
+}
+
+/// Where the Firebase keys come from, when `--firebase-project` is set.
+fn jwks_source(args: &ServeArgs, auth: &AuthConfig) -> anyhow::Result<Option<JwksSource>> {
+    let Some(keys) = auth.firebase_keys.clone() else {
+        return Ok(None);
+    };
+    let fallback = match &args.firebase_jwks {
+        Some(file) => AuthConfig::load_keys(file, true)?,
+        None => Vec::new(),
+    };
+    Ok(Some(JwksSource {
+        url: args.firebase_jwks_url.clone(),
+        fallback,
+        min_refresh: Duration::from_millis(args.firebase_jwks_min_refresh_ms.max(1)),
+        keys,
+    }))
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -294,6 +330,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let auth = auth_config(&args)?;
+    let firebase_jwks = jwks_source(&args, &auth)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(std::sync::Arc::new(TlsCerts::load(cert, key)?)),
         _ => None,
@@ -307,6 +344,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let config = ServeConfig {
         auth,
+        firebase_jwks,
         default_rules,
         listen,
         persist: persist_config(&args),

@@ -7,7 +7,6 @@ use std::path::Path;
 use base64::Engine;
 use hearth_sync::AuthState;
 use hearth_wire::AuthRequest;
-use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -43,6 +42,9 @@ pub struct AuthConfig {
     pub keys: Vec<VerifyKey>,
     /// The Firebase project whose ID tokens are accepted (`iss` and `aud` are checked).
     pub firebase_project: Option<String>,
+    /// The signing keys of Firebase ID tokens as fetched from the JWKS URL (or the cache, or
+    /// the static file), replaced while the server runs (`jwks`); shared by every shard.
+    pub firebase_keys: Option<crate::jwks::FirebaseKeys>,
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -54,6 +56,10 @@ impl std::fmt::Debug for AuthConfig {
             .field("hs256_secret", &self.hs256_secret.as_ref().map(|_| "<set>"))
             .field("keys", &self.keys.len())
             .field("firebase_project", &self.firebase_project)
+            .field(
+                "firebase_keys",
+                &self.firebase_keys.as_ref().map(|keys| keys.current().len()),
+            )
             .finish()
     }
 }
@@ -91,39 +97,7 @@ impl AuthConfig {
             reason,
         };
         if bytes.trim_ascii_start().starts_with(b"{") {
-            let set: JwkSet = serde_json::from_slice(&bytes)
-                .map_err(|error| invalid(format!("not a JWKS document: {error}")))?;
-            let mut keys = Vec::new();
-            for jwk in &set.keys {
-                let key = DecodingKey::from_jwk(jwk)
-                    .map_err(|error| invalid(format!("unusable key: {error}")))?;
-                let algorithm = match jwk.common.key_algorithm.map(|a| a.to_string()).as_deref() {
-                    Some("ES256") => Algorithm::ES256,
-                    Some("RS256") | None
-                        if matches!(
-                            jwk.algorithm,
-                            jsonwebtoken::jwk::AlgorithmParameters::RSA(_)
-                        ) =>
-                    {
-                        Algorithm::RS256
-                    }
-                    None if matches!(
-                        jwk.algorithm,
-                        jsonwebtoken::jwk::AlgorithmParameters::EllipticCurve(_)
-                    ) =>
-                    {
-                        Algorithm::ES256
-                    }
-                    other => return Err(invalid(format!("unsupported key algorithm {other:?}"))),
-                };
-                keys.push(VerifyKey {
-                    kid: jwk.common.key_id.clone(),
-                    algorithm,
-                    key,
-                    firebase,
-                });
-            }
-            return Ok(keys);
+            return crate::jwks::keys_from_document(&bytes, firebase).map_err(invalid);
         }
         if let Ok(key) = DecodingKey::from_rsa_pem(&bytes) {
             return Ok(vec![VerifyKey {
@@ -244,7 +218,13 @@ fn verify_jwt(token: &str, config: &AuthConfig, now_secs: u64) -> Result<(Value,
             } else {
                 Algorithm::ES256
             };
-            let mut candidates = config.keys.iter().filter(|key| {
+            // One cheap read of the shared set per verification: a refresh replaces it whole.
+            let fetched = config
+                .firebase_keys
+                .as_ref()
+                .map(crate::jwks::FirebaseKeys::current);
+            let fetched = fetched.as_deref().unwrap_or(&[]);
+            let mut candidates = config.keys.iter().chain(fetched).filter(|key| {
                 key.algorithm == wanted
                     && (kid.is_none() || key.kid.is_none() || key.kid.as_deref() == kid)
             });

@@ -195,6 +195,35 @@ fn firebase_id_tokens_check_issuer_and_audience() {
 }
 
 #[test]
+fn firebase_keys_come_from_the_shared_set_in_either_document_form() {
+    let good = sign(
+        Algorithm::RS256,
+        &rsa_key(),
+        Some("test-kid"),
+        firebase_claims("demo-proj", now_secs() + 600),
+    );
+    for document in ["rsa-jwks.json", "rsa-x509.json"] {
+        let keys = crate::jwks::FirebaseKeys::default();
+        let config = AuthConfig {
+            firebase_project: Some("demo-proj".into()),
+            firebase_keys: Some(keys.clone()),
+            ..AuthConfig::default()
+        };
+        assert_eq!(
+            authenticate_with(&request(&good), &config, now_secs()),
+            Err(AuthError::NoKey),
+            "no key before the first fetch"
+        );
+        let bytes = std::fs::read(keys_dir().join(document)).expect("key document");
+        keys.replace(crate::jwks::keys_from_document(&bytes, true).expect(document));
+        let outcome = authenticate_with(&request(&good), &config, now_secs());
+        assert!(outcome.is_ok(), "{document}: {outcome:?}");
+        keys.replace(Vec::new());
+        assert!(authenticate_with(&request(&good), &config, now_secs()).is_err());
+    }
+}
+
+#[test]
 fn rs256_and_es256_from_pem() {
     let rsa = AuthConfig {
         keys: AuthConfig::load_keys(&keys_dir().join("rsa-public.pem"), false).expect("pem"),

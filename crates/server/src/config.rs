@@ -9,6 +9,7 @@ use hearth_rules::Rules;
 
 use crate::auth::AuthConfig;
 use crate::budget::SharedBudgets;
+use crate::jwks::JwksSource;
 use crate::metrics::MetricsConfig;
 use crate::persist::PersistConfig;
 use crate::tls::TlsCerts;
@@ -36,6 +37,9 @@ pub struct ServeConfig {
     pub sse_keep_alive: Duration,
     /// Credentials the server accepts.
     pub auth: AuthConfig,
+    /// Where the Firebase ID token keys are fetched from, and kept fresh (`jwks`); the keys
+    /// land in `auth.firebase_keys`.
+    pub firebase_jwks: Option<JwksSource>,
     /// The rules every database starts with (`--rules`); without them a database is open in
     /// development mode and locked otherwise.
     pub default_rules: Option<Arc<Rules>>,
@@ -66,6 +70,7 @@ impl ServeConfig {
                 dev: true,
                 ..AuthConfig::default()
             },
+            firebase_jwks: None,
             default_rules: None,
             persist: PersistConfig::memory(),
             http: SharedBudgets::default(),

@@ -12,6 +12,7 @@
 mod accept_backoff;
 mod admin;
 pub mod auth;
+pub mod backup;
 pub mod budget;
 mod close;
 pub mod config;
@@ -20,6 +21,7 @@ mod edge;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http_head;
+pub mod jwks;
 mod link;
 #[cfg(test)]
 mod link_sim;

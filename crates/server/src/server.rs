@@ -17,6 +17,7 @@ use crate::edge::http::serve_http;
 use crate::edge::socket::Accepted;
 use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
+use crate::jwks::{JwksError, JwksRefresher};
 use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
 use crate::metrics::labels::{CloseCause, HttpRefusal};
@@ -50,6 +51,8 @@ pub struct Server {
     _data_dir: Option<DataDir>,
     /// The ports no other Hearth server may join while this one runs.
     _port_claims: Vec<PortClaim>,
+    /// Keeps the Firebase signing keys fresh; stopped when the server is dropped.
+    _jwks: Option<JwksRefresher>,
 }
 
 /// Why the server could not start.
@@ -64,6 +67,8 @@ pub enum StartError {
     Thread(std::io::Error),
     #[error(transparent)]
     DataDir(#[from] DataDirError),
+    #[error("--firebase-jwks-url: {0}")]
+    Jwks(#[from] JwksError),
     #[error("cannot recover shard {shard} from {dir}: {source}")]
     Recovery {
         shard: usize,
@@ -94,6 +99,14 @@ impl Server {
             None => None,
         };
         let (data_dir, mut opened) = open_data_dir(&config)?;
+        // Before the listeners: the first tokens find the keys in place.
+        let jwks = match &config.firebase_jwks {
+            Some(source) => Some(crate::jwks::start(
+                source.clone(),
+                data_dir.as_ref().map(|dir| dir.root().to_owned()),
+            )?),
+            None => None,
+        };
         let shards = data_dir
             .as_ref()
             .map_or(config.threads.max(1), DataDir::shards);
@@ -172,6 +185,7 @@ impl Server {
             threads,
             _data_dir: data_dir,
             _port_claims: claims,
+            _jwks: jwks,
         })
     }
 
@@ -422,6 +436,13 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
             ShardMessage::Precheck(precheck) => {
                 let _ = precheck.reply.send(refuse_early(&shard, &precheck.check));
             }
+            ShardMessage::BackupCut(reply) => {
+                let shard = shard.clone();
+                tokio::task::spawn_local(async move {
+                    let _ = reply.send(crate::backup::cut::take(&shard).await);
+                });
+            }
+            ShardMessage::BackupDone => crate::backup::cut::release(&shard),
             ShardMessage::Rest(forwarded) => {
                 // Answered at once: the request was read and checked on the shard that
                 // received it, so only the database work is left.

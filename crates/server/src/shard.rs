@@ -56,6 +56,10 @@ pub struct Precheck {
 /// their own, so that an owner that waits for an edge never stops that edge's writes).
 pub enum ShardMessage {
     Rest(Box<Forwarded>),
+    /// A backup asks for this shard's cut (`backup::cut`).
+    BackupCut(oneshot::Sender<Result<crate::backup::cut::ShardCut, String>>),
+    /// A backup's cut of this shard was dropped: snapshot files may be removed again.
+    BackupDone,
     Precheck(Box<Precheck>),
     Owner(ToOwner),
     /// A scrape asks for the shard's numbers.
@@ -526,6 +530,24 @@ impl Shard {
             top_clients: load(|loaded| loaded.session_count() as u64),
             top_writes: load(|loaded| loaded.writes),
         }
+    }
+
+    /// This shard's own queue, for what other threads tell it later.
+    pub fn own_queue(&self) -> Option<mpsc::UnboundedSender<ShardMessage>> {
+        self.peers.get(self.index).cloned()
+    }
+
+    /// Asks shard `index` (this one included) for its part of a backup, through its queue.
+    pub fn ask_cut(
+        &self,
+        index: usize,
+    ) -> oneshot::Receiver<Result<crate::backup::cut::ShardCut, String>> {
+        let (reply, answer) = oneshot::channel();
+        if let Some(sender) = self.peers.get(index) {
+            // A failed send drops `reply`, which the receiver reports as an error.
+            let _ = sender.send(ShardMessage::BackupCut(reply));
+        }
+        answer
     }
 
     /// Ends every event stream (at shutdown), so that their HTTP connections can finish:

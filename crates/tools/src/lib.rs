@@ -8,21 +8,28 @@
 //! `hearth data`, `hearth rules get|set` and `hearth databases`: a running server's data,
 //! rules and databases through its REST API (`remote`, `watch`). Every online tool talks
 //! through one HTTP client (`client`).
+//!
+//! `hearth backup` and `hearth restore`: a consistent backup of a running server into a
+//! directory, and a new data directory from it.
 
+mod backup;
 mod client;
 mod error;
 mod export;
 mod import;
 mod progress;
 mod remote;
+mod restore;
 mod stream;
 mod watch;
 
+pub use backup::{backup, BackupArgs};
 pub use client::{Client, ServerArgs, DEFAULT_URL};
 pub use error::{Result, ToolsError};
 pub use export::{export, ExportArgs};
 pub use import::{import, ImportArgs};
 pub use remote::{data, databases, rules_get, rules_set, DataCommand};
+pub use restore::{restore, RestoreArgs};
 
 use std::path::PathBuf;
 

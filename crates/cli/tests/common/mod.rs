@@ -53,6 +53,23 @@ pub fn run(command: &mut Command) -> String {
     String::from_utf8(output.stdout).expect("UTF-8 output")
 }
 
+/// `hearth import` of `file` into database `db` of the data directory `data` (two shards,
+/// offline), which must succeed.
+pub fn import_offline(data: &Path, db: &str, file: &Path) {
+    run(hearth()
+        .args([
+            "import",
+            "--quiet",
+            "--threads",
+            "2",
+            "--db",
+            db,
+            "--data-dir",
+        ])
+        .arg(data)
+        .arg(file));
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
@@ -81,13 +98,18 @@ pub fn serve(dir: &Path, port: u16) -> Server {
 /// `hearth serve` with two shards on `dir` and `port`, and `extra` arguments; returns once
 /// it accepts connections.
 pub fn serve_with(dir: &Path, port: u16, extra: &[&str]) -> Server {
+    serve_logging(dir, port, extra, Stdio::null())
+}
+
+/// [`serve_with`], with the server's log (stderr) going to `log`.
+pub fn serve_logging(dir: &Path, port: u16, extra: &[&str], log: impl Into<Stdio>) -> Server {
     let child = hearth()
         .args(["serve", "--threads", "2", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
         .arg("--data-dir")
         .arg(dir)
         .args(extra)
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("the server starts");
     let server = Server {

@@ -173,7 +173,7 @@ fn parsed_kind(endpoint: &Endpoint) -> RequestKind {
     match endpoint {
         Endpoint::Status | Endpoint::Preflight { .. } => RequestKind::RestOther,
         Endpoint::RulesGet { .. } | Endpoint::RulesPut => RequestKind::RestRules,
-        Endpoint::AdminDatabases => RequestKind::RestAdmin,
+        Endpoint::AdminDatabases | Endpoint::Backup => RequestKind::RestAdmin,
         Endpoint::Data(data) if data.stream => RequestKind::RestStream,
         Endpoint::Data(data) => match data.method {
             DataMethod::Get => RequestKind::RestGet,
@@ -220,6 +220,7 @@ async fn answer(
             return preflight(request_headers.as_deref()).into_http()
         }
         Endpoint::AdminDatabases => return crate::admin::databases(&shard).await.into_http(),
+        Endpoint::Backup => return crate::backup::respond(&shard).await,
         _ => {}
     }
     let owner = owner_shard(&parsed.namespace, shard.shard_count);

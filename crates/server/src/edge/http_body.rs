@@ -15,6 +15,9 @@ pub enum HearthBody {
     /// A complete answer, with its place in the unsent-answer budgets once counted.
     Full(Option<Bytes>, Option<Unsent>),
     Stream(StreamBody),
+    /// Bytes a thread produces while the client reads (a backup archive), from a bounded
+    /// queue; the second field lives as long as the answer (the backup's turn).
+    Queue(tokio::sync::mpsc::Receiver<Bytes>, crate::backup::Running),
 }
 
 impl From<Bytes> for HearthBody {
@@ -33,7 +36,7 @@ impl HearthBody {
     pub fn unsent_len(&self) -> usize {
         match self {
             HearthBody::Full(bytes, _) => bytes.as_ref().map_or(0, Bytes::len),
-            HearthBody::Stream(_) => 0,
+            HearthBody::Stream(_) | HearthBody::Queue(..) => 0,
         }
     }
 
@@ -70,13 +73,16 @@ impl Body for HearthBody {
                 Poll::Ready(bytes.take().map(|bytes| Ok(Frame::data(bytes))))
             }
             HearthBody::Stream(stream) => Pin::new(stream).poll_frame(cx),
+            HearthBody::Queue(queue, _) => queue
+                .poll_recv(cx)
+                .map(|bytes| bytes.map(|bytes| Ok(Frame::data(bytes)))),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             HearthBody::Full(bytes, _) => bytes.is_none(),
-            HearthBody::Stream(_) => false,
+            HearthBody::Stream(_) | HearthBody::Queue(..) => false,
         }
     }
 
@@ -85,7 +91,7 @@ impl Body for HearthBody {
             HearthBody::Full(bytes, _) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |bytes| bytes.len() as u64))
             }
-            HearthBody::Stream(_) => SizeHint::default(),
+            HearthBody::Stream(_) | HearthBody::Queue(..) => SizeHint::default(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! A shard's handle on its store directory: the log writer, the snapshot catalog, the writes
 //! not yet on disk, and the durable position that REST answers wait for.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::rc::Rc;
@@ -54,6 +54,11 @@ pub struct ShardStore {
     undurable: RefCell<VecDeque<Undurable>>,
     failure: RefCell<Option<String>>,
     progress: watch::Sender<Progress>,
+    /// Backups whose cut names snapshot files of this shard and which are still running:
+    /// while there are any, no snapshot file is removed (`backup::cut`).
+    backup_pins: Cell<usize>,
+    /// Old snapshot files whose removal waits for the running backups.
+    deferred_removals: RefCell<Vec<String>>,
 }
 
 /// A recovered shard directory, on its way to the shard's thread.
@@ -122,6 +127,8 @@ impl ShardStore {
             undurable: RefCell::new(VecDeque::new()),
             failure: RefCell::new(None),
             progress,
+            backup_pins: Cell::new(0),
+            deferred_removals: RefCell::new(Vec::new()),
         };
         (store, recovered.databases)
     }
@@ -194,10 +201,33 @@ impl ShardStore {
     /// files it makes unneeded, to remove after the log is truncated
     /// ([`ShardStore::take_truncation`]), so that a crash in between never leaves a log
     /// without a snapshot to start from.
+    /// While a backup runs, the names are kept back instead (see [`ShardStore::pin_for_backup`]).
     pub fn record_snapshot(&self, info: &SnapshotInfo) -> Vec<String> {
         let mut catalog = self.catalog.borrow_mut();
         catalog.add(info);
-        catalog.prune(&info.database)
+        let old = catalog.prune(&info.database);
+        if self.backup_pins.get() > 0 {
+            self.deferred_removals.borrow_mut().extend(old);
+            return Vec::new();
+        }
+        old
+    }
+
+    /// A backup's cut names this shard's snapshot files: none is removed until it ends.
+    pub fn pin_for_backup(&self) {
+        self.backup_pins.set(self.backup_pins.get() + 1);
+    }
+
+    /// A backup ended; returns the snapshot files to remove once no backup runs any more.
+    /// (Files still kept back at a stop stay on disk; the catalog finds and prunes them after
+    /// the next start.)
+    pub fn unpin_after_backup(&self) -> Vec<String> {
+        let pins = self.backup_pins.get().saturating_sub(1);
+        self.backup_pins.set(pins);
+        if pins > 0 {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.deferred_removals.borrow_mut())
     }
 
     /// Takes the log segments that the snapshots now cover out of the log, for removal.
@@ -254,5 +284,54 @@ impl ShardStore {
                 .failure()
                 .unwrap_or_else(|| "the server is shutting down".to_owned())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backup_keeps_old_snapshot_files_until_it_ends() {
+        let storage = Arc::new(ShardStorage::Faults(Arc::new(
+            hearth_store::FaultStorage::new(),
+        )));
+        let opened = open_storage_arc(storage);
+        let (store, _) = ShardStore::new(opened, PersistConfig::default());
+        let info = |covered| SnapshotInfo {
+            name: hearth_store::snapshot_name("db", covered),
+            database: Arc::from("db"),
+            covered_seq: covered,
+            bytes: 1,
+        };
+        // Two snapshots are kept; the third makes the first removable.
+        assert!(store.record_snapshot(&info(1)).is_empty());
+        assert!(store.record_snapshot(&info(2)).is_empty());
+        store.pin_for_backup();
+        store.pin_for_backup();
+        assert!(store.record_snapshot(&info(3)).is_empty(), "pinned");
+        assert!(
+            store.unpin_after_backup().is_empty(),
+            "another backup still runs"
+        );
+        assert!(store.record_snapshot(&info(4)).is_empty(), "still pinned");
+        let released = store.unpin_after_backup();
+        assert_eq!(
+            released,
+            vec![
+                hearth_store::snapshot_name("db", 1),
+                hearth_store::snapshot_name("db", 2)
+            ]
+        );
+        assert_eq!(
+            store.record_snapshot(&info(5)),
+            vec![hearth_store::snapshot_name("db", 3)]
+        );
+    }
+
+    fn open_storage_arc(storage: Arc<ShardStorage>) -> Opened {
+        let recovered = hearth_store::open(storage.clone(), WalOptions::default())
+            .expect("an empty storage opens");
+        Opened { storage, recovered }
     }
 }

@@ -60,6 +60,8 @@ pub enum Endpoint {
     RulesGet { strict: bool },
     /// `PUT /.settings/rules.json`.
     RulesPut,
+    /// `POST /.admin/backup` (admins only): the server's backup archive (`backup`).
+    Backup,
     /// A read, write or stream of data.
     Data(Box<DataRequest>),
     /// `GET /.admin/databases`: every database of every shard (admins only).
@@ -221,7 +223,10 @@ pub fn make_call(
                 prepared: None,
             }
         }
-        Endpoint::Status | Endpoint::Preflight { .. } | Endpoint::AdminDatabases => {
+        Endpoint::Status
+        | Endpoint::Preflight { .. }
+        | Endpoint::AdminDatabases
+        | Endpoint::Backup => {
             return Err(RestResponse::error(500, "not a database request"));
         }
     };

@@ -126,12 +126,12 @@ fn admin_endpoint(parts: &Parts, path: &str, auth: &AuthState) -> Result<Endpoin
         }
         AuthState::User(_) => return Err(RestResponse::error(403, "Permission denied")),
     }
-    if path != "/.admin/databases" {
-        return Err(RestResponse::error(404, format!("{path} does not exist")));
-    }
-    match parts.method {
-        Method::GET | Method::HEAD => Ok(Endpoint::AdminDatabases),
-        _ => Err(method_not_allowed("GET, HEAD, OPTIONS")),
+    match (path, &parts.method) {
+        ("/.admin/databases", &Method::GET | &Method::HEAD) => Ok(Endpoint::AdminDatabases),
+        ("/.admin/databases", _) => Err(method_not_allowed("GET, HEAD, OPTIONS")),
+        ("/.admin/backup", &Method::POST) => Ok(Endpoint::Backup),
+        ("/.admin/backup", _) => Err(method_not_allowed("POST, OPTIONS")),
+        _ => Err(RestResponse::error(404, format!("{path} does not exist"))),
     }
 }
 
@@ -456,6 +456,18 @@ mod tests {
         )
         .expect_err("owner is a development credential");
         assert_eq!(production.status, 401);
+    }
+
+    #[test]
+    fn a_backup_is_an_admin_post() {
+        let owner = [("authorization", "Bearer owner")];
+        let post = parse("POST", "/.admin/backup", &owner);
+        assert!(matches!(post.endpoint, Endpoint::Backup));
+        assert_eq!(refuse("POST", "/.admin/backup", &[]).0, 401);
+        assert_eq!(refuse("GET", "/.admin/backup", &owner).0, 405);
+        // An unsigned mock token of a user (accepted in development mode): not an admin.
+        let user = [("authorization", "Bearer eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJzdWIiOiJhbGljZSIsInVzZXJfaWQiOiJhbGljZSJ9.")];
+        assert_eq!(refuse("POST", "/.admin/backup", &user).0, 403);
     }
 
     #[test]
