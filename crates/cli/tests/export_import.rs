@@ -102,6 +102,7 @@ fn offline_import_then_export_round_trips_and_the_server_serves_it() {
         .args([
             "import",
             "--quiet",
+            "--create",
             "--threads",
             "2",
             "--db",

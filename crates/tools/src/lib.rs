@@ -42,19 +42,21 @@ pub struct Target {
         default_value = "owner"
     )]
     pub admin_token: String,
-    /// Offline, for a data directory that does not exist yet: its shard count (defaults to
-    /// the number of cores, as `hearth serve` does).
+    /// Offline, for a data directory that `import --create` makes: its shard count (defaults
+    /// to the number of cores, as `hearth serve` does).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// No progress bar.
+    /// No progress bar, and no summary once done.
     #[arg(long)]
     pub quiet: bool,
 }
 
-/// Opens the data directory and recovers the shard that holds `db`.
+/// Opens the data directory and recovers the shard that holds `db`. Without `create`, `dir`
+/// must be a data directory already (a mistyped path is refused, not made).
 fn open_shard(
     target: &Target,
     dir: &std::path::Path,
+    create: bool,
 ) -> anyhow::Result<(
     hearth_server::persist::data_dir::DataDir,
     hearth_server::persist::Opened,
@@ -63,5 +65,6 @@ fn open_shard(
         dir,
         &target.db,
         target.threads,
+        create,
     )?)
 }
