@@ -140,3 +140,126 @@ fn progress_lines_are_cleared_and_quiet_draws_none() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A server in `--dev` whose log goes to a file, stopped when dropped.
+struct DevServer {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+    dir: PathBuf,
+}
+
+impl DevServer {
+    fn start(name: &str) -> DevServer {
+        let dir = temp_dir(name);
+        let log = dir.join("server.log");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.port())
+            .expect("a free port");
+        let child = hearth()
+            .args(["serve", "--dev", "--threads", "2", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .env("RUST_LOG", "info")
+            .stderr(std::fs::File::create(&log).expect("the log file"))
+            .spawn()
+            .expect("the server starts");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server listens in time"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        DevServer {
+            child,
+            port,
+            log,
+            dir,
+        }
+    }
+
+    /// One HTTP/1.1 request on its own connection; the answer's status and body.
+    fn request(&self, method: &str, target: &str, host: &str, body: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connected");
+        write!(
+            stream,
+            "{method} {target} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("the request is sent");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("the answer");
+        let status = answer
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or(0);
+        let body = answer
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_owned())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).expect("the log is readable")
+    }
+}
+
+impl Drop for DevServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn in_dev_a_read_of_a_missing_database_answers_null_and_only_a_write_creates_one() {
+    let server = DevServer::start("dev-read");
+    let host = format!("127.0.0.1:{}", server.port);
+    let (status, body) = server.request("GET", "/users.json?ns=typo", &host, "");
+    assert_eq!((status, body.trim()), (200, "null"));
+    let (status, _) = server.request("PUT", "/users/a.json?ns=shop", &host, "1");
+    assert_eq!(status, 200);
+    // The write's answer comes after its log record, and so after the log line.
+    let log = server.log();
+    assert!(
+        log.contains("database created by its first write namespace=\"shop\""),
+        "{log}"
+    );
+    assert!(!log.contains("\"typo\""), "the read made a database: {log}");
+    // Reading the database that exists still works, and reading the missing one again too.
+    let (_, body) = server.request("GET", "/users.json?ns=shop", &host, "");
+    assert_eq!(body.trim(), r#"{"a":1}"#);
+    let (_, body) = server.request("GET", "/.json?ns=typo&shallow=true", &host, "");
+    assert_eq!(body.trim(), "null");
+    assert!(!server.log().contains("\"typo\""));
+}
+
+#[test]
+fn a_database_named_after_an_ip_address_is_warned_about_once() {
+    let server = DevServer::start("ns-from-ip");
+    let host = format!("127.0.0.1:{}", server.port);
+    // What the SDK sends for databaseURL "http://127.0.0.1:PORT" (no ?ns=).
+    for _ in 0..3 {
+        let (status, _) = server.request("GET", "/.json?ns=127", &host, "");
+        assert_eq!(status, 200);
+    }
+    let (status, _) = server.request("GET", "/.json?ns=my-app", &host, "");
+    assert_eq!(status, 200);
+    let log = server.log();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("?ns=NAME"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(warnings[0].contains("WARN"), "{}", warnings[0]);
+    assert!(warnings[0].contains("\"127\""), "{}", warnings[0]);
+}

@@ -16,7 +16,7 @@ use hearth_sync::{Access, ConnId, Database, Effects, Write};
 use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
 use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::budget::ShardBudget;
 use crate::config::ServeConfig;
@@ -240,6 +240,24 @@ impl Shard {
         loaded
     }
 
+    /// The database of `namespace` if it exists, in memory or on disk (then it is loaded):
+    /// for reads, which must not make a database of a mistyped name.
+    pub fn existing_database<'a>(
+        &self,
+        databases: &'a mut HashMap<String, Loaded>,
+        namespace: &str,
+    ) -> Option<&'a mut Loaded> {
+        let now = now_ms();
+        let loaded = match databases.entry(namespace.to_owned()) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                entry.insert(crate::persist::load_evicted(self, namespace, now)?)
+            }
+        };
+        loaded.last_used_ms = now;
+        Some(loaded)
+    }
+
     /// Adds the databases recovered from the store at start.
     pub fn add_recovered(
         &self,
@@ -261,9 +279,14 @@ impl Shard {
         }
     }
 
-    /// A new, empty database with the server's default rules.
+    /// A new, empty database with the server's default rules. It is announced in the log
+    /// only with its first write (`log`): a listener alone leaves nothing behind.
     pub fn new_database(&self, namespace: &str, now: u64) -> Loaded {
-        info!(namespace, shard = self.index, "database created");
+        debug!(
+            namespace,
+            shard = self.index,
+            "new database opened in memory"
+        );
         let mut loaded = Loaded::new(Rc::from(namespace), Database::new(), 0, now);
         loaded.seq.set(self.gate.durable());
         self.apply_rules(&mut loaded, None, now);
@@ -317,11 +340,19 @@ impl Shard {
     /// are held (the change is in memory but will never be durable) until the failure is
     /// handled.
     fn log(&self, namespace: &str, body: RecordRef<'_>) {
-        let Some(store) = &self.store else {
-            return;
-        };
         let mut databases = self.databases.borrow_mut();
         let Some(loaded) = databases.get_mut(namespace) else {
+            return;
+        };
+        if !loaded.on_disk && !loaded.announced {
+            loaded.announced = true;
+            info!(
+                namespace,
+                shard = self.index,
+                "database created by its first write"
+            );
+        }
+        let Some(store) = &self.store else {
             return;
         };
         if let Err(error) = store.log(loaded, body) {
