@@ -151,6 +151,10 @@ struct DevServer {
 
 impl DevServer {
     fn start(name: &str) -> DevServer {
+        DevServer::start_with(name, &[])
+    }
+
+    fn start_with(name: &str, args: &[&str]) -> DevServer {
         let dir = temp_dir(name);
         let log = dir.join("server.log");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -162,6 +166,7 @@ impl DevServer {
             .arg(format!("127.0.0.1:{port}"))
             .arg("--data-dir")
             .arg(dir.join("data"))
+            .args(args)
             .env("RUST_LOG", "info")
             .stderr(std::fs::File::create(&log).expect("the log file"))
             .spawn()
@@ -262,4 +267,58 @@ fn a_database_named_after_an_ip_address_is_warned_about_once() {
     assert_eq!(warnings.len(), 1, "{log}");
     assert!(warnings[0].contains("WARN"), "{}", warnings[0]);
     assert!(warnings[0].contains("\"127\""), "{}", warnings[0]);
+}
+
+#[test]
+fn in_dev_the_log_says_which_rule_refused_a_request_and_where() {
+    let rules = std::env::temp_dir().join(format!(
+        "hearth-first-run-{}.rules.json",
+        std::process::id()
+    ));
+    std::fs::write(
+        &rules,
+        "{\n  \"rules\": {\n    \"users\": {\n      \"$uid\": { \".write\": \"auth != null && auth.uid === $uid\",\n                \".validate\": \"newData.isNumber()\" }\n    }\n  }\n}\n",
+    )
+    .expect("the rules file is written");
+    let server = DevServer::start_with("explain", &["--rules", &rules.display().to_string()]);
+    let host = format!("127.0.0.1:{}", server.port);
+    // Alice (an unsigned mock token, as --dev accepts) writes Bob's profile: the rule runs
+    // and says no. {"sub":"alice","user_id":"alice","iat":1700000000,"exp":4102444800}
+    let alice = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJzdWIiOiJhbGljZSIsInVzZXJfaWQiOiJhbGljZSIsI\
+                 mlhdCI6MTcwMDAwMDAwMCwiZXhwIjo0MTAyNDQ0ODAwfQ.";
+    let target = format!("/users/bob.json?ns=shop&auth={alice}");
+    let (status, body) = server.request("PUT", &target, &host, "1");
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        !body.contains("rules"),
+        "the client learns nothing of the rules: {body}"
+    );
+    // Her own, with data the rules refuse: the full check names the .validate rule.
+    let target = format!("/users/alice.json?ns=shop&auth={alice}");
+    let (status, body) = server.request("PUT", &target, &host, "\"x\"");
+    assert_eq!(status, 401, "{body}");
+    // Refusals are logged before the answer is sent.
+    let log = server.log();
+    let refusals: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("permission denied"))
+        .collect();
+    assert_eq!(refusals.len(), 2, "{log}");
+    for line in &refusals {
+        assert!(line.contains(" INFO "), "{line}");
+        assert!(line.contains("database=\"shop\""), "{line}");
+    }
+    assert!(
+        refusals[0].contains("/rules/users/$uid/.write at /users/bob (line 4, column 27)"),
+        "{}",
+        refusals[0]
+    );
+    assert!(
+        refusals[1].contains(
+            "/rules/users/$uid/.validate at /users/alice (line 5, column 30) evaluated to false"
+        ),
+        "{}",
+        refusals[1]
+    );
+    let _ = std::fs::remove_file(rules);
 }

@@ -182,6 +182,7 @@ fn outcome(
     RuleOutcome {
         site: RuleSite {
             kind,
+            pattern: rule.pattern.clone(),
             location: Path::from_keys(keys.get(..depth).unwrap_or(keys).to_vec()),
             line: rule.line,
             column: rule.column,
@@ -450,7 +451,7 @@ mod tests {
         assert!(last.error.is_none());
         assert_eq!(
             denial.to_string(),
-            "/a/b: no .read rule granted access; .read at /a (line 1, column 47) evaluated to false"
+            "/a/b: no .read rule granted access; /rules/a/.read at /a (line 1, column 47) evaluated to false"
         );
         let open = r.can_read(&Node::empty(), &path("/a"), &json!({"uid": "u"}), None, 0);
         assert!(open.is_allowed());
@@ -474,6 +475,7 @@ mod tests {
         };
         assert_eq!(outcome.site.location, path("/items/b/n"));
         assert_eq!(outcome.site.kind, RuleKind::Validate);
+        assert_eq!(&*outcome.site.pattern, "/rules/items/$id/n/.validate");
         assert!(set(
             &r,
             json!(null),

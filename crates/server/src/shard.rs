@@ -307,6 +307,12 @@ impl Shard {
         // caller: nothing to revoke here.
         let mut effects = Effects::new();
         loaded.engine.set_access(access, now, &mut effects);
+        // In development the log says which rule refused a request, where in the rules.
+        if self.config.dev {
+            loaded
+                .engine
+                .explain_refusals(Some(Arc::from(&*loaded.name)));
+        }
         loaded.rules = text;
         if let Some(reason) = self.store.as_ref().and_then(ShardStore::failure) {
             loaded
