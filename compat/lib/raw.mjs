@@ -10,6 +10,7 @@ export class RawClient {
   /**
    * @param url ws://127.0.0.1:PORT/.ws?v=5&ns=NAME
    * @param opts.headers extra upgrade headers (e.g. { Host: 'x:1' })
+   * @param opts.ws extra options of the `ws` client (e.g. { ca } for wss://)
    */
   constructor(url, opts = {}) {
     this.url = url;
@@ -21,7 +22,7 @@ export class RawClient {
     this._waiters = new Set();
     this._nextR = 1;
     this._collect = null; // {remaining, parts} while receiving a split message
-    this.ws = new WebSocket(url, { headers: opts.headers || {}, maxPayload: 512 * 1024 * 1024, perMessageDeflate: false });
+    this.ws = new WebSocket(url, { headers: opts.headers || {}, maxPayload: 512 * 1024 * 1024, perMessageDeflate: false, ...opts.ws });
     this.ws.on('message', (data, isBinary) => this._onFrame(isBinary ? data : data.toString('utf8'), isBinary));
     this.ws.on('close', (code, reason) => {
       this.closed = { code, reason: reason.toString() };

@@ -82,6 +82,8 @@ export function canConnect(port, timeoutMs = 1000) {
 const SERVE_ENV = [
   'HEARTH_LISTEN', 'HEARTH_DATA_DIR', 'HEARTH_THREADS', 'HEARTH_RULES', 'HEARTH_ADMIN_TOKEN', 'HEARTH_JWT_SECRET',
   'HEARTH_BODY_BUDGET_MIB', 'HEARTH_ANSWER_BUDGET_MIB', 'HEARTH_HTTP_WRITE_TIMEOUT_SECS',
+  'HEARTH_TLS_CERT', 'HEARTH_TLS_KEY',
+  'HEARTH_METRICS_LISTEN', 'HEARTH_METRICS_PUBLIC',
 ];
 
 /** The environment of a spawned `hearth`: this process's, minus the serve defaults, plus `extra`. */

@@ -31,6 +31,39 @@ function procStatus(pid, field) {
   return Number(line.split(/\s+/)[1]) * 1024;
 }
 
+/** The send and receive queues, in bytes, of the loopback sockets touching local port `port`. */
+function socketQueues(port) {
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  const queues = [];
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text;
+    try {
+      text = fs.readFileSync(table, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields.length < 5) continue;
+      const [local, remote, , queue] = fields.slice(1, 5);
+      if (local.endsWith(`:${hex}`) || remote.endsWith(`:${hex}`)) {
+        const [tx, rx] = queue.split(':').map((q) => parseInt(q, 16));
+        queues.push(tx + rx);
+      }
+    }
+  }
+  return queues;
+}
+
+/** Resolves once both ends of the client connection from local port `port` hold no bytes. */
+async function drained(port) {
+  for (;;) {
+    const queues = socketQueues(port);
+    if (queues.length >= 2 && queues.every((q) => q === 0)) return;
+    await sleep(20);
+  }
+}
+
 /**
  * A request whose answer is read no further than its head: the socket is paused as soon as
  * the head arrived, so the server's writes stall once the kernel's buffers are full.
@@ -205,6 +238,11 @@ describe('attacks: the body budget and trickled bodies', () => {
     const string = `"${'x'.repeat(7 * MIB - 2)}"`;
     await held.write(rawRequest('PUT', `/held.json?ns=${ns}`, { 'Content-Length': String(string.length) }));
     assert.ok(await held.write(string.slice(0, 6 * MIB)));
+    // The write above is done once the kernel took the bytes, not once the server read them (a
+    // write for another core's database waits for its owner's precheck first): wait until
+    // neither end of the connection holds any, so the server counts them before the second
+    // upload starts.
+    await withTimeout(drained(held.socket.localPort), 10_000, 'the held body read by the server');
 
     // A second, chunked, sends until it is answered: past the 2 MiB left, 503.
     const second = await RawHttp.connect(h.port);

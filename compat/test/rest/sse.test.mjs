@@ -28,6 +28,9 @@ describe('rest streaming (SSE)', () => {
     await s.untilData(1);
     assert.equal(s.status, 200);
     assert.match(s.headers['content-type'], /^text\/event-stream/);
+    // Behind a proxy: nginx must pass each event on at once, and no cache may keep the stream.
+    assert.equal(s.headers['x-accel-buffering'], 'no');
+    assert.equal(s.headers['cache-control'], 'no-cache');
     assert.deepEqual(s.dataEvents[0], { event: 'put', data: { path: '/', data: { a: 1, b: { c: 2 } } }, raw: s.dataEvents[0].raw });
     await rest(url(ns, 'room/b/c'), { method: 'PUT', body: 3 });
     await rest(url(ns, 'room'), { method: 'PATCH', body: { a: null, 'd/e': 'f' } });
@@ -175,6 +178,7 @@ describe('rest streaming (SSE)', () => {
     const head = c.buffer.toString('latin1');
     assert.match(head, /^HTTP\/1\.1 200/);
     assert.match(head, /content-type: text\/event-stream/i);
+    assert.match(head, /x-accel-buffering: no\r\n/i);
     await rest(url(away, 'v'), { method: 'PUT', body: 'moved' });
     await seen('event: put\ndata: {"path":"/","data":"moved"}\n\n');
     assert.equal(c.closed, false);

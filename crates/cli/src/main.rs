@@ -14,8 +14,10 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use hearth_server::auth::AuthConfig;
 use hearth_server::budget::{self, HttpBudgets};
+use hearth_server::metrics::MetricsConfig;
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::rules_file::load_rules;
+use hearth_server::tls::TlsCerts;
 use hearth_server::{ServeConfig, Server, DEFAULT_NAMESPACE};
 use hearth_store::SnapshotPolicy;
 use tracing::{info, warn};
@@ -39,7 +41,7 @@ struct Cli {
 enum Command {
     /// Run the server.
     Serve(Box<ServeArgs>),
-    /// Work with security rules files.
+    /// Check a security rules file, or get and set the rules of a running server.
     #[command(subcommand)]
     Rules(RulesCommand),
     /// Write a database as JSON (export form, priorities kept), from a stopped server's data
@@ -48,6 +50,17 @@ enum Command {
     /// Replace a database with a JSON file, in a stopped server's data directory (atomic) or
     /// on a running server (member by member).
     Import(Box<hearth_tools::ImportArgs>),
+    /// Read, write and watch the data of a running server.
+    #[command(subcommand)]
+    Data(hearth_tools::DataCommand),
+    /// List the databases of a running server with their size and clients (admins only).
+    Databases {
+        /// The server's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -56,6 +69,19 @@ enum RulesCommand {
     Check {
         /// The rules file.
         file: PathBuf,
+    },
+    /// Print the rules of a database of a running server (admins only).
+    Get {
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
+    },
+    /// Check a rules file as `rules check` does, then give it to a database of a running
+    /// server (admins only).
+    Set {
+        /// The rules file.
+        file: PathBuf,
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
     },
 }
 
@@ -161,6 +187,22 @@ struct ServeArgs {
     /// fetch them).
     #[arg(long, requires = "firebase_project")]
     firebase_jwks: Option<PathBuf>,
+    /// Serve https:// and wss:// (on the same port, instead of http:// and ws://) with this
+    /// certificate chain: a PEM file, the server's certificate first. Read again on SIGHUP.
+    #[arg(long, env = "HEARTH_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1). Read again on SIGHUP.
+    #[arg(long, env = "HEARTH_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve /metrics (Prometheus), /healthz and /readyz on this address (`host:port`) too,
+    /// to anyone who can reach it, and /metrics no longer on the main port. Bind it to an
+    /// address only your monitoring reaches.
+    #[arg(long, env = "HEARTH_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    /// Serve /metrics on the main port without a credential. Without it, the main port's
+    /// /metrics needs the admin token as a bearer token (or `owner` with --dev).
+    #[arg(long, env = "HEARTH_METRICS_PUBLIC")]
+    metrics_public: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -206,39 +248,48 @@ fn main() -> anyhow::Result<()> {
         }
     };
     let cli = Cli::from_arg_matches(&layered.matches).unwrap_or_else(|error| error.exit());
-    match cli.command {
-        Command::Serve(args) => {
-            if args.print_config {
-                let (Some(serve_command), Some(serve)) = (
-                    command.find_subcommand(layers::SERVE),
-                    layered.matches.subcommand_matches(layers::SERVE),
-                ) else {
-                    anyhow::bail!("no serve options to print");
-                };
-                print!(
-                    "{}",
-                    print_config::render(
-                        serve_command,
-                        serve,
-                        &layered.sources,
-                        layered.config_file.as_deref()
-                    )
-                );
-                return Ok(());
-            }
-            logging::init(args.log_format, args.log_level.as_deref())?;
-            serve(*args)
+    if let Command::Serve(args) = cli.command {
+        if args.print_config {
+            let (Some(serve_command), Some(serve)) = (
+                command.find_subcommand(layers::SERVE),
+                layered.matches.subcommand_matches(layers::SERVE),
+            ) else {
+                anyhow::bail!("no serve options to print");
+            };
+            print!(
+                "{}",
+                print_config::render(
+                    serve_command,
+                    serve,
+                    &layered.sources,
+                    layered.config_file.as_deref()
+                )
+            );
+            return Ok(());
         }
-        other => {
-            logging::init(LogFormat::Text, None)?;
-            match other {
-                Command::Serve(_) => Ok(()),
-                Command::Rules(RulesCommand::Check { file }) => check_rules(&file),
-                Command::Export(args) => hearth_tools::export(*args),
-                Command::Import(args) => hearth_tools::import(*args),
-            }
-        }
+        logging::init(args.log_format, args.log_level.as_deref())?;
+        return serve(*args);
     }
+    logging::init(LogFormat::Text, None)?;
+    let tool = match cli.command {
+        Command::Serve(_) => return Ok(()),
+        Command::Rules(RulesCommand::Check { file }) => return check_rules(&file),
+        Command::Rules(RulesCommand::Get { server }) => hearth_tools::rules_get(&server),
+        Command::Rules(RulesCommand::Set { file, server }) => {
+            hearth_tools::rules_set(&server, &file)
+        }
+        Command::Export(args) => hearth_tools::export(*args),
+        Command::Import(args) => hearth_tools::import(*args),
+        Command::Data(command) => hearth_tools::data(command),
+        Command::Databases { json, server } => hearth_tools::databases(&server, json),
+    };
+    if let Err(error) = tool {
+        // The tools' errors are written for people: no "Error:" debug form, and an exit
+        // code a script can tell apart (unreachable, refused credential, anything else).
+        eprintln!("{error}");
+        std::process::exit(error.exit_code());
+    }
+    Ok(())
 }
 
 /// `hearth rules check FILE`: exits non-zero, with the error, for an invalid file.
@@ -296,6 +347,17 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let auth = auth_config(&args)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(std::sync::Arc::new(TlsCerts::load(cert, key)?)),
+        _ => None,
+    };
+    let metrics_listen = match &args.metrics_listen {
+        Some(address) => hearth_server::resolve_listen(address)
+            .with_context(|| format!("resolving --metrics-listen {address}"))?
+            .first()
+            .copied(),
+        None => None,
+    };
     let config = ServeConfig {
         auth,
         default_rules,
@@ -314,27 +376,77 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.answer_budget_mib.saturating_mul(MIB),
             Duration::from_secs(args.http_write_timeout_secs.max(1)),
         )),
+        tls: tls.clone(),
+        metrics: MetricsConfig {
+            listen: metrics_listen,
+            public: args.metrics_public,
+        },
     };
+    // Listening before the start, so that a SIGHUP during recovery does not end the process.
+    let signals = Signals::listen().context("listening for signals")?;
     let server = Server::start(config).context("starting the server")?;
-    wait_for_signal().context("waiting for a shutdown signal")?;
+    signals
+        .wait(tls.as_deref())
+        .context("waiting for a shutdown signal")?;
     info!("shutting down");
     server.stop();
     info!("stopped");
     Ok(())
 }
 
-/// Blocks until SIGINT or SIGTERM.
-fn wait_for_signal() -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            result = tokio::signal::ctrl_c() => result,
-            _ = terminate.recv() => Ok(()),
+/// The signals `hearth serve` answers.
+struct Signals {
+    runtime: tokio::runtime::Runtime,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let _entered = runtime.enter();
+        let terminate = signal(SignalKind::terminate())?;
+        let hangup = signal(SignalKind::hangup())?;
+        Ok(Signals {
+            runtime,
+            terminate,
+            hangup,
+        })
+    }
+
+    /// Blocks until SIGINT or SIGTERM. SIGHUP reads the TLS certificate and key again (new
+    /// connections get them; open ones keep theirs); a pair that cannot be used is logged and
+    /// the one in force stays.
+    fn wait(mut self, tls: Option<&TlsCerts>) -> anyhow::Result<()> {
+        self.runtime.block_on(async {
+            loop {
+                tokio::select! {
+                    result = tokio::signal::ctrl_c() => return result,
+                    _ = self.terminate.recv() => return Ok(()),
+                    _ = self.hangup.recv() => reload_tls(tls),
+                }
+            }
+        })?;
+        Ok(())
+    }
+}
+
+fn reload_tls(tls: Option<&TlsCerts>) {
+    let Some(tls) = tls else {
+        info!("SIGHUP: nothing to reload (no --tls-cert)");
+        return;
+    };
+    match tls.reload() {
+        Ok(()) => info!(
+            cert = %tls.cert_file().display(),
+            key = %tls.key_file().display(),
+            "SIGHUP: TLS certificate reloaded; new connections use it"
+        ),
+        Err(error) => {
+            warn!(%error, "SIGHUP: TLS certificate not reloaded; the previous one stays in use")
         }
-    })?;
-    Ok(())
+    }
 }

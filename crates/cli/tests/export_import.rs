@@ -2,23 +2,10 @@
 //! directory and online against a running server, with a document that exercises priorities,
 //! unicode keys and exact numbers.
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use common::{free_port, hearth, run, serve, temp_dir};
 use serde_json::{json, Value};
-
-fn hearth() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_hearth"))
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hearth-tools-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    dir
-}
 
 fn document() -> Value {
     let mut rooms = serde_json::Map::new();
@@ -42,54 +29,11 @@ fn document() -> Value {
     })
 }
 
-fn run(command: &mut Command) -> String {
-    let output = command.output().expect("the command runs");
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
-}
-
 /// The document as the tree holds it (export form, numbers as the server stores them).
 fn canonical(value: &Value) -> Value {
     hearth_tree::Node::from_json(value)
         .expect("a valid document")
         .to_json(true)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(dir: &Path, port: u16) -> Server {
-    let child = hearth()
-        .args(["serve", "--dev", "--threads", "2", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--data-dir")
-        .arg(dir)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the server starts");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).is_err() {
-        assert!(Instant::now() < deadline, "the server listens in time");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Server(child)
 }
 
 #[test]

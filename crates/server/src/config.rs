@@ -9,7 +9,9 @@ use hearth_rules::Rules;
 
 use crate::auth::AuthConfig;
 use crate::budget::SharedBudgets;
+use crate::metrics::MetricsConfig;
 use crate::persist::PersistConfig;
+use crate::tls::TlsCerts;
 
 /// Everything `hearth serve` was told, resolved to concrete values.
 #[derive(Debug, Clone)]
@@ -41,6 +43,11 @@ pub struct ServeConfig {
     pub persist: PersistConfig,
     /// HTTP memory budgets and write timeout; one set of counters for all shards.
     pub http: SharedBudgets,
+    /// The certificate of `https://` and `wss://` (`--tls-cert`, `--tls-key`); plain TCP
+    /// without it. Shared with whoever reloads it.
+    pub tls: Option<Arc<TlsCerts>>,
+    /// Where `/metrics` is served and to whom.
+    pub metrics: MetricsConfig,
 }
 
 impl ServeConfig {
@@ -62,6 +69,8 @@ impl ServeConfig {
             default_rules: None,
             persist: PersistConfig::memory(),
             http: SharedBudgets::default(),
+            tls: None,
+            metrics: MetricsConfig::default(),
         }
     }
 }

@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::query_string::QueryString;
 
@@ -84,13 +83,13 @@ impl ReadHead {
 }
 
 /// Reads one request head, keeping the bytes it read.
-pub async fn read_head(stream: &mut TcpStream) -> Result<ReadHead, HeadError> {
+pub async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Result<ReadHead, HeadError> {
     tokio::time::timeout(HEAD_TIMEOUT, read_head_inner(stream))
         .await
         .map_err(|_| HeadError::Timeout)?
 }
 
-async fn read_head_inner(stream: &mut TcpStream) -> Result<ReadHead, HeadError> {
+async fn read_head_inner<S: AsyncRead + Unpin>(stream: &mut S) -> Result<ReadHead, HeadError> {
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {

@@ -10,6 +10,7 @@
 //! `RefCell`s touched only by that thread.
 
 mod accept_backoff;
+mod admin;
 pub mod auth;
 pub mod budget;
 mod close;
@@ -23,6 +24,7 @@ mod link;
 mod link_sim;
 mod listener;
 mod loaded;
+pub mod metrics;
 pub mod namespace;
 pub mod offline;
 mod offload;
@@ -37,6 +39,7 @@ mod session;
 mod shard;
 mod sse;
 mod time;
+pub mod tls;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
 pub use listener::resolve_listen;

@@ -239,6 +239,12 @@ impl Outgoing {
         }
     }
 
+    /// The bytes of batches sent to edges that they have not written yet, all edges.
+    pub fn unwritten_bytes(&self) -> usize {
+        let queued = |credit: &Arc<Credit>| credit.queued.load(Ordering::Relaxed);
+        self.credits.iter().map(queued).sum()
+    }
+
     /// Whether some edge is behind by more than [`MAX_LINK_BYTES`].
     pub fn is_full(&self) -> bool {
         self.credits.iter().any(|credit| credit.is_full())

@@ -104,7 +104,12 @@ impl World {
             // Sockets with little room, so that writes wait in outboxes too.
             let recorder = Recorder::new(rng.below(300) as usize);
             let transport: Rc<dyn crate::edge::socket::Transport> = recorder.clone();
-            let conn = Rc::new(EdgeConn::new(id, transport, budget.clone()));
+            let conn = Rc::new(EdgeConn::new(
+                id,
+                transport,
+                budget.clone(),
+                Default::default(),
+            ));
             let route = if rng.below(3) == 0 {
                 local.insert(id, recorder);
                 Route::Local(conn)

@@ -33,6 +33,8 @@ pub struct Loaded {
     pub on_disk: bool,
     /// Whether its creation was logged (at its first write, whatever the durability).
     pub announced: bool,
+    /// Writes applied since it was loaded (for the metrics' busiest databases).
+    pub writes: u64,
 }
 
 impl Loaded {
@@ -53,6 +55,7 @@ impl Loaded {
             last_used_ms: now_ms,
             on_disk: false,
             announced: false,
+            writes: 0,
         }
     }
 

@@ -2,11 +2,11 @@
 
 use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::task::LocalSet;
 use tracing::{debug, info, warn};
@@ -14,10 +14,13 @@ use tracing::{debug, info, warn};
 use crate::accept_backoff::AcceptBackoff;
 use crate::config::ServeConfig;
 use crate::edge::http::serve_http;
+use crate::edge::socket::Accepted;
 use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
 use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
+use crate::metrics::labels::{CloseCause, HttpRefusal};
+use crate::metrics::{bind_metrics_listener, serve_metrics, Observer};
 use crate::namespace::resolve;
 use crate::owner::rest_precheck::refuse_early;
 use crate::persist::data_dir::{DataDir, DataDirError};
@@ -28,6 +31,7 @@ use crate::persist::{
 use crate::port_claim::PortClaim;
 use crate::rest::execute::execute_durable;
 use crate::shard::{Shard, ShardMessage};
+use crate::tls::handshake;
 use crate::{edge, owner};
 
 /// How long shutdown waits for connections to close and run their onDisconnect queues.
@@ -36,6 +40,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// A running server.
 pub struct Server {
     pub address: SocketAddr,
+    /// Where `--metrics-listen` serves, once bound.
+    pub metrics_address: Option<SocketAddr>,
+    observer: Arc<Observer>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     /// The locked data directory; released when the server is dropped, after the shards
@@ -68,6 +75,24 @@ pub enum StartError {
 impl Server {
     /// Binds the listeners and starts one pinned thread per shard.
     pub fn start(config: ServeConfig) -> Result<Server, StartError> {
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let observer = Observer::new(config.http.clone());
+        // Bound and served before the data directory is recovered: `/readyz` says so
+        // meanwhile. A failed start drops `shutdown`, which stops it.
+        let metrics_thread = match config.metrics.listen {
+            Some(address) => {
+                let listener =
+                    bind_metrics_listener(address).map_err(|source| StartError::Bind {
+                        addresses: format!("--metrics-listen {address}"),
+                        source,
+                    })?;
+                let metrics_address = listener.local_addr().ok();
+                let thread = serve_metrics(listener, observer.clone(), shutdown_rx.clone())
+                    .map_err(StartError::Thread)?;
+                Some((thread, metrics_address))
+            }
+            None => None,
+        };
         let (data_dir, mut opened) = open_data_dir(&config)?;
         let shards = data_dir
             .as_ref()
@@ -90,9 +115,9 @@ impl Server {
             listen: bound.clone(),
             ..config
         };
-        let (shutdown, shutdown_rx) = watch::channel(false);
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
+        observer.connect(senders.clone());
         let (edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let cores = core_affinity::get_core_ids().unwrap_or_default();
@@ -106,6 +131,7 @@ impl Server {
             let opened = opened.get_mut(index).and_then(Option::take);
             let shutdown_rx = shutdown_rx.clone();
             let senders = senders.clone();
+            let observer = observer.clone();
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
             let thread = std::thread::Builder::new()
                 .name(format!("hearth-shard-{index}"))
@@ -125,6 +151,7 @@ impl Server {
                             edges: edge_senders,
                         },
                         shutdown_rx,
+                        observer,
                     );
                 })
                 .map_err(StartError::Thread)?;
@@ -133,8 +160,14 @@ impl Server {
         for address in &bound {
             info!(%address, shards, dev = config.dev, "listening on {address}");
         }
+        let (metrics_address, threads) = match metrics_thread {
+            Some((thread, address)) => (address, threads.into_iter().chain([thread]).collect()),
+            None => (None, threads),
+        };
         Ok(Server {
             address,
+            metrics_address,
+            observer,
             shutdown,
             threads,
             _data_dir: data_dir,
@@ -145,6 +178,7 @@ impl Server {
     /// Stops accepting, closes every connection (running onDisconnect queues) and waits for
     /// the shards to finish.
     pub fn stop(self) {
+        self.observer.health.stopping();
         let _ = self.shutdown.send(true);
         for thread in self.threads {
             let _ = thread.join();
@@ -253,6 +287,7 @@ fn run_shard(
     listeners: Vec<TcpListener>,
     links: Links,
     shutdown: watch::Receiver<bool>,
+    observer: Arc<Observer>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -279,8 +314,10 @@ fn run_shard(
         links.owners,
         links.edges,
         store,
+        observer,
     ));
     shard.add_recovered(recovered);
+    shard.observer.health.shard_started();
     let local = LocalSet::new();
     local.block_on(&runtime, async move {
         tokio::task::spawn_local(receive_for_owner(shard.clone(), links.owner_rx));
@@ -304,15 +341,21 @@ fn run_shard(
         shard.drain(SHUTDOWN_GRACE).await;
         flush_at_shutdown(&shard).await;
         snapshot_all(&shard);
-        let stats = *shard.stats.borrow();
+        let counters = shard.counters.snapshot();
+        let closes: Vec<_> = CloseCause::ALL
+            .iter()
+            .zip(&counters.closes)
+            .filter(|(_, count)| **count > 0)
+            .map(|(cause, count)| format!("{}={count}", cause.label()))
+            .collect();
         info!(
             shard = index,
-            sessions_opened = stats.connections_opened,
-            held_for_others = stats.connections_held_for_others,
-            closes = ?stats.closes,
+            websockets_opened = counters.websockets_opened,
+            held_for_others = counters.held_for_others,
+            closes = closes.join(" "),
             "shard stopped"
         );
-        debug!(shard = index, ?stats, "shard stopped");
+        debug!(shard = index, ?counters, "shard stopped");
     });
 }
 
@@ -329,7 +372,11 @@ async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
                 Ok((stream, _)) => {
                     backoff.succeeded();
                     let _ = stream.set_nodelay(true);
-                    tokio::task::spawn_local(route_connection(shard.clone(), stream));
+                    if shard.config.tls.is_some() {
+                        tokio::task::spawn_local(route_tls_connection(shard.clone(), stream));
+                    } else {
+                        tokio::task::spawn_local(route_connection(shard.clone(), stream));
+                    }
                     continue;
                 }
                 Err(error) => {
@@ -358,13 +405,20 @@ async fn receive_batches(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver
 
 async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ShardMessage>) {
     while let Some(message) = receiver.recv().await {
-        if shard.outgoing.is_full() {
+        // A scrape is answered even while an edge is behind: it must show that state.
+        if shard.outgoing.is_full() && !matches!(message, ShardMessage::Metrics(_)) {
             // An edge is far behind on what this shard's databases sent it: take no new
             // request until it catches up.
             shard.outgoing.room().await;
         }
         match message {
             ShardMessage::Owner(message) => owner::on_link_message(&shard, message),
+            ShardMessage::Metrics(reply) => {
+                let _ = reply.send(shard.metrics_snapshot(receiver.len()));
+            }
+            ShardMessage::Databases(reply) => {
+                let _ = reply.send(crate::admin::local_databases(&shard));
+            }
             ShardMessage::Precheck(precheck) => {
                 let _ = precheck.reply.send(refuse_early(&shard, &precheck.check));
             }
@@ -384,7 +438,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
 
 /// Answers a request head that cannot be served (too large or malformed) before closing, so
 /// that an HTTP client learns why. Connections that closed or timed out get nothing.
-async fn refuse_head(stream: &mut TcpStream, error: &HeadError) {
+async fn refuse_head<S: AsyncWrite + Unpin>(stream: &mut S, error: &HeadError) {
     let status = match error {
         HeadError::TooLarge => "431 Request Header Fields Too Large",
         HeadError::Malformed(_) => "400 Bad Request",
@@ -402,13 +456,30 @@ async fn refuse_head(stream: &mut TcpStream, error: &HeadError) {
     .await;
 }
 
+/// Completes the TLS handshake in the connection's own task (the shard's loop goes on
+/// meanwhile), then serves the connection like a plain one.
+async fn route_tls_connection(shard: Rc<Shard>, stream: tokio::net::TcpStream) {
+    let Some(certs) = shard.config.tls.clone() else {
+        return;
+    };
+    match handshake(&certs, stream).await {
+        Ok(stream) => route_connection(shard, stream).await,
+        Err(error) => debug!(%error, "dropping connection before a request"),
+    }
+}
+
 /// Reads the first request head and serves the connection here: as a WebSocket connection,
 /// or over HTTP.
-async fn route_connection(shard: Rc<Shard>, mut stream: TcpStream) {
+async fn route_connection<S: Accepted>(shard: Rc<Shard>, mut stream: S) {
     let read = match read_head(&mut stream).await {
         Ok(read) => read,
         Err(error) => {
             debug!(%error, "dropping connection before a request");
+            match error {
+                HeadError::TooLarge => shard.counters.http_refused(HttpRefusal::HeadTooLarge),
+                HeadError::Malformed(_) => shard.counters.http_refused(HttpRefusal::HeadMalformed),
+                HeadError::Closed | HeadError::Timeout | HeadError::Io(_) => {}
+            }
             refuse_head(&mut stream, &error).await;
             return;
         }

@@ -18,11 +18,14 @@ use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
+use crate::admin::DatabaseInfo;
 use crate::budget::ShardBudget;
 use crate::config::ServeConfig;
 use crate::edge::EdgeTarget;
 use crate::link::{Outgoing, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::loaded::Loaded;
+use crate::metrics::snapshot::{top, DatabaseLoad};
+use crate::metrics::{Observer, ShardCounters, ShardSnapshot};
 use crate::owner::outbound::ConnHandle;
 use crate::persist::{Gate, ShardStore, Tagger};
 use crate::rest::precheck::WriteCheck;
@@ -55,43 +58,38 @@ pub enum ShardMessage {
     Rest(Box<Forwarded>),
     Precheck(Box<Precheck>),
     Owner(ToOwner),
+    /// A scrape asks for the shard's numbers.
+    Metrics(oneshot::Sender<ShardSnapshot>),
+    /// The owner's databases, for `GET /.admin/databases`.
+    Databases(oneshot::Sender<Vec<DatabaseInfo>>),
 }
 
-/// Plain per-shard counters, summed across shards when read.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ShardStats {
-    pub connections_opened: u64,
-    pub messages_in: u64,
-    pub log_records: u64,
-    pub rest_requests: u64,
-    pub rest_forwarded: u64,
-    pub streams_opened: u64,
-    /// WebSocket connections this core held for a database another core owns.
-    pub connections_held_for_others: u64,
-    /// How the WebSocket connections held by this core ended.
-    pub closes: CloseCounts,
-}
-
-/// WebSocket connections that ended, by cause. Every close the server decides is also logged
-/// with its reason.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct CloseCounts {
-    /// The client closed the connection or its socket failed.
-    pub by_client: u64,
-    /// No frame and no pong for the idle timeout.
-    pub idle: u64,
-    /// Queued bytes past the per-connection limit or the server's answer budget.
-    pub slow_reader: u64,
-    /// The socket took no byte for the write timeout (dropped without a close frame).
-    pub unwritable: u64,
-    /// A reconnect of the same client named this session.
-    pub replaced: u64,
-    /// Writes of the connection's database missed the disk.
-    pub disk_failed: u64,
-    /// A frame or message the protocol does not allow.
-    pub protocol: u64,
-    /// The server stopped.
-    pub shutdown: u64,
+/// Sends `ask` to every shard's owner role and waits for the answers, until `timeout` when
+/// given: `None` for a shard that is gone or did not answer in time. Each shard answers from
+/// its own thread, so no shard's state is read by another.
+pub async fn ask_every_shard<T>(
+    shards: &[mpsc::UnboundedSender<ShardMessage>],
+    ask: impl Fn(oneshot::Sender<T>) -> ShardMessage,
+    timeout: Option<Duration>,
+) -> Vec<Option<T>> {
+    let asked: Vec<_> = shards
+        .iter()
+        .map(|inbox| {
+            let (reply, answer) = oneshot::channel();
+            let _ = inbox.send(ask(reply));
+            answer
+        })
+        .collect();
+    let deadline = timeout.map(|timeout| tokio::time::Instant::now() + timeout);
+    let mut answers = Vec::with_capacity(asked.len());
+    for answer in asked {
+        let answer = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, answer).await.ok(),
+            None => Some(answer.await),
+        };
+        answers.push(answer.and_then(Result::ok));
+    }
+    answers
 }
 
 /// One session of a database: a WebSocket connection (on this core or another) or an event
@@ -146,7 +144,10 @@ pub struct Shard {
     streams: RefCell<FxHashMap<ConnId, Rc<StreamHandle>>>,
     sessions: RefCell<HashMap<String, ConnId>>,
     next_conn: Cell<u64>,
-    pub stats: RefCell<ShardStats>,
+    /// What the shard counts for `/metrics`; written only by this thread.
+    pub counters: Rc<ShardCounters>,
+    /// Health and the scrapes' way to every shard, shared by the whole server.
+    pub observer: Arc<Observer>,
     pub shutdown: watch::Receiver<bool>,
     peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
     push_ids: RefCell<PushIdGenerator>,
@@ -163,7 +164,8 @@ impl Shard {
         peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
     ) -> Shard {
-        Shard::with_store(index, config, shutdown, peers, edges, None)
+        let observer = Observer::new(config.http.clone());
+        Shard::with_store(index, config, shutdown, peers, edges, None, observer)
     }
 
     /// A shard with a store; its recovered databases must be added with
@@ -175,6 +177,7 @@ impl Shard {
         peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
         store: Option<ShardStore>,
+        observer: Arc<Observer>,
     ) -> Shard {
         let strict = config.persist.durability == crate::persist::Durability::Strict;
         let gate = match &store {
@@ -204,7 +207,8 @@ impl Shard {
             streams: RefCell::new(FxHashMap::default()),
             sessions: RefCell::new(HashMap::new()),
             next_conn: Cell::new(1),
-            stats: RefCell::new(ShardStats::default()),
+            counters: Rc::new(ShardCounters::default()),
+            observer,
             shutdown,
             peers,
             push_ids: RefCell::new(PushIdGenerator::new()),
@@ -333,8 +337,11 @@ impl Shard {
 
     /// Sends an applied write to the log.
     pub fn log_write(&self, namespace: &str, write: &Write) {
-        self.stats.borrow_mut().log_records += 1;
-        self.log(namespace, RecordRef::Write(write));
+        self.counters.write_applied();
+        let logged = self.log(namespace, RecordRef::Write(write));
+        if let Some(seq) = logged.filter(|_| self.gate.is_strict()) {
+            self.counters.awaiting_ack(seq);
+        }
     }
 
     /// Sends a change of rules set through the API to the log.
@@ -342,14 +349,15 @@ impl Shard {
         self.log(namespace, RecordRef::Rules(text));
     }
 
-    /// Appends a record for `namespace`. If the log cannot take it, the database's clients
-    /// are held (the change is in memory but will never be durable) until the failure is
-    /// handled.
-    fn log(&self, namespace: &str, body: RecordRef<'_>) {
+    /// Appends a record for `namespace` and returns its position. If the log cannot take
+    /// it, the database's clients are held (the change is in memory but will never be
+    /// durable) until the failure is handled.
+    fn log(&self, namespace: &str, body: RecordRef<'_>) -> Option<u64> {
         let mut databases = self.databases.borrow_mut();
-        let Some(loaded) = databases.get_mut(namespace) else {
-            return;
-        };
+        let loaded = databases.get_mut(namespace)?;
+        if matches!(body, RecordRef::Write(_)) {
+            loaded.writes += 1;
+        }
         if !loaded.on_disk && !loaded.announced {
             loaded.announced = true;
             info!(
@@ -358,12 +366,14 @@ impl Shard {
                 "database created by its first write"
             );
         }
-        let Some(store) = &self.store else {
-            return;
-        };
-        if let Err(error) = store.log(loaded, body) {
-            drop(databases);
-            crate::persist::report_failure(self, error.to_string());
+        let store = self.store.as_ref()?;
+        match store.log(loaded, body) {
+            Ok(()) => Some(loaded.seq.get()),
+            Err(error) => {
+                drop(databases);
+                crate::persist::report_failure(self, error.to_string());
+                None
+            }
         }
     }
 
@@ -381,7 +391,6 @@ impl Shard {
             .borrow_mut()
             .insert(handle.session_id.clone(), handle.id);
         self.conns.borrow_mut().insert(handle.id, handle);
-        self.stats.borrow_mut().connections_opened += 1;
     }
 
     /// Forgets the session `handle`; `false` when it was already gone.
@@ -416,7 +425,7 @@ impl Shard {
     /// Registers a connection or event stream `id` this core holds for a database another
     /// core owns.
     pub fn hold(&self, id: ConnId, target: EdgeTarget) {
-        self.stats.borrow_mut().connections_held_for_others += 1;
+        self.counters.held_for_other();
         self.edge_conns.borrow_mut().insert(id, target);
     }
 
@@ -451,7 +460,7 @@ impl Shard {
     /// Registers `handle`, a new event stream of one of this core's databases.
     pub fn add_stream(&self, handle: Rc<StreamHandle>) {
         self.streams.borrow_mut().insert(handle.id, handle);
-        self.stats.borrow_mut().streams_opened += 1;
+        self.counters.stream_opened();
     }
 
     /// The event stream `id` of one of this core's databases.
@@ -499,16 +508,61 @@ impl Shard {
         answer.await.ok().flatten()
     }
 
+    /// Asks every shard's owner role (this one's too, through its own queue) for its
+    /// databases. A shard that is gone (shutdown) is left out.
+    pub async fn all_databases(&self) -> Vec<DatabaseInfo> {
+        let answers = ask_every_shard(&self.peers, ShardMessage::Databases, None).await;
+        answers.into_iter().flatten().flatten().collect()
+    }
+
     /// Sends a REST request to the shard that owns its database. The receiver yields the
     /// answer, or an error when that shard is gone (shutting down).
     pub fn forward(&self, owner: usize, call: RestCall) -> oneshot::Receiver<RestResponse> {
         let (reply, answer) = oneshot::channel();
-        self.stats.borrow_mut().rest_forwarded += 1;
+        self.counters.rest_forwarded();
         if let Some(sender) = self.peers.get(owner) {
             // A failed send drops `reply`, which the receiver reports as an error.
             let _ = sender.send(ShardMessage::Rest(Box::new(Forwarded { call, reply })));
         }
         answer
+    }
+
+    /// The shard's numbers for a scrape, taken now on its thread; `inbox` is the count of
+    /// messages waiting in its inbox.
+    pub fn metrics_snapshot(&self, inbox: usize) -> ShardSnapshot {
+        let runtime = tokio::runtime::Handle::current().metrics();
+        let databases = self.databases.borrow();
+        let load = |count: fn(&Loaded) -> u64| {
+            let loads = databases.values().map(|loaded| DatabaseLoad {
+                database: loaded.name.to_string(),
+                count: count(loaded),
+            });
+            top(loads.collect())
+        };
+        ShardSnapshot {
+            shard: self.index,
+            counters: self.counters.snapshot(),
+            websocket_sessions: self.conns.borrow().len(),
+            event_streams: self.streams.borrow().len(),
+            databases_loaded: databases.len(),
+            busy: (0..runtime.num_workers())
+                .map(|worker| runtime.worker_total_busy_duration(worker))
+                .sum(),
+            inbox_messages: inbox,
+            runtime_queue: runtime.global_queue_depth(),
+            link_bytes_to_owners: self
+                .owner_room
+                .iter()
+                .map(|room| MAX_LINK_BYTES.saturating_sub(room.available_permits()))
+                .sum(),
+            link_bytes_to_edges: self.outgoing.unwritten_bytes(),
+            read_only: self
+                .store
+                .as_ref()
+                .is_some_and(|store| store.failure().is_some()),
+            top_clients: load(|loaded| loaded.session_count() as u64),
+            top_writes: load(|loaded| loaded.writes),
+        }
     }
 
     /// Ends every event stream (at shutdown), so that their HTTP connections can finish:

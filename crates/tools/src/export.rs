@@ -4,10 +4,10 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
 use hearth_tree::Node;
 
-use super::http_client::{address, request};
+use super::client::Call;
+use super::error::{Result, ToolsError};
 use super::progress::Progress;
 use super::{open_shard, Target};
 
@@ -20,11 +20,11 @@ pub struct ExportArgs {
     pub output: Option<PathBuf>,
 }
 
-pub fn export(args: ExportArgs) -> anyhow::Result<()> {
+pub fn export(args: ExportArgs) -> Result<()> {
     let out: Box<dyn Write> = match &args.output {
-        Some(path) => {
-            Box::new(File::create(path).with_context(|| format!("creating {}", path.display()))?)
-        }
+        Some(path) => Box::new(
+            File::create(path).map_err(ToolsError::io(format!("creating {}", path.display())))?,
+        ),
         None => Box::new(std::io::stdout().lock()),
     };
     let mut out = BufWriter::with_capacity(1 << 20, out);
@@ -42,32 +42,33 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
                 .get(target.db.as_str())
                 .map(|database| database.root.clone())
                 .unwrap_or_default();
-            write_export(&root, &mut bar.wrap_write(&mut out))?;
+            write_export(&root, &mut bar.wrap_write(&mut out))
+                .map_err(ToolsError::io("writing the export"))?;
         }
-        (None, Some(url)) => {
-            let address = address(url)?;
-            let path = format!("/.json?ns={}&format=export", target.db);
-            let status = request(
-                &address,
-                "GET",
-                &path,
-                &target.admin_token,
-                None,
-                &mut bar.wrap_write(&mut out),
-            )?;
-            if status != 200 {
-                bail!("the server answered {status} to GET {path}");
-            }
+        (None, Some(_)) => {
+            let client = target.client()?;
+            let export = [("format", "export")];
+            let mut answer = client.send(Call::new("GET", "/.json").query(&export))?;
+            // The body reader undoes the answer's framing (a length, or chunks behind a
+            // proxy): only the JSON reaches the file.
+            let mut body = answer.body_mut().as_reader();
+            std::io::copy(&mut body, &mut bar.wrap_write(&mut out)).map_err(|source| {
+                ToolsError::Io {
+                    what: "reading the export from the server".to_owned(),
+                    source,
+                }
+            })?;
         }
-        (None, None) => bail!("give --data-dir or --url"),
+        (None, None) => return Err(ToolsError::Usage("give --data-dir or --url".to_owned())),
     }
-    out.write_all(b"\n")?;
-    out.flush()?;
+    out.write_all(b"\n")
+        .and_then(|()| out.flush())
+        .map_err(ToolsError::io("writing the export"))?;
     Ok(())
 }
 
 /// Writes `root` one top-level child at a time, so that only one child's JSON is in memory.
-fn write_export(root: &Node, out: &mut dyn Write) -> anyhow::Result<()> {
+fn write_export(root: &Node, out: &mut dyn Write) -> std::io::Result<()> {
     if root.child_count() == 0 {
         serde_json::to_writer(&mut *out, &root.to_json(true))?;
         return Ok(());
@@ -99,7 +100,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn the_streamed_export_is_the_tree_in_export_form() -> anyhow::Result<()> {
+    fn the_streamed_export_is_the_tree_in_export_form() -> Result<(), Box<dyn std::error::Error>> {
         let value = json!({"b": {"x": 1, ".priority": 2}, "a": [1, "two"], ".priority": "p"});
         let root = Node::from_json(&value)?;
         let mut out = Vec::new();

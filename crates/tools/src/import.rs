@@ -11,12 +11,12 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
 use hearth_store::write_snapshot;
 use hearth_tree::{Key, Node, Path, Priority};
 use serde_json::{Map, Value};
 
-use super::http_client::{address, encode_key, request};
+use super::client::{data_path, encode_component, Call, Client};
+use super::error::{Result, ToolsError};
 use super::progress::Progress;
 use super::stream::{for_each_member, Piece};
 use super::{open_shard, Target};
@@ -34,17 +34,17 @@ pub struct ImportArgs {
     pub create: bool,
 }
 
-pub fn import(args: ImportArgs) -> anyhow::Result<()> {
+pub fn import(args: ImportArgs) -> Result<()> {
     let target = &args.target;
-    let file =
-        File::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
-    let size = file.metadata()?.len();
+    let opening = format!("opening {}", args.file.display());
+    let file = File::open(&args.file).map_err(ToolsError::io(opening.clone()))?;
+    let size = file.metadata().map_err(ToolsError::io(opening))?.len();
     let progress = Progress::bytes(Some(size), target.quiet, "importing");
     let reader = BufReader::with_capacity(1 << 20, progress.bar().wrap_read(file));
     match (&target.location.data_dir, &target.location.url) {
         (Some(dir), _) => offline(target, dir, args.create, reader, &progress),
-        (None, Some(url)) => online(target, url, reader),
-        (None, None) => bail!("give --data-dir or --url"),
+        (None, Some(_)) => online(&target.client()?, reader),
+        (None, None) => Err(ToolsError::Usage("give --data-dir or --url".to_owned())),
     }
 }
 
@@ -54,7 +54,7 @@ fn offline(
     create: bool,
     reader: impl Read,
     progress: &Progress,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     let (_lock, opened) = open_shard(target, dir, create)?;
     let root = build_tree(reader)?;
     let rules = opened
@@ -85,7 +85,7 @@ fn offline(
 }
 
 /// The tree of a document, built member by member.
-pub fn build_tree(reader: impl Read) -> anyhow::Result<Node> {
+pub fn build_tree(reader: impl Read) -> Result<Node> {
     let mut root = Node::empty();
     let mut special = Map::new();
     let mut whole = None;
@@ -113,71 +113,46 @@ pub fn build_tree(reader: impl Read) -> anyhow::Result<Node> {
     for (key, value) in special {
         match key.as_str() {
             ".priority" => root = root.with_priority(Priority::from_json(&value)?),
-            _ => bail!("unexpected key {key:?} at the root of the document"),
+            _ => {
+                return Err(ToolsError::Usage(format!(
+                    "unexpected key {key:?} at the root of the document"
+                )))
+            }
         }
     }
     Ok(root)
 }
 
-fn online(target: &Target, url: &str, reader: impl Read) -> anyhow::Result<()> {
-    let address = address(url)?;
-    let db = &target.db;
-    let token = &target.admin_token;
-    let mut before = Vec::new();
-    let status = request(
-        &address,
-        "GET",
-        &format!("/.json?ns={db}&shallow=true"),
-        token,
-        None,
-        &mut before,
-    )?;
-    if status != 200 {
-        bail!("the server answered {status} to the shallow read of {db}");
-    }
-    let mut stale: std::collections::BTreeSet<String> = match serde_json::from_slice(&before)? {
+fn online(client: &Client, reader: impl Read) -> Result<()> {
+    let shallow = [("shallow", "true")];
+    let before = client.json(Call::new("GET", "/.json").query(&shallow))?;
+    let mut stale: std::collections::BTreeSet<String> = match before {
         Value::Object(keys) => keys.keys().cloned().collect(),
         _ => Default::default(),
     };
-    let put = |path: &str, value: &Value| -> anyhow::Result<()> {
-        let body = serde_json::to_vec(value)?;
-        let mut answer = Vec::new();
-        let status = request(
-            &address,
-            "PUT",
-            &format!("{path}.json?ns={db}&print=silent"),
-            token,
-            Some(&body),
-            &mut answer,
-        )?;
-        if !(200..300).contains(&status) {
-            bail!(
-                "the server answered {status} to PUT {path}: {}",
-                String::from_utf8_lossy(&answer)
-            );
-        }
+    let silent = [("print", "silent")];
+    let put = |path: &str, value: &Value| -> Result<()> {
+        let body = serde_json::to_vec(value).map_err(ToolsError::json("a member"))?;
+        client.send(Call::new("PUT", path).query(&silent).body(&body))?;
         Ok(())
     };
+    // A key is one segment, even one with a `/` (which the server then refuses).
+    let member_path = |key: &str| format!("/{}.json", encode_component(key));
     for_each_member(reader, &mut |piece| {
         match piece {
             Piece::Member(key, value) => {
                 stale.remove(&key);
-                put(&format!("/{}", encode_key(&key)), &value)?;
+                put(&member_path(&key), &value)?;
             }
             Piece::Whole(value) => {
                 stale.clear();
-                put("", &value)?;
+                put(&data_path("/"), &value)?;
             }
         }
         Ok(())
     })?;
     for key in stale {
-        let mut answer = Vec::new();
-        let path = format!("/{}.json?ns={db}&print=silent", encode_key(&key));
-        let status = request(&address, "DELETE", &path, token, None, &mut answer)?;
-        if !(200..300).contains(&status) {
-            bail!("the server answered {status} to DELETE {path}");
-        }
+        client.send(Call::new("DELETE", &member_path(&key)).query(&silent))?;
     }
     Ok(())
 }
@@ -188,7 +163,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn the_built_tree_equals_the_whole_document() -> anyhow::Result<()> {
+    fn the_built_tree_equals_the_whole_document() -> Result<(), Box<dyn std::error::Error>> {
         for document in [
             json!({"users": {"a": {"n": 1.5, ".priority": 3}}, "list": [1, 2], ".priority": "p"}),
             json!({".value": "leaf", ".priority": 7}),

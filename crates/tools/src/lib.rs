@@ -1,16 +1,28 @@
+//! The `hearth` command's tools beside the server.
+//!
 //! `hearth export` and `hearth import`: a database's JSON out of, and into, a data directory
 //! (offline, the server stopped) or a running server (online, through the REST API as an
 //! admin). Both stream: an import never holds the whole file as a `serde_json::Value`, only
 //! one top-level child at a time, and an export writes one top-level child at a time.
+//!
+//! `hearth data`, `hearth rules get|set` and `hearth databases`: a running server's data,
+//! rules and databases through its REST API (`remote`, `watch`). Every online tool talks
+//! through one HTTP client (`client`).
 
+mod client;
+mod error;
 mod export;
-mod http_client;
 mod import;
 mod progress;
+mod remote;
 mod stream;
+mod watch;
 
+pub use client::{Client, ServerArgs, DEFAULT_URL};
+pub use error::{Result, ToolsError};
 pub use export::{export, ExportArgs};
 pub use import::{import, ImportArgs};
+pub use remote::{data, databases, rules_get, rules_set, DataCommand};
 
 use std::path::PathBuf;
 
@@ -46,9 +58,27 @@ pub struct Target {
     /// to the number of cores, as `hearth serve` does).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Online: a PEM file of CA certificates to trust for `https` instead of the built-in
+    /// roots.
+    #[arg(long, env = "HEARTH_CA_CERT")]
+    pub ca_cert: Option<PathBuf>,
     /// No progress bar, and no summary once done.
     #[arg(long)]
     pub quiet: bool,
+}
+
+impl Target {
+    /// The client of the running server at `--url`, for the database `--db`.
+    fn client(&self) -> Result<Client> {
+        let url = self.location.url.as_deref().unwrap_or(DEFAULT_URL);
+        Client::connect(
+            url,
+            Some(&self.db),
+            Some(&self.admin_token),
+            self.ca_cert.as_deref(),
+            std::time::Duration::from_secs(client::DEFAULT_TIMEOUT_SECS),
+        )
+    }
 }
 
 /// Opens the data directory and recovers the shard that holds `db`. Without `create`, `dir`
@@ -57,7 +87,7 @@ fn open_shard(
     target: &Target,
     dir: &std::path::Path,
     create: bool,
-) -> anyhow::Result<(
+) -> Result<(
     hearth_server::persist::data_dir::DataDir,
     hearth_server::persist::Opened,
 )> {

@@ -8,6 +8,8 @@ use std::io::Read;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use crate::error::{Result, ToolsError};
+
 /// One piece of the document.
 pub enum Piece {
     /// A member of the root object.
@@ -17,19 +19,30 @@ pub enum Piece {
 }
 
 /// Calls `each` with every member of the root object of the JSON document in `reader`, in
-/// document order; a root that is not an object comes whole. Trailing data is an error.
+/// document order; a root that is not an object comes whole. Trailing data is an error, and
+/// the first error of `each` ends the reading and is returned as it was.
 pub fn for_each_member<R: Read>(
     reader: R,
-    each: &mut dyn FnMut(Piece) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+    each: &mut dyn FnMut(Piece) -> Result<()>,
+) -> Result<()> {
+    let mut failure = None;
     let mut deserializer = serde_json::Deserializer::from_reader(reader);
-    Members { each }.deserialize(&mut deserializer)?;
-    deserializer.end()?;
-    Ok(())
+    let parsed = Members {
+        each,
+        failure: &mut failure,
+    }
+    .deserialize(&mut deserializer)
+    .and_then(|()| deserializer.end());
+    match (failure, parsed) {
+        (Some(failure), _) => Err(failure),
+        (None, parsed) => parsed.map_err(ToolsError::json("the document")),
+    }
 }
 
 struct Members<'a> {
-    each: &'a mut dyn FnMut(Piece) -> anyhow::Result<()>,
+    each: &'a mut dyn FnMut(Piece) -> Result<()>,
+    /// The error of `each` that stopped the reading.
+    failure: &'a mut Option<ToolsError>,
 }
 
 impl<'de> DeserializeSeed<'de> for Members<'_> {
@@ -41,8 +54,16 @@ impl<'de> DeserializeSeed<'de> for Members<'_> {
 }
 
 impl Members<'_> {
-    fn whole<E: de::Error>(self, value: Value) -> Result<(), E> {
-        (self.each)(Piece::Whole(value)).map_err(E::custom)
+    fn whole<E: de::Error>(mut self, value: Value) -> Result<(), E> {
+        self.call(Piece::Whole(value))
+    }
+
+    fn call<E: de::Error>(&mut self, piece: Piece) -> Result<(), E> {
+        (self.each)(piece).map_err(|failure| {
+            let message = E::custom(&failure);
+            *self.failure = Some(failure);
+            message
+        })
     }
 }
 
@@ -53,10 +74,10 @@ impl<'de> Visitor<'de> for Members<'_> {
         f.write_str("a JSON document")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<String>()? {
             let value: Value = map.next_value()?;
-            (self.each)(Piece::Member(key, value)).map_err(de::Error::custom)?;
+            self.call(Piece::Member(key, value))?;
         }
         Ok(())
     }
@@ -98,7 +119,7 @@ impl<'de> Visitor<'de> for Members<'_> {
 mod tests {
     use super::*;
 
-    fn pieces(text: &str) -> anyhow::Result<Vec<String>> {
+    fn pieces(text: &str) -> Result<Vec<String>> {
         let mut seen = Vec::new();
         for_each_member(text.as_bytes(), &mut |piece| {
             seen.push(match piece {
@@ -111,7 +132,7 @@ mod tests {
     }
 
     #[test]
-    fn members_come_one_at_a_time_in_order() -> anyhow::Result<()> {
+    fn members_come_one_at_a_time_in_order() -> Result<()> {
         assert_eq!(
             pieces(r#"{"b": {"x": [1, 2]}, "a": 1.5, ".priority": 3}"#)?,
             vec!["b={\"x\":[1,2]}", "a=1.5", ".priority=3"]

@@ -217,6 +217,11 @@ impl PendingWrite<'_> {
     /// The location and scope a caller must be able to write for this write to be allowed,
     /// or `None` when nothing needs checking before the data is parsed (an empty update,
     /// which changes nothing and is answered `ok`).
+    /// The write's action: `p`, `m`, `o` or `om`.
+    pub fn action(&self) -> &'static str {
+        self.action
+    }
+
     pub fn scope(&self) -> Option<(&Path, WriteScope)> {
         let empty_update = self.scope == WriteScope::Below
             && self.data.is_some_and(|d| {

@@ -15,11 +15,15 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use crate::budget::ShardBudget;
 use crate::close::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
 use crate::edge::socket::{Outbox, Sent, Transport};
+use crate::metrics::labels::Channel;
+use crate::metrics::ShardCounters;
 
 pub struct EdgeConn {
     pub id: ConnId,
     /// Encoded messages that may leave, until the kernel takes them.
     outbox: Rc<Outbox>,
+    /// The edge shard's counters, which count the bytes sent.
+    counters: Rc<ShardCounters>,
     /// Wakes the connection's task: to close, to wait for a full socket, or to rearm a timer.
     notify: Notify,
     closing: RefCell<Option<CloseReason>>,
@@ -28,10 +32,16 @@ pub struct EdgeConn {
 }
 
 impl EdgeConn {
-    pub fn new(id: ConnId, transport: Rc<dyn Transport>, budget: Rc<ShardBudget>) -> EdgeConn {
+    pub fn new(
+        id: ConnId,
+        transport: Rc<dyn Transport>,
+        budget: Rc<ShardBudget>,
+        counters: Rc<ShardCounters>,
+    ) -> EdgeConn {
         EdgeConn {
             id,
             outbox: Rc::new(Outbox::new(transport, Some(budget))),
+            counters,
             notify: Notify::new(),
             closing: RefCell::new(None),
             auth_expires_at: Cell::new(None),
@@ -43,7 +53,10 @@ impl EdgeConn {
         if self.closing.borrow().is_some() {
             return;
         }
+        let mut bytes = 0;
+        let items = items.into_iter().inspect(|item| bytes += item.len());
         let sent = self.outbox.send(items);
+        self.counters.bytes_out(Channel::Websocket, bytes);
         self.after_send(sent);
     }
 

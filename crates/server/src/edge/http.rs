@@ -21,23 +21,25 @@ use hyper::body::{Body, Incoming};
 use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{HeaderMap, Request, Response};
+use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tracing::debug;
 
 use crate::budget::{ByteBudget, Held};
 use crate::edge::http_body::HearthBody;
 use crate::edge::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
+use crate::metrics::answer_on_main_port;
+use crate::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
+use crate::metrics::ShardCounters;
 use crate::namespace::owner_shard;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::rest_precheck::refuse_early;
 use crate::rest::execute::execute_durable;
 use crate::rest::precheck::write_check;
 use crate::rest::{
-    make_call, parse_request, prepare_large_put, DataRequest, Endpoint, RestCall, RestRequest,
-    RestResponse,
+    make_call, parse_request, prepare_large_put, DataMethod, DataRequest, Endpoint, RestCall,
+    RestRequest, RestResponse,
 };
 use crate::shard::Shard;
 use crate::sse::{open_remote_stream, open_stream};
@@ -60,12 +62,16 @@ pub const MAX_HEADERS: usize = 64;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves HTTP on a connection whose first `buffered` bytes were already read.
-pub async fn serve_http(shard: Rc<Shard>, stream: TcpStream, buffered: Vec<u8>) {
+pub async fn serve_http<S>(shard: Rc<Shard>, stream: S, buffered: Vec<u8>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
     let unsent = ConnUnsent::new(shard.config.http.clone());
     let io = TokioIo::new(Rewind::new(
         buffered,
         stream,
         WriteGuard::new(unsent.clone()),
+        shard.counters.clone(),
     ));
     let service = {
         let shard = shard.clone();
@@ -111,12 +117,30 @@ async fn respond(
     request: Request<Incoming>,
 ) -> Response<HearthBody> {
     let (parts, body) = request.into_parts();
+    // Health and metrics answer even while the answer budget is spent: a probe that failed
+    // then would restart a server that only has slow clients. Their size is bounded (a
+    // fixed set of series per shard, and the top lists).
+    if let Some(response) = answer_on_main_port(&shard, &parts).await {
+        return response;
+    }
     let mut body = Some(body);
+    let mut kind = rest_kind(&parts.method);
+    let counters = shard.counters.clone();
     let response = if unsent.server_is_full() {
+        counters.http_refused(HttpRefusal::AnswersBusy);
         busy()
     } else {
-        admit(unsent, answer(shard, &parts, &mut body).await)
+        let answered = answer(shard, &parts, &mut body, &mut kind).await;
+        let computed = answered.status();
+        let admitted = admit(unsent, answered);
+        // An answer replaced by the answer budget's 503 (one that was a 503 already is
+        // counted under its own reason).
+        if admitted.status() == StatusCode::SERVICE_UNAVAILABLE && computed != admitted.status() {
+            counters.http_refused(HttpRefusal::AnswersBusy);
+        }
+        admitted
     };
+    counters.request(kind, Outcome::of_http(response.status().as_u16()));
     if let Some(body) = body {
         let expects_continue = parts
             .headers
@@ -131,16 +155,57 @@ async fn respond(
     response
 }
 
+/// The kind of a request, by its method alone (before its head is parsed).
+fn rest_kind(method: &Method) -> RequestKind {
+    match *method {
+        Method::GET | Method::HEAD => RequestKind::RestGet,
+        Method::PUT => RequestKind::RestPut,
+        Method::PATCH => RequestKind::RestPatch,
+        Method::POST => RequestKind::RestPost,
+        Method::DELETE => RequestKind::RestDelete,
+        _ => RequestKind::RestOther,
+    }
+}
+
+/// The kind of a parsed request (after `X-HTTP-Method-Override`).
+fn parsed_kind(endpoint: &Endpoint) -> RequestKind {
+    match endpoint {
+        Endpoint::Status | Endpoint::Preflight { .. } => RequestKind::RestOther,
+        Endpoint::RulesGet { .. } | Endpoint::RulesPut => RequestKind::RestRules,
+        Endpoint::AdminDatabases => RequestKind::RestAdmin,
+        Endpoint::Data(data) if data.stream => RequestKind::RestStream,
+        Endpoint::Data(data) => match data.method {
+            DataMethod::Get => RequestKind::RestGet,
+            DataMethod::Put => RequestKind::RestPut,
+            DataMethod::Patch => RequestKind::RestPatch,
+            DataMethod::Post => RequestKind::RestPost,
+            DataMethod::Delete => RequestKind::RestDelete,
+        },
+    }
+}
+
+/// What a refusal of [`read_body`] counts as.
+fn body_refusal(status: u16) -> Option<HttpRefusal> {
+    match status {
+        413 => Some(HttpRefusal::BodyTooLarge),
+        408 => Some(HttpRefusal::BodyTooSlow),
+        503 => Some(HttpRefusal::BodiesBusy),
+        _ => None,
+    }
+}
+
 async fn answer(
     shard: Rc<Shard>,
     parts: &hyper::http::request::Parts,
     body: &mut Option<Incoming>,
+    kind: &mut RequestKind,
 ) -> Response<HearthBody> {
     let started = Instant::now();
     let parsed = match parse_request(parts, &shard.config.auth, &shard.config.default_namespace) {
         Ok(parsed) => parsed,
         Err(response) => return response.into_http(),
     };
+    *kind = parsed_kind(&parsed.endpoint);
     match &parsed.endpoint {
         Endpoint::Status => {
             return RestResponse::json(200, "{\"status\":\"ok\",\"server\":\"hearth\"}").into_http()
@@ -148,6 +213,7 @@ async fn answer(
         Endpoint::Preflight { request_headers } => {
             return preflight(request_headers.as_deref()).into_http()
         }
+        Endpoint::AdminDatabases => return crate::admin::databases(&shard).await.into_http(),
         _ => {}
     }
     let owner = owner_shard(&parsed.namespace, shard.shard_count);
@@ -174,7 +240,12 @@ async fn answer(
                     *body = None;
                     Some(bytes)
                 }
-                Err(response) => return response.into_http(),
+                Err(response) => {
+                    if let Some(refusal) = body_refusal(response.status) {
+                        shard.counters.http_refused(refusal);
+                    }
+                    return response.into_http();
+                }
             }
         }
         _ => None,
@@ -432,23 +503,38 @@ pub fn admit(conn: &Rc<ConnUnsent>, mut response: Response<HearthBody>) -> Respo
 /// on from the socket.
 /// Its writes go through a [`WriteGuard`]: they give counted answer bytes back, and fail
 /// when the client read nothing for the write timeout.
-pub struct Rewind {
+pub struct Rewind<S> {
     prefix: Bytes,
-    inner: TcpStream,
+    inner: S,
     guard: WriteGuard,
+    /// The shard's counters, which count the bytes written.
+    counters: Rc<ShardCounters>,
 }
 
-impl Rewind {
-    pub fn new(prefix: Vec<u8>, inner: TcpStream, guard: WriteGuard) -> Rewind {
+impl<S> Rewind<S> {
+    pub fn new(
+        prefix: Vec<u8>,
+        inner: S,
+        guard: WriteGuard,
+        counters: Rc<ShardCounters>,
+    ) -> Rewind<S> {
         Rewind {
             prefix: Bytes::from(prefix),
             inner,
             guard,
+            counters,
         }
+    }
+
+    fn count(&self, result: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(written)) = &result {
+            self.counters.bytes_out(Channel::Http, *written);
+        }
+        result
     }
 }
 
-impl AsyncRead for Rewind {
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -465,7 +551,7 @@ impl AsyncRead for Rewind {
     }
 }
 
-impl AsyncWrite for Rewind {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -474,7 +560,8 @@ impl AsyncWrite for Rewind {
         self.guard.check_open()?;
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.guard.wrote(cx, result)
+        let result = this.guard.wrote(cx, result);
+        this.count(result)
     }
 
     fn poll_write_vectored(
@@ -485,7 +572,8 @@ impl AsyncWrite for Rewind {
         self.guard.check_open()?;
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.guard.wrote(cx, result)
+        let result = this.guard.wrote(cx, result);
+        this.count(result)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -505,6 +593,7 @@ impl AsyncWrite for Rewind {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     #[tokio::test]
     async fn rewind_returns_the_prefix_first() {
@@ -518,7 +607,8 @@ mod tests {
         });
         let (socket, _) = listener.accept().await.expect("accept");
         let unsent = ConnUnsent::new(Default::default());
-        let mut rewind = Rewind::new(b"hello".to_vec(), socket, WriteGuard::new(unsent));
+        let guard = WriteGuard::new(unsent);
+        let mut rewind = Rewind::new(b"hello".to_vec(), socket, guard, Default::default());
         let mut text = String::new();
         rewind.read_to_string(&mut text).await.expect("read");
         assert_eq!(text, "hello world");

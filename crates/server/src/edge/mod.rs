@@ -3,7 +3,8 @@
 //! writes every byte they are sent, whichever core owns their database.
 //!
 //! - `websocket`: a WebSocket connection from the upgrade to the close;
-//! - `conn`, `socket`: its outbox and the socket the outbox writes to;
+//! - `conn`, `socket`: its outbox and the socket the outbox writes to; `tls_socket`: that
+//!   socket under TLS;
 //! - `intake`: the batches owners send to this core's connections;
 //! - `http`, `http_body`, `http_unsent`: HTTP (REST and event streams) with hyper, and the
 //!   answer bytes not yet taken by the socket.
@@ -14,6 +15,7 @@ pub mod http_body;
 pub mod http_unsent;
 mod intake;
 pub mod socket;
+mod tls_socket;
 pub mod websocket;
 
 use std::rc::Rc;

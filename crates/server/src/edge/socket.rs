@@ -276,28 +276,17 @@ fn consume(pending: &mut VecDeque<Bytes>, mut written: usize) {
     }
 }
 
-/// The socket as the WebSocket library sees it: reads go to the socket, writes go through the
-/// connection's [`Outbox`], behind the pushes queued before them.
-pub struct SharedStream {
-    stream: Rc<TcpStream>,
-    outbox: Rc<Outbox>,
+/// Where the WebSocket library reads from: a non-blocking socket, plain or TLS.
+pub trait Source {
+    /// Reads what has arrived into `buf`, or registers the task to be woken when more does.
+    fn poll_read_into(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>>;
 }
 
-impl SharedStream {
-    pub fn new(stream: Rc<TcpStream>, outbox: Rc<Outbox>) -> SharedStream {
-        SharedStream { stream, outbox }
-    }
-}
-
-impl AsyncRead for SharedStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+impl Source for TcpStream {
+    fn poll_read_into(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         loop {
-            ready!(self.stream.poll_read_ready(cx))?;
-            match self.stream.try_read(buf.initialize_unfilled()) {
+            ready!(self.poll_read_ready(cx))?;
+            match self.try_read(buf.initialize_unfilled()) {
                 Ok(read) => {
                     buf.advance(read);
                     return Poll::Ready(Ok(()));
@@ -309,7 +298,47 @@ impl AsyncRead for SharedStream {
     }
 }
 
-impl AsyncWrite for SharedStream {
+/// A connection's stream once accepted: plain TCP, or TLS after its handshake. Its first
+/// request head is read through it; a WebSocket connection then turns it into one socket that
+/// the outbox writes and the WebSocket library reads.
+pub trait Accepted: AsyncRead + AsyncWrite + Unpin + 'static {
+    type Shared: Source + Transport + 'static;
+
+    fn into_shared(self) -> Rc<Self::Shared>;
+}
+
+impl Accepted for TcpStream {
+    type Shared = TcpStream;
+
+    fn into_shared(self) -> Rc<TcpStream> {
+        Rc::new(self)
+    }
+}
+
+/// The socket as the WebSocket library sees it: reads go to the socket, writes go through the
+/// connection's [`Outbox`], behind the pushes queued before them.
+pub struct SharedStream<S> {
+    stream: Rc<S>,
+    outbox: Rc<Outbox>,
+}
+
+impl<S> SharedStream<S> {
+    pub fn new(stream: Rc<S>, outbox: Rc<Outbox>) -> SharedStream<S> {
+        SharedStream { stream, outbox }
+    }
+}
+
+impl<S: Source> AsyncRead for SharedStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.stream.poll_read_into(cx, buf)
+    }
+}
+
+impl<S> AsyncWrite for SharedStream<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         _cx: &mut Context<'_>,

@@ -8,7 +8,6 @@ use hearth_wire::{
     encode_handshake, encode_shutdown, without_lone_surrogates, Assembled, MAX_MESSAGE_BYTES,
 };
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -21,10 +20,11 @@ use crate::close::{
     CloseReason, DISK_FAILED_CLOSE, IDLE_CLOSE, REPLACED_CLOSE, SHUTDOWN_CLOSE, SLOW_READER_CLOSE,
     UNWRITABLE_DROP,
 };
-use crate::edge::socket::{Outbox, SharedStream, Transport};
+use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use crate::edge::{EdgeConn, EdgeTarget};
 use crate::http_head::Head;
 use crate::link::ToOwner;
+use crate::metrics::labels::CloseCause;
 use crate::namespace::{owner_shard, NamespaceError};
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{
@@ -48,12 +48,12 @@ const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
 /// messages into 16 KiB pieces), and the buffer grows for a larger frame when one arrives.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
 
-type Socket = WebSocketStream<SharedStream>;
+type Socket<S> = WebSocketStream<SharedStream<S>>;
 
 /// Completes the upgrade and serves the connection until it ends.
-pub async fn serve_websocket(
+pub async fn serve_websocket<S: Accepted>(
     shard: Rc<Shard>,
-    mut stream: TcpStream,
+    mut stream: S,
     head: Head,
     leftover: Vec<u8>,
     namespace: Result<String, NamespaceError>,
@@ -70,7 +70,8 @@ pub async fn serve_websocket(
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
         derive_accept_key(key.as_bytes())
     );
-    if stream.write_all(response.as_bytes()).await.is_err() {
+    // (Flushing plain TCP does nothing; a TLS stream sends its records.)
+    if stream.write_all(response.as_bytes()).await.is_err() || stream.flush().await.is_err() {
         return;
     }
     // The library writes each control frame through at once (a buffer of 0): the outbox is
@@ -80,7 +81,7 @@ pub async fn serve_websocket(
         .write_buffer_size(0)
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .max_frame_size(Some(MAX_MESSAGE_BYTES));
-    let stream = Rc::new(stream);
+    let stream = stream.into_shared();
     let transport: Rc<dyn Transport> = stream.clone();
     let namespace = match namespace {
         Ok(namespace) => namespace,
@@ -98,7 +99,13 @@ pub async fn serve_websocket(
         }
     };
     let id = shard.next_conn_id();
-    let edge = Rc::new(EdgeConn::new(id, transport, shard.ws_budget.clone()));
+    shard.counters.websocket_opened();
+    let edge = Rc::new(EdgeConn::new(
+        id,
+        transport,
+        shard.ws_budget.clone(),
+        shard.counters.clone(),
+    ));
     let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
         shard
             .config
@@ -167,21 +174,19 @@ pub async fn serve_websocket(
 
 /// Counts how a connection ended, by cause.
 fn count_close(shard: &Shard, ended: &Ended) {
-    let mut stats = shard.stats.borrow_mut();
-    let closes = &mut stats.closes;
-    let counter = match ended {
-        Ended::ByClient => &mut closes.by_client,
-        Ended::Dropped(_) => &mut closes.unwritable,
+    let cause = match ended {
+        Ended::ByClient => CloseCause::Client,
+        Ended::Dropped(_) => CloseCause::Unwritable,
         Ended::Closed(reason) => match reason.text.as_str() {
-            SHUTDOWN_CLOSE => &mut closes.shutdown,
-            IDLE_CLOSE => &mut closes.idle,
-            SLOW_READER_CLOSE => &mut closes.slow_reader,
-            REPLACED_CLOSE => &mut closes.replaced,
-            DISK_FAILED_CLOSE => &mut closes.disk_failed,
-            _ => &mut closes.protocol,
+            SHUTDOWN_CLOSE => CloseCause::Shutdown,
+            IDLE_CLOSE => CloseCause::Idle,
+            SLOW_READER_CLOSE => CloseCause::SlowReader,
+            REPLACED_CLOSE => CloseCause::Replaced,
+            DISK_FAILED_CLOSE => CloseCause::DiskFailed,
+            _ => CloseCause::Protocol,
         },
     };
-    *counter += 1;
+    shard.counters.websocket_closed(cause);
 }
 
 /// Where the connection's messages are handled.
@@ -193,8 +198,8 @@ enum OwnerSide {
 }
 
 /// Tells a client that asked for a database that cannot exist why, and closes.
-async fn refuse(
-    stream: Rc<TcpStream>,
+async fn refuse<S: Source + 'static>(
+    stream: Rc<S>,
     transport: Rc<dyn Transport>,
     leftover: Vec<u8>,
     config: WebSocketConfig,
@@ -218,7 +223,12 @@ async fn refuse(
 }
 
 /// The connection's loop, until the client goes or the server closes it.
-async fn run(shard: &Shard, edge: &EdgeConn, side: &OwnerSide, socket: &mut Socket) -> Ended {
+async fn run<S: Source>(
+    shard: &Shard,
+    edge: &EdgeConn,
+    side: &OwnerSide,
+    socket: &mut Socket<S>,
+) -> Ended {
     let config = &shard.config;
     let write_timeout = config.http.write_timeout;
     let mut shutdown = shard.shutdown.clone();
@@ -379,10 +389,10 @@ enum Burst {
 /// Handles `first` and the messages already received after it, up to
 /// [`MAX_MESSAGES_PER_TURN`] in all, stopping early at a message to parse off the thread.
 /// Whole messages for another core's database are collected in `forward`.
-fn read_burst(
+fn read_burst<S: Source>(
     shard: &Shard,
     side: &OwnerSide,
-    socket: &mut Socket,
+    socket: &mut Socket<S>,
     assembler: &mut hearth_wire::FrameAssembler,
     first: Option<Result<Message, WsError>>,
     forward: &mut Vec<String>,

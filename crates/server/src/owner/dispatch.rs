@@ -9,6 +9,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::auth::{authenticate_with, now_secs};
 use crate::close::CloseReason;
+use crate::metrics::labels::{Outcome, RequestKind};
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::effects::route_effects;
 use crate::owner::outbound::ConnHandle;
@@ -34,7 +35,10 @@ pub struct LargeMessage {
 /// What the off-thread decoding of a [`LargeMessage`] gives.
 pub enum LargeDecoded {
     /// The reply to a write its connection could never be allowed; its data was not parsed.
-    Refused(String),
+    Refused {
+        reply: String,
+        kind: RequestKind,
+    },
     Decoded(Result<ClientMessage, WireError>),
 }
 
@@ -46,7 +50,7 @@ pub fn on_message(
     handle: &ConnHandle,
     message: String,
 ) -> Result<Handled, CloseReason> {
-    shard.stats.borrow_mut().messages_in += 1;
+    shard.counters.message_in();
     let message = without_lone_surrogates(message);
     if message.len() > OFF_THREAD_PARSE_BYTES {
         // Even the syntax check that finds a write's path costs O(size): all of it is done
@@ -89,7 +93,10 @@ pub fn decode_large(message: LargeMessage) -> LargeDecoded {
                 _ => None,
             };
             if let Some(reply) = refusal {
-                return LargeDecoded::Refused(encode_reply(write.request_id, &reply));
+                return LargeDecoded::Refused {
+                    reply: encode_reply(write.request_id, &reply),
+                    kind: RequestKind::of_write_action(write.action()),
+                };
             }
             write.finish().map(prepare_write)
         }
@@ -105,7 +112,8 @@ pub fn on_large_decoded(
     decoded: LargeDecoded,
 ) -> Result<(), CloseReason> {
     match decoded {
-        LargeDecoded::Refused(reply) => {
+        LargeDecoded::Refused { reply, kind } => {
+            shard.counters.request(kind, Outcome::Denied);
             handle.send_text(reply);
             Ok(())
         }
@@ -158,6 +166,8 @@ pub fn on_decoded(
         }) => on_request(shard, handle, request_id, *request),
         Err(error) => match error.request_id {
             Some(request_id) => {
+                let outcome = Outcome::of_status_word(error.status);
+                shard.counters.request(RequestKind::Unknown, outcome);
                 handle.send_text(encode_reply_status(request_id, error.status, &error.reason))
             }
             None => return Err(CloseReason::new(CloseCode::Policy, error.reason)),
@@ -176,13 +186,22 @@ fn refuse_early(shard: &Shard, handle: &ConnHandle, write: &PendingWrite<'_>) ->
         .engine
         .precheck_write(handle.id, path, scope)
         .err()?;
+    let kind = RequestKind::of_write_action(write.action());
+    shard
+        .counters
+        .request(kind, Outcome::of_status(reply.status));
     Some(encode_reply(write.request_id, &reply))
 }
 
 fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: ClientRequest) {
+    let counters = &shard.counters;
     let reply = match request {
-        ClientRequest::Stats | ClientRequest::AppCheck => encode_reply_status(request_id, "ok", ""),
+        ClientRequest::Stats | ClientRequest::AppCheck => {
+            counters.request(RequestKind::Stats, Outcome::Ok);
+            encode_reply_status(request_id, "ok", "")
+        }
         ClientRequest::Unauth => {
+            counters.request(RequestKind::Unauth, Outcome::Ok);
             handle.set_auth_expiry(None);
             set_auth(shard, handle, AuthState::Anonymous);
             encode_reply_status(request_id, "ok", "")
@@ -190,13 +209,18 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
         ClientRequest::Auth(auth) => match authenticate_with(&auth, &shard.config.auth, now_secs())
         {
             Ok(authenticated) => {
+                counters.request(RequestKind::Auth, Outcome::Ok);
                 handle.set_auth_expiry(authenticated.expires_at);
                 set_auth(shard, handle, authenticated.state);
                 encode_reply_value(request_id, "ok", &authenticated.reply)
             }
-            Err(error) => encode_reply_status(request_id, "invalid_token", &error.to_string()),
+            Err(error) => {
+                counters.request(RequestKind::Auth, Outcome::Invalid);
+                encode_reply_status(request_id, "invalid_token", &error.to_string())
+            }
         },
         ClientRequest::Data(request) => {
+            let kind = RequestKind::of(&request);
             let mut effects = Effects::new();
             let reply = {
                 let mut databases = shard.databases.borrow_mut();
@@ -206,6 +230,7 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
                 database.last_used_ms = now_ms();
                 database.handle(handle.id, request, now_ms(), &mut effects)
             };
+            counters.request(kind, Outcome::of_status(reply.status));
             route_effects(shard, &handle.namespace, effects);
             encode_reply(request_id, &reply)
         }
@@ -270,7 +295,7 @@ mod tests {
         assert!(precheck.is_some(), "an open connection has a precheck");
         let text = r#"{"t":"d","d":{"r":5,"a":"p","b":{"p":"/a","d":[1,2,3]}}}"#.to_owned();
         match decode_large(LargeMessage { text, precheck }) {
-            LargeDecoded::Refused(reply) => assert_eq!(
+            LargeDecoded::Refused { reply, .. } => assert_eq!(
                 reply,
                 r#"{"t":"d","d":{"r":5,"b":{"s":"permission_denied","d":"Permission denied"}}}"#
             ),

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use hearth_sync::{Effect, Effects};
 use hearth_wire::{encode_cancel, encode_push, EncodedPush};
 
+use crate::metrics::labels::Channel;
 use crate::owner::outbound::encode_frames;
 use crate::shard::{Session, Shard};
 use crate::sse::stream::SseFanout;
@@ -37,9 +38,13 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
                                 }
                                 Some(tag) => handle.send_text(encoded.tagged(tag)),
                             }
+                            shard.counters.pushed(Channel::Websocket);
                         }
                         // A stream holds one listen, so its tag (if any) needs no echo.
-                        Some(Session::Stream(stream)) => fanout.deliver(stream),
+                        Some(Session::Stream(stream)) => {
+                            fanout.deliver(stream);
+                            shard.counters.pushed(Channel::Http);
+                        }
                         None => {}
                     }
                 }

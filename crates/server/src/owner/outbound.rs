@@ -242,7 +242,12 @@ mod tests {
         budget: &Rc<ShardBudget>,
     ) -> ConnHandle {
         let transport: Rc<dyn crate::edge::socket::Transport> = recorder.clone();
-        let edge = Rc::new(EdgeConn::new(1, transport, budget.clone()));
+        let edge = Rc::new(EdgeConn::new(
+            1,
+            transport,
+            budget.clone(),
+            Default::default(),
+        ));
         ConnHandle::new(1, "ns".into(), "s".into(), tagger, Route::Local(edge))
     }
 

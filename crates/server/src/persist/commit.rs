@@ -112,6 +112,7 @@ pub async fn commit_pending(shard: &Shard) {
             }
         };
         let elapsed = started.elapsed();
+        shard.counters.log_synced(bytes, elapsed);
         if elapsed >= SLOW_SYNC {
             warn!(
                 shard = shard.index,
@@ -180,6 +181,7 @@ pub fn on_durable(shard: &Shard, durable: u64) {
         &shard.gate,
         durable,
     );
+    shard.counters.durable(durable);
     if waiting.is_empty() {
         return;
     }

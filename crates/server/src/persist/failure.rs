@@ -38,7 +38,9 @@ pub fn report_failure(shard: &Shard, reason: String) {
             "the write-ahead log failed: {reason}. Writes are refused from now on and reads go \
              on; restart the server once the disk is fixed"
         );
+        shard.observer.health.shard_failed(shard.index, &reason);
         store.fail(reason);
+        shard.counters.never_acked();
     }
     store.appended.notify_one();
 }

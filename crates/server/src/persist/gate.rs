@@ -53,6 +53,11 @@ impl Gate {
         }
     }
 
+    /// Whether messages wait for their writes to be durable (`--durability strict`).
+    pub fn is_strict(&self) -> bool {
+        self.enforced
+    }
+
     /// Whether a message with `tag` may be sent.
     pub fn passes(&self, tag: u64) -> bool {
         tag <= self.durable.get()

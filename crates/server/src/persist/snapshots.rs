@@ -114,6 +114,7 @@ async fn after_snapshot(shard: &Shard, info: &SnapshotInfo) {
         bytes = info.bytes,
         "snapshot written"
     );
+    shard.counters.snapshot_taken();
     let old = store.record_snapshot(info);
     let removal = store.take_truncation();
     let storage = store.storage.clone();
@@ -156,7 +157,10 @@ pub fn snapshot_all(shard: &Shard) {
             continue;
         };
         match write(&store.storage, &job) {
-            Ok(info) => old.extend(store.record_snapshot(&info)),
+            Ok(info) => {
+                shard.counters.snapshot_taken();
+                old.extend(store.record_snapshot(&info));
+            }
             Err(error) => {
                 warn!(database = %name, %error, "snapshot at shutdown failed; the log keeps the data")
             }

@@ -83,7 +83,6 @@ pub fn execute(shard: &Shard, call: RestCall) -> RestResponse {
 /// Runs a call and returns its answer, whose body may be left to serialize (see
 /// [`OFF_THREAD_ANSWER_BYTES`]).
 fn execute_split(shard: &Shard, call: RestCall) -> (RestResponse, Option<LateBody>) {
-    shard.stats.borrow_mut().rest_requests += 1;
     let response = match call.op {
         CallOp::RulesGet { strict } => get_rules(shard, &call.namespace, strict),
         CallOp::RulesPut { text } => put_rules(shard, &call.namespace, text),

@@ -62,6 +62,8 @@ pub enum Endpoint {
     RulesPut,
     /// A read, write or stream of data.
     Data(Box<DataRequest>),
+    /// `GET /.admin/databases`: every database of every shard (admins only).
+    AdminDatabases,
 }
 
 impl Endpoint {
@@ -219,7 +221,7 @@ pub fn make_call(
                 prepared: None,
             }
         }
-        Endpoint::Status | Endpoint::Preflight { .. } => {
+        Endpoint::Status | Endpoint::Preflight { .. } | Endpoint::AdminDatabases => {
             return Err(RestResponse::error(500, "not a database request"));
         }
     };

@@ -52,11 +52,18 @@ pub fn parse_request(
             },
         });
     }
-    let namespace = resolve(query.get("ns"), header("host"), default_namespace)
-        .map_err(|error| RestResponse::error(404, error.to_string()))?;
-    let (auth, auth_expires_at) = resolve_auth(header("authorization"), &query, auth_config)?;
     let path = parts.uri.path();
-    let endpoint = if path == "/" {
+    // The server's own endpoints are about no database: a Host that names none is no error.
+    let admin = path.starts_with("/.admin/");
+    let namespace = match resolve(query.get("ns"), header("host"), default_namespace) {
+        Ok(namespace) => namespace,
+        Err(_) if admin => default_namespace.to_owned(),
+        Err(error) => return Err(RestResponse::error(404, error.to_string())),
+    };
+    let (auth, auth_expires_at) = resolve_auth(header("authorization"), &query, auth_config)?;
+    let endpoint = if admin {
+        admin_endpoint(parts, path, &auth)?
+    } else if path == "/" {
         if parts.method != Method::GET && parts.method != Method::HEAD {
             return Err(method_not_allowed("GET, HEAD, OPTIONS"));
         }
@@ -106,6 +113,25 @@ fn settings_endpoint(
         }),
         Method::PUT => Ok(Endpoint::RulesPut),
         _ => Err(method_not_allowed("GET, HEAD, PUT, OPTIONS")),
+    }
+}
+
+/// `/.admin/...`: the server's administration, for admins only (401 without a credential,
+/// 403 with one that is not an admin's).
+fn admin_endpoint(parts: &Parts, path: &str, auth: &AuthState) -> Result<Endpoint, RestResponse> {
+    match auth {
+        AuthState::Admin => {}
+        AuthState::Anonymous => {
+            return Err(RestResponse::error(401, "an admin credential is required"))
+        }
+        AuthState::User(_) => return Err(RestResponse::error(403, "Permission denied")),
+    }
+    if path != "/.admin/databases" {
+        return Err(RestResponse::error(404, format!("{path} does not exist")));
+    }
+    match parts.method {
+        Method::GET | Method::HEAD => Ok(Endpoint::AdminDatabases),
+        _ => Err(method_not_allowed("GET, HEAD, OPTIONS")),
     }
 }
 

@@ -213,6 +213,12 @@ fn response(body: StreamBody) -> Response<HearthBody> {
         hyper::header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache"),
     );
+    // Tells a reverse proxy (nginx) not to buffer the stream: each event must leave as it is
+    // written (docs/deploy-proxy.md).
+    headers.insert(
+        hyper::header::HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
     headers.insert(
         hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),

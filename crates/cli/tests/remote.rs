@@ -1,0 +1,329 @@
+//! `hearth data`, `hearth rules get|set` and `hearth databases` run as an operator would: the
+//! real binary against a real server with an admin token, checking output, error messages
+//! and exit codes.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{free_port, hearth, output, run, serve_with, temp_dir, Server};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "s3cret-admin-token";
+
+/// A server that is locked but for its admins (no --dev, no --rules).
+fn locked_server(name: &str) -> (Server, std::path::PathBuf) {
+    let dir = temp_dir(name);
+    let server = serve_with(&dir.join("data"), free_port(), &["--admin-token", TOKEN]);
+    (server, dir)
+}
+
+/// `hearth` aimed at `server`'s database `shop` as its admin, through the environment.
+fn admin(server: &Server) -> Command {
+    let mut command = hearth();
+    command
+        .env("HEARTH_URL", &server.url)
+        .env("HEARTH_NS", "shop")
+        .env("HEARTH_ADMIN_TOKEN", TOKEN);
+    command
+}
+
+fn json_of(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|error| panic!("{error}: {text:?}"))
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn every_data_verb_reads_and_writes_the_running_server() {
+    let (server, dir) = locked_server("data");
+    let set = run(admin(&server).args([
+        "data",
+        "set",
+        "/users/ada",
+        r#"{"name": "Ada", "born": 1815, "note": "é ✓"}"#,
+    ]));
+    assert_eq!(set, "", "a write prints nothing");
+    assert_eq!(
+        json_of(&run(admin(&server).args(["data", "get", "/users/ada"]))),
+        json!({"name": "Ada", "born": 1815, "note": "é ✓"})
+    );
+    let from_stdin = output(
+        admin(&server).args(["data", "set", "/users/alan", "-"]),
+        r#"{"name": "Alan"}"#,
+    );
+    assert!(from_stdin.status.success(), "{}", stderr(&from_stdin));
+    run(admin(&server).args(["data", "update", "/users/ada", r#"{"died": 1852}"#]));
+    assert_eq!(
+        json_of(&run(admin(&server).args(["data", "get", "users/ada/"]))),
+        json!({"name": "Ada", "born": 1815, "note": "é ✓", "died": 1852})
+    );
+    let id = run(admin(&server).args(["data", "push", "/log", r#""first""#]));
+    let id = id.trim_end();
+    assert_eq!(id.len(), 20, "a push id: {id:?}");
+    assert_eq!(
+        run(admin(&server).args(["data", "get", &format!("/log/{id}")])),
+        "\"first\"\n"
+    );
+    assert_eq!(
+        json_of(&run(admin(&server).args(["data", "get", "/", "--shallow"]))),
+        json!({"log": true, "users": true})
+    );
+    let pretty = run(admin(&server).args(["data", "get", "/users/alan", "--pretty"]));
+    assert_eq!(pretty, "{\n  \"name\" : \"Alan\"\n}\n");
+    run(admin(&server).args(["data", "remove", "/users/ada"]));
+    assert_eq!(
+        run(admin(&server).args(["data", "get", "/users/ada"])),
+        "null\n"
+    );
+
+    // The database: `?ns=` in the URL, which --ns overrides.
+    let other = format!("{}/?ns=other", server.url);
+    run(admin(&server)
+        .env_remove("HEARTH_NS")
+        .args(["data", "set", "/k", "1", "--url", &other]));
+    assert_eq!(
+        run(admin(&server).args(["data", "get", "/k", "--ns", "other"])),
+        "1\n"
+    );
+    assert_eq!(run(admin(&server).args(["data", "get", "/k"])), "null\n");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn refusals_say_why_with_an_exit_code_per_cause() {
+    let (server, dir) = locked_server("refusals");
+    let anonymous = output(
+        admin(&server)
+            .env_remove("HEARTH_ADMIN_TOKEN")
+            .args(["data", "get", "/"]),
+        "",
+    );
+    assert_eq!(anonymous.status.code(), Some(4));
+    assert_eq!(
+        stderr(&anonymous),
+        "the server answered 401 to GET /.json: Permission denied (no --admin-token or \
+         HEARTH_ADMIN_TOKEN was given)\n"
+    );
+    let wrong = output(
+        admin(&server).args(["data", "set", "/a", "1", "--admin-token", "not-it"]),
+        "",
+    );
+    assert_eq!(wrong.status.code(), Some(4), "{}", stderr(&wrong));
+    assert!(stderr(&wrong).starts_with("the server answered 401 to PUT /a.json: "));
+    let listing = output(
+        admin(&server)
+            .env_remove("HEARTH_ADMIN_TOKEN")
+            .arg("databases"),
+        "",
+    );
+    assert_eq!(listing.status.code(), Some(4), "{}", stderr(&listing));
+
+    // The server's own message for a request it cannot take.
+    let bad_key = output(admin(&server).args(["data", "set", "/a.b", "1"]), "");
+    assert_eq!(bad_key.status.code(), Some(1));
+    assert!(
+        stderr(&bad_key).starts_with("the server answered 400 to PUT /a.b.json: Invalid path"),
+        "{}",
+        stderr(&bad_key)
+    );
+    // A value that is not JSON is refused before anything is sent.
+    let not_json = output(admin(&server).args(["data", "set", "/a", "{a: 1}"]), "");
+    assert_eq!(not_json.status.code(), Some(1));
+    assert!(stderr(&not_json).starts_with("invalid JSON in the value: "));
+    assert_eq!(run(admin(&server).args(["data", "get", "/"])), "null\n");
+
+    // Nothing listens there.
+    let nowhere = format!("http://127.0.0.1:{}", free_port());
+    let refused = output(
+        admin(&server).args(["data", "get", "/", "--url", &nowhere]),
+        "",
+    );
+    assert_eq!(refused.status.code(), Some(3));
+    assert_eq!(
+        stderr(&refused),
+        format!(
+            "cannot reach the server at {nowhere}: connection refused (is the server running \
+             at {nowhere}?)\n"
+        )
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn rules_are_checked_here_then_set_and_read_back() {
+    let (server, dir) = locked_server("rules");
+    let bad = dir.join("bad.rules.json");
+    std::fs::write(&bad, "{\"rules\": {\".read\": \"auth.uid ==\"}}").expect("written");
+    let checked = output(hearth().args(["rules", "check"]).arg(&bad), "");
+    let refused = output(admin(&server).args(["rules", "set"]).arg(&bad), "");
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(stderr(&checked).contains("line 1, column"));
+    assert_eq!(
+        stderr(&refused),
+        stderr(&checked),
+        "the errors of rules check"
+    );
+    let before = run(admin(&server).args(["rules", "get"]));
+    assert_eq!(json_of(&before)["rules"][".read"], json!(false));
+
+    let good = dir.join("good.rules.json");
+    let text = "{\n  // anyone may read\n  \"rules\": {\".read\": true, \".write\": false}\n}\n";
+    std::fs::write(&good, text).expect("written");
+    let set = run(admin(&server).args(["rules", "set"]).arg(&good));
+    assert_eq!(set, format!("{}: ok, set on shop\n", good.display()));
+    assert_eq!(run(admin(&server).args(["rules", "get"])), text);
+    // The rules hold: anyone reads, nobody but the admin writes.
+    let anonymous = || {
+        let mut command = admin(&server);
+        command.env_remove("HEARTH_ADMIN_TOKEN");
+        command
+    };
+    assert_eq!(run(anonymous().args(["data", "get", "/"])), "null\n");
+    let write = output(anonymous().args(["data", "set", "/a", "1"]), "");
+    assert_eq!(write.status.code(), Some(4));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn databases_lists_every_database_with_its_size_and_clients() {
+    let (server, dir) = locked_server("databases");
+    for ns in ["shop", "chat", "home-0-abc"] {
+        run(admin(&server).args(["data", "set", "/x", r#"{"y": [1, 2, 3]}"#, "--ns", ns]));
+    }
+    let listing = json_of(&run(admin(&server).args(["databases", "--json"])));
+    let names: Vec<&str> = listing["databases"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|database| database["name"].as_str())
+        .collect();
+    assert_eq!(names, ["chat", "home-0-abc", "shop"]);
+    for database in listing["databases"].as_array().expect("a list") {
+        assert_eq!(database["loaded"], true);
+        assert_eq!(database["clients"], 0);
+        assert!(database["bytes"].as_u64().is_some_and(|bytes| bytes > 0));
+        assert!(database["shard"].as_u64().is_some_and(|shard| shard < 2));
+    }
+    let table = run(admin(&server).arg("databases"));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 4, "{table}");
+    assert!(lines[0].starts_with("NAME"), "{table}");
+    assert!(
+        lines[1].starts_with("chat ") && lines[1].contains(" yes "),
+        "{table}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The lines a child process writes to stdout, as they come.
+fn lines_of(child: &mut std::process::Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().expect("a piped stdout");
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
+#[test]
+fn a_watch_sees_the_change_a_data_set_makes() {
+    let (server, dir) = locked_server("watch");
+    run(admin(&server).args(["data", "set", "/room", r#"{"topic": "rust"}"#]));
+    let mut watch = admin(&server)
+        .args(["data", "watch", "/room"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the watch starts");
+    let lines = lines_of(&mut watch);
+    // The first event is the whole value: the stream is open from here on.
+    let wait = Duration::from_secs(10);
+    assert_eq!(
+        lines.recv_timeout(wait).as_deref(),
+        Ok(r#"{"event":"put","path":"/","data":{"topic":"rust"}}"#)
+    );
+    run(admin(&server).args([
+        "data",
+        "set",
+        "/room/messages/m1",
+        r#"{"text": "hi", "n": 1.5}"#,
+    ]));
+    assert_eq!(
+        lines.recv_timeout(wait).as_deref(),
+        Ok(r#"{"event":"put","path":"/messages/m1","data":{"n":1.5,"text":"hi"}}"#)
+    );
+    run(admin(&server).args(["data", "update", "/room", r#"{"topic": "go", "x": null}"#]));
+    assert_eq!(
+        lines.recv_timeout(wait).as_deref(),
+        Ok(r#"{"event":"patch","path":"/","data":{"topic":"go","x":null}}"#)
+    );
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An HTTP server that answers one request with `document` in chunks (as a proxy may), and
+/// hands back the request head it got.
+fn chunked_server(document: &'static str) -> (String, std::thread::JoinHandle<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a port");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    let handle = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().expect("a connection");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            socket.read_exact(&mut byte).expect("the request head");
+            head.push(byte[0]);
+        }
+        let mut answer = String::from(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+        );
+        let (first, rest) = document.split_at(document.len() / 3);
+        let (second, third) = rest.split_at(rest.len() / 2);
+        for chunk in [first, second, third] {
+            answer.push_str(&format!("{:x}\r\n{chunk}\r\n", chunk.len()));
+        }
+        answer.push_str("0\r\n\r\n");
+        socket.write_all(answer.as_bytes()).expect("the answer");
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    (url, handle)
+}
+
+#[test]
+fn an_export_through_a_chunked_answer_holds_only_the_json() {
+    const DOCUMENT: &str = r#"{"a":{"b":[1,2,3],".priority":4},"long":"0123456789abcdefghijklmnopqrstuvwxyz","é":true}"#;
+    let (url, server) = chunked_server(DOCUMENT);
+    let exported = run(hearth().args([
+        "export",
+        "--quiet",
+        "--db",
+        "shop",
+        "--admin-token",
+        TOKEN,
+        "--url",
+        &url,
+    ]));
+    assert_eq!(exported, format!("{DOCUMENT}\n"));
+    let head = server.join().expect("the server thread");
+    assert!(
+        head.starts_with("GET /.json?ns=shop&format=export HTTP/1.1\r\n"),
+        "{head}"
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains(&format!("authorization: bearer {TOKEN}\r\n")),
+        "{head}"
+    );
+}

@@ -1,0 +1,118 @@
+//! The server's administration endpoints (`/.admin/...`), for admins only (checked when the
+//! request is parsed, `rest/parse.rs`).
+//!
+//! `GET /.admin/databases` lists every database of every shard. Each shard's owner role
+//! answers for its own databases through its message queue (`ShardMessage::Databases`), so
+//! that no shard reads another's state; the shard that received the request gathers the
+//! answers.
+
+use hearth_store::{snapshot_name, Storage, StorageFile};
+use serde::Serialize;
+
+use crate::rest::RestResponse;
+use crate::shard::Shard;
+
+/// One database as `GET /.admin/databases` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DatabaseInfo {
+    pub name: String,
+    /// Whether it is in memory now; one that is not was evicted (or not used since the
+    /// server started) and is loaded from its snapshot on its next use.
+    pub loaded: bool,
+    /// A loaded database: the estimated size of its tree as JSON in export form (what an
+    /// export would write, about). One on disk only: the size of its newest snapshot file.
+    /// Both are known without reading the data.
+    pub bytes: u64,
+    /// Its sessions: WebSocket connections and REST event streams.
+    pub clients: usize,
+    /// The shard (core) that owns it.
+    pub shard: usize,
+}
+
+/// The answer of `GET /.admin/databases`: `{"databases": [...]}`, sorted by name.
+pub async fn databases(shard: &Shard) -> RestResponse {
+    let mut databases = shard.all_databases().await;
+    databases.sort_by(|a, b| a.name.cmp(&b.name));
+    #[derive(Serialize)]
+    struct Listing {
+        databases: Vec<DatabaseInfo>,
+    }
+    match serde_json::to_vec(&Listing { databases }) {
+        Ok(body) => RestResponse::json(200, body),
+        Err(error) => RestResponse::error(500, error.to_string()),
+    }
+}
+
+/// The databases this shard owns: those in memory, then those only on disk.
+pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
+    let loaded = shard.databases.borrow();
+    let mut list: Vec<DatabaseInfo> = loaded
+        .values()
+        .map(|database| DatabaseInfo {
+            name: database.name.to_string(),
+            loaded: true,
+            bytes: database.engine.root().estimated_bytes() as u64,
+            clients: database.session_count(),
+            shard: shard.index,
+        })
+        .collect();
+    if let Some(store) = &shard.store {
+        let catalog = store.catalog.borrow();
+        for name in catalog.databases() {
+            if loaded.contains_key(name) {
+                continue;
+            }
+            let bytes = catalog
+                .newest(name)
+                .and_then(|covered| store.storage.open(&snapshot_name(name, covered)).ok())
+                .and_then(|file| file.size().ok())
+                .unwrap_or(0);
+            list.push(DatabaseInfo {
+                name: name.to_owned(),
+                loaded: false,
+                bytes,
+                clients: 0,
+                shard: shard.index,
+            });
+        }
+    }
+    list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    use hearth_tree::Node;
+    use tokio::sync::{mpsc, watch};
+
+    use crate::config::ServeConfig;
+
+    #[test]
+    fn a_loaded_database_is_listed_with_its_estimated_size() {
+        let (_shutdown, receiver) = watch::channel(false);
+        let config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        let (sender, _receiver) = mpsc::unbounded_channel();
+        let (edge, _edge_receiver) = mpsc::unbounded_channel();
+        let shard = Shard::new(0, Rc::new(config), receiver, vec![sender], vec![edge]);
+        assert_eq!(local_databases(&shard), Vec::new());
+        let root = Node::from_json(&serde_json::json!({"a": "xyz", "b": 12})).expect("a tree");
+        let bytes = root.estimated_bytes() as u64;
+        {
+            let mut databases = shard.databases.borrow_mut();
+            let loaded = shard.database(&mut databases, "shop");
+            loaded.engine = hearth_sync::Database::with_root(root);
+        }
+        assert_eq!(
+            local_databases(&shard),
+            vec![DatabaseInfo {
+                name: "shop".into(),
+                loaded: true,
+                bytes,
+                clients: 0,
+                shard: 0,
+            }]
+        );
+    }
+}

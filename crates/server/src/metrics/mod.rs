@@ -1,0 +1,90 @@
+//! Metrics and health: `GET /metrics` in the Prometheus text format, `GET /healthz` and
+//! `GET /readyz`, on the main port and, with `--metrics-listen`, on an address of their own.
+//!
+//! Counting costs the hot path a few plain adds: each shard owns its [`ShardCounters`] (cells
+//! written only by its thread, no atomics, no locks). A scrape sends every shard a request
+//! through its inbox; each answers with a copy of its counters and gauges taken on its own
+//! thread ([`ShardSnapshot`]), and the scraper sums the copies ([`ServerSnapshot`]) and encodes
+//! them ([`encode`]). Histograms are per shard too and merged bucket by bucket.
+
+mod counters;
+mod encode;
+mod endpoint;
+mod health;
+mod histogram;
+pub(crate) mod labels;
+mod listener;
+pub(crate) mod snapshot;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+pub(crate) use counters::ShardCounters;
+pub(crate) use endpoint::answer_on_main_port;
+pub use health::{Health, NotReady};
+pub(crate) use listener::{bind_metrics_listener, serve_metrics};
+pub(crate) use snapshot::{ServerSnapshot, ShardSnapshot};
+
+use crate::budget::SharedBudgets;
+use crate::shard::{ask_every_shard, ShardMessage};
+
+/// Where metrics are served and to whom (`hearth serve --metrics-listen`, `--metrics-public`).
+#[derive(Debug, Clone, Default)]
+pub struct MetricsConfig {
+    /// Serve `/metrics`, `/healthz` and `/readyz` on this address, to anyone who can reach
+    /// it, and `/metrics` no longer on the main port.
+    pub listen: Option<SocketAddr>,
+    /// Serve `/metrics` on the main port without a credential (otherwise admins only).
+    pub public: bool,
+}
+
+/// How long a scrape waits for the shards' answers; a shard that has not answered by then is
+/// reported in `hearth_shards_unanswered` instead of holding the scrape.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the shards, the scrapes and the health checks share: the shards' inboxes, the HTTP
+/// budgets and the server's health.
+#[derive(Debug)]
+pub struct Observer {
+    pub health: Health,
+    http: SharedBudgets,
+    shards: OnceLock<Vec<mpsc::UnboundedSender<ShardMessage>>>,
+}
+
+impl Observer {
+    pub fn new(http: SharedBudgets) -> Arc<Observer> {
+        Arc::new(Observer {
+            health: Health::default(),
+            http,
+            shards: OnceLock::new(),
+        })
+    }
+
+    /// The shards' inboxes, once they exist.
+    pub fn connect(&self, shards: Vec<mpsc::UnboundedSender<ShardMessage>>) {
+        self.health.expect_shards(shards.len());
+        let _ = self.shards.set(shards);
+    }
+
+    /// Every shard's numbers, summed.
+    pub async fn scrape(&self) -> ServerSnapshot {
+        let shards = self.shards.get().map_or(&[][..], Vec::as_slice);
+        let answers = ask_every_shard(shards, ShardMessage::Metrics, Some(SCRAPE_TIMEOUT)).await;
+        let mut answered = Vec::with_capacity(answers.len());
+        let mut missing = Vec::new();
+        for (shard, answer) in answers.into_iter().enumerate() {
+            match answer {
+                Some(snapshot) => answered.push(snapshot),
+                None => missing.push(shard),
+            }
+        }
+        let mut server = ServerSnapshot::new(answered, missing);
+        server.body_bytes_in_flight = self.http.bodies.used();
+        server.answer_bytes_unsent = self.http.answers.used();
+        server.ready = self.health.ready().is_ok();
+        server
+    }
+}

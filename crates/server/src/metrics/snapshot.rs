@@ -1,0 +1,136 @@
+//! What a scrape gathers: each shard's copy of its counters and gauges, taken on its own
+//! thread when its queue reaches the request, and the sum over shards.
+
+use std::time::Duration;
+
+use super::counters::CounterSnapshot;
+
+/// How many databases the top lists name (by clients, and by writes): each list is a bounded
+/// set of `database` label values, whatever the number of databases.
+pub const TOP_DATABASES: usize = 10;
+
+/// A database of a top list and its count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseLoad {
+    pub database: String,
+    pub count: u64,
+}
+
+/// One shard's numbers at the moment it answered the scrape.
+#[derive(Debug, Clone, Default)]
+pub struct ShardSnapshot {
+    pub shard: usize,
+    pub counters: CounterSnapshot,
+    /// Open WebSocket sessions of this core's databases (wherever their sockets are).
+    pub websocket_sessions: usize,
+    /// Open event streams of this core's databases.
+    pub event_streams: usize,
+    pub databases_loaded: usize,
+    /// Time the shard's thread spent running tasks (tokio's count), since it started.
+    pub busy: Duration,
+    /// Messages waiting in the shard's inbox (requests and messages from other cores).
+    pub inbox_messages: usize,
+    /// Tasks waiting in the shard runtime's queue for the thread.
+    pub runtime_queue: usize,
+    /// Bytes this core's connections handed to other cores' databases, not handled yet.
+    pub link_bytes_to_owners: usize,
+    /// Bytes this core's databases sent to other cores' connections, not written yet.
+    pub link_bytes_to_edges: usize,
+    /// Whether the shard's log failed (its databases are read-only).
+    pub read_only: bool,
+    /// This shard's busiest databases by open clients, at most [`TOP_DATABASES`].
+    pub top_clients: Vec<DatabaseLoad>,
+    /// This shard's busiest databases by writes since they were loaded.
+    pub top_writes: Vec<DatabaseLoad>,
+}
+
+/// The `TOP_DATABASES` largest of `loads`, largest first (names break ties, so that a scrape
+/// is stable).
+pub fn top(mut loads: Vec<DatabaseLoad>) -> Vec<DatabaseLoad> {
+    loads.retain(|load| load.count > 0);
+    loads.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.database.cmp(&b.database))
+    });
+    loads.truncate(TOP_DATABASES);
+    loads
+}
+
+/// The whole server: the shards that answered, and their sums.
+#[derive(Debug, Default)]
+pub struct ServerSnapshot {
+    pub shards: Vec<ShardSnapshot>,
+    /// Shards that did not answer within the scrape's time (a thread stuck or gone).
+    pub missing: Vec<usize>,
+    pub total: CounterSnapshot,
+    pub top_clients: Vec<DatabaseLoad>,
+    pub top_writes: Vec<DatabaseLoad>,
+    /// Request body bytes being received, server-wide.
+    pub body_bytes_in_flight: usize,
+    /// Answer bytes produced and not yet taken by a socket, server-wide.
+    pub answer_bytes_unsent: usize,
+    pub ready: bool,
+}
+
+impl ServerSnapshot {
+    pub fn new(shards: Vec<ShardSnapshot>, missing: Vec<usize>) -> ServerSnapshot {
+        let mut total = CounterSnapshot::default();
+        let mut clients = Vec::new();
+        let mut writes = Vec::new();
+        for shard in &shards {
+            total.merge(&shard.counters);
+            clients.extend(shard.top_clients.iter().cloned());
+            writes.extend(shard.top_writes.iter().cloned());
+        }
+        ServerSnapshot {
+            shards,
+            missing,
+            total,
+            top_clients: top(clients),
+            top_writes: top(writes),
+            ..ServerSnapshot::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(database: &str, count: u64) -> DatabaseLoad {
+        DatabaseLoad {
+            database: database.to_owned(),
+            count,
+        }
+    }
+
+    #[test]
+    fn the_top_list_is_bounded_and_ordered() {
+        let loads = (0..30)
+            .map(|n| load(&format!("db{n:02}"), n % 15))
+            .collect();
+        let top = top(loads);
+        assert_eq!(top.len(), TOP_DATABASES);
+        assert_eq!(top[0], load("db14", 14));
+        assert_eq!(top[1], load("db29", 14));
+        assert!(top.windows(2).all(|pair| pair[0].count >= pair[1].count));
+        assert!(super::top(vec![load("idle", 0)]).is_empty());
+    }
+
+    #[test]
+    fn shards_are_summed_and_their_tops_merged() {
+        let counters = super::super::counters::ShardCounters::default();
+        counters.write_applied();
+        let shard = |index: usize, name: &str, clients: u64| ShardSnapshot {
+            shard: index,
+            counters: counters.snapshot(),
+            top_clients: vec![load(name, clients)],
+            ..ShardSnapshot::default()
+        };
+        let server = ServerSnapshot::new(vec![shard(0, "a", 1), shard(1, "b", 5)], vec![2]);
+        assert_eq!(server.total.writes, 2);
+        assert_eq!(server.top_clients, vec![load("b", 5), load("a", 1)]);
+        assert_eq!(server.missing, vec![2]);
+    }
+}

@@ -1,0 +1,78 @@
+//! The one error type of the tools' public API. The command maps it to an exit code
+//! ([`ToolsError::exit_code`]) and prints it as it reads.
+
+use std::path::PathBuf;
+
+use hearth_server::offline::OfflineError;
+use hearth_server::rules_file::RulesFileError;
+
+/// Why a tool failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolsError {
+    /// No HTTP answer at all: nothing listens there, the name does not resolve, TLS failed,
+    /// or the server did not answer in time.
+    #[error("cannot reach the server at {url}: {reason} (is the server running at {url}?)")]
+    Unreachable { url: String, reason: String },
+    /// The server answered with an error status; `message` is its `error` text.
+    #[error("the server answered {status} to {request}: {message}")]
+    Refused {
+        request: String,
+        status: u16,
+        message: String,
+    },
+    /// An answer or a stream broke off, or did not have the expected form.
+    #[error("{request}: {reason}")]
+    BadAnswer { request: String, reason: String },
+    #[error("{0}")]
+    Usage(String),
+    #[error("invalid JSON in {what}: {source}")]
+    Json {
+        what: String,
+        source: serde_json::Error,
+    },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("cannot read the CA certificates in {}: {reason}", path.display())]
+    CaCert { path: PathBuf, reason: String },
+    /// The text is exactly `hearth rules check`'s.
+    #[error(transparent)]
+    Rules(#[from] RulesFileError),
+    #[error(transparent)]
+    Offline(#[from] OfflineError),
+    #[error(transparent)]
+    Tree(#[from] hearth_tree::TreeError),
+    #[error(transparent)]
+    Store(#[from] hearth_store::StoreError),
+}
+
+impl ToolsError {
+    /// The exit code of the command: 3 when the server could not be reached, 4 when it
+    /// refused the credential (401 or 403), 1 for every other failure (2 is the command
+    /// line parser's, for usage errors).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ToolsError::Unreachable { .. } => 3,
+            ToolsError::Refused {
+                status: 401 | 403, ..
+            } => 4,
+            _ => 1,
+        }
+    }
+
+    /// An I/O error while doing `what`.
+    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ToolsError {
+        let what = what.into();
+        move |source| ToolsError::Io { what, source }
+    }
+
+    /// A JSON error in `what`.
+    pub fn json(what: impl Into<String>) -> impl FnOnce(serde_json::Error) -> ToolsError {
+        let what = what.into();
+        move |source| ToolsError::Json { what, source }
+    }
+}
+
+pub type Result<T, E = ToolsError> = std::result::Result<T, E>;
