@@ -1,20 +1,13 @@
 //! `hearth serve` settings from flags, `HEARTH_*` variables and a config file, seen through
 //! `--print-config` of the real binary: which layer wins, and how a bad file is refused.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-fn hearth() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_hearth"));
-    // The tests' own environment must not leak into the layers under test.
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("HEARTH_") || name == "RUST_LOG" {
-            command.env_remove(name);
-        }
-    }
-    command
-}
+use common::{free_port, hearth};
 
 fn config_file(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("hearth-config-{}", std::process::id()));
@@ -161,13 +154,6 @@ fn unknown_keys_and_wrong_types_are_refused_with_file_line_and_key() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/hearth.toml"));
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
-}
-
 /// Starts a server and returns its first `count` log lines (stderr), then stops it.
 fn first_log_lines(command: &mut Command, count: usize) -> Vec<String> {
     let dir =
@@ -177,6 +163,7 @@ fn first_log_lines(command: &mut Command, count: usize) -> Vec<String> {
         .arg(format!("127.0.0.1:{}", free_port()))
         .arg("--data-dir")
         .arg(&dir)
+        .env_remove("RUST_LOG")
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()

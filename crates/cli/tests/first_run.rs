@@ -1,22 +1,23 @@
 //! What a new user trips over first, run as they would: a mistyped data directory given to
 //! `export` or `import`, and the progress line of both on a terminal.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use common::{free_port, hearth, temp_dir};
 
 fn hearth_path() -> &'static str {
     env!("CARGO_BIN_EXE_hearth")
 }
 
-fn hearth() -> Command {
-    Command::new(hearth_path())
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hearth-first-run-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    dir
+/// A fresh directory holding `in.json`, a small document to import.
+fn dir_with_document(name: &str) -> (PathBuf, PathBuf) {
+    let dir = temp_dir(name);
+    let file = dir.join("in.json");
+    std::fs::write(&file, br#"{"a": 1}"#).expect("written");
+    (dir, file)
 }
 
 fn output(command: &mut Command) -> Output {
@@ -55,9 +56,7 @@ fn export_of_a_mistyped_data_directory_is_refused_and_creates_nothing() {
 
 #[test]
 fn import_creates_a_data_directory_only_when_asked_to() {
-    let dir = temp_dir("create");
-    let file = dir.join("in.json");
-    std::fs::write(&file, br#"{"a": 1}"#).expect("written");
+    let (dir, file) = dir_with_document("create");
     let data = dir.join("data");
     let import = |create: bool| {
         let mut command = hearth();
@@ -110,9 +109,7 @@ fn on_a_terminal(command: &str) -> String {
 
 #[test]
 fn progress_lines_are_cleared_and_quiet_draws_none() {
-    let dir = temp_dir("progress");
-    let file = dir.join("in.json");
-    std::fs::write(&file, br#"{"a": 1}"#).expect("written");
+    let (dir, file) = dir_with_document("progress");
     let data = dir.join("data");
     let data = data.display();
     let file = file.display();
@@ -157,10 +154,7 @@ impl DevServer {
     fn start_with(name: &str, args: &[&str]) -> DevServer {
         let dir = temp_dir(name);
         let log = dir.join("server.log");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map(|address| address.port())
-            .expect("a free port");
+        let port = free_port();
         let child = hearth()
             .args(["serve", "--dev", "--threads", "2", "--listen"])
             .arg(format!("127.0.0.1:{port}"))
