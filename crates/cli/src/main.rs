@@ -1,10 +1,17 @@
 //! The `hearth` command.
 
+mod config_file;
+mod layers;
+mod logging;
+#[cfg(test)]
+mod options_table;
+mod print_config;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use hearth_server::auth::AuthConfig;
 use hearth_server::budget::{self, HttpBudgets};
 use hearth_server::jwks::{FirebaseKeys, JwksSource};
@@ -15,6 +22,8 @@ use hearth_server::tls::TlsCerts;
 use hearth_server::{ServeConfig, Server, DEFAULT_NAMESPACE};
 use hearth_store::SnapshotPolicy;
 use tracing::{info, warn};
+
+use crate::logging::LogFormat;
 
 const MIB: usize = 1024 * 1024;
 
@@ -82,8 +91,25 @@ enum RulesCommand {
     },
 }
 
+/// The options of `hearth serve`. Each also has a `HEARTH_*` variable and a config-file key,
+/// given to every argument by `layers` (an `env` written here must be the name it would get).
 #[derive(clap::Args)]
 struct ServeArgs {
+    /// A TOML file with settings for any of these options, keyed by their long names
+    /// (`data-dir = "/var/lib/hearth"`, `jwt-keys = ["a.pem", "b.pem"]`).
+    #[arg(long, env = "HEARTH_CONFIG")]
+    config: Option<PathBuf>,
+    /// Print the settings in effect as TOML, each with where it came from (flag, env, file or
+    /// default; secrets shown as `<hidden>`), and exit.
+    #[arg(long)]
+    print_config: bool,
+    /// Log lines as text, or as one JSON object per line.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Which log events are written, in RUST_LOG syntax (`debug`, `hearth_server=debug,info`).
+    /// Without it, RUST_LOG is read, and without that, `info`.
+    #[arg(long)]
+    log_level: Option<String>,
     /// Address to listen on (`host:port`), for WebSocket and HTTP. `localhost` binds both
     /// 127.0.0.1 and ::1.
     #[arg(long, default_value = "localhost:9000", env = "HEARTH_LISTEN")]
@@ -227,17 +253,41 @@ fn persist_config(args: &ServeArgs) -> PersistConfig {
 
 fn main() -> anyhow::Result<()> {
     hearth_alloc::return_freed_memory_at_once();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colors only on a terminal: log files and tests that read them get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let tool = match Cli::parse().command {
-        Command::Serve(args) => return serve(*args),
+    let command = layers::with_env_vars(Cli::command());
+    let layered = match layers::parse(command.clone(), std::env::args_os().collect()) {
+        Ok(layered) => layered,
+        Err(error) => {
+            // A config file is refused like a command line: a message, exit code 2.
+            eprintln!("error: {error}");
+            std::process::exit(2);
+        }
+    };
+    let cli = Cli::from_arg_matches(&layered.matches).unwrap_or_else(|error| error.exit());
+    if let Command::Serve(args) = cli.command {
+        if args.print_config {
+            let (Some(serve_command), Some(serve)) = (
+                command.find_subcommand(layers::SERVE),
+                layered.matches.subcommand_matches(layers::SERVE),
+            ) else {
+                anyhow::bail!("no serve options to print");
+            };
+            print!(
+                "{}",
+                print_config::render(
+                    serve_command,
+                    serve,
+                    &layered.sources,
+                    layered.config_file.as_deref()
+                )
+            );
+            return Ok(());
+        }
+        logging::init(args.log_format, args.log_level.as_deref())?;
+        return serve(*args);
+    }
+    logging::init(LogFormat::Text, None)?;
+    let tool = match cli.command {
+        Command::Serve(_) => return Ok(()),
         Command::Rules(RulesCommand::Check { file }) => return check_rules(&file),
         Command::Rules(RulesCommand::Get { server }) => hearth_tools::rules_get(&server),
         Command::Rules(RulesCommand::Set { file, server }) => {
@@ -325,8 +375,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     if default_rules.is_none() && !args.dev {
         warn!(
-            "no --rules given and not in --dev mode: every database is locked; only admins \
-             (--admin-token) can read or write until rules are set"
+            "every database is locked: only admins can read or write, because neither --rules \
+             nor --dev was given. To open it: --dev for development (open rules, emulator \
+             credentials), --rules FILE for rules every database starts with, or \
+             --admin-token TOKEN to act as an admin (and set rules per database with \
+             PUT /.settings/rules.json?ns=NAME)"
         );
     }
     let auth = auth_config(&args)?;

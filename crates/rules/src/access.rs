@@ -146,7 +146,7 @@ impl Rules {
             // Ancestors this target shares with the previous one were validated with it.
             let validated = previous.map_or(0, |p| common_prefix(p, target) + 1);
             if let Err(denial) = writer.check(target, validated) {
-                return Decision::Deny(Box::new(denial));
+                return Decision::Deny(denial);
             }
             previous = Some(target);
         }
@@ -182,6 +182,7 @@ fn outcome(
     RuleOutcome {
         site: RuleSite {
             kind,
+            pattern: rule.pattern.clone(),
             location: Path::from_keys(keys.get(..depth).unwrap_or(keys).to_vec()),
             line: rule.line,
             column: rule.column,
@@ -211,7 +212,7 @@ struct Writer<'r> {
 impl<'r> Writer<'r> {
     /// Checks one target: permission, then validation of the target and its ancestors from
     /// depth `validated` on, then of the written subtree.
-    fn check(&mut self, target: &Path, validated: usize) -> Result<(), Denial> {
+    fn check(&mut self, target: &Path, validated: usize) -> Result<(), Box<Denial>> {
         let rules = self.rules;
         self.target = target.clone();
         self.keys.clear();
@@ -247,13 +248,13 @@ impl<'r> Writer<'r> {
             let last = last.map(|(rule, depth, error)| {
                 outcome(rule, RuleKind::Write, &self.keys, depth, error)
             });
-            return Err(Denial {
+            return Err(Box::new(Denial {
                 path: target.clone(),
                 reason: DenialReason::NotGranted {
                     kind: RuleKind::Write,
                     last,
                 },
-            });
+            }));
         }
 
         let mut node = &rules.root;
@@ -282,7 +283,7 @@ impl<'r> Writer<'r> {
 
     /// Validates the children of the written node at `depth` (non-empty, frames filled), and
     /// theirs, wherever the rules have a node that validates.
-    fn subtree(&mut self, node: &'r RuleNode, depth: usize) -> Result<(), Denial> {
+    fn subtree(&mut self, node: &'r RuleNode, depth: usize) -> Result<(), Box<Denial>> {
         self.spend(1)?;
         let new_parent = self.new[depth].clone();
         let old_parent = self.old[depth].clone();
@@ -324,7 +325,7 @@ impl<'r> Writer<'r> {
         key: &Key,
         old_parent: &Node,
         new_child: Node,
-    ) -> Result<(), Denial> {
+    ) -> Result<(), Box<Denial>> {
         self.keys.push(key.clone());
         self.old.push(old_parent.child(key));
         self.new.push(new_child);
@@ -341,7 +342,7 @@ impl<'r> Writer<'r> {
     }
 
     /// Runs a `.validate` rule at `depth` unless the new data there is null.
-    fn validate(&mut self, rule: &Rule, depth: usize) -> Result<(), Denial> {
+    fn validate(&mut self, rule: &Rule, depth: usize) -> Result<(), Box<Denial>> {
         self.frames_to(depth);
         if self.new[depth].is_empty() {
             return Ok(());
@@ -352,7 +353,7 @@ impl<'r> Writer<'r> {
             Err(EvalError::Budget) => return Err(self.over_budget()),
             Err(error) => Some(error),
         };
-        Err(Denial {
+        Err(Box::new(Denial {
             path: self.target.clone(),
             reason: DenialReason::Invalid(outcome(
                 rule,
@@ -361,7 +362,7 @@ impl<'r> Writer<'r> {
                 depth,
                 error,
             )),
-        })
+        }))
     }
 
     /// Fills the node stacks down to `depth` (at most the length of `keys`).
@@ -394,17 +395,17 @@ impl<'r> Writer<'r> {
         eval_rule(&rule.expr, &env, &mut self.budget)
     }
 
-    fn spend(&mut self, steps: u64) -> Result<(), Denial> {
+    fn spend(&mut self, steps: u64) -> Result<(), Box<Denial>> {
         self.budget.spend(steps).map_err(|_| self.over_budget())
     }
 
-    fn over_budget(&self) -> Denial {
-        Denial {
+    fn over_budget(&self) -> Box<Denial> {
+        Box::new(Denial {
             path: self.target.clone(),
             reason: DenialReason::BudgetExhausted {
                 steps: self.rules.step_budget,
             },
-        }
+        })
     }
 }
 
@@ -450,7 +451,7 @@ mod tests {
         assert!(last.error.is_none());
         assert_eq!(
             denial.to_string(),
-            "/a/b: no .read rule granted access; .read at /a (line 1, column 47) evaluated to false"
+            "/a/b: no .read rule granted access; /rules/a/.read at /a (line 1, column 47) evaluated to false"
         );
         let open = r.can_read(&Node::empty(), &path("/a"), &json!({"uid": "u"}), None, 0);
         assert!(open.is_allowed());
@@ -474,6 +475,7 @@ mod tests {
         };
         assert_eq!(outcome.site.location, path("/items/b/n"));
         assert_eq!(outcome.site.kind, RuleKind::Validate);
+        assert_eq!(&*outcome.site.pattern, "/rules/items/$id/n/.validate");
         assert!(set(
             &r,
             json!(null),

@@ -2,6 +2,7 @@
 //! which location, which rule (with its place in the source) and why.
 
 use std::fmt;
+use std::sync::Arc;
 
 use hearth_tree::Path;
 
@@ -78,11 +79,12 @@ pub struct RuleOutcome {
     pub error: Option<EvalError>,
 }
 
-/// Where a rule is: the location it was evaluated at (wildcards filled in) and its position
-/// in the rules source.
+/// Where a rule is: its place in the rules document (`/rules/users/$uid/.write`), the
+/// location it was evaluated at (wildcards filled in) and its position in the rules source.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleSite {
     pub kind: RuleKind,
+    pub pattern: Arc<str>,
     pub location: Path,
     pub line: u32,
     pub column: u32,
@@ -93,7 +95,7 @@ impl fmt::Display for RuleSite {
         write!(
             f,
             "{} at {} (line {}, column {})",
-            self.kind, self.location, self.line, self.column
+            self.pattern, self.location, self.line, self.column
         )
     }
 }
@@ -139,6 +141,7 @@ mod tests {
     fn denials_explain_themselves() {
         let site = RuleSite {
             kind: RuleKind::Validate,
+            pattern: Arc::from("/rules/users/$uid/age/.validate"),
             location: path("/users/bob/age"),
             line: 4,
             column: 20,
@@ -152,7 +155,7 @@ mod tests {
         };
         assert_eq!(
             denial.to_string(),
-            "/users/bob: .validate at /users/bob/age (line 4, column 20) failed: parent() called on the root"
+            "/users/bob: /rules/users/$uid/age/.validate at /users/bob/age (line 4, column 20) failed: parent() called on the root"
         );
         let not_granted = Denial {
             path: path("/a"),

@@ -3,6 +3,8 @@
 //! Loading is all-or-nothing (spec §2.4): structure, every expression and every regex are
 //! checked here, and the first problem refuses the whole document with its line and column.
 
+use std::sync::Arc;
+
 use hearth_tree::Key;
 
 use crate::check::{check_rule, Scope};
@@ -18,6 +20,9 @@ pub(crate) struct Rule {
     pub expr: Expr,
     pub line: u32,
     pub column: u32,
+    /// Its place in the document as the author wrote it, wildcards unfilled:
+    /// `/rules/users/$uid/.write`. Shared with the denials that name it.
+    pub pattern: Arc<str>,
 }
 
 /// A rule node: the rules of one location pattern and its children.
@@ -81,6 +86,7 @@ pub(crate) fn build(doc: &Json, lines: &LineIndex<'_>) -> Result<RuleNode, Rules
     let mut builder = Builder {
         lines,
         wildcards: Vec::new(),
+        names: vec!["rules".to_owned()],
     };
     builder.node(rules, "rules", 0).map_err(fail)
 }
@@ -89,6 +95,8 @@ struct Builder<'a> {
     lines: &'a LineIndex<'a>,
     /// Wildcards bound on the path to the node being built, with the index of their key.
     wildcards: Vec<(String, usize)>,
+    /// The member names from the document's root to the node being built.
+    names: Vec<String>,
 }
 
 impl Builder<'_> {
@@ -131,7 +139,9 @@ impl Builder<'_> {
                     }
                     wildcard_name = Some(key);
                     self.wildcards.push((key.to_owned(), depth));
+                    self.names.push(key.to_owned());
                     let child = self.node(&member.value, key, depth + 1);
+                    self.names.pop();
                     self.wildcards.pop();
                     node.wildcard = Some(Box::new(child?));
                 }
@@ -145,8 +155,10 @@ impl Builder<'_> {
                             },
                         )
                     })?;
-                    let child = self.node(&member.value, key, depth + 1)?;
-                    children.push((parsed, child));
+                    self.names.push(key.to_owned());
+                    let child = self.node(&member.value, key, depth + 1);
+                    self.names.pop();
+                    children.push((parsed, child?));
                 }
             }
         }
@@ -184,7 +196,13 @@ impl Builder<'_> {
                 ))
             }
         };
-        Ok(Rule { expr, line, column })
+        let pattern = format!("/{}/{kind}", self.names.join("/"));
+        Ok(Rule {
+            expr,
+            line,
+            column,
+            pattern: Arc::from(pattern),
+        })
     }
 }
 

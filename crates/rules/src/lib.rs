@@ -39,7 +39,7 @@
 //! assert_eq!(
 //!     denied.denial().map(ToString::to_string).as_deref(),
 //!     Some("/users/alice: no .write rule granted access; \
-//!           .write at /users/alice (line 3, column 45) evaluated to false")
+//!           /rules/users/$uid/.write at /users/alice (line 3, column 45) evaluated to false")
 //! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -12,6 +12,7 @@
 
 use hearth_tree::{Key, Path};
 
+use crate::decision::{RuleKind, RuleSite};
 use crate::document::RuleNode;
 use crate::eval::{eval_rule, Budget, Env};
 use crate::expr::{Expr, ListArg, PathArg, SnapMethod, StrMethod};
@@ -40,6 +41,32 @@ impl Rules {
     /// unknown.
     pub fn could_write_below(&self, base: &Path, auth: &serde_json::Value) -> bool {
         self.could_write(base, auth, true)
+    }
+
+    /// The `.write` rules on `path` and its ancestors, root first, each with where it is: what
+    /// a refusal by [`Rules::could_set`] can name. Asked only after a refusal, to explain it.
+    pub fn write_rules_on(&self, path: &Path) -> Vec<RuleSite> {
+        let keys = path.keys();
+        let mut sites = Vec::new();
+        let mut node = &self.root;
+        for depth in 0..=keys.len() {
+            if let Some(key) = depth.checked_sub(1).and_then(|i| keys.get(i)) {
+                match node.child(key.as_str()) {
+                    Some(child) => node = child,
+                    None => break,
+                }
+            }
+            if let Some(rule) = &node.write {
+                sites.push(RuleSite {
+                    kind: RuleKind::Write,
+                    pattern: rule.pattern.clone(),
+                    location: Path::from_keys(keys.get(..depth).unwrap_or(keys).to_vec()),
+                    line: rule.line,
+                    column: rule.column,
+                });
+            }
+        }
+        sites
     }
 
     fn could_write(&self, path: &Path, auth: &serde_json::Value, below: bool) -> bool {

@@ -21,6 +21,27 @@ fn no_write_rule_means_never() {
 }
 
 #[test]
+fn the_write_rules_on_a_path_are_named_root_first() {
+    let r = Rules::parse(
+        "{\"rules\": {\".write\": false,\n  \"users\": {\"$uid\": {\".write\": \"auth.uid === $uid\"}}}}",
+    )
+    .expect("valid rules");
+    let sites: Vec<String> = r
+        .write_rules_on(&path("/users/bob/name"))
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        sites,
+        [
+            "/rules/.write at / (line 1, column 22)",
+            "/rules/users/$uid/.write at /users/bob (line 2, column 32)"
+        ]
+    );
+    assert_eq!(r.write_rules_on(&path("/other")).len(), 1);
+}
+
+#[test]
 fn literal_false_and_auth_checks_are_decided() {
     let r = rules(json!({"rules": {
         "closed": {".write": false},

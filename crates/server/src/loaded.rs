@@ -31,6 +31,8 @@ pub struct Loaded {
     /// Whether anything of it is on disk (recovered, or a record was appended): a database
     /// that never was can be dropped without a snapshot.
     pub on_disk: bool,
+    /// Whether its creation was logged (at its first write, whatever the durability).
+    pub announced: bool,
     /// Writes applied since it was loaded (for the metrics' busiest databases).
     pub writes: u64,
 }
@@ -52,6 +54,7 @@ impl Loaded {
             snapshot_running: false,
             last_used_ms: now_ms,
             on_disk: false,
+            announced: false,
             writes: 0,
         }
     }

@@ -18,7 +18,11 @@ pub fn resolve(
     default: &str,
 ) -> Result<String, NamespaceError> {
     if let Some(ns) = ns_param.filter(|ns| !ns.is_empty()) {
-        return validate(ns);
+        let name = validate(ns)?;
+        if named_after_ip_host(&name, host) {
+            warn_named_after_host(&name, host.unwrap_or_default());
+        }
+        return Ok(name);
     }
     if let Some(label) = host.and_then(host_label) {
         return validate(label);
@@ -33,6 +37,40 @@ fn host_label(host: &str) -> Option<&str> {
         .iter()
         .all(|label| label.chars().all(|c| c.is_ascii_digit()));
     (labels.len() >= 3 && !is_ip).then(|| labels[0])
+}
+
+/// Whether `ns` is what the SDK makes of a database URL without `?ns=` whose host is an IPv4
+/// address: the address's first number (`http://127.0.0.1:9000` gives `127`). Nobody names a
+/// database that on purpose, so it is worth a warning.
+fn named_after_ip_host(ns: &str, host: Option<&str>) -> bool {
+    let Some(host) = host else { return false };
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    name.parse::<std::net::Ipv4Addr>().is_ok() && name.split('.').next() == Some(ns)
+}
+
+/// The most names warned about by [`warn_named_after_host`]: such names are the first number
+/// of an IPv4 address, so there are at most 256 of them anyway.
+pub const MAX_HOST_NAMED_WARNINGS: usize = 256;
+
+/// Logs, once per name for the life of the process, that a database was named after the host.
+/// Shared by every shard (a connection is resolved where it lands), behind a lock taken only
+/// for such names.
+fn warn_named_after_host(ns: &str, host: &str) {
+    static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let Ok(mut warned) = WARNED.lock() else {
+        return;
+    };
+    if warned.len() >= MAX_HOST_NAMED_WARNINGS || warned.iter().any(|name| name == ns) {
+        return;
+    }
+    warned.push(ns.to_owned());
+    tracing::warn!(
+        namespace = ns,
+        host,
+        "a client opened the database {ns:?}, named after the first number of the address \
+         {host}: the SDK takes that name from a database URL without ?ns= (http://{host}). Pass \
+         ?ns=NAME in the database URL (http://{host}?ns=my-app) to choose the database"
+    );
 }
 
 /// Checks a database name given on the command line.
@@ -104,6 +142,17 @@ mod tests {
             resolve(None, Some("b_d!.example.com"), "d"),
             Err(NamespaceError::Invalid("b_d!".into()))
         );
+    }
+
+    #[test]
+    fn a_name_taken_from_an_ip_address_is_recognized() {
+        assert!(named_after_ip_host("127", Some("127.0.0.1:9000")));
+        assert!(named_after_ip_host("10", Some("10.1.2.3")));
+        assert!(!named_after_ip_host("my-app", Some("127.0.0.1:9000")));
+        assert!(!named_after_ip_host("127", Some("localhost:9000")));
+        assert!(!named_after_ip_host("proj", Some("proj.example.com")));
+        assert!(!named_after_ip_host("127", Some("127.example.com")));
+        assert!(!named_after_ip_host("127", None));
     }
 
     #[test]

@@ -29,16 +29,30 @@ pub enum OfflineError {
 
 /// Opens and locks the data directory `dir` and recovers the shard that holds `db`, with every
 /// database of that shard loaded. The directory stays locked until the returned [`DataDir`] is
-/// dropped. `threads` is the shard count for a directory that does not exist yet (defaults to
-/// the number of cores, as `hearth serve` does).
+/// dropped. With `create`, a directory that is not a data directory yet becomes one, with
+/// `threads` shards (defaults to the number of cores, as `hearth serve` does); without it,
+/// only an existing data directory is opened and nothing is created.
 pub fn open_database(
     dir: &Path,
     db: &str,
     threads: Option<usize>,
+    create: bool,
 ) -> Result<(DataDir, Opened), OfflineError> {
     crate::namespace::validate_name(db)?;
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let data_dir = DataDir::open(dir, threads, cores)?;
+    let data_dir = if create {
+        DataDir::open(dir, threads, cores)?
+    } else {
+        let data_dir = DataDir::open_existing(dir)?;
+        if threads.is_some_and(|requested| requested != data_dir.shards()) {
+            return Err(DataDirError::ShardCount {
+                path: dir.to_owned(),
+                found: data_dir.shards(),
+            }
+            .into());
+        }
+        data_dir
+    };
     let shard = crate::namespace::owner_shard(db, data_dir.shards());
     let opened = open_shard_dir(&data_dir.shard_dir(shard), Loading::All).map_err(|source| {
         OfflineError::Recovery {

@@ -16,7 +16,7 @@ use hearth_sync::{Access, ConnId, Database, Effects, Write};
 use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
 use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::admin::DatabaseInfo;
 use crate::budget::ShardBudget;
@@ -248,6 +248,24 @@ impl Shard {
         loaded
     }
 
+    /// The database of `namespace` if it exists, in memory or on disk (then it is loaded):
+    /// for reads, which must not make a database of a mistyped name.
+    pub fn existing_database<'a>(
+        &self,
+        databases: &'a mut HashMap<String, Loaded>,
+        namespace: &str,
+    ) -> Option<&'a mut Loaded> {
+        let now = now_ms();
+        let loaded = match databases.entry(namespace.to_owned()) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                entry.insert(crate::persist::load_evicted(self, namespace, now)?)
+            }
+        };
+        loaded.last_used_ms = now;
+        Some(loaded)
+    }
+
     /// Adds the databases recovered from the store at start.
     pub fn add_recovered(
         &self,
@@ -269,9 +287,14 @@ impl Shard {
         }
     }
 
-    /// A new, empty database with the server's default rules.
+    /// A new, empty database with the server's default rules. It is announced in the log
+    /// only with its first write (`log`): a listener alone leaves nothing behind.
     pub fn new_database(&self, namespace: &str, now: u64) -> Loaded {
-        info!(namespace, shard = self.index, "database created");
+        debug!(
+            namespace,
+            shard = self.index,
+            "new database opened in memory"
+        );
         let mut loaded = Loaded::new(Rc::from(namespace), Database::new(), 0, now);
         loaded.seq.set(self.gate.durable());
         self.apply_rules(&mut loaded, None, now);
@@ -292,6 +315,12 @@ impl Shard {
         // caller: nothing to revoke here.
         let mut effects = Effects::new();
         loaded.engine.set_access(access, now, &mut effects);
+        // In development the log says which rule refused a request, where in the rules.
+        if self.config.dev {
+            loaded
+                .engine
+                .explain_refusals(Some(Arc::from(&*loaded.name)));
+        }
         loaded.rules = text;
         if let Some(reason) = self.store.as_ref().and_then(ShardStore::failure) {
             loaded
@@ -332,6 +361,14 @@ impl Shard {
         let loaded = databases.get_mut(namespace)?;
         if matches!(body, RecordRef::Write(_)) {
             loaded.writes += 1;
+        }
+        if !loaded.on_disk && !loaded.announced {
+            loaded.announced = true;
+            info!(
+                namespace,
+                shard = self.index,
+                "database created by its first write"
+            );
         }
         let store = self.store.as_ref()?;
         match store.log(loaded, body) {

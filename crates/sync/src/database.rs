@@ -55,6 +55,9 @@ pub struct Database {
     stats: DatabaseStats,
     /// Why writes are refused, when they are (the server's log failed).
     read_only: Option<Arc<str>>,
+    /// The database's name, when refusals are explained in the log at `info` (development);
+    /// otherwise they go to `debug`.
+    explain_refusals: Option<Arc<str>>,
 }
 
 impl Database {
@@ -117,6 +120,13 @@ impl Database {
     /// writes are refused are dropped.
     pub fn set_read_only(&mut self, reason: Option<Arc<str>>) {
         self.read_only = reason;
+    }
+
+    /// Logs each refusal by the rules at `info`, under the database's `name`, with the rule
+    /// that refused and its line and column (development: the person reading the log wrote
+    /// the rules); `None` logs them at `debug`. The client is told nothing more either way.
+    pub fn explain_refusals(&mut self, name: Option<Arc<str>>) {
+        self.explain_refusals = name;
     }
 
     /// Why writes are refused, if they are.
@@ -278,7 +288,7 @@ impl Database {
                     self.access
                         .check_read(&auth, &self.root, &path, Some(&query), now_ms)
                 {
-                    return denied(conn, &refusal);
+                    return self.denied(conn, &refusal);
                 }
                 Reply {
                     status: Status::Ok,
@@ -310,7 +320,7 @@ impl Database {
             self.access
                 .check_read(&session.auth, &self.root, &path, Some(&query), now_ms)
         {
-            return denied(conn, &refusal);
+            return self.denied(conn, &refusal);
         }
         let key = (path.clone(), tag);
         let target = Target { conn, tag };
@@ -368,8 +378,12 @@ impl Database {
     ) -> Result<Node, Reply> {
         self.access
             .check_read(auth, &self.root, path, Some(query), now_ms)
-            .map_err(|refusal| denied(0, &refusal))?;
+            .map_err(|refusal| self.denied(0, &refusal))?;
         Ok(query.apply(&self.root.get(path)))
+    }
+
+    fn denied(&self, conn: ConnId, refusal: &Refusal) -> Reply {
+        refused(self.explain_refusals.as_deref(), conn, refusal)
     }
 
     fn session_auth(&self, conn: ConnId) -> AuthState {
@@ -410,7 +424,7 @@ impl Database {
         let auth = self.session_auth(conn);
         let new_root = write.apply(&self.root);
         if let Err(refusal) = self.check_write(&auth, &write, &new_root, now_ms) {
-            return denied(conn, &refusal);
+            return self.denied(conn, &refusal);
         }
         let Some(session) = self.sessions.get_mut(&conn) else {
             return Reply::error(Status::Unavailable, "the connection is not open");
@@ -429,10 +443,16 @@ impl Database {
     }
 }
 
-/// The reply to a refused operation. The rule that refused it goes to the debug log only: the
-/// client learns nothing about the rules.
-fn denied(conn: ConnId, refusal: &Refusal) -> Reply {
-    tracing::debug!(conn, reason = %refusal.detail, "permission denied");
+/// The reply to a refused operation. The rule that refused it goes to the log only, at `info`
+/// when `explain` names the database, else at `debug`: the client learns nothing about the
+/// rules.
+pub(crate) fn refused(explain: Option<&str>, conn: ConnId, refusal: &Refusal) -> Reply {
+    match explain {
+        Some(database) => {
+            tracing::info!(database, conn, reason = %refusal.detail, "permission denied");
+        }
+        None => tracing::debug!(conn, reason = %refusal.detail, "permission denied"),
+    }
     Reply::error(Status::PermissionDenied, "Permission denied")
 }
 

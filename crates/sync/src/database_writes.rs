@@ -7,7 +7,7 @@ use std::sync::Arc;
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
-use super::{denied, invalid, Database};
+use super::{invalid, refused, Database};
 use crate::access::{Access, AuthState, Refusal, WriteScope};
 use crate::effect::{Effect, Effects};
 use crate::events::write_events;
@@ -190,10 +190,10 @@ impl Database {
         if let Some(condition) = &condition {
             self.access
                 .check_read(auth, &self.root, condition.path, None, now_ms)
-                .map_err(|refusal| denied(0, &refusal))?;
+                .map_err(|refusal| self.denied(0, &refusal))?;
         }
         self.check_write(auth, &write, &new_root, now_ms)
-            .map_err(|refusal| denied(0, &refusal))?;
+            .map_err(|refusal| self.denied(0, &refusal))?;
         if let Some(condition) = &condition {
             if *self.root.get(condition.path).hash() != *condition.hash {
                 return Err(Reply {
@@ -217,7 +217,7 @@ impl Database {
     pub fn check_read_as(&self, auth: &AuthState, path: &Path, now_ms: u64) -> Result<(), Reply> {
         self.access
             .check_read(auth, &self.root, path, None, now_ms)
-            .map_err(|refusal| denied(0, &refusal))
+            .map_err(|refusal| self.denied(0, &refusal))
     }
 
     /// Refuses at once a write that `conn` could never be allowed, whatever its data (see
@@ -244,7 +244,13 @@ impl Database {
     ) -> Result<(), Reply> {
         // A read-only database answers so whoever asks, as the full check does first.
         self.check_writable()?;
-        precheck(&self.access, auth, path, scope)
+        precheck(
+            &self.access,
+            auth,
+            path,
+            scope,
+            self.explain_refusals.as_deref(),
+        )
     }
 
     /// What [`Database::precheck_write`] decides for `conn`, detached from the database (see
@@ -255,6 +261,7 @@ impl Database {
             access: self.access.clone(),
             auth: session.auth.clone(),
             read_only: self.read_only.clone(),
+            explain_refusals: self.explain_refusals.clone(),
         })
     }
 
@@ -326,6 +333,7 @@ pub struct WritePrecheck {
     access: Access,
     auth: AuthState,
     read_only: Option<Arc<str>>,
+    explain_refusals: Option<Arc<str>>,
 }
 
 impl WritePrecheck {
@@ -334,7 +342,13 @@ impl WritePrecheck {
         if let Some(reason) = &self.read_only {
             return Err(Reply::error(Status::Unavailable, reason.to_string()));
         }
-        precheck(&self.access, &self.auth, path, scope)
+        precheck(
+            &self.access,
+            &self.auth,
+            path,
+            scope,
+            self.explain_refusals.as_deref(),
+        )
     }
 }
 
@@ -344,14 +358,27 @@ fn precheck(
     auth: &AuthState,
     path: &Path,
     scope: WriteScope,
+    explain: Option<&str>,
 ) -> Result<(), Reply> {
     if access.could_write(auth, path, scope) {
         return Ok(());
     }
-    let refusal = Refusal {
-        detail: format!("{path}: no rule could allow this write, whatever its data"),
-    };
-    Err(denied(0, &refusal))
+    let mut detail = format!("{path}: no rule could allow this write, whatever its data");
+    // Explained only when asked, after the refusal: allowed writes never pay for it.
+    if let (Some(_), Access::Rules(rules)) = (explain, access) {
+        let sites: Vec<String> = rules
+            .write_rules_on(path)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        if sites.is_empty() {
+            detail.push_str("; no .write rule applies here");
+        } else {
+            detail.push_str(&format!("; the .write rules here: {}", sites.join(", ")));
+        }
+    }
+    let refusal = Refusal { detail };
+    Err(refused(explain, 0, &refusal))
 }
 
 /// Resolves one operation's server values against `existing` and converts it. `base` is the

@@ -8,7 +8,7 @@ use hearth_tree::Node;
 
 use super::client::Call;
 use super::error::{Result, ToolsError};
-use super::progress::bytes_bar;
+use super::progress::Progress;
 use super::{open_shard, Target};
 
 #[derive(clap::Args, Debug)]
@@ -29,10 +29,13 @@ pub fn export(args: ExportArgs) -> Result<()> {
     };
     let mut out = BufWriter::with_capacity(1 << 20, out);
     let target = &args.target;
-    let bar = bytes_bar(None, target.quiet, "exporting");
+    // On a terminal that also shows the JSON, a bar would share its lines.
+    let to_terminal = args.output.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let progress = Progress::bytes(None, target.quiet || to_terminal, "exporting");
+    let bar = progress.bar();
     match (&target.location.data_dir, &target.location.url) {
         (Some(dir), _) => {
-            let (_lock, opened) = open_shard(target, dir)?;
+            let (_lock, opened) = open_shard(target, dir, false)?;
             let root = opened
                 .recovered
                 .databases
@@ -61,7 +64,6 @@ pub fn export(args: ExportArgs) -> Result<()> {
     out.write_all(b"\n")
         .and_then(|()| out.flush())
         .map_err(ToolsError::io("writing the export"))?;
-    bar.finish_and_clear();
     Ok(())
 }
 

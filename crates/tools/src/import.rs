@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use super::client::{data_path, encode_component, Call, Client};
 use super::error::{Result, ToolsError};
-use super::progress::bytes_bar;
+use super::progress::Progress;
 use super::stream::{for_each_member, Piece};
 use super::{open_shard, Target};
 
@@ -27,6 +27,11 @@ pub struct ImportArgs {
     pub target: Target,
     /// The JSON file (plain, or export form with `.priority` and `.value`).
     pub file: PathBuf,
+    /// Offline: make --data-dir a new data directory (with --threads shards) if it is not one
+    /// yet. Without it, a path that is not a data directory is refused, so that a typo does not
+    /// become a new, empty data directory that no server reads.
+    #[arg(long, requires = "data_dir")]
+    pub create: bool,
 }
 
 pub fn import(args: ImportArgs) -> Result<()> {
@@ -34,19 +39,23 @@ pub fn import(args: ImportArgs) -> Result<()> {
     let opening = format!("opening {}", args.file.display());
     let file = File::open(&args.file).map_err(ToolsError::io(opening.clone()))?;
     let size = file.metadata().map_err(ToolsError::io(opening))?.len();
-    let bar = bytes_bar(Some(size), target.quiet, "importing");
-    let reader = BufReader::with_capacity(1 << 20, bar.wrap_read(file));
+    let progress = Progress::bytes(Some(size), target.quiet, "importing");
+    let reader = BufReader::with_capacity(1 << 20, progress.bar().wrap_read(file));
     match (&target.location.data_dir, &target.location.url) {
-        (Some(dir), _) => offline(target, dir, reader)?,
-        (None, Some(_)) => online(&target.client()?, reader)?,
-        (None, None) => return Err(ToolsError::Usage("give --data-dir or --url".to_owned())),
+        (Some(dir), _) => offline(target, dir, args.create, reader, &progress),
+        (None, Some(_)) => online(&target.client()?, reader),
+        (None, None) => Err(ToolsError::Usage("give --data-dir or --url".to_owned())),
     }
-    bar.finish_and_clear();
-    Ok(())
 }
 
-fn offline(target: &Target, dir: &std::path::Path, reader: impl Read) -> Result<()> {
-    let (_lock, opened) = open_shard(target, dir)?;
+fn offline(
+    target: &Target,
+    dir: &std::path::Path,
+    create: bool,
+    reader: impl Read,
+    progress: &Progress,
+) -> Result<()> {
+    let (_lock, opened) = open_shard(target, dir, create)?;
     let root = build_tree(reader)?;
     let rules = opened
         .recovered
@@ -61,6 +70,10 @@ fn offline(target: &Target, dir: &std::path::Path, reader: impl Read) -> Result<
         rules.as_deref(),
         &root,
     )?;
+    progress.clear();
+    if target.quiet {
+        return Ok(());
+    }
     eprintln!(
         "imported {} into {}: a snapshot of {} bytes ({})",
         target.db,

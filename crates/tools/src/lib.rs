@@ -61,15 +61,15 @@ pub struct Target {
         default_value = "owner"
     )]
     pub admin_token: String,
-    /// Offline, for a data directory that does not exist yet: its shard count (defaults to
-    /// the number of cores, as `hearth serve` does).
+    /// Offline, for a data directory that `import --create` makes: its shard count (defaults
+    /// to the number of cores, as `hearth serve` does).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Online: a PEM file of CA certificates to trust for `https` instead of the built-in
     /// roots.
     #[arg(long, env = "HEARTH_CA_CERT")]
     pub ca_cert: Option<PathBuf>,
-    /// No progress bar.
+    /// No progress bar, and no summary once done.
     #[arg(long)]
     pub quiet: bool,
 }
@@ -88,10 +88,12 @@ impl Target {
     }
 }
 
-/// Opens the data directory and recovers the shard that holds `db`.
+/// Opens the data directory and recovers the shard that holds `db`. Without `create`, `dir`
+/// must be a data directory already (a mistyped path is refused, not made).
 fn open_shard(
     target: &Target,
     dir: &std::path::Path,
+    create: bool,
 ) -> Result<(
     hearth_server::persist::data_dir::DataDir,
     hearth_server::persist::Opened,
@@ -100,5 +102,6 @@ fn open_shard(
         dir,
         &target.db,
         target.threads,
+        create,
     )?)
 }

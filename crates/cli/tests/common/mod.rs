@@ -60,6 +60,7 @@ pub fn import_offline(data: &Path, db: &str, file: &Path) {
         .args([
             "import",
             "--quiet",
+            "--create",
             "--threads",
             "2",
             "--db",

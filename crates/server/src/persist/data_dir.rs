@@ -54,6 +54,10 @@ pub enum DataDirError {
     ShardCount { path: PathBuf, found: usize },
     #[error("the shard count must be between 1 and {MAX_SHARDS}; got {0}")]
     BadShardCount(usize),
+    #[error("{0} does not exist")]
+    Missing(PathBuf),
+    #[error("{0} is not a Hearth data directory (it has no {MANIFEST})")]
+    NotADataDir(PathBuf),
 }
 
 /// An open, locked data directory. The lock is held until this value is dropped.
@@ -115,6 +119,20 @@ impl DataDir {
             shards,
             _lock: lock,
         })
+    }
+
+    /// Opens and locks `root` only if it is a data directory already: nothing is created
+    /// anywhere else, so that a mistyped path is refused instead of becoming a new, empty
+    /// data directory.
+    pub fn open_existing(root: &Path) -> Result<DataDir, DataDirError> {
+        if !root.is_dir() {
+            return Err(DataDirError::Missing(root.to_owned()));
+        }
+        if !root.join(MANIFEST).is_file() {
+            return Err(DataDirError::NotADataDir(root.to_owned()));
+        }
+        // The manifest pins the count; the default is never used.
+        DataDir::open(root, None, 1)
     }
 
     pub fn shards(&self) -> usize {
@@ -211,6 +229,29 @@ mod tests {
             DataDir::open(&root, Some(2), 8),
             Err(DataDirError::ShardCount { found: 3, .. })
         ));
+        let _ = std::fs::remove_dir_all(&root);
+        Ok(())
+    }
+
+    #[test]
+    fn only_an_existing_data_directory_is_opened_as_one() -> Result<(), DataDirError> {
+        let root = temp_dir("existing");
+        assert!(matches!(
+            DataDir::open_existing(&root),
+            Err(DataDirError::Missing(_))
+        ));
+        assert!(!root.exists(), "nothing was created");
+        std::fs::create_dir_all(&root).map_err(|source| DataDirError::Io {
+            path: root.clone(),
+            source,
+        })?;
+        assert!(matches!(
+            DataDir::open_existing(&root),
+            Err(DataDirError::NotADataDir(_))
+        ));
+        assert_eq!(root.read_dir().map(Iterator::count).ok(), Some(0));
+        drop(DataDir::open(&root, Some(2), 8)?);
+        assert_eq!(DataDir::open_existing(&root)?.shards(), 2);
         let _ = std::fs::remove_dir_all(&root);
         Ok(())
     }

@@ -153,9 +153,17 @@ fn read(
         .as_ref()
         .map_or(&unfiltered, |query| &query.params);
     let mut databases = shard.databases.borrow_mut();
-    // Created on first use, as a WebSocket connection would create it, so that a new
-    // database's rules (open or locked) apply to REST reads too.
-    let database = shard.database(&mut databases, namespace);
+    // A database that does not exist is read as a new one would be, with the server's
+    // default rules (open or locked) applied, but it is not kept: reading a mistyped name
+    // must not make a database of it.
+    let mut unknown;
+    let database = match shard.existing_database(&mut databases, namespace) {
+        Some(database) => database,
+        None => {
+            unknown = shard.new_database(namespace, now_ms());
+            &mut unknown
+        }
+    };
     // The rules see the query, so a rule that allows only some queries is honoured.
     let result = match database.read_as(auth, path, params, now_ms()) {
         Ok(result) => result,
