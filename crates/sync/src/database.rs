@@ -18,6 +18,10 @@ use crate::write::{Write, WriteError};
 #[path = "database_writes.rs"]
 mod writes;
 
+#[path = "database_volatile.rs"]
+mod volatile;
+
+pub use volatile::{MAX_VOLATILE_PATHS_PER_TICK, MIXED_WRITE_MESSAGE};
 use writes::resolve_op;
 pub use writes::{CheckedWrite, Condition, WritePrecheck};
 
@@ -55,6 +59,8 @@ pub struct Database {
     stats: DatabaseStats,
     /// Why writes are refused, when they are (the server's log failed).
     read_only: Option<Arc<str>>,
+    /// Volatile changes waiting for the next tick.
+    volatile: volatile::PendingVolatile,
 }
 
 impl Database {
