@@ -167,7 +167,9 @@ impl Builder<'_> {
                 .as_ref()
                 .is_some_and(|child| child.validates());
         node.volatile_here_or_below = node.volatile
-            || children.iter().any(|(_, child)| child.volatile_here_or_below)
+            || children
+                .iter()
+                .any(|(_, child)| child.volatile_here_or_below)
             || node
                 .wildcard
                 .as_ref()

@@ -41,6 +41,9 @@ pub struct ServeConfig {
     pub persist: PersistConfig,
     /// HTTP memory budgets and write timeout; one set of counters for all shards.
     pub http: SharedBudgets,
+    /// Volatile ticks per second: how often changes under `.volatile` paths are pushed
+    /// (`owner::volatile`, at most `MAX_VOLATILE_HZ`).
+    pub volatile_hz: u32,
 }
 
 impl ServeConfig {
@@ -62,6 +65,7 @@ impl ServeConfig {
             default_rules: None,
             persist: PersistConfig::memory(),
             http: SharedBudgets::default(),
+            volatile_hz: crate::owner::volatile::DEFAULT_VOLATILE_HZ,
         }
     }
 }

@@ -41,4 +41,5 @@ mod time;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
 pub use listener::resolve_listen;
+pub use owner::volatile::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};
 pub use server::{Server, StartError};

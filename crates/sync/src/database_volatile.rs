@@ -169,6 +169,16 @@ impl Database {
         self.stats.pushes += (out.len() - start) as u64;
     }
 
+    /// Drops the data under volatile marks, without pushes: for a database just recovered,
+    /// before it has sessions.
+    pub fn drop_volatile_data(&mut self) {
+        if let Access::Rules(rules) = &self.access {
+            if rules.has_volatile() {
+                self.root = rules.without_volatile(&self.root);
+            }
+        }
+    }
+
     /// Applies a checked volatile write: the tree changes now, its pushes wait for the tick.
     /// [`Effect::Volatile`] tells the runtime to hold the writer's reply until then.
     pub(crate) fn commit_volatile(&mut self, write: Write, new_root: Node, out: &mut Effects) {
