@@ -143,7 +143,7 @@ mod tests {
         // Whenever a change comes, it waits at most one period.
         for now in 990..1_100 {
             let due = next_tick(now, 16);
-            assert!(due > now && due - now <= 16 && due % 16 == 0);
+            assert!(due > now && due - now <= 16 && due.is_multiple_of(16));
         }
     }
 
