@@ -9,6 +9,8 @@
 //! removes its cursors; what it puts below the mark is dropped at the next start, like any
 //! volatile data); a write with targets on both sides is refused (see [`Classified`]).
 
+use std::collections::BTreeSet;
+
 use hearth_tree::{Node, Path};
 
 use crate::access::Access;
@@ -64,8 +66,10 @@ pub(crate) fn classify(access: &Access, write: &Write) -> Classified {
 /// The volatile paths of one database that changed since the last flush.
 #[derive(Debug, Default)]
 pub(crate) struct PendingVolatile {
-    /// Changed paths, none an ancestor of another.
-    paths: Vec<Path>,
+    /// Changed paths, none an ancestor of another. In path order an ancestor comes right
+    /// before its subtree, so the set answers "is an ancestor of this path here?" with one
+    /// look at the path before it.
+    paths: BTreeSet<Path>,
     /// The tree before the first of these changes: what listeners below a changed path last
     /// heard of, to tell whether their data really changed.
     before: Option<Node>,
@@ -78,11 +82,24 @@ impl PendingVolatile {
             self.before = Some(before.clone());
         }
         for target in targets {
-            if self.paths.iter().any(|path| target.starts_with(path)) {
+            let covered = self
+                .paths
+                .range(..=&target)
+                .next_back()
+                .is_some_and(|path| target.starts_with(path));
+            if covered {
                 continue;
             }
-            self.paths.retain(|path| !path.starts_with(&target));
-            self.paths.push(target);
+            let below: Vec<Path> = self
+                .paths
+                .range(&target..)
+                .take_while(|path| path.starts_with(&target))
+                .cloned()
+                .collect();
+            for path in below {
+                self.paths.remove(&path);
+            }
+            self.paths.insert(target);
         }
     }
 
@@ -94,10 +111,10 @@ impl PendingVolatile {
         self.paths.is_empty()
     }
 
-    /// The changed paths as one write of their values in `root` (their longest common
-    /// ancestor as its base), with the tree from before the changes; `None` when nothing
-    /// changed.
-    pub fn take(&mut self, root: &Node) -> Option<(Write, Node)> {
+    /// The changed paths as writes of their values in `root`, one per group of siblings
+    /// (their parent as its base, so that a listener above them gets them in one push and
+    /// the work stays linear in the paths), with the tree from before the changes.
+    pub fn take(&mut self, root: &Node) -> Option<(Vec<Write>, Node)> {
         let before = self.before.take()?;
         let paths = std::mem::take(&mut self.paths);
         if paths.is_empty() {
@@ -108,17 +125,23 @@ impl PendingVolatile {
         // would survive): such a path is pushed from the leaf's place instead.
         let mut lifted = PendingVolatile::default();
         lifted.mark(&before, paths.into_iter().map(|path| lift(&before, path)));
-        let mut paths = lifted.paths;
-        paths.sort();
-        let base = common_ancestor(&paths);
-        let ops = paths
-            .iter()
-            .map(|path| WriteOp {
-                path: path.skip(base.len()),
-                change: Change::Set(root.get(path)),
-            })
-            .collect();
-        Some((Write { base, ops }, before))
+        // Siblings are adjacent in path order: nothing of another parent sorts between them.
+        let mut writes: Vec<Write> = Vec::new();
+        for path in lifted.paths {
+            let parent = path.parent().unwrap_or_else(Path::root);
+            let op = WriteOp {
+                path: path.skip(parent.len()),
+                change: Change::Set(root.get(&path)),
+            };
+            match writes.last_mut() {
+                Some(write) if write.base == parent => write.ops.push(op),
+                _ => writes.push(Write {
+                    base: parent,
+                    ops: vec![op],
+                }),
+            }
+        }
+        Some((writes, before))
     }
 }
 
@@ -134,23 +157,6 @@ fn lift(before: &Node, path: Path) -> Path {
     path
 }
 
-fn common_ancestor(paths: &[Path]) -> Path {
-    let Some((first, rest)) = paths.split_first() else {
-        return Path::root();
-    };
-    let mut len = first.len();
-    for path in rest {
-        len = first
-            .keys()
-            .iter()
-            .zip(path.keys())
-            .take(len)
-            .take_while(|(a, b)| a == b)
-            .count();
-    }
-    Path::from_keys(first.keys()[..len].to_vec())
-}
-
 impl Database {
     /// Whether volatile changes wait for a flush.
     pub fn has_pending_volatile(&self) -> bool {
@@ -161,11 +167,13 @@ impl Database {
     /// path gets one push holding its value as of now. The runtime calls this once per tick
     /// and sends the replies of the volatile writes it held after these pushes.
     pub fn flush_volatile(&mut self, out: &mut Effects) {
-        let Some((write, before)) = self.volatile.take(&self.root) else {
+        let Some((writes, before)) = self.volatile.take(&self.root) else {
             return;
         };
         let start = out.len();
-        write_events(&mut self.views, &write, &before, &self.root, out);
+        for write in &writes {
+            write_events(&mut self.views, write, &before, &self.root, out);
+        }
         self.stats.pushes += (out.len() - start) as u64;
     }
 
