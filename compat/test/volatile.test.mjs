@@ -154,3 +154,27 @@ describe('volatile paths', () => {
     assert.deepEqual(value.val(), { r1: { title: 'kept' }, r2: { title: 'kept too' } });
   });
 });
+
+// With 4 shards, about three in four connections sit on a core that does not own the
+// database: their volatile pushes and held acknowledgements cross cores in the owner's
+// batches. Eight listeners make it near certain that some do (see cores.test.mjs).
+describe('volatile paths across cores', () => {
+  const h = useHearth({ extraArgs: ['--rules', rulesFile], threads: 4 });
+
+  it('listeners on every core get the newest value, and every write settles', T, async () => {
+    const ns = h.ns();
+    const alice = mockUser(h, ns, 'alice');
+    const listeners = Array.from({ length: 8 }, (_, i) => mockUser(h, ns, `l${i}`));
+    const recs = listeners.map((c) => recordValues(c.ref('rooms/r1/cursors')));
+    await Promise.all(recs.map((r) => r.first()));
+    const acks = [];
+    for (let x = 1; x <= 50; x++) acks.push(set(alice.ref('rooms/r1/cursors/alice'), { x }));
+    await Promise.all(acks);
+    await Promise.all(recs.map((r) => r.untilVal({ alice: { x: 50 } })));
+    for (const r of recs) {
+      const xs = r.values.filter((v) => v !== null).map((v) => v.alice.x);
+      assert.deepEqual(xs, [...xs].sort((a, b) => a - b), 'pushes arrive in order');
+      r.off();
+    }
+  });
+});
