@@ -141,6 +141,19 @@ describe('volatile paths', () => {
     rec.off();
   });
 
+  it('a volatile write over REST is pushed to listeners', T, async () => {
+    const ns = h.ns();
+    const bob = mockUser(h, ns, 'bob');
+    const rec = recordValues(bob.ref('rooms/r1/counter'));
+    await rec.first();
+    const url = `http://127.0.0.1:${h.port}/rooms/r1/counter.json?ns=${ns}`;
+    const answer = await fetch(url, { method: 'PUT', body: '41', headers: { authorization: 'Bearer owner' } });
+    assert.equal(answer.status, 200);
+    assert.equal(await answer.text(), '41');
+    await rec.untilVal(41);
+    rec.off();
+  });
+
   it('a restart loses volatile data and nothing else', RT, async () => {
     const ns = h.ns();
     const alice = mockUser(h, ns, 'alice');
