@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{free_port, hearth, run, serve, temp_dir};
+use common::{free_port, hearth, import_offline, run, serve, temp_dir};
 use serde_json::{json, Value};
 
 fn document() -> Value {
@@ -42,18 +42,7 @@ fn offline_import_then_export_round_trips_and_the_server_serves_it() {
     let file = dir.join("in.json");
     std::fs::write(&file, serde_json::to_vec(&document()).expect("JSON")).expect("written");
     let data = dir.join("data");
-    run(hearth()
-        .args([
-            "import",
-            "--quiet",
-            "--threads",
-            "2",
-            "--db",
-            "shop",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .arg(&file));
+    import_offline(&data, "shop", &file);
     let exported = run(hearth()
         .args(["export", "--quiet", "--db", "shop", "--data-dir"])
         .arg(&data));

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{hearth, run, serve_with, temp_dir};
+use common::{hearth, import_offline, run, serve_with, temp_dir};
 use serde_json::{json, Value};
 
 #[test]
@@ -27,18 +27,7 @@ fn an_imported_snapshot_loads_without_volatile_data() {
     )
     .expect("written");
     let data = dir.join("data");
-    run(hearth()
-        .args([
-            "import",
-            "--quiet",
-            "--threads",
-            "2",
-            "--db",
-            "game",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .arg(&file));
+    import_offline(&data, "game", &file);
     let server = serve_with(
         &data,
         common::free_port(),

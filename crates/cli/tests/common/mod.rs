@@ -27,6 +27,22 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// `hearth import` of `file` into database `db` of the data directory `data` (two shards).
+pub fn import_offline(data: &Path, db: &str, file: &Path) {
+    run(hearth()
+        .args([
+            "import",
+            "--quiet",
+            "--threads",
+            "2",
+            "--db",
+            db,
+            "--data-dir",
+        ])
+        .arg(data)
+        .arg(file));
+}
+
 /// Runs `command` with `stdin` as its input.
 pub fn output(command: &mut Command, stdin: &str) -> Output {
     use std::io::Write;
