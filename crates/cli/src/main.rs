@@ -171,6 +171,12 @@ struct ServeArgs {
     /// Seconds between `keep-alive` events on REST event streams (server-sent events).
     #[arg(long, default_value_t = 30)]
     sse_keep_alive_secs: u64,
+    /// Ticks per second of volatile paths (`".volatile": true` in the rules): changes there
+    /// are pushed once per tick, each listener getting the newest value of each changed path,
+    /// and their writers' acknowledgements follow. From 1 to 120.
+    #[arg(long, default_value_t = hearth_server::DEFAULT_VOLATILE_HZ, env = "HEARTH_VOLATILE_HZ",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(hearth_server::MAX_VOLATILE_HZ)))]
+    volatile_hz: u32,
     /// Rules every database starts with (Firebase `database.rules.json` format). Without it,
     /// databases are open with --dev and locked (admins only) otherwise.
     #[arg(long, env = "HEARTH_RULES")]
@@ -409,6 +415,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(args.idle_timeout_secs.max(2)),
         default_namespace: DEFAULT_NAMESPACE.to_owned(),
         sse_keep_alive: Duration::from_secs(args.sse_keep_alive_secs.max(1)),
+        volatile_hz: args.volatile_hz,
         http: std::sync::Arc::new(HttpBudgets::new(
             args.body_budget_mib.saturating_mul(MIB),
             args.answer_budget_mib.saturating_mul(MIB),

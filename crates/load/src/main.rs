@@ -7,8 +7,8 @@
 //!     --target hearth=ws://127.0.0.1:9000 --target peer=ws://127.0.0.1:9100 --out chat.json
 //! ```
 //!
-//! A scenario file names the kind of users (`chat`, `game`, `leaderboard`, `feed`, `hot-db`)
-//! and their rates. Writes follow a fixed timetable (open loop), so a slow server gets the same
+//! A scenario file names the kind of users (`chat`, `game`, `leaderboard`, `feed`, `hot-db`,
+//! `cursors`) and their rates. Writes follow a fixed timetable (open loop), so a slow server gets the same
 //! load as a fast one. Every written value carries its send time in microseconds since the
 //! epoch (`t`); every client that receives it records the difference in a histogram, as all
 //! processes on one machine share the clock. Ctrl-C stops the run early with a report of what

@@ -98,6 +98,7 @@ pub fn plans(scenario: &Scenario) -> Vec<Plan> {
             Kind::Game => Some(game(scenario, index, interval)),
             Kind::Leaderboard => Some(leaderboard(scenario, index, interval)),
             Kind::HotDb => Some(quiet(scenario, index, interval)),
+            Kind::Cursors => Some(cursors(scenario, index, interval)),
             Kind::Feed => None,
         })
         .chain(hot(scenario))
@@ -162,6 +163,30 @@ fn game(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
             plain(format!("{room}/hunt-status")),
         ],
         writers,
+        presence: None,
+        start_after: Duration::ZERO,
+    }
+}
+
+fn cursors(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
+    let side = if scenario.volatile_paths {
+        "volatile"
+    } else {
+        "durable"
+    };
+    let room = format!("/cursors/{side}/r{:05}", index / scenario.room_size);
+    Plan {
+        index,
+        ns: scenario.ns.clone(),
+        group: "all",
+        listens: vec![plain(room.clone())],
+        writers: vec![Writer {
+            interval,
+            offset: offset(index, interval),
+            write: Write::Set {
+                path: format!("{room}/cursors/u{index:06}"),
+            },
+        }],
         presence: None,
         start_after: Duration::ZERO,
     }
@@ -282,6 +307,29 @@ mod tests {
         assert_eq!(plans[19].listens[0].path, "/chat/rooms/r00000/messages");
         assert_eq!(plans[20].listens[0].path, "/chat/rooms/r00001/messages");
         assert!(plans.iter().all(|plan| plan.presence.is_some()));
+    }
+
+    #[test]
+    fn cursors_write_under_their_room_and_listen_to_it() {
+        let scenario = Scenario {
+            kind: Kind::Cursors,
+            connections: 21,
+            room_size: 20,
+            write_interval_ms: 50,
+            ..Scenario::default()
+        };
+        let volatile = plans(&scenario);
+        assert_eq!(volatile[20].listens[0].path, "/cursors/volatile/r00001");
+        let Write::Set { path } = &volatile[20].writers[0].write else {
+            panic!("a cursor is a set");
+        };
+        assert_eq!(path, "/cursors/volatile/r00001/cursors/u000020");
+        assert_eq!(volatile[20].writers[0].interval, Duration::from_millis(50));
+        let durable = plans(&Scenario {
+            volatile_paths: false,
+            ..scenario
+        });
+        assert_eq!(durable[0].listens[0].path, "/cursors/durable/r00000");
     }
 
     #[test]

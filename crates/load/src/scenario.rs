@@ -21,6 +21,12 @@ pub enum Kind {
     Feed,
     /// Quiet databases measured alone, then again while one hot database is driven hard.
     HotDb,
+    /// Rooms of members who write their cursor position at a high rate under the room and
+    /// listen to the whole room: the age of the newest position at each receiver is the
+    /// event latency. The server marks `/cursors/volatile/$room/cursors` volatile
+    /// (`crates/load/rules/cursors.rules.json`); with `volatile_paths: false` the same load
+    /// goes to `/cursors/durable/...`, which is not, for comparison.
+    Cursors,
 }
 
 /// The most connections one process opens: the file-descriptor limit here is 20,000.
@@ -55,6 +61,8 @@ pub struct Scenario {
     pub page_items: usize,
     /// Feed: one request in this many is a write of the read offset.
     pub write_every: u64,
+    /// Cursors: write under the volatile paths (`/cursors/volatile`) or durable ones.
+    pub volatile_paths: bool,
 }
 
 impl Default for Scenario {
@@ -76,6 +84,7 @@ impl Default for Scenario {
             users: 1_000,
             page_items: 20,
             write_every: 10,
+            volatile_paths: true,
         }
     }
 }
@@ -141,7 +150,7 @@ mod tests {
             Scenario::load(&entry?.path())?;
             seen += 1;
         }
-        assert_eq!(seen, 6);
+        assert_eq!(seen, 8);
         Ok(())
     }
 }

@@ -38,6 +38,11 @@ pub(crate) struct RuleNode {
     /// Whether any node below this one has `.validate`; writes skip walking the written
     /// subtree when none does, which is what keeps large writes cheap.
     pub validates_below: bool,
+    /// `.volatile: true`: data here and below is held in memory only (see `volatile.rs`).
+    pub volatile: bool,
+    /// Whether this node or any node below it is marked volatile, so that stripping volatile
+    /// data walks only the branches of the rules that hold a mark.
+    pub volatile_here_or_below: bool,
 }
 
 impl RuleNode {
@@ -116,6 +121,10 @@ impl Builder<'_> {
                 ".write" => node.write = Some(self.rule(member, RuleKind::Write)?),
                 ".validate" => node.validate = Some(self.rule(member, RuleKind::Validate)?),
                 ".indexOn" => node.index_on = index_on(&member.value)?,
+                ".volatile" => match member.value.kind {
+                    JsonKind::Bool(flag) => node.volatile = flag,
+                    _ => return Err((member.value.at, LoadError::InvalidVolatile)),
+                },
                 _ if key.starts_with('.') => {
                     return Err((key_at, LoadError::InvalidProperty(key.to_owned())))
                 }
@@ -169,6 +178,14 @@ impl Builder<'_> {
                 .wildcard
                 .as_ref()
                 .is_some_and(|child| child.validates());
+        node.volatile_here_or_below = node.volatile
+            || children
+                .iter()
+                .any(|(_, child)| child.volatile_here_or_below)
+            || node
+                .wildcard
+                .as_ref()
+                .is_some_and(|child| child.volatile_here_or_below);
         node.children = children.into_boxed_slice();
         Ok(node)
     }
@@ -340,6 +357,12 @@ mod tests {
         assert!(refused(r#"{"rules": {".indexOn": ["a", 5]}}"#).contains(".indexOn"));
         assert!(refused(r#"{"rules": {".indexOn": "a.b"}}"#).contains(".indexOn"));
         assert!(refused(r#"{"rules": {".indexOn": ""}}"#).contains(".indexOn"));
+        assert_eq!(
+            refused(r#"{"rules": {"a": {".volatile": "true"}}}"#),
+            "line 1, column 31: .volatile must be true or false"
+        );
+        assert!(refused(r#"{"rules": {".volatile": 1}}"#).contains(".volatile must be"));
+        assert!(refused(r#"{"rules": {".volatil": true}}"#).contains("Invalid rule property"));
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub enum LoadError {
     RepeatedWildcard(String),
     #[error(".indexOn must be a string or an array of strings naming children: {0}")]
     InvalidIndexOn(String),
+    #[error(".volatile must be true or false")]
+    InvalidVolatile,
     #[error("{0}")]
     Syntax(String),
     #[error("the expression nests deeper than {0} levels")]

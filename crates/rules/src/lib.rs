@@ -84,6 +84,7 @@ mod regex;
 mod rules;
 mod snapshot;
 mod value;
+mod volatile;
 
 pub use decision::{Decision, Denial, DenialReason, RuleKind, RuleOutcome, RuleSite};
 pub use error::{LoadError, RulesError};

@@ -52,6 +52,9 @@ pub struct ServeConfig {
     pub tls: Option<Arc<TlsCerts>>,
     /// Where `/metrics` is served and to whom.
     pub metrics: MetricsConfig,
+    /// Volatile ticks per second: how often changes under `.volatile` paths are pushed
+    /// (`owner::volatile`, at most `MAX_VOLATILE_HZ`).
+    pub volatile_hz: u32,
 }
 
 impl ServeConfig {
@@ -76,6 +79,7 @@ impl ServeConfig {
             http: SharedBudgets::default(),
             tls: None,
             metrics: MetricsConfig::default(),
+            volatile_hz: crate::owner::volatile::DEFAULT_VOLATILE_HZ,
         }
     }
 }

@@ -46,4 +46,5 @@ pub mod tls;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
 pub use listener::resolve_listen;
+pub use owner::volatile::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};
 pub use server::{Server, StartError};

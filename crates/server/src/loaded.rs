@@ -71,7 +71,14 @@ impl Loaded {
         self.snapshot_running = true;
         self.wal_bytes = 0;
         self.last_snapshot_ms = now;
-        self.durable.clone()
+        // Volatile data lives in memory only (docs/volatile.md).
+        let mut state = self.durable.clone();
+        if let hearth_sync::Access::Rules(rules) = self.engine.access() {
+            if rules.has_volatile() {
+                state.root = rules.without_volatile(&state.root);
+            }
+        }
+        state
     }
 
     /// Goes back to the durable state, at log position `durable`, because the log failed

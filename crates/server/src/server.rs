@@ -339,6 +339,7 @@ fn run_shard(
         let outgoing = shard.outgoing.clone();
         tokio::task::spawn_local(async move { outgoing.run().await });
         tokio::task::spawn_local(commit_loop(shard.clone()));
+        tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.clone()));
         let mut accepting = Vec::new();
         for listener in listeners {
             match tokio::net::TcpListener::from_std(listener) {

@@ -157,6 +157,8 @@ pub struct Shard {
     push_ids: RefCell<PushIdGenerator>,
     /// State of the generator of push-id randomness (SplitMix64).
     random: Cell<u64>,
+    /// Volatile changes and the replies they hold, until the owner's next tick.
+    pub volatile: crate::owner::volatile::VolatileTicks,
 }
 
 impl Shard {
@@ -217,6 +219,7 @@ impl Shard {
             peers,
             push_ids: RefCell::new(PushIdGenerator::new()),
             random: Cell::new(seed.finish()),
+            volatile: Default::default(),
         }
     }
 
@@ -281,6 +284,9 @@ impl Shard {
                 now,
             );
             self.apply_rules(&mut loaded, state.rules, now);
+            // Volatile data that reached the log inside a durable write above its mark does
+            // not survive a restart.
+            loaded.engine.drop_volatile_data();
             loaded.durable = loaded.state();
             loaded.on_disk = true;
             databases.insert(name.to_string(), loaded);

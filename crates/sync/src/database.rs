@@ -18,6 +18,10 @@ use crate::write::{Write, WriteError};
 #[path = "database_writes.rs"]
 mod writes;
 
+#[path = "database_volatile.rs"]
+mod volatile;
+
+pub use volatile::{MAX_VOLATILE_PATHS_PER_TICK, MIXED_WRITE_MESSAGE};
 use writes::resolve_op;
 pub use writes::{CheckedWrite, Condition, WritePrecheck};
 
@@ -58,6 +62,8 @@ pub struct Database {
     /// The database's name, when refusals are explained in the log at `info` (development);
     /// otherwise they go to `debug`.
     explain_refusals: Option<Arc<str>>,
+    /// Volatile changes waiting for the next tick.
+    volatile: volatile::PendingVolatile,
 }
 
 impl Database {

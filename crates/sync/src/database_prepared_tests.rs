@@ -23,6 +23,7 @@ fn comparable(effects: &Effects) -> Vec<String> {
             Effect::Log(write) => format!("log {write:?}"),
             Effect::Push { push, targets } => format!("push {push:?} to {targets:?}"),
             Effect::Cancel { conn, path, .. } => format!("cancel {conn} {path}"),
+            Effect::Volatile => "volatile".to_owned(),
         })
         .collect()
 }

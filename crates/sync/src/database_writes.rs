@@ -7,6 +7,7 @@ use std::sync::Arc;
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
+use super::volatile::{classify, Classified, MIXED_WRITE_MESSAGE};
 use super::{invalid, refused, Database};
 use crate::access::{Access, AuthState, Refusal, WriteScope};
 use crate::effect::{Effect, Effects};
@@ -33,6 +34,7 @@ pub struct CheckedWrite<'a> {
     database: &'a mut Database,
     write: Write,
     new_root: Node,
+    volatile: bool,
 }
 
 impl CheckedWrite<'_> {
@@ -43,7 +45,13 @@ impl CheckedWrite<'_> {
 
     /// Applies the write: its log record and pushes are appended to `out`.
     pub fn commit(self, out: &mut Effects) {
-        if !self.write.ops.is_empty() {
+        if self.write.ops.is_empty() {
+            return;
+        }
+        if self.volatile {
+            self.database
+                .commit_volatile(self.write, self.new_root, out);
+        } else {
             self.database.commit(self.write, self.new_root, out);
         }
     }
@@ -184,6 +192,7 @@ impl Database {
                 database: self,
                 write,
                 new_root,
+                volatile: false,
             });
         }
         self.check_writable()?;
@@ -194,6 +203,16 @@ impl Database {
         }
         self.check_write(auth, &write, &new_root, now_ms)
             .map_err(|refusal| self.denied(0, &refusal))?;
+        // Whether a write mixes volatile and durable paths depends on its paths and the
+        // rules only; it is told after the rules allowed the write, so that it tells a refused
+        // caller nothing of the rules either.
+        let volatile = match classify(&self.access, &write) {
+            Classified::Durable => false,
+            Classified::Volatile => true,
+            Classified::Mixed => {
+                return Err(Reply::error(Status::InvalidData, MIXED_WRITE_MESSAGE))
+            }
+        };
         if let Some(condition) = &condition {
             if *self.root.get(condition.path).hash() != *condition.hash {
                 return Err(Reply {
@@ -209,6 +228,7 @@ impl Database {
             database: self,
             write,
             new_root,
+            volatile,
         })
     }
 

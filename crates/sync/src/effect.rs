@@ -47,6 +47,10 @@ pub enum Effect {
     },
     /// A write was applied: it must reach the write-ahead log before it is acknowledged.
     Log(Arc<Write>),
+    /// A volatile write was applied: nothing is logged, its pushes wait for the next
+    /// [`Database::flush_volatile`](crate::Database::flush_volatile), and the reply to the
+    /// request that made it must wait until after them.
+    Volatile,
 }
 
 /// The effects of one step, in order.

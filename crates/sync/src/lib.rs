@@ -18,7 +18,10 @@ mod views;
 mod write;
 
 pub use access::{Access, AuthState, WriteScope};
-pub use database::{CheckedWrite, Condition, Database, DatabaseStats, WritePrecheck};
+pub use database::{
+    CheckedWrite, Condition, Database, DatabaseStats, WritePrecheck, MAX_VOLATILE_PATHS_PER_TICK,
+    MIXED_WRITE_MESSAGE,
+};
 pub use effect::{Effect, Effects, Push, PushData, Target};
 pub use limits::{
     MAX_LISTENS_PER_SESSION, MAX_MERGE_ENTRIES, MAX_ONDISCONNECT_BYTES, MAX_ONDISCONNECT_OPS,

@@ -1,6 +1,6 @@
 //! Handling one decoded request of a connection, and delivering the effects it causes.
 
-use hearth_sync::{AuthState, Effects, PreparedMerge, PreparedSet, Request, WritePrecheck};
+use hearth_sync::{AuthState, Effect, Effects, PreparedMerge, PreparedSet, Request, WritePrecheck};
 use hearth_wire::{
     decode_lazy, encode_auth_revoked, encode_reply, encode_reply_status, encode_reply_value,
     without_lone_surrogates, ClientMessage, ClientRequest, Decoded, PendingWrite, WireError, PONG,
@@ -231,7 +231,18 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
                 database.handle(handle.id, request, now_ms(), &mut effects)
             };
             counters.request(kind, Outcome::of_status(reply.status));
+            // A volatile write's reply waits for the tick's push of its value.
+            let volatile = effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Volatile));
             route_effects(shard, &handle.namespace, effects);
+            if volatile {
+                let reply = encode_reply(request_id, &reply);
+                shard
+                    .volatile
+                    .hold_reply(&handle.namespace, handle.id, reply);
+                return;
+            }
             encode_reply(request_id, &reply)
         }
     };

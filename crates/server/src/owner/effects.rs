@@ -67,6 +67,8 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
             // A write's record comes before its pushes in the list, so they are queued after
             // the database's sequence number moved and wait for the record to be durable.
             Effect::Log(write) => shard.log_write(namespace, &write),
+            // Its pushes wait for the owner's next tick.
+            Effect::Volatile => shard.volatile.mark(namespace),
         }
     }
 }

@@ -7,7 +7,8 @@
 //! - `sessions`: sessions opening and ending (onDisconnect, `ls`);
 //! - `outbound`: a session's held queue and the route of its messages;
 //! - `intake`: the messages edges send about connections they hold;
-//! - `rest_precheck`: whether a REST write is refused before its body is read.
+//! - `rest_precheck`: whether a REST write is refused before its body is read;
+//! - `volatile`: the tick that pushes volatile changes and then the replies they held.
 
 pub mod dispatch;
 pub mod effects;
@@ -15,5 +16,6 @@ mod intake;
 pub mod outbound;
 pub mod rest_precheck;
 pub mod sessions;
+pub mod volatile;
 
 pub use intake::on_link_message;

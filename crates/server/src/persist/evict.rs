@@ -30,6 +30,8 @@ pub fn load_evicted(shard: &Shard, namespace: &str, now: u64) -> Option<Loaded> 
                 now,
             );
             shard.apply_rules(&mut loaded, snapshot.rules, now);
+            // Snapshots hold no volatile data, but an import's snapshot may.
+            loaded.engine.drop_volatile_data();
             loaded.durable = loaded.state();
             loaded.on_disk = true;
             info!(

@@ -1,0 +1,160 @@
+//! The volatile tick of an owner: the databases with volatile changes waiting
+//! (`hearth_sync::Database::flush_volatile`), the replies of the volatile writes held until
+//! the pushes that carry their values, and the task that flushes both once per tick.
+//!
+//! A flush queues its pushes like any other (`route_effects`): sessions on this core get them
+//! at once, those of other cores in this loop turn's batch for their edge (`link::Outgoing`).
+//! The held replies are queued right after them, so each writer's `ok` follows a push of its
+//! value or a newer one on every connection (an `ok` first would make the SDK show the old
+//! value for a moment).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
+use std::time::Duration;
+
+use hearth_sync::{ConnId, Effects};
+use tokio::sync::Notify;
+
+use crate::owner::effects::route_effects;
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+/// Ticks per second when `--volatile-hz` is not given.
+pub const DEFAULT_VOLATILE_HZ: u32 = 30;
+
+/// The most ticks per second `--volatile-hz` accepts: past it a tick costs more in wake-ups
+/// and small writes than coalescing saves, and 120 already beats any display's refresh rate.
+pub const MAX_VOLATILE_HZ: u32 = 120;
+
+/// The tick's period in milliseconds for `hz` ticks per second (clamped to 1..=MAX).
+pub fn period_ms(hz: u32) -> u64 {
+    1_000 / u64::from(hz.clamp(1, MAX_VOLATILE_HZ))
+}
+
+/// When the next tick after `now_ms` is due: ticks fall on multiples of the period, so a
+/// change waits at most one period and two flushes are never closer than one.
+pub fn next_tick(now_ms: u64, period_ms: u64) -> u64 {
+    let period = period_ms.max(1);
+    (now_ms / period + 1) * period
+}
+
+/// What waits for the owner's next tick.
+#[derive(Default)]
+pub struct VolatileTicks {
+    /// Databases with volatile changes not yet pushed.
+    dirty: RefCell<BTreeSet<String>>,
+    /// Encoded replies of volatile writes, per database, in the order they were made.
+    held: RefCell<HashMap<String, Vec<(ConnId, String)>>>,
+    wake: Notify,
+    /// Flushes done, for the tests and the logs.
+    ticks: Cell<u64>,
+}
+
+impl VolatileTicks {
+    /// `namespace`'s database has volatile changes: a tick is due.
+    pub fn mark(&self, namespace: &str) {
+        let was_idle = {
+            let mut dirty = self.dirty.borrow_mut();
+            let was_idle = dirty.is_empty();
+            dirty.insert(namespace.to_owned());
+            was_idle
+        };
+        if was_idle {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Holds `reply`, the encoded reply of a volatile write of `conn`, until the next tick.
+    pub fn hold_reply(&self, namespace: &str, conn: ConnId, reply: String) {
+        self.held
+            .borrow_mut()
+            .entry(namespace.to_owned())
+            .or_default()
+            .push((conn, reply));
+        self.mark(namespace);
+    }
+
+    pub fn ticks(&self) -> u64 {
+        self.ticks.get()
+    }
+}
+
+/// Pushes the volatile changes of every database of this owner, then the replies they held.
+pub fn flush(shard: &Shard) {
+    let dirty = std::mem::take(&mut *shard.volatile.dirty.borrow_mut());
+    if dirty.is_empty() {
+        return;
+    }
+    shard.volatile.ticks.set(shard.volatile.ticks.get() + 1);
+    for namespace in dirty {
+        let mut effects = Effects::new();
+        if let Some(database) = shard.databases.borrow_mut().get_mut(&namespace) {
+            database.flush_volatile(&mut effects);
+        }
+        route_effects(shard, &namespace, effects);
+        let held = shard.volatile.held.borrow_mut().remove(&namespace);
+        for (conn, reply) in held.into_iter().flatten() {
+            // A connection that ended meanwhile has nobody to tell.
+            if let Some(handle) = shard.session(conn) {
+                handle.send_text(reply);
+            }
+        }
+    }
+}
+
+/// The owner's tick: sleeps while nothing is dirty, else flushes on each tick boundary. Ends
+/// with the server, after a last flush.
+pub async fn tick_loop(shard: Rc<Shard>) {
+    let period = period_ms(shard.config.volatile_hz);
+    let mut shutdown = shard.shutdown.clone();
+    loop {
+        if shard.volatile.dirty.borrow().is_empty() {
+            tokio::select! {
+                _ = shard.volatile.wake.notified() => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+        let now = now_ms();
+        let wait = next_tick(now, period).saturating_sub(now);
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            _ = shutdown.changed() => break,
+        }
+        flush(&shard);
+    }
+    flush(&shard);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_fall_on_multiples_of_the_period() {
+        assert_eq!(period_ms(DEFAULT_VOLATILE_HZ), 33);
+        assert_eq!(period_ms(60), 16);
+        assert_eq!(period_ms(0), 1_000, "at least one tick a second");
+        assert_eq!(period_ms(10_000), period_ms(MAX_VOLATILE_HZ));
+        assert_eq!(next_tick(0, 33), 33);
+        assert_eq!(next_tick(32, 33), 33);
+        assert_eq!(next_tick(33, 33), 66);
+        assert_eq!(next_tick(1_000, 0), 1_001);
+        // Whenever a change comes, it waits at most one period.
+        for now in 990..1_100 {
+            let due = next_tick(now, 16);
+            assert!(due > now && due - now <= 16 && due.is_multiple_of(16));
+        }
+    }
+
+    #[test]
+    fn marking_wakes_the_tick_once() {
+        let ticks = VolatileTicks::default();
+        ticks.mark("a");
+        ticks.mark("a");
+        ticks.mark("b");
+        assert_eq!(ticks.dirty.borrow().len(), 2);
+        ticks.hold_reply("c", 7, "ok".to_owned());
+        assert_eq!(ticks.held.borrow()["c"], vec![(7, "ok".to_owned())]);
+    }
+}
