@@ -75,8 +75,9 @@ describe('attacks: WebSocket clients that never read, against the answer budget'
     const grown = procStatus(pid, 'VmHWM') - before;
     t.diagnostic(`the server's peak RSS grew by ${(grown / MIB).toFixed(0)} MiB`);
     // Beyond the budget: the writes being received and encoded (a copy per tagged listener),
-    // and the allocator's slack. Without the budget: 376 MiB.
-    assert.ok(grown < (ANSWER_BUDGET_MIB + 64) * MIB, `RSS grew by ${(grown / MIB).toFixed(0)} MiB`);
+    // and the allocator's slack: 85 to 99 MiB in all over six runs here (the slack varies from
+    // run to run). Without the budget: 376 MiB.
+    assert.ok(grown < (ANSWER_BUDGET_MIB + 80) * MIB, `RSS grew by ${(grown / MIB).toFixed(0)} MiB`);
 
     // The reader got every value, whole and in order.
     const seen = pushesOf(reader, 'flood/v');

@@ -1,4 +1,4 @@
-//! The table of `hearth serve` options in `docs/configuration.md`, made from clap's own
+//! The table of `hearth serve` options in README.md and `docs/configuration.md`, made from clap's own
 //! description of the arguments, so that it cannot drift from the binary: the test fails when
 //! an option is added or changed, and `HEARTH_UPDATE_DOCS=1 cargo test -p hearth --bin hearth
 //! options_table` writes the new table.
@@ -88,23 +88,29 @@ fn table(serve: &Command) -> String {
 }
 
 #[test]
-fn the_documented_table_lists_every_option_as_clap_has_it() {
+fn the_documented_tables_list_every_option_as_clap_has_it() {
     let serve = serve_command();
     let expected = table(&serve);
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
-    let doc = std::fs::read_to_string(&path).expect("docs/configuration.md is readable");
-    let (Some(begin), Some(end)) = (doc.find(BEGIN), doc.find(END)) else {
-        panic!("docs/configuration.md lacks the markers {BEGIN:?} and {END:?}");
-    };
-    let current = &doc[begin + BEGIN.len()..end];
-    if current != expected {
+    // The README's table and the configuration guide's are the same generated text.
+    for file in ["README.md", "docs/configuration.md"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(file);
+        let doc = std::fs::read_to_string(&path).expect("the documentation file is readable");
+        let (Some(begin), Some(end)) = (doc.find(BEGIN), doc.find(END)) else {
+            panic!("{file} lacks the markers {BEGIN:?} and {END:?}");
+        };
+        let current = &doc[begin + BEGIN.len()..end];
+        if current == expected {
+            continue;
+        }
         if std::env::var_os("HEARTH_UPDATE_DOCS").is_some() {
             let updated = format!("{}{BEGIN}{expected}{}", &doc[..begin], &doc[end..]);
-            std::fs::write(&path, updated).expect("docs/configuration.md is written");
-            return;
+            std::fs::write(&path, updated).expect("the documentation file is written");
+            continue;
         }
         panic!(
-            "the options table of docs/configuration.md is out of date; run \
+            "the options table of {file} is out of date; run \
              HEARTH_UPDATE_DOCS=1 cargo test -p hearth --bin hearth options_table\n\nexpected:\n{expected}"
         );
     }
