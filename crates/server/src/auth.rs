@@ -18,16 +18,7 @@ pub const OWNER_TOKEN: &str = "owner";
 /// Leeway for clock differences when checking `exp`, `nbf` and `iat`.
 pub const CLOCK_LEEWAY_SECS: u64 = 60;
 
-/// A public key for RS256 or ES256 tokens.
-#[derive(Clone)]
-pub struct VerifyKey {
-    pub kid: Option<String>,
-    pub algorithm: Algorithm,
-    pub key: DecodingKey,
-    /// Keys of Firebase Authentication: tokens signed with them must also carry the
-    /// configured project as issuer and audience.
-    pub firebase: bool,
-}
+pub use crate::verify_key::VerifyKey;
 
 /// What the server accepts as credentials.
 #[derive(Clone, Default)]

@@ -10,7 +10,6 @@ use hearth_rules::Rules;
 use crate::auth::AuthConfig;
 use crate::budget::SharedBudgets;
 use crate::jwks::JwksSource;
-use crate::metrics::MetricsConfig;
 use crate::persist::PersistConfig;
 use crate::tls::TlsCerts;
 
@@ -79,7 +78,7 @@ impl ServeConfig {
             http: SharedBudgets::default(),
             tls: None,
             metrics: MetricsConfig::default(),
-            volatile_hz: crate::owner::volatile::DEFAULT_VOLATILE_HZ,
+            volatile_hz: DEFAULT_VOLATILE_HZ,
         }
     }
 }
@@ -89,3 +88,20 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 
 /// The keep-alive period of REST event streams, as production uses (spec §15.6).
 pub const DEFAULT_SSE_KEEP_ALIVE: Duration = Duration::from_secs(30);
+
+/// Where metrics are served and to whom (`hearth serve --metrics-listen`, `--metrics-public`).
+#[derive(Debug, Clone, Default)]
+pub struct MetricsConfig {
+    /// Serve `/metrics`, `/healthz` and `/readyz` on this address, to anyone who can reach
+    /// it, and `/metrics` no longer on the main port.
+    pub listen: Option<SocketAddr>,
+    /// Serve `/metrics` on the main port without a credential (otherwise admins only).
+    pub public: bool,
+}
+
+/// Ticks per second when `--volatile-hz` is not given.
+pub const DEFAULT_VOLATILE_HZ: u32 = 30;
+
+/// The most ticks per second `--volatile-hz` accepts: past it a tick costs more in wake-ups
+/// and small writes than coalescing saves, and 120 already beats any display's refresh rate.
+pub const MAX_VOLATILE_HZ: u32 = 120;

@@ -43,6 +43,7 @@ mod shard;
 mod sse;
 mod time;
 pub mod tls;
+mod verify_key;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
 pub use listener::resolve_listen;

@@ -26,8 +26,8 @@ pub use cache::CACHE_FILE;
 pub use fetch::MAX_JWKS_BYTES;
 pub use policy::{MAX_REFRESH, MIN_REFRESH};
 
-use crate::auth::VerifyKey;
 use crate::time::now_ms;
+use crate::verify_key::VerifyKey;
 
 /// Google's JWKS of the keys that sign Firebase ID tokens (the default of
 /// `--firebase-jwks-url` when `--firebase-project` is set).

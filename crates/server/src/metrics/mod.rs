@@ -16,7 +16,6 @@ pub(crate) mod labels;
 mod listener;
 pub(crate) mod snapshot;
 
-use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -31,15 +30,7 @@ pub(crate) use snapshot::{ServerSnapshot, ShardSnapshot};
 use crate::budget::SharedBudgets;
 use crate::shard::{ask_every_shard, ShardMessage};
 
-/// Where metrics are served and to whom (`hearth serve --metrics-listen`, `--metrics-public`).
-#[derive(Debug, Clone, Default)]
-pub struct MetricsConfig {
-    /// Serve `/metrics`, `/healthz` and `/readyz` on this address, to anyone who can reach
-    /// it, and `/metrics` no longer on the main port.
-    pub listen: Option<SocketAddr>,
-    /// Serve `/metrics` on the main port without a credential (otherwise admins only).
-    pub public: bool,
-}
+pub use crate::config::MetricsConfig;
 
 /// How long a scrape waits for the shards' answers; a shard that has not answered by then is
 /// reported in `hearth_shards_unanswered` instead of holding the scrape.

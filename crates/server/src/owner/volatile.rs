@@ -20,12 +20,7 @@ use crate::owner::effects::route_effects;
 use crate::shard::Shard;
 use crate::time::now_ms;
 
-/// Ticks per second when `--volatile-hz` is not given.
-pub const DEFAULT_VOLATILE_HZ: u32 = 30;
-
-/// The most ticks per second `--volatile-hz` accepts: past it a tick costs more in wake-ups
-/// and small writes than coalescing saves, and 120 already beats any display's refresh rate.
-pub const MAX_VOLATILE_HZ: u32 = 120;
+pub use crate::config::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};
 
 /// The tick's period in milliseconds for `hz` ticks per second (clamped to 1..=MAX).
 pub fn period_ms(hz: u32) -> u64 {
