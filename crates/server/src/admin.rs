@@ -9,25 +9,9 @@
 use hearth_store::{snapshot_name, Storage, StorageFile};
 use serde::Serialize;
 
+use crate::inbox::DatabaseInfo;
 use crate::rest::RestResponse;
 use crate::shard::Shard;
-
-/// One database as `GET /.admin/databases` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DatabaseInfo {
-    pub name: String,
-    /// Whether it is in memory now; one that is not was evicted (or not used since the
-    /// server started) and is loaded from its snapshot on its next use.
-    pub loaded: bool,
-    /// A loaded database: the estimated size of its tree as JSON in export form (what an
-    /// export would write, about). One on disk only: the size of its newest snapshot file.
-    /// Both are known without reading the data.
-    pub bytes: u64,
-    /// Its sessions: WebSocket connections and REST event streams.
-    pub clients: usize,
-    /// The shard (core) that owns it.
-    pub shard: usize,
-}
 
 /// The answer of `GET /.admin/databases`: `{"databases": [...]}`, sorted by name.
 pub async fn databases(shard: &Shard) -> RestResponse {

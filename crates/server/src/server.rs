@@ -17,6 +17,7 @@ use crate::edge::http::serve_http;
 use crate::edge::socket::Accepted;
 use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
+use crate::inbox::ShardMessage;
 use crate::jwks::{JwksError, JwksRefresher};
 use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
@@ -31,7 +32,7 @@ use crate::persist::{
 };
 use crate::port_claim::PortClaim;
 use crate::rest::execute::execute_durable;
-use crate::shard::{Shard, ShardMessage};
+use crate::shard::Shard;
 use crate::tls::handshake;
 use crate::{edge, owner};
 

@@ -18,10 +18,11 @@ use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
-use crate::admin::DatabaseInfo;
+use crate::backup::stream::ShardCut;
 use crate::budget::ShardBudget;
 use crate::config::ServeConfig;
 use crate::edge::EdgeTarget;
+use crate::inbox::{ask_every_shard, DatabaseInfo, Forwarded, Precheck, ShardMessage};
 use crate::link::{Outgoing, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::loaded::Loaded;
 use crate::metrics::snapshot::{top, DatabaseLoad};
@@ -37,63 +38,6 @@ use crate::time::now_ms;
 /// What clients are told while writes are refused.
 pub fn read_only_reason(failure: &str) -> String {
     format!("writes are refused: the server's write-ahead log failed ({failure}); reads go on")
-}
-
-/// A REST request whose database lives on another shard, with the channel for its answer.
-pub struct Forwarded {
-    pub call: RestCall,
-    pub reply: oneshot::Sender<RestResponse>,
-}
-
-/// A REST write's check before its body is read, asked of the shard that owns its database,
-/// with the channel for the refusal (`None`: go on).
-pub struct Precheck {
-    pub check: WriteCheck,
-    pub reply: oneshot::Sender<Option<RestResponse>>,
-}
-
-/// What one shard sends another's owner role (`link::ToEdge` batches go on a channel of
-/// their own, so that an owner that waits for an edge never stops that edge's writes).
-pub enum ShardMessage {
-    Rest(Box<Forwarded>),
-    /// A backup asks for this shard's cut (`backup::cut`).
-    BackupCut(oneshot::Sender<Result<crate::backup::cut::ShardCut, String>>),
-    /// A backup's cut of this shard was dropped: snapshot files may be removed again.
-    BackupDone,
-    Precheck(Box<Precheck>),
-    Owner(ToOwner),
-    /// A scrape asks for the shard's numbers.
-    Metrics(oneshot::Sender<ShardSnapshot>),
-    /// The owner's databases, for `GET /.admin/databases`.
-    Databases(oneshot::Sender<Vec<DatabaseInfo>>),
-}
-
-/// Sends `ask` to every shard's owner role and waits for the answers, until `timeout` when
-/// given: `None` for a shard that is gone or did not answer in time. Each shard answers from
-/// its own thread, so no shard's state is read by another.
-pub async fn ask_every_shard<T>(
-    shards: &[mpsc::UnboundedSender<ShardMessage>],
-    ask: impl Fn(oneshot::Sender<T>) -> ShardMessage,
-    timeout: Option<Duration>,
-) -> Vec<Option<T>> {
-    let asked: Vec<_> = shards
-        .iter()
-        .map(|inbox| {
-            let (reply, answer) = oneshot::channel();
-            let _ = inbox.send(ask(reply));
-            answer
-        })
-        .collect();
-    let deadline = timeout.map(|timeout| tokio::time::Instant::now() + timeout);
-    let mut answers = Vec::with_capacity(asked.len());
-    for answer in asked {
-        let answer = match deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, answer).await.ok(),
-            None => Some(answer.await),
-        };
-        answers.push(answer.and_then(Result::ok));
-    }
-    answers
 }
 
 /// One session of a database: a WebSocket connection (on this core or another) or an event
@@ -158,7 +102,7 @@ pub struct Shard {
     /// State of the generator of push-id randomness (SplitMix64).
     random: Cell<u64>,
     /// Volatile changes and the replies they hold, until the owner's next tick.
-    pub volatile: crate::owner::volatile::VolatileTicks,
+    pub volatile: crate::owner::volatile_ticks::VolatileTicks,
 }
 
 impl Shard {
@@ -581,10 +525,7 @@ impl Shard {
     }
 
     /// Asks shard `index` (this one included) for its part of a backup, through its queue.
-    pub fn ask_cut(
-        &self,
-        index: usize,
-    ) -> oneshot::Receiver<Result<crate::backup::cut::ShardCut, String>> {
+    pub fn ask_cut(&self, index: usize) -> oneshot::Receiver<Result<ShardCut, String>> {
         let (reply, answer) = oneshot::channel();
         if let Some(sender) = self.peers.get(index) {
             // A failed send drops `reply`, which the receiver reports as an error.

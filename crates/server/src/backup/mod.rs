@@ -15,7 +15,7 @@
 
 pub mod archive;
 pub mod cut;
-mod stream;
+pub(crate) mod stream;
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,7 +85,7 @@ pub async fn respond(shard: &Rc<Shard>) -> Response<HearthBody> {
                 .into_http()
         }
     };
-    let mut response = Response::new(HearthBody::Queue(queue, running));
+    let mut response = Response::new(HearthBody::Queue(queue, Box::new(running)));
     let headers = response.headers_mut();
     headers.insert(
         hyper::header::CONTENT_TYPE,

@@ -7,13 +7,15 @@
 //!   socket under TLS;
 //! - `intake`: the batches owners send to this core's connections;
 //! - `http`, `http_body`, `http_unsent`: HTTP (REST and event streams) with hyper, and the
-//!   answer bytes not yet taken by the socket.
+//!   answer bytes not yet taken by the socket; `request_body`: a request body read under its
+//!   limits.
 
 mod conn;
 pub mod http;
 pub mod http_body;
 pub mod http_unsent;
 mod intake;
+pub mod request_body;
 pub mod socket;
 mod tls_socket;
 pub mod websocket;

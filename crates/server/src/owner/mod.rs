@@ -8,7 +8,8 @@
 //! - `outbound`: a session's held queue and the route of its messages;
 //! - `intake`: the messages edges send about connections they hold;
 //! - `rest_precheck`: whether a REST write is refused before its body is read;
-//! - `volatile`: the tick that pushes volatile changes and then the replies they held.
+//! - `volatile`: the tick that pushes volatile changes and then the replies they held;
+//!   `volatile_ticks`: what waits for it.
 
 pub mod dispatch;
 pub mod effects;
@@ -17,5 +18,6 @@ pub mod outbound;
 pub mod rest_precheck;
 pub mod sessions;
 pub mod volatile;
+pub mod volatile_ticks;
 
 pub use intake::on_link_message;
