@@ -29,7 +29,7 @@ pub async fn databases(shard: &Shard) -> RestResponse {
 
 /// The databases this shard owns: those in memory, then those only on disk.
 pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
-    let loaded = shard.databases.borrow();
+    let loaded = shard.owner.databases();
     let mut list: Vec<DatabaseInfo> = loaded
         .values()
         .map(|database| DatabaseInfo {
@@ -40,7 +40,7 @@ pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
             shard: shard.index,
         })
         .collect();
-    if let Some(store) = &shard.store {
+    if let Some(store) = shard.owner.store() {
         let catalog = store.catalog.borrow();
         for name in catalog.databases() {
             if loaded.contains_key(name) {
@@ -84,7 +84,7 @@ mod tests {
         let root = Node::from_json(&serde_json::json!({"a": "xyz", "b": 12})).expect("a tree");
         let bytes = root.estimated_bytes() as u64;
         {
-            let mut databases = shard.databases.borrow_mut();
+            let mut databases = shard.owner.databases_mut();
             let loaded = shard.database(&mut databases, "shop");
             loaded.engine = hearth_sync::Database::with_root(root);
         }

@@ -48,7 +48,7 @@ impl Drop for Running {
 
 /// Answers `POST /.admin/backup` (the caller is an admin: checked when the request was parsed).
 pub async fn respond(shard: &Rc<Shard>) -> Response<HearthBody> {
-    if shard.store.is_none() {
+    if shard.owner.store().is_none() {
         return RestResponse::error(
             400,
             "this server keeps no data on disk (--durability none): there is nothing to back up",

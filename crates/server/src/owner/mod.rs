@@ -2,6 +2,8 @@
 //! the requests of their sessions, wherever those sessions' sockets are, and routes the replies
 //! and pushes back to the edges that hold them (`link`).
 //!
+//! - `state`: what the owner holds ([`Owner`]): its databases, their log and gate, their
+//!   sessions ([`Session`]) and the batches for other cores' edges;
 //! - `dispatch`: one request of a session, handled by its database;
 //! - `effects`: the pushes, cancels and log records a step of a database produced, delivered;
 //! - `sessions`: sessions opening and ending (onDisconnect, `ls`);
@@ -17,7 +19,9 @@ mod intake;
 pub mod outbound;
 pub mod rest_precheck;
 pub mod sessions;
+mod state;
 pub mod volatile;
 pub mod volatile_ticks;
 
 pub use intake::on_link_message;
+pub use state::{Owner, Session};

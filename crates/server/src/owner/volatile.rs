@@ -33,19 +33,19 @@ pub fn next_tick(now_ms: u64, period_ms: u64) -> u64 {
 
 /// Pushes the volatile changes of every database of this owner, then the replies they held.
 pub fn flush(shard: &Shard) {
-    let dirty = shard.volatile.take_dirty();
+    let dirty = shard.owner.volatile().take_dirty();
     if dirty.is_empty() {
         return;
     }
     for namespace in dirty {
         let mut effects = Effects::new();
-        if let Some(database) = shard.databases.borrow_mut().get_mut(&namespace) {
+        if let Some(database) = shard.owner.databases_mut().get_mut(&namespace) {
             database.flush_volatile(&mut effects);
         }
         route_effects(shard, &namespace, effects);
-        for (conn, reply) in shard.volatile.take_held(&namespace) {
+        for (conn, reply) in shard.owner.volatile().take_held(&namespace) {
             // A connection that ended meanwhile has nobody to tell.
-            if let Some(handle) = shard.session(conn) {
+            if let Some(handle) = shard.owner.session(conn) {
                 handle.send_text(reply);
             }
         }
@@ -58,9 +58,9 @@ pub async fn tick_loop(shard: Rc<Shard>) {
     let period = period_ms(shard.config.volatile_hz);
     let mut shutdown = shard.shutdown.clone();
     loop {
-        if shard.volatile.is_idle() {
+        if shard.owner.volatile().is_idle() {
             tokio::select! {
-                _ = shard.volatile.woken() => {}
+                _ = shard.owner.volatile().woken() => {}
                 _ = shutdown.changed() => break,
             }
         }
