@@ -3,13 +3,12 @@
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
-use tokio::net::{TcpSocket, TcpStream};
+use serde_json::json;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
@@ -17,6 +16,8 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::incoming::{self, Incoming};
 use crate::metrics::Metrics;
 use crate::plan::Plan;
+use crate::schedule::Schedule;
+use crate::tcp::open_tcp;
 use crate::wire;
 
 /// How long a connection may take to open and greet: 30 s, as the Firebase JS SDK allows.
@@ -26,8 +27,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Backoff between reconnection attempts.
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
-/// A writer more than this many intervals behind its timetable skips ahead (counted).
-const MAX_BEHIND_INTERVALS: u32 = 10;
 /// Requests awaiting their reply, at most; beyond it the server is not answering.
 const MAX_IN_FLIGHT: usize = 10_000;
 /// The WebSocket read buffer. The library zero-fills its buffer (128 KiB by default) before
@@ -103,29 +102,6 @@ pub fn spawn(
     });
 }
 
-/// A TCP connection to `address`, from `source` when given (several loopback source
-/// addresses multiply the ephemeral ports available).
-pub async fn open_tcp(address: &str, source: Option<IpAddr>) -> anyhow::Result<TcpStream> {
-    let target = tokio::net::lookup_host(address)
-        .await?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("{address} resolves to nothing"))?;
-    let stream = match source {
-        Some(ip) => {
-            let socket = if ip.is_ipv4() {
-                TcpSocket::new_v4()?
-            } else {
-                TcpSocket::new_v6()?
-            };
-            socket.bind(SocketAddr::new(ip, 0))?;
-            socket.connect(target).await?
-        }
-        None => TcpStream::connect(target).await?,
-    };
-    stream.set_nodelay(true)?;
-    Ok(stream)
-}
-
 /// Requests sent and awaiting their reply.
 #[derive(Default)]
 struct Requests {
@@ -141,53 +117,6 @@ impl Requests {
             self.in_flight.insert(self.next_id, (Instant::now(), kind));
         }
         Message::text(wire::request(self.next_id, action, body))
-    }
-}
-
-/// When each writer's next write is due.
-pub struct Schedule {
-    due: Vec<Instant>,
-    sent: u64,
-}
-
-impl Schedule {
-    pub fn new(plan: &Plan) -> Schedule {
-        let start = Instant::now();
-        Schedule {
-            due: plan.writers.iter().map(|w| start + w.offset).collect(),
-            sent: 0,
-        }
-    }
-
-    pub fn next(&self) -> Option<Instant> {
-        self.due.iter().min().copied()
-    }
-
-    /// The writes (action and body) due now, oldest first, counted as sent. Open loop: every
-    /// write that is due is sent, however slow the server; only a writer far behind skips
-    /// ahead, and counts what it skipped.
-    pub fn due_writes(&mut self, plan: &Plan, metrics: &Metrics) -> Vec<(&'static str, Value)> {
-        let now = Instant::now();
-        let mut writes = Vec::new();
-        for (writer, next) in plan.writers.iter().zip(self.due.iter_mut()) {
-            if *next > now {
-                continue;
-            }
-            if now.duration_since(*next) > writer.interval * MAX_BEHIND_INTERVALS {
-                let behind = (now.duration_since(*next).as_nanos()
-                    / writer.interval.as_nanos().max(1)) as u64;
-                metrics.count(|c| c.writes_missed += behind);
-                *next = now;
-            }
-            while *next <= now {
-                self.sent += 1;
-                let random = self.sent.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ plan.index as u64;
-                writes.push(writer.write.request(self.sent, wire::now_us(), random));
-                metrics.count(|c| c.writes_sent += 1);
-                *next += writer.interval;
-            }
-        }
-        writes
     }
 }
 

@@ -29,7 +29,7 @@ struct Http {
 
 impl Http {
     async fn connect(address: &str, source: Option<IpAddr>) -> anyhow::Result<Http> {
-        let stream = crate::conn::open_tcp(address, source).await?;
+        let stream = crate::tcp::open_tcp(address, source).await?;
         Ok(Http {
             stream: BufReader::new(stream),
             host: address.to_owned(),

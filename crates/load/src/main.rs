@@ -25,6 +25,8 @@ mod procstat;
 mod redis;
 mod report;
 mod scenario;
+mod schedule;
+mod tcp;
 mod wire;
 mod workers;
 

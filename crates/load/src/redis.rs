@@ -14,9 +14,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
-use crate::conn::{open_tcp, Schedule};
 use crate::metrics::Metrics;
 use crate::plan::Plan;
+use crate::schedule::Schedule;
+use crate::tcp::open_tcp;
 use crate::wire;
 
 /// Longest reply element we accept (a published chat message is a few hundred bytes).

@@ -4,12 +4,27 @@ use std::time::Duration;
 
 use std::collections::BTreeMap;
 
+use base64::Engine;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::{ack_series, event_series, Metrics};
 use crate::procstat::ServerUse;
 use crate::scenario::Scenario;
+
+/// A histogram as base64 text (HdrHistogram V2 encoding), to travel in a worker's result.
+pub fn encode(histogram: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    // Serializing into memory cannot fail for a valid histogram.
+    let _ = V2Serializer::new().serialize(histogram, &mut bytes);
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+pub fn decode(text: &str) -> anyhow::Result<Histogram<u64>> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(text)?;
+    Ok(Deserializer::new().deserialize(&mut bytes.as_slice())?)
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Latency {
@@ -149,7 +164,7 @@ impl Report {
             metrics
                 .event_histograms()
                 .iter()
-                .map(|(key, histogram)| (key.clone(), crate::workers::encode(histogram)))
+                .map(|(key, histogram)| (key.clone(), encode(histogram)))
                 .collect()
         } else {
             Vec::new()
@@ -158,7 +173,7 @@ impl Report {
             metrics
                 .ack_histograms()
                 .iter()
-                .map(|(kind, histogram)| (kind.clone(), crate::workers::encode(histogram)))
+                .map(|(kind, histogram)| (kind.clone(), encode(histogram)))
                 .collect()
         } else {
             Vec::new()
@@ -168,9 +183,10 @@ impl Report {
             series
                 .iter()
                 .flat_map(|(name, seconds)| {
-                    seconds.iter().enumerate().map(|(second, histogram)| {
-                        (name.clone(), second, crate::workers::encode(histogram))
-                    })
+                    seconds
+                        .iter()
+                        .enumerate()
+                        .map(|(second, histogram)| (name.clone(), second, encode(histogram)))
                 })
                 .collect()
         } else {

@@ -9,11 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
 use anyhow::Context;
-use base64::Engine;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use hdrhistogram::Histogram;
 
-use crate::report::Report;
+use crate::report::{decode, Report};
 
 /// The most worker processes: one per loopback source address we hand out.
 pub const MAX_PROCESSES: usize = 64;
@@ -57,19 +55,6 @@ pub fn spawn(count: usize, args: &[String], dir: &Path) -> anyhow::Result<Vec<(C
             Ok((child, out))
         })
         .collect()
-}
-
-/// A histogram as base64 text (HdrHistogram V2 encoding), to travel in a worker's result.
-pub fn encode(histogram: &Histogram<u64>) -> String {
-    let mut bytes = Vec::new();
-    // Serializing into memory cannot fail for a valid histogram.
-    let _ = V2Serializer::new().serialize(histogram, &mut bytes);
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-pub fn decode(text: &str) -> anyhow::Result<Histogram<u64>> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(text)?;
-    Ok(Deserializer::new().deserialize(&mut bytes.as_slice())?)
 }
 
 /// Merges the workers' reports into one: counters summed, histograms merged.
@@ -141,6 +126,7 @@ pub fn read(path: &Path) -> anyhow::Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::encode;
 
     #[test]
     fn histograms_survive_the_trip() -> anyhow::Result<()> {

@@ -9,25 +9,9 @@
 use hearth_store::{snapshot_name, Storage, StorageFile};
 use serde::Serialize;
 
+use crate::inbox::DatabaseInfo;
 use crate::rest::RestResponse;
 use crate::shard::Shard;
-
-/// One database as `GET /.admin/databases` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DatabaseInfo {
-    pub name: String,
-    /// Whether it is in memory now; one that is not was evicted (or not used since the
-    /// server started) and is loaded from its snapshot on its next use.
-    pub loaded: bool,
-    /// A loaded database: the estimated size of its tree as JSON in export form (what an
-    /// export would write, about). One on disk only: the size of its newest snapshot file.
-    /// Both are known without reading the data.
-    pub bytes: u64,
-    /// Its sessions: WebSocket connections and REST event streams.
-    pub clients: usize,
-    /// The shard (core) that owns it.
-    pub shard: usize,
-}
 
 /// The answer of `GET /.admin/databases`: `{"databases": [...]}`, sorted by name.
 pub async fn databases(shard: &Shard) -> RestResponse {
@@ -45,7 +29,7 @@ pub async fn databases(shard: &Shard) -> RestResponse {
 
 /// The databases this shard owns: those in memory, then those only on disk.
 pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
-    let loaded = shard.databases.borrow();
+    let loaded = shard.owner.databases();
     let mut list: Vec<DatabaseInfo> = loaded
         .values()
         .map(|database| DatabaseInfo {
@@ -56,7 +40,7 @@ pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
             shard: shard.index,
         })
         .collect();
-    if let Some(store) = &shard.store {
+    if let Some(store) = shard.owner.store() {
         let catalog = store.catalog.borrow();
         for name in catalog.databases() {
             if loaded.contains_key(name) {
@@ -100,7 +84,7 @@ mod tests {
         let root = Node::from_json(&serde_json::json!({"a": "xyz", "b": 12})).expect("a tree");
         let bytes = root.estimated_bytes() as u64;
         {
-            let mut databases = shard.databases.borrow_mut();
+            let mut databases = shard.owner.databases_mut();
             let loaded = shard.database(&mut databases, "shop");
             loaded.engine = hearth_sync::Database::with_root(root);
         }

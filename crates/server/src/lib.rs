@@ -21,6 +21,7 @@ mod edge;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http_head;
+mod inbox;
 pub mod jwks;
 mod link;
 #[cfg(test)]

@@ -17,6 +17,7 @@ use crate::edge::http::serve_http;
 use crate::edge::socket::Accepted;
 use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
+use crate::inbox::ShardMessage;
 use crate::jwks::{JwksError, JwksRefresher};
 use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
@@ -31,7 +32,7 @@ use crate::persist::{
 };
 use crate::port_claim::PortClaim;
 use crate::rest::execute::execute_durable;
-use crate::shard::{Shard, ShardMessage};
+use crate::shard::Shard;
 use crate::tls::handshake;
 use crate::{edge, owner};
 
@@ -336,7 +337,7 @@ fn run_shard(
     local.block_on(&runtime, async move {
         tokio::task::spawn_local(receive_for_owner(shard.clone(), links.owner_rx));
         tokio::task::spawn_local(receive_batches(shard.clone(), links.edge_rx));
-        let outgoing = shard.outgoing.clone();
+        let outgoing = shard.owner.outgoing().clone();
         tokio::task::spawn_local(async move { outgoing.run().await });
         tokio::task::spawn_local(commit_loop(shard.clone()));
         tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.clone()));
@@ -421,10 +422,10 @@ async fn receive_batches(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver
 async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ShardMessage>) {
     while let Some(message) = receiver.recv().await {
         // A scrape is answered even while an edge is behind: it must show that state.
-        if shard.outgoing.is_full() && !matches!(message, ShardMessage::Metrics(_)) {
+        if shard.owner.outgoing().is_full() && !matches!(message, ShardMessage::Metrics(_)) {
             // An edge is far behind on what this shard's databases sent it: take no new
             // request until it catches up.
-            shard.outgoing.room().await;
+            shard.owner.outgoing().room().await;
         }
         match message {
             ShardMessage::Owner(message) => owner::on_link_message(&shard, message),

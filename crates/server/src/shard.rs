@@ -1,9 +1,12 @@
-//! A shard: one thread, one single-threaded runtime, the state of its two roles (the databases
-//! whose names hash to it and their sessions, as an owner; the connections it accepted for
-//! other shards' databases, as an edge) and the channels to the other shards. Nothing in a
-//! shard is shared with another thread: what crosses is plain data (`link`).
+//! A shard: one thread, one single-threaded runtime, the state of its two roles ([`Owner`]: the
+//! databases whose names hash to it and their sessions; [`Edge`]: the connections it accepted
+//! for other shards' databases), what both share (settings, counters, the shutdown signal) and
+//! the inboxes of every shard (`inbox`). Nothing in a shard is shared with another thread: what
+//! crosses is plain data (`inbox`, `link`). The methods here are those that need more than one
+//! role: a database's lifecycle (loaded from disk, created, logged) and the messages to other
+//! shards.
 
-use std::cell::{Cell, Ref, RefCell};
+use std::cell::Cell;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -13,25 +16,23 @@ use std::time::Duration;
 
 use hearth_store::RecordRef;
 use hearth_sync::{Access, ConnId, Database, Effects, Write};
-use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
-use rustc_hash::FxHashMap;
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
-use crate::admin::DatabaseInfo;
+use crate::backup::stream::ShardCut;
 use crate::budget::ShardBudget;
 use crate::config::ServeConfig;
-use crate::edge::EdgeTarget;
-use crate::link::{Outgoing, ToEdge, ToOwner, MAX_LINK_BYTES};
+use crate::edge::Edge;
+use crate::inbox::{ask_every_shard, DatabaseInfo, Forwarded, Precheck, ShardMessage};
+use crate::link::{Outgoing, ToEdge, ToOwner};
 use crate::loaded::Loaded;
 use crate::metrics::snapshot::{top, DatabaseLoad};
 use crate::metrics::{Observer, ShardCounters, ShardSnapshot};
-use crate::owner::outbound::ConnHandle;
+use crate::owner::Owner;
 use crate::persist::{Gate, ShardStore, Tagger};
 use crate::rest::precheck::WriteCheck;
 use crate::rest::{RestCall, RestResponse};
 use crate::rules_file::default_access;
-use crate::sse::stream::StreamHandle;
 use crate::time::now_ms;
 
 /// What clients are told while writes are refused.
@@ -39,126 +40,22 @@ pub fn read_only_reason(failure: &str) -> String {
     format!("writes are refused: the server's write-ahead log failed ({failure}); reads go on")
 }
 
-/// A REST request whose database lives on another shard, with the channel for its answer.
-pub struct Forwarded {
-    pub call: RestCall,
-    pub reply: oneshot::Sender<RestResponse>,
-}
-
-/// A REST write's check before its body is read, asked of the shard that owns its database,
-/// with the channel for the refusal (`None`: go on).
-pub struct Precheck {
-    pub check: WriteCheck,
-    pub reply: oneshot::Sender<Option<RestResponse>>,
-}
-
-/// What one shard sends another's owner role (`link::ToEdge` batches go on a channel of
-/// their own, so that an owner that waits for an edge never stops that edge's writes).
-pub enum ShardMessage {
-    Rest(Box<Forwarded>),
-    /// A backup asks for this shard's cut (`backup::cut`).
-    BackupCut(oneshot::Sender<Result<crate::backup::cut::ShardCut, String>>),
-    /// A backup's cut of this shard was dropped: snapshot files may be removed again.
-    BackupDone,
-    Precheck(Box<Precheck>),
-    Owner(ToOwner),
-    /// A scrape asks for the shard's numbers.
-    Metrics(oneshot::Sender<ShardSnapshot>),
-    /// The owner's databases, for `GET /.admin/databases`.
-    Databases(oneshot::Sender<Vec<DatabaseInfo>>),
-}
-
-/// Sends `ask` to every shard's owner role and waits for the answers, until `timeout` when
-/// given: `None` for a shard that is gone or did not answer in time. Each shard answers from
-/// its own thread, so no shard's state is read by another.
-pub async fn ask_every_shard<T>(
-    shards: &[mpsc::UnboundedSender<ShardMessage>],
-    ask: impl Fn(oneshot::Sender<T>) -> ShardMessage,
-    timeout: Option<Duration>,
-) -> Vec<Option<T>> {
-    let asked: Vec<_> = shards
-        .iter()
-        .map(|inbox| {
-            let (reply, answer) = oneshot::channel();
-            let _ = inbox.send(ask(reply));
-            answer
-        })
-        .collect();
-    let deadline = timeout.map(|timeout| tokio::time::Instant::now() + timeout);
-    let mut answers = Vec::with_capacity(asked.len());
-    for answer in asked {
-        let answer = match deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, answer).await.ok(),
-            None => Some(answer.await),
-        };
-        answers.push(answer.and_then(Result::ok));
-    }
-    answers
-}
-
-/// One session of a database: a WebSocket connection (on this core or another) or an event
-/// stream.
-pub enum Session<'a> {
-    Socket(&'a Rc<ConnHandle>),
-    Stream(&'a Rc<StreamHandle>),
-}
-
-/// The sessions of a shard's databases, borrowed (see [`Shard::sessions`]).
-pub struct Sessions<'a> {
-    conns: Ref<'a, FxHashMap<ConnId, Rc<ConnHandle>>>,
-    streams: Ref<'a, FxHashMap<ConnId, Rc<StreamHandle>>>,
-}
-
-impl Sessions<'_> {
-    pub fn get(&self, id: ConnId) -> Option<Session<'_>> {
-        match self.conns.get(&id) {
-            Some(conn) => Some(Session::Socket(conn)),
-            None => self.streams.get(&id).map(Session::Stream),
-        }
-    }
-
-    pub fn all(&self) -> impl Iterator<Item = Session<'_>> {
-        let conns = self.conns.values().map(Session::Socket);
-        conns.chain(self.streams.values().map(Session::Stream))
-    }
-}
-
 pub struct Shard {
     pub index: usize,
     pub shard_count: usize,
     pub config: Rc<ServeConfig>,
-    pub databases: RefCell<HashMap<String, Loaded>>,
-    /// The shard's log and snapshots; `None` with `--durability none`.
-    pub store: Option<ShardStore>,
-    /// Holds back messages until the writes they depend on are durable.
-    pub gate: Rc<Gate>,
-    /// The shard's share of the answer budget, which its connections' queued pushes count in.
-    pub ws_budget: Rc<ShardBudget>,
-    /// The sessions of this core's databases held by WebSocket connections, on this core or
-    /// another.
-    conns: RefCell<FxHashMap<ConnId, Rc<ConnHandle>>>,
-    /// The connections and event streams this core holds whose database another core owns.
-    edge_conns: RefCell<FxHashMap<ConnId, EdgeTarget>>,
-    /// What this core's databases send to connections held by other cores, batched per turn.
-    pub outgoing: Rc<Outgoing>,
-    /// Per owner: the bytes of messages this core may have in flight to it.
-    owner_room: Vec<Arc<Semaphore>>,
-    /// Open REST event streams. They are sessions of their database like WebSocket
-    /// connections, with ids from the same sequence.
-    streams: RefCell<FxHashMap<ConnId, Rc<StreamHandle>>>,
-    sessions: RefCell<HashMap<String, ConnId>>,
+    /// The owner role: this core's databases, their log and their sessions.
+    pub owner: Owner,
+    /// The edge role: the connections this core holds for other cores' databases.
+    pub edge: Edge,
     next_conn: Cell<u64>,
     /// What the shard counts for `/metrics`; written only by this thread.
     pub counters: Rc<ShardCounters>,
     /// Health and the scrapes' way to every shard, shared by the whole server.
     pub observer: Arc<Observer>,
     pub shutdown: watch::Receiver<bool>,
+    /// Every shard's inbox (this one's too), by index.
     peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
-    push_ids: RefCell<PushIdGenerator>,
-    /// State of the generator of push-id randomness (SplitMix64).
-    random: Cell<u64>,
-    /// Volatile changes and the replies they hold, until the owner's next tick.
-    pub volatile: crate::owner::volatile::VolatileTicks,
 }
 
 impl Shard {
@@ -195,31 +92,30 @@ impl Shard {
         let mut seed = std::collections::hash_map::RandomState::new().build_hasher();
         seed.write_u64(now_ms());
         seed.write_usize(index);
-        let ws_budget = ShardBudget::new(config.http.clone());
+        let counters = Rc::new(ShardCounters::default());
+        let owner = Owner::new(
+            store,
+            gate,
+            Outgoing::new(edges),
+            seed.finish(),
+            counters.clone(),
+        );
+        let edge = Edge::new(
+            peers.len(),
+            ShardBudget::new(config.http.clone()),
+            counters.clone(),
+        );
         Shard {
             index,
             shard_count: peers.len(),
             config,
-            databases: RefCell::new(HashMap::new()),
-            store,
-            gate: Rc::new(gate),
-            ws_budget,
-            conns: RefCell::new(FxHashMap::default()),
-            edge_conns: RefCell::new(FxHashMap::default()),
-            outgoing: Rc::new(Outgoing::new(edges)),
-            owner_room: (0..peers.len())
-                .map(|_| Arc::new(Semaphore::new(MAX_LINK_BYTES)))
-                .collect(),
-            streams: RefCell::new(FxHashMap::default()),
-            sessions: RefCell::new(HashMap::new()),
+            owner,
+            edge,
             next_conn: Cell::new(1),
-            counters: Rc::new(ShardCounters::default()),
+            counters,
             observer,
             shutdown,
             peers,
-            push_ids: RefCell::new(PushIdGenerator::new()),
-            random: Cell::new(seed.finish()),
-            volatile: Default::default(),
         }
     }
 
@@ -275,7 +171,7 @@ impl Shard {
         recovered: std::collections::BTreeMap<Arc<str>, hearth_store::RecoveredDatabase>,
     ) {
         let now = now_ms();
-        let mut databases = self.databases.borrow_mut();
+        let mut databases = self.owner.databases_mut();
         for (name, state) in recovered {
             let mut loaded = Loaded::new(
                 Rc::from(&*name),
@@ -302,7 +198,7 @@ impl Shard {
             "new database opened in memory"
         );
         let mut loaded = Loaded::new(Rc::from(namespace), Database::new(), 0, now);
-        loaded.seq.set(self.gate.durable());
+        loaded.seq.set(self.owner.gate().durable());
         self.apply_rules(&mut loaded, None, now);
         loaded
     }
@@ -328,7 +224,7 @@ impl Shard {
                 .explain_refusals(Some(Arc::from(&*loaded.name)));
         }
         loaded.rules = text;
-        if let Some(reason) = self.store.as_ref().and_then(ShardStore::failure) {
+        if let Some(reason) = self.owner.store().and_then(ShardStore::failure) {
             loaded
                 .engine
                 .set_read_only(Some(Arc::from(read_only_reason(&reason))));
@@ -337,10 +233,10 @@ impl Shard {
 
     /// The tagger for the outbound queue of a client of `namespace`.
     pub fn tagger(&self, namespace: &str) -> Tagger {
-        let mut databases = self.databases.borrow_mut();
+        let mut databases = self.owner.databases_mut();
         let loaded = self.database(&mut databases, namespace);
         Tagger {
-            gate: self.gate.clone(),
+            gate: self.owner.gate().clone(),
             database_seq: loaded.seq.clone(),
         }
     }
@@ -349,7 +245,7 @@ impl Shard {
     pub fn log_write(&self, namespace: &str, write: &Write) {
         self.counters.write_applied();
         let logged = self.log(namespace, RecordRef::Write(write));
-        if let Some(seq) = logged.filter(|_| self.gate.is_strict()) {
+        if let Some(seq) = logged.filter(|_| self.owner.gate().is_strict()) {
             self.counters.awaiting_ack(seq);
         }
     }
@@ -363,7 +259,7 @@ impl Shard {
     /// it, the database's clients are held (the change is in memory but will never be
     /// durable) until the failure is handled.
     fn log(&self, namespace: &str, body: RecordRef<'_>) -> Option<u64> {
-        let mut databases = self.databases.borrow_mut();
+        let mut databases = self.owner.databases_mut();
         let loaded = databases.get_mut(namespace)?;
         if matches!(body, RecordRef::Write(_)) {
             loaded.writes += 1;
@@ -376,7 +272,7 @@ impl Shard {
                 "database created by its first write"
             );
         }
-        let store = self.store.as_ref()?;
+        let store = self.owner.store()?;
         match store.log(loaded, body) {
             Ok(()) => Some(loaded.seq.get()),
             Err(error) => {
@@ -387,66 +283,9 @@ impl Shard {
         }
     }
 
-    /// The sequence number a REST answer about `namespace` must wait for.
-    pub fn required_seq(&self, namespace: &str) -> u64 {
-        let databases = self.databases.borrow();
-        databases
-            .get(namespace)
-            .map_or(0, |loaded| self.gate.tag(loaded.seq.get()))
-    }
-
-    /// Registers `handle`, a new session of one of this core's databases.
-    pub fn add_session(&self, handle: Rc<ConnHandle>) {
-        self.sessions
-            .borrow_mut()
-            .insert(handle.session_id.clone(), handle.id);
-        self.conns.borrow_mut().insert(handle.id, handle);
-    }
-
-    /// Forgets the session `handle`; `false` when it was already gone.
-    pub fn remove_session(&self, handle: &ConnHandle) -> bool {
-        if self.conns.borrow_mut().remove(&handle.id).is_none() {
-            return false;
-        }
-        self.sessions.borrow_mut().remove(&handle.session_id);
-        true
-    }
-
-    /// The session whose secret id is `session_id`, if it is open.
-    pub fn session_by_secret(&self, session_id: &str) -> Option<Rc<ConnHandle>> {
-        let conn = self.sessions.borrow().get(session_id).copied()?;
-        self.session(conn)
-    }
-
-    /// The sessions of this core's databases, borrowed for one delivery: nothing may open or
-    /// end a session meanwhile.
-    pub fn sessions(&self) -> Sessions<'_> {
-        Sessions {
-            conns: self.conns.borrow(),
-            streams: self.streams.borrow(),
-        }
-    }
-
-    /// The session `id` of one of this core's databases.
-    pub fn session(&self, id: ConnId) -> Option<Rc<ConnHandle>> {
-        self.conns.borrow().get(&id).cloned()
-    }
-
-    /// Registers a connection or event stream `id` this core holds for a database another
-    /// core owns.
-    pub fn hold(&self, id: ConnId, target: EdgeTarget) {
-        self.counters.held_for_other();
-        self.edge_conns.borrow_mut().insert(id, target);
-    }
-
-    /// The connections and streams this core holds for other cores' databases, by id.
-    pub fn edge_conns(&self) -> Ref<'_, FxHashMap<ConnId, EdgeTarget>> {
-        self.edge_conns.borrow()
-    }
-
     /// A connection this core held for another core's database ended; its owner is told.
     pub fn release_connection(&self, id: ConnId, owner: usize) {
-        self.edge_conns.borrow_mut().remove(&id);
+        self.edge.forget(id);
         self.send_to_owner(owner, ToOwner::Closed { conn: id });
     }
 
@@ -456,52 +295,6 @@ impl Shard {
         if let Some(sender) = self.peers.get(owner) {
             let _ = sender.send(ShardMessage::Owner(message));
         }
-    }
-
-    /// Room for `bytes` of messages in flight to `owner`: waits while the owner is behind by
-    /// [`MAX_LINK_BYTES`]. `None` when the owner is gone (shutdown).
-    pub async fn owner_room(&self, owner: usize, bytes: usize) -> Option<OwnedSemaphorePermit> {
-        let room = self.owner_room.get(owner)?.clone();
-        // Never more than the whole room, so that a message larger than it still passes alone.
-        let bytes = bytes.clamp(1, MAX_LINK_BYTES) as u32;
-        room.acquire_many_owned(bytes).await.ok()
-    }
-
-    /// Registers `handle`, a new event stream of one of this core's databases.
-    pub fn add_stream(&self, handle: Rc<StreamHandle>) {
-        self.streams.borrow_mut().insert(handle.id, handle);
-        self.counters.stream_opened();
-    }
-
-    /// The event stream `id` of one of this core's databases.
-    pub fn stream(&self, id: ConnId) -> Option<Rc<StreamHandle>> {
-        self.streams.borrow().get(&id).cloned()
-    }
-
-    /// Forgets the event stream `id`; `false` when it was already gone.
-    pub fn remove_stream(&self, id: ConnId) -> bool {
-        self.streams.borrow_mut().remove(&id).is_some()
-    }
-
-    /// A new push id for a `POST`, from the server clock. Ids made by one shard are strictly
-    /// increasing, so children pushed to one database sort in the order they were created.
-    pub fn next_push_id(&self, now_ms: u64) -> String {
-        let mut random = [0u8; PUSH_ID_RANDOM_CHARS];
-        for chunk in random.chunks_mut(8) {
-            let bytes = self.next_random().to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
-        }
-        self.push_ids.borrow_mut().next_id(now_ms, random)
-    }
-
-    /// SplitMix64: a small, well-mixed sequence from the random seed.
-    fn next_random(&self) -> u64 {
-        let state = self.random.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
-        self.random.set(state);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -541,7 +334,8 @@ impl Shard {
     /// messages waiting in its inbox.
     pub fn metrics_snapshot(&self, inbox: usize) -> ShardSnapshot {
         let runtime = tokio::runtime::Handle::current().metrics();
-        let databases = self.databases.borrow();
+        let databases = self.owner.databases();
+        let (websocket_sessions, event_streams) = self.owner.session_counts();
         let load = |count: fn(&Loaded) -> u64| {
             let loads = databases.values().map(|loaded| DatabaseLoad {
                 database: loaded.name.to_string(),
@@ -552,23 +346,19 @@ impl Shard {
         ShardSnapshot {
             shard: self.index,
             counters: self.counters.snapshot(),
-            websocket_sessions: self.conns.borrow().len(),
-            event_streams: self.streams.borrow().len(),
+            websocket_sessions,
+            event_streams,
             databases_loaded: databases.len(),
             busy: (0..runtime.num_workers())
                 .map(|worker| runtime.worker_total_busy_duration(worker))
                 .sum(),
             inbox_messages: inbox,
             runtime_queue: runtime.global_queue_depth(),
-            link_bytes_to_owners: self
-                .owner_room
-                .iter()
-                .map(|room| MAX_LINK_BYTES.saturating_sub(room.available_permits()))
-                .sum(),
-            link_bytes_to_edges: self.outgoing.unwritten_bytes(),
+            link_bytes_to_owners: self.edge.bytes_to_owners(),
+            link_bytes_to_edges: self.owner.outgoing().unwritten_bytes(),
             read_only: self
-                .store
-                .as_ref()
+                .owner
+                .store()
                 .is_some_and(|store| store.failure().is_some()),
             top_clients: load(|loaded| loaded.session_count() as u64),
             top_writes: load(|loaded| loaded.writes),
@@ -581,10 +371,7 @@ impl Shard {
     }
 
     /// Asks shard `index` (this one included) for its part of a backup, through its queue.
-    pub fn ask_cut(
-        &self,
-        index: usize,
-    ) -> oneshot::Receiver<Result<crate::backup::cut::ShardCut, String>> {
+    pub fn ask_cut(&self, index: usize) -> oneshot::Receiver<Result<ShardCut, String>> {
         let (reply, answer) = oneshot::channel();
         if let Some(sender) = self.peers.get(index) {
             // A failed send drops `reply`, which the receiver reports as an error.
@@ -596,16 +383,8 @@ impl Shard {
     /// Ends every event stream (at shutdown), so that their HTTP connections can finish:
     /// those of this core's databases, and those this core holds for other cores'.
     pub fn close_all_streams(&self) {
-        let mut streams: Vec<Rc<StreamHandle>> = self.streams.borrow().values().cloned().collect();
-        streams.extend(
-            self.edge_conns
-                .borrow()
-                .values()
-                .filter_map(|target| match target {
-                    EdgeTarget::Stream(stream) => Some(stream.clone()),
-                    EdgeTarget::Socket(_) => None,
-                }),
-        );
+        let mut streams = self.owner.all_streams();
+        streams.extend(self.edge.held_streams());
         for stream in streams {
             stream.close();
         }
@@ -615,9 +394,7 @@ impl Shard {
     pub async fn drain(&self, limit: Duration) {
         self.close_all_streams();
         let deadline = tokio::time::Instant::now() + limit;
-        while (!self.conns.borrow().is_empty()
-            || !self.streams.borrow().is_empty()
-            || !self.edge_conns.borrow().is_empty())
+        while (self.owner.session_counts() != (0, 0) || !self.edge.held().is_empty())
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -640,17 +417,17 @@ mod tests {
     #[test]
     fn push_ids_increase_within_a_millisecond() {
         let shard = shard();
-        let first = shard.next_push_id(1_000);
-        let second = shard.next_push_id(1_000);
-        let third = shard.next_push_id(999);
+        let first = shard.owner.next_push_id(1_000);
+        let second = shard.owner.next_push_id(1_000);
+        let third = shard.owner.next_push_id(999);
         assert!(first < second && second < third);
         assert_eq!(first.len(), hearth_wire::PUSH_ID_LEN);
     }
 
     #[test]
     fn push_ids_of_two_shards_differ() {
-        let a = shard().next_push_id(5);
-        let b = shard().next_push_id(5);
+        let a = shard().owner.next_push_id(5);
+        let b = shard().owner.next_push_id(5);
         assert_eq!(a[..8], b[..8]);
         assert_ne!(a, b);
     }

@@ -15,44 +15,16 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use hearth_store::{remove_files, snapshot_name};
-use tokio::sync::mpsc::UnboundedSender;
 use tracing::warn;
 
-use crate::persist::{DurableState, ShardStorage};
-use crate::shard::{Shard, ShardMessage};
-
-/// What the backup writer needs of one shard.
-pub struct ShardCut {
-    pub shard: usize,
-    /// The log position the cut is taken at: every state below holds every record up to it.
-    pub covered: u64,
-    /// Loaded databases, as of `covered`.
-    pub states: Vec<(Arc<str>, DurableState)>,
-    /// Databases only on disk: the name of the newest snapshot file of each.
-    pub files: Vec<(Arc<str>, String)>,
-    /// The shard's storage, to read `files` from.
-    pub storage: Arc<ShardStorage>,
-    /// Keeps the shard from removing snapshot files until the cut is dropped.
-    _pin: Pin,
-}
-
-/// While it lives, the shard removes no snapshot file (so `files` stay readable); dropping
-/// it, on any thread, tells the shard through its queue.
-struct Pin(Option<UnboundedSender<ShardMessage>>);
-
-impl Drop for Pin {
-    fn drop(&mut self) {
-        if let Some(queue) = self.0.take() {
-            // A shard that is gone has nothing left to remove.
-            let _ = queue.send(ShardMessage::BackupDone);
-        }
-    }
-}
+use super::stream::{Pin, ShardCut};
+use crate::inbox::ShardMessage;
+use crate::shard::Shard;
 
 /// A backup's cut of this shard was dropped: removes the snapshot files kept back for it,
 /// once no other backup holds the shard.
 pub fn release(shard: &Shard) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     let old = store.unpin_after_backup();
@@ -69,7 +41,7 @@ pub fn release(shard: &Shard) {
 
 /// Takes this shard's cut; the reason when it cannot (no data directory).
 pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return Err("this server keeps no data on disk (--durability none)".to_owned());
     };
     let appended = store.wal.borrow().last_seq();
@@ -83,7 +55,7 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
     }
     // From here to the end, one synchronous step of the shard's thread.
     let covered = store.durable_seq();
-    let databases = shard.databases.borrow();
+    let databases = shard.owner.databases();
     let catalog = store.catalog.borrow();
     let mut states = Vec::new();
     let mut from_memory = HashSet::new();
@@ -112,6 +84,11 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
         states,
         files,
         storage: store.storage.clone(),
-        _pin: Pin(shard.own_queue()),
+        _pin: Pin::new(shard.own_queue().map(|queue| {
+            move || {
+                // A shard that is gone has nothing left to remove.
+                let _ = queue.send(ShardMessage::BackupDone);
+            }
+        })),
     })
 }

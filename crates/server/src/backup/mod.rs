@@ -15,7 +15,7 @@
 
 pub mod archive;
 pub mod cut;
-mod stream;
+pub(crate) mod stream;
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,7 +48,7 @@ impl Drop for Running {
 
 /// Answers `POST /.admin/backup` (the caller is an admin: checked when the request was parsed).
 pub async fn respond(shard: &Rc<Shard>) -> Response<HearthBody> {
-    if shard.store.is_none() {
+    if shard.owner.store().is_none() {
         return RestResponse::error(
             400,
             "this server keeps no data on disk (--durability none): there is nothing to back up",
@@ -85,7 +85,7 @@ pub async fn respond(shard: &Rc<Shard>) -> Response<HearthBody> {
                 .into_http()
         }
     };
-    let mut response = Response::new(HearthBody::Queue(queue, running));
+    let mut response = Response::new(HearthBody::Queue(queue, Box::new(running)));
     let headers = response.headers_mut();
     headers.insert(
         hyper::header::CONTENT_TYPE,

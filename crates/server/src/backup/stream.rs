@@ -12,8 +12,41 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::archive::{ArchiveWriter, MAX_CHUNK_BYTES};
-use super::cut::ShardCut;
-use crate::persist::ShardStorage;
+use crate::persist::{DurableState, ShardStorage};
+
+/// What the backup writer needs of one shard (taken by `cut::take` on the shard's thread).
+pub struct ShardCut {
+    pub shard: usize,
+    /// The log position the cut is taken at: every state below holds every record up to it.
+    pub covered: u64,
+    /// Loaded databases, as of `covered`.
+    pub states: Vec<(Arc<str>, DurableState)>,
+    /// Databases only on disk: the name of the newest snapshot file of each.
+    pub files: Vec<(Arc<str>, String)>,
+    /// The shard's storage, to read `files` from.
+    pub storage: Arc<ShardStorage>,
+    /// Keeps the shard from removing snapshot files until the cut is dropped.
+    pub(super) _pin: Pin,
+}
+
+/// While it lives, the shard removes no snapshot file (so `files` stay readable); dropping
+/// it, on any thread, runs its release, which tells the shard through its queue. The release
+/// is a closure so that the writer, which only reads cuts, needs to know nothing of shards.
+pub(super) struct Pin(Option<Box<dyn FnOnce() + Send>>);
+
+impl Pin {
+    pub(super) fn new(release: Option<impl FnOnce() + Send + 'static>) -> Pin {
+        Pin(release.map(|release| Box::new(release) as Box<dyn FnOnce() + Send>))
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        if let Some(release) = self.0.take() {
+            release();
+        }
+    }
+}
 
 /// Chunks of [`MAX_CHUNK_BYTES`] (plus framing) queued between the writer and the socket.
 pub const QUEUE_CHUNKS: usize = 8;
@@ -92,7 +125,7 @@ fn write(shards: usize, cuts: &[ShardCut], queue: mpsc::Sender<Bytes>) -> io::Re
     lock(&archive)?.file(DESCRIPTION, description.to_string().as_bytes())?;
     let mut files = 1;
     // Files first: the shards keep old snapshot files back until the cuts are dropped
-    // (`cut::Pin`), so copy the files the cuts name while few are waiting.
+    // ([`Pin`]), so copy the files the cuts name while few are waiting.
     for cut in cuts {
         let directory = format!("shard-{}", cut.shard);
         for (_, file) in &cut.files {

@@ -16,8 +16,9 @@ pub enum HearthBody {
     Full(Option<Bytes>, Option<Unsent>),
     Stream(StreamBody),
     /// Bytes a thread produces while the client reads (a backup archive), from a bounded
-    /// queue; the second field lives as long as the answer (the backup's turn).
-    Queue(tokio::sync::mpsc::Receiver<Bytes>, crate::backup::Running),
+    /// queue; the second field is a guard that lives as long as the answer (the backup's
+    /// turn), of a type the edge need not know.
+    Queue(tokio::sync::mpsc::Receiver<Bytes>, Box<dyn std::any::Any>),
 }
 
 impl From<Bytes> for HearthBody {

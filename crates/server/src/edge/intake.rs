@@ -14,7 +14,7 @@ use crate::shard::Shard;
 /// connections' outboxes, where the server's answer budget counts them).
 pub fn on_batch(shard: &Shard, mut batch: ToEdge) {
     // Writing to a connection never calls back into the shard, so the map stays borrowed.
-    let conns = shard.edge_conns();
+    let conns = shard.edge.held();
     // A run of frames for one connection: an owner releases a connection's messages together
     // (after a log sync, its replies and pushes), so they are written together. Not corking
     // the outbox keeps what the kernel takes at once out of the answer budget, as for frames

@@ -5,30 +5,24 @@
 //! - `websocket`: a WebSocket connection from the upgrade to the close;
 //! - `conn`, `socket`: its outbox and the socket the outbox writes to; `tls_socket`: that
 //!   socket under TLS;
+//! - `state`: what the edge holds ([`Edge`]): the connections it holds for other cores'
+//!   databases and its room toward their owners;
 //! - `intake`: the batches owners send to this core's connections;
 //! - `http`, `http_body`, `http_unsent`: HTTP (REST and event streams) with hyper, and the
-//!   answer bytes not yet taken by the socket.
+//!   answer bytes not yet taken by the socket; `request_body`: a request body read under its
+//!   limits.
 
 mod conn;
 pub mod http;
 pub mod http_body;
 pub mod http_unsent;
 mod intake;
+pub mod request_body;
 pub mod socket;
+mod state;
 mod tls_socket;
 pub mod websocket;
 
-use std::rc::Rc;
-
 pub use conn::EdgeConn;
 pub use intake::on_batch;
-
-use crate::sse::stream::StreamHandle;
-
-/// What this core holds for a database another core owns.
-pub enum EdgeTarget {
-    /// A WebSocket connection.
-    Socket(Rc<EdgeConn>),
-    /// An event stream's queue, which its response body drains.
-    Stream(Rc<StreamHandle>),
-}
+pub use state::{Edge, EdgeTarget};

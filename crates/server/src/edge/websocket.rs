@@ -103,7 +103,7 @@ pub async fn serve_websocket<S: Accepted>(
     let edge = Rc::new(EdgeConn::new(
         id,
         transport,
-        shard.ws_budget.clone(),
+        shard.edge.budget().clone(),
         shard.counters.clone(),
     ));
     let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
@@ -134,7 +134,7 @@ pub async fn serve_websocket<S: Accepted>(
             &shard, id, &namespace, session_id, route,
         ))
     } else {
-        shard.hold(id, EdgeTarget::Socket(edge.clone()));
+        shard.edge.hold(id, EdgeTarget::Socket(edge.clone()));
         shard.send_to_owner(
             owner,
             ToOwner::Open {
@@ -269,7 +269,7 @@ async fn run<S: Source>(
                 if let OwnerSide::Local(_) = side {
                     // This core's databases take no new request while an edge is far behind
                     // on what they sent it.
-                    shard.outgoing.room().await;
+                    shard.owner.outgoing().room().await;
                 }
                 // The answers to a burst of requests leave in one write.
                 edge.cork();
@@ -338,7 +338,7 @@ async fn send_to_owner(
     large: bool,
 ) -> bool {
     let bytes = texts.iter().map(String::len).sum();
-    let Some(room) = shard.owner_room(owner, bytes).await else {
+    let Some(room) = shard.edge.owner_room(owner, bytes).await else {
         return false;
     };
     let (done, handled) = if large {

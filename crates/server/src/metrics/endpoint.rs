@@ -4,15 +4,14 @@
 use hearth_sync::AuthState;
 use hearth_wire::AuthRequest;
 use hyper::http::request::Parts;
-use hyper::{Method, Response};
+use hyper::Method;
 
 use super::encode::{encode, CONTENT_TYPE};
 use super::health::OK_BODY;
 use super::Observer;
 use crate::auth::{authenticate_with, now_secs, AuthConfig};
-use crate::edge::http_body::HearthBody;
+use crate::config::ServeConfig;
 use crate::rest::RestResponse;
-use crate::shard::Shard;
 
 /// The paths served here.
 pub const METRICS_PATH: &str = "/metrics";
@@ -108,8 +107,12 @@ fn is_admin(parts: &Parts, auth: Option<&AuthConfig>) -> bool {
 }
 
 /// The main port's answer to `/metrics`, `/healthz` and `/readyz`; `None` for other paths.
-pub async fn answer_on_main_port(shard: &Shard, parts: &Parts) -> Option<Response<HearthBody>> {
-    let metrics = &shard.config.metrics;
+pub async fn answer_on_main_port(
+    config: &ServeConfig,
+    observer: &Observer,
+    parts: &Parts,
+) -> Option<RestResponse> {
+    let metrics = &config.metrics;
     let caller = if metrics.listen.is_some() {
         Caller::Elsewhere
     } else if metrics.public {
@@ -117,6 +120,5 @@ pub async fn answer_on_main_port(shard: &Shard, parts: &Parts) -> Option<Respons
     } else {
         Caller::AdminOnly
     };
-    let response = answer(&shard.observer, parts, caller, Some(&shard.config.auth)).await?;
-    Some(response.into_http())
+    answer(observer, parts, caller, Some(&config.auth)).await
 }

@@ -28,7 +28,7 @@ pub(crate) use listener::{bind_metrics_listener, serve_metrics};
 pub(crate) use snapshot::{ServerSnapshot, ShardSnapshot};
 
 use crate::budget::SharedBudgets;
-use crate::shard::{ask_every_shard, ShardMessage};
+use crate::inbox::{ask_every_shard, ShardMessage};
 
 pub use crate::config::MetricsConfig;
 

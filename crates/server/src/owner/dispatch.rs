@@ -56,8 +56,8 @@ pub fn on_message(
         // Even the syntax check that finds a write's path costs O(size): all of it is done
         // off the thread, with the precheck of the moment.
         let precheck = shard
-            .databases
-            .borrow()
+            .owner
+            .databases()
             .get(&handle.namespace)
             .and_then(|database| database.engine.write_precheck(handle.id));
         return Ok(Handled::ParseOffThread(LargeMessage {
@@ -180,7 +180,7 @@ pub fn on_decoded(
 /// full check's reply, given before the data (up to a whole message) is parsed.
 fn refuse_early(shard: &Shard, handle: &ConnHandle, write: &PendingWrite<'_>) -> Option<String> {
     let (path, scope) = write.scope()?;
-    let databases = shard.databases.borrow();
+    let databases = shard.owner.databases();
     let database = databases.get(&handle.namespace)?;
     let reply = database
         .engine
@@ -223,7 +223,7 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
             let kind = RequestKind::of(&request);
             let mut effects = Effects::new();
             let reply = {
-                let mut databases = shard.databases.borrow_mut();
+                let mut databases = shard.owner.databases_mut();
                 let Some(database) = databases.get_mut(&handle.namespace) else {
                     return;
                 };
@@ -239,7 +239,8 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
             if volatile {
                 let reply = encode_reply(request_id, &reply);
                 shard
-                    .volatile
+                    .owner
+                    .volatile()
                     .hold_reply(&handle.namespace, handle.id, reply);
                 return;
             }
@@ -264,7 +265,7 @@ pub fn expire_auth(shard: &Shard, handle: &ConnHandle) {
 /// cancel pushes precede the auth reply.
 fn set_auth(shard: &Shard, handle: &ConnHandle, auth: AuthState) {
     let mut effects = Effects::new();
-    if let Some(database) = shard.databases.borrow_mut().get_mut(&handle.namespace) {
+    if let Some(database) = shard.owner.databases_mut().get_mut(&handle.namespace) {
         database.set_auth(handle.id, auth, now_ms(), &mut effects);
     }
     route_effects(shard, &handle.namespace, effects);

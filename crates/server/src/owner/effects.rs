@@ -7,7 +7,8 @@ use hearth_wire::{encode_cancel, encode_push, EncodedPush};
 
 use crate::metrics::labels::Channel;
 use crate::owner::outbound::encode_frames;
-use crate::shard::{Session, Shard};
+use crate::owner::Session;
+use crate::shard::Shard;
 use crate::sse::stream::SseFanout;
 
 /// Delivers the effects of a step of `namespace`'s database in order: a write goes to the log
@@ -19,7 +20,7 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
     if effects.is_empty() {
         return;
     }
-    let sessions = shard.sessions();
+    let sessions = shard.owner.sessions();
     for effect in effects {
         match effect {
             Effect::Push { push, targets } => {
@@ -68,7 +69,7 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
             // the database's sequence number moved and wait for the record to be durable.
             Effect::Log(write) => shard.log_write(namespace, &write),
             // Its pushes wait for the owner's next tick.
-            Effect::Volatile => shard.volatile.mark(namespace),
+            Effect::Volatile => shard.owner.volatile().mark(namespace),
         }
     }
 }

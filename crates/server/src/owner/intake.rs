@@ -30,7 +30,7 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
             }
             let route = Route::Remote {
                 edge,
-                outgoing: shard.outgoing.clone(),
+                outgoing: shard.owner.outgoing().clone(),
             };
             sessions::open_session(shard, conn, &namespace, session_id, route);
         }
@@ -40,7 +40,7 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
             done,
             room,
         } => {
-            let Some(handle) = shard.session(conn) else {
+            let Some(handle) = shard.owner.session(conn) else {
                 return;
             };
             for text in texts {
@@ -78,7 +78,7 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
             }
         }
         ToOwner::AuthExpired { conn } => {
-            let Some(handle) = shard.session(conn) else {
+            let Some(handle) = shard.owner.session(conn) else {
                 return;
             };
             // The client may have authenticated again since the edge's timer was set.
@@ -102,9 +102,9 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
             let _ = opened.send(outcome);
         }
         ToOwner::Closed { conn } => {
-            if let Some(handle) = shard.session(conn) {
+            if let Some(handle) = shard.owner.session(conn) {
                 sessions::close_connection(shard, &handle);
-            } else if let Some(stream) = shard.stream(conn) {
+            } else if let Some(stream) = shard.owner.stream(conn) {
                 sessions::close_stream(shard, &stream);
             }
         }

@@ -2,13 +2,16 @@
 //! the requests of their sessions, wherever those sessions' sockets are, and routes the replies
 //! and pushes back to the edges that hold them (`link`).
 //!
+//! - `state`: what the owner holds ([`Owner`]): its databases, their log and gate, their
+//!   sessions ([`Session`]) and the batches for other cores' edges;
 //! - `dispatch`: one request of a session, handled by its database;
 //! - `effects`: the pushes, cancels and log records a step of a database produced, delivered;
 //! - `sessions`: sessions opening and ending (onDisconnect, `ls`);
 //! - `outbound`: a session's held queue and the route of its messages;
 //! - `intake`: the messages edges send about connections they hold;
 //! - `rest_precheck`: whether a REST write is refused before its body is read;
-//! - `volatile`: the tick that pushes volatile changes and then the replies they held.
+//! - `volatile`: the tick that pushes volatile changes and then the replies they held;
+//!   `volatile_ticks`: what waits for it.
 
 pub mod dispatch;
 pub mod effects;
@@ -16,6 +19,9 @@ mod intake;
 pub mod outbound;
 pub mod rest_precheck;
 pub mod sessions;
+mod state;
 pub mod volatile;
+pub mod volatile_ticks;
 
 pub use intake::on_link_message;
+pub use state::{Owner, Session};

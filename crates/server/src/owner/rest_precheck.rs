@@ -8,7 +8,7 @@ use crate::shard::Shard;
 /// The answer to a write that the rules refuse whatever its body, or `None` when the body must
 /// be read and the full check decide.
 pub fn refuse_early(shard: &Shard, check: &WriteCheck) -> Option<RestResponse> {
-    let mut databases = shard.databases.borrow_mut();
+    let mut databases = shard.owner.databases_mut();
     let database = shard.database(&mut databases, &check.namespace);
     database
         .engine

@@ -27,11 +27,11 @@ pub fn open_session(
     route: Route,
 ) -> Rc<ConnHandle> {
     let tagger = {
-        let mut databases = shard.databases.borrow_mut();
+        let mut databases = shard.owner.databases_mut();
         let loaded = shard.database(&mut databases, namespace);
         loaded.connect(id);
         Tagger {
-            gate: shard.gate.clone(),
+            gate: shard.owner.gate().clone(),
             database_seq: loaded.seq.clone(),
         }
     };
@@ -42,28 +42,28 @@ pub fn open_session(
         tagger,
         route,
     ));
-    shard.add_session(handle.clone());
+    shard.owner.add_session(handle.clone());
     handle
 }
 
 /// Ends a connection's session: its listens go, and its onDisconnect queue runs now. Calling it
 /// twice is harmless.
 pub fn close_connection(shard: &Shard, handle: &ConnHandle) {
-    if shard.remove_session(handle) {
+    if shard.owner.remove_session(handle) {
         end_session(shard, &handle.namespace, handle.id);
     }
 }
 
 /// Ends an event stream's session. Calling it twice is harmless.
 pub fn close_stream(shard: &Shard, handle: &StreamHandle) {
-    if shard.remove_stream(handle.id) {
+    if shard.owner.remove_stream(handle.id) {
         end_session(shard, &handle.namespace, handle.id);
     }
 }
 
 fn end_session(shard: &Shard, namespace: &str, id: ConnId) {
     let mut effects = Effects::new();
-    if let Some(database) = shard.databases.borrow_mut().get_mut(namespace) {
+    if let Some(database) = shard.owner.databases_mut().get_mut(namespace) {
         database.disconnect(id, now_ms(), &mut effects);
         database.last_used_ms = now_ms();
     }
@@ -75,7 +75,7 @@ fn end_session(shard: &Shard, namespace: &str, id: ConnId) {
 /// connection's requests. An unknown id, or a session of another database, is ignored alike.
 /// The id is a secret, so it is not logged.
 pub fn end_previous_session(shard: &Shard, previous: &str, namespace: &str) {
-    let Some(handle) = shard.session_by_secret(previous) else {
+    let Some(handle) = shard.owner.session_by_secret(previous) else {
         return;
     };
     if !may_replace(&handle.namespace, namespace) {

@@ -8,13 +8,10 @@
 //! value or a newer one on every connection (an `ok` first would make the SDK show the old
 //! value for a moment).
 
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::Duration;
 
-use hearth_sync::{ConnId, Effects};
-use tokio::sync::Notify;
+use hearth_sync::Effects;
 
 use crate::owner::effects::route_effects;
 use crate::shard::Shard;
@@ -34,64 +31,21 @@ pub fn next_tick(now_ms: u64, period_ms: u64) -> u64 {
     (now_ms / period + 1) * period
 }
 
-/// What waits for the owner's next tick.
-#[derive(Default)]
-pub struct VolatileTicks {
-    /// Databases with volatile changes not yet pushed.
-    dirty: RefCell<BTreeSet<String>>,
-    /// Encoded replies of volatile writes, per database, in the order they were made.
-    held: RefCell<HashMap<String, Vec<(ConnId, String)>>>,
-    wake: Notify,
-    /// Flushes done, for the tests and the logs.
-    ticks: Cell<u64>,
-}
-
-impl VolatileTicks {
-    /// `namespace`'s database has volatile changes: a tick is due.
-    pub fn mark(&self, namespace: &str) {
-        let was_idle = {
-            let mut dirty = self.dirty.borrow_mut();
-            let was_idle = dirty.is_empty();
-            dirty.insert(namespace.to_owned());
-            was_idle
-        };
-        if was_idle {
-            self.wake.notify_one();
-        }
-    }
-
-    /// Holds `reply`, the encoded reply of a volatile write of `conn`, until the next tick.
-    pub fn hold_reply(&self, namespace: &str, conn: ConnId, reply: String) {
-        self.held
-            .borrow_mut()
-            .entry(namespace.to_owned())
-            .or_default()
-            .push((conn, reply));
-        self.mark(namespace);
-    }
-
-    pub fn ticks(&self) -> u64 {
-        self.ticks.get()
-    }
-}
-
 /// Pushes the volatile changes of every database of this owner, then the replies they held.
 pub fn flush(shard: &Shard) {
-    let dirty = std::mem::take(&mut *shard.volatile.dirty.borrow_mut());
+    let dirty = shard.owner.volatile().take_dirty();
     if dirty.is_empty() {
         return;
     }
-    shard.volatile.ticks.set(shard.volatile.ticks.get() + 1);
     for namespace in dirty {
         let mut effects = Effects::new();
-        if let Some(database) = shard.databases.borrow_mut().get_mut(&namespace) {
+        if let Some(database) = shard.owner.databases_mut().get_mut(&namespace) {
             database.flush_volatile(&mut effects);
         }
         route_effects(shard, &namespace, effects);
-        let held = shard.volatile.held.borrow_mut().remove(&namespace);
-        for (conn, reply) in held.into_iter().flatten() {
+        for (conn, reply) in shard.owner.volatile().take_held(&namespace) {
             // A connection that ended meanwhile has nobody to tell.
-            if let Some(handle) = shard.session(conn) {
+            if let Some(handle) = shard.owner.session(conn) {
                 handle.send_text(reply);
             }
         }
@@ -104,9 +58,9 @@ pub async fn tick_loop(shard: Rc<Shard>) {
     let period = period_ms(shard.config.volatile_hz);
     let mut shutdown = shard.shutdown.clone();
     loop {
-        if shard.volatile.dirty.borrow().is_empty() {
+        if shard.owner.volatile().is_idle() {
             tokio::select! {
-                _ = shard.volatile.wake.notified() => {}
+                _ = shard.owner.volatile().woken() => {}
                 _ = shutdown.changed() => break,
             }
         }
@@ -140,16 +94,5 @@ mod tests {
             let due = next_tick(now, 16);
             assert!(due > now && due - now <= 16 && due.is_multiple_of(16));
         }
-    }
-
-    #[test]
-    fn marking_wakes_the_tick_once() {
-        let ticks = VolatileTicks::default();
-        ticks.mark("a");
-        ticks.mark("a");
-        ticks.mark("b");
-        assert_eq!(ticks.dirty.borrow().len(), 2);
-        ticks.hold_reply("c", 7, "ok".to_owned());
-        assert_eq!(ticks.held.borrow()["c"], vec![(7, "ok".to_owned())]);
     }
 }

@@ -19,7 +19,8 @@ use super::pipeline::Release;
 use super::snapshots::maintain;
 use super::{Durability, Gate, ShardStore};
 use crate::loaded::Loaded;
-use crate::shard::{Session, Shard};
+use crate::owner::Session;
+use crate::shard::Shard;
 use crate::time::now_ms;
 
 /// The pause after each synced mebibyte of a spare segment: 64 MiB take about a second and
@@ -34,7 +35,7 @@ const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
 
 /// Runs until the shard's runtime stops.
 pub async fn commit_loop(shard: Rc<Shard>) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     let batch_interval = match store.config.durability {
@@ -74,7 +75,7 @@ pub async fn commit_loop(shard: Rc<Shard>) {
 /// Makes the next log segment ahead of time on a blocking thread, so that a rollover renames
 /// a zero-filled file instead of writing 64 MiB of zeros on the commit path.
 fn make_spare(shard: &Rc<Shard>, pause: Duration) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     let Some(job) = store.wal.borrow_mut().prepare_spare() else {
@@ -82,7 +83,7 @@ fn make_spare(shard: &Rc<Shard>, pause: Duration) {
     };
     let shard = shard.clone();
     tokio::task::spawn_local(async move {
-        let Some(store) = &shard.store else {
+        let Some(store) = shard.owner.store() else {
             return;
         };
         match tokio::task::spawn_blocking(move || job.execute_paced(pause)).await {
@@ -98,7 +99,7 @@ fn make_spare(shard: &Rc<Shard>, pause: Duration) {
 
 /// Writes and syncs batches until nothing is pending.
 pub async fn commit_pending(shard: &Shard) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     let mut in_flight = start_batch(shard);
@@ -151,7 +152,7 @@ type InFlight = (
 /// Hands everything appended so far to a blocking thread; `None` when nothing is pending or
 /// the log has failed.
 fn start_batch(shard: &Shard) -> Option<InFlight> {
-    let store = shard.store.as_ref()?;
+    let store = shard.owner.store()?;
     match store.prepare_batch() {
         Ok(Some(batch)) => {
             let bytes = batch.byte_len();
@@ -172,20 +173,20 @@ fn start_batch(shard: &Shard) -> Option<InFlight> {
 /// The log is durable up to `durable`: databases remember their durable state, and every
 /// client holding messages up to there is woken.
 pub fn on_durable(shard: &Shard, durable: u64) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     let waiting = release_durable(
         store,
-        &mut shard.databases.borrow_mut(),
-        &shard.gate,
+        &mut shard.owner.databases_mut(),
+        shard.owner.gate(),
         durable,
     );
     shard.counters.durable(durable);
     if waiting.is_empty() {
         return;
     }
-    let sessions = shard.sessions();
+    let sessions = shard.owner.sessions();
     for id in waiting {
         match sessions.get(id) {
             Some(Session::Socket(handle)) => handle.wake_after_disk(),
@@ -215,7 +216,7 @@ pub fn release_durable(
 /// At shutdown: waits for the batch in flight, then writes and syncs what is left on this
 /// thread.
 pub async fn flush_at_shutdown(shard: &Shard) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     // A bounded wait: a sync that never returns must not keep the process alive forever.

@@ -17,7 +17,7 @@ use crate::shard::Shard;
 
 /// Loads `namespace` from its newest snapshot if it was evicted; `None` if it has none.
 pub fn load_evicted(shard: &Shard, namespace: &str, now: u64) -> Option<Loaded> {
-    let store = shard.store.as_ref()?;
+    let store = shard.owner.store()?;
     let covered = store.catalog.borrow().newest(namespace)?;
     let started = Instant::now();
     let name = snapshot_name(namespace, covered);

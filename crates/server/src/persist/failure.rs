@@ -24,12 +24,13 @@ use tracing::error;
 use super::ShardStore;
 use crate::close::{CloseReason, DISK_FAILED_CLOSE};
 use crate::loaded::Loaded;
-use crate::shard::{read_only_reason, Session, Shard};
+use crate::owner::Session;
+use crate::shard::{read_only_reason, Shard};
 use crate::time::now_ms;
 
 /// Records a log failure; the commit task handles it.
 pub fn report_failure(shard: &Shard, reason: String) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     if store.failure().is_none() {
@@ -47,7 +48,7 @@ pub fn report_failure(shard: &Shard, reason: String) {
 
 /// Makes every database read-only and rolls back the ones with writes that are not durable.
 pub fn handle_failure(shard: &Shard) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     let Some(reason) = store.failure() else {
@@ -57,12 +58,12 @@ pub fn handle_failure(shard: &Shard) {
     let now = now_ms();
     let rolled_back = roll_back_databases(
         store,
-        &mut shard.databases.borrow_mut(),
+        &mut shard.owner.databases_mut(),
         &read_only,
         |loaded, rules| shard.apply_rules(loaded, rules, now),
     );
     let close = CloseReason::new(CloseCode::Error, DISK_FAILED_CLOSE);
-    for session in shard.sessions().all() {
+    for session in shard.owner.sessions().all() {
         match session {
             Session::Socket(handle) if rolled_back.contains(&handle.namespace) => {
                 handle.discard_held();

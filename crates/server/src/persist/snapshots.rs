@@ -21,11 +21,11 @@ use crate::time::now_ms;
 /// Runs the chores of a maintenance tick: snapshots the policy asks for, evictions of idle
 /// databases, and the snapshots eviction needs first (the pipeline decides which).
 pub fn maintain(shard: &Rc<Shard>, now: u64) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     let chores = {
-        let databases = shard.databases.borrow();
+        let databases = shard.owner.databases();
         let catalog = store.catalog.borrow();
         let facts: Vec<DatabaseFacts<'_>> = databases
             .iter()
@@ -38,7 +38,7 @@ pub fn maintain(shard: &Rc<Shard>, now: u64) {
         match chore {
             Chore::Snapshot(name) => start(shard, &name, now),
             Chore::Evict(name) => {
-                shard.databases.borrow_mut().remove(&name);
+                shard.owner.databases_mut().remove(&name);
                 evicted.push(name);
             }
         }
@@ -56,8 +56,8 @@ struct Job {
 }
 
 fn job(shard: &Shard, name: &str, now: u64) -> Option<Job> {
-    let covered = shard.store.as_ref()?.pipeline.borrow().snapshot_covers();
-    let mut databases = shard.databases.borrow_mut();
+    let covered = shard.owner.store()?.pipeline.borrow().snapshot_covers();
+    let mut databases = shard.owner.databases_mut();
     let loaded = databases.get_mut(name)?;
     Some(Job {
         name: Arc::from(name),
@@ -72,13 +72,13 @@ pub fn start(shard: &Rc<Shard>, name: &str, now: u64) {
     };
     let shard = shard.clone();
     tokio::task::spawn_local(async move {
-        let Some(store) = &shard.store else {
+        let Some(store) = shard.owner.store() else {
             return;
         };
         let storage = store.storage.clone();
         let name = job.name.clone();
         let written = tokio::task::spawn_blocking(move || write(&storage, &job)).await;
-        if let Some(loaded) = shard.databases.borrow_mut().get_mut(&*name) {
+        if let Some(loaded) = shard.owner.databases_mut().get_mut(&*name) {
             loaded.snapshot_running = false;
         }
         match written {
@@ -105,7 +105,7 @@ fn write(storage: &ShardStorage, job: &Job) -> Result<SnapshotInfo, StoreError> 
 /// in that order, so that a crash in between never leaves a log without a snapshot to start
 /// from.
 async fn after_snapshot(shard: &Shard, info: &SnapshotInfo) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     debug!(
@@ -137,7 +137,7 @@ async fn after_snapshot(shard: &Shard, info: &SnapshotInfo) {
 /// At shutdown, after the final flush: snapshots every database with records since its last
 /// snapshot, on this thread, so that the next start reads snapshots instead of replaying.
 pub fn snapshot_all(shard: &Shard) {
-    let Some(store) = &shard.store else {
+    let Some(store) = shard.owner.store() else {
         return;
     };
     if store.failure().is_some() {
@@ -145,8 +145,8 @@ pub fn snapshot_all(shard: &Shard) {
     }
     let now = now_ms();
     let names: Vec<String> = shard
-        .databases
-        .borrow()
+        .owner
+        .databases()
         .iter()
         .filter(|(_, loaded)| loaded.wal_bytes > 0 && !loaded.snapshot_running)
         .map(|(name, _)| name.clone())

@@ -115,9 +115,9 @@ fn execute_split(shard: &Shard, call: RestCall) -> (RestResponse, Option<LateBod
 pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
     let namespace = call.namespace.clone();
     let (mut response, late) = execute_split(shard, call);
-    let seq = shard.required_seq(&namespace);
-    if !shard.gate.passes(seq) {
-        if let Some(store) = &shard.store {
+    let seq = shard.owner.required_seq(&namespace);
+    if !shard.owner.gate().passes(seq) {
+        if let Some(store) = shard.owner.store() {
             if let Err(reason) = store.wait_durable(seq).await {
                 return RestResponse::error(
                     503,
@@ -152,7 +152,7 @@ fn read(
         .query
         .as_ref()
         .map_or(&unfiltered, |query| &query.params);
-    let mut databases = shard.databases.borrow_mut();
+    let mut databases = shard.owner.databases_mut();
     // A database that does not exist is read as a new one would be, with the server's
     // default rules (open or locked) applied, but it is not kept: reading a mistyped name
     // must not make a database of it.
@@ -264,7 +264,7 @@ impl Write<'_> {
         let mut effects = Effects::new();
         let mut late = None;
         let response = {
-            let mut databases = shard.databases.borrow_mut();
+            let mut databases = shard.owner.databases_mut();
             let database = shard.database(&mut databases, self.namespace);
             self.apply(shard, database, &mut effects, &mut late)
         };
@@ -310,7 +310,7 @@ impl Write<'_> {
                 let Some(value) = body else {
                     return RestResponse::error(400, super::INVALID_JSON);
                 };
-                let name = shard.next_push_id(now);
+                let name = shard.owner.next_push_id(now);
                 let Ok(key) = Key::new(&name) else {
                     return RestResponse::error(500, "could not make a push id");
                 };

@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, watch};
 /// The value (export form) at `path` of `namespace`.
 pub(crate) fn value_at(shard: &Shard, namespace: &str, path: &str) -> Value {
     shard
-        .databases
-        .borrow()
+        .owner
+        .databases()
         .get(namespace)
         .map(|database| {
             database

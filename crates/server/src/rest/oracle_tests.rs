@@ -30,7 +30,7 @@ fn rules(text: &str) -> Access {
 fn shard_with(access: Access, secret: Value) -> Shard {
     let shard = shard();
     {
-        let mut databases = shard.databases.borrow_mut();
+        let mut databases = shard.owner.databases_mut();
         let database = shard.database(&mut databases, NS);
         let mut out = Effects::new();
         let target = WriteTarget::whole(Path::parse("/secret").expect("valid"));

@@ -24,7 +24,7 @@ const RULES: &str =
 fn shard_with_rules() -> Shard {
     let shard = shard();
     {
-        let mut databases = shard.databases.borrow_mut();
+        let mut databases = shard.owner.databases_mut();
         let database = shard.database(&mut databases, NS);
         let rules = hearth_rules::Rules::parse(RULES).expect("valid test rules");
         database.set_access(Access::Rules(Arc::new(rules)), 0, &mut Effects::new());

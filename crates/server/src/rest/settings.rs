@@ -18,7 +18,7 @@ const LOCKED_RULES: &str = "{\"rules\":{\".read\":false,\".write\":false}}";
 
 /// `GET`: the text as uploaded, or with `format=strict` as plain JSON without comments.
 pub fn get_rules(shard: &Shard, namespace: &str, strict: bool) -> RestResponse {
-    let mut databases = shard.databases.borrow_mut();
+    let mut databases = shard.owner.databases_mut();
     let database = shard.database(&mut databases, namespace);
     let text = match database.access() {
         Access::Open => OPEN_RULES.to_owned(),
@@ -38,7 +38,7 @@ pub fn put_rules(shard: &Shard, namespace: &str, text: String) -> RestResponse {
     };
     let mut effects = Effects::new();
     {
-        let mut databases = shard.databases.borrow_mut();
+        let mut databases = shard.owner.databases_mut();
         let database = shard.database(&mut databases, namespace);
         if let Some(reason) = database.read_only_reason() {
             return RestResponse::error(503, reason);

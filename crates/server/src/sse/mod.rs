@@ -73,7 +73,8 @@ pub fn open_stream_for_edge(
     auth: AuthState,
     request: &DataRequest,
 ) -> Result<(), RestResponse> {
-    let handle = new_handle(shard, id, namespace, request)?.held_by(edge, shard.outgoing.clone());
+    let handle =
+        new_handle(shard, id, namespace, request)?.held_by(edge, shard.owner.outgoing().clone());
     start(shard, Rc::new(handle), auth, request)
 }
 
@@ -96,7 +97,7 @@ pub async fn open_remote_stream(
     )
     .counted_in(shard.config.http.clone());
     let queue = Rc::new(queue);
-    shard.hold(id, EdgeTarget::Stream(queue.clone()));
+    shard.edge.hold(id, EdgeTarget::Stream(queue.clone()));
     let (opened, answer) = oneshot::channel();
     shard.send_to_owner(
         owner,
@@ -143,8 +144,8 @@ fn new_handle(
 ) -> Result<StreamHandle, RestResponse> {
     let path = &request.target.path;
     let current_bytes = shard
-        .databases
-        .borrow()
+        .owner
+        .databases()
         .get(namespace)
         .map_or(0, |database| database.root().get(path).estimated_bytes());
     if current_bytes > MAX_REST_RESPONSE_BYTES {
@@ -172,7 +173,7 @@ fn start(
 ) -> Result<(), RestResponse> {
     let id = handle.id;
     let namespace = handle.namespace.clone();
-    shard.add_stream(handle.clone());
+    shard.owner.add_stream(handle.clone());
     let query = request
         .query
         .as_ref()
@@ -181,7 +182,7 @@ fn start(
     let tag = query.is_filtered().then_some(STREAM_TAG);
     let mut effects = Effects::new();
     let reply = {
-        let mut databases = shard.databases.borrow_mut();
+        let mut databases = shard.owner.databases_mut();
         let database = shard.database(&mut databases, &namespace);
         database.connect(id);
         database.set_auth(id, auth, now_ms(), &mut effects);

@@ -1,0 +1,217 @@
+//! The owner role's state: the databases whose names hash to this core, their log and gate,
+//! their sessions (WebSocket connections and event streams, wherever their sockets are), the
+//! batches for other cores' edges and what waits for the volatile tick. Only this thread
+//! touches it, through the methods below; the code that acts on it is the rest of `owner/`
+//! (and `persist/` for the log).
+
+use std::cell::{Cell, Ref, RefCell, RefMut};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use hearth_sync::ConnId;
+use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
+use rustc_hash::FxHashMap;
+
+use crate::link::Outgoing;
+use crate::loaded::Loaded;
+use crate::metrics::ShardCounters;
+use crate::owner::outbound::ConnHandle;
+use crate::owner::volatile_ticks::VolatileTicks;
+use crate::persist::{Gate, ShardStore};
+use crate::sse::stream::StreamHandle;
+
+/// One session of a database: a WebSocket connection (on this core or another) or an event
+/// stream.
+pub enum Session<'a> {
+    Socket(&'a Rc<ConnHandle>),
+    Stream(&'a Rc<StreamHandle>),
+}
+
+/// The sessions of an owner's databases, borrowed (see [`Owner::sessions`]).
+pub struct Sessions<'a> {
+    conns: Ref<'a, FxHashMap<ConnId, Rc<ConnHandle>>>,
+    streams: Ref<'a, FxHashMap<ConnId, Rc<StreamHandle>>>,
+}
+
+impl Sessions<'_> {
+    pub fn get(&self, id: ConnId) -> Option<Session<'_>> {
+        match self.conns.get(&id) {
+            Some(conn) => Some(Session::Socket(conn)),
+            None => self.streams.get(&id).map(Session::Stream),
+        }
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = Session<'_>> {
+        let conns = self.conns.values().map(Session::Socket);
+        conns.chain(self.streams.values().map(Session::Stream))
+    }
+}
+
+pub struct Owner {
+    databases: RefCell<HashMap<String, Loaded>>,
+    /// The shard's log and snapshots; `None` with `--durability none`.
+    store: Option<ShardStore>,
+    /// Holds back messages until the writes they depend on are durable.
+    gate: Rc<Gate>,
+    /// The sessions of this core's databases held by WebSocket connections, on this core or
+    /// another.
+    conns: RefCell<FxHashMap<ConnId, Rc<ConnHandle>>>,
+    /// Open REST event streams. They are sessions of their database like WebSocket
+    /// connections, with ids from the same sequence.
+    streams: RefCell<FxHashMap<ConnId, Rc<StreamHandle>>>,
+    /// The WebSocket sessions by their secret id, for a reconnection that resumes one.
+    by_secret: RefCell<HashMap<String, ConnId>>,
+    /// What this core's databases send to connections held by other cores, batched per turn.
+    outgoing: Rc<Outgoing>,
+    push_ids: RefCell<PushIdGenerator>,
+    /// State of the generator of push-id randomness (SplitMix64).
+    random: Cell<u64>,
+    /// Volatile changes and the replies they hold, until the owner's next tick.
+    volatile: VolatileTicks,
+    counters: Rc<ShardCounters>,
+}
+
+impl Owner {
+    /// An owner of no database yet; `seed` seeds its push ids' randomness.
+    pub fn new(
+        store: Option<ShardStore>,
+        gate: Gate,
+        outgoing: Outgoing,
+        seed: u64,
+        counters: Rc<ShardCounters>,
+    ) -> Owner {
+        Owner {
+            databases: RefCell::new(HashMap::new()),
+            store,
+            gate: Rc::new(gate),
+            conns: RefCell::new(FxHashMap::default()),
+            streams: RefCell::new(FxHashMap::default()),
+            by_secret: RefCell::new(HashMap::new()),
+            outgoing: Rc::new(outgoing),
+            push_ids: RefCell::new(PushIdGenerator::new()),
+            random: Cell::new(seed),
+            volatile: VolatileTicks::default(),
+            counters,
+        }
+    }
+
+    /// The loaded databases, borrowed for reading.
+    pub fn databases(&self) -> Ref<'_, HashMap<String, Loaded>> {
+        self.databases.borrow()
+    }
+
+    /// The loaded databases, borrowed for a change: held across no `await` and no call that
+    /// borrows them again.
+    pub fn databases_mut(&self) -> RefMut<'_, HashMap<String, Loaded>> {
+        self.databases.borrow_mut()
+    }
+
+    /// The shard's log and snapshots; `None` with `--durability none`.
+    pub fn store(&self) -> Option<&ShardStore> {
+        self.store.as_ref()
+    }
+
+    pub fn gate(&self) -> &Rc<Gate> {
+        &self.gate
+    }
+
+    pub fn outgoing(&self) -> &Rc<Outgoing> {
+        &self.outgoing
+    }
+
+    pub fn volatile(&self) -> &VolatileTicks {
+        &self.volatile
+    }
+
+    /// The sequence number a REST answer about `namespace` must wait for.
+    pub fn required_seq(&self, namespace: &str) -> u64 {
+        let databases = self.databases.borrow();
+        databases
+            .get(namespace)
+            .map_or(0, |loaded| self.gate.tag(loaded.seq.get()))
+    }
+
+    /// Registers `handle`, a new session of one of this core's databases.
+    pub fn add_session(&self, handle: Rc<ConnHandle>) {
+        self.by_secret
+            .borrow_mut()
+            .insert(handle.session_id.clone(), handle.id);
+        self.conns.borrow_mut().insert(handle.id, handle);
+    }
+
+    /// Forgets the session `handle`; `false` when it was already gone.
+    pub fn remove_session(&self, handle: &ConnHandle) -> bool {
+        if self.conns.borrow_mut().remove(&handle.id).is_none() {
+            return false;
+        }
+        self.by_secret.borrow_mut().remove(&handle.session_id);
+        true
+    }
+
+    /// The session whose secret id is `session_id`, if it is open.
+    pub fn session_by_secret(&self, session_id: &str) -> Option<Rc<ConnHandle>> {
+        let conn = self.by_secret.borrow().get(session_id).copied()?;
+        self.session(conn)
+    }
+
+    /// The sessions of this core's databases, borrowed for one delivery: nothing may open or
+    /// end a session meanwhile.
+    pub fn sessions(&self) -> Sessions<'_> {
+        Sessions {
+            conns: self.conns.borrow(),
+            streams: self.streams.borrow(),
+        }
+    }
+
+    /// The WebSocket session `id` of one of this core's databases.
+    pub fn session(&self, id: ConnId) -> Option<Rc<ConnHandle>> {
+        self.conns.borrow().get(&id).cloned()
+    }
+
+    /// Registers `handle`, a new event stream of one of this core's databases.
+    pub fn add_stream(&self, handle: Rc<StreamHandle>) {
+        self.streams.borrow_mut().insert(handle.id, handle);
+        self.counters.stream_opened();
+    }
+
+    /// The event stream `id` of one of this core's databases.
+    pub fn stream(&self, id: ConnId) -> Option<Rc<StreamHandle>> {
+        self.streams.borrow().get(&id).cloned()
+    }
+
+    /// Forgets the event stream `id`; `false` when it was already gone.
+    pub fn remove_stream(&self, id: ConnId) -> bool {
+        self.streams.borrow_mut().remove(&id).is_some()
+    }
+
+    /// The event streams of this core's databases.
+    pub fn all_streams(&self) -> Vec<Rc<StreamHandle>> {
+        self.streams.borrow().values().cloned().collect()
+    }
+
+    /// How many WebSocket sessions and event streams this core's databases have.
+    pub fn session_counts(&self) -> (usize, usize) {
+        (self.conns.borrow().len(), self.streams.borrow().len())
+    }
+
+    /// A new push id for a `POST`, from the server clock. Ids made by one shard are strictly
+    /// increasing, so children pushed to one database sort in the order they were created.
+    pub fn next_push_id(&self, now_ms: u64) -> String {
+        let mut random = [0u8; PUSH_ID_RANDOM_CHARS];
+        for chunk in random.chunks_mut(8) {
+            let bytes = self.next_random().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+        self.push_ids.borrow_mut().next_id(now_ms, random)
+    }
+
+    /// SplitMix64: a small, well-mixed sequence from the random seed.
+    fn next_random(&self) -> u64 {
+        let state = self.random.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.random.set(state);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
