@@ -114,9 +114,29 @@ describe('attacks: unread answers and announced lengths', () => {
   const ANSWER_BUDGET_MIB = 64;
   const h = useHearth({ extraArgs: ['--answer-budget-mib', String(ANSWER_BUDGET_MIB), '--http-write-timeout-secs', String(WRITE_TIMEOUT_SECS)] });
 
-  // 20 strings of 1 MiB: a 20 MiB answer, of which the kernel's buffers take at most ~4.5 MiB.
+  // 20 strings of 1 MiB: a 20 MiB answer, of which the kernel's buffers take a few MiB.
   const value = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`k${i}`, String(i % 10).repeat(MIB)]));
   const answerLength = Buffer.byteLength(JSON.stringify(value));
+
+  /**
+   * The body bytes of `answers` still inside the server's process: each answer's length less
+   * what reached the client (read, or waiting in the paused stream) and what sits in the
+   * kernel's queues of its connection. Read until two readings 50 ms apart agree, so that no
+   * byte is missed while it moves from one place to the next.
+   */
+  async function heldByServer(answers) {
+    const reading = () => answers.reduce((sum, c) => {
+      const left = c.buffer.length + c.socket.readableLength + socketQueues(c.socket.localPort).reduce((a, b) => a + b, 0);
+      return sum + Math.max(0, answerLength - left);
+    }, 0);
+    let last = reading();
+    for (;;) {
+      await sleep(50);
+      const now = reading();
+      if (now === last) return now;
+      last = now;
+    }
+  }
   async function bigValue(ns) {
     assert.equal((await rest(restURL(h.server, ns, 'big'), { method: 'PUT', body: value })).status, 200);
     return rawRequest('GET', `/big.json?ns=${ns}`);
@@ -170,9 +190,13 @@ describe('attacks: unread answers and announced lengths', () => {
     const answered = clients.filter((c) => c.status === 200);
     const refused = clients.filter((c) => c.status !== 200);
     const grown = procStatus(pid, 'VmRSS') - before;
-    t.diagnostic(`${answered.length} answers admitted, RSS grew by ${(grown / MIB).toFixed(0)} MiB`);
-    // Each held answer has more than 15 MiB unsent: at most 4 fit in 64 MiB.
-    assert.ok(answered.length >= 1 && answered.length <= 4, `${answered.length} answers were admitted`);
+    const held = await heldByServer(answered);
+    t.diagnostic(`${answered.length} answers admitted, ${(held / MIB).toFixed(1)} MiB of them held by the server, RSS grew by ${(grown / MIB).toFixed(0)} MiB`);
+    assert.ok(answered.length >= 1 && refused.length >= 1, `${answered.length} answers were admitted, ${refused.length} refused`);
+    // How many answers fit depends on how much of each the kernel's buffers took (their sizes
+    // are autotuned), so the test checks what the budget promises: the answer bytes that have
+    // not left the server's process, summed over the admitted answers, are within it.
+    assert.ok(held <= (ANSWER_BUDGET_MIB + 1) * MIB, `the server holds ${(held / MIB).toFixed(1)} MiB of admitted answers`);
     for (const c of refused) {
       assert.equal(c.status, 503);
       assert.equal(c.headers['retry-after'], '1');
