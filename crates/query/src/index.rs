@@ -322,7 +322,9 @@ mod tests {
     fn window_of_another_index_is_refused() {
         let data = node(json!({"a": {"s": 1}}));
         let index = OrderedIndex::build(&Index::Value, &data).expect("value index");
-        assert!(index.window(&query(json!({"i": "s", "l": 1})), &data).is_none());
+        assert!(index
+            .window(&query(json!({"i": "s", "l": 1})), &data)
+            .is_none());
     }
 
     #[test]
@@ -353,10 +355,7 @@ mod tests {
         let new = old.with_child(&a, node(json!({"s": 5})));
         index.update_child(&a, &old.child(&a), &new.child(&a));
         let top = query(json!({"i": "s", "l": 1, "vf": "r"}));
-        assert_eq!(
-            index.window(&top, &new),
-            Some(node(json!({"a": {"s": 5}})))
-        );
+        assert_eq!(index.window(&top, &new), Some(node(json!({"a": {"s": 5}}))));
         let replaced = node(json!({"b": {"s": 9}, "d": {"s": 0}}));
         index.replace(&new, &replaced);
         assert_eq!(index.len(), 2);
