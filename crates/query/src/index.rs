@@ -299,16 +299,9 @@ fn seek<'a>(end: Option<&'a (Post<'a>, bool)>) -> Seek<&'a (dyn Place + 'a)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::window::tests::{node, query};
     use proptest::prelude::*;
     use serde_json::{json, Value};
-
-    fn node(value: Value) -> Node {
-        Node::from_json(&value).expect("valid test data")
-    }
-
-    fn query(q: Value) -> QueryParams {
-        QueryParams::from_wire(&q).expect("valid test query")
-    }
 
     #[test]
     fn key_and_priority_need_no_index() {

@@ -205,15 +205,15 @@ pub(crate) fn assemble(node: &Node, mut kept: Vec<Child<'_>>, in_key_order: bool
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::{json, Value};
 
-    fn node(value: Value) -> Node {
+    pub(crate) fn node(value: Value) -> Node {
         Node::from_json(&value).expect("valid test data")
     }
 
-    fn query(q: Value) -> QueryParams {
+    pub(crate) fn query(q: Value) -> QueryParams {
         QueryParams::from_wire(&q).expect("valid test query")
     }
 
