@@ -156,6 +156,8 @@ describe('raw protocol', () => {
     const r = b.sendRequest('q', { p: '/tq', q: { l: 2, vf: 'r', i: 's' }, t: 7, h: '' });
     const ok = await b.response(r);
     assert.equal(ok.body.s, 'ok');
+    // No rules (--dev), so no `.indexOn` for `s`: Firebase's warning, exactly as it sends it.
+    assert.deepEqual(ok.body.d, { w: ['no_index'] });
     // The initial data is the window only, tagged, before the ok.
     assert.deepEqual(b.pushes(from), [{ t: 'd', d: { a: 'd', b: { p: '/tq', d: { b: { s: 2 }, c: { s: 3 } }, t: 7 } } }]);
     assert.ok(b.messages.indexOf(b.pushes(from)[0]) < ok.index, 'query data precedes the listen ok');

@@ -155,6 +155,14 @@ impl<'q> NamePost<'q> {
     }
 }
 
+/// The post of a bound under a value-based index: its value and its key tie-breaker.
+pub(crate) fn value_post(bound: &Bound) -> (IndexValue, NamePost<'_>) {
+    (
+        IndexValue::of_bound(&bound.value),
+        NamePost::of_name(&bound.name),
+    )
+}
+
 /// One end of the range, prepared for repeated comparisons (the bound's value converted once).
 #[derive(Debug)]
 enum Post<'q> {

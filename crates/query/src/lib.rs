@@ -10,16 +10,19 @@
 //! * `parse.rs`: turning the wire object into [`QueryParams`], with validation;
 //! * `compare.rs`: the total order of children under an index and the range test;
 //! * `window.rs`: computing the query result of a node;
+//! * `index.rs`: an ordered index of a location's children (`.indexOn`), which finds a window without a scan;
 //! * `rest.rs`: reading the query parameters of a REST request into the same model.
 
 mod compare;
 mod error;
+mod index;
 mod params;
 mod parse;
 mod rest;
 mod window;
 
 pub use error::QueryError;
+pub use index::OrderedIndex;
 pub use params::{
     Bound, BoundName, BoundValue, Index, Limit, LimitFrom, OrderedF64, QueryParams, MAX_LIMIT,
     MAX_NAME, MIN_NAME,

@@ -17,7 +17,7 @@ use crate::compare::{IndexValue, KeyPost, NamePost, Range};
 use crate::params::{Index, Limit, LimitFrom, QueryParams};
 
 /// A kept child, borrowed from the queried node.
-type Child<'a> = (Cow<'a, Key>, Cow<'a, Node>);
+pub(crate) type Child<'a> = (Cow<'a, Key>, Cow<'a, Node>);
 
 impl QueryParams {
     /// The query result of `node`: its in-range children, cut to the first or last `count` of them in
@@ -175,7 +175,7 @@ fn keep_smallest<T: Ord>(items: impl Iterator<Item = T>, count: usize) -> Vec<T>
 }
 
 /// Builds the result node holding exactly `kept` (children of `node`), without a priority of its own.
-fn assemble(node: &Node, mut kept: Vec<Child<'_>>, in_key_order: bool) -> Node {
+pub(crate) fn assemble(node: &Node, mut kept: Vec<Child<'_>>, in_key_order: bool) -> Node {
     let total = node.child_count();
     if kept.len() == total {
         return node.with_priority(Priority::None);
@@ -205,15 +205,15 @@ fn assemble(node: &Node, mut kept: Vec<Child<'_>>, in_key_order: bool) -> Node {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::{json, Value};
 
-    fn node(value: Value) -> Node {
+    pub(crate) fn node(value: Value) -> Node {
         Node::from_json(&value).expect("valid test data")
     }
 
-    fn query(q: Value) -> QueryParams {
+    pub(crate) fn query(q: Value) -> QueryParams {
         QueryParams::from_wire(&q).expect("valid test query")
     }
 

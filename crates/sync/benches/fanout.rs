@@ -8,11 +8,13 @@
 //! without, so the difference is what the listeners cost: finding the affected views,
 //! recomputing filtered windows, building the pushes and their target lists.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use hearth_query::QueryParams;
-use hearth_sync::{ConnId, Database, Effect, Effects, Request, WriteTarget};
+use hearth_rules::Rules;
+use hearth_sync::{Access, ConnId, Database, Effect, Effects, Request, WriteTarget};
 use hearth_tree::{Node, Path};
 use serde_json::{json, Map, Value};
 
@@ -327,12 +329,210 @@ fn shared_filtered(c: &mut Criterion) {
     );
 }
 
+/// Rules that declare `.indexOn: "score"` for `/scores` (and every other top-level list).
+const INDEXED_RULES: &str =
+    r#"{"rules": {".read": true, ".write": true, "$list": {".indexOn": ["score"]}}}"#;
+
+/// `database`, with rules that declare the `score` index when `indexed`, set before the
+/// listens so that their view reads its windows from an ordered index.
+fn scores_database(
+    children: usize,
+    listeners: usize,
+    listen: Option<&dyn Fn(usize) -> Request>,
+    indexed: bool,
+) -> Database {
+    let data: Map<String, Value> = (0..children)
+        .map(|i| {
+            (
+                format!("c{i:06}"),
+                json!({"name": format!("player {i}"), "score": i}),
+            )
+        })
+        .collect();
+    let mut db = database("/scores", Value::Object(data), 0, None);
+    if indexed {
+        let rules = Rules::parse(INDEXED_RULES).expect("valid bench rules");
+        db.set_access(Access::Rules(Arc::new(rules)), NOW_MS, &mut Effects::new());
+    }
+    let mut out = Effects::new();
+    if let Some(listen) = listen {
+        for i in 0..listeners {
+            let conn = i as ConnId + 1;
+            db.connect(conn);
+            let reply = db.handle(conn, listen(i), NOW_MS, &mut out);
+            assert!(reply.is_ok(), "listen {i} refused: {reply:?}");
+            out.clear();
+        }
+    }
+    assert_eq!(db.index_count(), usize::from(indexed && listen.is_some()));
+    db
+}
+
+/// A source of writes; each database gets its own, so that each sees the same sequence.
+type Writes = Box<dyn FnMut() -> Request>;
+
+/// Like `run_case`, over three databases: the window read from an ordered index, the
+/// window found by a scan of the children, and no listener.
+fn run_sized(
+    c: &mut Criterion,
+    group: &str,
+    children: usize,
+    databases: [(&str, &mut Database); 3],
+    writes: &dyn Fn() -> Writes,
+    expect: (usize, usize),
+) {
+    let mut out = Effects::new();
+    let mut group = c.benchmark_group(group);
+    for (label, db) in databases {
+        let mut next = writes();
+        let reply = db.handle(WRITER, next(), NOW_MS, &mut out);
+        assert!(reply.is_ok(), "{label}: write refused: {reply:?}");
+        if label != "baseline_no_listeners" {
+            assert_eq!(fanout_of(&out), expect, "{label}: unexpected fan-out");
+        }
+        out.clear();
+        group.bench_function(BenchmarkId::new(label, children), |b| {
+            b.iter_batched(
+                &mut next,
+                |request| {
+                    let reply = db.handle(WRITER, request, NOW_MS, &mut out);
+                    out.clear();
+                    reply
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+/// The list sizes of the indexed-window cases, scaled for smoke runs.
+fn list_sizes() -> Vec<usize> {
+    [1_000, 10_000, 100_000]
+        .into_iter()
+        .map(|n| ((n as f64 * scale()).round() as usize).max(50))
+        .collect()
+}
+
+/// (d) One tagged `orderByChild('score').limitToLast(10)` view (10 listeners) on lists of
+/// 1,000 to 100,000 children, with and without `.indexOn`. Writes that the window
+/// shortcuts cannot decide: a child from outside enters the window (the lowest member
+/// leaves), or the top member falls to the bottom (the best outsider enters).
+fn indexed_windows(c: &mut Criterion) {
+    const WATCHERS: usize = 10;
+    let query = json!({"i": "score", "l": 10, "vf": "r"});
+    let listen_top = |i: usize| listen("/scores", Some(query.clone()), Some(i as u64 + 1));
+    for n in list_sizes() {
+        let databases = || {
+            (
+                scores_database(n, WATCHERS, Some(&listen_top), true),
+                scores_database(n, WATCHERS, Some(&listen_top), false),
+                scores_database(n, 0, None, true),
+            )
+        };
+        // Child `k` (in turn) gets a score above every other.
+        let enters = || -> Writes {
+            let mut counter = 0usize;
+            Box::new(move || {
+                counter += 1;
+                put(
+                    &format!("/scores/c{:06}/score", counter % n),
+                    json!(n + counter),
+                )
+            })
+        };
+        // The top member falls to the bottom: the children are written from the top down,
+        // each below every score so far, so the one written is always the top one.
+        let leaves = || -> Writes {
+            let mut counter = 0usize;
+            Box::new(move || {
+                counter += 1;
+                put(
+                    &format!("/scores/c{:06}/score", n - 1 - (counter - 1) % n),
+                    json!(-(counter as i64)),
+                )
+            })
+        };
+        for (group, writes) in [
+            ("d_window_enters", &enters as &dyn Fn() -> Writes),
+            ("d_window_member_leaves", &leaves),
+        ] {
+            let (mut indexed, mut scan, mut bare) = databases();
+            run_sized(
+                c,
+                group,
+                n,
+                [
+                    ("indexed", &mut indexed),
+                    ("scan", &mut scan),
+                    ("baseline_no_listeners", &mut bare),
+                ],
+                writes,
+                (1, WATCHERS),
+            );
+        }
+    }
+}
+
+/// (e) A leaderboard: 100,000 players, 1,000 watchers of its top 10 (one shared indexed
+/// view), each write a player's new score. Either every write puts a player at the top, or
+/// the scores are pseudo-random (most land outside the top 10, a few enter it).
+fn leaderboard(c: &mut Criterion) {
+    let n = list_sizes()[2];
+    let watchers = listeners();
+    let query = json!({"i": "score", "l": 10, "vf": "r"});
+    let listen_top = |i: usize| listen("/scores", Some(query.clone()), Some(i as u64 + 1));
+    let mut indexed = scores_database(n, watchers, Some(&listen_top), true);
+    let mut bare = scores_database(n, 0, None, true);
+    let mut counter = 0usize;
+    let mut next = || {
+        counter += 1;
+        put(
+            &format!("/scores/c{:06}/score", counter.wrapping_mul(7_919) % n),
+            json!(n + counter),
+        )
+    };
+    run_case(
+        c,
+        "e_leaderboard_100k_top10_new_leader",
+        &mut indexed,
+        &mut bare,
+        &mut next,
+        (1, watchers),
+    );
+
+    let mut indexed = scores_database(n, watchers, Some(&listen_top), true);
+    let mut bare = scores_database(n, 0, None, true);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut first = true;
+    let mut next = || {
+        // The first write (checked by run_case) lowers a player far from the top.
+        if std::mem::take(&mut first) {
+            return put("/scores/c000000/score", json!(-1));
+        }
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let player = (state >> 33) as usize % n;
+        let score = (state >> 13) as usize % (n + n / 1_000);
+        put(&format!("/scores/c{player:06}/score"), json!(score))
+    };
+    run_case(
+        c,
+        "e_leaderboard_100k_top10_random_scores",
+        &mut indexed,
+        &mut bare,
+        &mut next,
+        (0, 0),
+    );
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(20)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2));
-    targets = shared_default, distinct_children, shared_filtered
+    targets = shared_default, distinct_children, shared_filtered, indexed_windows, leaderboard
 }
 criterion_main!(benches);

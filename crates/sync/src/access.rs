@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hearth_query::QueryParams;
+use hearth_query::{Index, QueryParams};
 use hearth_rules::{Decision, Rules};
 use hearth_tree::{Node, Path};
 use serde_json::Value;
@@ -66,6 +66,16 @@ impl Access {
             Access::Rules(rules) => {
                 decision(rules.can_read(root, path, auth.variable(), query, now_ms))
             }
+        }
+    }
+
+    /// Whether `.indexOn` declares `index` for the children of `path` (key and priority order
+    /// need no declaration). Without rules (open or locked) nothing is declared, as with the
+    /// Firebase emulator's default rules.
+    pub(crate) fn declares_index(&self, path: &Path, index: &Index) -> bool {
+        match self {
+            Access::Rules(rules) => rules.is_indexed(path, index),
+            Access::Open | Access::Locked => matches!(index, Index::Key | Index::Priority),
         }
     }
 

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use hearth_query::QueryParams;
+use hearth_query::{OrderedIndex, QueryParams};
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
@@ -93,6 +93,12 @@ impl Database {
         self.views.len()
     }
 
+    /// The number of live ordered indexes (`.indexOn` locations and indexes that filtered
+    /// views read their windows from).
+    pub fn index_count(&self) -> usize {
+        self.views.index_count()
+    }
+
     pub fn session_count(&self) -> usize {
         self.sessions.len()
     }
@@ -115,6 +121,11 @@ impl Database {
     pub fn set_access(&mut self, access: Access, now_ms: u64, out: &mut Effects) {
         self.access = access;
         self.revoke_unreadable(None, now_ms, out);
+        // Indexes follow `.indexOn`: those the new rules declare are built for the views
+        // that can use them, and those they no longer declare are dropped.
+        let access = &self.access;
+        self.views
+            .reindex(&self.root, |path, index| access.declares_index(path, index));
     }
 
     pub fn access(&self) -> &Access {
@@ -298,7 +309,7 @@ impl Database {
                 }
                 Reply {
                     status: Status::Ok,
-                    data: ReplyData::Value(query.apply(&self.root.get(&path))),
+                    data: ReplyData::Value(self.query_result(&path, &query)),
                 }
             }
         }
@@ -338,7 +349,10 @@ impl Database {
                 format!("a connection may hold at most {MAX_LISTENS_PER_SESSION} listens"),
             );
         }
-        let id = self.views.subscribe(&path, &query, target, &self.root);
+        let indexed = self.access.declares_index(&path, &query.index);
+        let id = self
+            .views
+            .subscribe(&path, &query, target, &self.root, indexed);
         session.listens.insert(
             key,
             ListenEntry {
@@ -361,6 +375,11 @@ impl Database {
                 }),
                 targets: vec![target],
             });
+        }
+        // As Firebase does, a filtered query ordered by a value or child that `.indexOn` does
+        // not declare here is answered with a warning, which the SDK logs with the rule to add.
+        if query.is_filtered() && OrderedIndex::supports(&query.index) && !indexed {
+            return Reply::listen_ok_no_index();
         }
         Reply::listen_ok()
     }
@@ -385,7 +404,16 @@ impl Database {
         self.access
             .check_read(auth, &self.root, path, Some(query), now_ms)
             .map_err(|refusal| self.denied(0, &refusal))?;
-        Ok(query.apply(&self.root.get(path)))
+        Ok(self.query_result(path, query))
+    }
+
+    /// The query's result at `path`, read from a live ordered index when a view keeps one.
+    fn query_result(&self, path: &Path, query: &QueryParams) -> Node {
+        let node = self.root.get(path);
+        self.views
+            .find_index(path, &query.index)
+            .and_then(|index| index.window(query, &node))
+            .unwrap_or_else(|| query.apply(&node))
     }
 
     fn denied(&self, conn: ConnId, refusal: &Refusal) -> Reply {

@@ -544,3 +544,85 @@ fn a_read_only_database_refuses_writes_and_keeps_serving_reads() {
     db.set_read_only(None);
     assert!(put(&mut db, 1, "/a", json!(3)).0.is_ok());
 }
+
+#[test]
+fn unindexed_value_and_child_queries_are_answered_with_a_warning() {
+    let mut db = Database::new();
+    db.connect(1);
+    put(
+        &mut db,
+        1,
+        "/rooms/r1/scores",
+        json!({"a": {"s": 1}, "b": {"s": 2}}),
+    );
+    let by_child = json!({"i": "s", "l": 1, "vf": "r"});
+    let by_deep_child = json!({"i": "m/t", "l": 1});
+    let by_value = json!({"i": ".value", "l": 1});
+    let at = "/rooms/r1/scores";
+    // Open (development) and locked databases have no rules, so nothing is indexed.
+    for (tag, q) in [(1, &by_child), (2, &by_deep_child), (3, &by_value)] {
+        let (reply, out) = listen(&mut db, 1, at, Some(q.clone()), Some(tag));
+        assert_eq!(reply, Reply::listen_ok_no_index(), "{q}");
+        assert_eq!(pushes(&out).len(), 1, "the data is sent all the same");
+    }
+    assert_eq!(db.index_count(), 0);
+    // Key and priority order need no index, and a plain listen names none.
+    for (tag, q) in [(4, json!({"i": ".key", "l": 1})), (5, json!({"l": 1}))] {
+        let (reply, _) = listen(&mut db, 1, at, Some(q), Some(tag));
+        assert_eq!(reply, Reply::listen_ok());
+    }
+    let (reply, _) = listen(&mut db, 1, at, None, None);
+    assert_eq!(reply, Reply::listen_ok());
+
+    // Declared at a wildcard location: no warning, and the views share one index per index.
+    let indexed = r#"{"rules": {".read": true, ".write": true,
+        "rooms": {"$room": {"scores": {".indexOn": ["s", "m/t", ".value"]}}}}}"#;
+    let mut out = Effects::new();
+    db.set_access(rules(indexed), 0, &mut out);
+    assert_eq!(
+        db.index_count(),
+        3,
+        "the rules built the indexes of the live views"
+    );
+    for (tag, q) in [(6, &by_child), (7, &by_deep_child), (8, &by_value)] {
+        let (reply, _) = listen(&mut db, 1, at, Some(q.clone()), Some(tag));
+        assert_eq!(reply, Reply::listen_ok(), "{q}");
+    }
+    let other = json!({"i": "s", "l": 2});
+    let (reply, _) = listen(&mut db, 1, at, Some(other), Some(9));
+    assert_eq!(reply, Reply::listen_ok());
+    assert_eq!(db.index_count(), 3);
+    // Somewhere the rules do not declare it, the warning is back.
+    let (reply, _) = listen(&mut db, 1, "/rooms", Some(by_child.clone()), Some(10));
+    assert_eq!(reply, Reply::listen_ok_no_index());
+
+    // A write moves the indexed window; new rules without the index drop it.
+    let (_, out) = put(&mut db, 1, "/rooms/r1/scores/a/s", json!(5));
+    let rows = pushes(&out);
+    let moved = json!({"a": {"s": 5}});
+    assert!(
+        rows.iter()
+            .any(|(_, tag, _, data)| *tag == Some(1) && *data == moved),
+        "{rows:?}"
+    );
+    db.set_access(
+        rules(r#"{"rules": {".read": true}}"#),
+        0,
+        &mut Effects::new(),
+    );
+    assert_eq!(db.index_count(), 0);
+    let mut out = Effects::new();
+    let reply = db.handle(
+        1,
+        Request::Get {
+            path: path(at),
+            query: query(by_child),
+        },
+        1_000,
+        &mut out,
+    );
+    assert_eq!(
+        reply.data,
+        ReplyData::Value(Node::from_json(&json!({"a": {"s": 5}})).expect("data"))
+    );
+}

@@ -197,6 +197,13 @@ impl Database {
         }
         let old_root = std::mem::replace(&mut self.root, new_root);
         self.stats.writes += 1;
+        // Ordered indexes follow the tree now, not at the tick: a window read from one in
+        // between (another write, a new listen) must see the children where they are. The
+        // tick's update of the same children, from the same old data, then changes nothing.
+        let targets: Vec<Path> = write.targets().collect();
+        let affected = self.views.affected(targets.iter());
+        self.views
+            .update_indexes(&affected, &targets, &old_root, &self.root);
         self.volatile.mark(&old_root, write.targets());
         out.push(Effect::Volatile);
     }

@@ -15,7 +15,8 @@ use hearth_query::{LimitFrom, QueryParams};
 use hearth_tree::{Key, Node, Path};
 
 use crate::effect::{Effect, Effects, Push, PushData, Target};
-use crate::views::{View, Views};
+use crate::indexes::Indexes;
+use crate::views::{window_of, View, Views};
 use crate::write::Write;
 
 /// Appends to `out` the pushes caused by `write`, which turned `old_root` into `new_root`.
@@ -28,13 +29,15 @@ pub(crate) fn write_events(
 ) {
     let targets: Vec<Path> = write.targets().collect();
     let affected = views.affected(targets.iter());
+    // Every index a view reads its window from is brought up to date before any window is.
+    views.update_indexes(&affected, &targets, old_root, new_root);
     let mut shared_targets: Vec<Target> = Vec::new();
     for id in affected {
-        let Some(view) = views.get_mut(id) else {
+        let Some((view, indexes)) = views.get_with_indexes(id) else {
             continue;
         };
         if view.query.is_filtered() {
-            if let Some(push) = filtered_push(view, &targets, new_root) {
+            if let Some(push) = filtered_push(view, indexes, &targets, new_root) {
                 emit(out, push, view.subscribers.clone());
             }
         } else if write.base.starts_with(&view.path) {
@@ -124,12 +127,18 @@ fn default_push_below(
 }
 
 /// Recomputes a filtered view and returns the push that brings its listeners from the old
-/// result to the new one, or `None` when the result did not change.
-fn filtered_push(view: &mut View, targets: &[Path], new_root: &Node) -> Option<Push> {
+/// result to the new one, or `None` when the result did not change. A view with an ordered
+/// index reads its new window from it (O(log n + window)); one without scans the children.
+fn filtered_push(
+    view: &mut View,
+    indexes: &Indexes,
+    targets: &[Path],
+    new_root: &Node,
+) -> Option<Push> {
     let window = match window_shortcut(view, targets, new_root) {
         Some(Shortcut::Unchanged) => return None,
         Some(Shortcut::InPlace(window)) => window,
-        None => view.query.apply(&new_root.get(&view.path)),
+        None => window_of(indexes, view.index, &view.query, &new_root.get(&view.path)),
     };
     if window.ptr_eq(&view.window) || window == view.window {
         return None;

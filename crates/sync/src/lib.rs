@@ -10,6 +10,7 @@ mod access;
 mod database;
 mod effect;
 mod events;
+mod indexes;
 mod limits;
 mod ondisconnect;
 mod request;

@@ -96,6 +96,9 @@ pub enum ReplyData {
     EmptyText,
     /// `{}`: what listen acknowledgements carry (Android casts it to a map).
     EmptyObject,
+    /// `{"w":["no_index"]}`: a listen acknowledgement with Firebase's warning that the
+    /// query's index is not declared with `.indexOn` (the SDK logs it).
+    NoIndexWarning,
     /// A value in export form, for one-shot reads.
     Value(Node),
     /// A human-readable reason, for errors.
@@ -121,6 +124,14 @@ impl Reply {
         Reply {
             status: Status::Ok,
             data: ReplyData::EmptyObject,
+        }
+    }
+
+    /// A listen acknowledgement that carries the `no_index` warning.
+    pub fn listen_ok_no_index() -> Reply {
+        Reply {
+            status: Status::Ok,
+            data: ReplyData::NoIndexWarning,
         }
     }
 

@@ -5,10 +5,11 @@
 
 use std::collections::HashMap;
 
-use hearth_query::QueryParams;
+use hearth_query::{Index, OrderedIndex, QueryParams};
 use hearth_tree::{Key, Node, Path};
 
 use crate::effect::Target;
+use crate::indexes::{IndexId, Indexes};
 
 pub(crate) type ViewId = usize;
 
@@ -21,6 +22,8 @@ pub(crate) struct View {
     positions: HashMap<Target, usize>,
     /// The result last sent, for filtered views (their pushes are diffs against it).
     pub window: Node,
+    /// The ordered index its window is read from, when `.indexOn` declares one.
+    pub index: Option<IndexId>,
 }
 
 impl View {
@@ -55,17 +58,21 @@ pub(crate) struct Views {
     free: Vec<ViewId>,
     by_key: HashMap<(Path, QueryParams), ViewId>,
     trie: TrieNode,
+    indexes: Indexes,
 }
 
 impl Views {
     /// Adds `target` to the view of (`path`, `query`), creating the view if needed.
-    /// `root` is the current tree, used to compute a new filtered view's first result.
+    /// `root` is the current tree, used to compute a new filtered view's first result;
+    /// `indexed` says whether `.indexOn` declares the query's index at `path`, in which case
+    /// a new filtered view reads its windows from an ordered index.
     pub fn subscribe(
         &mut self,
         path: &Path,
         query: &QueryParams,
         target: Target,
         root: &Node,
+        indexed: bool,
     ) -> ViewId {
         let query = normalize(query);
         if let Some(&id) = self.by_key.get(&(path.clone(), query.clone())) {
@@ -74,8 +81,11 @@ impl Views {
                 return id;
             }
         }
+        let index = (indexed && query.is_filtered())
+            .then(|| self.indexes.acquire(path, &query.index, root))
+            .flatten();
         let window = if query.is_filtered() {
-            query.apply(&root.get(path))
+            window_of(&self.indexes, index, &query, &root.get(path))
         } else {
             Node::empty()
         };
@@ -85,6 +95,7 @@ impl Views {
             subscribers: vec![target],
             positions: HashMap::from([(target, 0)]),
             window,
+            index,
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -116,14 +127,74 @@ impl Views {
         self.by_key.remove(&(view.path.clone(), view.query));
         self.remove_from_trie(&view.path, id);
         self.free.push(id);
+        if let Some(index) = view.index {
+            self.indexes.release(index);
+        }
+    }
+
+    /// Gives each filtered view the index that `indexed` (the rules, after a change) now
+    /// declares for it, and takes away those it no longer declares: indexes are built or
+    /// dropped accordingly, and views without one go back to scanning.
+    pub fn reindex(&mut self, root: &Node, indexed: impl Fn(&Path, &Index) -> bool) {
+        for view in self.slots.iter_mut().flatten() {
+            if !view.query.is_filtered() {
+                continue;
+            }
+            let wanted = indexed(&view.path, &view.query.index);
+            match (wanted, view.index) {
+                (true, None) => {
+                    view.index = self.indexes.acquire(&view.path, &view.query.index, root);
+                }
+                (false, Some(index)) => {
+                    self.indexes.release(index);
+                    view.index = None;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Brings the indexes of the views `ids` (each index once) from `old_root` to `new_root`,
+    /// which differ at `targets` only.
+    pub fn update_indexes(
+        &mut self,
+        ids: &[ViewId],
+        targets: &[Path],
+        old_root: &Node,
+        new_root: &Node,
+    ) {
+        let mut indexes: Vec<IndexId> = ids
+            .iter()
+            .filter_map(|&id| self.get(id).and_then(|view| view.index))
+            .collect();
+        if indexes.is_empty() {
+            return;
+        }
+        indexes.sort_unstable();
+        indexes.dedup();
+        for index in indexes {
+            self.indexes.update(index, targets, old_root, new_root);
+        }
+    }
+
+    /// A view with the indexes, to recompute its window.
+    pub fn get_with_indexes(&mut self, id: ViewId) -> Option<(&mut View, &Indexes)> {
+        let view = self.slots.get_mut(id).and_then(Option::as_mut)?;
+        Some((view, &self.indexes))
+    }
+
+    /// The live index of `path`'s children under `index`, if a view keeps one.
+    pub fn find_index(&self, path: &Path, index: &Index) -> Option<&OrderedIndex> {
+        self.indexes.find(path, index)
+    }
+
+    /// The number of live ordered indexes.
+    pub fn index_count(&self) -> usize {
+        self.indexes.len()
     }
 
     pub fn get(&self, id: ViewId) -> Option<&View> {
         self.slots.get(id).and_then(Option::as_ref)
-    }
-
-    pub fn get_mut(&mut self, id: ViewId) -> Option<&mut View> {
-        self.slots.get_mut(id).and_then(Option::as_mut)
     }
 
     /// The number of live views.
@@ -170,6 +241,20 @@ impl Views {
     fn remove_from_trie(&mut self, path: &Path, id: ViewId) {
         remove_recursive(&mut self.trie, path.keys(), id);
     }
+}
+
+/// The query result of `node` for a view: read from its index when it has one, else by a
+/// scan of the children.
+pub(crate) fn window_of(
+    indexes: &Indexes,
+    index: Option<IndexId>,
+    query: &QueryParams,
+    node: &Node,
+) -> Node {
+    index
+        .and_then(|id| indexes.get(id))
+        .and_then(|index| index.window(query, node))
+        .unwrap_or_else(|| query.apply(node))
 }
 
 /// Views whose query only orders (no range, no limit) send the full data, exactly like a
@@ -224,8 +309,20 @@ mod tests {
     fn identical_listens_share_a_view() {
         let mut views = Views::default();
         let root = Node::empty();
-        let a = views.subscribe(&path("/x"), &QueryParams::default(), target(1), &root);
-        let b = views.subscribe(&path("/x"), &QueryParams::default(), target(2), &root);
+        let a = views.subscribe(
+            &path("/x"),
+            &QueryParams::default(),
+            target(1),
+            &root,
+            false,
+        );
+        let b = views.subscribe(
+            &path("/x"),
+            &QueryParams::default(),
+            target(2),
+            &root,
+            false,
+        );
         assert_eq!(a, b);
         assert_eq!(views.len(), 1);
         views.unsubscribe(a, target(1));
@@ -239,9 +336,21 @@ mod tests {
     fn many_subscribers_leave_in_any_order() {
         let mut views = Views::default();
         let root = Node::empty();
-        let id = views.subscribe(&path("/x"), &QueryParams::default(), target(0), &root);
+        let id = views.subscribe(
+            &path("/x"),
+            &QueryParams::default(),
+            target(0),
+            &root,
+            false,
+        );
         for conn in 1..100 {
-            views.subscribe(&path("/x"), &QueryParams::default(), target(conn), &root);
+            views.subscribe(
+                &path("/x"),
+                &QueryParams::default(),
+                target(conn),
+                &root,
+                false,
+            );
         }
         for conn in (0..100)
             .filter(|c| c % 3 == 0)
@@ -264,8 +373,9 @@ mod tests {
     fn affected_finds_ancestors_self_and_descendants_only() {
         let mut views = Views::default();
         let root = Node::empty();
-        let mut id =
-            |p: &str, c| views.subscribe(&path(p), &QueryParams::default(), target(c), &root);
+        let mut id = |p: &str, c| {
+            views.subscribe(&path(p), &QueryParams::default(), target(c), &root, false)
+        };
         let top = id("/", 1);
         let a = id("/a", 2);
         let ab = id("/a/b", 3);

@@ -2,8 +2,11 @@
 //! to an empty client cache the way the SDK applies them, leave that cache equal to a naive
 //! recomputation of the listen's result over the whole tree.
 
+use std::sync::Arc;
+
 use hearth_query::QueryParams;
-use hearth_sync::{ConnId, Database, Effect, Effects, PushData, Request, Tag, WriteTarget};
+use hearth_rules::Rules;
+use hearth_sync::{Access, ConnId, Database, Effect, Effects, PushData, Request, Tag, WriteTarget};
 use hearth_tree::{Node, Path};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -43,6 +46,23 @@ enum Op {
     Merge(Vec<(String, Value)>),
     /// An update below one child of the list, as a leaderboard updates a player's fields.
     MergeChild(String, Vec<(String, Value)>),
+    /// New rules: with `.indexOn` for every index the queries use (true) or without (false).
+    SetRules(bool),
+}
+
+/// Rules that declare an index for every value-based index the generated queries use, at a
+/// wildcard location (the list is `/list`).
+const INDEXED_RULES: &str = r#"{"rules": {".read": true, ".write": true,
+    "$list": {".indexOn": [".value", "score", "c/a"]}}}"#;
+const UNINDEXED_RULES: &str = r#"{"rules": {".read": true, ".write": true}}"#;
+
+fn rules(indexed: bool) -> Access {
+    let text = if indexed {
+        INDEXED_RULES
+    } else {
+        UNINDEXED_RULES
+    };
+    Access::Rules(Arc::new(Rules::parse(text).expect("valid test rules")))
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -78,7 +98,7 @@ fn bound_value(index: &str) -> BoxedStrategy<Value> {
 }
 
 fn query_wire() -> impl Strategy<Value = Value> {
-    prop::sample::select(vec!["", ".key", ".value", "score"]).prop_flat_map(|index| {
+    prop::sample::select(vec!["", ".key", ".value", "score", "c/a"]).prop_flat_map(|index| {
         let has_name = index != ".key";
         (
             prop::option::of((bound_value(index), prop::option::of(key()), any::<bool>())),
@@ -172,6 +192,21 @@ proptest! {
     ) {
         check_listeners(initial, queries, ops)?;
     }
+
+    /// The same with `.indexOn` declaring the queries' indexes, so that windows are read
+    /// from ordered indexes, and with the rules changing now and then (indexes dropped and
+    /// built again while the writes go on).
+    #[test]
+    fn indexed_pushes_rebuild_every_listen(
+        initial in value(),
+        queries in prop::collection::vec(query_wire(), 1..4),
+        ops in prop::collection::vec(prop_oneof![
+            8 => op(),
+            1 => any::<bool>().prop_map(Op::SetRules),
+        ], 1..16),
+    ) {
+        check_listeners_with(Some(true), initial, queries, ops)?;
+    }
 }
 
 /// A limit-one window whose only member changes: nothing bounds the outsiders, so the window
@@ -214,7 +249,20 @@ fn window_members_move_within_and_out_of_the_window() -> Result<(), TestCaseErro
 /// Every listener's cache, rebuilt from the pushes it was sent, equals its query applied to
 /// the database after each write.
 fn check_listeners(initial: Value, queries: Vec<Value>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    check_listeners_with(None, initial, queries, ops)
+}
+
+/// [`check_listeners`], with rules set first when `indexed` is given (see [`rules`]).
+fn check_listeners_with(
+    indexed: Option<bool>,
+    initial: Value,
+    queries: Vec<Value>,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
     let mut db = Database::new();
+    if let Some(indexed) = indexed {
+        db.set_access(rules(indexed), 0, &mut Effects::new());
+    }
     let writer: ConnId = 100;
     db.connect(writer);
     let mut out = Effects::new();
@@ -272,6 +320,11 @@ fn check_listeners(initial: Value, queries: Vec<Value>, ops: Vec<Op>) -> Result<
     for op in ops {
         let mut out = Effects::new();
         let request = match op {
+            Op::SetRules(indexed) => {
+                db.set_access(rules(indexed), 0, &mut out);
+                prop_assert!(out.is_empty(), "the rules revoked a listen: {:?}", out);
+                continue;
+            }
             Op::Put(keys, value) => {
                 let mut full = vec!["list".to_owned()];
                 full.extend(keys);

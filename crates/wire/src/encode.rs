@@ -37,6 +37,7 @@ pub fn encode_reply(request_id: u64, reply: &Reply) -> String {
     match &reply.data {
         ReplyData::EmptyText => out.extend_from_slice(b"\"\""),
         ReplyData::EmptyObject => out.extend_from_slice(b"{}"),
+        ReplyData::NoIndexWarning => out.extend_from_slice(br#"{"w":["no_index"]}"#),
         ReplyData::Value(node) => node.write_json(&mut out, true),
         ReplyData::Text(text) => push_json_bytes(&mut out, text),
     }
@@ -209,6 +210,10 @@ mod tests {
         assert_eq!(
             encode_reply(7, &Reply::listen_ok()),
             r#"{"t":"d","d":{"r":7,"b":{"s":"ok","d":{}}}}"#
+        );
+        assert_eq!(
+            encode_reply(9, &Reply::listen_ok_no_index()),
+            r#"{"t":"d","d":{"r":9,"b":{"s":"ok","d":{"w":["no_index"]}}}}"#
         );
         assert_eq!(
             encode_reply(8, &Reply::write_ok()),
