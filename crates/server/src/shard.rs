@@ -159,6 +159,8 @@ pub struct Shard {
     random: Cell<u64>,
     /// Volatile changes and the replies they hold, until the owner's next tick.
     pub volatile: crate::owner::volatile::VolatileTicks,
+    /// Serialized answers of large REST reads, served while their data is unchanged.
+    pub rest_cache: crate::rest::cache::RestCache,
 }
 
 impl Shard {
@@ -196,6 +198,7 @@ impl Shard {
         seed.write_u64(now_ms());
         seed.write_usize(index);
         let ws_budget = ShardBudget::new(config.http.clone());
+        let rest_cache = crate::rest::cache::RestCache::new(config.rest_cache_bytes);
         Shard {
             index,
             shard_count: peers.len(),
@@ -220,6 +223,7 @@ impl Shard {
             push_ids: RefCell::new(PushIdGenerator::new()),
             random: Cell::new(seed.finish()),
             volatile: Default::default(),
+            rest_cache,
         }
     }
 

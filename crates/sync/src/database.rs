@@ -382,10 +382,22 @@ impl Database {
         query: &QueryParams,
         now_ms: u64,
     ) -> Result<Node, Reply> {
+        self.check_query_read_as(auth, path, query, now_ms)?;
+        Ok(query.apply(&self.root.get(path)))
+    }
+
+    /// The access check of [`Database::read_as`] alone (the rules see the query), for a
+    /// caller that serves the read from elsewhere once it is allowed (the REST answer cache).
+    pub fn check_query_read_as(
+        &self,
+        auth: &AuthState,
+        path: &Path,
+        query: &QueryParams,
+        now_ms: u64,
+    ) -> Result<(), Reply> {
         self.access
             .check_read(auth, &self.root, path, Some(query), now_ms)
-            .map_err(|refusal| self.denied(0, &refusal))?;
-        Ok(query.apply(&self.root.get(path)))
+            .map_err(|refusal| self.denied(0, &refusal))
     }
 
     fn denied(&self, conn: ConnId, refusal: &Refusal) -> Reply {
