@@ -4,6 +4,7 @@
 
 use std::rc::Rc;
 
+use hearth_store::SplitMix64;
 use tokio::sync::{mpsc, watch};
 
 use super::execute::tests::{call, etag};
@@ -139,20 +140,12 @@ fn the_rules_are_checked_before_the_cache_is_consulted() {
     );
 }
 
-/// SplitMix64: a seeded generator, so that a failing seed replays exactly.
-struct Random(u64);
+/// A seeded generator (the store's SplitMix64), so that a failing seed replays exactly.
+struct Random(SplitMix64);
 
 impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.below(n as u64) as usize
     }
 
     fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
@@ -240,7 +233,7 @@ fn cached_answers_are_the_bytes_of_uncached_ones_under_random_writes() {
         // A budget of a few entries, so that the clock evicts too.
         let cached = shard_with_cache(64 * 1024);
         let plain = shard_with_cache(0);
-        let mut random = Random(seed);
+        let mut random = Random(SplitMix64(seed));
         for step in 0..150 {
             if random.below(3) == 0 {
                 let (method, path, body) = random_write(&mut random);
