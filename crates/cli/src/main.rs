@@ -177,6 +177,11 @@ struct ServeArgs {
     #[arg(long, default_value_t = hearth_server::DEFAULT_VOLATILE_HZ, env = "HEARTH_VOLATILE_HZ",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(hearth_server::MAX_VOLATILE_HZ)))]
     volatile_hz: u32,
+    /// MiB of serialized REST answers each shard keeps for reads that come again (answers of
+    /// 1 KiB and more; each served only while the data it shows is unchanged, and only after
+    /// the caller's access is checked). 0 serializes every answer.
+    #[arg(long, default_value_t = hearth_server::DEFAULT_REST_CACHE_BYTES / MIB, env = "HEARTH_REST_CACHE_MIB")]
+    rest_cache_mib: usize,
     /// Rules every database starts with (Firebase `database.rules.json` format). Without it,
     /// databases are open with --dev and locked (admins only) otherwise.
     #[arg(long, env = "HEARTH_RULES")]
@@ -416,6 +421,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         default_namespace: DEFAULT_NAMESPACE.to_owned(),
         sse_keep_alive: Duration::from_secs(args.sse_keep_alive_secs.max(1)),
         volatile_hz: args.volatile_hz,
+        rest_cache_bytes: args.rest_cache_mib.saturating_mul(MIB),
         http: std::sync::Arc::new(HttpBudgets::new(
             args.body_budget_mib.saturating_mul(MIB),
             args.answer_budget_mib.saturating_mul(MIB),

@@ -54,6 +54,9 @@ pub struct ServeConfig {
     /// Volatile ticks per second: how often changes under `.volatile` paths are pushed
     /// (`owner::volatile`, at most `MAX_VOLATILE_HZ`).
     pub volatile_hz: u32,
+    /// Bytes of serialized REST answers each shard keeps (`--rest-cache-mib`, `rest::cache`);
+    /// 0 serializes every answer.
+    pub rest_cache_bytes: usize,
 }
 
 impl ServeConfig {
@@ -79,6 +82,7 @@ impl ServeConfig {
             tls: None,
             metrics: MetricsConfig::default(),
             volatile_hz: DEFAULT_VOLATILE_HZ,
+            rest_cache_bytes: crate::rest::cache::DEFAULT_REST_CACHE_BYTES,
         }
     }
 }

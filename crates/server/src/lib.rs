@@ -49,4 +49,5 @@ mod verify_key;
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
 pub use listener::resolve_listen;
 pub use owner::volatile::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};
+pub use rest::cache::DEFAULT_REST_CACHE_BYTES;
 pub use server::{Server, StartError};

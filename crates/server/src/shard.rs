@@ -56,6 +56,8 @@ pub struct Shard {
     pub shutdown: watch::Receiver<bool>,
     /// Every shard's inbox (this one's too), by index.
     peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
+    /// Serialized answers of large REST reads, served while their data is unchanged.
+    pub rest_cache: crate::rest::cache::RestCache,
 }
 
 impl Shard {
@@ -105,6 +107,7 @@ impl Shard {
             ShardBudget::new(config.http.clone()),
             counters.clone(),
         );
+        let rest_cache = crate::rest::cache::RestCache::new(config.rest_cache_bytes);
         Shard {
             index,
             shard_count: peers.len(),
@@ -116,6 +119,7 @@ impl Shard {
             observer,
             shutdown,
             peers,
+            rest_cache,
         }
     }
 

@@ -401,10 +401,22 @@ impl Database {
         query: &QueryParams,
         now_ms: u64,
     ) -> Result<Node, Reply> {
+        self.check_query_read_as(auth, path, query, now_ms)?;
+        Ok(self.query_result(path, query))
+    }
+
+    /// The access check of [`Database::read_as`] alone (the rules see the query), for a
+    /// caller that serves the read from elsewhere once it is allowed (the REST answer cache).
+    pub fn check_query_read_as(
+        &self,
+        auth: &AuthState,
+        path: &Path,
+        query: &QueryParams,
+        now_ms: u64,
+    ) -> Result<(), Reply> {
         self.access
             .check_read(auth, &self.root, path, Some(query), now_ms)
-            .map_err(|refusal| self.denied(0, &refusal))?;
-        Ok(self.query_result(path, query))
+            .map_err(|refusal| self.denied(0, &refusal))
     }
 
     /// The query's result at `path`, read from a live ordered index when a view keeps one.

@@ -28,7 +28,8 @@ pub use frames::{
 };
 pub use push_id::{PushIdGenerator, PUSH_ID_ALPHABET, PUSH_ID_LEN, PUSH_ID_RANDOM_CHARS};
 pub use rest::{
-    is_array_like, rest_json, write_rest_json, write_shallow_json, write_value, JsonStyle,
+    is_array_like, rest_json, write_rest_json, write_rest_object, write_shallow_json, write_value,
+    JsonStyle, Member,
 };
 pub use sse::{
     encode_sse_event, encode_sse_payload, event_head, SseKind, SsePayload, SSE_AUTH_REVOKED,

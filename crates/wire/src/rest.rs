@@ -49,6 +49,30 @@ pub fn write_shallow_json(node: &Node, style: JsonStyle, out: &mut Vec<u8>) {
     writer.close(b'}', node.child_count() > 0, 0);
 }
 
+/// A member of an object assembled from parts: a node written as a read writes it, or a
+/// JSON value as it is.
+#[derive(Debug, Clone, Copy)]
+pub enum Member<'a> {
+    Node(&'a Node),
+    Value(&'a Value),
+}
+
+/// Appends an object of the given members, in the given order, each written as a read of it
+/// would be (arrays, numbers, key order and indentation alike): a PATCH's answer, whose
+/// members are the written paths.
+pub fn write_rest_object(members: &[(&str, Member<'_>)], style: JsonStyle, out: &mut Vec<u8>) {
+    let mut writer = Writer { out, style };
+    writer.open(b'{');
+    for (index, (name, member)) in members.iter().enumerate() {
+        writer.member(index, name, 1);
+        match member {
+            Member::Node(node) => writer.node(node, 1),
+            Member::Value(value) => writer.value(value, 1),
+        }
+    }
+    writer.close(b'}', !members.is_empty(), 0);
+}
+
 /// Appends any JSON value (error bodies, small answers) in the given style.
 pub fn write_value(value: &Value, pretty: bool, out: &mut Vec<u8>) {
     let mut writer = Writer {
@@ -279,6 +303,37 @@ mod tests {
             ),
             "[0,1,2,3,4,5,6,7,8,9,10]"
         );
+    }
+
+    #[test]
+    fn assembled_objects_write_members_as_reads_do() {
+        let list = node(json!({"1": "b", "0": "a"}));
+        let numbers = node(json!({"10": 1, "9": 2, "b": 3}));
+        let sent = json!({"x": 1});
+        let members = [
+            ("list", Member::Node(&list)),
+            ("n/m", Member::Node(&numbers)),
+            ("raw", Member::Value(&sent)),
+        ];
+        let mut out = Vec::new();
+        write_rest_object(&members, JsonStyle::default(), &mut out);
+        assert_eq!(
+            String::from_utf8(out).expect("UTF-8"),
+            r#"{"list":["a","b"],"n/m":{"9":2,"10":1,"b":3},"raw":{"x":1}}"#
+        );
+        let mut pretty = Vec::new();
+        let style = JsonStyle {
+            pretty: true,
+            ..JsonStyle::default()
+        };
+        write_rest_object(&members[..1], style, &mut pretty);
+        assert_eq!(
+            String::from_utf8(pretty).expect("UTF-8"),
+            "{\n  \"list\" : [\n    \"a\",\n    \"b\"\n  ]\n}"
+        );
+        let mut empty = Vec::new();
+        write_rest_object(&[], style, &mut empty);
+        assert_eq!(empty, b"{}");
     }
 
     #[test]

@@ -36,7 +36,7 @@ use crate::metrics::ShardCounters;
 use crate::namespace::owner_shard;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::rest_precheck::refuse_early;
-use crate::rest::execute::execute_durable;
+use crate::rest::execute::{execute_durable, timed_out};
 use crate::rest::precheck::write_check;
 use crate::rest::{
     make_call, parse_request, prepare_large_put, DataMethod, DataRequest, Endpoint, RestCall,
@@ -259,18 +259,26 @@ async fn answer(
         Ok(call) => call,
         Err(response) => return response.into_http(),
     };
-    let response = if owner == shard.index {
-        execute_durable(&shard, call).await
-    } else {
-        let answer = shard.forward(owner, call);
-        let unavailable = || RestResponse::error(503, "the database's shard is unavailable");
-        match timeout {
-            Some(timeout) => match tokio::time::timeout(timeout, answer).await {
-                Ok(answer) => answer.unwrap_or_else(|_| unavailable()),
-                Err(_) => timed_out(timeout),
-            },
-            None => answer.await.unwrap_or_else(|_| unavailable()),
+    let work = async {
+        if owner == shard.index {
+            execute_durable(&shard, call).await
+        } else {
+            shard
+                .forward(owner, call)
+                .await
+                .unwrap_or_else(|_| RestResponse::error(503, "the database's shard is unavailable"))
         }
+    };
+    // A read's `timeout` counts from its arrival, whichever shard owns the database: the
+    // queue to the owner, the wait for earlier writes to be durable and the serialization.
+    let response = match timeout {
+        Some(timeout) => {
+            let due = tokio::time::Instant::from_std(started + timeout);
+            tokio::time::timeout_at(due, work)
+                .await
+                .unwrap_or_else(|_| timed_out(timeout))
+        }
+        None => work.await,
     };
     response.into_http()
 }
@@ -332,13 +340,6 @@ fn read_timeout(request: &RestRequest) -> Option<Duration> {
         Endpoint::Data(data) if !data.method.is_write() => data.timeout,
         _ => None,
     }
-}
-
-fn timed_out(timeout: Duration) -> RestResponse {
-    RestResponse::error(
-        400,
-        format!("The read did not finish within the requested timeout of {timeout:?}."),
-    )
 }
 
 /// An event stream: its session is opened by the shard that owns the namespace, and its

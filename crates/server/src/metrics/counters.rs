@@ -42,6 +42,13 @@ pub struct ShardCounters {
     held_for_others: Cell<u64>,
     log_bytes: Cell<u64>,
     snapshots: Cell<u64>,
+    /// REST reads answered from the cache of serialized answers, and their bytes.
+    rest_cache_hits: Cell<u64>,
+    rest_cache_hit_bytes: Cell<u64>,
+    /// REST reads the cache could have answered but did not hold (or held stale).
+    rest_cache_misses: Cell<u64>,
+    /// Bytes the cache holds now (a level, not a count).
+    rest_cache_bytes: Cell<u64>,
     log_sync: LocalHistogram,
     ack_latency: LocalHistogram,
     /// Writes whose acknowledgement waits for the log (`--durability strict`): their log
@@ -92,6 +99,22 @@ impl ShardCounters {
 
     pub fn held_for_other(&self) {
         add(&self.held_for_others, 1);
+    }
+
+    /// A REST read was answered from the cache with `bytes`.
+    pub fn rest_cache_hit(&self, bytes: usize) {
+        add(&self.rest_cache_hits, 1);
+        add(&self.rest_cache_hit_bytes, bytes as u64);
+    }
+
+    /// A REST read whose answer is large enough to keep was not in the cache.
+    pub fn rest_cache_miss(&self) {
+        add(&self.rest_cache_misses, 1);
+    }
+
+    /// The cache of REST answers holds `bytes` now.
+    pub fn rest_cache_held(&self, bytes: usize) {
+        self.rest_cache_bytes.set(bytes as u64);
     }
 
     pub fn snapshot_taken(&self) {
@@ -148,6 +171,10 @@ impl ShardCounters {
             held_for_others: self.held_for_others.get(),
             log_bytes: self.log_bytes.get(),
             snapshots: self.snapshots.get(),
+            rest_cache_hits: self.rest_cache_hits.get(),
+            rest_cache_hit_bytes: self.rest_cache_hit_bytes.get(),
+            rest_cache_misses: self.rest_cache_misses.get(),
+            rest_cache_bytes: self.rest_cache_bytes.get(),
             log_sync: self.log_sync.snapshot(),
             ack_latency: self.ack_latency.snapshot(),
         }
@@ -176,6 +203,11 @@ pub struct CounterSnapshot {
     pub held_for_others: u64,
     pub log_bytes: u64,
     pub snapshots: u64,
+    pub rest_cache_hits: u64,
+    pub rest_cache_hit_bytes: u64,
+    pub rest_cache_misses: u64,
+    /// Summed over the shards: the server's total.
+    pub rest_cache_bytes: u64,
     pub log_sync: HistogramSnapshot,
     pub ack_latency: HistogramSnapshot,
 }
@@ -209,6 +241,10 @@ impl CounterSnapshot {
         self.held_for_others += other.held_for_others;
         self.log_bytes += other.log_bytes;
         self.snapshots += other.snapshots;
+        self.rest_cache_hits += other.rest_cache_hits;
+        self.rest_cache_hit_bytes += other.rest_cache_hit_bytes;
+        self.rest_cache_misses += other.rest_cache_misses;
+        self.rest_cache_bytes += other.rest_cache_bytes;
         self.log_sync.merge(&other.log_sync);
         self.ack_latency.merge(&other.ack_latency);
     }

@@ -291,6 +291,30 @@ impl Collector for Scraped {
         )?;
         counter(
             e,
+            "rest_cache_hits",
+            "REST reads answered from the cache of serialized answers (--rest-cache-mib).",
+            total.rest_cache_hits,
+        )?;
+        counter(
+            e,
+            "rest_cache_hit_bytes",
+            "Answer bytes served from the cache of serialized REST answers.",
+            total.rest_cache_hit_bytes,
+        )?;
+        counter(
+            e,
+            "rest_cache_misses",
+            "REST reads of a cacheable form whose answer the cache did not hold, or held for data since changed.",
+            total.rest_cache_misses,
+        )?;
+        gauge(
+            e,
+            "rest_cache_bytes",
+            "Bytes of serialized REST answers the shards' caches hold, entries' overhead included.",
+            level(total.rest_cache_bytes as usize),
+        )?;
+        counter(
+            e,
             "rest_requests_forwarded",
             "REST requests read on one core for a database another core owns.",
             total.rest_forwarded,

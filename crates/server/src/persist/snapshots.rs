@@ -39,6 +39,11 @@ pub fn maintain(shard: &Rc<Shard>, now: u64) {
             Chore::Snapshot(name) => start(shard, &name, now),
             Chore::Evict(name) => {
                 shard.owner.databases_mut().remove(&name);
+                // Its cached answers would hold its old tree in memory.
+                shard.rest_cache.forget(&name);
+                shard
+                    .counters
+                    .rest_cache_held(shard.rest_cache.stats().bytes);
                 evicted.push(name);
             }
         }

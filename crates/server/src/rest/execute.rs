@@ -7,15 +7,19 @@
 
 use std::time::Instant;
 
+use bytes::Bytes;
 use hearth_query::QueryParams;
 use hearth_sync::{
     AuthState, Change, Condition, Database, Effects, PreparedSet, Reply, ReplyData, Status,
     WriteTarget,
 };
 use hearth_tree::{Key, Node, Path};
-use hearth_wire::{write_rest_json, write_shallow_json, write_value, JsonStyle};
-use serde_json::{Map, Value};
+use hearth_wire::{
+    write_rest_json, write_rest_object, write_shallow_json, write_value, JsonStyle, Member,
+};
+use serde_json::Value;
 
+use super::cache::{Form, Hit, Lookup};
 use super::response::{RestResponse, JAVASCRIPT};
 use super::settings::{get_rules, put_rules};
 use super::{CallOp, DataMethod, DataRequest, RestCall, MAX_REST_RESPONSE_BYTES};
@@ -164,48 +168,77 @@ fn read(
             &mut unknown
         }
     };
-    // The rules see the query, so a rule that allows only some queries is honoured.
-    let result = match database.read_as(auth, path, params, now_ms()) {
-        Ok(result) => result,
-        Err(reply) => return reply_error(reply),
-    };
+    // The rules see the query, so a rule that allows only some queries is honoured. Access
+    // is decided here, for this caller, before the cache is consulted.
+    if let Err(reply) = database.check_query_read_as(auth, path, params, now_ms()) {
+        return reply_error(reply);
+    }
     let node = database.root().get(path);
     drop(databases);
+    let matches_nothing = request
+        .query
+        .as_ref()
+        .is_some_and(|query| query.matches_nothing);
+    // A JSONP wrapper, a priority or no body at all is not worth keeping.
+    let cached = shard.rest_cache.is_enabled()
+        && !(matches_nothing
+            || request.target.priority_only
+            || request.callback.is_some()
+            || request.silent);
+    let lookup = Lookup {
+        namespace,
+        path,
+        query: request.query.as_ref().map(|query| &query.params),
+        form: Form {
+            export: request.style.export,
+            pretty: request.style.pretty,
+            shallow: request.shallow,
+        },
+    };
+    let hit = cached
+        .then(|| shard.rest_cache.get(&lookup, &node))
+        .flatten();
+    if let Some(hit) = &hit {
+        shard.counters.rest_cache_hit(hit.body.len());
+    }
+    let (result, body) = match hit {
+        Some(hit) => (hit.result, Some(hit.body)),
+        None if matches_nothing => (Node::empty(), None),
+        None => (params.apply(&node), None),
+    };
+    // The ETag of a query's answer is the hash of what it shows, not of the whole location.
     let conditional = request.want_etag || request.if_none_match.is_some();
-    let etag = conditional.then(|| etag_of(&node));
+    let etag = conditional.then(|| etag_of(&result));
     if let (Some(expected), Some(etag)) = (&request.if_none_match, &etag) {
         if expected == etag {
             return RestResponse::empty(304).with_header("etag", etag.clone());
         }
     }
-    let result = match &request.query {
-        Some(query) if query.matches_nothing => Node::empty(),
-        _ => result,
+    let body = match body {
+        Some(body) => body,
+        None => {
+            if result.estimated_bytes() > MAX_REST_RESPONSE_BYTES {
+                return RestResponse::error(400, TOO_LARGE_TO_READ);
+            }
+            let body = Bytes::from(render_read(request, &result));
+            // Only answers worth keeping count as misses: small ones are never looked for.
+            if cached && shard.rest_cache.would_keep(body.len()) {
+                let hit = Hit {
+                    body: body.clone(),
+                    result,
+                };
+                shard.rest_cache.put(&lookup, node, hit);
+                shard.counters.rest_cache_miss();
+                shard
+                    .counters
+                    .rest_cache_held(shard.rest_cache.stats().bytes);
+            }
+            body
+        }
     };
-    if result.estimated_bytes() > MAX_REST_RESPONSE_BYTES {
-        return RestResponse::error(400, TOO_LARGE_TO_READ);
-    }
-    let mut body = Vec::new();
-    if let Some(callback) = &request.callback {
-        body.extend_from_slice(callback.as_bytes());
-        body.push(b'(');
-    }
-    if request.target.priority_only {
-        write_value(&result.priority().to_json(), false, &mut body);
-    } else if request.shallow {
-        write_shallow_json(&result, request.style, &mut body);
-    } else {
-        write_rest_json(&result, request.style, &mut body);
-    }
-    if request.callback.is_some() {
-        body.extend_from_slice(b");");
-    }
     if let Some(timeout) = request.timeout {
         if started.elapsed() > timeout {
-            return RestResponse::error(
-                400,
-                format!("The read did not finish within the requested timeout of {timeout:?}."),
-            );
+            return timed_out(timeout);
         }
     }
     let mut response = if request.silent {
@@ -227,6 +260,38 @@ fn read(
         );
     }
     response
+}
+
+/// The answer to a read whose result is `result`, in the request's form.
+fn render_read(request: &DataRequest, result: &Node) -> Vec<u8> {
+    let mut body = Vec::new();
+    if let Some(callback) = &request.callback {
+        body.extend_from_slice(callback.as_bytes());
+        body.push(b'(');
+    }
+    if request.target.priority_only {
+        write_value(
+            &result.priority().to_json(),
+            request.style.pretty,
+            &mut body,
+        );
+    } else if request.shallow {
+        write_shallow_json(result, request.style, &mut body);
+    } else {
+        write_rest_json(result, request.style, &mut body);
+    }
+    if request.callback.is_some() {
+        body.extend_from_slice(b");");
+    }
+    body
+}
+
+/// The answer to a read that took longer than its `timeout` parameter allows.
+pub fn timed_out(timeout: std::time::Duration) -> RestResponse {
+    RestResponse::error(
+        400,
+        format!("The read did not finish within the requested timeout of {timeout:?}."),
+    )
 }
 
 /// One REST write.
@@ -442,20 +507,37 @@ impl Write<'_> {
                 &mut body,
             ),
             Sent::Patch { names, entries } => {
-                let mut answer = Map::new();
-                for (name, (target, sent)) in names.iter().zip(entries) {
-                    let absolute = WriteTarget {
-                        path: request.target.path.join(&target.path),
-                        priority_only: target.priority_only,
-                    };
-                    let value = if readable(&absolute.path) {
-                        location_json(root, &absolute, request.style)
-                    } else {
-                        sent.clone()
-                    };
-                    answer.insert(name.clone(), value);
-                }
-                write_value(&Value::Object(answer), request.style.pretty, &mut body);
+                // Each written path shows what a read of it shows now (arrays, numbers and
+                // key order alike), in the order a read orders keys.
+                let mut members: Vec<(&str, Path, &WriteTarget, &Value)> = names
+                    .iter()
+                    .zip(entries)
+                    .map(|(name, (target, sent))| {
+                        let absolute = request.target.path.join(&target.path);
+                        (name.as_str(), absolute, target, sent)
+                    })
+                    .collect();
+                members.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+                let nodes: Vec<Node> = members
+                    .iter()
+                    .map(|(_, absolute, _, _)| root.get(absolute))
+                    .collect();
+                let priorities: Vec<Value> = nodes.iter().map(|n| n.priority().to_json()).collect();
+                let parts: Vec<(&str, Member<'_>)> = members
+                    .iter()
+                    .zip(nodes.iter().zip(&priorities))
+                    .map(|((name, absolute, target, sent), (node, priority))| {
+                        let member = if !readable(absolute) {
+                            Member::Value(sent)
+                        } else if target.priority_only {
+                            Member::Value(priority)
+                        } else {
+                            Member::Node(node)
+                        };
+                        (*name, member)
+                    })
+                    .collect();
+                write_rest_object(&parts, request.style, &mut body);
             }
             Sent::Prepared(prepared) => {
                 if readable(&request.target.path) {
@@ -508,23 +590,6 @@ fn write_location(root: &Node, target: &WriteTarget, style: JsonStyle, out: &mut
     } else {
         write_rest_json(&node, style, out);
     }
-}
-
-fn location_json(root: &Node, target: &WriteTarget, style: JsonStyle) -> Value {
-    let node = root.get(&target.path);
-    if target.priority_only {
-        return node.priority().to_json();
-    }
-    let mut text = Vec::new();
-    write_rest_json(
-        &node,
-        JsonStyle {
-            pretty: false,
-            ..style
-        },
-        &mut text,
-    );
-    serde_json::from_slice(&text).unwrap_or(Value::Null)
 }
 
 /// The HTTP answer to a request the engine refused.

@@ -9,6 +9,9 @@
 //! that owns the database. There `execute` applies it and returns a [`RestResponse`], again
 //! plain data.
 
+pub mod cache;
+#[cfg(test)]
+mod cache_tests;
 pub mod execute;
 #[cfg(test)]
 mod oracle_tests;
