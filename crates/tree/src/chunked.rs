@@ -38,9 +38,108 @@ struct ChunkData {
     digests: OnceLock<Box<[[u8; 20]]>>,
 }
 
+/// Most chunks indexed by a sorted slice: an `imbl` map allocates a full node of 64 entries
+/// (about 2 KiB) even for one chunk, more than a small collection's own bytes, while copying
+/// a slice of 32 entries on a write costs what updating the map does.
+const SMALL_INDEX_MAX: usize = 32;
+
+/// The chunks by first key, in key order.
+#[derive(Clone)]
+enum Index {
+    Small(Arc<[(Key, Chunk)]>),
+    Large(OrdMap<Key, Chunk>),
+}
+
+type IndexIter<'a> = Box<dyn DoubleEndedIterator<Item = (&'a Key, &'a Chunk)> + 'a>;
+
+impl Index {
+    fn from_vec(chunks: Vec<(Key, Chunk)>) -> Index {
+        if chunks.len() <= SMALL_INDEX_MAX {
+            Index::Small(chunks.into())
+        } else {
+            Index::Large(chunks.into_iter().collect())
+        }
+    }
+
+    /// The last chunk starting at or before `key`.
+    fn at_or_before(&self, key: &Key) -> Option<(&Key, &Chunk)> {
+        match self {
+            Index::Small(chunks) => {
+                let after = chunks.partition_point(|(first, _)| first <= key);
+                after
+                    .checked_sub(1)
+                    .map(|at| (&chunks[at].0, &chunks[at].1))
+            }
+            Index::Large(chunks) => chunks
+                .range::<_, Key>((Bound::Unbounded, Bound::Included(key)))
+                .next_back(),
+        }
+    }
+
+    fn first(&self) -> Option<(&Key, &Chunk)> {
+        self.iter().next()
+    }
+
+    fn iter(&self) -> IndexIter<'_> {
+        match self {
+            Index::Small(chunks) => Box::new(chunks.iter().map(|(key, chunk)| (key, chunk))),
+            Index::Large(chunks) => Box::new(chunks.iter()),
+        }
+    }
+
+    /// The chunks whose first keys lie between the bounds (not inverted).
+    fn range(&self, from: Bound<Key>, to: Bound<Key>) -> IndexIter<'_> {
+        match self {
+            Index::Small(chunks) => Box::new(
+                chunks
+                    .iter()
+                    .filter(move |(first, _)| {
+                        packed::after(first, from.as_ref()) && packed::before(first, to.as_ref())
+                    })
+                    .map(|(key, chunk)| (key, chunk)),
+            ),
+            Index::Large(chunks) => Box::new(chunks.range::<_, Key>((from, to))),
+        }
+    }
+
+    /// A copy with the chunk starting at `old` replaced by `new` (in key order, all of them
+    /// between the neighbours of the old one).
+    fn replace(&self, old: &Key, new: Vec<(Key, Chunk)>) -> Index {
+        match self {
+            Index::Small(chunks) => {
+                let at = chunks.partition_point(|(first, _)| first < old);
+                let mut next = Vec::with_capacity(chunks.len() + new.len());
+                next.extend_from_slice(&chunks[..at]);
+                next.extend(new);
+                next.extend_from_slice(chunks.get(at + 1..).unwrap_or_default());
+                Index::from_vec(next)
+            }
+            Index::Large(chunks) => {
+                let mut next = chunks.without(old);
+                for (first, chunk) in new {
+                    next.insert(first, chunk);
+                }
+                if next.len() <= SMALL_INDEX_MAX / 2 {
+                    Index::Small(next.into_iter().collect())
+                } else {
+                    Index::Large(next)
+                }
+            }
+        }
+    }
+
+    fn ptr_eq(&self, other: &Index) -> bool {
+        match (self, other) {
+            (Index::Small(a), Index::Small(b)) => Arc::ptr_eq(a, b),
+            (Index::Large(a), Index::Large(b)) => a.ptr_eq(b),
+            _ => false,
+        }
+    }
+}
+
 /// A collection in chunks: never empty, no priority, every child packable.
 pub(crate) struct Chunked {
-    chunks: OrdMap<Key, Chunk>,
+    chunks: Index,
     len: usize,
     /// Estimated JSON size of the whole object, as `ObjectData` keeps it.
     bytes: usize,
@@ -69,16 +168,16 @@ impl Chunk {
 /// Collects encoded entries into chunks of at most [`CHUNK_MAX_BYTES`] (a single entry may be
 /// larger).
 struct Builder {
-    chunks: OrdMap<Key, Chunk>,
+    chunks: Vec<(Key, Chunk)>,
     entries: Vec<u8>,
     first: Option<Key>,
     count: usize,
 }
 
 impl Builder {
-    fn new(chunks: OrdMap<Key, Chunk>) -> Builder {
+    fn new() -> Builder {
         Builder {
-            chunks,
+            chunks: Vec::new(),
             entries: Vec::with_capacity(CHUNK_MAX_BYTES),
             first: None,
             count: 0,
@@ -101,13 +200,13 @@ impl Builder {
     fn flush(&mut self) {
         if let Some(first) = self.first.take() {
             self.chunks
-                .insert(first, Chunk::new(self.count, &self.entries));
+                .push((first, Chunk::new(self.count, &self.entries)));
         }
         self.entries.clear();
         self.count = 0;
     }
 
-    fn finish(mut self) -> OrdMap<Key, Chunk> {
+    fn finish(mut self) -> Vec<(Key, Chunk)> {
         self.flush();
         self.chunks
     }
@@ -121,14 +220,14 @@ impl Chunked {
         len: usize,
         bytes: usize,
     ) -> Option<Chunked> {
-        let mut builder = Builder::new(OrdMap::new());
+        let mut builder = Builder::new();
         for (key, child) in children {
             let start = builder.entries.len();
             packed::put_entry(&mut builder.entries, key, child)?;
             builder.added(key, start);
         }
         Some(Chunked {
-            chunks: builder.finish(),
+            chunks: Index::from_vec(builder.finish()),
             len,
             bytes,
             hash: OnceLock::new(),
@@ -145,9 +244,7 @@ impl Chunked {
 
     /// The chunk that holds `key` if anything does: the last one starting at or before it.
     fn chunk_for(&self, key: &Key) -> Option<(&Key, &Chunk)> {
-        self.chunks
-            .range::<_, Key>((Bound::Unbounded, Bound::Included(key)))
-            .next_back()
+        self.chunks.at_or_before(key)
     }
 
     pub(crate) fn get(&self, key: &Key) -> Option<Node> {
@@ -163,7 +260,7 @@ impl Chunked {
             packed::put_node(&mut value, child)?;
         }
         // The chunk to change: the one holding `key`, or the first when `key` precedes all.
-        let (first, chunk) = self.chunk_for(key).or_else(|| self.chunks.iter().next())?;
+        let (first, chunk) = self.chunk_for(key).or_else(|| self.chunks.first())?;
         let mut entries = chunk.packed().raw_entries()?;
         let at = entries.partition_point(|(name, _)| Key::new_unchecked(name) < *key);
         let present = entries
@@ -181,14 +278,14 @@ impl Chunked {
             entries.insert(at, (key.as_str(), &value));
             len += 1;
         }
-        let mut builder = Builder::new(self.chunks.without(first));
+        let mut builder = Builder::new();
         for (name, encoded) in entries {
             let start = builder.entries.len();
             packed::put_raw_entry(&mut builder.entries, name, encoded);
             builder.added(&Key::new_unchecked(name), start);
         }
         Some(Chunked {
-            chunks: builder.finish(),
+            chunks: self.chunks.replace(first, builder.finish()),
             len,
             bytes,
             hash: OnceLock::new(),
@@ -199,8 +296,8 @@ impl Chunked {
     pub(crate) fn iter(&self) -> ChunkedIter<'_> {
         ChunkedIter(Box::new(
             self.chunks
-                .values()
-                .flat_map(|chunk| chunk.packed().entries()),
+                .iter()
+                .flat_map(|(_, chunk)| chunk.packed().entries()),
         ))
     }
 
@@ -218,7 +315,7 @@ impl Chunked {
             Bound::Unbounded => Bound::Unbounded,
         };
         let (from, to) = (from.cloned(), to.cloned());
-        let chunks = self.chunks.range::<_, Key>((start, to.clone()));
+        let chunks = self.chunks.range(start, to.clone());
         ChunkedIter(Box::new(
             chunks
                 .flat_map(|(_, chunk)| chunk.packed().entries())
@@ -230,7 +327,7 @@ impl Chunked {
 
     /// The chunks in key order, for serialization straight from their bytes.
     pub(crate) fn chunks(&self) -> impl Iterator<Item = &Packed> {
-        self.chunks.values().map(Chunk::packed)
+        self.chunks.iter().map(|(_, chunk)| chunk.packed())
     }
 
     pub(crate) fn ptr_eq_chunks(&self, other: &Chunked) -> bool {
@@ -242,8 +339,8 @@ impl Chunked {
             .get_or_init(|| {
                 hash::chunked_hash(
                     self.chunks
-                        .values()
-                        .map(|chunk| (chunk.packed().bytes(), chunk.digests())),
+                        .iter()
+                        .map(|(_, chunk)| (chunk.packed().bytes(), chunk.digests())),
                 )
             })
             .clone()

@@ -782,15 +782,30 @@ mod tests {
     #[test]
     fn a_packed_object_that_grows_large_is_chunked() {
         let mut root = Node::empty();
-        for i in 0..200 {
+        for i in 0..8000 {
             root = root.set(
-                &path(&format!("/m{i:03}")),
+                &path(&format!("/m{i:04}")),
                 node(json!({"uid": "u1", "ts": i})),
             );
+            if i == 200 {
+                // A few chunks, indexed by a slice.
+                assert!(root.chunked().is_some());
+                let plain = without_packing(|| node(root.to_json(true)));
+                assert_eq!(root.hash(), plain.hash());
+            }
         }
-        assert!(root.chunked().is_some());
+        // Past 32 chunks the index is a map; emptying most chunks brings the slice back.
+        assert!(root.chunked().is_some_and(|c| c.chunks().count() > 32));
         let plain = without_packing(|| node(root.to_json(true)));
         assert_eq!(root.hash(), plain.hash());
+        for i in 0..7000 {
+            root = root.set(&path(&format!("/m{i:04}")), Node::empty());
+        }
+        let plain = without_packing(|| node(root.to_json(true)));
+        assert_eq!(root.to_json(true), plain.to_json(true));
+        assert_eq!(root.hash(), plain.hash());
+        assert_eq!(root.child_count(), 1000);
+        assert!(root.chunked().is_some_and(|c| c.chunks().count() <= 32));
     }
 
     #[test]
