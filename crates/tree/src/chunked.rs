@@ -330,8 +330,21 @@ impl Chunked {
         self.chunks.iter().map(|(_, chunk)| chunk.packed())
     }
 
-    pub(crate) fn ptr_eq_chunks(&self, other: &Chunked) -> bool {
-        self.chunks.ptr_eq(&other.chunks)
+    /// Whether both hold the same children. The encoding of an entry is canonical (keys in
+    /// order, each value in one form), so this compares bytes, whatever the chunk boundaries,
+    /// and decodes nothing: sync compares query windows built apart on every write.
+    pub(crate) fn same_children(&self, other: &Chunked) -> bool {
+        if self.chunks.ptr_eq(&other.chunks) {
+            return true;
+        }
+        self.len == other.len && self.raw_entries().eq(other.raw_entries())
+    }
+
+    /// Every entry undecoded, key and encoded value, in key order.
+    fn raw_entries(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.chunks
+            .iter()
+            .flat_map(|(_, chunk)| chunk.packed().raw_entries().unwrap_or_default())
     }
 
     pub(crate) fn hash(&self) -> Arc<str> {

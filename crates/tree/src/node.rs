@@ -581,7 +581,7 @@ impl PartialEq for Node {
             }
             // The encoding is canonical: keys in order, each number in one form.
             (Repr::Packed(a), Repr::Packed(b)) => a.bytes() == b.bytes(),
-            (Repr::Chunked(a), Repr::Chunked(b)) if a.ptr_eq_chunks(b) => true,
+            (Repr::Chunked(a), Repr::Chunked(b)) => a.same_children(b),
             // The same data may take different forms (a map of nodes that took writes, the
             // chunks of a collection split as it grew): compare by content.
             (
@@ -769,6 +769,11 @@ mod tests {
         let on_top = chunked_root.with_priority(Priority::Number(1.0));
         assert!(on_top.chunked().is_none());
         assert_eq!(on_top.with_priority(Priority::None), chunked_root);
+        // Equal collections in different chunks are equal; one changed entry is not.
+        let rebuilt = node(chunked_root.to_json(true));
+        assert!(rebuilt.chunked().is_some() && !rebuilt.ptr_eq(&chunked_root));
+        assert_eq!(rebuilt, chunked_root);
+        assert_ne!(rebuilt.set(&path("/17/t"), node(json!("other"))), chunked_root);
         // Shrinking to a small object packs it whole again.
         let mut shrinking = chunked_root;
         let keys: Vec<Key> = shrinking.children().map(|(k, _)| k.into_owned()).collect();
