@@ -28,15 +28,11 @@ use crate::packed::{self, Packed};
 /// map from first keys costs about 150 bytes per chunk, 7% of a full one.
 pub(crate) const CHUNK_MAX_BYTES: usize = 2048;
 
-/// One run of consecutive entries.
+/// One run of consecutive entries, with its children's digests in key order once computed,
+/// in one allocation: a separate small allocation per chunk would be left on the pages of the
+/// records freed while a collection is built, and keep them resident.
 #[derive(Clone)]
-pub(crate) struct Chunk(Arc<ChunkData>);
-
-struct ChunkData {
-    packed: Packed,
-    /// The children's digests in key order, computed on first hash.
-    digests: OnceLock<Box<[[u8; 20]]>>,
-}
+pub(crate) struct Chunk(Packed<OnceLock<Box<[[u8; 20]]>>>);
 
 /// Most chunks indexed by a sorted slice: an `imbl` map allocates a full node of 64 entries
 /// (about 2 KiB) even for one chunk, more than a small collection's own bytes, while copying
@@ -148,20 +144,17 @@ pub(crate) struct Chunked {
 
 impl Chunk {
     fn new(count: usize, entries: &[u8]) -> Chunk {
-        Chunk(Arc::new(ChunkData {
-            packed: Packed::from_entries(count, entries),
-            digests: OnceLock::new(),
-        }))
+        Chunk(Packed::from_entries(count, entries))
     }
 
-    pub(crate) fn packed(&self) -> &Packed {
-        &self.0.packed
+    fn packed(&self) -> &Packed<OnceLock<Box<[[u8; 20]]>>> {
+        &self.0
     }
 
     fn digests(&self) -> &[[u8; 20]] {
         self.0
-            .digests
-            .get_or_init(|| hash::packed_child_digests(self.0.packed.bytes()))
+            .cache()
+            .get_or_init(|| hash::packed_child_digests(self.0.bytes()))
     }
 }
 
@@ -325,9 +318,9 @@ impl Chunked {
         ))
     }
 
-    /// The chunks in key order, for serialization straight from their bytes.
-    pub(crate) fn chunks(&self) -> impl Iterator<Item = &Packed> {
-        self.chunks.iter().map(|(_, chunk)| chunk.packed())
+    /// The chunks' bytes in key order, for serialization straight from them.
+    pub(crate) fn chunks(&self) -> impl Iterator<Item = &[u8]> {
+        self.chunks.iter().map(|(_, chunk)| chunk.packed().bytes())
     }
 
     /// Whether both hold the same children. The encoding of an entry is canonical (keys in

@@ -290,7 +290,7 @@ pub(crate) fn write_node(node: &Node, out: &mut Vec<u8>, export: bool) {
         out.push(b'{');
         let mut first = true;
         for chunk in chunked.chunks() {
-            write_packed_entries(out, chunk.bytes(), &mut first);
+            write_packed_entries(out, chunk, &mut first);
         }
         out.push(b'}');
         return;

@@ -773,7 +773,10 @@ mod tests {
         let rebuilt = node(chunked_root.to_json(true));
         assert!(rebuilt.chunked().is_some() && !rebuilt.ptr_eq(&chunked_root));
         assert_eq!(rebuilt, chunked_root);
-        assert_ne!(rebuilt.set(&path("/17/t"), node(json!("other"))), chunked_root);
+        assert_ne!(
+            rebuilt.set(&path("/17/t"), node(json!("other"))),
+            chunked_root
+        );
         // Shrinking to a small object packs it whole again.
         let mut shrinking = chunked_root;
         let keys: Vec<Key> = shrinking.children().map(|(k, _)| k.into_owned()).collect();

@@ -62,10 +62,16 @@ const POWERS_OF_TEN: [f64; 16] = [
 /// Integers up to this magnitude are exact in a double and stored as varints.
 const EXACT_INTEGER_MAX: f64 = 9_007_199_254_740_991.0;
 
-/// One packed object: its bytes and, in the same allocation, its SHA-1 once computed (the
-/// bytes are immutable, so it never goes stale). Cloning shares both.
-#[derive(Clone)]
-pub(crate) struct Packed(triomphe::Arc<HeaderSlice<OnceLock<[u8; 20]>, [u8]>>);
+/// One packed object: its bytes and, in the same allocation, a cache `H` (by default its SHA-1
+/// once computed; a chunk of a collection keeps its children's digests). The bytes are
+/// immutable, so the cache never goes stale. Cloning shares both.
+pub(crate) struct Packed<H = OnceLock<[u8; 20]>>(triomphe::Arc<HeaderSlice<H, [u8]>>);
+
+impl<H> Clone for Packed<H> {
+    fn clone(&self) -> Self {
+        Packed(self.0.clone())
+    }
+}
 
 /// A decoded value, borrowing its text from the buffer.
 pub(crate) enum Value<'a> {
@@ -88,14 +94,37 @@ impl Packed {
         Some(Packed::from_slice(&out))
     }
 
+    /// The SHA-1 of the object's hash text, computed by `digest` on first use.
+    pub(crate) fn digest(&self, digest: impl FnOnce(&[u8]) -> [u8; 20]) -> [u8; 20] {
+        *self.0.header.get_or_init(|| digest(self.bytes()))
+    }
+
+    /// The children as a map, to build an updated object from.
+    pub(crate) fn child_map(&self) -> ChildMap {
+        ChildMap::from_entries(self.entries())
+    }
+}
+
+impl<H: Default> Packed<H> {
     /// A packed object of `count` entries already encoded by [`put_entry`] (a chunk of a large
     /// collection, whose estimate is kept by the collection, so it records none).
-    pub(crate) fn from_entries(count: usize, entries: &[u8]) -> Packed {
+    pub(crate) fn from_entries(count: usize, entries: &[u8]) -> Packed<H> {
         let mut out = Vec::with_capacity(entries.len() + 4);
         put_varint(&mut out, 0);
         put_varint(&mut out, count as u64);
         out.extend_from_slice(entries);
         Packed::from_slice(&out)
+    }
+
+    fn from_slice(bytes: &[u8]) -> Packed<H> {
+        Packed(triomphe::Arc::from_header_and_slice(H::default(), bytes))
+    }
+}
+
+impl<H> Packed<H> {
+    /// The cache kept beside the bytes.
+    pub(crate) fn cache(&self) -> &H {
+        &self.0.header
     }
 
     /// The entries undecoded: each key with its encoded value, in key order.
@@ -111,21 +140,12 @@ impl Packed {
         Some(entries)
     }
 
-    fn from_slice(bytes: &[u8]) -> Packed {
-        Packed(triomphe::Arc::from_header_and_slice(OnceLock::new(), bytes))
-    }
-
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.0.slice
     }
 
-    pub(crate) fn ptr_eq(&self, other: &Packed) -> bool {
+    pub(crate) fn ptr_eq(&self, other: &Packed<H>) -> bool {
         triomphe::Arc::ptr_eq(&self.0, &other.0)
-    }
-
-    /// The SHA-1 of the object's hash text, computed by `digest` on first use.
-    pub(crate) fn digest(&self, digest: impl FnOnce(&[u8]) -> [u8; 20]) -> [u8; 20] {
-        *self.0.header.get_or_init(|| digest(self.bytes()))
     }
 
     /// The estimated JSON size recorded at encoding.
@@ -168,11 +188,6 @@ impl Packed {
         let mut entries = self.entries();
         entries.retain(|(key, _)| after(key, from) && before(key, to));
         entries
-    }
-
-    /// The children as a map, to build an updated object from.
-    pub(crate) fn child_map(&self) -> ChildMap {
-        ChildMap::from_entries(self.entries())
     }
 }
 
