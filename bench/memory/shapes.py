@@ -15,20 +15,12 @@ import json
 import random
 import sys
 
-WORDS = "hello the meeting is at noon see you there thanks great idea".split()
-PUSH_CHARS = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+from document import push_id, text
+
 BROWSERS = ["chrome", "chrome_android", "edge", "firefox", "firefox_android", "ie", "oculus",
             "opera", "opera_android", "safari", "safari_ios", "samsunginternet_android",
             "webview_android", "webview_ios"]
 DEFAULT_MB = {"reference": 20.6, "records": 9.9, "feed": 20.0}
-
-
-def text(rng, shortest, longest):
-    length = rng.randint(shortest, longest)
-    out = ""
-    while len(out) < length:
-        out += rng.choice(WORDS) + " "
-    return out[:length]
 
 
 def name(rng):
@@ -91,12 +83,6 @@ def records(target):
     count = int(200_000 * target / DEFAULT_MB["records"] / 1e6)
     return [{"lat": round(rng.uniform(-90, 90), 5), "lng": round(rng.uniform(-180, 180), 5),
              "t": 1_700_000_000 + i * 60 + rng.randrange(60)} for i in range(count)]
-
-
-def push_id(rng, time_ms):
-    """Eight characters of time, then twelve random ones, as the SDK makes them."""
-    head = "".join(PUSH_CHARS[(time_ms >> (6 * shift)) & 63] for shift in range(7, -1, -1))
-    return head + "".join(rng.choice(PUSH_CHARS) for _ in range(12))
 
 
 def feed(target):
