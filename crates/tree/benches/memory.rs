@@ -3,7 +3,8 @@
 //!
 //! `cargo bench -p hearth-tree --bench memory`. The document is deterministic and shaped like
 //! an app's data (see `document`): about 50 MB at scale 1; `HEARTH_BENCH_SCALE` (a fraction,
-//! default 1) scales it for CI smoke runs (`cargo test --benches`).
+//! default 1) scales it for CI smoke runs (`cargo test --benches`). `HEARTH_BENCH_FILE=path`
+//! measures that JSON file instead (the documents of `scripts/bench-server-memory`).
 
 use std::alloc::System;
 
@@ -115,12 +116,14 @@ fn document(target: usize) -> String {
     serde_json::json!({"users": users, "rooms": rooms}).to_string()
 }
 
-/// Live heap bytes now.
+/// Live heap bytes now. `stats_alloc` counts a reallocation's growth in `bytes_allocated`
+/// (and its shrinking in `bytes_deallocated`) as well as in `bytes_reallocated`, so the
+/// latter must not be added again.
 fn live() -> usize {
     let stats = GLOBAL.stats();
-    let live =
-        stats.bytes_allocated as isize + stats.bytes_reallocated - stats.bytes_deallocated as isize;
-    live.max(0) as usize
+    stats
+        .bytes_allocated
+        .saturating_sub(stats.bytes_deallocated)
 }
 
 fn allocations() -> usize {
@@ -128,8 +131,10 @@ fn allocations() -> usize {
 }
 
 fn main() {
-    let target = ((TARGET_BYTES as f64 * scale()) as usize).max(64 * 1024);
-    let text = document(target);
+    let text = match std::env::var("HEARTH_BENCH_FILE") {
+        Ok(path) => std::fs::read_to_string(&path).expect("HEARTH_BENCH_FILE is readable"),
+        Err(_) => document(((TARGET_BYTES as f64 * scale()) as usize).max(64 * 1024)),
+    };
     let json_bytes = text.len();
 
     let (before, count) = (live(), allocations());

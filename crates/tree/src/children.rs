@@ -189,7 +189,7 @@ fn full_map(entries: Vec<(Key, Node)>) -> OrdMap<Key, Node> {
 }
 
 /// Whether no key can lie between the bounds (`std`'s maps would panic on such a range).
-fn is_inverted(from: Bound<&Key>, to: Bound<&Key>) -> bool {
+pub(crate) fn is_inverted(from: Bound<&Key>, to: Bound<&Key>) -> bool {
     match (from, to) {
         (Bound::Included(a), Bound::Included(b)) => a > b,
         (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {

@@ -117,25 +117,63 @@ pub(crate) fn object_hash(children: &ChildMap, priority: &Priority) -> Arc<str> 
 pub(crate) fn packed_digest(bytes: &[u8]) -> [u8; 20] {
     let mut hasher = Sha1::new();
     packed::for_each(bytes, |key, value| {
-        let child = match value {
-            Value::Object(inner) => digest_base64(&packed_digest(inner)),
-            Value::Bool(b) => leaf_hash_string(&Leaf::Bool(b), &Priority::None),
-            Value::Number(n) => leaf_hash_string(&Leaf::Number(n), &Priority::None),
-            // Streamed rather than through `leaf_hash_text`: no copy of the text.
-            Value::Str(text) => {
-                let mut hasher = Sha1::new();
-                hasher.update(b"string:");
-                hasher.update(text.as_bytes());
-                base64_text(hasher)
-            }
-        };
-        hasher.update(b":");
-        hasher.update(key.as_bytes());
-        hasher.update(b":");
-        hasher.update(child.as_bytes());
+        push_child(&mut hasher, key, &child_digest(value));
         true
     });
     hasher.finalize().into()
+}
+
+/// The digests of the children of a packed object (or a chunk of one), in key order.
+pub(crate) fn packed_child_digests(bytes: &[u8]) -> Box<[[u8; 20]]> {
+    let mut digests = Vec::new();
+    packed::for_each(bytes, |_, value| {
+        digests.push(child_digest(value));
+        true
+    });
+    digests.into()
+}
+
+/// Adds `:key:childHash` to an object's hash text.
+fn push_child(hasher: &mut Sha1, key: &str, digest: &[u8; 20]) {
+    hasher.update(b":");
+    hasher.update(key.as_bytes());
+    hasher.update(b":");
+    hasher.update(digest_base64(digest).as_bytes());
+}
+
+/// The digest of one child of a packed object.
+fn child_digest(value: Value<'_>) -> [u8; 20] {
+    let mut hasher = Sha1::new();
+    match value {
+        Value::Object(inner) => return packed_digest(inner),
+        Value::Bool(b) => hasher.update(leaf_hash_text(&Leaf::Bool(b), &Priority::None)),
+        Value::Number(n) => hasher.update(leaf_hash_text(&Leaf::Number(n), &Priority::None)),
+        // Streamed rather than through `leaf_hash_text`: no copy of the text.
+        Value::Str(text) => {
+            hasher.update(b"string:");
+            hasher.update(text.as_bytes());
+        }
+    }
+    hasher.finalize().into()
+}
+
+/// The hash of a collection kept in chunks (see `chunked`): every chunk's children with their
+/// digests, in key order. Such a collection holds no priority and is never empty.
+pub(crate) fn chunked_hash<'a>(
+    chunks: impl Iterator<Item = (&'a [u8], &'a [[u8; 20]])>,
+) -> Arc<str> {
+    let mut hasher = Sha1::new();
+    for (bytes, digests) in chunks {
+        let mut digests = digests.iter();
+        packed::for_each(bytes, |key, _| match digests.next() {
+            Some(digest) => {
+                push_child(&mut hasher, key, digest);
+                true
+            }
+            None => false,
+        });
+    }
+    sha1_base64(hasher)
 }
 
 /// The 16 lower-case hex digits the client prints for a number (spec §10.3).

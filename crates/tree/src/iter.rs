@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 
 use crate::children::ChildIter;
+use crate::chunked::ChunkedIter;
 use crate::key::Key;
 use crate::node::Node;
 
@@ -12,6 +13,8 @@ pub(crate) enum Inner<'a> {
     Nothing,
     Map(ChildIter<'a>),
     Decoded(std::vec::IntoIter<(Key, Node)>),
+    /// Decoded chunk by chunk, with the count still to come when known (all children).
+    Chunked(ChunkedIter<'a>, Option<usize>),
 }
 
 impl<'a> Inner<'a> {
@@ -20,6 +23,11 @@ impl<'a> Inner<'a> {
             Inner::Nothing => None,
             Inner::Map(it) => it.next().map(|(k, v)| (Cow::Borrowed(k), Cow::Borrowed(v))),
             Inner::Decoded(it) => it.next().map(|(k, v)| (Cow::Owned(k), Cow::Owned(v))),
+            Inner::Chunked(it, left) => {
+                let next = it.next()?;
+                *left = left.map(|n| n.saturating_sub(1));
+                Some((Cow::Owned(next.0), Cow::Owned(next.1)))
+            }
         }
     }
 
@@ -30,6 +38,11 @@ impl<'a> Inner<'a> {
                 .next_back()
                 .map(|(k, v)| (Cow::Borrowed(k), Cow::Borrowed(v))),
             Inner::Decoded(it) => it.next_back().map(|(k, v)| (Cow::Owned(k), Cow::Owned(v))),
+            Inner::Chunked(it, left) => {
+                let next = it.next_back()?;
+                *left = left.map(|n| n.saturating_sub(1));
+                Some((Cow::Owned(next.0), Cow::Owned(next.1)))
+            }
         }
     }
 
@@ -38,6 +51,8 @@ impl<'a> Inner<'a> {
             Inner::Nothing => (0, Some(0)),
             Inner::Map(it) => it.size_hint(),
             Inner::Decoded(it) => it.size_hint(),
+            Inner::Chunked(_, Some(left)) => (*left, Some(*left)),
+            Inner::Chunked(_, None) => (0, None),
         }
     }
 }

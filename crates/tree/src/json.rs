@@ -286,6 +286,15 @@ pub(crate) fn write_node(node: &Node, out: &mut Vec<u8>, export: bool) {
         write_packed(out, packed.bytes());
         return;
     }
+    if let Some(chunked) = node.chunked() {
+        out.push(b'{');
+        let mut first = true;
+        for chunk in chunked.chunks() {
+            write_packed_entries(out, chunk, &mut first);
+        }
+        out.push(b'}');
+        return;
+    }
     out.push(b'{');
     let mut first = true;
     for (key, child) in node.children() {
@@ -308,12 +317,18 @@ pub(crate) fn write_node(node: &Node, out: &mut Vec<u8>, export: bool) {
 /// the export form are the same.
 fn write_packed(out: &mut Vec<u8>, bytes: &[u8]) {
     out.push(b'{');
-    let mut first = true;
+    write_packed_entries(out, bytes, &mut true);
+    out.push(b'}');
+}
+
+/// Writes the entries of a packed object (or of a chunk of a collection), each after a comma
+/// unless it is the `first` of its object.
+fn write_packed_entries(out: &mut Vec<u8>, bytes: &[u8], first: &mut bool) {
     packed::for_each(bytes, |key, value| {
-        if !first {
+        if !*first {
             out.push(b',');
         }
-        first = false;
+        *first = false;
         write_string(out, key);
         out.push(b':');
         match value {
@@ -325,7 +340,6 @@ fn write_packed(out: &mut Vec<u8>, bytes: &[u8]) {
         }
         true
     });
-    out.push(b'}');
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! tested against vectors captured from the real client (spec §9, §10).
 
 mod children;
+mod chunked;
 mod hash;
 mod iter;
 mod json;

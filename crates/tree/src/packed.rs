@@ -17,7 +17,13 @@
 //! entry  = varint key length, key bytes, value
 //! value  = 0 (false) | 1 (true) | 2 zigzag-varint (integer) | 3 f64 little-endian
 //!        | 4 varint length, UTF-8 bytes | 5 varint length, packed (nested object)
+//!        | 6 scale byte k, zigzag-varint m   (the double nearest m / 10^k, 1 <= k <= 15)
 //! ```
+//!
+//! Numbers take their smallest exact form: most fractions in data (coordinates, prices,
+//! version numbers) have few decimal digits, and `m / 10^k` with both parts exact doubles is
+//! the correctly rounded quotient, so it gives back the very double that was stored; a value
+//! that does not come back bit for bit keeps its eight bytes.
 
 use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
@@ -26,11 +32,15 @@ use triomphe::HeaderSlice;
 
 use crate::children::ChildMap;
 use crate::key::Key;
-use crate::node::{Leaf, Node};
+use crate::node::{number_bytes, Leaf, Node};
 
 /// Largest estimated JSON size (bytes) of an object that is kept packed. Every write below a
-/// packed object re-encodes it, so the bound keeps that O(record), not O(collection).
-pub(crate) const PACK_MAX_BYTES: usize = 512;
+/// packed object re-encodes it, so the bound keeps that O(record), not O(collection). 4 KiB
+/// holds whole the records of reference data (a feature's support table of 14 browsers is
+/// about 1.5 KB): at 512 bytes such a record was a map of nodes, and a nested reference
+/// dataset cost 2.9× its JSON live; at 4 KiB it is 1.0× (BENCHMARKS.md §9), while re-encoding
+/// 4 KiB on a write stays in the microseconds.
+pub(crate) const PACK_MAX_BYTES: usize = 4096;
 
 const FALSE: u8 = 0;
 const TRUE: u8 = 1;
@@ -38,14 +48,30 @@ const INTEGER: u8 = 2;
 const FLOAT: u8 = 3;
 const STRING: u8 = 4;
 const OBJECT: u8 = 5;
+const DECIMAL: u8 = 6;
+
+/// Most decimal digits of a fraction stored as `m / 10^k`; 10^15 and every `m` below 2^53
+/// are exact doubles.
+const DECIMAL_MAX_SCALE: u8 = 15;
+
+/// Powers of ten up to 10^15, each an exact double.
+const POWERS_OF_TEN: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
 
 /// Integers up to this magnitude are exact in a double and stored as varints.
 const EXACT_INTEGER_MAX: f64 = 9_007_199_254_740_991.0;
 
-/// One packed object: its bytes and, in the same allocation, its SHA-1 once computed (the
-/// bytes are immutable, so it never goes stale). Cloning shares both.
-#[derive(Clone)]
-pub(crate) struct Packed(triomphe::Arc<HeaderSlice<OnceLock<[u8; 20]>, [u8]>>);
+/// One packed object: its bytes and, in the same allocation, a cache `H` (by default its SHA-1
+/// once computed; a chunk of a collection keeps its children's digests). The bytes are
+/// immutable, so the cache never goes stale. Cloning shares both.
+pub(crate) struct Packed<H = OnceLock<[u8; 20]>>(triomphe::Arc<HeaderSlice<H, [u8]>>);
+
+impl<H> Clone for Packed<H> {
+    fn clone(&self) -> Self {
+        Packed(self.0.clone())
+    }
+}
 
 /// A decoded value, borrowing its text from the buffer.
 pub(crate) enum Value<'a> {
@@ -63,27 +89,63 @@ impl Packed {
         put_varint(&mut out, estimate as u64);
         put_varint(&mut out, children.len() as u64);
         for (key, child) in children.iter() {
-            put_str(&mut out, key.as_str());
-            put_node(&mut out, child)?;
+            put_entry(&mut out, key, child)?;
         }
         Some(Packed::from_slice(&out))
     }
 
-    fn from_slice(bytes: &[u8]) -> Packed {
-        Packed(triomphe::Arc::from_header_and_slice(OnceLock::new(), bytes))
+    /// The SHA-1 of the object's hash text, computed by `digest` on first use.
+    pub(crate) fn digest(&self, digest: impl FnOnce(&[u8]) -> [u8; 20]) -> [u8; 20] {
+        *self.0.header.get_or_init(|| digest(self.bytes()))
+    }
+
+    /// The children as a map, to build an updated object from.
+    pub(crate) fn child_map(&self) -> ChildMap {
+        ChildMap::from_entries(self.entries())
+    }
+}
+
+impl<H: Default> Packed<H> {
+    /// A packed object of `count` entries already encoded by [`put_entry`] (a chunk of a large
+    /// collection, whose estimate is kept by the collection, so it records none).
+    pub(crate) fn from_entries(count: usize, entries: &[u8]) -> Packed<H> {
+        let mut out = Vec::with_capacity(entries.len() + 4);
+        put_varint(&mut out, 0);
+        put_varint(&mut out, count as u64);
+        out.extend_from_slice(entries);
+        Packed::from_slice(&out)
+    }
+
+    fn from_slice(bytes: &[u8]) -> Packed<H> {
+        Packed(triomphe::Arc::from_header_and_slice(H::default(), bytes))
+    }
+}
+
+impl<H> Packed<H> {
+    /// The cache kept beside the bytes.
+    pub(crate) fn cache(&self) -> &H {
+        &self.0.header
+    }
+
+    /// The entries undecoded: each key with its encoded value, in key order.
+    pub(crate) fn raw_entries(&self) -> Option<Vec<(&str, &[u8])>> {
+        let bytes = self.bytes();
+        let (_, count, mut at) = header(bytes)?;
+        let mut entries = Vec::with_capacity(count);
+        for _ in 0..count {
+            let (name, start) = read_str(bytes, at)?;
+            at = skip_value(bytes, start)?;
+            entries.push((name, &bytes[start..at]));
+        }
+        Some(entries)
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.0.slice
     }
 
-    pub(crate) fn ptr_eq(&self, other: &Packed) -> bool {
+    pub(crate) fn ptr_eq(&self, other: &Packed<H>) -> bool {
         triomphe::Arc::ptr_eq(&self.0, &other.0)
-    }
-
-    /// The SHA-1 of the object's hash text, computed by `digest` on first use.
-    pub(crate) fn digest(&self, digest: impl FnOnce(&[u8]) -> [u8; 20]) -> [u8; 20] {
-        *self.0.header.get_or_init(|| digest(self.bytes()))
     }
 
     /// The estimated JSON size recorded at encoding.
@@ -127,14 +189,9 @@ impl Packed {
         entries.retain(|(key, _)| after(key, from) && before(key, to));
         entries
     }
-
-    /// The children as a map, to build an updated object from.
-    pub(crate) fn child_map(&self) -> ChildMap {
-        ChildMap::from_entries(self.entries())
-    }
 }
 
-fn after(key: &Key, from: Bound<&Key>) -> bool {
+pub(crate) fn after(key: &Key, from: Bound<&Key>) -> bool {
     match from {
         Bound::Included(bound) => key >= bound,
         Bound::Excluded(bound) => key > bound,
@@ -142,12 +199,37 @@ fn after(key: &Key, from: Bound<&Key>) -> bool {
     }
 }
 
-fn before(key: &Key, to: Bound<&Key>) -> bool {
+pub(crate) fn before(key: &Key, to: Bound<&Key>) -> bool {
     match to {
         Bound::Included(bound) => key <= bound,
         Bound::Excluded(bound) => key < bound,
         Bound::Unbounded => true,
     }
+}
+
+/// The estimated JSON size of an encoded value (as [`Node::estimated_bytes`] of its node).
+pub(crate) fn value_estimate(encoded: &[u8]) -> usize {
+    match read_value(encoded, 0) {
+        Some((Value::Object(inner), _)) => header(inner).map_or(0, |(estimate, _, _)| estimate),
+        Some((Value::Bool(true), _)) => 4,
+        Some((Value::Bool(false), _)) => 5,
+        Some((Value::Number(n), _)) => number_bytes(n),
+        Some((Value::Str(text), _)) => text.len() + 2,
+        None => 0,
+    }
+}
+
+/// Appends one entry, `key` and its value; nothing useful when `child` cannot be packed (it
+/// carries a priority or is an object that is not packed itself), which returns `None`.
+pub(crate) fn put_entry(out: &mut Vec<u8>, key: &Key, child: &Node) -> Option<()> {
+    put_str(out, key.as_str());
+    put_node(out, child)
+}
+
+/// Appends an entry whose value is already encoded.
+pub(crate) fn put_raw_entry(out: &mut Vec<u8>, key: &str, encoded: &[u8]) {
+    put_str(out, key);
+    out.extend_from_slice(encoded);
 }
 
 fn value_node(value: Value<'_>) -> Node {
@@ -190,7 +272,7 @@ fn header(bytes: &[u8]) -> Option<(usize, usize, usize)> {
     ))
 }
 
-fn put_node(out: &mut Vec<u8>, node: &Node) -> Option<()> {
+pub(crate) fn put_node(out: &mut Vec<u8>, node: &Node) -> Option<()> {
     if !node.priority().is_none() {
         return None;
     }
@@ -203,10 +285,17 @@ fn put_node(out: &mut Vec<u8>, node: &Node) -> Option<()> {
                 // The range check makes the conversion exact.
                 put_varint(out, zigzag(*n as i64));
             }
-            Leaf::Number(n) => {
-                out.push(FLOAT);
-                out.extend_from_slice(&n.to_le_bytes());
-            }
+            Leaf::Number(n) => match decimal(*n) {
+                Some((scale, mantissa)) => {
+                    out.push(DECIMAL);
+                    out.push(scale);
+                    put_varint(out, zigzag(mantissa));
+                }
+                None => {
+                    out.push(FLOAT);
+                    out.extend_from_slice(&n.to_le_bytes());
+                }
+            },
             Leaf::String(text) => {
                 out.push(STRING);
                 put_str(out, text);
@@ -227,6 +316,25 @@ fn is_exact_integer(n: f64) -> bool {
     n.fract() == 0.0 && n.abs() <= EXACT_INTEGER_MAX && n.to_bits() != (-0.0f64).to_bits()
 }
 
+/// `n` as `(k, m)` with `m / 10^k == n` bit for bit and a varint of `m` shorter than the
+/// double's eight bytes, if there is one (the smallest such `k`).
+fn decimal(n: f64) -> Option<(u8, i64)> {
+    for scale in 1..=DECIMAL_MAX_SCALE {
+        let power = POWERS_OF_TEN[usize::from(scale)];
+        let scaled = (n * power).round();
+        if scaled.abs() > EXACT_INTEGER_MAX {
+            return None;
+        }
+        if scaled / power == n && n.to_bits() != (-0.0f64).to_bits() {
+            // `scaled` is whole and inside the exact range, so the conversion is exact; a
+            // mantissa of 7 bytes or more as a varint saves nothing.
+            let mantissa = scaled as i64;
+            return (zigzag(mantissa) < 1 << 42).then_some((scale, mantissa));
+        }
+    }
+    None
+}
+
 fn read_value(bytes: &[u8], at: usize) -> Option<(Value<'_>, usize)> {
     let tag = *bytes.get(at)?;
     let at = at + 1;
@@ -245,6 +353,11 @@ fn read_value(bytes: &[u8], at: usize) -> Option<(Value<'_>, usize)> {
             let (text, at) = read_str(bytes, at)?;
             Some((Value::Str(text), at))
         }
+        DECIMAL => {
+            let power = *POWERS_OF_TEN.get(usize::from(*bytes.get(at)?))?;
+            let (raw, at) = read_varint(bytes, at + 1)?;
+            Some((Value::Number(unzigzag(raw) as f64 / power), at))
+        }
         OBJECT => {
             let (body, at) = read_bytes(bytes, at)?;
             Some((Value::Object(body), at))
@@ -261,6 +374,7 @@ fn skip_value(bytes: &[u8], at: usize) -> Option<usize> {
         FALSE | TRUE => Some(at),
         INTEGER => read_varint(bytes, at).map(|(_, at)| at),
         FLOAT => Some(at + 8).filter(|end| *end <= bytes.len()),
+        DECIMAL => read_varint(bytes, at + 1).map(|(_, at)| at),
         STRING | OBJECT => read_bytes(bytes, at).map(|(_, end)| end),
         _ => None,
     }
@@ -345,6 +459,14 @@ mod tests {
             1e300,
             9_007_199_254_740_993.0,
             f64::MIN_POSITIVE,
+            -12.34567,
+            123.45678,
+            0.1,
+            -0.000_001,
+            0.1 + 0.2,
+            1.0 / 3.0,
+            4_398_046_511_103.5,
+            5e-324,
         ] {
             let mut out = Vec::new();
             put_node(
@@ -357,6 +479,20 @@ mod tests {
             };
             assert_eq!(back.to_bits(), n.to_bits());
         }
+    }
+
+    #[test]
+    fn decimal_fractions_take_their_short_form() {
+        let size = |n: f64| {
+            let mut out = Vec::new();
+            put_node(&mut out, &Node::leaf(Leaf::Number(n))).expect("a plain leaf packs");
+            out.len()
+        };
+        // A tag, the scale and a varint of the mantissa, against a tag and eight bytes.
+        assert_eq!(size(-12.34567), 6);
+        assert_eq!(size(0.5), 3);
+        assert_eq!(size(1.0 / 3.0), 9);
+        assert_eq!(size(1e300), 9);
     }
 
     #[test]
