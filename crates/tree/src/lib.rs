@@ -12,6 +12,7 @@
 
 mod children;
 mod hash;
+mod hash_java;
 mod iter;
 mod json;
 mod key;
