@@ -282,6 +282,55 @@ mod tests {
         }
     }
 
+    /// Hashes printed by the Java client itself (`NodeUtilities.NodeFromJSON(…).getHash()` of
+    /// the Admin SDK for Java 9.10.0, on the JSON the server sends).
+    #[test]
+    fn java_client_vectors() {
+        let vectors: &[(Json, &str)] = &[
+            (json!(9007199254740991u64), "zP1cy9AKj8mOJfzxsijijNJ8QdY="),
+            (json!(281474976710655u64), "6+qUJVTNnLle4vjSTXZoA5mieF0="),
+            (json!(3.9999999999999996), "2eCNgYLHgwmBI2kB51qgoNrEVIQ="),
+            (json!(12345), "Dlf4ot4Qej2fpsa9yUMkNSdwbYw="),
+            (json!(1.5e-300), "A+jiaYoMEabQ/tk7WVGNrloI9cE="),
+            (json!(1e20), "FaOVJq8m9xhBagpNCrJ1U1M1tGk="),
+            (
+                json!({"v": 9007199254740991u64}),
+                "PydbCFXjyOaoBNoxE7Qgca2C630=",
+            ),
+            (
+                json!({".value": 1, ".priority": 9007199254740991u64}),
+                "xsvlThQhwDJuZHRK5o82/48DD8Y=",
+            ),
+            (
+                json!({".priority": 3.9999999999999996, "k": 1}),
+                "qJscjtRgUseSucKvg9xjCt4dPBg=",
+            ),
+            (
+                json!({"000000000001": "a", "5": "b", "B": "c"}),
+                "QZToVJ63Q0ZM4splIFqyYpXWXrE=",
+            ),
+            (
+                json!({"a": {"x": 9007199254740991u64, "y": 1}, "b": {"z": 2}}),
+                "an3ohA44MYx9pR8GZZw1rCMYYHo=",
+            ),
+            (
+                json!({"00000000007": 1, "7": 2, "-0000000007": 3, "-00000000007": 4}),
+                "4b8LWCCmIgxSpZX67FdWZU63wCo=",
+            ),
+            (
+                json!({"x": {".value": "A", ".priority": 10}, "y": {".value": "B", ".priority": "aa"}, "z": "C"}),
+                "HEczgxEDQZl5FeQDqp7Lm1MfVR0=",
+            ),
+        ];
+        for (value, hash) in vectors {
+            let n = node(value.clone());
+            assert_eq!(&*n.java_hash(), *hash, "{value}");
+            assert!(n.hash_matches(hash), "{value}");
+            let unpacked = crate::node::without_packing(|| node(value.clone()));
+            assert_eq!(&*unpacked.java_hash(), *hash, "{value}");
+        }
+    }
+
     #[test]
     fn only_divergent_paths_change() {
         let n = node(json!({"a": {"x": 9007199254740991u64, "y": 1}, "b": {"z": 2}}));
