@@ -155,23 +155,25 @@ fn merges_are_atomic_and_pushed_once() {
     );
 }
 
+/// A compare-and-set of `/n` by connection 1.
+fn cas(db: &mut Database, hash: &str, data: Value, out: &mut Effects) -> Reply {
+    db.handle(
+        1,
+        Request::Put {
+            target: target("/n"),
+            data,
+            hash: Some(hash.into()),
+        },
+        0,
+        out,
+    )
+}
+
 #[test]
 fn compare_and_set_by_hash() {
     let mut db = Database::new();
     db.connect(1);
     let mut out = Effects::new();
-    let cas = |db: &mut Database, hash: &str, data: Value, out: &mut Effects| {
-        db.handle(
-            1,
-            Request::Put {
-                target: target("/n"),
-                data,
-                hash: Some(hash.into()),
-            },
-            0,
-            out,
-        )
-    };
     assert!(cas(&mut db, "", json!(1), &mut out).is_ok());
     assert_eq!(
         cas(&mut db, "", json!(2), &mut out).status,
@@ -189,18 +191,6 @@ fn compare_and_set_accepts_the_java_clients_hash() {
     let mut db = Database::new();
     db.connect(1);
     let mut out = Effects::new();
-    let cas = |db: &mut Database, hash: &str, data: Value, out: &mut Effects| {
-        db.handle(
-            1,
-            Request::Put {
-                target: target("/n"),
-                data,
-                hash: Some(hash.into()),
-            },
-            0,
-            out,
-        )
-    };
     for value in [
         json!(9007199254740991u64),
         json!({"score": 281474976710655u64, "name": "x"}),
