@@ -105,18 +105,35 @@ pub(crate) fn object_hash(children: &ChildMap, priority: &Priority) -> Arc<str> 
         // order: exactly priority order with key tiebreak.
         ordered.sort_by(|a, b| a.1.priority().cmp(b.1.priority()));
     }
+    object_text_hash(
+        priority,
+        client_double_bits,
+        ordered
+            .into_iter()
+            .map(|(key, child)| (key.as_str(), child.hash())),
+    )
+}
+
+/// The hash of an object's text: its priority prefix, then `:key:childHash` for each child in
+/// the order given, leaving out empty children; `""` when that writes nothing (spec §10.2).
+/// The text is streamed into SHA-1 rather than built.
+pub(crate) fn object_text_hash<K: AsRef<str>, H: AsRef<str>>(
+    priority: &Priority,
+    bits: NumberBits,
+    children: impl IntoIterator<Item = (K, H)>,
+) -> Arc<str> {
     let mut prefix = String::new();
-    push_priority_prefix(&mut prefix, priority, client_double_bits);
+    push_priority_prefix(&mut prefix, priority, bits);
     let mut hasher = Sha1::new();
     let mut wrote_anything = !prefix.is_empty();
     hasher.update(prefix.as_bytes());
-    for (key, child) in ordered {
-        let child_hash = child.hash();
+    for (key, child_hash) in children {
+        let child_hash = child_hash.as_ref();
         if child_hash.is_empty() {
             continue;
         }
         hasher.update(b":");
-        hasher.update(key.as_str().as_bytes());
+        hasher.update(key.as_ref().as_bytes());
         hasher.update(b":");
         hasher.update(child_hash.as_bytes());
         wrote_anything = true;

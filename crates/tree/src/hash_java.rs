@@ -19,9 +19,9 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use sha1::{Digest, Sha1};
-
-use crate::hash::{client_double_bits, leaf_text, push_priority_prefix, sha1_text};
+#[cfg(test)]
+use crate::hash::push_priority_prefix;
+use crate::hash::{client_double_bits, leaf_text, object_text_hash, sha1_text};
 use crate::key::{compare_utf16, integer_like, Key};
 use crate::node::{Leaf, Node};
 use crate::packed::{self, Value};
@@ -142,26 +142,11 @@ pub(crate) fn java_hash(node: &Node) -> Option<Arc<str>> {
                 .then_with(|| compare_java_keys(&a.0, &b.0))
         });
     }
-    let mut prefix = String::new();
-    push_priority_prefix(&mut prefix, node.priority(), exact_bits);
-    let mut hasher = Sha1::new();
-    let mut wrote_anything = !prefix.is_empty();
-    hasher.update(prefix.as_bytes());
-    for (key, _, hash) in &ordered {
-        if hash.is_empty() {
-            continue;
-        }
-        hasher.update(b":");
-        hasher.update(key.as_str().as_bytes());
-        hasher.update(b":");
-        hasher.update(hash.as_bytes());
-        wrote_anything = true;
-    }
-    Some(if wrote_anything {
-        Arc::from(crate::hash::digest_base64(&hasher.finalize().into()))
-    } else {
-        Arc::from("")
-    })
+    Some(object_text_hash(
+        node.priority(),
+        exact_bits,
+        ordered.iter().map(|(key, _, hash)| (key.as_str(), hash)),
+    ))
 }
 
 #[cfg(test)]
