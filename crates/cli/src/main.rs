@@ -1,6 +1,7 @@
 //! The `hearth` command.
 
 mod config_file;
+mod firebase_json;
 mod layers;
 mod logging;
 #[cfg(test)]
@@ -23,6 +24,7 @@ use hearth_server::{ServeConfig, Server, DEFAULT_NAMESPACE};
 use hearth_store::SnapshotPolicy;
 use tracing::{info, warn};
 
+use crate::firebase_json::FirebaseJson;
 use crate::logging::LogFormat;
 
 const MIB: usize = 1024 * 1024;
@@ -186,6 +188,11 @@ struct ServeArgs {
     /// databases are open with --dev and locked (admins only) otherwise.
     #[arg(long, env = "HEARTH_RULES")]
     rules: Option<PathBuf>,
+    /// A Firebase project file (`firebase.json`) to read as the Firebase emulator does: its
+    /// `database` rules file stands for --rules, and `emulators.database` `host` and `port`
+    /// for --listen, where those are not given.
+    #[arg(long)]
+    firebase_json: Option<PathBuf>,
     /// A secret that grants admin access (rules bypassed), sent as a bearer token or as the
     /// credential of `auth`/`gauth`.
     #[arg(long, env = "HEARTH_ADMIN_TOKEN", hide_env_values = true)]
@@ -294,7 +301,17 @@ fn main() -> anyhow::Result<()> {
             return Ok(());
         }
         logging::init(args.log_format, args.log_level.as_deref())?;
-        return serve(*args);
+        let mut args = *args;
+        if let Some(file) = args.firebase_json.clone() {
+            let given = |id: &str| {
+                !matches!(
+                    layered.sources.get(id),
+                    None | Some(layers::Source::Default | layers::Source::Unset)
+                )
+            };
+            apply_firebase_json(&mut args, &file, given("listen"), given("rules"))?;
+        }
+        return serve(args);
     }
     logging::init(LogFormat::Text, None)?;
     let tool = match cli.command {
@@ -372,6 +389,29 @@ fn jwks_source(args: &ServeArgs, auth: &AuthConfig) -> anyhow::Result<Option<Jwk
         min_refresh: Duration::from_millis(args.firebase_jwks_min_refresh_ms.max(1)),
         keys,
     }))
+}
+
+/// Fills --listen and --rules from a Firebase project file where they were not given.
+fn apply_firebase_json(
+    args: &mut ServeArgs,
+    file: &std::path::Path,
+    listen_given: bool,
+    rules_given: bool,
+) -> anyhow::Result<()> {
+    let project = FirebaseJson::read(file)?;
+    if !listen_given {
+        if let Some(listen) = project.listen() {
+            info!(listen = %listen, "listening where {} says", file.display());
+            args.listen = listen;
+        }
+    }
+    if !rules_given {
+        if let Some(rules) = project.rules {
+            info!(rules = %rules.display(), "rules from {}", file.display());
+            args.rules = Some(rules);
+        }
+    }
+    Ok(())
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -365,7 +365,8 @@ impl Database {
             Some(view) if view.query.is_filtered() => view.window.clone(),
             _ => self.root.get(&path),
         };
-        let cached = hash.is_some_and(|hash| !hash.is_empty() && *data.hash() == *hash);
+        // The client's cached copy is current when its hash matches in either client's form.
+        let cached = hash.is_some_and(|hash| !hash.is_empty() && data.hash_matches(&hash));
         if !cached {
             self.stats.pushes += 1;
             out.push(Effect::Push {

@@ -155,23 +155,25 @@ fn merges_are_atomic_and_pushed_once() {
     );
 }
 
+/// A compare-and-set of `/n` by connection 1.
+fn cas(db: &mut Database, hash: &str, data: Value, out: &mut Effects) -> Reply {
+    db.handle(
+        1,
+        Request::Put {
+            target: target("/n"),
+            data,
+            hash: Some(hash.into()),
+        },
+        0,
+        out,
+    )
+}
+
 #[test]
 fn compare_and_set_by_hash() {
     let mut db = Database::new();
     db.connect(1);
     let mut out = Effects::new();
-    let cas = |db: &mut Database, hash: &str, data: Value, out: &mut Effects| {
-        db.handle(
-            1,
-            Request::Put {
-                target: target("/n"),
-                data,
-                hash: Some(hash.into()),
-            },
-            0,
-            out,
-        )
-    };
     assert!(cas(&mut db, "", json!(1), &mut out).is_ok());
     assert_eq!(
         cas(&mut db, "", json!(2), &mut out).status,
@@ -179,6 +181,55 @@ fn compare_and_set_by_hash() {
     );
     assert!(cas(&mut db, "YPVfR2bXt/lcDjiQZ8pOkAd3qkQ=", json!(2), &mut out).is_ok());
     assert_eq!(db.root().to_json(true), json!({"n": 2}));
+}
+
+/// The Java client prints some numbers from their exact bits (2^53−1 as `433fffffffffffff`
+/// where the JS client prints `4340000000000000`): its compare-and-set and its listen's cached
+/// hash are accepted in either form, and a hash of neither form is still stale.
+#[test]
+fn compare_and_set_accepts_the_java_clients_hash() {
+    let mut db = Database::new();
+    db.connect(1);
+    let mut out = Effects::new();
+    for value in [
+        json!(9007199254740991u64),
+        json!({"score": 281474976710655u64, "name": "x"}),
+        json!({".value": 1, ".priority": 3.9999999999999996}),
+    ] {
+        put(&mut db, 1, "/n", value.clone());
+        let node = db.root().get(&path("/n"));
+        let (js, java) = (node.hash(), node.java_hash());
+        assert_ne!(js, java, "{value}");
+        // Neither the hash of other data nor a mangled one is accepted.
+        let other = Node::from_json(&json!(12345)).expect("valid").hash();
+        assert_eq!(
+            cas(&mut db, &other, json!(0), &mut out).status,
+            Status::DataStale
+        );
+        assert!(cas(&mut db, &java, json!(1), &mut out).is_ok(), "{value}");
+        assert_eq!(db.root().get(&path("/n")).to_json(true), json!(1));
+        put(&mut db, 1, "/n", value.clone());
+        assert!(cas(&mut db, &js, json!(2), &mut out).is_ok(), "{value}");
+        assert_eq!(db.root().get(&path("/n")).to_json(true), json!(2));
+    }
+    // A listen whose cached copy is current in the Java form gets no data again.
+    put(&mut db, 1, "/n", json!({"k": 9007199254740991u64}));
+    let java = db.root().get(&path("/n")).java_hash();
+    let mut out = Effects::new();
+    let reply = db.handle(
+        1,
+        Request::Listen {
+            path: path("/n"),
+            query: QueryParams::default(),
+            query_wire: None,
+            tag: None,
+            hash: Some(java.to_string()),
+        },
+        1_000,
+        &mut out,
+    );
+    assert_eq!(reply, Reply::listen_ok());
+    assert_eq!(pushes(&out), vec![]);
 }
 
 #[test]

@@ -214,7 +214,10 @@ impl Database {
             }
         };
         if let Some(condition) = &condition {
-            if *self.root.get(condition.path).hash() != *condition.hash {
+            // Either client's form of the hash: the Java client prints some numbers
+            // differently (`Node::hash_matches`), and the second form is computed only when
+            // the first does not match.
+            if !self.root.get(condition.path).hash_matches(condition.hash) {
                 return Err(Reply {
                     status: Status::DataStale,
                     data: ReplyData::EmptyText,

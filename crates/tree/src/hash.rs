@@ -17,6 +17,13 @@ use crate::packed::{self, Value};
 use crate::priority::Priority;
 
 /// SHA-1 of `text`, base64 encoded with the standard alphabet and padding (28 characters).
+pub(crate) fn sha1_text(text: &str) -> Arc<str> {
+    let mut hasher = Sha1::new();
+    hasher.update(text.as_bytes());
+    sha1_base64(hasher)
+}
+
+/// The digest of `hasher` as the hash text clients compare, shared.
 fn sha1_base64(hasher: Sha1) -> Arc<str> {
     Arc::from(base64_text(hasher))
 }
@@ -31,13 +38,17 @@ pub(crate) fn digest_base64(digest: &[u8; 20]) -> String {
     base64::engine::general_purpose::STANDARD.encode(digest)
 }
 
+/// How a client turns a number into the bits it prints in hash texts: [`client_double_bits`]
+/// for the JS client, `f64::to_bits` for the Java one (`hash_java`).
+pub(crate) type NumberBits = fn(f64) -> u64;
+
 /// Appends `priority:<P>:` when there is a priority.
-fn push_priority_prefix(text: &mut String, priority: &Priority) {
+pub(crate) fn push_priority_prefix(text: &mut String, priority: &Priority, bits: NumberBits) {
     match priority {
         Priority::None => {}
         Priority::Number(n) => {
             text.push_str("priority:number:");
-            text.push_str(&number_hex(*n));
+            text.push_str(&bits_hex(bits(*n)));
             text.push(':');
         }
         Priority::String(s) => {
@@ -50,8 +61,13 @@ fn push_priority_prefix(text: &mut String, priority: &Priority) {
 
 /// The canonical text of a leaf (spec §10.1), before SHA-1.
 pub(crate) fn leaf_hash_text(value: &Leaf, priority: &Priority) -> String {
+    leaf_text(value, priority, client_double_bits)
+}
+
+/// The canonical text of a leaf with numbers printed from `bits`.
+pub(crate) fn leaf_text(value: &Leaf, priority: &Priority, bits: NumberBits) -> String {
     let mut text = String::new();
-    push_priority_prefix(&mut text, priority);
+    push_priority_prefix(&mut text, priority, bits);
     match value {
         Leaf::Bool(b) => {
             text.push_str("boolean:");
@@ -59,7 +75,7 @@ pub(crate) fn leaf_hash_text(value: &Leaf, priority: &Priority) -> String {
         }
         Leaf::Number(n) => {
             text.push_str("number:");
-            text.push_str(&number_hex(*n));
+            text.push_str(&bits_hex(bits(*n)));
         }
         Leaf::String(s) => {
             text.push_str("string:");
@@ -89,18 +105,35 @@ pub(crate) fn object_hash(children: &ChildMap, priority: &Priority) -> Arc<str> 
         // order: exactly priority order with key tiebreak.
         ordered.sort_by(|a, b| a.1.priority().cmp(b.1.priority()));
     }
+    object_text_hash(
+        priority,
+        client_double_bits,
+        ordered
+            .into_iter()
+            .map(|(key, child)| (key.as_str(), child.hash())),
+    )
+}
+
+/// The hash of an object's text: its priority prefix, then `:key:childHash` for each child in
+/// the order given, leaving out empty children; `""` when that writes nothing (spec §10.2).
+/// The text is streamed into SHA-1 rather than built.
+pub(crate) fn object_text_hash<K: AsRef<str>, H: AsRef<str>>(
+    priority: &Priority,
+    bits: NumberBits,
+    children: impl IntoIterator<Item = (K, H)>,
+) -> Arc<str> {
     let mut prefix = String::new();
-    push_priority_prefix(&mut prefix, priority);
+    push_priority_prefix(&mut prefix, priority, bits);
     let mut hasher = Sha1::new();
     let mut wrote_anything = !prefix.is_empty();
     hasher.update(prefix.as_bytes());
-    for (key, child) in ordered {
-        let child_hash = child.hash();
+    for (key, child_hash) in children {
+        let child_hash = child_hash.as_ref();
         if child_hash.is_empty() {
             continue;
         }
         hasher.update(b":");
-        hasher.update(key.as_str().as_bytes());
+        hasher.update(key.as_ref().as_bytes());
         hasher.update(b":");
         hasher.update(child_hash.as_bytes());
         wrote_anything = true;
@@ -177,8 +210,14 @@ pub(crate) fn chunked_hash<'a>(
 }
 
 /// The 16 lower-case hex digits the client prints for a number (spec §10.3).
+#[cfg(test)]
 pub(crate) fn number_hex(v: f64) -> String {
-    format!("{:016x}", client_double_bits(v))
+    bits_hex(client_double_bits(v))
+}
+
+/// Bits as the 16 lower-case hex digits of hash texts.
+fn bits_hex(bits: u64) -> String {
+    format!("{bits:016x}")
 }
 
 /// The client's reconstruction of the IEEE-754 bits of `v`: exponent from a logarithm and

@@ -91,7 +91,7 @@ fn is_negative_zero(s: &str) -> bool {
 
 /// Reads `s` as the client does: `^-?0*\d{1,10}$` whose value fits in an `i32`. Leading zeros
 /// are allowed and do not count towards the ten digits.
-fn integer_like(s: &str) -> Option<i32> {
+pub(crate) fn integer_like(s: &str) -> Option<i32> {
     let (negative, digits) = match s.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, s),

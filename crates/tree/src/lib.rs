@@ -13,6 +13,7 @@
 mod children;
 mod chunked;
 mod hash;
+mod hash_java;
 mod iter;
 mod json;
 mod key;

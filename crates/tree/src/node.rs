@@ -13,6 +13,7 @@ use std::sync::{Arc, LazyLock, OnceLock};
 use crate::children::{self, ChildMap};
 use crate::chunked::Chunked;
 use crate::hash;
+use crate::hash_java;
 use crate::iter::{Children, ChildrenRange, Inner};
 use crate::json;
 use crate::key::Key;
@@ -506,6 +507,19 @@ impl Node {
             }
             Repr::Chunked(chunked) => chunked.hash(),
         }
+    }
+
+    /// Whether `hash` is this node's hash as a client computes it: the JS client's form
+    /// ([`Node::hash`], cached) or else the Java client's, which differs only for some numbers
+    /// and keys (`hash_java`) and is computed only when the first does not match.
+    pub fn hash_matches(&self, hash: &str) -> bool {
+        *self.hash() == *hash || hash_java::java_hash(self).is_some_and(|java| *java == *hash)
+    }
+
+    /// The node hash as the Java (Android) client computes it; equal to [`Node::hash`] unless
+    /// the subtree holds a number or key the two clients hash differently.
+    pub fn java_hash(&self) -> Arc<str> {
+        hash_java::java_hash(self).unwrap_or_else(|| self.hash())
     }
 
     /// The hash if it has already been computed (never computes it).

@@ -7,6 +7,12 @@
 //! read back as the same double. Rust's float formatting finds those shortest digits too; the
 //! only difference is the rare case where two equally short candidates are exactly equally
 //! close to the value, where ECMAScript picks the even one and Rust does not always.
+//!
+//! One exception: integers of magnitude 2^63 and more are printed in exponent notation
+//! (`1e+20`) where JavaScript writes all their digits up to 1e21. The Java (Android) client
+//! reads a number written with digits only as a 64-bit integer (`Long.parseLong`) and fails on
+//! larger ones, losing the whole message; every JSON reader, JavaScript's included, reads both
+//! texts as the same double.
 
 use std::fmt::{self, Write as _};
 
@@ -14,6 +20,10 @@ use serde_json::{Number, Value};
 
 /// 2^53: below it every integer is exact.
 const SAFE_INTEGER_LIMIT: f64 = 9_007_199_254_740_992.0;
+
+/// 2^63: integers from here on do not fit the Java client's 64-bit reading of digit-only
+/// numbers, so they are printed in exponent notation.
+const JAVA_LONG_LIMIT: f64 = 9_223_372_036_854_775_808.0;
 
 /// The value as an `i64` when it is an integer below 2^53 in magnitude.
 fn safe_integer(v: f64) -> Option<i64> {
@@ -255,10 +265,10 @@ fn write_js_number(out: &mut Vec<u8>, v: f64) {
     let d = prefer_even(magnitude, Decimal::shortest(magnitude));
     let digits = d.digits();
     let (k, n) = (d.len as i32, d.n);
-    if k <= n && n <= 21 {
+    if k <= n && n <= 21 && magnitude < JAVA_LONG_LIMIT {
         out.extend_from_slice(digits);
         out.extend(std::iter::repeat_n(b'0', (n - k) as usize));
-    } else if 0 < n && n <= 21 {
+    } else if n < k && 0 < n && n <= 21 {
         out.extend_from_slice(&digits[..n as usize]);
         out.push(b'.');
         out.extend_from_slice(&digits[n as usize..]);
@@ -298,8 +308,13 @@ mod tests {
             (9007199254740991.0, "9007199254740991"),
             (9007199254740992.0, "9007199254740992"),
             (1152921504606846976.0, "1152921504606847000"),
-            (1e20, "100000000000000000000"),
-            (123456789012345680000.0, "123456789012345680000"),
+            (9223372036854774784.0, "9223372036854775000"),
+            (-9223372036854774784.0, "-9223372036854775000"),
+            // From 2^63 on, exponent notation where Node prints every digit (see the top).
+            (9223372036854775808.0, "9.223372036854776e+18"),
+            (-9223372036854775808.0, "-9.223372036854776e+18"),
+            (1e20, "1e+20"),
+            (123456789012345680000.0, "1.2345678901234568e+20"),
             (1e21, "1e+21"),
             (1.5e300, "1.5e+300"),
             (-1.5e300, "-1.5e+300"),
