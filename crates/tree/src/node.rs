@@ -489,6 +489,18 @@ impl Node {
         }
     }
 
+    /// Whether both hold the same stored data without looking inside it: the same shared
+    /// node, or two packed nodes with the same bytes (a packed node read from inside a packed
+    /// or chunked parent is a fresh copy each time, so identity alone would never match it;
+    /// its bytes are at most `PACK_MAX_BYTES` long, so the comparison is a short `memcmp`).
+    /// May report false for equal nodes of other forms built separately.
+    pub fn same_stored(&self, other: &Node) -> bool {
+        match (&self.0, &other.0) {
+            (Repr::Packed(a), Repr::Packed(b)) => a.ptr_eq(b) || a.bytes() == b.bytes(),
+            _ => self.ptr_eq(other),
+        }
+    }
+
     /// The node hash of spec §10 (`""` for the empty node), cached inside the node.
     pub fn hash(&self) -> Arc<str> {
         match &self.0 {
