@@ -220,6 +220,11 @@ struct ServeArgs {
     /// address only your monitoring reaches.
     #[arg(long, env = "HEARTH_METRICS_LISTEN")]
     metrics_listen: Option<String>,
+    /// Serve WebTransport (HTTP/3, UDP) on this address (`host:port`) for volatile paths over
+    /// datagrams (docs/volatile.md). With --tls-cert its certificate is used; without, a
+    /// self-signed one valid for 13 days, whose SHA-256 the log shows for browsers to pin.
+    #[arg(long, env = "HEARTH_WEBTRANSPORT_LISTEN")]
+    webtransport_listen: Option<String>,
     /// Serve /metrics on the main port without a credential. Without it, the main port's
     /// /metrics needs the admin token as a bearer token (or `owner` with --dev).
     #[arg(long, env = "HEARTH_METRICS_PUBLIC")]
@@ -401,7 +406,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .copied(),
         None => None,
     };
+    let webtransport_listen = match &args.webtransport_listen {
+        Some(address) => hearth_server::resolve_listen(address)
+            .with_context(|| format!("resolving --webtransport-listen {address}"))?
+            .first()
+            .copied(),
+        None => None,
+    };
     let config = ServeConfig {
+        webtransport_listen,
         auth,
         firebase_jwks,
         default_rules,

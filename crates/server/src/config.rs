@@ -54,6 +54,8 @@ pub struct ServeConfig {
     /// Volatile ticks per second: how often changes under `.volatile` paths are pushed
     /// (`owner::volatile`, at most `MAX_VOLATILE_HZ`).
     pub volatile_hz: u32,
+    /// Where WebTransport sessions are served (`--webtransport-listen`, UDP), if anywhere.
+    pub webtransport_listen: Option<SocketAddr>,
 }
 
 impl ServeConfig {
@@ -79,6 +81,7 @@ impl ServeConfig {
             tls: None,
             metrics: MetricsConfig::default(),
             volatile_hz: DEFAULT_VOLATILE_HZ,
+            webtransport_listen: None,
         }
     }
 }
