@@ -5,8 +5,8 @@
 //! Format (documented for clients in `docs/volatile.md`):
 //! - **Server → client datagram**: one push, as its action letter (`d` for a value, `m` for a
 //!   merge of children) followed by the push's body JSON, `{"p":PATH,"d":DATA}` (plus `"t":TAG`
-//!   for a tagged query). A cursor `{"x":12,"y":34}` at `rooms/r1/cursors/u1` is 47 bytes;
-//!   the same push over WebSocket is 70 (the Firebase envelope and the frame header).
+//!   for a tagged query). A cursor `{"x":12,"y":34}` at `rooms/r1/cursors/u1` is 49 bytes;
+//!   the same push over WebSocket is 78 (the Firebase envelope and the frame header).
 //! - **Server → client stream**: every other message (the handshake, replies, cancels,
 //!   credential revocations) and pushes too large for one datagram, as the Firebase wire
 //!   message, one per line (`\n`; JSON text holds no raw newline).
@@ -55,7 +55,9 @@ pub fn push_datagram(text: &str) -> Option<Vec<u8>> {
     if action != b'd' && action != b'm' {
         return None;
     }
-    let body = rest[1..].strip_prefix(PUSH_AFTER_ACTION)?.strip_suffix("}}")?;
+    let body = rest[1..]
+        .strip_prefix(PUSH_AFTER_ACTION)?
+        .strip_suffix("}}")?;
     let mut out = Vec::with_capacity(body.len() + 1);
     out.push(action);
     out.extend_from_slice(body.as_bytes());
@@ -78,13 +80,17 @@ pub struct FrameReadError(String);
 
 impl FrameReader {
     /// Feeds bytes; every message they complete is passed to `each`.
-    pub fn feed(&mut self, bytes: &[u8], mut each: impl FnMut(String)) -> Result<(), FrameReadError> {
+    pub fn feed(
+        &mut self,
+        bytes: &[u8],
+        mut each: impl FnMut(String),
+    ) -> Result<(), FrameReadError> {
         self.buffered.extend_from_slice(bytes);
         let mut start = 0;
         loop {
             let mut cursor = std::io::Cursor::new(&self.buffered[start..]);
-            let parsed =
-                FrameHeader::parse(&mut cursor).map_err(|error| FrameReadError(error.to_string()))?;
+            let parsed = FrameHeader::parse(&mut cursor)
+                .map_err(|error| FrameReadError(error.to_string()))?;
             let Some((_, length)) = parsed else { break };
             let head = cursor.position() as usize;
             let Ok(length) = usize::try_from(length) else {
@@ -94,8 +100,8 @@ impl FrameReader {
                 break;
             }
             let payload = &self.buffered[start + head..start + head + length];
-            let text = std::str::from_utf8(payload)
-                .map_err(|error| FrameReadError(error.to_string()))?;
+            let text =
+                std::str::from_utf8(payload).map_err(|error| FrameReadError(error.to_string()))?;
             match self.assembler.push(text) {
                 Ok(Assembled::Message(message)) => each(message),
                 Ok(Assembled::Partial | Assembled::KeepAlive) => {}
@@ -133,6 +139,51 @@ struct Envelope<'a> {
 struct Data<'a> {
     #[serde(borrow)]
     a: Option<&'a str>,
+    r: Option<u64>,
+    #[serde(borrow)]
+    b: Option<Body<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Body<'a> {
+    #[serde(borrow)]
+    p: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// A listen's request number and path (without slashes at its ends), if `text` is a listen.
+pub fn listen_request(text: &str) -> Option<(u64, String)> {
+    let data = serde_json::from_str::<Envelope<'_>>(text).ok()?.d?;
+    if data.a != Some("q") {
+        return None;
+    }
+    let path = data.b?.p?;
+    Some((data.r?, path.trim_matches('/').to_owned()))
+}
+
+/// The request number a reply of the owner answers, if `text` is a reply.
+pub fn reply_number(text: &str) -> Option<u64> {
+    if !text.starts_with(r#"{"t":"d","d":{"r":"#) {
+        return None;
+    }
+    let data = serde_json::from_str::<Envelope<'_>>(text).ok()?.d?;
+    data.a.is_none().then_some(data.r).flatten()
+}
+
+/// The path of a push (without slashes at its ends), if `text` is one.
+pub fn push_path(text: &str) -> Option<String> {
+    push_datagram(text)?;
+    let data = serde_json::from_str::<Envelope<'_>>(text).ok()?.d?;
+    Some(data.b?.p?.trim_matches('/').to_owned())
+}
+
+/// Whether one of two paths (without end slashes) lies at or below the other.
+pub fn related(a: &str, b: &str) -> bool {
+    let within = |short: &str, long: &str| {
+        short.is_empty()
+            || long == short
+            || (long.starts_with(short) && long.as_bytes().get(short.len()) == Some(&b'/'))
+    };
+    within(a, b) || within(b, a)
 }
 
 /// Classifies a client's message by its action, without parsing its data (the owner does).
@@ -249,16 +300,23 @@ mod tests {
 
     #[test]
     fn a_cursor_push_is_a_small_datagram() {
-        let text = push("rooms/r1/cursors/u1", PushData::Put(node(r#"{"x":12,"y":34}"#)));
+        let text = push(
+            "rooms/r1/cursors/u1",
+            PushData::Put(node(r#"{"x":12,"y":34}"#)),
+        );
         let Outbound::Datagram(datagram) = sort_message(&text, 1200) else {
             panic!("a datagram");
         };
         assert_eq!(
             &datagram[..],
-            br#"d{"p":"rooms/r1/cursors/u1","d":{"x":12,"y":34}}"#
+            br#"d{"p":"/rooms/r1/cursors/u1","d":{"x":12,"y":34}}"#
         );
-        assert_eq!(datagram.len(), 47);
-        assert_eq!(encode_frames(text).len(), 70, "the same push over WebSocket");
+        assert_eq!(datagram.len(), 49);
+        assert_eq!(
+            encode_frames(text).len(),
+            78,
+            "the same push over WebSocket"
+        );
     }
 
     #[test]
@@ -272,7 +330,7 @@ mod tests {
         );
         assert_eq!(
             push_datagram(&merge).expect("a push"),
-            br#"m{"p":"rooms/r1/cursors","d":{"a":1,"b":null}}"#
+            br#"m{"p":"/rooms/r1/cursors","d":{"a":1,"b":null}}"#
         );
         let encoded = hearth_wire::encode_push(&Push {
             path: Path::parse("q").expect("path"),
@@ -280,7 +338,7 @@ mod tests {
         });
         assert_eq!(
             push_datagram(&encoded.tagged(7)).expect("a push"),
-            br#"d{"p":"q","d":true,"t":7}"#
+            br#"d{"p":"/q","d":true,"t":7}"#
         );
     }
 
@@ -291,7 +349,10 @@ mod tests {
             sort_message(reply, 1200),
             Outbound::Line(Bytes::from(format!("{reply}\n")))
         );
-        let big = push("a", PushData::Put(node(&format!("\"{}\"", "x".repeat(2000)))));
+        let big = push(
+            "a",
+            PushData::Put(node(&format!("\"{}\"", "x".repeat(2000)))),
+        );
         assert!(matches!(sort_message(&big, 1200), Outbound::Line(_)));
         // A credential revocation has the push's envelope but not its action.
         let revoked = hearth_wire::encode_auth_revoked("expired_token", "gone");
@@ -327,6 +388,30 @@ mod tests {
     }
 
     #[test]
+    fn listens_replies_and_push_paths_are_read() {
+        assert_eq!(
+            listen_request(r#"{"t":"d","d":{"r":4,"a":"q","b":{"p":"/rooms/r1/","h":""}}}"#),
+            Some((4, "rooms/r1".to_owned()))
+        );
+        assert_eq!(
+            listen_request(r#"{"t":"d","d":{"r":4,"a":"p","b":{"p":"/x","d":1}}}"#),
+            None
+        );
+        assert_eq!(
+            reply_number(r#"{"t":"d","d":{"r":4,"b":{"s":"ok","d":{}}}}"#),
+            Some(4)
+        );
+        let text = push("rooms/r1/cursors/u\"1", PushData::Put(node("1")));
+        assert_eq!(reply_number(&text), None);
+        assert_eq!(push_path(&text).as_deref(), Some("rooms/r1/cursors/u\"1"));
+        assert!(related("rooms/r1", "rooms/r1/cursors/a"));
+        assert!(related("rooms/r1/cursors/a", "rooms/r1"));
+        assert!(related("", "x"));
+        assert!(related("a", "a"));
+        assert!(!related("rooms/r1", "rooms/r10"));
+    }
+
+    #[test]
     fn lines_are_split_and_bounded() {
         let mut reader = LineReader::new(10);
         let mut lines = Vec::new();
@@ -353,7 +438,10 @@ mod tests {
         assert!(!bucket.take(50));
         assert!(bucket.take(100), "one more after a tenth of a second");
         assert!(!bucket.take(100));
-        assert!((0..3).all(|_| bucket.take(10_000)), "refilled up to the burst");
+        assert!(
+            (0..3).all(|_| bucket.take(10_000)),
+            "refilled up to the burst"
+        );
         assert!(!bucket.take(10_000));
     }
 }

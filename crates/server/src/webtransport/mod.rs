@@ -175,7 +175,11 @@ pub async fn serve(shard: Rc<Shard>, prepared: Prepared) {
             _ = shutdown.changed() => break,
             incoming = endpoint.accept() => incoming,
         };
-        tokio::task::spawn_local(session::serve_session(shard.clone(), incoming, open.clone()));
+        tokio::task::spawn_local(session::serve_session(
+            shard.clone(),
+            incoming,
+            open.clone(),
+        ));
     }
     // The sessions end themselves on shutdown (closing their connections); give their close
     // frames a moment to leave.

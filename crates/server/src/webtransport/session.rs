@@ -15,6 +15,7 @@ use std::io::{self, IoSlice};
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use hearth_wire::encode_handshake;
 use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -35,7 +36,8 @@ use crate::session::new_session_id;
 use crate::shard::Shard;
 use crate::time::now_ms;
 use crate::webtransport::codec::{
-    classify, sort_message, Bucket, FrameReader, LineReader, Outbound, Request,
+    classify, listen_request, push_path, related, reply_number, sort_message, Bucket, FrameReader,
+    LineReader, Outbound, Request,
 };
 use crate::webtransport::{
     MAX_DATAGRAMS_PER_SECOND, MAX_DATAGRAM_BURST, MAX_DATAGRAM_BYTES, MAX_LISTENS_PER_SESSION,
@@ -102,7 +104,7 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, open: Rc
         .max_datagram_size()
         .unwrap_or(0)
         .min(MAX_DATAGRAM_BYTES);
-    let outlet = Rc::new(Outlet::new(connection.clone(), max_datagram));
+    let outlet = Rc::new(Outlet::new(Box::new(connection.clone()), max_datagram));
     let transport: Rc<dyn Transport> = outlet.clone();
     let id = shard.next_conn_id();
     let edge = Rc::new(EdgeConn::new(
@@ -118,17 +120,13 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, open: Rc
     ))]);
     let side = attach(&shard, &edge, namespace, session_id, previous.as_deref());
     let writer = tokio::task::spawn_local(write_lines(outlet.clone(), edge.clone(), send));
-    let ended = run(&shard, &edge, &side, &connection, recv).await;
+    let ended = run(&shard, &edge, &outlet, &side, &connection, recv).await;
     detach_session(&shard, id, &side);
     match ended {
         Some(reason) => {
             debug!(conn = id, reason = %reason.text, "closing WebTransport session");
             // What waits on the stream goes first, for a moment.
-            let _ = tokio::time::timeout(
-                std::time::Duration::from_secs(1),
-                outlet.drained(),
-            )
-            .await;
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), outlet.drained()).await;
             connection.close(
                 VarInt::from_u32(u32::from(u16::from(reason.code))),
                 reason.text.as_bytes(),
@@ -146,6 +144,7 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, open: Rc
 async fn run(
     shard: &Shard,
     edge: &EdgeConn,
+    outlet: &Outlet,
     side: &OwnerSide,
     connection: &Connection,
     mut recv: RecvStream,
@@ -204,7 +203,12 @@ async fn run(
                 Request::Listen if listens >= MAX_LISTENS_PER_SESSION => {
                     return Some(CloseReason::new(CloseCode::Policy, TOO_MANY_LISTENS));
                 }
-                Request::Listen => listens += 1,
+                Request::Listen => {
+                    listens += 1;
+                    if let Some(listen) = listen_request(message) {
+                        outlet.pending_listens.borrow_mut().push(listen);
+                    }
+                }
                 Request::Unlisten => listens = listens.saturating_sub(1),
                 _ => {}
             }
@@ -266,10 +270,22 @@ async fn write_lines(outlet: Rc<Outlet>, edge: Rc<EdgeConn>, mut send: SendStrea
     }
 }
 
+/// Where a session's datagrams go: its QUIC connection (a recorder in tests).
+trait DatagramSink {
+    /// Queues one datagram; an error when the peer takes none (or not this large).
+    fn send(&self, datagram: Bytes) -> Result<(), ()>;
+}
+
+impl DatagramSink for Connection {
+    fn send(&self, datagram: Bytes) -> Result<(), ()> {
+        self.send_datagram(datagram).map_err(|_| ())
+    }
+}
+
 /// The transport of a session's `EdgeConn`: sorts the owner's messages into datagrams, sent at
 /// once, and stream lines, which [`write_lines`] writes.
 struct Outlet {
-    connection: Connection,
+    datagrams: Box<dyn DatagramSink>,
     max_datagram: usize,
     frames: RefCell<FrameReader>,
     lines: RefCell<Vec<u8>>,
@@ -277,12 +293,15 @@ struct Outlet {
     written: Notify,
     failed: Cell<bool>,
     finished: Cell<bool>,
+    /// Listens not answered yet (request number, path). A listen's first data must arrive,
+    /// and before its `ok`: pushes to their paths take the stream until the `ok` has passed.
+    pending_listens: RefCell<Vec<(u64, String)>>,
 }
 
 impl Outlet {
-    fn new(connection: Connection, max_datagram: usize) -> Outlet {
+    fn new(datagrams: Box<dyn DatagramSink>, max_datagram: usize) -> Outlet {
         Outlet {
-            connection,
+            datagrams,
             max_datagram,
             frames: RefCell::new(FrameReader::default()),
             lines: RefCell::new(Vec::new()),
@@ -290,6 +309,7 @@ impl Outlet {
             written: Notify::new(),
             failed: Cell::new(false),
             finished: Cell::new(false),
+            pending_listens: RefCell::new(Vec::new()),
         }
     }
 
@@ -311,10 +331,27 @@ impl Outlet {
     }
 
     fn send(&self, message: String) {
-        match sort_message(&message, self.max_datagram) {
+        let max_datagram = if self.pending_listens.borrow().is_empty() {
+            self.max_datagram
+        } else if let Some(r) = reply_number(&message) {
+            self.pending_listens
+                .borrow_mut()
+                .retain(|(pending, _)| *pending != r);
+            self.max_datagram
+        } else if let Some(path) = push_path(&message) {
+            let pending = self.pending_listens.borrow();
+            if pending.iter().any(|(_, listen)| related(listen, &path)) {
+                0
+            } else {
+                self.max_datagram
+            }
+        } else {
+            self.max_datagram
+        };
+        match sort_message(&message, max_datagram) {
             Outbound::Datagram(datagram) => {
                 // Refused (the peer takes no datagrams after all): the stream carries it.
-                if self.connection.send_datagram(datagram).is_err() {
+                if self.datagrams.send(datagram).is_err() {
                     self.push_line(message.as_bytes());
                 }
             }
@@ -361,5 +398,101 @@ impl Transport for Outlet {
 
     fn poll_write_ready(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::budget::{HttpBudgets, ShardBudget};
+    use crate::owner::outbound::{ConnHandle, Route};
+    use crate::persist::Tagger;
+
+    #[derive(Default)]
+    struct Recorder(Rc<RefCell<Vec<Bytes>>>);
+
+    impl DatagramSink for Recorder {
+        fn send(&self, datagram: Bytes) -> Result<(), ()> {
+            self.0.borrow_mut().push(datagram);
+            Ok(())
+        }
+    }
+
+    /// A session's owner side over an outlet whose datagrams are recorded.
+    fn session() -> (ConnHandle, Rc<Outlet>, Rc<RefCell<Vec<Bytes>>>) {
+        let sent = Rc::new(RefCell::new(Vec::new()));
+        let outlet = Rc::new(Outlet::new(Box::new(Recorder(sent.clone())), 1_150));
+        let transport: Rc<dyn Transport> = outlet.clone();
+        let budget = ShardBudget::new(Arc::new(HttpBudgets::default()));
+        let edge = Rc::new(EdgeConn::new(1, transport, budget, Default::default()));
+        let handle = ConnHandle::new(
+            1,
+            "ns".into(),
+            "s".into(),
+            Tagger::open(),
+            Route::Local(edge),
+        );
+        (handle, outlet, sent)
+    }
+
+    fn cursor(uid: &str, x: u32) -> String {
+        format!(
+            r#"{{"t":"d","d":{{"a":"d","b":{{"p":"rooms/r1/cursors/{uid}","d":{{"x":{x}}}}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_ticks_pushes_leave_as_datagrams_at_once_and_replies_on_the_stream() {
+        let (handle, outlet, sent) = session();
+        // What a tick delivers to one session: its pushes, then the held replies.
+        let frames = encode_frames(cursor("a", 1));
+        handle.send_frames(&frames);
+        handle.send_text(cursor("b", 2));
+        handle.send_text(r#"{"t":"d","d":{"r":9,"b":{"s":"ok","d":""}}}"#.into());
+        assert_eq!(
+            sent.borrow().clone(),
+            vec![
+                Bytes::from_static(br#"d{"p":"rooms/r1/cursors/a","d":{"x":1}}"#),
+                Bytes::from_static(br#"d{"p":"rooms/r1/cursors/b","d":{"x":2}}"#),
+            ],
+            "both pushes handed to QUIC in the same turn, without waiting for a task"
+        );
+        assert_eq!(
+            outlet.take_lines(),
+            b"{\"t\":\"d\",\"d\":{\"r\":9,\"b\":{\"s\":\"ok\",\"d\":\"\"}}}\n".to_vec()
+        );
+    }
+
+    #[test]
+    fn a_listens_first_data_takes_the_stream_until_its_ok() {
+        let (handle, outlet, sent) = session();
+        outlet
+            .pending_listens
+            .borrow_mut()
+            .push((4, "rooms/r1".to_owned()));
+        handle.send_text(cursor("a", 1));
+        handle.send_text(r#"{"t":"d","d":{"a":"d","b":{"p":"rooms/r2","d":1}}}"#.into());
+        handle.send_text(r#"{"t":"d","d":{"r":4,"b":{"s":"ok","d":{}}}}"#.into());
+        handle.send_text(cursor("a", 2));
+        let lines = String::from_utf8(outlet.take_lines()).expect("text");
+        assert_eq!(
+            lines,
+            format!(
+                "{}\n{}\n",
+                cursor("a", 1),
+                r#"{"t":"d","d":{"r":4,"b":{"s":"ok","d":{}}}}"#
+            )
+        );
+        assert_eq!(
+            sent.borrow().clone(),
+            vec![
+                Bytes::from_static(br#"d{"p":"rooms/r2","d":1}"#),
+                Bytes::from_static(br#"d{"p":"rooms/r1/cursors/a","d":{"x":2}}"#),
+            ]
+        );
+        assert!(outlet.pending_listens.borrow().is_empty());
     }
 }
