@@ -6,6 +6,8 @@
 //
 //   cd compat && npm ci && HEARTH_BIN=../target/release/hearth node --test browser/webtransport.test.mjs
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -60,45 +62,52 @@ const FILES = {
 
 const token = (uid) => unsignedJwt({ sub: uid, user_id: uid });
 
+let site;
+let origin;
+let browser;
+
+before(async () => {
+  site = http.createServer((request, response) => {
+    const file = FILES[new URL(request.url, 'http://x').pathname];
+    if (!file) {
+      response.writeHead(404).end();
+      return;
+    }
+    response.writeHead(200, { 'content-type': file[0] }).end(file[1]());
+  });
+  await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
+  origin = `http://127.0.0.1:${site.address().port}`;
+  assert.ok(fs.existsSync(CHROMIUM), `Chromium not found at ${CHROMIUM}`);
+  // QUIC stays on (the other browser tests turn it off): WebTransport runs on it.
+  const args = CHROMIUM_ARGS.filter((arg) => arg !== '--disable-quic');
+  browser = await within(30_000, 'launching chromium', () =>
+    chromium.launch({ executablePath: CHROMIUM, headless: true, args, timeout: 30_000 }),
+  );
+}, { timeout: 60_000 });
+
+after(async () => {
+  await browser?.close();
+  await new Promise((resolve) => (site ? site.close(resolve) : resolve()));
+});
+
+/** The endpoint's certificate hash, from the server's log (written at start). */
+async function certificateHash(server) {
+  const pattern = /certificate sha-256 ([0-9a-f]{64})/;
+  await waitFor(() => pattern.test(fs.readFileSync(server.logPath, 'utf8')), WAIT, 'the certificate hash in the log');
+  return fs.readFileSync(server.logPath, 'utf8').match(pattern)[1];
+}
+
 describe('volatile paths over WebTransport in Chromium', { timeout: 120_000 }, () => {
   const h = useHearth({ extraArgs: ['--rules', rulesFile, '--webtransport-listen', `127.0.0.1:${wtPort}`] });
-  let site;
-  let origin;
-  let browser;
   let hash;
-  const pages = [];
 
   before(async () => {
-    // The certificate is made at start; its hash is in the log.
-    await waitFor(() => /certificate sha-256 ([0-9a-f]{64})/.test(fs.readFileSync(h.server.logPath, 'utf8')), WAIT, 'the certificate hash in the log');
-    hash = fs.readFileSync(h.server.logPath, 'utf8').match(/certificate sha-256 ([0-9a-f]{64})/)[1];
-    site = http.createServer((request, response) => {
-      const file = FILES[new URL(request.url, 'http://x').pathname];
-      if (!file) {
-        response.writeHead(404).end();
-        return;
-      }
-      response.writeHead(200, { 'content-type': file[0] }).end(file[1]());
-    });
-    await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
-    origin = `http://127.0.0.1:${site.address().port}`;
-    assert.ok(fs.existsSync(CHROMIUM), `Chromium not found at ${CHROMIUM}`);
-    // QUIC stays on (the other browser tests turn it off): WebTransport runs on it.
-    const args = CHROMIUM_ARGS.filter((arg) => arg !== '--disable-quic');
-    browser = await within(30_000, 'launching chromium', () =>
-      chromium.launch({ executablePath: CHROMIUM, headless: true, args, timeout: 30_000 }),
-    );
+    hash = await certificateHash(h.server);
   }, { timeout: 60_000 });
-
-  after(async () => {
-    await browser?.close();
-    await new Promise((resolve) => (site ? site.close(resolve) : resolve()));
-  });
 
   /** A page of `uid` connected to `ns` through the client; `url` defaults to the endpoint. */
   async function open(ns, uid, { url = `https://127.0.0.1:${wtPort}`, fallback = false } = {}) {
     const page = await browser.newPage();
-    pages.push(page);
     const errors = [];
     page.on('pageerror', (error) => errors.push(error));
     await page.goto(origin);
@@ -231,5 +240,45 @@ describe('volatile paths over WebTransport in Chromium', { timeout: 120_000 }, (
     await live.set('rooms/r2/cursors/erin', { x: 9, y: 9 });
     await waitFor(() => JSON.stringify(seen) === JSON.stringify({ erin: { x: 9, y: 9 } }), WAIT, 'the fallback listener');
     stop();
+  });
+});
+
+// An ECDSA P-256 certificate valid for 10 days, made with openssl: the --tls-cert pair serves
+// WebTransport too, and a browser may pin it by the hash the log shows.
+const certDir = tempDir('hearth-webtransport-cert-');
+execFileSync('openssl', [
+  'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+  '-keyout', path.join(certDir, 'key.pem'), '-out', path.join(certDir, 'cert.pem'), '-days', '10',
+  '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+], { stdio: 'ignore' });
+const tlsPort = await freePort();
+
+describe('WebTransport with the --tls-cert certificate', { timeout: 60_000 }, () => {
+  const h = useHearth({
+    extraArgs: [
+      '--rules', rulesFile,
+      '--tls-cert', path.join(certDir, 'cert.pem'), '--tls-key', path.join(certDir, 'key.pem'),
+      '--webtransport-listen', `127.0.0.1:${tlsPort}`,
+    ],
+  });
+
+  it('serves it, and the hash in the log is the certificate\'s', async () => {
+    const der = execFileSync('openssl', ['x509', '-in', path.join(certDir, 'cert.pem'), '-outform', 'der']);
+    const expected = crypto.createHash('sha256').update(der).digest('hex');
+    assert.equal(await certificateHash(h.server), expected);
+    const page = await browser.newPage();
+    await page.goto(origin);
+    const seen = await page.evaluate(
+      async ({ url, ns, token, hash }) => {
+        const client = await import('/client.js');
+        const live = await client.connect({ url, namespace: ns, token, certificateHashes: [hash] });
+        const value = new Promise((resolve) => live.listen('rooms/r1/cursors/frank', (v) => v && resolve(v)));
+        await live.set('rooms/r1/cursors/frank', { x: 1, y: 2 });
+        return { transport: live.transport, value: await value };
+      },
+      { url: `https://127.0.0.1:${tlsPort}`, ns: h.ns('wt'), token: token('frank'), hash: expected },
+    );
+    assert.deepEqual(seen, { transport: 'webtransport', value: { x: 1, y: 2 } });
+    await page.close();
   });
 });

@@ -374,6 +374,19 @@ fn jwks_source(args: &ServeArgs, auth: &AuthConfig) -> anyhow::Result<Option<Jwk
     }))
 }
 
+/// The first address of `address`, a `host:port` given to `flag`, if given.
+fn first_address(
+    flag: &str,
+    address: Option<&str>,
+) -> anyhow::Result<Option<std::net::SocketAddr>> {
+    let Some(address) = address else {
+        return Ok(None);
+    };
+    let resolved = hearth_server::resolve_listen(address)
+        .with_context(|| format!("resolving {flag} {address}"))?;
+    Ok(resolved.first().copied())
+}
+
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -399,20 +412,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         (Some(cert), Some(key)) => Some(std::sync::Arc::new(TlsCerts::load(cert, key)?)),
         _ => None,
     };
-    let metrics_listen = match &args.metrics_listen {
-        Some(address) => hearth_server::resolve_listen(address)
-            .with_context(|| format!("resolving --metrics-listen {address}"))?
-            .first()
-            .copied(),
-        None => None,
-    };
-    let webtransport_listen = match &args.webtransport_listen {
-        Some(address) => hearth_server::resolve_listen(address)
-            .with_context(|| format!("resolving --webtransport-listen {address}"))?
-            .first()
-            .copied(),
-        None => None,
-    };
+    let metrics_listen = first_address("--metrics-listen", args.metrics_listen.as_deref())?;
+    let webtransport_listen =
+        first_address("--webtransport-listen", args.webtransport_listen.as_deref())?;
     let config = ServeConfig {
         webtransport_listen,
         auth,
