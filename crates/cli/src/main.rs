@@ -220,15 +220,15 @@ struct ServeArgs {
     /// address only your monitoring reaches.
     #[arg(long, env = "HEARTH_METRICS_LISTEN")]
     metrics_listen: Option<String>,
+    /// Serve /metrics on the main port without a credential. Without it, the main port's
+    /// /metrics needs the admin token as a bearer token (or `owner` with --dev).
+    #[arg(long, env = "HEARTH_METRICS_PUBLIC")]
+    metrics_public: bool,
     /// Serve WebTransport (HTTP/3, UDP) on this address (`host:port`) for volatile paths over
     /// datagrams (docs/volatile.md). With --tls-cert its certificate is used; without, a
     /// self-signed one valid for 13 days, whose SHA-256 the log shows for browsers to pin.
     #[arg(long, env = "HEARTH_WEBTRANSPORT_LISTEN")]
     webtransport_listen: Option<String>,
-    /// Serve /metrics on the main port without a credential. Without it, the main port's
-    /// /metrics needs the admin token as a bearer token (or `owner` with --dev).
-    #[arg(long, env = "HEARTH_METRICS_PUBLIC")]
-    metrics_public: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

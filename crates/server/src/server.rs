@@ -174,7 +174,10 @@ impl Server {
                         index,
                         config,
                         opened,
-                        listeners,
+                        Sockets {
+                            listeners,
+                            webtransport,
+                        },
                         Links {
                             owner_rx: receiver,
                             owners: senders,
@@ -183,7 +186,6 @@ impl Server {
                         },
                         shutdown_rx,
                         observer,
-                        webtransport,
                     );
                 })
                 .map_err(StartError::Thread)?;
@@ -304,6 +306,13 @@ fn log_recovery(shard: usize, recovered: &hearth_store::Recovered<ShardStorage>)
     }
 }
 
+/// What a shard serves clients on: its share of the TCP listeners, and the WebTransport
+/// endpoint (the first shard's, when there is one).
+struct Sockets {
+    listeners: Vec<TcpListener>,
+    webtransport: Option<crate::webtransport::Prepared>,
+}
+
 /// A shard's channels to and from the other shards.
 struct Links {
     /// Connections, REST requests and sessions' messages for this shard's databases.
@@ -318,12 +327,15 @@ fn run_shard(
     index: usize,
     config: ServeConfig,
     opened: Option<Opened>,
-    listeners: Vec<TcpListener>,
+    sockets: Sockets,
     links: Links,
     shutdown: watch::Receiver<bool>,
     observer: Arc<Observer>,
-    webtransport: Option<crate::webtransport::Prepared>,
 ) {
+    let Sockets {
+        listeners,
+        webtransport,
+    } = sockets;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
