@@ -236,6 +236,11 @@ struct ServeArgs {
     /// /metrics needs the admin token as a bearer token (or `owner` with --dev).
     #[arg(long, env = "HEARTH_METRICS_PUBLIC")]
     metrics_public: bool,
+    /// Serve WebTransport (HTTP/3, UDP) on this address (`host:port`) for volatile paths over
+    /// datagrams (docs/volatile.md). With --tls-cert its certificate is used; without, a
+    /// self-signed one valid for 13 days, whose SHA-256 the log shows for browsers to pin.
+    #[arg(long, env = "HEARTH_WEBTRANSPORT_LISTEN")]
+    webtransport_listen: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -414,6 +419,19 @@ fn apply_firebase_json(
     Ok(())
 }
 
+/// The first address of `address`, a `host:port` given to `flag`, if given.
+fn first_address(
+    flag: &str,
+    address: Option<&str>,
+) -> anyhow::Result<Option<std::net::SocketAddr>> {
+    let Some(address) = address else {
+        return Ok(None);
+    };
+    let resolved = hearth_server::resolve_listen(address)
+        .with_context(|| format!("resolving {flag} {address}"))?;
+    Ok(resolved.first().copied())
+}
+
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -439,14 +457,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         (Some(cert), Some(key)) => Some(std::sync::Arc::new(TlsCerts::load(cert, key)?)),
         _ => None,
     };
-    let metrics_listen = match &args.metrics_listen {
-        Some(address) => hearth_server::resolve_listen(address)
-            .with_context(|| format!("resolving --metrics-listen {address}"))?
-            .first()
-            .copied(),
-        None => None,
-    };
+    let metrics_listen = first_address("--metrics-listen", args.metrics_listen.as_deref())?;
+    let webtransport_listen =
+        first_address("--webtransport-listen", args.webtransport_listen.as_deref())?;
     let config = ServeConfig {
+        webtransport_listen,
         auth,
         firebase_jwks,
         default_rules,

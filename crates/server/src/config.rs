@@ -57,6 +57,8 @@ pub struct ServeConfig {
     /// Bytes of serialized REST answers each shard keeps (`--rest-cache-mib`, `rest::cache`);
     /// 0 serializes every answer.
     pub rest_cache_bytes: usize,
+    /// Where WebTransport sessions are served (`--webtransport-listen`, UDP), if anywhere.
+    pub webtransport_listen: Option<SocketAddr>,
 }
 
 impl ServeConfig {
@@ -83,6 +85,7 @@ impl ServeConfig {
             metrics: MetricsConfig::default(),
             volatile_hz: DEFAULT_VOLATILE_HZ,
             rest_cache_bytes: crate::rest::cache::DEFAULT_REST_CACHE_BYTES,
+            webtransport_listen: None,
         }
     }
 }

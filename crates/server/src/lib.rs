@@ -45,6 +45,7 @@ mod sse;
 mod time;
 pub mod tls;
 mod verify_key;
+pub mod webtransport;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
 pub use listener::resolve_listen;

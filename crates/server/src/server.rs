@@ -44,6 +44,8 @@ pub struct Server {
     pub address: SocketAddr,
     /// Where `--metrics-listen` serves, once bound.
     pub metrics_address: Option<SocketAddr>,
+    /// Where `--webtransport-listen` serves, and its certificate's SHA-256.
+    pub webtransport: Option<(SocketAddr, [u8; 32])>,
     observer: Arc<Observer>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -68,6 +70,8 @@ pub enum StartError {
     Thread(std::io::Error),
     #[error(transparent)]
     DataDir(#[from] DataDirError),
+    #[error("--webtransport-listen: {0}")]
+    WebTransport(#[from] crate::webtransport::WebTransportError),
     #[error("--firebase-jwks-url: {0}")]
     Jwks(#[from] JwksError),
     #[error("cannot recover shard {shard} from {dir}: {source}")]
@@ -129,6 +133,19 @@ impl Server {
             listen: bound.clone(),
             ..config
         };
+        // Served by the first shard, as the edge of every session (see `webtransport`).
+        let mut webtransport = match config.webtransport_listen {
+            Some(listen) => Some(crate::webtransport::prepare(
+                listen,
+                config.tls.as_deref(),
+                config.idle_timeout,
+                config.ping_interval,
+            )?),
+            None => None,
+        };
+        let webtransport_info = webtransport
+            .as_ref()
+            .map(|prepared| (prepared.address, prepared.certificate_sha256));
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         observer.connect(senders.clone());
@@ -147,6 +164,7 @@ impl Server {
             let senders = senders.clone();
             let observer = observer.clone();
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
+            let webtransport = webtransport.take();
             let thread = std::thread::Builder::new()
                 .name(format!("hearth-shard-{index}"))
                 .spawn(move || {
@@ -157,7 +175,10 @@ impl Server {
                         index,
                         config,
                         opened,
-                        listeners,
+                        Sockets {
+                            listeners,
+                            webtransport,
+                        },
                         Links {
                             owner_rx: receiver,
                             owners: senders,
@@ -181,6 +202,7 @@ impl Server {
         Ok(Server {
             address,
             metrics_address,
+            webtransport: webtransport_info,
             observer,
             shutdown,
             threads,
@@ -285,6 +307,13 @@ fn log_recovery(shard: usize, recovered: &hearth_store::Recovered<ShardStorage>)
     }
 }
 
+/// What a shard serves clients on: its share of the TCP listeners, and the WebTransport
+/// endpoint (the first shard's, when there is one).
+struct Sockets {
+    listeners: Vec<TcpListener>,
+    webtransport: Option<crate::webtransport::Prepared>,
+}
+
 /// A shard's channels to and from the other shards.
 struct Links {
     /// Connections, REST requests and sessions' messages for this shard's databases.
@@ -299,11 +328,15 @@ fn run_shard(
     index: usize,
     config: ServeConfig,
     opened: Option<Opened>,
-    listeners: Vec<TcpListener>,
+    sockets: Sockets,
     links: Links,
     shutdown: watch::Receiver<bool>,
     observer: Arc<Observer>,
 ) {
+    let Sockets {
+        listeners,
+        webtransport,
+    } = sockets;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -341,6 +374,9 @@ fn run_shard(
         tokio::task::spawn_local(async move { outgoing.run().await });
         tokio::task::spawn_local(commit_loop(shard.clone()));
         tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.clone()));
+        if let Some(prepared) = webtransport {
+            tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared));
+        }
         let mut accepting = Vec::new();
         for listener in listeners {
             match tokio::net::TcpListener::from_std(listener) {

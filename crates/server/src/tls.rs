@@ -97,6 +97,32 @@ impl TlsCerts {
         &self.key
     }
 
+    /// The configuration of the WebTransport endpoint (`--webtransport-listen`): the same
+    /// certificate and key, read again now, for TLS 1.3 (QUIC has no other) and HTTP/3.
+    pub fn quic_config(&self) -> Result<ServerConfig, TlsError> {
+        let (chain, key) = read_pair(&self.cert, &self.key)?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|error| mismatch(&self.cert, &self.key, error))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|error| mismatch(&self.cert, &self.key, error))?;
+        config.alpn_protocols = vec![b"h3".to_vec()];
+        Ok(config)
+    }
+
+    /// The SHA-256 of the server's own certificate (the chain's first), as browsers pin it
+    /// (`serverCertificateHashes`).
+    pub fn leaf_sha256(&self) -> Result<[u8; 32], TlsError> {
+        use sha2::Digest;
+        let (chain, _) = read_pair(&self.cert, &self.key)?;
+        let leaf = chain.first().ok_or_else(|| TlsError::NoCertificate {
+            file: self.cert.clone(),
+        })?;
+        Ok(sha2::Sha256::digest(leaf.as_ref()).into())
+    }
+
     fn acceptor(&self) -> TlsAcceptor {
         let config = self
             .current
@@ -107,7 +133,10 @@ impl TlsCerts {
     }
 }
 
-fn server_config(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
+fn read_pair(
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
     let cert_error = |reason: String| TlsError::CertFile {
         file: cert.to_owned(),
         reason,
@@ -130,7 +159,11 @@ fn server_config(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
             reason: error.to_string(),
         },
     })?;
-    let mismatch = |error: rustls::Error| TlsError::Mismatch {
+    Ok((chain, private_key))
+}
+
+fn mismatch(cert: &Path, key: &Path, error: rustls::Error) -> TlsError {
+    TlsError::Mismatch {
         cert: cert.to_owned(),
         key: key.to_owned(),
         reason: match error {
@@ -139,7 +172,12 @@ fn server_config(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
             }
             error => error.to_string(),
         },
-    };
+    }
+}
+
+fn server_config(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
+    let (chain, private_key) = read_pair(cert, key)?;
+    let mismatch = |error: rustls::Error| mismatch(cert, key, error);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

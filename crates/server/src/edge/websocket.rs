@@ -124,37 +124,12 @@ pub async fn serve_websocket<S: Accepted>(
         &session_id,
     ))]);
     let previous = head.query_param("ls");
-    let owner = owner_shard(&namespace, shard.shard_count);
-    let side = if owner == shard.index {
-        if let Some(previous) = previous {
-            sessions::end_previous_session(&shard, previous, &namespace);
-        }
-        let route = Route::Local(edge.clone());
-        OwnerSide::Local(sessions::open_session(
-            &shard, id, &namespace, session_id, route,
-        ))
-    } else {
-        shard.edge.hold(id, EdgeTarget::Socket(edge.clone()));
-        shard.send_to_owner(
-            owner,
-            ToOwner::Open {
-                conn: id,
-                edge: shard.index,
-                namespace,
-                session_id,
-                previous: previous.map(str::to_owned),
-            },
-        );
-        OwnerSide::Remote(owner)
-    };
+    let side = attach(&shard, &edge, namespace, session_id, previous);
     let shared = SharedStream::new(stream, edge.outbox());
     let mut socket =
         WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;
     let ended = run(&shard, &edge, &side, &mut socket).await;
-    match &side {
-        OwnerSide::Local(session) => sessions::close_connection(&shard, session),
-        OwnerSide::Remote(owner) => shard.release_connection(id, *owner),
-    }
+    detach_session(&shard, id, &side);
     count_close(&shard, &ended);
     match ended {
         Ended::ByClient => {}
@@ -189,8 +164,52 @@ fn count_close(shard: &Shard, ended: &Ended) {
     shard.counters.websocket_closed(cause);
 }
 
+/// Opens the session of a connection held by `edge` with the owner of `namespace`: here when
+/// this core owns it, else by a message to the owner (the connection's messages follow it
+/// there). `previous` names a session the client replaces (`ls`).
+pub(crate) fn attach(
+    shard: &Shard,
+    edge: &Rc<EdgeConn>,
+    namespace: String,
+    session_id: String,
+    previous: Option<&str>,
+) -> OwnerSide {
+    let id = edge.id;
+    let owner = owner_shard(&namespace, shard.shard_count);
+    if owner == shard.index {
+        if let Some(previous) = previous {
+            sessions::end_previous_session(shard, previous, &namespace);
+        }
+        let route = Route::Local(edge.clone());
+        OwnerSide::Local(sessions::open_session(
+            shard, id, &namespace, session_id, route,
+        ))
+    } else {
+        shard.edge.hold(id, EdgeTarget::Socket(edge.clone()));
+        shard.send_to_owner(
+            owner,
+            ToOwner::Open {
+                conn: id,
+                edge: shard.index,
+                namespace,
+                session_id,
+                previous: previous.map(str::to_owned),
+            },
+        );
+        OwnerSide::Remote(owner)
+    }
+}
+
+/// Ends the session that [`attach`] opened.
+pub(crate) fn detach_session(shard: &Shard, id: hearth_sync::ConnId, side: &OwnerSide) {
+    match side {
+        OwnerSide::Local(session) => sessions::close_connection(shard, session),
+        OwnerSide::Remote(owner) => shard.release_connection(id, *owner),
+    }
+}
+
 /// Where the connection's messages are handled.
-enum OwnerSide {
+pub(crate) enum OwnerSide {
     /// This core owns the connection's database: its session is here.
     Local(Rc<ConnHandle>),
     /// Another core owns it: whole messages are sent there.
@@ -330,7 +349,7 @@ async fn run<S: Source>(
 /// Hands whole messages to the owner of the connection's database, once it has room for
 /// them; after a large one, waits until the owner has handled it. `false` when the owner is
 /// gone (the server is stopping).
-async fn send_to_owner(
+pub(crate) async fn send_to_owner(
     shard: &Shard,
     edge: &EdgeConn,
     owner: usize,
@@ -428,7 +447,7 @@ async fn write_stalled(edge: &EdgeConn, timeout: Duration) {
 
 /// Completes when a credential that expires at `expires_at` (seconds since the epoch) has
 /// expired; never without one.
-async fn auth_expiry(expires_at: Option<u64>) {
+pub(crate) async fn auth_expiry(expires_at: Option<u64>) {
     match expires_at {
         Some(expires_at) => {
             let now = crate::time::now_ms();

@@ -1,0 +1,187 @@
+//! Volatile traffic over WebTransport (`--webtransport-listen`): HTTP/3 sessions on a UDP port,
+//! served by the first shard as their edge (`wtransport`, quinn underneath).
+//!
+//! A session is a connection like a WebSocket one: the same namespace selection (`?ns=` in
+//! the session's URL, else the host), the same Firebase requests (the client's `auth`,
+//! listens and writes, checked by the owner against the rules), the same owner machinery
+//! (volatile ticks, held replies, other cores' databases through `link`). Only its bytes
+//! differ: pushes leave as datagrams, everything else on one reliable stream (`codec`).
+//!
+//! - `codec`: the datagram and line formats, and the session's rate bucket (pure);
+//! - `session`: one session, from its request to its end.
+
+pub mod codec;
+mod session;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::rc::Rc;
+use std::time::Duration;
+
+use tracing::{info, warn};
+use wtransport::{Endpoint, Identity, ServerConfig};
+
+use crate::shard::Shard;
+use crate::tls::{TlsCerts, TlsError};
+
+/// The most WebTransport sessions open at once; more are refused (HTTP 429).
+pub const MAX_WEBTRANSPORT_SESSIONS: usize = 10_000;
+
+/// The most listens a session holds at once: a session asking for more is closed.
+pub const MAX_LISTENS_PER_SESSION: usize = 256;
+
+/// The largest datagram the server sends, whatever the path would allow: below every IPv6
+/// path's minimum MTU after QUIC's overhead, so datagrams are never fragmented away. A push
+/// larger than this (or than the session's own limit) goes on the stream.
+pub const MAX_DATAGRAM_BYTES: usize = 1_150;
+
+/// Datagrams a session may send per second, and in one burst; past them they are dropped
+/// (a volatile write is only worth its newest value anyway).
+pub const MAX_DATAGRAMS_PER_SECOND: u32 = 240;
+pub const MAX_DATAGRAM_BURST: u32 = 480;
+
+/// The longest message on a session's stream. Volatile data is small; larger writes belong on
+/// the SDK's WebSocket.
+pub const MAX_STREAM_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// How long a new session may take to open its stream.
+pub const STREAM_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Validity of the self-signed development certificate: browsers pin a certificate by its
+/// hash (`serverCertificateHashes`) only when it is valid for less than 14 days.
+pub const SELF_SIGNED_VALIDITY_DAYS: u32 = 13;
+
+/// Why the WebTransport endpoint could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum WebTransportError {
+    #[error("cannot bind the WebTransport UDP port {address}: {source}")]
+    Bind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("WebTransport certificate: {0}")]
+    Tls(#[from] TlsError),
+    #[error("cannot make a self-signed WebTransport certificate: {0}")]
+    SelfSigned(String),
+}
+
+/// A bound WebTransport endpoint, ready to be served by a shard.
+pub struct Prepared {
+    config: ServerConfig,
+    /// Where it listens.
+    pub address: SocketAddr,
+    /// The SHA-256 of its certificate, for `serverCertificateHashes`.
+    pub certificate_sha256: [u8; 32],
+    /// Whether the certificate is the self-signed development one.
+    pub self_signed: bool,
+}
+
+/// Binds `listen` and prepares the endpoint's TLS: the `--tls-cert` pair when there is one,
+/// else a self-signed ECDSA P-256 certificate for `localhost` and the listen address, valid
+/// for [`SELF_SIGNED_VALIDITY_DAYS`].
+pub fn prepare(
+    listen: SocketAddr,
+    tls: Option<&TlsCerts>,
+    idle_timeout: Duration,
+    keep_alive: Duration,
+) -> Result<Prepared, WebTransportError> {
+    let socket = UdpSocket::bind(listen).map_err(|source| WebTransportError::Bind {
+        address: listen,
+        source,
+    })?;
+    let address = socket
+        .local_addr()
+        .map_err(|source| WebTransportError::Bind {
+            address: listen,
+            source,
+        })?;
+    let builder = ServerConfig::builder().with_bind_socket(socket);
+    let (builder, certificate_sha256, self_signed) = match tls {
+        Some(certs) => {
+            let hash = certs.leaf_sha256()?;
+            (builder.with_custom_tls(certs.quic_config()?), hash, false)
+        }
+        None => {
+            let identity = self_signed(address)?;
+            let hash = identity
+                .certificate_chain()
+                .as_slice()
+                .first()
+                .map(|certificate| *certificate.hash().as_ref())
+                .ok_or_else(|| WebTransportError::SelfSigned("no certificate".into()))?;
+            (builder.with_identity(identity), hash, true)
+        }
+    };
+    let config = builder
+        .keep_alive_interval(Some(keep_alive))
+        .max_idle_timeout(Some(idle_timeout))
+        .map_err(|_| WebTransportError::SelfSigned("idle timeout out of range".into()))?
+        .build();
+    Ok(Prepared {
+        config,
+        address,
+        certificate_sha256,
+        self_signed,
+    })
+}
+
+fn self_signed(address: SocketAddr) -> Result<Identity, WebTransportError> {
+    let mut names = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    if !address.ip().is_unspecified() && !address.ip().is_loopback() {
+        names.push(address.ip().to_string());
+    }
+    Identity::self_signed_builder()
+        .subject_alt_names(names)
+        .from_now_utc()
+        .validity_days(SELF_SIGNED_VALIDITY_DAYS)
+        .build()
+        .map_err(|error| WebTransportError::SelfSigned(error.to_string()))
+}
+
+/// Lowercase hex, as the log and the clients' options show a certificate hash.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Accepts sessions until the server stops; each is served by its own task on this shard.
+pub async fn serve(shard: Rc<Shard>, prepared: Prepared) {
+    let Prepared {
+        config,
+        address,
+        certificate_sha256,
+        self_signed,
+    } = prepared;
+    let endpoint = match Endpoint::server(config) {
+        Ok(endpoint) => endpoint,
+        Err(error) => {
+            warn!(%error, "cannot start the WebTransport endpoint");
+            return;
+        }
+    };
+    info!(
+        %address,
+        certificate_sha256 = %hex(&certificate_sha256),
+        self_signed,
+        "WebTransport listening on {address} (certificate sha-256 {})",
+        hex(&certificate_sha256)
+    );
+    let open = Rc::new(std::cell::Cell::new(0usize));
+    let mut shutdown = shard.shutdown.clone();
+    loop {
+        let incoming = tokio::select! {
+            _ = shutdown.changed() => break,
+            incoming = endpoint.accept() => incoming,
+        };
+        tokio::task::spawn_local(session::serve_session(
+            shard.clone(),
+            incoming,
+            open.clone(),
+        ));
+    }
+    // The sessions end themselves on shutdown (closing their connections); give their close
+    // frames a moment to leave.
+    let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+}
