@@ -66,6 +66,8 @@ pub enum ShardMessage {
     Metrics(oneshot::Sender<ShardSnapshot>),
     /// The owner's databases, for `GET /.admin/databases`.
     Databases(oneshot::Sender<Vec<DatabaseInfo>>),
+    /// A long poll for a session whose home is this shard (`longpoll`).
+    LongPoll(Box<crate::longpoll::Forwarded>),
 }
 
 /// Sends `ask` to every shard's owner role and waits for the answers, until `timeout` when
@@ -159,6 +161,8 @@ pub struct Shard {
     random: Cell<u64>,
     /// Volatile changes and the replies they hold, until the owner's next tick.
     pub volatile: crate::owner::volatile::VolatileTicks,
+    /// The long-polling sessions this core holds (their edge).
+    pub long_polls: crate::longpoll::Registry,
 }
 
 impl Shard {
@@ -220,6 +224,7 @@ impl Shard {
             push_ids: RefCell::new(PushIdGenerator::new()),
             random: Cell::new(seed.finish()),
             volatile: Default::default(),
+            long_polls: Default::default(),
         }
     }
 
@@ -535,6 +540,14 @@ impl Shard {
             let _ = sender.send(ShardMessage::Rest(Box::new(Forwarded { call, reply })));
         }
         answer
+    }
+
+    /// Sends a long poll to the shard that holds its session. A failed send (that shard is
+    /// gone) drops the reply, which the caller reports as an error.
+    pub fn forward_long_poll(&self, home: usize, forwarded: crate::longpoll::Forwarded) {
+        if let Some(sender) = self.peers.get(home) {
+            let _ = sender.send(ShardMessage::LongPoll(Box::new(forwarded)));
+        }
     }
 
     /// The shard's numbers for a scrape, taken now on its thread; `inbox` is the count of

@@ -58,7 +58,14 @@ pub async fn serve_websocket<S: Accepted>(
     leftover: Vec<u8>,
     namespace: Result<String, NamespaceError>,
 ) {
-    let Some(key) = head.header("sec-websocket-key") else {
+    // A WebSocket naming a long-polling session (`s`) is the SDK's attempt to move that
+    // session onto a WebSocket. Hearth does not move sessions between transports: refused,
+    // the SDK drops the attempt and its session goes on polling (docs/long-polling.md).
+    let upgrade_of_long_poll = head.query_param("s").is_some();
+    let key = head
+        .header("sec-websocket-key")
+        .filter(|_| !upgrade_of_long_poll);
+    let Some(key) = key else {
         let _ = stream
             .write_all(
                 b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -330,7 +337,7 @@ async fn run<S: Source>(
 /// Hands whole messages to the owner of the connection's database, once it has room for
 /// them; after a large one, waits until the owner has handled it. `false` when the owner is
 /// gone (the server is stopping).
-async fn send_to_owner(
+pub async fn send_to_owner(
     shard: &Shard,
     edge: &EdgeConn,
     owner: usize,
