@@ -67,7 +67,7 @@ pub enum ShardMessage {
     /// The owner's databases, for `GET /.admin/databases`.
     Databases(oneshot::Sender<Vec<DatabaseInfo>>),
     /// A long poll for a session whose home is this shard (`longpoll`).
-    LongPoll(Box<crate::longpoll::Forwarded>),
+    LongPoll(Box<crate::longpoll::request::Forwarded>),
 }
 
 /// Sends `ask` to every shard's owner role and waits for the answers, until `timeout` when
@@ -162,7 +162,7 @@ pub struct Shard {
     /// Volatile changes and the replies they hold, until the owner's next tick.
     pub volatile: crate::owner::volatile::VolatileTicks,
     /// The long-polling sessions this core holds (their edge).
-    pub long_polls: crate::longpoll::Registry,
+    pub long_polls: crate::longpoll::session::Registry,
 }
 
 impl Shard {
@@ -544,7 +544,7 @@ impl Shard {
 
     /// Sends a long poll to the shard that holds its session. A failed send (that shard is
     /// gone) drops the reply, which the caller reports as an error.
-    pub fn forward_long_poll(&self, home: usize, forwarded: crate::longpoll::Forwarded) {
+    pub fn forward_long_poll(&self, home: usize, forwarded: crate::longpoll::request::Forwarded) {
         if let Some(sender) = self.peers.get(home) {
             let _ = sender.send(ShardMessage::LongPoll(Box::new(forwarded)));
         }

@@ -8,7 +8,8 @@
 //! - `script`: the answers (scripts that call the page's callbacks) and the messages taken
 //!   out of the frames the owner encodes;
 //! - `session`: a session on its home core, an edge connection whose outbox is a mailbox
-//!   that polls empty.
+//!   that polls empty, and what a poll does to it;
+//! - `task`: a session opened, run and ended.
 //!
 //! A session is a session like a WebSocket one for everything above the transport, so
 //! everything but the transport (rules, listens, onDisconnect, budgets, durability) is the
@@ -18,44 +19,23 @@ pub mod request;
 pub mod script;
 pub mod segments;
 pub mod session;
+pub mod task;
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use hyper::http::request::Parts;
 use hyper::Method;
 use tokio::sync::oneshot;
 
-use crate::longpoll::request::{parse, LpRequest, SessionRef};
+use crate::longpoll::request::{parse, Forwarded, LpRequest, SessionRef};
+use crate::longpoll::script::script_answer;
 use crate::namespace::resolve;
 use crate::query_string::QueryString;
 use crate::rest::RestResponse;
 use crate::shard::Shard;
 
-pub use session::Registry;
-
 /// The path of every long-polling request.
 pub const LONG_POLL_PATH: &str = "/.lp";
-
-/// The most long-polling sessions one core holds; a start past it is refused with 503 (the
-/// SDK retries with back-off). Each costs a task and its buffers, like a WebSocket
-/// connection, but unlike a socket nothing else bounds them.
-pub const MAX_SESSIONS_PER_SHARD: usize = 4096;
-
-/// How long a poll is held when there is nothing to send. The SDK opens a new poll when one
-/// has been out for 25 s, so the server answers first; proxies that cut slow answers rarely
-/// do so under 30 s.
-pub const POLL_HOLD: Duration = Duration::from_secs(20);
-
-/// The most bytes of messages in one answer (one message larger than it goes alone). The
-/// SDK polls again as soon as an answer is loaded.
-pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
-
-/// A poll or a disconnect that landed on another core than its session's.
-pub struct Forwarded {
-    pub request: LpRequest,
-    pub reply: oneshot::Sender<RestResponse>,
-}
 
 /// Answers a request of `/.lp`, or `None` for any other path.
 pub async fn answer(shard: &Rc<Shard>, parts: &Parts) -> Option<RestResponse> {
@@ -91,7 +71,7 @@ pub async fn answer(shard: &Rc<Shard>, parts: &Parts) -> Option<RestResponse> {
                         },
                         str::to_owned,
                     );
-                    session::start(shard, callback, namespace, previous, host)
+                    task::start(shard, callback, namespace, previous, host)
                 }
                 // As on a WebSocket: `s` tells the client not to retry a name that cannot be.
                 Err(error) => script_answer(script::data(
@@ -172,17 +152,4 @@ fn home_core(request: &LpRequest) -> Option<usize> {
 /// which makes the SDK's script tag fail, and the SDK start over with a new session.
 fn unknown_session(reply: oneshot::Sender<RestResponse>) {
     let _ = reply.send(RestResponse::error(404, "no such long-polling session"));
-}
-
-/// A script answer, never cached.
-pub fn script_answer(text: String) -> RestResponse {
-    RestResponse {
-        status: 200,
-        content_type: Some(script::SCRIPT_TYPE),
-        headers: vec![
-            ("cache-control", "no-store".into()),
-            ("x-content-type-options", "nosniff".into()),
-        ],
-        body: text.into(),
-    }
 }

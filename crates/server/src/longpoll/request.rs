@@ -12,8 +12,10 @@
 //! - the goodbye that frame sends when the page goes: `disconn=t&id=…&pw=…`.
 
 use thiserror::Error;
+use tokio::sync::oneshot;
 
 use crate::query_string::QueryString;
+use crate::rest::RestResponse;
 
 /// The longest callback number accepted: the SDK counts its transports from 1 in a page.
 pub const MAX_CALLBACK_DIGITS: usize = 9;
@@ -63,6 +65,13 @@ pub enum LpRequest {
 pub struct SessionRef {
     pub id: String,
     pub password: String,
+}
+
+/// A poll or a disconnect that landed on another core than its session's, on its way there
+/// with the way back for its answer.
+pub struct Forwarded {
+    pub request: LpRequest,
+    pub reply: oneshot::Sender<RestResponse>,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -188,7 +197,7 @@ mod tests {
     fn a_poll_carries_numbered_segments_in_order() {
         let request =
             parse_str("id=0-7&pw=secret&ser=5&ns=x&seg0=4&ts0=2&d0=eyJ0&seg1=5&ts1=2&d1=Ijoi.")
-                .unwrap();
+                .expect("valid test input");
         let LpRequest::Poll { session, segments } = request else {
             panic!("a poll");
         };

@@ -15,6 +15,8 @@
 
 use std::collections::VecDeque;
 
+use crate::rest::RestResponse;
+
 /// The content type of every script answer.
 pub const SCRIPT_TYPE: &str = "application/javascript; charset=utf-8";
 
@@ -94,6 +96,19 @@ fn command(callback: u32, name: &str, args: &[&str]) -> String {
     out
 }
 
+/// A script answer, never cached.
+pub fn script_answer(text: String) -> RestResponse {
+    RestResponse {
+        status: 200,
+        content_type: Some(SCRIPT_TYPE),
+        headers: vec![
+            ("cache-control", "no-store".into()),
+            ("x-content-type-options", "nosniff".into()),
+        ],
+        body: text.into(),
+    }
+}
+
 /// Takes whole messages back out of the WebSocket frame bytes a session is sent (the owner
 /// encodes every message once as frames, for every transport): text frames, a long message
 /// as a frame with its chunk count followed by its chunks. Bytes may arrive in any pieces.
@@ -165,7 +180,7 @@ fn frame_at(bytes: &[u8]) -> Option<(&[u8], usize)> {
         ),
         short => (short as usize, 2usize),
     };
-    let end = (header as usize).checked_add(length)?;
+    let end = header.checked_add(length)?;
     Some((bytes.get(header..end)?, end))
 }
 
@@ -178,7 +193,7 @@ mod tests {
     fn answers_call_the_pages_functions() {
         let hello = r#"{"t":"c","d":{"t":"h","d":{"s":"x"}}}"#.to_owned();
         assert_eq!(
-            start(3, "0-7", "pw", &[hello.clone()]),
+            start(3, "0-7", "pw", std::slice::from_ref(&hello)),
             format!(
                 "parent.pLPCommand3(\"start\",\"0-7\",\"pw\");\nparent.pRTLPCB3(0,[{hello}]);\n"
             )

@@ -106,7 +106,7 @@ mod tests {
         let pieces: Vec<String> = encoded
             .as_bytes()
             .chunks(size)
-            .map(|chunk| String::from_utf8(chunk.to_vec()).unwrap())
+            .map(|chunk| String::from_utf8(chunk.to_vec()).expect("valid test input"))
             .collect();
         let total = pieces.len() as u64;
         pieces
@@ -131,7 +131,9 @@ mod tests {
         let mut reassembler = Reassembler::default();
         let mut out = Vec::new();
         for segment in segments.into_iter().rev() {
-            reassembler.push(segment, &mut out).unwrap();
+            reassembler
+                .push(segment, &mut out)
+                .expect("valid test input");
         }
         assert_eq!(out, vec![first.to_owned(), second.to_owned()]);
     }
@@ -141,8 +143,12 @@ mod tests {
         let mut reassembler = Reassembler::default();
         let mut out = Vec::new();
         for segment in encode("{\"x\":1}", 0, 4) {
-            reassembler.push(segment.clone(), &mut out).unwrap();
-            reassembler.push(segment, &mut out).unwrap();
+            reassembler
+                .push(segment.clone(), &mut out)
+                .expect("valid test input");
+            reassembler
+                .push(segment, &mut out)
+                .expect("valid test input");
         }
         assert_eq!(out, vec!["{\"x\":1}".to_owned()]);
     }
@@ -170,7 +176,7 @@ mod tests {
                 },
                 &mut out,
             )
-            .unwrap();
+            .expect("valid test input");
         assert_eq!(
             reassembler.push(
                 Segment {
@@ -209,6 +215,9 @@ mod tests {
         let encoded = base64::engine::general_purpose::URL_SAFE
             .encode(bytes)
             .replace('=', ".");
-        assert_eq!(decode(&encoded).unwrap(), "\"\u{FFFD}\u{FFFD}\u{FFFD}\"");
+        assert_eq!(
+            decode(&encoded).expect("valid test input"),
+            "\"\u{FFFD}\u{FFFD}\u{FFFD}\""
+        );
     }
 }

@@ -2,45 +2,33 @@
 //! an edge connection like a WebSocket one: an [`EdgeConn`] whose outbox writes into a
 //! [`Mailbox`] instead of a socket. So the owner of its database sees an ordinary session
 //! (the same routing, held queue, durability tags, budgets, onDisconnect, `ls`, credential
-//! expiry and closes), and only this file knows that its bytes leave through polls.
+//! expiry and closes), and only this module knows that its bytes leave through polls.
 //!
-//! The client's polls may land on any core; those that land elsewhere come here through the
-//! shards' queues (`ShardMessage::LongPoll`), since the session's id names its home core.
-//! One task per session hands the client's messages to the owner in order, answers the held
-//! poll when messages wait or when it has been held long enough, and ends the session when
-//! the client leaves, stops polling, or the owner closes it.
+//! This file holds the session's state and what a poll does to it; `task` runs it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hearth_sync::ConnId;
-use hearth_wire::{encode_handshake, without_lone_surrogates};
 use tokio::sync::{oneshot, Notify};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tracing::{debug, info, warn};
+use tracing::debug;
 
-use crate::close::{CloseReason, IDLE_CLOSE, MAX_OUTBOUND_BYTES, SHUTDOWN_CLOSE};
+use crate::close::{CloseReason, MAX_OUTBOUND_BYTES};
 use crate::edge::socket::Transport;
-use crate::edge::websocket::send_to_owner;
-use crate::edge::{EdgeConn, EdgeTarget};
-use crate::link::ToOwner;
+use crate::edge::EdgeConn;
 use crate::longpoll::request::Segment;
-use crate::longpoll::script::{self, FrameReader};
+use crate::longpoll::script::{self, script_answer, FrameReader};
 use crate::longpoll::segments::Reassembler;
-use crate::longpoll::{script_answer, MAX_ANSWER_BYTES, MAX_SESSIONS_PER_SHARD, POLL_HOLD};
-use crate::namespace::owner_shard;
-use crate::offload::OFF_THREAD_PARSE_BYTES;
-use crate::owner::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
-use crate::owner::outbound::{encode_frames, ConnHandle, Route};
-use crate::owner::sessions;
 use crate::rest::RestResponse;
-use crate::session::new_session_id;
-use crate::shard::Shard;
-use crate::time::now_ms;
+
+/// The most bytes of messages in one answer (one message larger than it goes alone). The
+/// SDK polls again as soon as an answer is loaded.
+pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
 
 /// The long-polling sessions whose home is this core, by public id.
 #[derive(Default)]
@@ -57,13 +45,13 @@ impl Registry {
         self.sessions.borrow().len()
     }
 
-    fn insert(&self, session: Rc<LpSession>) {
+    pub(super) fn insert(&self, session: Rc<LpSession>) {
         self.sessions
             .borrow_mut()
             .insert(session.public_id.clone(), session);
     }
 
-    fn remove(&self, id: &str) {
+    pub(super) fn remove(&self, id: &str) {
         self.sessions.borrow_mut().remove(id);
     }
 }
@@ -80,7 +68,7 @@ pub struct Mailbox {
     /// The outbox's task, waiting for room.
     waker: RefCell<Option<Waker>>,
     /// Wakes the session's task when messages arrive.
-    arrived: Rc<Notify>,
+    pub(super) arrived: Rc<Notify>,
 }
 
 impl Mailbox {
@@ -88,12 +76,12 @@ impl Mailbox {
         self.bytes.get() + self.reader.borrow().buffered() >= MAX_OUTBOUND_BYTES
     }
 
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.messages.borrow().is_empty()
     }
 
     /// The waiting messages that fit in one answer (at least one).
-    fn take(&self) -> Vec<String> {
+    pub(super) fn take(&self) -> Vec<String> {
         let mut messages = self.messages.borrow_mut();
         let mut taken = Vec::new();
         let mut size = 0;
@@ -144,26 +132,26 @@ impl Transport for Mailbox {
 
 /// One long-polling session on its home core.
 pub struct LpSession {
-    conn: ConnId,
+    pub(super) conn: ConnId,
     /// What the client's polls name it by: its home core, a dash, its connection id.
-    pub public_id: String,
+    pub(super) public_id: String,
     /// A secret like the session id (128 random bits): holding it is what a poll proves.
-    password: String,
-    callback: u32,
-    edge: Rc<EdgeConn>,
-    mailbox: Rc<Mailbox>,
-    reassembler: RefCell<Reassembler>,
+    pub(super) password: String,
+    pub(super) callback: u32,
+    pub(super) edge: Rc<EdgeConn>,
+    pub(super) mailbox: Rc<Mailbox>,
+    pub(super) reassembler: RefCell<Reassembler>,
     /// Messages of the client not yet handed to the owner.
-    inbound: RefCell<VecDeque<String>>,
+    pub(super) inbound: RefCell<VecDeque<String>>,
     /// The poll waiting for messages, and since when.
-    held: RefCell<Option<(oneshot::Sender<RestResponse>, Instant)>>,
+    pub(super) held: RefCell<Option<(oneshot::Sender<RestResponse>, Instant)>>,
     /// The number of the next answer with messages.
-    next_answer: Cell<u64>,
-    last_request: Cell<Instant>,
+    pub(super) next_answer: Cell<u64>,
+    pub(super) last_request: Cell<Instant>,
     /// Why the session must end, when the client's side decided it.
-    ending: RefCell<Option<Option<CloseReason>>>,
+    pub(super) ending: RefCell<Option<Option<CloseReason>>>,
     /// Wakes the task: a poll came, or the client left.
-    wake: Notify,
+    pub(super) wake: Notify,
 }
 
 impl LpSession {
@@ -216,7 +204,7 @@ impl LpSession {
     }
 
     /// An answer with the messages that wait, or an empty one.
-    fn answer(&self) -> RestResponse {
+    pub(super) fn answer(&self) -> RestResponse {
         let messages = self.mailbox.take();
         if messages.is_empty() {
             return script_answer(String::new());
@@ -227,7 +215,7 @@ impl LpSession {
     }
 
     /// Answers the held poll when messages wait for it.
-    fn answer_held_if_ready(&self) {
+    pub(super) fn answer_held_if_ready(&self) {
         if self.mailbox.is_empty() {
             return;
         }
@@ -237,7 +225,7 @@ impl LpSession {
     }
 
     /// The last answer: what waits, then the close.
-    fn answer_close(&self) {
+    pub(super) fn answer_close(&self) {
         let Some((held, _)) = self.held.borrow_mut().take() else {
             return;
         };
@@ -251,251 +239,5 @@ impl LpSession {
         let last = self.next_answer.get().checked_sub(1);
         text.push_str(&script::close(self.callback, last));
         let _ = held.send(script_answer(text));
-    }
-}
-
-/// Where the session's messages are handled.
-enum OwnerSide {
-    Local(Rc<ConnHandle>),
-    Remote(usize),
-}
-
-/// Opens a session on this core for a start request and answers it: the session's id and
-/// password, then the handshake.
-pub fn start(
-    shard: &Rc<Shard>,
-    callback: u32,
-    namespace: String,
-    previous: Option<String>,
-    host: String,
-) -> RestResponse {
-    if shard.long_polls.len() >= MAX_SESSIONS_PER_SHARD {
-        return RestResponse::error(503, "too many long-polling sessions");
-    }
-    let (Ok(session_id), Ok(password)) = (new_session_id(), new_session_id()) else {
-        warn!("no session id: the random source failed; refusing a long poll");
-        return RestResponse::error(503, "no session id");
-    };
-    let conn = shard.next_conn_id();
-    let mailbox = Rc::new(Mailbox::default());
-    let transport: Rc<dyn Transport> = mailbox.clone();
-    let edge = Rc::new(EdgeConn::new(
-        conn,
-        transport,
-        shard.ws_budget.clone(),
-        shard.counters.clone(),
-    ));
-    // As on a WebSocket (see `serve_websocket`), the handshake's time is a millisecond
-    // behind the clock, and it goes first.
-    edge.write([encode_frames(encode_handshake(
-        now_ms().saturating_sub(1),
-        &host,
-        &session_id,
-    ))]);
-    let owner = owner_shard(&namespace, shard.shard_count);
-    let side = if owner == shard.index {
-        if let Some(previous) = &previous {
-            sessions::end_previous_session(shard, previous, &namespace);
-        }
-        let route = Route::Local(edge.clone());
-        OwnerSide::Local(sessions::open_session(
-            shard, conn, &namespace, session_id, route,
-        ))
-    } else {
-        shard.hold(conn, EdgeTarget::Socket(edge.clone()));
-        shard.send_to_owner(
-            owner,
-            ToOwner::Open {
-                conn,
-                edge: shard.index,
-                namespace,
-                session_id,
-                previous,
-            },
-        );
-        OwnerSide::Remote(owner)
-    };
-    let session = Rc::new(LpSession {
-        conn,
-        public_id: format!("{}-{}", shard.index, conn),
-        password,
-        callback,
-        edge,
-        mailbox,
-        reassembler: RefCell::default(),
-        inbound: RefCell::default(),
-        held: RefCell::default(),
-        next_answer: Cell::new(0),
-        last_request: Cell::new(Instant::now()),
-        ending: RefCell::default(),
-        wake: Notify::new(),
-    });
-    let first = session.mailbox.take();
-    if !first.is_empty() {
-        session.next_answer.set(1);
-    }
-    let answer = script::start(callback, &session.public_id, &session.password, &first);
-    shard.long_polls.insert(session.clone());
-    debug!(conn, "long-polling session opened");
-    let shard = shard.clone();
-    tokio::task::spawn_local(async move {
-        let reason = run(&shard, &session, &side).await;
-        session.answer_close();
-        shard.long_polls.remove(&session.public_id);
-        match &side {
-            OwnerSide::Local(handle) => sessions::close_connection(&shard, handle),
-            OwnerSide::Remote(owner) => shard.release_connection(session.conn, *owner),
-        }
-        match reason {
-            Some(reason) if reason.text != SHUTDOWN_CLOSE => {
-                info!(conn = session.conn, reason = %reason.text, "closing long-polling session");
-            }
-            _ => debug!(conn = session.conn, "long-polling session ended"),
-        }
-        session.edge.detach();
-    });
-    script_answer(answer)
-}
-
-/// The session's loop, until the client goes or the server closes it; the reason the server
-/// closed it, if it did.
-async fn run(shard: &Shard, session: &LpSession, side: &OwnerSide) -> Option<CloseReason> {
-    let mut shutdown = shard.shutdown.clone();
-    let idle = shard.config.idle_timeout;
-    let edge = &session.edge;
-    loop {
-        if let Some(reason) = edge.closing() {
-            return Some(reason);
-        }
-        if let Some(reason) = session.ending.borrow().clone() {
-            return reason;
-        }
-        if edge.write_failed() {
-            return None;
-        }
-        if let Err(reason) = hand_over(shard, session, side).await {
-            return Some(reason);
-        }
-        session.answer_held_if_ready();
-        let held_since = session.held.borrow().as_ref().map(|(_, since)| *since);
-        let hold_ends = held_since.map(|since| since + POLL_HOLD);
-        let idle_ends = session.last_request.get() + idle;
-        tokio::select! {
-            biased;
-            _ = shutdown.changed() => {
-                return Some(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
-            }
-            _ = edge.notified() => {}
-            _ = session.wake.notified() => {}
-            _ = session.mailbox.arrived.notified() => {}
-            written = edge.drained(), if edge.has_pending() => {
-                if written.is_err() {
-                    return None;
-                }
-            }
-            // The held poll's connection closed before its answer: the page went away (a
-            // live SDK never drops a poll; one that failed to load makes it start over with
-            // a new session), so the session ends now and its onDisconnect writes run.
-            _ = held_dropped(session), if held_since.is_some() => {
-                if held_poll_dropped(session) {
-                    return None;
-                }
-            }
-            _ = sleep_until(hold_ends), if hold_ends.is_some() => {
-                if let Some((held, _)) = session.held.borrow_mut().take() {
-                    let _ = held.send(session.answer());
-                }
-            }
-            // A held poll is a client that is there; once it is answered, the client has the
-            // idle timeout to poll again.
-            _ = tokio::time::sleep_until(idle_ends.into()), if held_since.is_none() => {
-                if session.last_request.get().elapsed() >= idle {
-                    return Some(CloseReason::new(CloseCode::Away, IDLE_CLOSE));
-                }
-            }
-            _ = auth_expiry(edge.auth_expiry()) => match side {
-                OwnerSide::Local(handle) => expire_auth(shard, handle),
-                OwnerSide::Remote(owner) => {
-                    edge.set_auth_expiry(None);
-                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: session.conn });
-                }
-            },
-        }
-    }
-}
-
-/// Completes when the held poll's client stopped waiting for its answer.
-async fn held_dropped(session: &LpSession) {
-    std::future::poll_fn(|cx| match session.held.borrow_mut().as_mut() {
-        Some((held, _)) => held.poll_closed(cx),
-        None => Poll::Pending,
-    })
-    .await
-}
-
-fn held_poll_dropped(session: &LpSession) -> bool {
-    session
-        .held
-        .borrow()
-        .as_ref()
-        .is_some_and(|(held, _)| held.is_closed())
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Completes when a credential that expires at `expires_at` (seconds since the epoch) has
-/// expired; never without one.
-async fn auth_expiry(expires_at: Option<u64>) {
-    match expires_at {
-        Some(expires_at) => {
-            let left = expires_at.saturating_mul(1000).saturating_sub(now_ms());
-            tokio::time::sleep(Duration::from_millis(left)).await;
-        }
-        None => std::future::pending().await,
-    }
-}
-
-/// Hands the client's complete messages to the owner, in order, as a WebSocket connection's
-/// are handed over (`edge::websocket`).
-async fn hand_over(
-    shard: &Shard,
-    session: &LpSession,
-    side: &OwnerSide,
-) -> Result<(), CloseReason> {
-    loop {
-        let Some(message) = session.inbound.borrow_mut().pop_front() else {
-            return Ok(());
-        };
-        match side {
-            OwnerSide::Local(handle) => {
-                shard.outgoing.room().await;
-                session.edge.cork();
-                let handled = on_message(shard, handle, message);
-                session.edge.uncork();
-                match handled? {
-                    Handled::Done => {}
-                    Handled::ParseOffThread(large) => {
-                        let decoded = tokio::task::spawn_blocking(move || decode_large(large))
-                            .await
-                            .map_err(|_| {
-                                CloseReason::new(CloseCode::Error, "a message could not be decoded")
-                            })?;
-                        on_large_decoded(shard, handle, decoded)?;
-                    }
-                }
-            }
-            OwnerSide::Remote(owner) => {
-                let message = without_lone_surrogates(message);
-                let large = message.len() > OFF_THREAD_PARSE_BYTES;
-                if !send_to_owner(shard, &session.edge, *owner, vec![message], large).await {
-                    return Err(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
-                }
-            }
-        }
     }
 }
