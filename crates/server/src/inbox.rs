@@ -41,6 +41,8 @@ pub enum ShardMessage {
     Metrics(oneshot::Sender<ShardSnapshot>),
     /// The owner's databases, for `GET /.admin/databases`.
     Databases(oneshot::Sender<Vec<DatabaseInfo>>),
+    /// A long poll for a session whose home is this shard (`longpoll`).
+    LongPoll(Box<crate::longpoll::request::Forwarded>),
 }
 
 /// Sends `ask` to every shard's owner role and waits for the answers, until `timeout` when

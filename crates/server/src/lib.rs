@@ -28,6 +28,7 @@ mod link;
 mod link_sim;
 mod listener;
 mod loaded;
+mod longpoll;
 pub mod metrics;
 pub mod namespace;
 pub mod offline;

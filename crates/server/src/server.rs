@@ -481,6 +481,11 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 });
             }
             ShardMessage::BackupDone => crate::backup::cut::release(&shard),
+            // A poll of a session this core holds, which landed on another core.
+            ShardMessage::LongPoll(forwarded) => {
+                let forwarded = *forwarded;
+                crate::longpoll::on_request(&shard, forwarded.request, forwarded.reply);
+            }
             ShardMessage::Rest(forwarded) => {
                 // Answered at once: the request was read and checked on the shard that
                 // received it, so only the database work is left.

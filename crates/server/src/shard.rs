@@ -58,6 +58,8 @@ pub struct Shard {
     peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
     /// Serialized answers of large REST reads, served while their data is unchanged.
     pub rest_cache: crate::rest::cache::RestCache,
+    /// The long-polling sessions this core holds (their edge).
+    pub long_polls: crate::longpoll::session::Registry,
 }
 
 impl Shard {
@@ -120,6 +122,7 @@ impl Shard {
             shutdown,
             peers,
             rest_cache,
+            long_polls: Default::default(),
         }
     }
 
@@ -332,6 +335,14 @@ impl Shard {
             let _ = sender.send(ShardMessage::Rest(Box::new(Forwarded { call, reply })));
         }
         answer
+    }
+
+    /// Sends a long poll to the shard that holds its session. A failed send (that shard is
+    /// gone) drops the reply, which the caller reports as an error.
+    pub fn forward_long_poll(&self, home: usize, forwarded: crate::longpoll::request::Forwarded) {
+        if let Some(sender) = self.peers.get(home) {
+            let _ = sender.send(ShardMessage::LongPoll(Box::new(forwarded)));
+        }
     }
 
     /// The shard's numbers for a scrape, taken now on its thread; `inbox` is the count of

@@ -199,6 +199,11 @@ async fn answer(
     kind: &mut RequestKind,
 ) -> Response<HearthBody> {
     let started = Instant::now();
+    if let Some(response) = crate::longpoll::answer(&shard, parts).await {
+        // Long polls are a realtime transport, not database requests.
+        *kind = RequestKind::RestOther;
+        return response.into_http();
+    }
     if let Some(response) = console::answer(&shard, parts, body).await {
         // The console's files are not database requests.
         *kind = RequestKind::RestOther;

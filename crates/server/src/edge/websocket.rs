@@ -58,7 +58,14 @@ pub async fn serve_websocket<S: Accepted>(
     leftover: Vec<u8>,
     namespace: Result<String, NamespaceError>,
 ) {
-    let Some(key) = head.header("sec-websocket-key") else {
+    // A WebSocket naming a long-polling session (`s`) is the SDK's attempt to move that
+    // session onto a WebSocket. Hearth does not move sessions between transports: refused,
+    // the SDK drops the attempt and its session goes on polling (docs/long-polling.md).
+    let upgrade_of_long_poll = head.query_param("s").is_some();
+    let key = head
+        .header("sec-websocket-key")
+        .filter(|_| !upgrade_of_long_poll);
+    let Some(key) = key else {
         let _ = stream
             .write_all(
                 b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",

@@ -1,0 +1,243 @@
+//! A long-polling session on the core that received its start (its home core), where it is
+//! an edge connection like a WebSocket one: an [`EdgeConn`] whose outbox writes into a
+//! [`Mailbox`] instead of a socket. So the owner of its database sees an ordinary session
+//! (the same routing, held queue, durability tags, budgets, onDisconnect, `ls`, credential
+//! expiry and closes), and only this module knows that its bytes leave through polls.
+//!
+//! This file holds the session's state and what a poll does to it; `task` runs it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use hearth_sync::ConnId;
+use tokio::sync::{oneshot, Notify};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::debug;
+
+use crate::close::{CloseReason, MAX_OUTBOUND_BYTES};
+use crate::edge::socket::Transport;
+use crate::edge::EdgeConn;
+use crate::longpoll::request::Segment;
+use crate::longpoll::script::{self, script_answer, FrameReader};
+use crate::longpoll::segments::Reassembler;
+use crate::rest::RestResponse;
+
+/// The most bytes of messages in one answer (one message larger than it goes alone). The
+/// SDK polls again as soon as an answer is loaded.
+pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
+
+/// The long-polling sessions whose home is this core, by public id.
+#[derive(Default)]
+pub struct Registry {
+    sessions: RefCell<HashMap<String, Rc<LpSession>>>,
+}
+
+impl Registry {
+    pub fn get(&self, id: &str) -> Option<Rc<LpSession>> {
+        self.sessions.borrow().get(id).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.borrow().len()
+    }
+
+    pub(super) fn insert(&self, session: Rc<LpSession>) {
+        self.sessions
+            .borrow_mut()
+            .insert(session.public_id.clone(), session);
+    }
+
+    pub(super) fn remove(&self, id: &str) {
+        self.sessions.borrow_mut().remove(id);
+    }
+}
+
+/// Where a session's outbox writes: whole messages, taken out of their frames, waiting for
+/// the client's next poll. Past [`MAX_OUTBOUND_BYTES`] it refuses bytes as a full socket
+/// would, so that the outbox counts the rest in the server's answer budget and a client
+/// that stopped polling is closed as a slow reader, as a WebSocket one is.
+#[derive(Default)]
+pub struct Mailbox {
+    reader: RefCell<FrameReader>,
+    messages: RefCell<VecDeque<String>>,
+    bytes: Cell<usize>,
+    /// The outbox's task, waiting for room.
+    waker: RefCell<Option<Waker>>,
+    /// Wakes the session's task when messages arrive.
+    pub(super) arrived: Rc<Notify>,
+}
+
+impl Mailbox {
+    fn is_full(&self) -> bool {
+        self.bytes.get() + self.reader.borrow().buffered() >= MAX_OUTBOUND_BYTES
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.messages.borrow().is_empty()
+    }
+
+    /// The waiting messages that fit in one answer (at least one).
+    pub(super) fn take(&self) -> Vec<String> {
+        let mut messages = self.messages.borrow_mut();
+        let mut taken = Vec::new();
+        let mut size = 0;
+        while let Some(message) = messages.front() {
+            if !taken.is_empty() && size + message.len() > MAX_ANSWER_BYTES {
+                break;
+            }
+            size += message.len();
+            taken.extend(messages.pop_front());
+        }
+        self.bytes.set(self.bytes.get().saturating_sub(size));
+        if let Some(waker) = self.waker.borrow_mut().take() {
+            waker.wake();
+        }
+        taken
+    }
+}
+
+impl Transport for Mailbox {
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if self.is_full() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let mut written = 0;
+        let mut messages = self.messages.borrow_mut();
+        let before = messages.len();
+        for buf in bufs {
+            self.reader.borrow_mut().push(buf, &mut messages);
+            written += buf.len();
+        }
+        let added: usize = messages.iter().skip(before).map(String::len).sum();
+        self.bytes.set(self.bytes.get() + added);
+        if messages.len() > before {
+            self.arrived.notify_one();
+        }
+        Ok(written)
+    }
+
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.is_full() {
+            *self.waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        } else {
+            Poll::Ready(Ok(()))
+        }
+    }
+}
+
+/// One long-polling session on its home core.
+pub struct LpSession {
+    pub(super) conn: ConnId,
+    /// What the client's polls name it by: its home core, a dash, its connection id.
+    pub(super) public_id: String,
+    /// A secret like the session id (128 random bits): holding it is what a poll proves.
+    pub(super) password: String,
+    pub(super) callback: u32,
+    pub(super) edge: Rc<EdgeConn>,
+    pub(super) mailbox: Rc<Mailbox>,
+    pub(super) reassembler: RefCell<Reassembler>,
+    /// Messages of the client not yet handed to the owner.
+    pub(super) inbound: RefCell<VecDeque<String>>,
+    /// The poll waiting for messages, and since when.
+    pub(super) held: RefCell<Option<(oneshot::Sender<RestResponse>, Instant)>>,
+    /// The number of the next answer with messages.
+    pub(super) next_answer: Cell<u64>,
+    pub(super) last_request: Cell<Instant>,
+    /// Why the session must end, when the client's side decided it.
+    pub(super) ending: RefCell<Option<Option<CloseReason>>>,
+    /// Wakes the task: a poll came, or the client left.
+    pub(super) wake: Notify,
+}
+
+impl LpSession {
+    /// Whether `password` is this session's, compared in time independent of where they
+    /// differ.
+    pub fn accepts(&self, password: &str) -> bool {
+        let ours = self.password.as_bytes();
+        let theirs = password.as_bytes();
+        ours.len() == theirs.len()
+            && ours.iter().zip(theirs).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+
+    /// A poll: its segments are taken, the poll held before it is answered, and this one
+    /// answered at once when messages wait, or held.
+    pub fn poll(&self, segments: Vec<Segment>, reply: oneshot::Sender<RestResponse>) {
+        self.last_request.set(Instant::now());
+        let mut complete = Vec::new();
+        {
+            let mut reassembler = self.reassembler.borrow_mut();
+            for segment in segments {
+                if let Err(error) = reassembler.push(segment, &mut complete) {
+                    debug!(conn = self.conn, %error, "long poll refused");
+                    let reason = CloseReason::new(CloseCode::Protocol, error.to_string());
+                    self.end(Some(reason));
+                    let _ = reply.send(RestResponse::error(400, error.to_string()));
+                    return;
+                }
+            }
+        }
+        self.inbound.borrow_mut().extend(complete);
+        if let Some((older, _)) = self.held.borrow_mut().take() {
+            let _ = older.send(self.answer());
+        }
+        if self.mailbox.is_empty() {
+            *self.held.borrow_mut() = Some((reply, Instant::now()));
+        } else {
+            let _ = reply.send(self.answer());
+        }
+        self.wake.notify_one();
+    }
+
+    /// The client's page went away, or its polls broke the protocol: the task ends the
+    /// session.
+    pub fn end(&self, reason: Option<CloseReason>) {
+        let mut ending = self.ending.borrow_mut();
+        if ending.is_none() {
+            *ending = Some(reason);
+        }
+        self.wake.notify_one();
+    }
+
+    /// An answer with the messages that wait, or an empty one.
+    pub(super) fn answer(&self) -> RestResponse {
+        let messages = self.mailbox.take();
+        if messages.is_empty() {
+            return script_answer(String::new());
+        }
+        let number = self.next_answer.get();
+        self.next_answer.set(number + 1);
+        script_answer(script::data(self.callback, number, &messages))
+    }
+
+    /// Answers the held poll when messages wait for it.
+    pub(super) fn answer_held_if_ready(&self) {
+        if self.mailbox.is_empty() {
+            return;
+        }
+        if let Some((held, _)) = self.held.borrow_mut().take() {
+            let _ = held.send(self.answer());
+        }
+    }
+
+    /// The last answer: what waits, then the close.
+    pub(super) fn answer_close(&self) {
+        let Some((held, _)) = self.held.borrow_mut().take() else {
+            return;
+        };
+        let messages = self.mailbox.take();
+        let mut text = String::new();
+        if !messages.is_empty() {
+            let number = self.next_answer.get();
+            self.next_answer.set(number + 1);
+            text.push_str(&script::data(self.callback, number, &messages));
+        }
+        let last = self.next_answer.get().checked_sub(1);
+        text.push_str(&script::close(self.callback, last));
+        let _ = held.send(script_answer(text));
+    }
+}

@@ -1,0 +1,288 @@
+//! A long-polling session's task on its home core: the session opened for a start, then,
+//! until it ends, the client's messages handed to the owner in order (as a WebSocket
+//! connection's are), the held poll answered when messages wait or when it has been held long
+//! enough, and the session ended when the client leaves, stops polling, or the owner closes
+//! it.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use hearth_wire::{encode_handshake, without_lone_surrogates};
+use tokio::sync::Notify;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::{debug, info, warn};
+
+use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE};
+use crate::edge::socket::Transport;
+use crate::edge::websocket::send_to_owner;
+use crate::edge::{EdgeConn, EdgeTarget};
+use crate::link::ToOwner;
+use crate::longpoll::script::{self, script_answer};
+use crate::longpoll::session::{LpSession, Mailbox};
+use crate::namespace::owner_shard;
+use crate::offload::OFF_THREAD_PARSE_BYTES;
+use crate::owner::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
+use crate::owner::outbound::{encode_frames, ConnHandle, Route};
+use crate::owner::sessions;
+use crate::rest::RestResponse;
+use crate::session::new_session_id;
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+/// The most long-polling sessions one core holds; a start past it is refused with 503 (the
+/// SDK retries with back-off). Each costs a task and its buffers, like a WebSocket
+/// connection, but unlike a socket nothing else bounds them.
+pub const MAX_SESSIONS_PER_SHARD: usize = 4096;
+
+/// How long a poll is held when there is nothing to send. The SDK opens a new poll when one
+/// has been out for 25 s, so the server answers first; proxies that cut slow answers rarely
+/// do so under 30 s.
+pub const POLL_HOLD: Duration = Duration::from_secs(20);
+
+/// Where the session's messages are handled.
+enum OwnerSide {
+    Local(Rc<ConnHandle>),
+    Remote(usize),
+}
+
+/// Opens a session on this core for a start request and answers it: the session's id and
+/// password, then the handshake.
+pub fn start(
+    shard: &Rc<Shard>,
+    callback: u32,
+    namespace: String,
+    previous: Option<String>,
+    host: String,
+) -> RestResponse {
+    if shard.long_polls.len() >= MAX_SESSIONS_PER_SHARD {
+        return RestResponse::error(503, "too many long-polling sessions");
+    }
+    let (Ok(session_id), Ok(password)) = (new_session_id(), new_session_id()) else {
+        warn!("no session id: the random source failed; refusing a long poll");
+        return RestResponse::error(503, "no session id");
+    };
+    let conn = shard.next_conn_id();
+    let mailbox = Rc::new(Mailbox::default());
+    let transport: Rc<dyn Transport> = mailbox.clone();
+    let edge = Rc::new(EdgeConn::new(
+        conn,
+        transport,
+        shard.edge.budget().clone(),
+        shard.counters.clone(),
+    ));
+    // As on a WebSocket (see `serve_websocket`), the handshake's time is a millisecond
+    // behind the clock, and it goes first.
+    edge.write([encode_frames(encode_handshake(
+        now_ms().saturating_sub(1),
+        &host,
+        &session_id,
+    ))]);
+    let owner = owner_shard(&namespace, shard.shard_count);
+    let side = if owner == shard.index {
+        if let Some(previous) = &previous {
+            sessions::end_previous_session(shard, previous, &namespace);
+        }
+        let route = Route::Local(edge.clone());
+        OwnerSide::Local(sessions::open_session(
+            shard, conn, &namespace, session_id, route,
+        ))
+    } else {
+        shard.edge.hold(conn, EdgeTarget::Socket(edge.clone()));
+        shard.send_to_owner(
+            owner,
+            ToOwner::Open {
+                conn,
+                edge: shard.index,
+                namespace,
+                session_id,
+                previous,
+            },
+        );
+        OwnerSide::Remote(owner)
+    };
+    let session = Rc::new(LpSession {
+        conn,
+        public_id: format!("{}-{}", shard.index, conn),
+        password,
+        callback,
+        edge,
+        mailbox,
+        reassembler: RefCell::default(),
+        inbound: RefCell::default(),
+        held: RefCell::default(),
+        next_answer: Cell::new(0),
+        last_request: Cell::new(Instant::now()),
+        ending: RefCell::default(),
+        wake: Notify::new(),
+    });
+    let first = session.mailbox.take();
+    if !first.is_empty() {
+        session.next_answer.set(1);
+    }
+    let answer = script::start(callback, &session.public_id, &session.password, &first);
+    shard.long_polls.insert(session.clone());
+    debug!(conn, "long-polling session opened");
+    let shard = shard.clone();
+    tokio::task::spawn_local(async move {
+        let reason = run(&shard, &session, &side).await;
+        session.answer_close();
+        shard.long_polls.remove(&session.public_id);
+        match &side {
+            OwnerSide::Local(handle) => sessions::close_connection(&shard, handle),
+            OwnerSide::Remote(owner) => shard.release_connection(session.conn, *owner),
+        }
+        match reason {
+            Some(reason) if reason.text != SHUTDOWN_CLOSE => {
+                info!(conn = session.conn, reason = %reason.text, "closing long-polling session");
+            }
+            _ => debug!(conn = session.conn, "long-polling session ended"),
+        }
+        session.edge.detach();
+    });
+    script_answer(answer)
+}
+
+/// The session's loop, until the client goes or the server closes it; the reason the server
+/// closed it, if it did.
+async fn run(shard: &Shard, session: &LpSession, side: &OwnerSide) -> Option<CloseReason> {
+    let mut shutdown = shard.shutdown.clone();
+    let idle = shard.config.idle_timeout;
+    let edge = &session.edge;
+    loop {
+        if let Some(reason) = edge.closing() {
+            return Some(reason);
+        }
+        if let Some(reason) = session.ending.borrow().clone() {
+            return reason;
+        }
+        if edge.write_failed() {
+            return None;
+        }
+        if let Err(reason) = hand_over(shard, session, side).await {
+            return Some(reason);
+        }
+        session.answer_held_if_ready();
+        let held_since = session.held.borrow().as_ref().map(|(_, since)| *since);
+        let hold_ends = held_since.map(|since| since + POLL_HOLD);
+        let idle_ends = session.last_request.get() + idle;
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => {
+                return Some(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
+            }
+            _ = edge.notified() => {}
+            _ = session.wake.notified() => {}
+            _ = session.mailbox.arrived.notified() => {}
+            written = edge.drained(), if edge.has_pending() => {
+                if written.is_err() {
+                    return None;
+                }
+            }
+            // The held poll's connection closed before its answer: the page went away (a
+            // live SDK never drops a poll; one that failed to load makes it start over with
+            // a new session), so the session ends now and its onDisconnect writes run.
+            _ = held_dropped(session), if held_since.is_some() => {
+                if held_poll_dropped(session) {
+                    return None;
+                }
+            }
+            _ = sleep_until(hold_ends), if hold_ends.is_some() => {
+                if let Some((held, _)) = session.held.borrow_mut().take() {
+                    let _ = held.send(session.answer());
+                }
+            }
+            // A held poll is a client that is there; once it is answered, the client has the
+            // idle timeout to poll again.
+            _ = tokio::time::sleep_until(idle_ends.into()), if held_since.is_none() => {
+                if session.last_request.get().elapsed() >= idle {
+                    return Some(CloseReason::new(CloseCode::Away, IDLE_CLOSE));
+                }
+            }
+            _ = auth_expiry(edge.auth_expiry()) => match side {
+                OwnerSide::Local(handle) => expire_auth(shard, handle),
+                OwnerSide::Remote(owner) => {
+                    edge.set_auth_expiry(None);
+                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: session.conn });
+                }
+            },
+        }
+    }
+}
+
+/// Completes when the held poll's client stopped waiting for its answer.
+async fn held_dropped(session: &LpSession) {
+    std::future::poll_fn(|cx| match session.held.borrow_mut().as_mut() {
+        Some((held, _)) => held.poll_closed(cx),
+        None => Poll::Pending,
+    })
+    .await
+}
+
+fn held_poll_dropped(session: &LpSession) -> bool {
+    session
+        .held
+        .borrow()
+        .as_ref()
+        .is_some_and(|(held, _)| held.is_closed())
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Completes when a credential that expires at `expires_at` (seconds since the epoch) has
+/// expired; never without one.
+async fn auth_expiry(expires_at: Option<u64>) {
+    match expires_at {
+        Some(expires_at) => {
+            let left = expires_at.saturating_mul(1000).saturating_sub(now_ms());
+            tokio::time::sleep(Duration::from_millis(left)).await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Hands the client's complete messages to the owner, in order, as a WebSocket connection's
+/// are handed over (`edge::websocket`).
+async fn hand_over(
+    shard: &Shard,
+    session: &LpSession,
+    side: &OwnerSide,
+) -> Result<(), CloseReason> {
+    loop {
+        let Some(message) = session.inbound.borrow_mut().pop_front() else {
+            return Ok(());
+        };
+        match side {
+            OwnerSide::Local(handle) => {
+                shard.owner.outgoing().room().await;
+                session.edge.cork();
+                let handled = on_message(shard, handle, message);
+                session.edge.uncork();
+                match handled? {
+                    Handled::Done => {}
+                    Handled::ParseOffThread(large) => {
+                        let decoded = tokio::task::spawn_blocking(move || decode_large(large))
+                            .await
+                            .map_err(|_| {
+                                CloseReason::new(CloseCode::Error, "a message could not be decoded")
+                            })?;
+                        on_large_decoded(shard, handle, decoded)?;
+                    }
+                }
+            }
+            OwnerSide::Remote(owner) => {
+                let message = without_lone_surrogates(message);
+                let large = message.len() > OFF_THREAD_PARSE_BYTES;
+                if !send_to_owner(shard, &session.edge, *owner, vec![message], large).await {
+                    return Err(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
+                }
+            }
+        }
+    }
+}
