@@ -49,18 +49,12 @@ impl ChildMap {
     }
 
     /// A map of `entries` in any order; of duplicate keys the last one wins.
-    pub(crate) fn from_entries(mut entries: Vec<(Key, Node)>) -> ChildMap {
-        // Stable sort: duplicates stay in arrival order, and `dedup_by` then moves the last
-        // value into the first slot before dropping the later one.
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        entries.dedup_by(|later, kept| {
-            if later.0 == kept.0 {
-                std::mem::swap(&mut later.1, &mut kept.1);
-                true
-            } else {
-                false
-            }
-        });
+    pub(crate) fn from_entries(entries: Vec<(Key, Node)>) -> ChildMap {
+        ChildMap::from_sorted(sorted_unique(entries))
+    }
+
+    /// A map of `entries`, sorted by key with no key twice ([`sorted_unique`]).
+    pub(crate) fn from_sorted(entries: Vec<(Key, Node)>) -> ChildMap {
         if entries.len() <= SMALL_MAX {
             ChildMap::Small(entries.into())
         } else {
@@ -179,6 +173,22 @@ impl ChildMap {
 /// The B-tree splits a full leaf at its median, so inserting in key order leaves every leaf
 /// half empty: about 94 bytes per entry instead of 50. Inserting every other entry first and
 /// then the rest fills each half-full leaf up to its capacity without another split.
+/// `entries` sorted by key; of duplicate keys the last one wins.
+pub(crate) fn sorted_unique(mut entries: Vec<(Key, Node)>) -> Vec<(Key, Node)> {
+    // Stable sort: duplicates stay in arrival order, and `dedup_by` then moves the last
+    // value into the first slot before dropping the later one.
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    entries.dedup_by(|later, kept| {
+        if later.0 == kept.0 {
+            std::mem::swap(&mut later.1, &mut kept.1);
+            true
+        } else {
+            false
+        }
+    });
+    entries
+}
+
 fn full_map(entries: Vec<(Key, Node)>) -> OrdMap<Key, Node> {
     let mut map = OrdMap::new();
     let every_other = |first: usize| entries.iter().skip(first).step_by(2);

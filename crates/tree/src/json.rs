@@ -8,7 +8,6 @@
 
 use serde_json::{Map, Value};
 
-use crate::children::ChildMap;
 use crate::key::Key;
 use crate::limits::{TreeError, MAX_DEPTH, MAX_PATH_BYTES, MAX_STRING_BYTES};
 use crate::node::{Leaf, Node, ObjectData};
@@ -99,7 +98,7 @@ impl Node {
 fn parse(v: &Value, at: Position) -> Result<Node, TreeError> {
     match v {
         Value::Object(map) => parse_object(map, at),
-        Value::Array(items) => Ok(ObjectData::build(
+        Value::Array(items) => Ok(ObjectData::build_from_entries(
             array_children(items, at)?,
             Priority::None,
         )),
@@ -129,10 +128,16 @@ fn parse_object(map: &Map<String, Value>, at: Position) -> Result<Node, TreeErro
             Value::Null => return Ok(Node::empty()),
             Value::Object(inner_map) => {
                 refuse_server_value(inner_map)?;
-                return Ok(ObjectData::build(object_children(inner_map, at)?, priority));
+                return Ok(ObjectData::build_from_entries(
+                    object_children(inner_map, at)?,
+                    priority,
+                ));
             }
             Value::Array(items) => {
-                return Ok(ObjectData::build(array_children(items, at)?, priority))
+                return Ok(ObjectData::build_from_entries(
+                    array_children(items, at)?,
+                    priority,
+                ))
             }
             scalar => {
                 return Ok(scalar_leaf(scalar)?
@@ -141,7 +146,10 @@ fn parse_object(map: &Map<String, Value>, at: Position) -> Result<Node, TreeErro
             }
         }
     }
-    Ok(ObjectData::build(object_children(map, at)?, priority))
+    Ok(ObjectData::build_from_entries(
+        object_children(map, at)?,
+        priority,
+    ))
 }
 
 fn refuse_server_value(map: &Map<String, Value>) -> Result<(), TreeError> {
@@ -154,7 +162,7 @@ fn refuse_server_value(map: &Map<String, Value>) -> Result<(), TreeError> {
 }
 
 /// The non-empty children of a JSON object, skipping metadata keys (those starting with `.`).
-fn object_children(map: &Map<String, Value>, at: Position) -> Result<ChildMap, TreeError> {
+fn object_children(map: &Map<String, Value>, at: Position) -> Result<Vec<(Key, Node)>, TreeError> {
     let mut children = Vec::with_capacity(map.len());
     for (name, value) in map {
         if name.starts_with('.') {
@@ -166,11 +174,11 @@ fn object_children(map: &Map<String, Value>, at: Position) -> Result<ChildMap, T
             children.push((key, child));
         }
     }
-    Ok(ChildMap::from_entries(children))
+    Ok(children)
 }
 
 /// The non-empty elements of a JSON array, keyed by index.
-fn array_children(items: &[Value], at: Position) -> Result<ChildMap, TreeError> {
+fn array_children(items: &[Value], at: Position) -> Result<Vec<(Key, Node)>, TreeError> {
     let mut children = Vec::with_capacity(items.len());
     for (index, value) in items.iter().enumerate() {
         let name = index.to_string();
@@ -180,7 +188,7 @@ fn array_children(items: &[Value], at: Position) -> Result<ChildMap, TreeError> 
             children.push((Key::new(&name)?, child));
         }
     }
-    Ok(ChildMap::from_entries(children))
+    Ok(children)
 }
 
 /// The leaf of a JSON scalar (`None` for null).
