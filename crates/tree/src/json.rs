@@ -12,7 +12,6 @@ use crate::key::Key;
 use crate::limits::{TreeError, MAX_DEPTH, MAX_PATH_BYTES, MAX_STRING_BYTES};
 use crate::node::{Leaf, Node, ObjectData};
 use crate::number::{number_to_value, write_number};
-use crate::packed::{self, Value as PackedValue};
 use crate::path::Path;
 use crate::priority::Priority;
 
@@ -223,7 +222,7 @@ fn leaf_to_value(leaf: &Leaf) -> Value {
 }
 
 /// Appends `s` as a JSON string literal.
-fn write_string(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_string(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
     let bytes = s.as_bytes();
@@ -290,17 +289,9 @@ pub(crate) fn write_node(node: &Node, out: &mut Vec<u8>, export: bool) {
         out.extend_from_slice(b"null");
         return;
     }
-    if let Some(packed) = node.packed() {
-        write_packed(out, packed.bytes());
-        return;
-    }
-    if let Some(chunked) = node.chunked() {
-        out.push(b'{');
-        let mut first = true;
-        for chunk in chunked.chunks() {
-            write_packed_entries(out, chunk, &mut first);
-        }
-        out.push(b'}');
+    if let Some(object) = node.raw_object() {
+        // Nothing in an encoded object has a priority: the plain and the export form agree.
+        object.write_json(out);
         return;
     }
     out.push(b'{');
@@ -319,35 +310,6 @@ pub(crate) fn write_node(node: &Node, out: &mut Vec<u8>, export: bool) {
         write_priority(out, priority);
     }
     out.push(b'}');
-}
-
-/// Writes a packed object straight from its bytes. It holds no priorities, so the plain and
-/// the export form are the same.
-fn write_packed(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.push(b'{');
-    write_packed_entries(out, bytes, &mut true);
-    out.push(b'}');
-}
-
-/// Writes the entries of a packed object (or of a chunk of a collection), each after a comma
-/// unless it is the `first` of its object.
-fn write_packed_entries(out: &mut Vec<u8>, bytes: &[u8], first: &mut bool) {
-    packed::for_each(bytes, |key, value| {
-        if !*first {
-            out.push(b',');
-        }
-        *first = false;
-        write_string(out, key);
-        out.push(b':');
-        match value {
-            PackedValue::Bool(true) => out.extend_from_slice(b"true"),
-            PackedValue::Bool(false) => out.extend_from_slice(b"false"),
-            PackedValue::Number(n) => write_number(out, n),
-            PackedValue::Str(text) => write_string(out, text),
-            PackedValue::Object(inner) => write_packed(out, inner),
-        }
-        true
-    });
 }
 
 #[cfg(test)]

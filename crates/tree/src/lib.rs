@@ -24,6 +24,7 @@ mod order;
 mod packed;
 mod path;
 mod priority;
+mod raw;
 mod surrogates;
 
 pub use iter::{Children, ChildrenRange};
@@ -33,4 +34,5 @@ pub use node::{Leaf, Node};
 pub use order::compare_values;
 pub use path::Path;
 pub use priority::Priority;
+pub use raw::{RawEntries, RawObject, RawValue};
 pub use surrogates::{replace_lone_surrogates, replace_lone_surrogates_str};

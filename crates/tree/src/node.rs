@@ -20,6 +20,7 @@ use crate::key::Key;
 use crate::packed::{Packed, PACK_MAX_BYTES};
 use crate::path::Path;
 use crate::priority::{normalize_zero, Priority};
+use crate::raw::RawObject;
 
 /// The value of a leaf. Numbers are finite and never `-0` once inside a [`Node`].
 #[derive(Clone, Debug, PartialEq)]
@@ -275,9 +276,20 @@ impl Node {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn chunked(&self) -> Option<&Chunked> {
         match &self.0 {
             Repr::Chunked(chunked) => Some(chunked),
+            _ => None,
+        }
+    }
+
+    /// The object's children read in place, when it is held encoded (a packed object or a
+    /// collection in chunks): writers copy them out without decoding a node per child.
+    pub fn raw_object(&self) -> Option<RawObject<'_>> {
+        match &self.0 {
+            Repr::Packed(packed) => Some(RawObject::packed(packed.bytes())),
+            Repr::Chunked(chunked) => Some(RawObject::chunked(chunked)),
             _ => None,
         }
     }

@@ -244,20 +244,52 @@ fn value_node(value: Value<'_>) -> Node {
 /// Calls `visit` with every child of the packed object `bytes` in key order, until it
 /// returns false.
 pub(crate) fn for_each<'a>(bytes: &'a [u8], mut visit: impl FnMut(&'a str, Value<'a>) -> bool) {
-    let Some((_, count, mut at)) = header(bytes) else {
-        return;
-    };
-    for _ in 0..count {
-        let Some((name, next)) = read_str(bytes, at) else {
-            return;
-        };
-        let Some((value, next)) = read_value(bytes, next) else {
-            return;
-        };
-        at = next;
+    for (name, value) in Entries::new(bytes) {
         if !visit(name, value) {
             return;
         }
+    }
+}
+
+/// The children of the packed object `bytes` in key order, borrowed from it; it ends at the
+/// first entry that does not parse.
+pub(crate) struct Entries<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    left: usize,
+}
+
+impl<'a> Entries<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Entries<'a> {
+        let (left, at) = header(bytes).map_or((0, 0), |(_, count, at)| (count, at));
+        Entries { bytes, at, left }
+    }
+
+    fn read(&mut self) -> Option<(&'a str, Value<'a>)> {
+        let (name, next) = read_str(self.bytes, self.at)?;
+        let (value, next) = read_value(self.bytes, next)?;
+        self.at = next;
+        Some((name, value))
+    }
+}
+
+impl Entries<'_> {
+    /// The number of entries still to come (all of them before the first `next`).
+    pub(crate) fn len(&self) -> usize {
+        self.left
+    }
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = (&'a str, Value<'a>);
+
+    fn next(&mut self) -> Option<(&'a str, Value<'a>)> {
+        if self.left == 0 {
+            return None;
+        }
+        let entry = self.read();
+        self.left = if entry.is_some() { self.left - 1 } else { 0 };
+        entry
     }
 }
 

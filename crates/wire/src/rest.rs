@@ -5,7 +5,7 @@
 //! The realtime protocol always sends export-form objects (see `encode`); REST clients such
 //! as Python's read plain JSON, where `[1, 2]` written earlier must come back as a list.
 
-use hearth_tree::{Key, Node, Priority};
+use hearth_tree::{Node, Priority, RawObject, RawValue};
 use serde_json::Value;
 
 /// How a value is written.
@@ -19,7 +19,7 @@ pub struct JsonStyle {
 
 /// Appends `node` in REST form.
 pub fn write_rest_json(node: &Node, style: JsonStyle, out: &mut Vec<u8>) {
-    Writer { out, style }.node(node, 0);
+    Writer::new(out, style).node(node, 0);
 }
 
 /// The REST form of `node` as a new buffer.
@@ -40,11 +40,23 @@ pub fn write_shallow_json(node: &Node, style: JsonStyle, out: &mut Vec<u8>) {
         write_rest_json(node, style, out);
         return;
     }
-    let mut writer = Writer { out, style };
+    let mut writer = Writer::new(out, style);
     writer.open(b'{');
-    for (index, (key, _)) in node.children().enumerate() {
-        writer.member(index, key.as_str(), 1);
+    let add = |writer: &mut Writer<'_>, index: usize, key: &str| {
+        writer.member(index, key, 1);
         writer.out.extend_from_slice(b"true");
+    };
+    match node.raw_object() {
+        Some(object) => {
+            for (index, (key, _)) in object.entries().enumerate() {
+                add(&mut writer, index, key);
+            }
+        }
+        None => {
+            for (index, (key, _)) in node.children().enumerate() {
+                add(&mut writer, index, key.as_str());
+            }
+        }
     }
     writer.close(b'}', node.child_count() > 0, 0);
 }
@@ -61,7 +73,7 @@ pub enum Member<'a> {
 /// would be (arrays, numbers, key order and indentation alike): a PATCH's answer, whose
 /// members are the written paths.
 pub fn write_rest_object(members: &[(&str, Member<'_>)], style: JsonStyle, out: &mut Vec<u8>) {
-    let mut writer = Writer { out, style };
+    let mut writer = Writer::new(out, style);
     writer.open(b'{');
     for (index, (name, member)) in members.iter().enumerate() {
         writer.member(index, name, 1);
@@ -75,13 +87,11 @@ pub fn write_rest_object(members: &[(&str, Member<'_>)], style: JsonStyle, out: 
 
 /// Appends any JSON value (error bodies, small answers) in the given style.
 pub fn write_value(value: &Value, pretty: bool, out: &mut Vec<u8>) {
-    let mut writer = Writer {
-        out,
-        style: JsonStyle {
-            export: false,
-            pretty,
-        },
+    let style = JsonStyle {
+        export: false,
+        pretty,
     };
+    let mut writer = Writer::new(out, style);
     writer.value(value, 0);
 }
 
@@ -89,13 +99,27 @@ pub fn write_value(value: &Value, pretty: bool, out: &mut Vec<u8>) {
 /// leading zero) and the largest is less than twice the number of keys: the rule by which the
 /// clients render an object as an array.
 pub fn is_array_like(node: &Node) -> bool {
-    let count = node.child_count();
-    if count == 0 || node.is_leaf() {
+    if node.is_leaf() {
+        return false;
+    }
+    match node.raw_object() {
+        Some(object) => array_like(object.entries().map(|(key, _)| key), object.len()),
+        None => array_like(
+            node.children().map(|(key, _)| array_index(key.as_str())),
+            node.child_count(),
+        ),
+    }
+}
+
+/// Whether `count` keys make an array: each of them an index, the largest below twice the
+/// count. Items are keys or, already read, their indices.
+fn array_like<K: ArrayKey>(keys: impl Iterator<Item = K>, count: usize) -> bool {
+    if count == 0 {
         return false;
     }
     let mut largest: u64 = 0;
-    for (key, _) in node.children() {
-        match array_index(&key) {
+    for key in keys {
+        match key.index() {
             Some(index) => largest = largest.max(index),
             None => return false,
         }
@@ -103,8 +127,24 @@ pub fn is_array_like(node: &Node) -> bool {
     largest < 2 * count as u64
 }
 
-fn array_index(key: &Key) -> Option<u64> {
-    let text = key.as_str();
+/// A key, or the array index read from one.
+trait ArrayKey {
+    fn index(&self) -> Option<u64>;
+}
+
+impl ArrayKey for &str {
+    fn index(&self) -> Option<u64> {
+        array_index(self)
+    }
+}
+
+impl ArrayKey for Option<u64> {
+    fn index(&self) -> Option<u64> {
+        *self
+    }
+}
+
+fn array_index(text: &str) -> Option<u64> {
     let canonical = text == "0"
         || (!text.is_empty() && !text.starts_with('0') && text.bytes().all(|b| b.is_ascii_digit()));
     if !canonical || text.len() > 10 {
@@ -116,12 +156,27 @@ fn array_index(key: &Key) -> Option<u64> {
 struct Writer<'a> {
     out: &'a mut Vec<u8>,
     style: JsonStyle,
+    /// Write encoded objects straight from their bytes (off only in tests, which compare both
+    /// ways).
+    raw: bool,
 }
 
-impl Writer<'_> {
+impl<'a> Writer<'a> {
+    fn new(out: &'a mut Vec<u8>, style: JsonStyle) -> Writer<'a> {
+        Writer {
+            out,
+            style,
+            raw: true,
+        }
+    }
+
     fn node(&mut self, node: &Node, depth: usize) {
         if node.is_empty() {
             self.out.extend_from_slice(b"null");
+            return;
+        }
+        if let Some(object) = node.raw_object().filter(|_| self.raw) {
+            self.raw_object(object, depth);
             return;
         }
         let priority = node.priority();
@@ -141,7 +196,12 @@ impl Writer<'_> {
             return;
         }
         if !self.style.export && is_array_like(node) {
-            self.array(node, depth);
+            let children = node
+                .children()
+                .map(|(key, child)| (array_index(key.as_str()), child));
+            self.array(children, depth, |writer, child, depth| {
+                writer.node(&child, depth)
+            });
             return;
         }
         self.open(b'{');
@@ -158,19 +218,51 @@ impl Writer<'_> {
         self.close(b'}', true, depth);
     }
 
-    fn array(&mut self, node: &Node, depth: usize) {
+    /// An object held encoded, written from its bytes: no priorities anywhere inside.
+    fn raw_object(&mut self, object: RawObject<'_>, depth: usize) {
+        if !self.style.export && array_like(object.entries().map(|(key, _)| key), object.len()) {
+            let children = object
+                .entries()
+                .map(|(key, value)| (array_index(key), value));
+            self.array(children, depth, Writer::raw_value);
+            return;
+        }
+        self.open(b'{');
+        let mut count = 0;
+        for (index, (key, value)) in object.entries().enumerate() {
+            self.member(index, key, depth + 1);
+            self.raw_value(value, depth + 1);
+            count += 1;
+        }
+        self.close(b'}', count > 0, depth);
+    }
+
+    fn raw_value(&mut self, value: RawValue<'_>, depth: usize) {
+        match value {
+            RawValue::Object(object) => self.raw_object(object, depth),
+            scalar => scalar.write_json(self.out),
+        }
+    }
+
+    /// Writes array-like children (with their indices) as an array, nulls in the gaps.
+    fn array<C>(
+        &mut self,
+        children: impl Iterator<Item = (Option<u64>, C)>,
+        depth: usize,
+        mut write: impl FnMut(&mut Self, C, usize),
+    ) {
         self.open(b'[');
         let mut next: u64 = 0;
-        for (key, child) in node.children() {
+        for (index, child) in children {
             // Children iterate in key order, which for canonical integers is numeric order.
-            let index = array_index(&key).unwrap_or(next);
+            let index = index.unwrap_or(next);
             while next < index {
                 self.element(next, depth + 1);
                 self.out.extend_from_slice(b"null");
                 next += 1;
             }
             self.element(next, depth + 1);
-            self.node(&child, depth + 1);
+            write(self, child, depth + 1);
             next += 1;
         }
         self.close(b']', true, depth);
@@ -247,6 +339,7 @@ impl Writer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
 
     fn node(value: Value) -> Node {
@@ -377,5 +470,86 @@ mod tests {
             &mut leaf,
         );
         assert_eq!(leaf, b"5");
+    }
+
+    /// The REST form of `node` written with the fast path for encoded objects on or off.
+    fn written(node: &Node, style: JsonStyle, raw: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut writer = Writer::new(&mut out, style);
+        writer.raw = raw;
+        writer.node(node, 0);
+        out
+    }
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<bool>().prop_map(Value::from),
+            any::<i32>().prop_map(Value::from),
+            (-1e6..1e6f64).prop_map(Value::from),
+            "[a-z\\\"\n\u{1}é]{0,6}".prop_map(Value::from),
+        ]
+    }
+
+    /// A record: a leaf, an array (maybe with gaps) or a small object, nested a little.
+    fn record() -> impl Strategy<Value = Value> {
+        leaf().prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(prop_oneof![Just(Value::Null), inner.clone()], 1..5)
+                    .prop_map(Value::Array),
+                proptest::collection::btree_map("[0-9a-c]{1,3}", inner, 1..5)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// A collection large enough to be kept in chunks, keyed by names or by indices (an
+    /// array, with gaps when `sparse`), beside a few small members.
+    fn document() -> impl Strategy<Value = Value> {
+        (
+            proptest::collection::vec(record(), 0..300),
+            0..3u8,
+            proptest::collection::btree_map("[a-z]{1,4}", record(), 0..4),
+        )
+            .prop_map(|(records, keys, small)| {
+                let mut root: serde_json::Map<String, Value> = small.into_iter().collect();
+                let list = match keys {
+                    0 => Value::Array(records),
+                    1 => Value::Object(
+                        records
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, record)| ((i * 3 / 2).to_string(), record))
+                            .collect(),
+                    ),
+                    _ => Value::Object(
+                        records
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, record)| (format!("-N{i:05}"), record))
+                            .collect(),
+                    ),
+                };
+                root.insert("list".into(), list);
+                Value::Object(root)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Writing packed objects and chunked collections from their bytes changes no byte
+        /// of any form (plain arrays, export, pretty) nor of the shallow listing.
+        #[test]
+        fn encoded_objects_write_as_decoded_ones(value in document()) {
+            let root = node(value);
+            for (export, pretty) in [(false, false), (true, false), (false, true), (true, true)] {
+                let style = JsonStyle { export, pretty };
+                for at in [root.clone(), root.child(&hearth_tree::Key::new("list").expect("key"))] {
+                    let fast = String::from_utf8(written(&at, style, true)).expect("UTF-8");
+                    let slow = String::from_utf8(written(&at, style, false)).expect("UTF-8");
+                    prop_assert_eq!(fast, slow);
+                }
+            }
+        }
     }
 }
