@@ -41,7 +41,7 @@ use crate::time::now_ms;
 const MAX_MESSAGES_PER_TURN: usize = 256;
 
 /// How far behind the real clock the handshake's time is reported (see `serve_websocket`).
-const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
+pub(crate) const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
 
 /// Initial read buffer of a WebSocket connection. The library's default (128 KiB) would make
 /// every idle connection cost that much; Firebase clients send small frames (the SDKs split

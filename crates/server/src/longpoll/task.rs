@@ -16,16 +16,16 @@ use tracing::{debug, info, warn};
 
 use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE};
 use crate::edge::socket::Transport;
-use crate::edge::websocket::send_to_owner;
-use crate::edge::{EdgeConn, EdgeTarget};
+use crate::edge::websocket::{
+    attach, detach_session, send_to_owner, OwnerSide, HANDSHAKE_CLOCK_LEAD_MS,
+};
+use crate::edge::EdgeConn;
 use crate::link::ToOwner;
 use crate::longpoll::script::{self, script_answer};
 use crate::longpoll::session::{LpSession, Mailbox};
-use crate::namespace::owner_shard;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
-use crate::owner::outbound::{encode_frames, ConnHandle, Route};
-use crate::owner::sessions;
+use crate::owner::outbound::encode_frames;
 use crate::rest::RestResponse;
 use crate::session::new_session_id;
 use crate::shard::Shard;
@@ -40,12 +40,6 @@ pub const MAX_SESSIONS_PER_SHARD: usize = 4096;
 /// has been out for 25 s, so the server answers first; proxies that cut slow answers rarely
 /// do so under 30 s.
 pub const POLL_HOLD: Duration = Duration::from_secs(20);
-
-/// Where the session's messages are handled.
-enum OwnerSide {
-    Local(Rc<ConnHandle>),
-    Remote(usize),
-}
 
 /// Opens a session on this core for a start request and answers it: the session's id and
 /// password, then the handshake.
@@ -75,33 +69,11 @@ pub fn start(
     // As on a WebSocket (see `serve_websocket`), the handshake's time is a millisecond
     // behind the clock, and it goes first.
     edge.write([encode_frames(encode_handshake(
-        now_ms().saturating_sub(1),
+        now_ms().saturating_sub(HANDSHAKE_CLOCK_LEAD_MS),
         &host,
         &session_id,
     ))]);
-    let owner = owner_shard(&namespace, shard.shard_count);
-    let side = if owner == shard.index {
-        if let Some(previous) = &previous {
-            sessions::end_previous_session(shard, previous, &namespace);
-        }
-        let route = Route::Local(edge.clone());
-        OwnerSide::Local(sessions::open_session(
-            shard, conn, &namespace, session_id, route,
-        ))
-    } else {
-        shard.edge.hold(conn, EdgeTarget::Socket(edge.clone()));
-        shard.send_to_owner(
-            owner,
-            ToOwner::Open {
-                conn,
-                edge: shard.index,
-                namespace,
-                session_id,
-                previous,
-            },
-        );
-        OwnerSide::Remote(owner)
-    };
+    let side = attach(shard, &edge, namespace, session_id, previous.as_deref());
     let session = Rc::new(LpSession {
         conn,
         public_id: format!("{}-{}", shard.index, conn),
@@ -129,10 +101,7 @@ pub fn start(
         let reason = run(&shard, &session, &side).await;
         session.answer_close();
         shard.long_polls.remove(&session.public_id);
-        match &side {
-            OwnerSide::Local(handle) => sessions::close_connection(&shard, handle),
-            OwnerSide::Remote(owner) => shard.release_connection(session.conn, *owner),
-        }
+        detach_session(&shard, session.conn, &side);
         match reason {
             Some(reason) if reason.text != SHUTDOWN_CLOSE => {
                 info!(conn = session.conn, reason = %reason.text, "closing long-polling session");
