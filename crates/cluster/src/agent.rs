@@ -1,0 +1,261 @@
+//! The thread that talks to etcd for this node: it keeps the lease alive, reads the live
+//! nodes and the claims every quarter of the TTL, claims the databases the shards ask for,
+//! and publishes what it read as a new [`View`]. Nothing here runs on a shard.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, info, warn};
+
+use crate::etcd::{Compare, Etcd, EtcdError, Put};
+use crate::keys::{self, ClaimValue, NodeValue};
+use crate::placement::{Claim, ClusterConfig, LeaseClock, NodeInfo, Placement, View};
+
+pub(crate) enum Command {
+    Claim(String),
+    Stop,
+}
+
+pub(crate) struct Agent {
+    etcd: Etcd,
+    config: ClusterConfig,
+    placement: Placement,
+    lease: Arc<LeaseClock>,
+}
+
+impl Agent {
+    /// Grants the lease, registers the node and publishes the first view.
+    pub(crate) fn register(
+        config: ClusterConfig,
+        placement: Placement,
+    ) -> Result<Agent, EtcdError> {
+        // A call may take a third of the TTL: the keep-alives (every quarter) then still
+        // renew the lease when one call hangs.
+        let etcd = Etcd::new(&config.etcd, placement.lease_ttl() / 3);
+        let lease = grant_and_register(&etcd, &config, placement.lease_ttl())?;
+        let agent = Agent {
+            etcd,
+            config,
+            placement,
+            lease,
+        };
+        if let Err(error) = agent.refresh() {
+            warn!(%error, "reading the cluster from etcd");
+        }
+        info!(
+            node = %agent.config.node_id,
+            advertise = %agent.config.advertise,
+            etcd = %agent.etcd.url(),
+            lease = agent.lease.id,
+            "joined the cluster"
+        );
+        Ok(agent)
+    }
+
+    pub(crate) fn run(mut self, inbox: Receiver<Command>) {
+        let tick = self.placement.lease_ttl() / 4;
+        let mut next = Instant::now() + tick;
+        loop {
+            // Checked before every receive, so that a stream of claim requests cannot put
+            // the keep-alives off.
+            if Instant::now() >= next {
+                next = Instant::now() + tick;
+                self.keep_alive();
+                if let Err(error) = self.refresh() {
+                    warn!(%error, "reading the cluster from etcd");
+                }
+            }
+            let wait = next.saturating_duration_since(Instant::now());
+            match inbox.recv_timeout(wait) {
+                Ok(Command::Claim(namespace)) => {
+                    let mut wanted = vec![namespace];
+                    wanted.extend(inbox.try_iter().filter_map(|command| match command {
+                        Command::Claim(namespace) => Some(namespace),
+                        // Seen again on the next receive.
+                        Command::Stop => None,
+                    }));
+                    wanted.sort();
+                    wanted.dedup();
+                    self.claim_all(&wanted);
+                }
+                Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+        self.lease.lose();
+        match self.etcd.revoke(self.lease.id) {
+            Ok(()) => info!(node = %self.config.node_id, "left the cluster (lease revoked)"),
+            Err(error) => warn!(%error, "revoking the lease; its claims end with its TTL"),
+        }
+    }
+
+    fn keep_alive(&mut self) {
+        let sent = Instant::now();
+        match self.etcd.keep_alive(self.lease.id) {
+            Ok(ttl) if ttl > 0 => self.lease.confirm(sent),
+            Ok(_) => {
+                // The lease expired (this node was cut off or paused past its TTL): its
+                // claims are gone from etcd, and writes were refused since the window
+                // passed. A new lease makes this node live again, owning nothing.
+                self.lease.lose();
+                warn!(
+                    node = %self.config.node_id,
+                    lease = self.lease.id,
+                    "the lease expired: this node's claims are lost; registering again"
+                );
+                match grant_and_register(&self.etcd, &self.config, self.placement.lease_ttl()) {
+                    Ok(lease) => self.lease = lease,
+                    Err(error) => warn!(%error, "registering again with etcd"),
+                }
+            }
+            Err(error) => warn!(%error, "keeping the lease alive"),
+        }
+    }
+
+    /// Reads the live nodes and the claims, and publishes them.
+    fn refresh(&self) -> Result<(), EtcdError> {
+        let mut nodes = BTreeMap::new();
+        for kv in self.etcd.range_prefix(keys::NODES)? {
+            let id = &kv.key[keys::NODES.len()..];
+            match serde_json::from_slice::<NodeValue>(&kv.value) {
+                Ok(value) => {
+                    nodes.insert(
+                        Arc::from(id),
+                        NodeInfo {
+                            advertise: value.advertise,
+                            lease: kv.lease,
+                        },
+                    );
+                }
+                Err(error) => warn!(key = %kv.key, %error, "a node key that is not Hearth's"),
+            }
+        }
+        let mut claims = HashMap::new();
+        for kv in self.etcd.range_prefix(keys::OWNERS)? {
+            let namespace = &kv.key[keys::OWNERS.len()..];
+            match serde_json::from_slice::<ClaimValue>(&kv.value) {
+                Ok(value) => {
+                    claims.insert(
+                        namespace.to_owned(),
+                        Claim {
+                            node_id: Arc::from(value.node.as_str()),
+                            advertise: value.advertise,
+                            epoch: value.epoch,
+                            lease: kv.lease,
+                        },
+                    );
+                }
+                Err(error) => warn!(key = %kv.key, %error, "a claim key that is not Hearth's"),
+            }
+        }
+        let current = self.placement.view();
+        let changed = current.nodes != nodes
+            || current.claims != claims
+            || !current
+                .lease
+                .as_ref()
+                .is_some_and(|lease| Arc::ptr_eq(lease, &self.lease));
+        if changed {
+            self.placement.publish(View {
+                version: 0,
+                nodes,
+                claims,
+                lease: Some(self.lease.clone()),
+            });
+        }
+        Ok(())
+    }
+
+    fn claim_all(&self, namespaces: &[String]) {
+        if let Err(error) = self.refresh() {
+            warn!(%error, "reading the cluster from etcd before claiming");
+            return;
+        }
+        for namespace in namespaces {
+            let view = self.placement.view();
+            if view.claims.contains_key(namespace)
+                || view.placed_on(namespace) != Some(self.config.node_id.as_str())
+            {
+                continue;
+            }
+            match self.claim(namespace) {
+                Ok(Some(epoch)) => info!(
+                    namespace = %namespace,
+                    node = %self.config.node_id,
+                    epoch,
+                    "claimed the database"
+                ),
+                Ok(None) => {
+                    debug!(namespace = %namespace, "another node claimed the database first")
+                }
+                Err(error) => warn!(namespace = %namespace, %error, "claiming the database"),
+            }
+        }
+        if let Err(error) = self.refresh() {
+            warn!(%error, "reading the cluster from etcd after claiming");
+        }
+    }
+
+    /// One claim: if nobody holds the database (a dead owner's key went with its lease) and
+    /// the epoch history is as read, the owner key under this node's lease and the next
+    /// epoch, together. Returns the epoch, or `None` if another node was faster.
+    fn claim(&self, namespace: &str) -> Result<Option<u64>, EtcdError> {
+        let epoch_key = keys::epoch(namespace);
+        let (previous, revision) = match self.etcd.get(&epoch_key)? {
+            Some(kv) => (
+                std::str::from_utf8(&kv.value)
+                    .ok()
+                    .and_then(|text| text.parse::<u64>().ok())
+                    .unwrap_or(0),
+                kv.mod_revision,
+            ),
+            None => (0, 0),
+        };
+        let epoch = previous + 1;
+        let value = ClaimValue {
+            node: self.config.node_id.clone(),
+            advertise: self.config.advertise,
+            epoch,
+        };
+        let owner_key = keys::owner(namespace);
+        let done = self.etcd.txn(
+            &[
+                Compare::Absent(owner_key.clone()),
+                Compare::ModRevision(epoch_key.clone(), revision),
+            ],
+            &[
+                Put {
+                    key: owner_key,
+                    value: serde_json::to_vec(&value).unwrap_or_default(),
+                    lease: self.lease.id,
+                },
+                Put {
+                    key: epoch_key,
+                    value: epoch.to_string().into_bytes(),
+                    lease: 0,
+                },
+            ],
+        )?;
+        Ok(done.then_some(epoch))
+    }
+}
+
+fn grant_and_register(
+    etcd: &Etcd,
+    config: &ClusterConfig,
+    ttl: Duration,
+) -> Result<Arc<LeaseClock>, EtcdError> {
+    let sent = Instant::now();
+    let id = etcd.grant(ttl.as_secs().max(1))?;
+    let value = NodeValue {
+        advertise: config.advertise,
+    };
+    etcd.put(&Put {
+        key: keys::node(&config.node_id),
+        value: serde_json::to_vec(&value).unwrap_or_default(),
+        lease: id,
+    })?;
+    Ok(Arc::new(LeaseClock::new(id, sent)))
+}
