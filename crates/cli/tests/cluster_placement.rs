@@ -236,6 +236,27 @@ fn three_nodes_agree_on_every_databases_owner() {
         }
         assert_eq!(get(&nodes[owner], &ns), Value::from("v"));
     }
+    let claims: u64 = nodes
+        .iter()
+        .map(|node| metric(node, "hearth_cluster_claims"))
+        .sum();
+    assert_eq!(
+        claims, 6,
+        "each database counted once, by its owner's /metrics"
+    );
+}
+
+/// A gauge of the node's `/metrics` (as `owner`, which --dev accepts as an admin).
+fn metric(node: &Node, name: &str) -> u64 {
+    let mut answer = agent()
+        .get(&format!("{}/metrics", node.url))
+        .header("authorization", "Bearer owner")
+        .call()
+        .expect("the node answers");
+    let text = answer.body_mut().read_to_string().unwrap_or_default();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in /metrics: {text}"))
 }
 
 #[test]
