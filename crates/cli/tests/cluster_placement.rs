@@ -17,16 +17,33 @@ use serde_json::Value;
 
 const LEASE_TTL_SECS: u64 = 2;
 
+/// A child process, killed (SIGKILL) and reaped when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 struct Etcd {
-    child: Child,
+    process: Process,
     url: String,
 }
 
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl Etcd {
+    fn signal(&self, signal: &str) {
+        send_signal(&self.process, signal);
     }
+}
+
+fn send_signal(process: &Process, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &process.0.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill {signal}");
 }
 
 fn etcd_binary() -> PathBuf {
@@ -51,7 +68,10 @@ fn start_etcd(dir: &Path) -> Etcd {
         .stderr(Stdio::null())
         .spawn()
         .expect("etcd starts (apt-get install etcd-server)");
-    let etcd = Etcd { child, url };
+    let etcd = Etcd {
+        process: Process(child),
+        url,
+    };
     let agent = agent();
     wait_for("etcd answers", Duration::from_secs(20), || {
         let answer = agent.get(&format!("{}/health", etcd.url)).call().ok()?;
@@ -61,25 +81,14 @@ fn start_etcd(dir: &Path) -> Etcd {
 }
 
 struct Node {
-    child: Child,
+    process: Process,
     id: String,
     url: String,
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Node {
     fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill {signal}");
+        send_signal(&self.process, signal);
     }
 }
 
@@ -99,7 +108,7 @@ fn start_node(etcd: &Etcd, dir: &Path, index: u8) -> Node {
         .spawn()
         .expect("the node starts");
     let node = Node {
-        child,
+        process: Process(child),
         id,
         url: format!("http://{address}"),
     };
@@ -201,6 +210,18 @@ fn three_nodes(name: &str) -> (Etcd, Vec<Node>, PathBuf) {
     (etcd, nodes, dir)
 }
 
+/// Three nodes, and `ns` written with `value` on its owner, whose index is returned.
+fn three_nodes_and_an_owner(
+    name: &str,
+    ns: &str,
+    value: &str,
+) -> (Etcd, Vec<Node>, usize, PathBuf) {
+    let (etcd, nodes, dir) = three_nodes(name);
+    let all: Vec<&Node> = nodes.iter().collect();
+    let owner = write_somewhere(&all, ns, value, Duration::from_secs(10));
+    (etcd, nodes, owner, dir)
+}
+
 #[test]
 fn three_nodes_agree_on_every_databases_owner() {
     let (etcd, nodes, _dir) = three_nodes("cluster-agree");
@@ -261,14 +282,8 @@ fn metric(node: &Node, name: &str) -> u64 {
 
 #[test]
 fn a_killed_owner_is_replaced_with_the_next_epoch_within_its_lease() {
-    let (etcd, mut nodes, _dir) = three_nodes("cluster-kill");
     let ns = "killed";
-    let owner = write_somewhere(
-        &nodes.iter().collect::<Vec<_>>(),
-        ns,
-        "v1",
-        Duration::from_secs(10),
-    );
+    let (etcd, mut nodes, owner, _dir) = three_nodes_and_an_owner("cluster-kill", ns, "v1");
     let dead = nodes.remove(owner);
     let dead_id = dead.id.clone();
     let killed_at = Instant::now();
@@ -289,14 +304,8 @@ fn a_killed_owner_is_replaced_with_the_next_epoch_within_its_lease() {
 
 #[test]
 fn a_paused_owner_refuses_writes_once_its_lease_has_ended() {
-    let (etcd, mut nodes, _dir) = three_nodes("cluster-pause");
     let ns = "paused";
-    let owner = write_somewhere(
-        &nodes.iter().collect::<Vec<_>>(),
-        ns,
-        "before",
-        Duration::from_secs(10),
-    );
+    let (etcd, mut nodes, owner, _dir) = three_nodes_and_an_owner("cluster-pause", ns, "before");
     let paused = nodes.remove(owner);
     paused.signal("-STOP");
     let survivors: Vec<&Node> = nodes.iter().collect();
@@ -329,4 +338,29 @@ fn a_paused_owner_refuses_writes_once_its_lease_has_ended() {
         },
     );
     assert_eq!(get(&nodes[next], ns), Value::from("after"));
+}
+
+#[test]
+fn an_owner_cut_off_from_etcd_stops_acknowledging_on_its_own_clock() {
+    let ns = "cut";
+    let (etcd, nodes, owner, _dir) = three_nodes_and_an_owner("cluster-cut", ns, "before");
+    // etcd stops answering: the owner's keep-alives go unanswered, so nothing tells it the
+    // lease is gone; only its own clock can make it stop (two thirds of the TTL after the
+    // last confirmation). Without that check it would acknowledge for as long as etcd is away.
+    etcd.signal("-STOP");
+    let mut acknowledged = 0;
+    let body = wait_for("the owner refuses writes", Duration::from_secs(10), || {
+        let (code, body) = put(&nodes[owner], ns, "during");
+        if code == 200 {
+            acknowledged += 1;
+            return None;
+        }
+        assert_eq!(code, 503, "{body}");
+        Some(body)
+    });
+    assert!(body.contains("cannot confirm its claim"), "{body}");
+    // Reads go on.
+    let last = if acknowledged > 0 { "during" } else { "before" };
+    assert_eq!(get(&nodes[owner], ns), Value::from(last));
+    etcd.signal("-CONT");
 }

@@ -11,11 +11,21 @@ use tracing::{debug, info, warn};
 
 use crate::etcd::{Compare, Etcd, EtcdError, Put};
 use crate::keys::{self, ClaimValue, NodeValue};
-use crate::placement::{Claim, ClusterConfig, LeaseClock, NodeInfo, Placement, View};
+use crate::placement::{
+    Claim, ClusterConfig, Command, LeaseClock, NodeInfo, Placement, StartError, View,
+};
 
-pub(crate) enum Command {
-    Claim(String),
-    Stop,
+impl Placement {
+    /// Grants this node's lease and registers it (an error if etcd cannot be reached), then
+    /// keeps both alive on a thread of its own until [`Placement::stop`].
+    pub fn start(config: ClusterConfig) -> Result<Placement, StartError> {
+        let (placement, inbox) = Placement::new(&config);
+        let agent = Agent::register(config, placement.clone())?;
+        std::thread::Builder::new()
+            .name("hearth-cluster".into())
+            .spawn(move || agent.run(inbox))?;
+        Ok(placement)
+    }
 }
 
 pub(crate) struct Agent {
@@ -116,40 +126,28 @@ impl Agent {
 
     /// Reads the live nodes and the claims, and publishes them.
     fn refresh(&self) -> Result<(), EtcdError> {
-        let mut nodes = BTreeMap::new();
-        for kv in self.etcd.range_prefix(keys::NODES)? {
-            let id = &kv.key[keys::NODES.len()..];
-            match serde_json::from_slice::<NodeValue>(&kv.value) {
-                Ok(value) => {
-                    nodes.insert(
-                        Arc::from(id),
-                        NodeInfo {
-                            advertise: value.advertise,
-                            lease: kv.lease,
-                        },
-                    );
-                }
-                Err(error) => warn!(key = %kv.key, %error, "a node key that is not Hearth's"),
-            }
-        }
-        let mut claims = HashMap::new();
-        for kv in self.etcd.range_prefix(keys::OWNERS)? {
-            let namespace = &kv.key[keys::OWNERS.len()..];
-            match serde_json::from_slice::<ClaimValue>(&kv.value) {
-                Ok(value) => {
-                    claims.insert(
-                        namespace.to_owned(),
-                        Claim {
-                            node_id: Arc::from(value.node.as_str()),
-                            advertise: value.advertise,
-                            epoch: value.epoch,
-                            lease: kv.lease,
-                        },
-                    );
-                }
-                Err(error) => warn!(key = %kv.key, %error, "a claim key that is not Hearth's"),
-            }
-        }
+        let nodes: BTreeMap<Arc<str>, NodeInfo> = self
+            .read_prefix::<NodeValue>(keys::NODES)?
+            .map(|(id, lease, value)| {
+                let info = NodeInfo {
+                    advertise: value.advertise,
+                    lease,
+                };
+                (Arc::from(id), info)
+            })
+            .collect();
+        let claims: HashMap<String, Claim> = self
+            .read_prefix::<ClaimValue>(keys::OWNERS)?
+            .map(|(namespace, lease, value)| {
+                let claim = Claim {
+                    node_id: Arc::from(value.node.as_str()),
+                    advertise: value.advertise,
+                    epoch: value.epoch,
+                    lease,
+                };
+                (namespace, claim)
+            })
+            .collect();
         let current = self.placement.view();
         let changed = current.nodes != nodes
             || current.claims != claims
@@ -166,6 +164,25 @@ impl Agent {
             });
         }
         Ok(())
+    }
+
+    /// The keys under `prefix` as (the rest of the key, lease, value); a value that is not
+    /// Hearth's JSON is logged and skipped.
+    fn read_prefix<T: serde::de::DeserializeOwned>(
+        &self,
+        prefix: &str,
+    ) -> Result<impl Iterator<Item = (String, i64, T)>, EtcdError> {
+        let kvs = self.etcd.range_prefix(prefix)?;
+        let skip = prefix.len();
+        Ok(kvs
+            .into_iter()
+            .filter_map(move |kv| match serde_json::from_slice::<T>(&kv.value) {
+                Ok(value) => Some((kv.key[skip..].to_owned(), kv.lease, value)),
+                Err(error) => {
+                    warn!(key = %kv.key, %error, "a key that is not Hearth's");
+                    None
+                }
+            }))
     }
 
     fn claim_all(&self, namespaces: &[String]) {

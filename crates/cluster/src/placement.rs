@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-use crate::agent::{Agent, Command};
 use crate::etcd::EtcdError;
 use crate::rendezvous;
 
@@ -113,6 +112,12 @@ impl View {
     }
 }
 
+/// What the shards ask of the agent thread.
+pub(crate) enum Command {
+    Claim(String),
+    Stop,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("registering with etcd: {0}")]
@@ -146,9 +151,9 @@ impl std::fmt::Debug for Placement {
 }
 
 impl Placement {
-    /// Grants this node's lease and registers it (an error if etcd cannot be reached), then
-    /// keeps both alive on a thread of its own until [`Placement::stop`].
-    pub fn start(config: ClusterConfig) -> Result<Placement, StartError> {
+    /// A placement with an empty view, and the inbox of its agent (`agent.rs`, which starts
+    /// it: [`Placement::start`]).
+    pub(crate) fn new(config: &ClusterConfig) -> (Placement, mpsc::Receiver<Command>) {
         let (commands, inbox) = mpsc::channel();
         let (changes, _) = watch::channel(0);
         let shared = Arc::new(Shared {
@@ -159,12 +164,7 @@ impl Placement {
             changes,
             commands,
         });
-        let placement = Placement { shared };
-        let agent = Agent::register(config, placement.clone())?;
-        std::thread::Builder::new()
-            .name("hearth-cluster".into())
-            .spawn(move || agent.run(inbox))?;
-        Ok(placement)
+        (Placement { shared }, inbox)
     }
 
     pub fn node_id(&self) -> &str {
