@@ -167,6 +167,36 @@ impl Placement {
         (Placement { shared }, inbox)
     }
 
+    /// A placement that never talks to etcd, with a view of `nodes` (all at `advertise`),
+    /// `claims`, and a lease `lease` confirmed now: for the tests of its users.
+    #[doc(hidden)]
+    pub fn fixed(
+        node_id: &str,
+        advertise: SocketAddr,
+        nodes: &[&str],
+        claims: Vec<(String, Claim)>,
+        lease: Option<i64>,
+    ) -> Placement {
+        let config = ClusterConfig {
+            etcd: String::new(),
+            node_id: node_id.to_owned(),
+            advertise,
+            lease_ttl: MIN_LEASE_TTL,
+        };
+        let (placement, _) = Placement::new(&config);
+        let info = |_| NodeInfo {
+            advertise,
+            lease: 0,
+        };
+        placement.publish(View {
+            version: 0,
+            nodes: nodes.iter().map(|id| (Arc::from(*id), info(id))).collect(),
+            claims: claims.into_iter().collect(),
+            lease: lease.map(|id| Arc::new(LeaseClock::new(id, Instant::now()))),
+        });
+        placement
+    }
+
     pub fn node_id(&self) -> &str {
         &self.shared.node_id
     }
