@@ -547,7 +547,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     // Listening before the start, so that a SIGHUP during recovery does not end the process.
     let signals = Signals::listen().context("listening for signals")?;
-    let server = Server::start(config).context("starting the server")?;
+    let server = match Server::start(config) {
+        Ok(server) => server,
+        Err(error) => {
+            // Leave the cluster at once rather than when the lease runs out.
+            if let Some(cluster) = &cluster {
+                cluster.stop();
+            }
+            return Err(error).context("starting the server");
+        }
+    };
     signals
         .wait(tls.as_deref())
         .context("waiting for a shutdown signal")?;

@@ -92,30 +92,50 @@ impl Node {
     }
 }
 
+/// A port free on every address: Hearth claims a port whatever the address (`port_claim`),
+/// so a port free on 127.0.0.1 but used by another test's node on 127.0.0.3 would not do.
+fn free_port_everywhere() -> u16 {
+    std::net::TcpListener::bind("0.0.0.0:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free port")
+}
+
+/// Node `n<index>` on 127.0.0.<index + 1>, its log in `dir`. A port taken between the pick
+/// and the bind (tests run in parallel) makes the node exit; it is started again on another.
 fn start_node(etcd: &Etcd, dir: &Path, index: u8) -> Node {
     let id = format!("n{index}");
-    let port = free_port();
-    let address = SocketAddr::from(([127, 0, 0, 1 + index], port));
-    let child = hearth()
-        .args(["serve", "--dev", "--threads", "1", "--listen"])
-        .arg(address.to_string())
-        .arg("--data-dir")
-        .arg(dir.join(&id))
-        .args(["--cluster-etcd", &etcd.url, "--node-id", &id])
-        .args(["--advertise", &address.to_string()])
-        .args(["--cluster-lease-ttl-secs", &LEASE_TTL_SECS.to_string()])
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the node starts");
-    let node = Node {
-        process: Process(child),
-        id,
-        url: format!("http://{address}"),
-    };
-    wait_for("the node listens", Duration::from_secs(10), || {
-        std::net::TcpStream::connect(address).ok().map(|_| ())
-    });
-    node
+    for _attempt in 0..3 {
+        let address = SocketAddr::from(([127, 0, 0, 1 + index], free_port_everywhere()));
+        let log = std::fs::File::create(dir.join(format!("{id}.log"))).expect("a log file");
+        let child = hearth()
+            .args(["serve", "--dev", "--threads", "1", "--listen"])
+            .arg(address.to_string())
+            .arg("--data-dir")
+            .arg(dir.join(&id))
+            .args(["--cluster-etcd", &etcd.url, "--node-id", &id])
+            .args(["--advertise", &address.to_string()])
+            .args(["--cluster-lease-ttl-secs", &LEASE_TTL_SECS.to_string()])
+            .stderr(log)
+            .spawn()
+            .expect("the node starts");
+        let mut node = Node {
+            process: Process(child),
+            id: id.clone(),
+            url: format!("http://{address}"),
+        };
+        let listening = wait_for("the node listens or exits", Duration::from_secs(20), || {
+            if std::net::TcpStream::connect(address).is_ok() {
+                return Some(true);
+            }
+            matches!(node.process.0.try_wait(), Ok(Some(_))).then_some(false)
+        });
+        if listening {
+            return node;
+        }
+    }
+    let log = std::fs::read_to_string(dir.join(format!("{id}.log"))).unwrap_or_default();
+    panic!("node {id} did not start: {log}");
 }
 
 fn agent() -> ureq::Agent {

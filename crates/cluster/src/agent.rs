@@ -21,9 +21,14 @@ impl Placement {
     pub fn start(config: ClusterConfig) -> Result<Placement, StartError> {
         let (placement, inbox) = Placement::new(&config);
         let agent = Agent::register(config, placement.clone())?;
-        std::thread::Builder::new()
+        let (etcd, watcher) = (agent.etcd.clone(), placement.clone());
+        let thread = std::thread::Builder::new()
             .name("hearth-cluster".into())
             .spawn(move || agent.run(inbox))?;
+        placement.set_agent(thread);
+        std::thread::Builder::new()
+            .name("hearth-cluster-watch".into())
+            .spawn(move || watch(&etcd, &watcher))?;
         Ok(placement)
     }
 }
@@ -79,13 +84,43 @@ impl Agent {
             }
             let wait = next.saturating_duration_since(Instant::now());
             match inbox.recv_timeout(wait) {
+                Ok(Command::Refresh) => {
+                    // A burst of changes is one read.
+                    let mut wanted: Vec<String> = Vec::new();
+                    let mut stop = false;
+                    for command in inbox.try_iter() {
+                        match command {
+                            Command::Claim(namespace) => wanted.push(namespace),
+                            Command::Refresh => {}
+                            Command::Stop => stop = true,
+                        }
+                    }
+                    if stop {
+                        break;
+                    }
+                    if wanted.is_empty() {
+                        if let Err(error) = self.refresh() {
+                            warn!(%error, "reading the cluster from etcd");
+                        }
+                    } else {
+                        wanted.sort();
+                        wanted.dedup();
+                        self.claim_all(&wanted);
+                    }
+                }
                 Ok(Command::Claim(namespace)) => {
                     let mut wanted = vec![namespace];
-                    wanted.extend(inbox.try_iter().filter_map(|command| match command {
-                        Command::Claim(namespace) => Some(namespace),
-                        // Seen again on the next receive.
-                        Command::Stop => None,
-                    }));
+                    let mut stop = false;
+                    for command in inbox.try_iter() {
+                        match command {
+                            Command::Claim(namespace) => wanted.push(namespace),
+                            Command::Refresh => {}
+                            Command::Stop => stop = true,
+                        }
+                    }
+                    if stop {
+                        break;
+                    }
                     wanted.sort();
                     wanted.dedup();
                     self.claim_all(&wanted);
@@ -276,3 +311,31 @@ fn grant_and_register(
     })?;
     Ok(Arc::new(LeaseClock::new(id, sent)))
 }
+
+/// Watches `/hearth/` and asks the agent to read again on every change, so that a claim or a
+/// node leaving is seen at once rather than at the next quarter of the TTL (which still
+/// reads, in case the watch is down). A failed watch is started again after that long.
+fn watch(etcd: &Etcd, placement: &Placement) {
+    let pause = placement.lease_ttl() / 4;
+    loop {
+        let mut running = true;
+        let result = etcd.watch_prefix("/hearth/", WATCH_IDLE, || {
+            running = placement.ask_refresh();
+            running
+        });
+        if !running {
+            return;
+        }
+        if let Err(error) = result {
+            debug!(%error, "watching etcd; trying again");
+        }
+        // Also the way out once the agent has stopped and nothing changes any more.
+        if !placement.ask_refresh() {
+            return;
+        }
+        std::thread::sleep(pause);
+    }
+}
+
+/// A watch on which nothing arrived for this long is started again.
+const WATCH_IDLE: Duration = Duration::from_secs(60);

@@ -89,6 +89,7 @@ impl Etcd {
             url: url.clone(),
             source: Box::new(source),
         };
+        let started = std::time::Instant::now();
         let mut response = self
             .agent
             .post(&url)
@@ -101,6 +102,7 @@ impl Etcd {
             .limit(MAX_ANSWER_BYTES)
             .read_to_string()
             .map_err(http)?;
+        tracing::trace!(%url, elapsed_us = started.elapsed().as_micros() as u64, "etcd answered");
         serde_json::from_str(&text).map_err(|error| EtcdError::Answer {
             url: url.clone(),
             detail: error.to_string(),
@@ -181,6 +183,51 @@ impl Etcd {
             &json!({ "compare": compare, "success": success }),
         )?;
         Ok(answer["succeeded"].as_bool().unwrap_or(false))
+    }
+
+    /// Watches the keys that start with `prefix`: calls `changed` once per batch of events,
+    /// until the stream fails, `changed` returns false, or nothing arrives for `idle` (etcd
+    /// sends nothing on a quiet watch; the caller starts a new one).
+    pub fn watch_prefix(
+        &self,
+        prefix: &str,
+        idle: Duration,
+        mut changed: impl FnMut() -> bool,
+    ) -> Result<()> {
+        use std::io::BufRead as _;
+        let url = format!("{}/v3/watch", self.base);
+        let http = |source| EtcdError::Http {
+            url: url.clone(),
+            source: Box::new(source),
+        };
+        let agent: Agent = Agent::config_builder()
+            .timeout_connect(Some(idle))
+            .timeout_per_read(Some(idle))
+            .http_status_as_error(true)
+            .build()
+            .into();
+        let body = json!({ "create_request": {
+            "key": b64(prefix.as_bytes()), "range_end": b64(&prefix_end(prefix)),
+        }});
+        let response = agent
+            .post(&url)
+            .header("content-type", "application/json")
+            .send(body.to_string())
+            .map_err(http)?;
+        // One JSON object per line: the watch's creation, then a batch of events each.
+        let reader = std::io::BufReader::new(response.into_body().into_reader());
+        for line in reader.lines() {
+            let Ok(line) = line else {
+                return Ok(());
+            };
+            let events = serde_json::from_str::<Value>(&line)
+                .ok()
+                .and_then(|answer| answer["result"]["events"].as_array().map(Vec::len));
+            if events.is_some_and(|count| count > 0) && !changed() {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     fn kvs(&self, answer: Value) -> Result<Vec<KeyValue>> {

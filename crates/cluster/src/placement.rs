@@ -115,6 +115,8 @@ impl View {
 /// What the shards ask of the agent thread.
 pub(crate) enum Command {
     Claim(String),
+    /// Something under `/hearth/` changed (the watch): read it again.
+    Refresh,
     Stop,
 }
 
@@ -133,6 +135,9 @@ struct Shared {
     view: ArcSwap<View>,
     changes: watch::Sender<u64>,
     commands: mpsc::Sender<Command>,
+    /// The agent thread, joined by [`Placement::stop`] so that the lease is revoked before
+    /// the process exits.
+    agent: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// The placement of databases on this cluster's nodes, readable from any thread: a load of
@@ -163,6 +168,7 @@ impl Placement {
             view: ArcSwap::from_pointee(View::default()),
             changes,
             commands,
+            agent: std::sync::Mutex::new(None),
         });
         (Placement { shared }, inbox)
     }
@@ -297,10 +303,31 @@ impl Placement {
             .send(Command::Claim(namespace.to_owned()));
     }
 
+    /// Asks the agent to read etcd again; false once it has stopped.
+    pub(crate) fn ask_refresh(&self) -> bool {
+        self.shared.commands.send(Command::Refresh).is_ok()
+    }
+
     /// Revokes this node's lease, so that its databases can be claimed at once instead of
     /// after the TTL, and stops the agent.
     pub fn stop(&self) {
         let _ = self.shared.commands.send(Command::Stop);
+        let agent = match self.shared.agent.lock() {
+            Ok(mut agent) => agent.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        // The agent ends after its call in progress and the revocation, each bounded by a
+        // third of the TTL.
+        if let Some(agent) = agent {
+            let _ = agent.join();
+        }
+    }
+
+    pub(crate) fn set_agent(&self, agent: std::thread::JoinHandle<()>) {
+        match self.shared.agent.lock() {
+            Ok(mut slot) => *slot = Some(agent),
+            Err(poisoned) => *poisoned.into_inner() = Some(agent),
+        }
     }
 
     pub(crate) fn publish(&self, mut view: View) {
