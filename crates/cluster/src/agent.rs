@@ -84,11 +84,11 @@ impl Agent {
             }
             let wait = next.saturating_duration_since(Instant::now());
             match inbox.recv_timeout(wait) {
-                Ok(Command::Refresh) => {
-                    // A burst of changes is one read.
-                    let mut wanted: Vec<String> = Vec::new();
+                Ok(first @ (Command::Refresh | Command::Claim(_))) => {
+                    // A burst of requests is one read, and one pass of claims.
+                    let mut wanted = Vec::new();
                     let mut stop = false;
-                    for command in inbox.try_iter() {
+                    for command in std::iter::once(first).chain(inbox.try_iter()) {
                         match command {
                             Command::Claim(namespace) => wanted.push(namespace),
                             Command::Refresh => {}
@@ -107,23 +107,6 @@ impl Agent {
                         wanted.dedup();
                         self.claim_all(&wanted);
                     }
-                }
-                Ok(Command::Claim(namespace)) => {
-                    let mut wanted = vec![namespace];
-                    let mut stop = false;
-                    for command in inbox.try_iter() {
-                        match command {
-                            Command::Claim(namespace) => wanted.push(namespace),
-                            Command::Refresh => {}
-                            Command::Stop => stop = true,
-                        }
-                    }
-                    if stop {
-                        break;
-                    }
-                    wanted.sort();
-                    wanted.dedup();
-                    self.claim_all(&wanted);
                 }
                 Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {}
