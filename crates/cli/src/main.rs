@@ -69,6 +69,23 @@ enum Command {
     Backup(Box<hearth_tools::BackupArgs>),
     /// Turn a backup directory into a new data directory that `hearth serve` starts from.
     Restore(Box<hearth_tools::RestoreArgs>),
+    /// Look at a cluster of Hearth nodes in its etcd.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// The nodes (address, lease, seconds left of it) and each claimed database's owner and
+    /// fencing epoch.
+    Status {
+        /// The etcd client URL (`http://127.0.0.1:2379`).
+        #[arg(long)]
+        etcd: String,
+        /// JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -241,7 +258,28 @@ struct ServeArgs {
     /// self-signed one valid for 13 days, whose SHA-256 the log shows for browsers to pin.
     #[arg(long, env = "HEARTH_WEBTRANSPORT_LISTEN")]
     webtransport_listen: Option<String>,
+    /// Join a cluster coordinated by the etcd at this URL (its client URL, e.g.
+    /// `http://127.0.0.1:2379`; etcd 3.4 or later, through its JSON gateway): this node holds
+    /// a lease there, and acknowledges writes only to databases it has claimed (docs/cluster.md).
+    /// Without it the server is a single node that owns every database.
+    #[arg(long, requires_all = ["node_id", "advertise"])]
+    cluster_etcd: Option<String>,
+    /// This node's id in the cluster (letters, digits, `-`, `_`, `.`; unique among the nodes).
+    #[arg(long, requires = "cluster_etcd")]
+    node_id: Option<String>,
+    /// Where the other nodes of the cluster reach this one (`host:port`).
+    #[arg(long, requires = "cluster_etcd")]
+    advertise: Option<String>,
+    /// Seconds of the node's etcd lease: a node silent for this long loses its databases to
+    /// the others. It acknowledges writes only within two thirds of it after etcd last
+    /// confirmed the lease (at least 2).
+    #[arg(long, default_value_t = DEFAULT_LEASE_TTL_SECS)]
+    cluster_lease_ttl_secs: u64,
 }
+
+/// `--cluster-lease-ttl-secs` when not given: a dead owner's databases are claimed again
+/// within about this long, and a pause of a third of it already refuses writes.
+const DEFAULT_LEASE_TTL_SECS: u64 = 5;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum DurabilityArg {
@@ -332,12 +370,29 @@ fn main() -> anyhow::Result<()> {
         Command::Databases { json, server } => hearth_tools::databases(&server, json),
         Command::Backup(args) => hearth_tools::backup(*args),
         Command::Restore(args) => hearth_tools::restore(*args),
+        Command::Cluster(ClusterCommand::Status { etcd, json }) => {
+            return cluster_status(&etcd, json)
+        }
     };
     if let Err(error) = tool {
         // The tools' errors are written for people: no "Error:" debug form, and an exit
         // code a script can tell apart (unreachable, refused credential, anything else).
         eprintln!("{error}");
         std::process::exit(error.exit_code());
+    }
+    Ok(())
+}
+
+/// `hearth cluster status`: exits with 1 when etcd cannot be read.
+fn cluster_status(url: &str, json: bool) -> anyhow::Result<()> {
+    let etcd = hearth_cluster::etcd::Etcd::new(url, Duration::from_secs(10));
+    match hearth_cluster::status::read(&etcd) {
+        Ok(status) if json => println!("{}", serde_json::to_string_pretty(&status)?),
+        Ok(status) => print!("{status}"),
+        Err(error) => {
+            eprintln!("{error}");
+            std::process::exit(1);
+        }
     }
     Ok(())
 }
@@ -460,7 +515,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let metrics_listen = first_address("--metrics-listen", args.metrics_listen.as_deref())?;
     let webtransport_listen =
         first_address("--webtransport-listen", args.webtransport_listen.as_deref())?;
+    let cluster = start_cluster(&args)?;
     let config = ServeConfig {
+        cluster: cluster.clone(),
         webtransport_listen,
         auth,
         firebase_jwks,
@@ -490,14 +547,53 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     // Listening before the start, so that a SIGHUP during recovery does not end the process.
     let signals = Signals::listen().context("listening for signals")?;
-    let server = Server::start(config).context("starting the server")?;
+    let server = match Server::start(config) {
+        Ok(server) => server,
+        Err(error) => {
+            // Leave the cluster at once rather than when the lease runs out.
+            if let Some(cluster) = &cluster {
+                cluster.stop();
+            }
+            return Err(error).context("starting the server");
+        }
+    };
     signals
         .wait(tls.as_deref())
         .context("waiting for a shutdown signal")?;
     info!("shutting down");
     server.stop();
+    if let Some(cluster) = cluster {
+        cluster.stop();
+    }
     info!("stopped");
     Ok(())
+}
+
+/// Joins the cluster of `--cluster-etcd`, if given: the node's lease is granted and the
+/// node registered before the server starts, so a node that cannot reach etcd does not start.
+fn start_cluster(args: &ServeArgs) -> anyhow::Result<Option<hearth_cluster::Placement>> {
+    let (Some(etcd), Some(node_id), Some(advertise)) =
+        (&args.cluster_etcd, &args.node_id, &args.advertise)
+    else {
+        return Ok(None);
+    };
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if node_id.is_empty() || node_id.len() > 64 || !node_id.chars().all(valid) {
+        anyhow::bail!(
+            "--node-id {node_id:?}: 1 to 64 letters, digits, '-', '_' or '.' are allowed"
+        );
+    }
+    let Some(advertise) = first_address("--advertise", Some(advertise))? else {
+        anyhow::bail!("--advertise {advertise}: no address");
+    };
+    let placement = hearth_cluster::Placement::start(hearth_cluster::ClusterConfig {
+        etcd: etcd.clone(),
+        node_id: node_id.clone(),
+        advertise,
+        lease_ttl: Duration::from_secs(args.cluster_lease_ttl_secs),
+    })
+    .with_context(|| format!("joining the cluster at {etcd}"))?;
+    Ok(Some(placement))
 }
 
 /// The signals `hearth serve` answers.

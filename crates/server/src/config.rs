@@ -59,6 +59,10 @@ pub struct ServeConfig {
     pub rest_cache_bytes: usize,
     /// Where WebTransport sessions are served (`--webtransport-listen`, UDP), if anywhere.
     pub webtransport_listen: Option<SocketAddr>,
+    /// This node's place in a cluster (`--cluster-etcd`): writes are acknowledged only for
+    /// databases it holds a valid claim on (fencing, `cluster/`). `None`: a single node
+    /// that owns every database, as without a cluster.
+    pub cluster: Option<hearth_cluster::Placement>,
 }
 
 impl ServeConfig {
@@ -86,6 +90,7 @@ impl ServeConfig {
             volatile_hz: DEFAULT_VOLATILE_HZ,
             rest_cache_bytes: crate::rest::cache::DEFAULT_REST_CACHE_BYTES,
             webtransport_listen: None,
+            cluster: None,
         }
     }
 }

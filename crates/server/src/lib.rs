@@ -15,6 +15,7 @@ pub mod auth;
 pub mod backup;
 pub mod budget;
 mod close;
+mod cluster;
 pub mod config;
 mod console;
 mod edge;

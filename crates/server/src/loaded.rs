@@ -33,6 +33,9 @@ pub struct Loaded {
     pub on_disk: bool,
     /// Whether its creation was logged (at its first write, whatever the durability).
     pub announced: bool,
+    /// Read-only because this node's cluster claim does not allow writes (`cluster::fence`),
+    /// as opposed to another reason (a failed load, the log), which the fence never clears.
+    pub fenced: bool,
     /// Writes applied since it was loaded (for the metrics' busiest databases).
     pub writes: u64,
 }
@@ -55,6 +58,7 @@ impl Loaded {
             last_used_ms: now_ms,
             on_disk: false,
             announced: false,
+            fenced: false,
             writes: 0,
         }
     }

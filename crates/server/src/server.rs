@@ -149,6 +149,9 @@ impl Server {
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         observer.connect(senders.clone());
+        if let Some(placement) = &config.cluster {
+            observer.join_cluster(placement.clone());
+        }
         let (edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let cores = core_affinity::get_core_ids().unwrap_or_default();

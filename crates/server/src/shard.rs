@@ -151,6 +151,7 @@ impl Shard {
             }
         };
         loaded.last_used_ms = now;
+        self.fence(loaded);
         loaded
     }
 
@@ -169,7 +170,22 @@ impl Shard {
             }
         };
         loaded.last_used_ms = now;
+        self.fence(loaded);
         Some(loaded)
+    }
+
+    /// In a cluster, lets the database take writes only while this node's claim on it is
+    /// valid (`cluster::fence`); checked at every lookup, so a claim that lapses refuses the
+    /// next write.
+    fn fence(&self, loaded: &mut Loaded) {
+        let Some(placement) = self.config.cluster.as_ref() else {
+            return;
+        };
+        let disk_failed = self
+            .owner
+            .store()
+            .is_some_and(|store| store.failure().is_some());
+        crate::cluster::fence::apply(placement, disk_failed, loaded);
     }
 
     /// Adds the databases recovered from the store at start.

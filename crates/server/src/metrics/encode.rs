@@ -289,6 +289,22 @@ impl Collector for Scraped {
             "Answer bytes produced and not yet taken by a socket, server-wide (the --answer-budget-mib budget in use, including shards' reserved grains).",
             level(snapshot.answer_bytes_unsent),
         )?;
+        if let Some(cluster) = &snapshot.cluster {
+            gauge(
+                e,
+                "cluster_claims",
+                "Databases this node holds the etcd claim on (it acknowledges writes only to them).",
+                level(cluster.claims),
+            )?;
+            let metric = e.encode_descriptor(
+                "cluster_lease_age_seconds",
+                "Seconds since etcd last confirmed this node's lease (writes are refused past two thirds of its TTL); -1 without a lease.",
+                None,
+                MetricType::Gauge,
+            )?;
+            let age = cluster.lease_age.map_or(-1.0, |age| age.as_secs_f64());
+            ConstGauge::new(age).encode(metric)?;
+        }
         counter(
             e,
             "rest_cache_hits",

@@ -43,6 +43,8 @@ pub struct Observer {
     pub health: Health,
     http: SharedBudgets,
     shards: OnceLock<Vec<mpsc::UnboundedSender<ShardMessage>>>,
+    /// This node's placement, in a cluster: its claims and lease age are scraped from it.
+    cluster: OnceLock<hearth_cluster::Placement>,
 }
 
 impl Observer {
@@ -51,6 +53,7 @@ impl Observer {
             health: Health::default(),
             http,
             shards: OnceLock::new(),
+            cluster: OnceLock::new(),
         })
     }
 
@@ -58,6 +61,11 @@ impl Observer {
     pub fn connect(&self, shards: Vec<mpsc::UnboundedSender<ShardMessage>>) {
         self.health.expect_shards(shards.len());
         let _ = self.shards.set(shards);
+    }
+
+    /// The cluster this node joined.
+    pub fn join_cluster(&self, placement: hearth_cluster::Placement) {
+        let _ = self.cluster.set(placement);
     }
 
     /// Every shard's numbers, summed.
@@ -76,6 +84,13 @@ impl Observer {
         server.body_bytes_in_flight = self.http.bodies.used();
         server.answer_bytes_unsent = self.http.answers.used();
         server.ready = self.health.ready().is_ok();
+        server.cluster = self
+            .cluster
+            .get()
+            .map(|placement| snapshot::ClusterSnapshot {
+                claims: placement.own_claims(),
+                lease_age: placement.lease_age(),
+            });
         server
     }
 }

@@ -71,6 +71,17 @@ pub struct ServerSnapshot {
     /// Answer bytes produced and not yet taken by a socket, server-wide.
     pub answer_bytes_unsent: usize,
     pub ready: bool,
+    /// This node's part of a cluster, when it is in one.
+    pub cluster: Option<ClusterSnapshot>,
+}
+
+/// A cluster node's claims and lease (`hearth-cluster`).
+#[derive(Debug, Default, Clone)]
+pub struct ClusterSnapshot {
+    /// Databases this node holds a claim on.
+    pub claims: usize,
+    /// Since etcd last confirmed the node's lease; `None` while it has none.
+    pub lease_age: Option<std::time::Duration>,
 }
 
 impl ServerSnapshot {

@@ -1,0 +1,324 @@
+//! The thread that talks to etcd for this node: it keeps the lease alive, reads the live
+//! nodes and the claims every quarter of the TTL, claims the databases the shards ask for,
+//! and publishes what it read as a new [`View`]. Nothing here runs on a shard.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, info, warn};
+
+use crate::etcd::{Compare, Etcd, EtcdError, Put};
+use crate::keys::{self, ClaimValue, NodeValue};
+use crate::placement::{
+    Claim, ClusterConfig, Command, LeaseClock, NodeInfo, Placement, StartError, View,
+};
+
+impl Placement {
+    /// Grants this node's lease and registers it (an error if etcd cannot be reached), then
+    /// keeps both alive on a thread of its own until [`Placement::stop`].
+    pub fn start(config: ClusterConfig) -> Result<Placement, StartError> {
+        let (placement, inbox) = Placement::new(&config);
+        let agent = Agent::register(config, placement.clone())?;
+        let (etcd, watcher) = (agent.etcd.clone(), placement.clone());
+        let thread = std::thread::Builder::new()
+            .name("hearth-cluster".into())
+            .spawn(move || agent.run(inbox))?;
+        placement.set_agent(thread);
+        std::thread::Builder::new()
+            .name("hearth-cluster-watch".into())
+            .spawn(move || watch(&etcd, &watcher))?;
+        Ok(placement)
+    }
+}
+
+pub(crate) struct Agent {
+    etcd: Etcd,
+    config: ClusterConfig,
+    placement: Placement,
+    lease: Arc<LeaseClock>,
+}
+
+impl Agent {
+    /// Grants the lease, registers the node and publishes the first view.
+    pub(crate) fn register(
+        config: ClusterConfig,
+        placement: Placement,
+    ) -> Result<Agent, EtcdError> {
+        // A call may take a third of the TTL: the keep-alives (every quarter) then still
+        // renew the lease when one call hangs.
+        let etcd = Etcd::new(&config.etcd, placement.lease_ttl() / 3);
+        let lease = grant_and_register(&etcd, &config, placement.lease_ttl())?;
+        let agent = Agent {
+            etcd,
+            config,
+            placement,
+            lease,
+        };
+        if let Err(error) = agent.refresh() {
+            warn!(%error, "reading the cluster from etcd");
+        }
+        info!(
+            node = %agent.config.node_id,
+            advertise = %agent.config.advertise,
+            etcd = %agent.etcd.url(),
+            lease = agent.lease.id,
+            "joined the cluster"
+        );
+        Ok(agent)
+    }
+
+    pub(crate) fn run(mut self, inbox: Receiver<Command>) {
+        let tick = self.placement.lease_ttl() / 4;
+        let mut next = Instant::now() + tick;
+        loop {
+            // Checked before every receive, so that a stream of claim requests cannot put
+            // the keep-alives off.
+            if Instant::now() >= next {
+                next = Instant::now() + tick;
+                self.keep_alive();
+                if let Err(error) = self.refresh() {
+                    warn!(%error, "reading the cluster from etcd");
+                }
+            }
+            let wait = next.saturating_duration_since(Instant::now());
+            match inbox.recv_timeout(wait) {
+                Ok(first @ (Command::Refresh | Command::Claim(_))) => {
+                    // A burst of requests is one read, and one pass of claims.
+                    let mut wanted = Vec::new();
+                    let mut stop = false;
+                    for command in std::iter::once(first).chain(inbox.try_iter()) {
+                        match command {
+                            Command::Claim(namespace) => wanted.push(namespace),
+                            Command::Refresh => {}
+                            Command::Stop => stop = true,
+                        }
+                    }
+                    if stop {
+                        break;
+                    }
+                    if wanted.is_empty() {
+                        if let Err(error) = self.refresh() {
+                            warn!(%error, "reading the cluster from etcd");
+                        }
+                    } else {
+                        wanted.sort();
+                        wanted.dedup();
+                        self.claim_all(&wanted);
+                    }
+                }
+                Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+        self.lease.lose();
+        match self.etcd.revoke(self.lease.id) {
+            Ok(()) => info!(node = %self.config.node_id, "left the cluster (lease revoked)"),
+            Err(error) => warn!(%error, "revoking the lease; its claims end with its TTL"),
+        }
+    }
+
+    fn keep_alive(&mut self) {
+        let sent = Instant::now();
+        match self.etcd.keep_alive(self.lease.id) {
+            Ok(ttl) if ttl > 0 => self.lease.confirm(sent),
+            Ok(_) => {
+                // The lease expired (this node was cut off or paused past its TTL): its
+                // claims are gone from etcd, and writes were refused since the window
+                // passed. A new lease makes this node live again, owning nothing.
+                self.lease.lose();
+                warn!(
+                    node = %self.config.node_id,
+                    lease = self.lease.id,
+                    "the lease expired: this node's claims are lost; registering again"
+                );
+                match grant_and_register(&self.etcd, &self.config, self.placement.lease_ttl()) {
+                    Ok(lease) => self.lease = lease,
+                    Err(error) => warn!(%error, "registering again with etcd"),
+                }
+            }
+            Err(error) => warn!(%error, "keeping the lease alive"),
+        }
+    }
+
+    /// Reads the live nodes and the claims, and publishes them.
+    fn refresh(&self) -> Result<(), EtcdError> {
+        let nodes: BTreeMap<Arc<str>, NodeInfo> = self
+            .read_prefix::<NodeValue>(keys::NODES)?
+            .map(|(id, lease, value)| {
+                let info = NodeInfo {
+                    advertise: value.advertise,
+                    lease,
+                };
+                (Arc::from(id), info)
+            })
+            .collect();
+        let claims: HashMap<String, Claim> = self
+            .read_prefix::<ClaimValue>(keys::OWNERS)?
+            .map(|(namespace, lease, value)| {
+                let claim = Claim {
+                    node_id: Arc::from(value.node.as_str()),
+                    advertise: value.advertise,
+                    epoch: value.epoch,
+                    lease,
+                };
+                (namespace, claim)
+            })
+            .collect();
+        let current = self.placement.view();
+        let changed = current.nodes != nodes
+            || current.claims != claims
+            || !current
+                .lease
+                .as_ref()
+                .is_some_and(|lease| Arc::ptr_eq(lease, &self.lease));
+        if changed {
+            self.placement.publish(View {
+                version: 0,
+                nodes,
+                claims,
+                lease: Some(self.lease.clone()),
+            });
+        }
+        Ok(())
+    }
+
+    /// The keys under `prefix` as (the rest of the key, lease, value); a value that is not
+    /// Hearth's JSON is logged and skipped.
+    fn read_prefix<T: serde::de::DeserializeOwned>(
+        &self,
+        prefix: &str,
+    ) -> Result<impl Iterator<Item = (String, i64, T)>, EtcdError> {
+        let kvs = self.etcd.range_prefix(prefix)?;
+        let skip = prefix.len();
+        Ok(kvs
+            .into_iter()
+            .filter_map(move |kv| match serde_json::from_slice::<T>(&kv.value) {
+                Ok(value) => Some((kv.key[skip..].to_owned(), kv.lease, value)),
+                Err(error) => {
+                    warn!(key = %kv.key, %error, "a key that is not Hearth's");
+                    None
+                }
+            }))
+    }
+
+    fn claim_all(&self, namespaces: &[String]) {
+        if let Err(error) = self.refresh() {
+            warn!(%error, "reading the cluster from etcd before claiming");
+            return;
+        }
+        for namespace in namespaces {
+            let view = self.placement.view();
+            if view.claims.contains_key(namespace)
+                || view.placed_on(namespace) != Some(self.config.node_id.as_str())
+            {
+                continue;
+            }
+            match self.claim(namespace) {
+                Ok(Some(epoch)) => info!(
+                    namespace = %namespace,
+                    node = %self.config.node_id,
+                    epoch,
+                    "claimed the database"
+                ),
+                Ok(None) => {
+                    debug!(namespace = %namespace, "another node claimed the database first")
+                }
+                Err(error) => warn!(namespace = %namespace, %error, "claiming the database"),
+            }
+        }
+        if let Err(error) = self.refresh() {
+            warn!(%error, "reading the cluster from etcd after claiming");
+        }
+    }
+
+    /// One claim: if nobody holds the database (a dead owner's key went with its lease) and
+    /// the epoch history is as read, the owner key under this node's lease and the next
+    /// epoch, together. Returns the epoch, or `None` if another node was faster.
+    fn claim(&self, namespace: &str) -> Result<Option<u64>, EtcdError> {
+        let epoch_key = keys::epoch(namespace);
+        let (previous, revision) = match self.etcd.get(&epoch_key)? {
+            Some(kv) => (
+                std::str::from_utf8(&kv.value)
+                    .ok()
+                    .and_then(|text| text.parse::<u64>().ok())
+                    .unwrap_or(0),
+                kv.mod_revision,
+            ),
+            None => (0, 0),
+        };
+        let epoch = previous + 1;
+        let value = ClaimValue {
+            node: self.config.node_id.clone(),
+            advertise: self.config.advertise,
+            epoch,
+        };
+        let owner_key = keys::owner(namespace);
+        let done = self.etcd.txn(
+            &[
+                Compare::Absent(owner_key.clone()),
+                Compare::ModRevision(epoch_key.clone(), revision),
+            ],
+            &[
+                Put {
+                    key: owner_key,
+                    value: serde_json::to_vec(&value).unwrap_or_default(),
+                    lease: self.lease.id,
+                },
+                Put {
+                    key: epoch_key,
+                    value: epoch.to_string().into_bytes(),
+                    lease: 0,
+                },
+            ],
+        )?;
+        Ok(done.then_some(epoch))
+    }
+}
+
+fn grant_and_register(
+    etcd: &Etcd,
+    config: &ClusterConfig,
+    ttl: Duration,
+) -> Result<Arc<LeaseClock>, EtcdError> {
+    let sent = Instant::now();
+    let id = etcd.grant(ttl.as_secs().max(1))?;
+    let value = NodeValue {
+        advertise: config.advertise,
+    };
+    etcd.put(&Put {
+        key: keys::node(&config.node_id),
+        value: serde_json::to_vec(&value).unwrap_or_default(),
+        lease: id,
+    })?;
+    Ok(Arc::new(LeaseClock::new(id, sent)))
+}
+
+/// Watches `/hearth/` and asks the agent to read again on every change, so that a claim or a
+/// node leaving is seen at once rather than at the next quarter of the TTL (which still
+/// reads, in case the watch is down). A failed watch is started again after that long.
+fn watch(etcd: &Etcd, placement: &Placement) {
+    let pause = placement.lease_ttl() / 4;
+    loop {
+        let mut running = true;
+        let result = etcd.watch_prefix("/hearth/", WATCH_IDLE, || {
+            running = placement.ask_refresh();
+            running
+        });
+        if !running {
+            return;
+        }
+        if let Err(error) = result {
+            debug!(%error, "watching etcd; trying again");
+        }
+        // Also the way out once the agent has stopped and nothing changes any more.
+        if !placement.ask_refresh() {
+            return;
+        }
+        std::thread::sleep(pause);
+    }
+}
+
+/// A watch on which nothing arrived for this long is started again.
+const WATCH_IDLE: Duration = Duration::from_secs(60);

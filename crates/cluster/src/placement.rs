@@ -1,0 +1,360 @@
+//! What the shards read: the cluster as this node last saw it ([`View`]), swapped whole by
+//! the agent thread, and the write permit of fencing ([`Placement::write_refusal`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+
+use crate::etcd::EtcdError;
+use crate::rendezvous;
+
+/// `hearth serve --cluster-etcd URL --node-id ID --advertise ADDR`.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// The etcd client URL (`http://127.0.0.1:2379`): its JSON gateway.
+    pub etcd: String,
+    pub node_id: String,
+    /// Where other nodes reach this one.
+    pub advertise: SocketAddr,
+    /// The lease's time to live (`--cluster-lease-ttl-secs`).
+    pub lease_ttl: Duration,
+}
+
+/// The shortest lease etcd grants with its default timing (it raises shorter ones).
+pub const MIN_LEASE_TTL: Duration = Duration::from_secs(2);
+
+/// A live node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub advertise: SocketAddr,
+    pub lease: i64,
+}
+
+/// A database's owner as etcd records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub node_id: Arc<str>,
+    pub advertise: SocketAddr,
+    /// The fencing epoch: one more than the previous claim of the database, ever.
+    pub epoch: u64,
+    /// The lease the claim is attached to: it ends with that lease.
+    pub lease: i64,
+}
+
+/// This node's lease as its own monotonic clock knows it.
+#[derive(Debug)]
+pub(crate) struct LeaseClock {
+    pub(crate) id: i64,
+    base: Instant,
+    /// When the last request that etcd answered with the lease alive was *sent*
+    /// (nanoseconds after `base`): etcd's countdown restarted later than that, so the lease
+    /// is alive at least until this plus the TTL.
+    confirmed: AtomicU64,
+    /// The lease is known gone (a keep-alive answered without it).
+    lost: AtomicBool,
+}
+
+impl LeaseClock {
+    pub(crate) fn new(id: i64, sent: Instant) -> LeaseClock {
+        let clock = LeaseClock {
+            id,
+            base: sent,
+            confirmed: AtomicU64::new(0),
+            lost: AtomicBool::new(false),
+        };
+        clock.confirm(sent);
+        clock
+    }
+
+    pub(crate) fn confirm(&self, sent: Instant) {
+        let nanos = sent.saturating_duration_since(self.base).as_nanos();
+        self.confirmed
+            .fetch_max(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    pub(crate) fn lose(&self) {
+        self.lost.store(true, Ordering::Release);
+    }
+
+    /// How long ago the lease was last confirmed.
+    pub(crate) fn age(&self, now: Instant) -> Duration {
+        let confirmed = self.base + Duration::from_nanos(self.confirmed.load(Ordering::Acquire));
+        now.saturating_duration_since(confirmed)
+    }
+
+    fn valid(&self, now: Instant, window: Duration) -> bool {
+        !self.lost.load(Ordering::Acquire) && self.age(now) < window
+    }
+}
+
+/// The cluster as this node last read it from etcd. Immutable: a change is a new `View`.
+#[derive(Debug, Default)]
+pub struct View {
+    /// Counts the views published; a change of anything makes a new version.
+    pub version: u64,
+    /// The live nodes (those whose key under `/hearth/nodes/` exists), by id.
+    pub nodes: BTreeMap<Arc<str>, NodeInfo>,
+    /// Every claimed database's owner, by namespace.
+    pub claims: HashMap<String, Claim>,
+    pub(crate) lease: Option<Arc<LeaseClock>>,
+}
+
+impl View {
+    /// The live node that rendezvous hashing places `namespace` on.
+    pub fn placed_on(&self, namespace: &str) -> Option<&str> {
+        rendezvous::place(self.nodes.keys().map(|id| &**id), namespace)
+    }
+}
+
+/// What the shards ask of the agent thread.
+pub(crate) enum Command {
+    Claim(String),
+    /// Something under `/hearth/` changed (the watch): read it again.
+    Refresh,
+    Stop,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("registering with etcd: {0}")]
+    Etcd(#[from] EtcdError),
+    #[error("starting the cluster thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+struct Shared {
+    node_id: Arc<str>,
+    advertise: SocketAddr,
+    lease_ttl: Duration,
+    view: ArcSwap<View>,
+    changes: watch::Sender<u64>,
+    commands: mpsc::Sender<Command>,
+    /// The agent thread, joined by [`Placement::stop`] so that the lease is revoked before
+    /// the process exits.
+    agent: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// The placement of databases on this cluster's nodes, readable from any thread: a load of
+/// the current [`View`] is an atomic pointer read, no lock.
+#[derive(Clone)]
+pub struct Placement {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placement")
+            .field("node_id", &self.shared.node_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Placement {
+    /// A placement with an empty view, and the inbox of its agent (`agent.rs`, which starts
+    /// it: [`Placement::start`]).
+    pub(crate) fn new(config: &ClusterConfig) -> (Placement, mpsc::Receiver<Command>) {
+        let (commands, inbox) = mpsc::channel();
+        let (changes, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            node_id: Arc::from(config.node_id.as_str()),
+            advertise: config.advertise,
+            lease_ttl: config.lease_ttl.max(MIN_LEASE_TTL),
+            view: ArcSwap::from_pointee(View::default()),
+            changes,
+            commands,
+            agent: std::sync::Mutex::new(None),
+        });
+        (Placement { shared }, inbox)
+    }
+
+    /// A placement that never talks to etcd, with a view of `nodes` (all at `advertise`),
+    /// `claims`, and a lease `lease` confirmed now: for the tests of its users.
+    #[doc(hidden)]
+    pub fn fixed(
+        node_id: &str,
+        advertise: SocketAddr,
+        nodes: &[&str],
+        claims: Vec<(String, Claim)>,
+        lease: Option<i64>,
+    ) -> Placement {
+        let config = ClusterConfig {
+            etcd: String::new(),
+            node_id: node_id.to_owned(),
+            advertise,
+            lease_ttl: MIN_LEASE_TTL,
+        };
+        let (placement, _) = Placement::new(&config);
+        let info = |_| NodeInfo {
+            advertise,
+            lease: 0,
+        };
+        placement.publish(View {
+            version: 0,
+            nodes: nodes.iter().map(|id| (Arc::from(*id), info(id))).collect(),
+            claims: claims.into_iter().collect(),
+            lease: lease.map(|id| Arc::new(LeaseClock::new(id, Instant::now()))),
+        });
+        placement
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.shared.node_id
+    }
+
+    pub fn advertise(&self) -> SocketAddr {
+        self.shared.advertise
+    }
+
+    pub fn lease_ttl(&self) -> Duration {
+        self.shared.lease_ttl
+    }
+
+    /// How long a confirmation of the lease lets this node acknowledge writes: the TTL less
+    /// a third of it. The margin covers a write's way from the check to its acknowledgement
+    /// (a log sync), and clocks whose rates differ (etcd counts the TTL from when it took the
+    /// keep-alive, after this node sent it; only the rate of the two clocks matters).
+    pub fn write_window(&self) -> Duration {
+        self.shared.lease_ttl - self.shared.lease_ttl / 3
+    }
+
+    /// The current view.
+    pub fn view(&self) -> Arc<View> {
+        self.shared.view.load_full()
+    }
+
+    /// The owner of `namespace`, if a live node has claimed it.
+    pub fn owner_of(&self, namespace: &str) -> Option<Claim> {
+        self.shared.view.load().claims.get(namespace).cloned()
+    }
+
+    /// Tells of every new view: the value is its version.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.shared.changes.subscribe()
+    }
+
+    /// How long ago this node's lease was last confirmed by etcd (`None` while it has none).
+    pub fn lease_age(&self) -> Option<Duration> {
+        let view = self.shared.view.load();
+        view.lease.as_ref().map(|lease| lease.age(Instant::now()))
+    }
+
+    /// The databases this node holds a claim on.
+    pub fn own_claims(&self) -> usize {
+        let view = self.shared.view.load();
+        view.claims
+            .values()
+            .filter(|claim| *claim.node_id == *self.shared.node_id)
+            .count()
+    }
+
+    /// `None` when this node may acknowledge a write to `namespace` now: it holds the
+    /// database's claim, under its current lease, and that lease was confirmed within
+    /// [`Placement::write_window`]. Otherwise why not, for the client; when placement
+    /// says the database is this node's and nobody holds it, a claim is asked for, so that
+    /// a retry succeeds.
+    pub fn write_refusal(&self, namespace: &str) -> Option<String> {
+        let view = self.shared.view.load();
+        let me = &*self.shared.node_id;
+        match view.claims.get(namespace) {
+            Some(claim) if &*claim.node_id == me => {
+                let held = view.lease.as_ref().is_some_and(|lease| {
+                    lease.id == claim.lease && lease.valid(Instant::now(), self.write_window())
+                });
+                (!held).then(|| {
+                    format!(
+                        "writes are refused: node {me} cannot confirm its claim on the \
+                         database (epoch {}) with etcd; retry",
+                        claim.epoch
+                    )
+                })
+            }
+            Some(claim) => Some(format!(
+                "writes are refused here: the database is owned by node {} ({}), epoch {}",
+                claim.node_id, claim.advertise, claim.epoch
+            )),
+            None => match view.placed_on(namespace) {
+                Some(placed) if placed == me => {
+                    self.ask_claim(namespace);
+                    Some(format!(
+                        "writes are refused for now: node {me} is claiming the database; retry"
+                    ))
+                }
+                Some(placed) => Some(format!(
+                    "writes are refused here: the database is placed on node {placed}, which \
+                     has not claimed it yet"
+                )),
+                None => Some("writes are refused: no cluster node is known alive".to_owned()),
+            },
+        }
+    }
+
+    /// Asks the agent to claim `namespace` (it checks again that placement says so).
+    pub fn ask_claim(&self, namespace: &str) {
+        // A send fails only once the agent has stopped, when nothing is claimed any more.
+        let _ = self
+            .shared
+            .commands
+            .send(Command::Claim(namespace.to_owned()));
+    }
+
+    /// Asks the agent to read etcd again; false once it has stopped.
+    pub(crate) fn ask_refresh(&self) -> bool {
+        self.shared.commands.send(Command::Refresh).is_ok()
+    }
+
+    /// Revokes this node's lease, so that its databases can be claimed at once instead of
+    /// after the TTL, and stops the agent.
+    pub fn stop(&self) {
+        let _ = self.shared.commands.send(Command::Stop);
+        let agent = match self.shared.agent.lock() {
+            Ok(mut agent) => agent.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        // The agent ends after its call in progress and the revocation, each bounded by a
+        // third of the TTL.
+        if let Some(agent) = agent {
+            let _ = agent.join();
+        }
+    }
+
+    pub(crate) fn set_agent(&self, agent: std::thread::JoinHandle<()>) {
+        match self.shared.agent.lock() {
+            Ok(mut slot) => *slot = Some(agent),
+            Err(poisoned) => *poisoned.into_inner() = Some(agent),
+        }
+    }
+
+    pub(crate) fn publish(&self, mut view: View) {
+        let version = self.shared.view.load().version + 1;
+        view.version = version;
+        self.shared.view.store(Arc::new(view));
+        self.shared.changes.send_replace(version);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_valid_only_within_the_window_after_its_last_confirmation() {
+        let start = Instant::now();
+        let clock = LeaseClock::new(7, start);
+        let window = Duration::from_secs(2);
+        assert!(clock.valid(start + Duration::from_millis(1999), window));
+        assert!(!clock.valid(start + Duration::from_secs(2), window));
+        clock.confirm(start + Duration::from_secs(1));
+        assert!(clock.valid(start + Duration::from_millis(2999), window));
+        // A confirmation sent earlier than the last one counts for nothing.
+        clock.confirm(start);
+        assert!(!clock.valid(start + Duration::from_secs(3), window));
+        clock.lose();
+        assert!(!clock.valid(start + Duration::from_millis(1001), window));
+    }
+}

@@ -1,0 +1,97 @@
+//! `hearth cluster status`: what etcd says of the cluster, read without being a node.
+
+use serde::Serialize;
+
+use crate::etcd::{Etcd, EtcdError};
+use crate::keys::{self, ClaimValue, NodeValue};
+
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub nodes: Vec<NodeStatus>,
+    pub databases: Vec<DatabaseStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodeStatus {
+    pub id: String,
+    pub advertise: String,
+    pub lease: String,
+    /// Seconds left of the node's lease (-1 when it is gone).
+    pub ttl_secs: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DatabaseStatus {
+    pub namespace: String,
+    /// The node holding the claim; `None` for a database whose owner's lease ended and that
+    /// nobody has claimed since (only its epoch history is left).
+    pub owner: Option<String>,
+    /// The current claim's epoch, or the last one granted when unclaimed.
+    pub epoch: u64,
+}
+
+/// Reads the nodes, their leases and every database's claim and epoch.
+pub fn read(etcd: &Etcd) -> Result<Status, EtcdError> {
+    let mut nodes = Vec::new();
+    for kv in etcd.range_prefix(keys::NODES)? {
+        let advertise = serde_json::from_slice::<NodeValue>(&kv.value)
+            .map(|value| value.advertise.to_string())
+            .unwrap_or_else(|_| "?".to_owned());
+        nodes.push(NodeStatus {
+            id: kv.key[keys::NODES.len()..].to_owned(),
+            advertise,
+            lease: format!("{:x}", kv.lease),
+            ttl_secs: etcd.time_to_live(kv.lease)?,
+        });
+    }
+    let mut databases: Vec<DatabaseStatus> = etcd
+        .range_prefix(keys::EPOCHS)?
+        .into_iter()
+        .map(|kv| DatabaseStatus {
+            namespace: kv.key[keys::EPOCHS.len()..].to_owned(),
+            owner: None,
+            epoch: std::str::from_utf8(&kv.value)
+                .ok()
+                .and_then(|text| text.parse().ok())
+                .unwrap_or(0),
+        })
+        .collect();
+    for kv in etcd.range_prefix(keys::OWNERS)? {
+        let namespace = &kv.key[keys::OWNERS.len()..];
+        let Ok(claim) = serde_json::from_slice::<ClaimValue>(&kv.value) else {
+            continue;
+        };
+        match databases.iter_mut().find(|db| db.namespace == namespace) {
+            Some(db) => {
+                db.owner = Some(claim.node);
+                db.epoch = claim.epoch;
+            }
+            None => databases.push(DatabaseStatus {
+                namespace: namespace.to_owned(),
+                owner: Some(claim.node),
+                epoch: claim.epoch,
+            }),
+        }
+    }
+    Ok(Status { nodes, databases })
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{:<16} {:<22} {:<18} TTL", "NODE", "ADVERTISE", "LEASE")?;
+        for node in &self.nodes {
+            writeln!(
+                f,
+                "{:<16} {:<22} {:<18} {}s",
+                node.id, node.advertise, node.lease, node.ttl_secs
+            )?;
+        }
+        writeln!(f)?;
+        writeln!(f, "{:<32} {:<16} EPOCH", "DATABASE", "OWNER")?;
+        for db in &self.databases {
+            let owner = db.owner.as_deref().unwrap_or("(unclaimed)");
+            writeln!(f, "{:<32} {:<16} {}", db.namespace, owner, db.epoch)?;
+        }
+        Ok(())
+    }
+}
