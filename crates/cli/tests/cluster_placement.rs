@@ -27,6 +27,16 @@ impl Drop for Process {
     }
 }
 
+/// The test's directory (etcd's and the nodes' data: some hundred MB of preallocated logs),
+/// removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 struct Etcd {
     process: Process,
     url: String,
@@ -218,7 +228,7 @@ fn write_somewhere(nodes: &[&Node], ns: &str, value: &str, limit: Duration) -> u
     })
 }
 
-fn three_nodes(name: &str) -> (Etcd, Vec<Node>, PathBuf) {
+fn three_nodes(name: &str) -> (Etcd, Vec<Node>, Scratch) {
     let dir = temp_dir(name);
     let etcd = start_etcd(&dir);
     let nodes: Vec<Node> = (1..=3).map(|i| start_node(&etcd, &dir, i)).collect();
@@ -227,7 +237,7 @@ fn three_nodes(name: &str) -> (Etcd, Vec<Node>, PathBuf) {
         Duration::from_secs(10),
         || (node_ids(&status(&etcd)).len() == 3).then_some(()),
     );
-    (etcd, nodes, dir)
+    (etcd, nodes, Scratch(dir))
 }
 
 /// Three nodes, and `ns` written with `value` on its owner, whose index is returned.
@@ -235,7 +245,7 @@ fn three_nodes_and_an_owner(
     name: &str,
     ns: &str,
     value: &str,
-) -> (Etcd, Vec<Node>, usize, PathBuf) {
+) -> (Etcd, Vec<Node>, usize, Scratch) {
     let (etcd, nodes, dir) = three_nodes(name);
     let all: Vec<&Node> = nodes.iter().collect();
     let owner = write_somewhere(&all, ns, value, Duration::from_secs(10));
