@@ -530,7 +530,9 @@ async fn route_tls_connection(shard: Rc<Shard>, stream: tokio::net::TcpStream) {
         return;
     };
     match handshake(&certs, stream).await {
-        Ok(stream) => route_connection(shard, stream).await,
+        // A task of its own, sized for what the connection does next: this one holds the
+        // handshake's state, kilobytes that an idle connection would otherwise keep.
+        Ok(stream) => drop(tokio::task::spawn_local(route_connection(shard, stream))),
         Err(error) => debug!(%error, "dropping connection before a request"),
     }
 }
@@ -560,8 +562,47 @@ async fn route_connection<S: Accepted>(shard: Rc<Shard>, mut stream: S) {
             &shard.config.default_namespace,
         );
         let (head, leftover) = read.after_head();
-        serve_websocket(shard, stream, head, leftover, namespace).await;
+        // A task of its own, sized for the connection's life: this one also holds what
+        // reading the head and serving HTTP need (BENCHMARKS.md §9, idle connections).
+        drop(tokio::task::spawn_local(serve_websocket(
+            shard, stream, head, leftover, namespace,
+        )));
     } else {
         serve_http(shard, stream, read.buffered).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+
+    use tokio::net::TcpStream;
+
+    use super::*;
+    use crate::http_head::Head;
+
+    fn future_bytes<A, B, F: Future>(_: impl Fn(A, B) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// An idle WebSocket connection keeps its task for its whole life: the task holds the
+    /// connection's loop only, not what reading the head, serving HTTP or a TLS handshake
+    /// needed (each kilobytes: 2.6 KiB in all for a plain connection, 8 KiB over TLS, when
+    /// one task did everything). Sizes of a debug build, which are larger than a release's.
+    #[test]
+    fn a_websocket_connection_task_holds_only_its_loop() {
+        let websocket = future_bytes(|shard: Rc<Shard>, (stream, head): (TcpStream, Head)| {
+            serve_websocket(shard, stream, head, Vec::new(), Ok(String::new()))
+        });
+        let http = future_bytes(|shard: Rc<Shard>, stream: TcpStream| {
+            serve_http(shard, stream, Vec::new())
+        });
+        let routing = future_bytes(route_connection::<TcpStream>);
+        let tls = future_bytes(route_tls_connection);
+        eprintln!("websocket {websocket}, http {http}, routing {routing}, tls {tls}");
+        assert!(
+            websocket <= 2560,
+            "the WebSocket task grew to {websocket} bytes"
+        );
     }
 }

@@ -315,16 +315,56 @@ impl Accepted for TcpStream {
     }
 }
 
+/// Bytes a read takes from a socket at most. They land in the shard thread's scratch buffer
+/// ([`SCRATCH`]); a connection keeps only what its reader has not taken yet.
+const SCRATCH_BYTES: usize = 64 * 1024;
+
+thread_local! {
+    /// One read buffer per shard thread, shared by all its connections: an idle connection
+    /// then holds no read buffer of its own (BENCHMARKS.md §9, idle connections). Borrowed
+    /// only for the length of one non-blocking read.
+    static SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; SCRATCH_BYTES].into_boxed_slice());
+}
+
 /// The socket as the WebSocket library sees it: reads go to the socket, writes go through the
 /// connection's [`Outbox`], behind the pushes queued before them.
+///
+/// The library reads into a small buffer of its own (`READ_BUFFER_BYTES` in `websocket.rs`).
+/// A read from the socket takes up to [`SCRATCH_BYTES`] into the shard's scratch buffer,
+/// hands the library what fits and keeps the rest in `spill`, which later reads drain before
+/// the socket is read again: a burst still costs one `read`, and `spill` is freed once empty.
 pub struct SharedStream<S> {
     stream: Rc<S>,
     outbox: Rc<Outbox>,
+    spill: Vec<u8>,
+    /// How much of `spill` the library has taken.
+    spill_taken: usize,
 }
 
 impl<S> SharedStream<S> {
     pub fn new(stream: Rc<S>, outbox: Rc<Outbox>) -> SharedStream<S> {
-        SharedStream { stream, outbox }
+        SharedStream {
+            stream,
+            outbox,
+            spill: Vec::new(),
+            spill_taken: 0,
+        }
+    }
+
+    /// Hands `buf` what it can take of the spilled bytes; `false` when there are none.
+    fn take_spill(&mut self, buf: &mut ReadBuf<'_>) -> bool {
+        let left = &self.spill[self.spill_taken..];
+        if left.is_empty() {
+            return false;
+        }
+        let taken = left.len().min(buf.remaining());
+        buf.put_slice(&left[..taken]);
+        self.spill_taken += taken;
+        if self.spill_taken == self.spill.len() {
+            self.spill = Vec::new();
+            self.spill_taken = 0;
+        }
+        true
     }
 }
 
@@ -334,7 +374,24 @@ impl<S: Source> AsyncRead for SharedStream<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        self.stream.poll_read_into(cx, buf)
+        let this = self.get_mut();
+        if this.take_spill(buf) {
+            return Poll::Ready(Ok(()));
+        }
+        if buf.remaining() >= SCRATCH_BYTES {
+            return this.stream.poll_read_into(cx, buf);
+        }
+        SCRATCH.with_borrow_mut(|scratch| {
+            let mut read = ReadBuf::new(scratch);
+            ready!(this.stream.poll_read_into(cx, &mut read))?;
+            let read = read.filled();
+            let fits = read.len().min(buf.remaining());
+            buf.put_slice(&read[..fits]);
+            if fits < read.len() {
+                this.spill = read[fits..].to_vec();
+            }
+            Poll::Ready(Ok(()))
+        })
     }
 }
 
@@ -512,5 +569,56 @@ pub mod tests {
         outbox.detach();
         assert_eq!(outbox.send([bytes("a")]), Sent::Failed);
         assert!(recorder.written.borrow().is_empty());
+    }
+
+    /// A socket that has received `arrived` and hands out as much as each read asks for.
+    struct Received {
+        arrived: RefCell<VecDeque<u8>>,
+        reads: Cell<usize>,
+    }
+
+    impl Source for Received {
+        fn poll_read_into(
+            &self,
+            _cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let mut arrived = self.arrived.borrow_mut();
+            if arrived.is_empty() {
+                return Poll::Pending;
+            }
+            self.reads.set(self.reads.get() + 1);
+            let taken = arrived.len().min(buf.remaining());
+            let bytes: Vec<u8> = arrived.drain(..taken).collect();
+            buf.put_slice(&bytes);
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[test]
+    fn a_burst_is_read_once_and_handed_out_in_small_pieces() {
+        let burst: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+        let socket = Rc::new(Received {
+            arrived: RefCell::new(burst.iter().copied().collect()),
+            reads: Cell::new(0),
+        });
+        let outbox = Rc::new(Outbox::new(Recorder::new(0), None));
+        let mut shared = SharedStream::new(socket.clone(), outbox);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut got = Vec::new();
+        let mut piece = [0u8; 512];
+        loop {
+            let mut buf = ReadBuf::new(&mut piece);
+            match Pin::new(&mut shared).poll_read(&mut cx, &mut buf) {
+                Poll::Ready(Ok(())) => got.extend_from_slice(buf.filled()),
+                Poll::Ready(Err(error)) => panic!("{error}"),
+                Poll::Pending => break,
+            }
+        }
+        assert_eq!(got, burst);
+        // One read of the socket for the whole burst, as with a buffer of its size.
+        assert_eq!(socket.reads.get(), 1);
+        // Nothing is held once the library has taken it all.
+        assert_eq!(shared.spill.capacity(), 0);
     }
 }

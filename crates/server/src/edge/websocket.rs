@@ -43,10 +43,13 @@ const MAX_MESSAGES_PER_TURN: usize = 256;
 /// How far behind the real clock the handshake's time is reported (see `serve_websocket`).
 pub(crate) const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
 
-/// Initial read buffer of a WebSocket connection. The library's default (128 KiB) would make
-/// every idle connection cost that much; Firebase clients send small frames (the SDKs split
-/// messages into 16 KiB pieces), and the buffer grows for a larger frame when one arrives.
-const READ_BUFFER_BYTES: usize = 8 * 1024;
+/// The WebSocket library's own read buffer, which every connection holds for its whole life.
+/// The library's default (128 KiB), or even 8 KiB, would make that most of an idle
+/// connection's cost. Reads from the socket go through the shard's scratch buffer
+/// (`SharedStream`), so a small buffer here costs no extra `read`: it only takes a larger
+/// burst in several copies. Most requests of the SDKs fit in it; it grows for a larger frame
+/// when one arrives (they split messages into 16 KiB pieces).
+const READ_BUFFER_BYTES: usize = 512;
 
 type Socket<S> = WebSocketStream<SharedStream<S>>;
 
@@ -58,14 +61,11 @@ pub async fn serve_websocket<S: Accepted>(
     leftover: Vec<u8>,
     namespace: Result<String, NamespaceError>,
 ) {
-    // A WebSocket naming a long-polling session (`s`) is the SDK's attempt to move that
-    // session onto a WebSocket. Hearth does not move sessions between transports: refused,
-    // the SDK drops the attempt and its session goes on polling (docs/long-polling.md).
-    let upgrade_of_long_poll = head.query_param("s").is_some();
-    let key = head
-        .header("sec-websocket-key")
-        .filter(|_| !upgrade_of_long_poll);
-    let Some(key) = key else {
+    // Nothing of the request head is kept past the upgrade: its strings would stay for the
+    // connection's whole life (BENCHMARKS.md §9, idle connections).
+    let upgrade = Upgrade::of(&head, &shard);
+    drop(head);
+    let Some(accept) = upgrade.accept else {
         let _ = stream
             .write_all(
                 b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -73,13 +73,15 @@ pub async fn serve_websocket<S: Accepted>(
             .await;
         return;
     };
-    let response = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
-        derive_accept_key(key.as_bytes())
-    );
-    // (Flushing plain TCP does nothing; a TLS stream sends its records.)
-    if stream.write_all(response.as_bytes()).await.is_err() || stream.flush().await.is_err() {
-        return;
+    {
+        let response = format!(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n",
+        );
+        drop(accept);
+        // (Flushing plain TCP does nothing; a TLS stream sends its records.)
+        if stream.write_all(response.as_bytes()).await.is_err() || stream.flush().await.is_err() {
+            return;
+        }
     }
     // The library writes each control frame through at once (a buffer of 0): the outbox is
     // the only buffer, so its frames and the pushes stay in order.
@@ -113,13 +115,6 @@ pub async fn serve_websocket<S: Accepted>(
         shard.edge.budget().clone(),
         shard.counters.clone(),
     ));
-    let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
-        shard
-            .config
-            .listen
-            .first()
-            .map_or_else(String::new, ToString::to_string)
-    });
     // The handshake reports the time one millisecond behind the clock. Clients estimate server
     // time as their clock plus this offset; reporting it slightly early guarantees that a
     // server timestamp resolved after the handshake is never identical to the client's local
@@ -127,11 +122,18 @@ pub async fn serve_websocket<S: Accepted>(
     // does over any real network). It goes first, before anything the owner sends.
     edge.write([encode_frames(encode_handshake(
         now_ms().saturating_sub(HANDSHAKE_CLOCK_LEAD_MS),
-        &host,
+        &upgrade.host,
         &session_id,
     ))]);
-    let previous = head.query_param("ls");
-    let side = attach(&shard, &edge, namespace, session_id, previous);
+    let side = attach(
+        &shard,
+        &edge,
+        namespace,
+        session_id,
+        upgrade.previous.as_deref(),
+    );
+    drop(upgrade.host);
+    drop(upgrade.previous);
     let shared = SharedStream::new(stream, edge.outbox());
     let mut socket =
         WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;
@@ -152,6 +154,42 @@ pub async fn serve_websocket<S: Accepted>(
         }
     }
     edge.detach();
+}
+
+/// What the upgrade needs of the request head, owned, so that the head can go at once.
+struct Upgrade {
+    /// The `Sec-WebSocket-Accept` answer; `None` when the upgrade is refused.
+    accept: Option<String>,
+    /// The host the handshake names.
+    host: String,
+    /// The session the client replaces (`ls`).
+    previous: Option<String>,
+}
+
+impl Upgrade {
+    fn of(head: &Head, shard: &Shard) -> Upgrade {
+        // A WebSocket naming a long-polling session (`s`) is the SDK's attempt to move that
+        // session onto a WebSocket. Hearth does not move sessions between transports:
+        // refused, the SDK drops the attempt and its session goes on polling
+        // (docs/long-polling.md).
+        let upgrade_of_long_poll = head.query_param("s").is_some();
+        let accept = head
+            .header("sec-websocket-key")
+            .filter(|_| !upgrade_of_long_poll)
+            .map(|key| derive_accept_key(key.as_bytes()));
+        let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
+            shard
+                .config
+                .listen
+                .first()
+                .map_or_else(String::new, ToString::to_string)
+        });
+        Upgrade {
+            accept,
+            host,
+            previous: head.query_param("ls").map(str::to_owned),
+        }
+    }
 }
 
 /// Counts how a connection ended, by cause.
