@@ -59,6 +59,9 @@ pub struct ServeConfig {
     pub rest_cache_bytes: usize,
     /// Where WebTransport sessions are served (`--webtransport-listen`, UDP), if anywhere.
     pub webtransport_listen: Option<SocketAddr>,
+    /// Whether each edge sends its plain TCP sockets' bytes in batches through io_uring
+    /// (`--io-uring-sends`, `edge::uring`) rather than with one `write` per connection.
+    pub io_uring_sends: bool,
 }
 
 impl ServeConfig {
@@ -86,6 +89,7 @@ impl ServeConfig {
             volatile_hz: DEFAULT_VOLATILE_HZ,
             rest_cache_bytes: crate::rest::cache::DEFAULT_REST_CACHE_BYTES,
             webtransport_listen: None,
+            io_uring_sends: false,
         }
     }
 }

@@ -107,12 +107,16 @@ pub async fn serve_websocket<S: Accepted>(
     };
     let id = shard.next_conn_id();
     shard.counters.websocket_opened();
+    let batched = transport.raw_fd().is_some();
     let edge = Rc::new(EdgeConn::new(
         id,
         transport,
         shard.edge.budget().clone(),
         shard.counters.clone(),
     ));
+    if batched {
+        shard.edge.batch_sends_of(&edge);
+    }
     let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
         shard
             .config
@@ -300,7 +304,10 @@ async fn run<S: Source>(
                 // The answers to a burst of requests leave in one write.
                 edge.cork();
                 let mut forward = Vec::new();
+                // The pushes the burst makes to this core's other sockets leave together.
+                let batch = shard.edge.send_batch();
                 let outcome = read_burst(shard, side, socket, &mut assembler, message, &mut forward);
+                drop(batch);
                 edge.uncork();
                 if let OwnerSide::Remote(owner) = side {
                     if !forward.is_empty() {
