@@ -63,6 +63,9 @@ pub struct ServeConfig {
     /// databases it holds a valid claim on (fencing, `cluster/`). `None`: a single node
     /// that owns every database, as without a cluster.
     pub cluster: Option<hearth_cluster::Placement>,
+    /// Whether each edge sends its plain TCP sockets' bytes in batches through io_uring
+    /// (`--io-uring-sends`, `edge::uring`) rather than with one `write` per connection.
+    pub io_uring_sends: bool,
 }
 
 impl ServeConfig {
@@ -91,6 +94,7 @@ impl ServeConfig {
             rest_cache_bytes: crate::rest::cache::DEFAULT_REST_CACHE_BYTES,
             webtransport_listen: None,
             cluster: None,
+            io_uring_sends: false,
         }
     }
 }

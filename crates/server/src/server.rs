@@ -467,7 +467,11 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
             shard.owner.outgoing().room().await;
         }
         match message {
-            ShardMessage::Owner(message) => owner::on_link_message(&shard, message),
+            ShardMessage::Owner(message) => {
+                // The pushes it makes to this core's sockets leave together.
+                let _sends = shard.edge.send_batch();
+                owner::on_link_message(&shard, message);
+            }
             ShardMessage::Metrics(reply) => {
                 let _ = reply.send(shard.metrics_snapshot(receiver.len()));
             }

@@ -108,6 +108,7 @@ impl Shard {
             peers.len(),
             ShardBudget::new(config.http.clone()),
             counters.clone(),
+            config.io_uring_sends,
         );
         let rest_cache = crate::rest::cache::RestCache::new(config.rest_cache_bytes);
         Shard {

@@ -14,7 +14,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::budget::ShardBudget;
 use crate::close::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
-use crate::edge::socket::{Outbox, Sent, Transport};
+use crate::edge::socket::{Deferred, Outbox, Sent, Transport};
+use crate::edge::uring::{Batched, SendRing};
 use crate::metrics::labels::Channel;
 use crate::metrics::ShardCounters;
 
@@ -29,6 +30,8 @@ pub struct EdgeConn {
     closing: RefCell<Option<CloseReason>>,
     /// When the connection's credential expires (seconds since the epoch).
     auth_expires_at: Cell<Option<u64>>,
+    /// The edge's batched sends, when the socket takes part in them.
+    ring: RefCell<Option<Rc<SendRing>>>,
 }
 
 impl EdgeConn {
@@ -45,19 +48,39 @@ impl EdgeConn {
             notify: Notify::new(),
             closing: RefCell::new(None),
             auth_expires_at: Cell::new(None),
+            ring: RefCell::new(None),
         }
     }
 
-    /// Writes `items` after whatever waits, as far as the kernel takes them.
-    pub fn write(&self, items: impl IntoIterator<Item = Bytes>) {
+    /// Lets the connection's writes join the edge's batched sends (`edge::uring`).
+    pub fn send_through(&self, ring: Rc<SendRing>) {
+        *self.ring.borrow_mut() = Some(ring);
+    }
+
+    /// Writes `items` after whatever waits, as far as the kernel takes them: now, or when the
+    /// edge's open batch of sends closes.
+    pub fn write(self: &Rc<Self>, items: impl IntoIterator<Item = Bytes>) {
         if self.closing.borrow().is_some() {
             return;
         }
         let mut bytes = 0;
         let items = items.into_iter().inspect(|item| bytes += item.len());
-        let sent = self.outbox.send(items);
+        let ring = self.ring.borrow().clone().filter(|ring| ring.is_open());
+        let sent = match ring {
+            Some(ring) => match self.outbox.defer(items) {
+                Deferred::Enlist => {
+                    ring.join(self.clone());
+                    None
+                }
+                Deferred::InBatch => None,
+                Deferred::Now(sent) => Some(sent),
+            },
+            None => Some(self.outbox.send(items)),
+        };
         self.counters.bytes_out(Channel::Websocket, bytes);
-        self.after_send(sent);
+        if let Some(sent) = sent {
+            self.after_send(sent);
+        }
     }
 
     fn after_send(&self, sent: Sent) {
@@ -77,6 +100,13 @@ impl EdgeConn {
     /// Closes a connection that holds too much, and lets go of the bytes that have not started
     /// to leave: the client cannot have them any more, it reconnects and resyncs.
     pub fn close_shedding(&self, reason: CloseReason) {
+        // Shedding keeps what the socket has started to take: let the batch try first.
+        if self.outbox.is_enlisted() {
+            let ring = self.ring.borrow().clone();
+            if let Some(ring) = ring {
+                ring.flush();
+            }
+        }
         self.close(reason);
         self.outbox.shed();
     }
@@ -148,5 +178,15 @@ impl EdgeConn {
 
     pub async fn notified(&self) {
         self.notify.notified().await;
+    }
+}
+
+impl Batched for EdgeConn {
+    fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    fn after_batch(&self, sent: Sent) {
+        self.after_send(sent);
     }
 }

@@ -13,6 +13,9 @@ use crate::shard::Shard;
 /// Carries out `batch`, then tells its owner that the bytes are written (or queued in the
 /// connections' outboxes, where the server's answer budget counts them).
 pub fn on_batch(shard: &Shard, mut batch: ToEdge) {
+    // With `--io-uring-sends` the batch's writes leave together when it closes, after the
+    // loop below and before the owner is told.
+    let sends = shard.edge.send_batch();
     // Writing to a connection never calls back into the shard, so the map stays borrowed.
     let conns = shard.edge.held();
     // A run of frames for one connection: an owner releases a connection's messages together
@@ -52,6 +55,7 @@ pub fn on_batch(shard: &Shard, mut batch: ToEdge) {
     }
     write_run(&conns, &mut run);
     drop(conns);
+    drop(sends);
     batch.written();
 }
 

@@ -7,6 +7,7 @@
 //!   socket under TLS;
 //! - `state`: what the edge holds ([`Edge`]): the connections it holds for other cores'
 //!   databases and its room toward their owners;
+//! - `uring`: batched sends through io_uring (`--io-uring-sends`);
 //! - `intake`: the batches owners send to this core's connections;
 //! - `http`, `http_body`, `http_unsent`: HTTP (REST and event streams) with hyper, and the
 //!   answer bytes not yet taken by the socket; `request_body`: a request body read under its
@@ -21,6 +22,7 @@ pub mod request_body;
 pub mod socket;
 mod state;
 mod tls_socket;
+mod uring;
 pub mod websocket;
 
 pub use conn::EdgeConn;

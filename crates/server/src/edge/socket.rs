@@ -10,9 +10,10 @@
 //! it writes through [`SharedStream`], into the same [`Outbox`], so every byte leaves in the
 //! order it was produced.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
@@ -33,6 +34,11 @@ pub trait Transport {
     fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
     /// Ready when a write may succeed; registers the task to be woken otherwise.
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+    /// The socket's descriptor, when its bytes go to the kernel as they are (plain TCP), so
+    /// that the edge may send them in a batch (`edge::uring`); `None` writes them one by one.
+    fn raw_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
 }
 
 impl Transport for TcpStream {
@@ -47,6 +53,10 @@ impl Transport for TcpStream {
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         TcpStream::poll_write_ready(self, cx)
     }
+
+    fn raw_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.as_fd())
+    }
 }
 
 /// What an [`Outbox`] did with the bytes it was given.
@@ -58,6 +68,39 @@ pub enum Sent {
     Pending,
     /// The socket failed; the connection is over.
     Failed,
+}
+
+/// What [`Outbox::defer`] did with the bytes it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deferred {
+    /// Queued for the edge's batched send, which must now include this outbox.
+    Enlist,
+    /// Queued behind bytes already in the batched send.
+    InBatch,
+    /// Handled as [`Outbox::send`] would (the outbox waits for its socket, is corked, or
+    /// failed): the batch has nothing to send for it.
+    Now(Sent),
+}
+
+/// An outbox's part of a batched send: its socket (open while this is held) and its pending
+/// bytes.
+pub struct BatchView<'a> {
+    transport: Rc<dyn Transport>,
+    pending: Ref<'a, VecDeque<Bytes>>,
+}
+
+impl BatchView<'_> {
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.transport.raw_fd()
+    }
+
+    /// The front of the pending bytes, at most [`MAX_IOVECS`] buffers.
+    pub fn slices(&self) -> impl Iterator<Item = IoSlice<'_>> {
+        self.pending
+            .iter()
+            .take(MAX_IOVECS)
+            .map(|item| IoSlice::new(item))
+    }
 }
 
 /// Bytes accepted for a connection and not yet taken by the kernel, in order.
@@ -78,6 +121,9 @@ pub struct Outbox {
     charge: Charge,
     /// Set when waiting bytes did not fit in the server's budget: the connection must close.
     over_budget: Cell<bool>,
+    /// Whether the pending bytes wait for the edge's batched send (`edge::uring`) rather than
+    /// for the socket: they are not counted in the budget until the batch has tried them.
+    enlisted: Cell<bool>,
 }
 
 impl Outbox {
@@ -92,6 +138,7 @@ impl Outbox {
             blocked_since: Cell::new(None),
             charge: Charge::new(budget),
             over_budget: Cell::new(false),
+            enlisted: Cell::new(false),
         }
     }
 
@@ -120,6 +167,84 @@ impl Outbox {
                 Sent::Pending
             };
         }
+        self.write_now()
+    }
+
+    /// Queues `items` after whatever is pending, for the edge's batched send when nothing else
+    /// holds them back: the bytes then leave with the batch (at the end of the loop turn's
+    /// batch), in the order given, and count in the budget only if the socket refuses them.
+    pub fn defer(&self, items: impl IntoIterator<Item = Bytes>) -> Deferred {
+        if self.failed.get() {
+            return Deferred::Now(Sent::Failed);
+        }
+        if !self.enlisted.get() && (!self.is_empty() || self.corked.get()) {
+            return Deferred::Now(self.send(items));
+        }
+        let mut pending = self.pending.borrow_mut();
+        for item in items.into_iter().filter(|item| !item.is_empty()) {
+            self.bytes.set(self.bytes.get() + item.len());
+            pending.push_back(item);
+        }
+        if self.enlisted.get() {
+            Deferred::InBatch
+        } else if pending.is_empty() {
+            Deferred::Now(Sent::Written)
+        } else {
+            self.enlisted.set(true);
+            Deferred::Enlist
+        }
+    }
+
+    /// Whether bytes wait for the edge's batched send.
+    pub fn is_enlisted(&self) -> bool {
+        self.enlisted.get()
+    }
+
+    /// The batched send of this outbox: its socket and its pending bytes, which stay as they
+    /// are while the view is held. `None` when there is nothing to send (the outbox failed or
+    /// was detached); then, or when the transport has no descriptor,
+    /// [`Outbox::complete_unbatched`] settles it.
+    pub fn batch_view(&self) -> Option<BatchView<'_>> {
+        if self.failed.get() {
+            return None;
+        }
+        let transport = self.transport.borrow().clone()?;
+        let pending = self.pending.borrow();
+        if pending.is_empty() {
+            return None;
+        }
+        Some(BatchView { transport, pending })
+    }
+
+    /// Accounts the result of the batched send: bytes written are consumed (and whatever is
+    /// left is written as [`Outbox::write_now`] would, which then most likely finds the
+    /// socket full); a refusal leaves the bytes waiting for the socket, counted in the budget;
+    /// an error fails the outbox. The same outcome as a `writev` by [`Outbox::send`].
+    pub fn complete(&self, result: io::Result<usize>) -> Sent {
+        self.enlisted.set(false);
+        match result {
+            Ok(0) => self.fail(),
+            Ok(written) => {
+                consume(&mut self.pending.borrow_mut(), written);
+                self.bytes.set(self.bytes.get().saturating_sub(written));
+                self.blocked_since.set(None);
+                self.write_now()
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                if self.blocked_since.get().is_none() {
+                    self.blocked_since.set(Some(Instant::now()));
+                }
+                self.settle();
+                Sent::Pending
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => self.write_now(),
+            Err(_) => self.fail(),
+        }
+    }
+
+    /// Leaves the batch without a batched send: what is pending is written now, if it can be.
+    pub fn complete_unbatched(&self) -> Sent {
+        self.enlisted.set(false);
         self.write_now()
     }
 
@@ -560,6 +685,102 @@ pub mod tests {
         assert_eq!(outbox.write_now(), Sent::Failed);
         assert_eq!(outbox.bytes(), 0);
         assert_eq!(outbox.send([bytes("b")]), Sent::Failed);
+    }
+
+    /// Takes `items` into the outbox's batch and returns what the batched send would carry.
+    fn enlist(outbox: &Outbox, items: &[&str]) -> Vec<u8> {
+        assert_eq!(
+            outbox.defer(items.iter().map(|item| bytes(item))),
+            Deferred::Enlist
+        );
+        assert!(outbox.is_enlisted());
+        let view = outbox.batch_view().expect("a socket with bytes");
+        view.slices().flat_map(|slice| slice.to_vec()).collect()
+    }
+
+    #[test]
+    fn a_batched_send_taken_whole_counts_nothing() {
+        let budgets = crate::budget::HttpBudgets::for_answers(100);
+        let recorder = Recorder::new(100);
+        let outbox = Outbox::new(recorder.clone(), Some(ShardBudget::new(budgets.clone())));
+        assert_eq!(enlist(&outbox, &["ab", "cd"]), b"abcd");
+        assert_eq!(outbox.defer([bytes("ef")]), Deferred::InBatch);
+        assert_eq!(
+            budgets.answers.used(),
+            0,
+            "waiting for the batch: not counted"
+        );
+        assert_eq!(outbox.complete(Ok(6)), Sent::Written);
+        assert!(outbox.is_empty() && !outbox.is_enlisted());
+        assert!(recorder.written.borrow().is_empty(), "the ring wrote them");
+        assert_eq!(budgets.answers.used(), 0);
+    }
+
+    #[test]
+    fn a_partly_taken_batched_send_writes_the_rest_in_order_then_waits() {
+        let budgets = crate::budget::HttpBudgets::for_answers(100);
+        let recorder = Recorder::new(2);
+        let outbox = Outbox::new(recorder.clone(), Some(ShardBudget::new(budgets.clone())));
+        assert_eq!(enlist(&outbox, &["abc", "def"]), b"abcdef");
+        // The ring took "ab"; the plain write takes "cd"; "ef" waits for the socket.
+        assert_eq!(outbox.complete(Ok(2)), Sent::Pending);
+        assert_eq!(&*recorder.written.borrow(), b"cd");
+        assert_eq!(outbox.bytes(), 2);
+        assert_eq!(budgets.answers.used(), 2, "refused bytes count");
+        assert!(outbox.blocked_for().is_some());
+        recorder.room.set(100);
+        assert_eq!(outbox.write_now(), Sent::Written);
+        assert_eq!(&*recorder.written.borrow(), b"cdef");
+        assert_eq!(outbox.charge.held(), 0);
+    }
+
+    #[test]
+    fn a_refused_batched_send_waits_for_the_socket_and_counts() {
+        let budgets = crate::budget::HttpBudgets::for_answers(4);
+        let recorder = Recorder::new(0);
+        let outbox = Outbox::new(recorder.clone(), Some(ShardBudget::new(budgets.clone())));
+        enlist(&outbox, &["abc"]);
+        assert_eq!(
+            outbox.complete(Err(io::ErrorKind::WouldBlock.into())),
+            Sent::Pending
+        );
+        assert_eq!(outbox.bytes(), 3);
+        assert_eq!(budgets.answers.used(), 3);
+        assert!(outbox.blocked_for().is_some());
+        assert!(!outbox.over_budget());
+        // Behind waiting bytes, more are queued as before, not batched.
+        assert_eq!(outbox.defer([bytes("de")]), Deferred::Now(Sent::Pending));
+        assert!(outbox.over_budget(), "5 bytes do not fit in 4");
+    }
+
+    #[test]
+    fn a_failed_batched_send_fails_the_outbox() {
+        let outbox = Outbox::new(Recorder::new(100), None);
+        enlist(&outbox, &["abc"]);
+        assert_eq!(
+            outbox.complete(Err(io::ErrorKind::ConnectionReset.into())),
+            Sent::Failed
+        );
+        assert!(outbox.failed() && outbox.is_empty());
+        assert_eq!(outbox.defer([bytes("x")]), Deferred::Now(Sent::Failed));
+        let closed = Outbox::new(Recorder::new(100), None);
+        enlist(&closed, &["abc"]);
+        assert_eq!(
+            closed.complete(Ok(0)),
+            Sent::Failed,
+            "0 bytes: the peer is gone"
+        );
+    }
+
+    #[test]
+    fn a_corked_or_waiting_outbox_does_not_join_a_batch() {
+        let recorder = Recorder::new(100);
+        let outbox = Outbox::new(recorder.clone(), None);
+        outbox.cork();
+        assert_eq!(outbox.defer([bytes("a")]), Deferred::Now(Sent::Pending));
+        assert!(!outbox.is_enlisted());
+        assert_eq!(outbox.uncork(), Sent::Written);
+        assert_eq!(&*recorder.written.borrow(), b"a");
     }
 
     #[test]

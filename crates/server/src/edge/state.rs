@@ -10,9 +10,11 @@ use std::sync::Arc;
 use hearth_sync::ConnId;
 use rustc_hash::FxHashMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::warn;
 
 use crate::budget::ShardBudget;
 use crate::edge::conn::EdgeConn;
+use crate::edge::uring::{SendBatch, SendRing};
 use crate::link::MAX_LINK_BYTES;
 use crate::metrics::ShardCounters;
 use crate::sse::stream::StreamHandle;
@@ -33,18 +35,49 @@ pub struct Edge {
     /// The shard's share of the answer budget, which its connections' queued pushes count in.
     budget: Rc<ShardBudget>,
     counters: Rc<ShardCounters>,
+    /// The ring of batched sends, with `--io-uring-sends`.
+    ring: Option<Rc<SendRing>>,
 }
 
 impl Edge {
-    /// An edge holding nothing yet, with room toward each of `owners` shards.
-    pub fn new(owners: usize, budget: Rc<ShardBudget>, counters: Rc<ShardCounters>) -> Edge {
+    /// An edge holding nothing yet, with room toward each of `owners` shards; its sockets'
+    /// sends are batched through io_uring if `io_uring_sends` (and the kernel allows it).
+    pub fn new(
+        owners: usize,
+        budget: Rc<ShardBudget>,
+        counters: Rc<ShardCounters>,
+        io_uring_sends: bool,
+    ) -> Edge {
+        let ring = io_uring_sends
+            .then(|| {
+                SendRing::new()
+                    .inspect_err(|error| {
+                        warn!(%error, "no io_uring for batched sends; writing sockets one by one");
+                    })
+                    .ok()
+            })
+            .flatten();
         Edge {
+            ring,
             held: RefCell::new(FxHashMap::default()),
             owner_room: (0..owners)
                 .map(|_| Arc::new(Semaphore::new(MAX_LINK_BYTES)))
                 .collect(),
             budget,
             counters,
+        }
+    }
+
+    /// Opens a batch of socket sends: the writes to this core's sockets until it is dropped
+    /// leave together (`edge::uring`). `None` without `--io-uring-sends`: they leave at once.
+    pub fn send_batch(&self) -> Option<SendBatch> {
+        self.ring.as_ref().map(SendRing::batch)
+    }
+
+    /// Lets `conn`, a plain TCP socket of this core, join the batched sends.
+    pub fn batch_sends_of(&self, conn: &EdgeConn) {
+        if let Some(ring) = &self.ring {
+            conn.send_through(ring.clone());
         }
     }
 

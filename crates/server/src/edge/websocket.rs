@@ -109,12 +109,16 @@ pub async fn serve_websocket<S: Accepted>(
     };
     let id = shard.next_conn_id();
     shard.counters.websocket_opened();
+    let batched = transport.raw_fd().is_some();
     let edge = Rc::new(EdgeConn::new(
         id,
         transport,
         shard.edge.budget().clone(),
         shard.counters.clone(),
     ));
+    if batched {
+        shard.edge.batch_sends_of(&edge);
+    }
     // The handshake reports the time one millisecond behind the clock. Clients estimate server
     // time as their clock plus this offset; reporting it slightly early guarantees that a
     // server timestamp resolved after the handshake is never identical to the client's local
@@ -338,7 +342,10 @@ async fn run<S: Source>(
                 // The answers to a burst of requests leave in one write.
                 edge.cork();
                 let mut forward = Vec::new();
+                // The pushes the burst makes to this core's other sockets leave together.
+                let batch = shard.edge.send_batch();
                 let outcome = read_burst(shard, side, socket, &mut assembler, message, &mut forward);
+                drop(batch);
                 edge.uncork();
                 if let OwnerSide::Remote(owner) = side {
                     if !forward.is_empty() {

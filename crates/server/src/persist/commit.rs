@@ -186,6 +186,8 @@ pub fn on_durable(shard: &Shard, durable: u64) {
     if waiting.is_empty() {
         return;
     }
+    // The released messages to this core's sockets leave together (`--io-uring-sends`).
+    let _sends = shard.edge.send_batch();
     let sessions = shard.owner.sessions();
     for id in waiting {
         match sessions.get(id) {
