@@ -120,13 +120,18 @@ mod tests {
     use crate::metrics::ShardCounters;
     use crate::owner::outbound::encode_frames;
 
-    fn session(edge: Rc<EdgeConn>, mailbox: Rc<Mailbox>) -> LpSession {
-        LpSession {
+    /// A session whose edge writes into its mailbox, as `task::start` makes it.
+    fn session() -> (Rc<EdgeConn>, LpSession) {
+        let mailbox = Rc::new(Mailbox::default());
+        let budget = ShardBudget::new(HttpBudgets::for_answers(1 << 30));
+        let counters = Rc::new(ShardCounters::default());
+        let edge = Rc::new(EdgeConn::new(1, mailbox.clone(), budget, counters));
+        let session = LpSession {
             conn: 1,
             public_id: "0-1".into(),
             password: "password".into(),
             callback: 7,
-            edge,
+            edge: edge.clone(),
             mailbox,
             reassembler: RefCell::default(),
             inbound: RefCell::default(),
@@ -139,7 +144,8 @@ mod tests {
             secret: "secret".into(),
             secondary: RefCell::default(),
             switched: Cell::new(false),
-        }
+        };
+        (edge, session)
     }
 
     fn frame(text: &str) -> Bytes {
@@ -152,11 +158,7 @@ mod tests {
 
     #[test]
     fn the_switch_keeps_every_message_once_and_in_order() {
-        let mailbox = Rc::new(Mailbox::default());
-        let budget = ShardBudget::new(HttpBudgets::for_answers(1 << 30));
-        let counters = Rc::new(ShardCounters::default());
-        let edge = Rc::new(EdgeConn::new(1, mailbox.clone(), budget, counters));
-        let session = session(edge.clone(), mailbox);
+        let (edge, session) = session();
         // Sent before the switch: in the mailbox, for the polls.
         edge.write([frame("\"one\""), frame("\"two\"")]);
         // Sent before the switch too, but still in the outbox (as when the mailbox is full):
@@ -209,11 +211,7 @@ mod tests {
 
     #[test]
     fn an_end_of_transmission_without_a_websocket_changes_nothing() {
-        let mailbox = Rc::new(Mailbox::default());
-        let budget = ShardBudget::new(HttpBudgets::for_answers(1 << 30));
-        let counters = Rc::new(ShardCounters::default());
-        let edge = Rc::new(EdgeConn::new(1, mailbox.clone(), budget, counters));
-        let session = session(edge.clone(), mailbox);
+        let (edge, session) = session();
         assert!(session.switch().is_none());
         // A WebSocket that went away before the switch gives its place back.
         let socket = Recorder::new(100);
