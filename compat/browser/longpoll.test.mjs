@@ -4,8 +4,9 @@
 //    pages at once, a large write (many segments), a refused write, server timestamps, and
 //    onDisconnect when a page closes; no WebSocket is ever opened;
 // 2. a WebSocket that cannot connect: the SDK falls back to long polling by itself;
-// 3. a browser that remembers a failed WebSocket starts with long polling and tries to move
-//    the session onto a WebSocket (`s=`): Hearth refuses that, and the session goes on polling.
+// 3. a browser that remembers a failed WebSocket starts with long polling and moves the
+//    session onto a WebSocket (`s=`) by itself: listens, writes (a burst across the switch),
+//    a transaction and onDisconnect carry on, the polls stop, the SDK forgets the failure.
 //
 //   cd compat && npm ci && HEARTH_BIN=../target/release/hearth npm run test:longpoll
 //   CHROMIUM_BIN=/path/to/chromium            (default /usr/bin/chromium)
@@ -197,25 +198,99 @@ describe('long polling in Chromium', { timeout: 120_000 }, () => {
     await carol.context.close();
   });
 
-  it('a remembered WebSocket failure starts with long polling, which stays when the move to a WebSocket is refused', async () => {
+  it('a remembered WebSocket failure starts with long polling, then the session moves onto a WebSocket', async () => {
     const ns = `lp-upgrade-${crypto.randomBytes(3).toString('hex')}`;
+    // The page's WebSockets pass through this proxy, which sees every frame and holds the
+    // second pong (after which the SDK switches) until the test lets it go.
+    const frames = { toServer: [], toPage: [] };
+    let pongs = 0;
+    let release;
+    const released = new Promise((resolve) => (release = resolve));
+    const sentOnWebSocket = (what) => frames.toServer.filter((m) => m.includes(what)).length;
     const dave = await open(ns, {
-      // What the SDK leaves in localStorage after a WebSocket that never became healthy.
-      prepare: (page) =>
-        page.addInitScript(() => localStorage.setItem('firebase:previous_websocket_failure', 'true')),
+      prepare: async (page) => {
+        // What the SDK leaves in localStorage after a WebSocket that never became healthy.
+        await page.addInitScript(() => localStorage.setItem('firebase:previous_websocket_failure', 'true'));
+        // The page's barrier in the middle of its burst of writes: lets the pong go and
+        // returns once the SDK has switched (its `a` is on the WebSocket: it sends there
+        // from then on).
+        await page.exposeFunction('switchNow', async () => {
+          release();
+          const until = Date.now() + WAIT;
+          while (!sentOnWebSocket('"t":"a"') && Date.now() < until) await new Promise((r) => setTimeout(r, 5));
+          return sentOnWebSocket('"t":"a"') === 1;
+        });
+        await page.routeWebSocket(/\/\.ws/, (ws) => {
+          const server = ws.connectToServer();
+          ws.onMessage((m) => {
+            frames.toServer.push(m);
+            server.send(m);
+          });
+          server.onMessage((m) => {
+            frames.toPage.push(m);
+            if (typeof m === 'string' && m.includes('"t":"o"') && ++pongs === 2) {
+              released.then(() => ws.send(m));
+              return;
+            }
+            ws.send(m);
+          });
+        });
+      },
     });
     assert.equal(dave.traffic.starts, 1, 'long polling first');
-    // The SDK asks to move the session onto a WebSocket naming it (`s=`).
-    await until(dave.page, () => true);
     const deadline = Date.now() + WAIT;
-    while (!dave.traffic.websockets.some((url) => /[?&]s=/.test(url)) && Date.now() < deadline) {
-      await dave.page.evaluate(() => window.api.get('/.info/connected'));
-    }
-    assert.ok(dave.traffic.websockets.some((url) => /[?&]s=/.test(url)), 'the SDK tried to move the session');
-    // The session goes on over long polling.
-    await dave.page.evaluate(() => window.api.set('/still', 'polling'));
-    assert.equal(await rest(ns, '/still'), 'polling');
-    assert.equal(dave.traffic.starts, 1, 'the same long-polling session');
+    while (pongs < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(dave.traffic.websockets.some((url) => /[?&]s=\d+-\d+\.[\w-]{22}(&|$)/.test(url)), 'a WebSocket naming the session');
+    assert.equal(pongs, 2, 'the WebSocket was pinged healthy');
+    assert.ok(!frames.toServer.some((m) => m.includes('"t":"d"')), 'no data on the WebSocket yet');
+
+    // Before the switch, over long polling: presence with onDisconnect, a listener.
+    await dave.page.evaluate(() => window.api.present('/presence/dave'));
+    await dave.page.evaluate(() => window.api.watch('/log'));
+    // A burst of writes and a transaction, with the switch in the middle of it.
+    // Writes 0 to 15 and the transaction go by the polls, 16 to 29 by the WebSocket; the
+    // answers to the first ones come back by either.
+    const burst = dave.page.evaluate(async () => {
+      const writes = [];
+      let switched = false;
+      for (let i = 0; i < 30; i++) {
+        writes.push(window.api.set('/log', i));
+        if (i === 15) {
+          writes.push(window.api.increment('/counter', 5));
+          switched = await window.switchNow();
+        }
+      }
+      return switched && (await Promise.all(writes)).every(Boolean);
+    });
+    assert.ok(await burst, 'the switch, and every write and transaction acknowledged');
+    assert.equal(sentOnWebSocket('"p":"/log"'), 14, 'the writes after the switch went by the WebSocket');
+    assert.equal(await rest(ns, '/log'), 29);
+    assert.equal(await rest(ns, '/counter'), 5);
+    await until(dave.page, () => window.api.last('/log') === 29);
+
+    // The WebSocket carries the session now: the page's writes and the server's pushes.
+    await rest(ns, '/log', { method: 'PUT', body: '"from rest"' });
+    await until(dave.page, () => window.api.last('/log') === 'from rest');
+    assert.ok(frames.toServer.some((m) => m.includes('"t":"d"')), 'requests over the WebSocket');
+    assert.ok(frames.toPage.some((m) => m.includes('from rest')), 'pushes over the WebSocket');
+    // ...and long polling stopped.
+    const polls = dave.traffic.polls;
+    await dave.page.evaluate(() => window.api.set('/after', 'switch'));
+    await dave.page.evaluate(() => window.api.increment('/counter', 2));
+    assert.equal(await rest(ns, '/after'), 'switch');
+    assert.equal(await rest(ns, '/counter'), 7);
+    assert.equal(dave.traffic.polls, polls, 'no poll after the switch');
+    assert.equal(dave.traffic.starts, 1, 'one session throughout');
+    assert.equal(dave.traffic.websockets.length, 1, 'one WebSocket');
+    // The SDK forgets the failure: its next page load starts with a WebSocket.
+    assert.equal(await dave.page.evaluate(() => localStorage.getItem('firebase:previous_websocket_failure')), null);
+
+    // The move ran no onDisconnect; the end of the session does.
+    assert.deepEqual(await rest(ns, '/presence'), { dave: true });
     await dave.context.close();
+    const gone = Date.now() + WAIT;
+    while ((await rest(ns, '/presence')) !== null && Date.now() < gone) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(await rest(ns, '/presence'), null, 'onDisconnect when the page goes');
+    assert.deepEqual(pageErrors, [], 'no uncaught page errors');
   });
 });

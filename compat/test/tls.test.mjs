@@ -115,6 +115,34 @@ describe('TLS', () => {
     assert.deepEqual(JSON.parse((await request(h.port, 'GET', `/tools.json?ns=${ns}`)).body), { via: 'https' });
   });
 
+  it('a long-polling session moves onto a wss:// WebSocket, whichever core the WebSocket lands on', T, async () => {
+    const ns = h.ns('tls-lp');
+    const segment = (n, message) => `&seg0=${n}&ts0=1&d0=${Buffer.from(JSON.stringify(message)).toString('base64url')}`;
+    // Several sessions: their WebSockets land on the other core too, and move there with
+    // their TLS sessions.
+    for (let round = 0; round < 10; round++) {
+      const start = await request(h.port, 'GET', `/.lp?start=t&ser=1&cb=1&v=5&ns=${ns}`);
+      const started = start.body.match(/pLPCommand1\("start","([\w-]+)","([\w-]+)"\);\nparent\.pRTLPCB1\(0,(\[.*\])\);/s);
+      assert.ok(started, start.body);
+      const [, id, pw, firstAnswer] = started;
+      const s = JSON.parse(firstAnswer)[0].d.d.s;
+      const ws = new RawClient(`wss://127.0.0.1:${h.port}/.ws?v=5&ns=${ns}&s=${s}`, { ws: { ca: caPem } });
+      h.defer(() => ws.terminate());
+      await ws.waitMessage((m) => m.t === 'c' && m.d.t === 'a');
+      for (let i = 0; i < 2; i++) {
+        const from = ws.messages.length;
+        ws.send({ t: 'c', d: { t: 'p', d: {} } });
+        await ws.waitMessage((m) => m.t === 'c' && m.d.t === 'o', { from });
+      }
+      ws.send({ t: 'c', d: { t: 'a', d: {} } });
+      const poll = await request(h.port, 'GET', `/.lp?id=${id}&pw=${pw}&ser=2${segment(0, { t: 'c', d: { t: 'n', d: {} } })}`);
+      assert.match(poll.body, /\{"t":"c","d":\{"t":"n","d":\{\}\}\}\]\);\nparent\.pLPCommand1\("close",1\);\n$/);
+      assert.equal((await ws.request('p', { p: `/moved/${round}`, d: true })).s, 'ok');
+      assert.equal(JSON.parse((await request(h.port, 'GET', `/moved/${round}.json?ns=${ns}`)).body), true);
+      ws.close();
+    }
+  });
+
   it('plain HTTP on the TLS port gets a 400 that says to use https', T, async () => {
     const answer = await withTimeout(
       new Promise((resolve, reject) => {

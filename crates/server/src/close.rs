@@ -26,6 +26,12 @@ pub const IDLE_CLOSE: &str = "no answer to pings";
 /// The close reason sent to every connection when the server stops.
 pub const SHUTDOWN_CLOSE: &str = "the server is shutting down";
 
+/// The close reason of a WebSocket that names a long-polling session (`s`) it cannot carry:
+/// none by that name and secret on that database, one that is already moving or has moved,
+/// or one that ended before the client switched. One text for all, so that it tells a
+/// guesser nothing.
+pub const UPGRADE_REFUSED_CLOSE: &str = "no long-polling session to move onto this WebSocket";
+
 /// Why a connection whose client takes no byte for the write timeout is dropped.
 pub const UNWRITABLE_DROP: &str = "the client accepts no data";
 

@@ -43,6 +43,9 @@ pub enum ShardMessage {
     Databases(oneshot::Sender<Vec<DatabaseInfo>>),
     /// A long poll for a session whose home is this shard (`longpoll`).
     LongPoll(Box<crate::longpoll::request::Forwarded>),
+    /// A WebSocket that takes over a session whose home is this shard
+    /// (`longpoll::secondary`).
+    Upgrade(Box<crate::longpoll::request::MovedUpgrade>),
 }
 
 /// Sends `ask` to every shard's owner role and waits for the answers, until `timeout` when

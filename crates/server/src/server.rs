@@ -493,6 +493,13 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 let forwarded = *forwarded;
                 crate::longpoll::on_request(&shard, forwarded.request, forwarded.reply);
             }
+            // A WebSocket taking over a session this core holds, which landed on another.
+            ShardMessage::Upgrade(moved) => {
+                tokio::task::spawn_local(crate::longpoll::secondary::serve_moved(
+                    shard.clone(),
+                    *moved,
+                ));
+            }
             ShardMessage::Rest(forwarded) => {
                 // Answered at once: the request was read and checked on the shard that
                 // received it, so only the database work is left.
@@ -566,11 +573,16 @@ async fn route_connection<S: Accepted>(shard: Rc<Shard>, mut stream: S) {
             &shard.config.default_namespace,
         );
         let (head, leftover) = read.after_head();
-        // A task of its own, sized for the connection's life: this one also holds what
-        // reading the head and serving HTTP need (BENCHMARKS.md §9, idle connections).
-        drop(tokio::task::spawn_local(serve_websocket(
-            shard, stream, head, leftover, namespace,
-        )));
+        if head.query_param("s").is_some() {
+            // The web SDK moving a long-polling session onto a WebSocket.
+            crate::longpoll::secondary::serve(shard, stream, head, leftover, namespace).await;
+        } else {
+            // A task of its own, sized for the connection's life: this one also holds what
+            // reading the head and serving HTTP need (BENCHMARKS.md §9, idle connections).
+            drop(tokio::task::spawn_local(serve_websocket(
+                shard, stream, head, leftover, namespace,
+            )));
+        }
     } else {
         serve_http(shard, stream, read.buffered).await;
     }

@@ -362,6 +362,14 @@ impl Shard {
         }
     }
 
+    /// Sends a WebSocket that takes a long-polling session over to the shard that holds the
+    /// session. A failed send (that shard is gone) drops the socket.
+    pub fn forward_upgrade(&self, home: usize, moved: crate::longpoll::request::MovedUpgrade) {
+        if let Some(sender) = self.peers.get(home) {
+            let _ = sender.send(ShardMessage::Upgrade(Box::new(moved)));
+        }
+    }
+
     /// The shard's numbers for a scrape, taken now on its thread; `inbox` is the count of
     /// messages waiting in its inbox.
     pub fn metrics_snapshot(&self, inbox: usize) -> ShardSnapshot {

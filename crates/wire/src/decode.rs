@@ -66,6 +66,27 @@ pub enum ClientMessage {
     },
 }
 
+/// The longest client message read by [`control_type`]: control messages are a few dozen
+/// bytes, and anything longer is not one the transport layer looks at.
+const MAX_CONTROL_BYTES: usize = 256;
+
+/// The type of a short control message (`p`, `a`, `n`, ...), for the transport layer, which
+/// acts on the ones of a long-poll upgrade before the owner sees anything; `None` for
+/// anything else (data, keep-alives, frame counts, malformed text).
+pub fn control_type(text: &str) -> Option<String> {
+    if text.len() > MAX_CONTROL_BYTES || !text.starts_with('{') {
+        return None;
+    }
+    let Value::Object(envelope) = serde_json::from_str::<Value>(text).ok()? else {
+        return None;
+    };
+    if envelope.get("t").and_then(Value::as_str) != Some("c") {
+        return None;
+    }
+    let kind = envelope.get("d")?.get("t")?.as_str()?;
+    Some(kind.to_owned())
+}
+
 /// Decodes one whole message.
 pub fn decode(text: &str) -> Result<ClientMessage, WireError> {
     let text = hearth_tree::replace_lone_surrogates_str(text);
@@ -481,6 +502,17 @@ mod tests {
 
     #[test]
     fn control_and_connection_requests() {
+        assert!(matches!(
+            decode(r#"{"t":"c","d":{"t":"p","d":{}}}"#),
+            Ok(ClientMessage::Ping)
+        ));
+        assert_eq!(
+            control_type(r#"{"t":"c","d":{"t":"n","d":{}}}"#).as_deref(),
+            Some("n")
+        );
+        assert_eq!(control_type(r#"{"t":"d","d":{"t":"n"}}"#), None);
+        assert_eq!(control_type("0"), None);
+        assert_eq!(control_type(r#"{"t":"c","d":{"t":"p"}"#), None);
         assert!(matches!(
             decode(r#"{"t":"c","d":{"t":"p","d":{}}}"#),
             Ok(ClientMessage::Ping)

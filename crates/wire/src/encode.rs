@@ -8,6 +8,24 @@ use serde_json::Value;
 /// The answer to a control ping. The inner `d` must be present or the client ignores it.
 pub const PONG: &str = r#"{"t":"c","d":{"t":"o","d":null}}"#;
 
+/// The server's acknowledgement on a WebSocket that names a long-polling session (spec §3.1,
+/// `a`): it will carry that session once the client switches. The client answers with pings
+/// until the WebSocket is healthy, then switches.
+pub const SWITCH_ACK: &str = r#"{"t":"c","d":{"t":"a","d":{}}}"#;
+
+/// The last message of the old transport of a session that moved to a WebSocket (spec §3.1,
+/// `n`): the client reads the new one from here on.
+pub const END_OF_TRANSMISSION: &str = r#"{"t":"c","d":{"t":"n","d":{}}}"#;
+
+/// A reset (spec §3.1, `r`) naming `host`. On a WebSocket that was to carry a long-polling
+/// session, the client takes it as "no such session" and drops that WebSocket.
+pub fn encode_reset(host: &str) -> String {
+    let mut out = String::from(r#"{"t":"c","d":{"t":"r","d":"#);
+    push_json_string(&mut out, host);
+    out.push_str("}}");
+    out
+}
+
 /// The first message of every connection: server time, protocol version, the host the client
 /// should use from now on, and the session id it will echo as `ls` when it reconnects.
 pub fn encode_handshake(now_ms: u64, host: &str, session_id: &str) -> String {

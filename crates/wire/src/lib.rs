@@ -16,12 +16,13 @@ mod sse;
 
 pub use bounded::{parse_bounded, ParseError, MAX_PARSE_BYTES_PER_BYTE, PARSE_ALLOWANCE_BYTES};
 pub use decode::{
-    decode, decode_lazy, without_lone_surrogates, AuthRequest, ClientMessage, ClientRequest,
-    Decoded, PendingWrite, WireError,
+    control_type, decode, decode_lazy, without_lone_surrogates, AuthRequest, ClientMessage,
+    ClientRequest, Decoded, PendingWrite, WireError,
 };
 pub use encode::{
     encode_auth_revoked, encode_cancel, encode_handshake, encode_push, encode_reply,
-    encode_reply_status, encode_reply_value, encode_shutdown, EncodedPush, PONG,
+    encode_reply_status, encode_reply_value, encode_reset, encode_shutdown, EncodedPush,
+    END_OF_TRANSMISSION, PONG, SWITCH_ACK,
 };
 pub use frames::{
     split_frames, Assembled, FrameAssembler, FrameError, MAX_FRAME_BYTES, MAX_MESSAGE_BYTES,

@@ -116,6 +116,13 @@ impl EdgeConn {
         self.outbox.clone()
     }
 
+    /// Moves the connection onto another socket (a long-polling session onto its WebSocket):
+    /// what `first` holds for that socket leaves first, then what waits here, then the rest.
+    pub fn move_onto(&self, transport: Rc<dyn Transport>, first: &Outbox) {
+        let sent = self.outbox.move_onto(transport, first);
+        self.after_send(sent);
+    }
+
     /// While the task answers a burst of requests (or the edge writes a batch from another
     /// core), the connection's messages are written together.
     pub fn cork(&self) {

@@ -3,6 +3,7 @@
 //! writes every byte they are sent, whichever core owns their database.
 //!
 //! - `websocket`: a WebSocket connection from the upgrade to the close;
+//! - `side`: where a connection's messages are handled (this core's owner, or another's);
 //! - `conn`, `socket`: its outbox and the socket the outbox writes to; `tls_socket`: that
 //!   socket under TLS;
 //! - `state`: what the edge holds ([`Edge`]): the connections it holds for other cores'
@@ -19,6 +20,7 @@ pub mod http_body;
 pub mod http_unsent;
 mod intake;
 pub mod request_body;
+pub mod side;
 pub mod socket;
 mod state;
 mod tls_socket;
@@ -28,3 +30,4 @@ pub mod websocket;
 pub use conn::EdgeConn;
 pub use intake::on_batch;
 pub use state::{Edge, EdgeTarget};
+pub use tls_socket::Settled;

@@ -371,6 +371,30 @@ impl Outbox {
         self.blocked_since.get().map(|since| since.elapsed())
     }
 
+    /// Moves the outbox onto another socket, whose own outbox `first` holds bytes that must
+    /// leave before this one's (a long-polling session moving to a WebSocket: the frames that
+    /// WebSocket already sent, then the session's). `first` is left detached and empty.
+    pub fn move_onto(&self, transport: Rc<dyn Transport>, first: &Outbox) -> Sent {
+        let earlier = std::mem::take(&mut *first.pending.borrow_mut());
+        first.bytes.set(0);
+        first.settle();
+        let failed = first.failed.get();
+        first.detach();
+        {
+            let mut pending = self.pending.borrow_mut();
+            for item in earlier.into_iter().rev() {
+                self.bytes.set(self.bytes.get() + item.len());
+                pending.push_front(item);
+            }
+        }
+        *self.transport.borrow_mut() = Some(transport);
+        self.blocked_since.set(None);
+        if failed {
+            return self.fail();
+        }
+        self.write_now()
+    }
+
     /// Lets the socket go: nothing more will be written.
     pub fn detach(&self) {
         self.transport.borrow_mut().take();
@@ -430,6 +454,9 @@ pub trait Accepted: AsyncRead + AsyncWrite + Unpin + 'static {
     type Shared: Source + Transport + 'static;
 
     fn into_shared(self) -> Rc<Self::Shared>;
+
+    /// The stream in a form that another core can take (its runtime registers it again).
+    fn into_movable(self) -> io::Result<Movable>;
 }
 
 impl Accepted for TcpStream {
@@ -438,6 +465,17 @@ impl Accepted for TcpStream {
     fn into_shared(self) -> Rc<TcpStream> {
         Rc::new(self)
     }
+
+    fn into_movable(self) -> io::Result<Movable> {
+        Ok(Movable::Plain(self.into_std()?))
+    }
+}
+
+/// An accepted stream on its way to another core: out of this core's runtime, with its TLS
+/// session (and the bytes that session already read) when it has one.
+pub enum Movable {
+    Plain(std::net::TcpStream),
+    Tls(std::net::TcpStream, Box<rustls::ServerConnection>),
 }
 
 /// Bytes a read takes from a socket at most. They land in the shard thread's scratch buffer
@@ -490,6 +528,12 @@ impl<S> SharedStream<S> {
             self.spill_taken = 0;
         }
         true
+    }
+
+    /// From now on the library writes through `outbox` (which must write to the same socket,
+    /// after whatever the previous one held: see [`Outbox::move_onto`]).
+    pub fn set_outbox(&mut self, outbox: Rc<Outbox>) {
+        self.outbox = outbox;
     }
 }
 
@@ -781,6 +825,27 @@ pub mod tests {
         assert!(!outbox.is_enlisted());
         assert_eq!(outbox.uncork(), Sent::Written);
         assert_eq!(&*recorder.written.borrow(), b"a");
+    }
+
+    #[test]
+    fn a_moved_outbox_writes_the_new_socket_after_its_own_bytes() {
+        let old = Recorder::new(0);
+        let outbox = Outbox::new(old.clone(), None);
+        assert_eq!(outbox.send([bytes("cd")]), Sent::Pending);
+        let socket = Recorder::new(3);
+        let first = Outbox::new(socket.clone(), None);
+        assert_eq!(first.send([bytes("ab")]), Sent::Written);
+        socket.room.set(0);
+        assert_eq!(first.send([bytes("AB")]), Sent::Pending);
+        socket.room.set(5);
+        assert_eq!(outbox.move_onto(socket.clone(), &first), Sent::Written);
+        assert_eq!(&*socket.written.borrow(), b"abABcd");
+        assert_eq!(outbox.send([bytes("ef")]), Sent::Pending);
+        socket.room.set(100);
+        assert_eq!(outbox.write_now(), Sent::Written);
+        assert_eq!(&*socket.written.borrow(), b"abABcdef");
+        assert!(old.written.borrow().is_empty());
+        assert_eq!(first.send([bytes("x")]), Sent::Failed, "left detached");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-use crate::edge::socket::{Accepted, Source, Transport};
+use crate::edge::socket::{Accepted, Movable, Source, Transport};
 
 pub struct TlsSocket {
     tcp: TcpStream,
@@ -39,6 +39,29 @@ impl Accepted for TlsStream<TcpStream> {
     fn into_shared(self) -> Rc<TlsSocket> {
         let (tcp, tls) = self.into_inner();
         Rc::new(TlsSocket::new(tcp, tls))
+    }
+
+    fn into_movable(self) -> io::Result<Movable> {
+        let (tcp, tls) = self.into_inner();
+        Ok(Movable::Tls(tcp.into_std()?, Box::new(tls)))
+    }
+}
+
+/// A stream another core accepted, registered with this core's runtime.
+pub enum Settled {
+    Plain(Rc<TcpStream>),
+    Tls(Rc<TlsSocket>),
+}
+
+impl Movable {
+    /// Registers the stream with this core's runtime.
+    pub fn settle(self) -> io::Result<Settled> {
+        Ok(match self {
+            Movable::Plain(tcp) => Settled::Plain(Rc::new(TcpStream::from_std(tcp)?)),
+            Movable::Tls(tcp, tls) => {
+                Settled::Tls(Rc::new(TlsSocket::new(TcpStream::from_std(tcp)?, *tls)))
+            }
+        })
     }
 }
 

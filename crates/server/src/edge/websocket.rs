@@ -18,8 +18,9 @@ use tracing::{debug, info, warn};
 
 use crate::close::{
     CloseReason, DISK_FAILED_CLOSE, IDLE_CLOSE, REPLACED_CLOSE, SHUTDOWN_CLOSE, SLOW_READER_CLOSE,
-    UNWRITABLE_DROP,
+    UNWRITABLE_DROP, UPGRADE_REFUSED_CLOSE,
 };
+pub(crate) use crate::edge::side::OwnerSide;
 use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use crate::edge::{EdgeConn, EdgeTarget};
 use crate::http_head::Head;
@@ -30,7 +31,7 @@ use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{
     decode_large, expire_auth, on_large_decoded, on_message, Handled, LargeMessage,
 };
-use crate::owner::outbound::{encode_frames, ConnHandle, Route};
+use crate::owner::outbound::{encode_frames, Route};
 use crate::owner::sessions;
 use crate::session::new_session_id;
 use crate::shard::Shard;
@@ -51,9 +52,10 @@ pub(crate) const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
 /// when one arrives (they split messages into 16 KiB pieces).
 const READ_BUFFER_BYTES: usize = 512;
 
-type Socket<S> = WebSocketStream<SharedStream<S>>;
+pub(crate) type Socket<S> = WebSocketStream<SharedStream<S>>;
 
-/// Completes the upgrade and serves the connection until it ends.
+/// Completes the upgrade and serves the connection until it ends. (A WebSocket that names a
+/// long-polling session, `s`, is that session's move to a WebSocket: `longpoll::secondary`.)
 pub async fn serve_websocket<S: Accepted>(
     shard: Rc<Shard>,
     mut stream: S,
@@ -65,31 +67,16 @@ pub async fn serve_websocket<S: Accepted>(
     // connection's whole life (BENCHMARKS.md §9, idle connections).
     let upgrade = Upgrade::of(&head, &shard);
     drop(head);
-    let Some(accept) = upgrade.accept else {
-        let _ = stream
-            .write_all(
-                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            )
-            .await;
+    let Some(response) = upgrade.response else {
+        let _ = stream.write_all(BAD_UPGRADE).await;
         return;
     };
-    {
-        let response = format!(
-            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n",
-        );
-        drop(accept);
-        // (Flushing plain TCP does nothing; a TLS stream sends its records.)
-        if stream.write_all(response.as_bytes()).await.is_err() || stream.flush().await.is_err() {
-            return;
-        }
+    // (Flushing plain TCP does nothing; a TLS stream sends its records.)
+    if stream.write_all(response.as_bytes()).await.is_err() || stream.flush().await.is_err() {
+        return;
     }
-    // The library writes each control frame through at once (a buffer of 0): the outbox is
-    // the only buffer, so its frames and the pushes stay in order.
-    let config = WebSocketConfig::default()
-        .read_buffer_size(READ_BUFFER_BYTES)
-        .write_buffer_size(0)
-        .max_message_size(Some(MAX_MESSAGE_BYTES))
-        .max_frame_size(Some(MAX_MESSAGE_BYTES));
+    drop(response);
+    let config = websocket_config();
     let stream = stream.into_shared();
     let transport: Rc<dyn Transport> = stream.clone();
     let namespace = match namespace {
@@ -139,11 +126,58 @@ pub async fn serve_websocket<S: Accepted>(
     drop(upgrade.host);
     drop(upgrade.previous);
     let shared = SharedStream::new(stream, edge.outbox());
-    let mut socket =
+    let socket =
         WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;
-    let ended = run(&shard, &edge, &side, &mut socket).await;
-    detach_session(&shard, id, &side);
-    count_close(&shard, &ended);
+    serve_session(&shard, edge, side, socket).await;
+}
+
+/// The answer to an upgrade without a key.
+pub(crate) const BAD_UPGRADE: &[u8] =
+    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// The answer that completes an upgrade with `key`.
+pub(crate) fn accept_response(key: &str) -> String {
+    format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+        derive_accept_key(key.as_bytes())
+    )
+}
+
+/// The WebSocket library's settings for a realtime connection.
+pub(crate) fn websocket_config() -> WebSocketConfig {
+    // The library writes each control frame through at once (a buffer of 0): the outbox is
+    // the only buffer, so its frames and the pushes stay in order.
+    WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .write_buffer_size(0)
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES))
+}
+
+/// Serves the session of `edge` over `socket` until it ends, then ends it: with the owner,
+/// in the counters and the log, and on the socket.
+pub(crate) async fn serve_session<S: Source>(
+    shard: &Shard,
+    edge: Rc<EdgeConn>,
+    side: OwnerSide,
+    mut socket: Socket<S>,
+) {
+    let id = edge.id;
+    let ended = run(shard, &edge, &side, &mut socket).await;
+    detach_session(shard, id, &side);
+    end_socket(shard, id, ended, &mut socket).await;
+    edge.detach();
+}
+
+/// Counts, logs and (with a close frame, when the server closes it) ends a connection's
+/// socket.
+pub(crate) async fn end_socket<S: Source>(
+    shard: &Shard,
+    id: hearth_sync::ConnId,
+    ended: Ended,
+    socket: &mut Socket<S>,
+) {
+    count_close(shard, &ended);
     match ended {
         Ended::ByClient => {}
         Ended::Dropped(why) => info!(conn = id, reason = why, "connection dropped"),
@@ -157,13 +191,12 @@ pub async fn serve_websocket<S: Accepted>(
             let _ = tokio::time::timeout(write_timeout, socket.close(Some(reason.frame()))).await;
         }
     }
-    edge.detach();
 }
 
 /// What the upgrade needs of the request head, owned, so that the head can go at once.
 struct Upgrade {
-    /// The `Sec-WebSocket-Accept` answer; `None` when the upgrade is refused.
-    accept: Option<String>,
+    /// The answer that completes the upgrade; `None` without a key (refused).
+    response: Option<String>,
     /// The host the handshake names.
     host: String,
     /// The session the client replaces (`ls`).
@@ -172,15 +205,7 @@ struct Upgrade {
 
 impl Upgrade {
     fn of(head: &Head, shard: &Shard) -> Upgrade {
-        // A WebSocket naming a long-polling session (`s`) is the SDK's attempt to move that
-        // session onto a WebSocket. Hearth does not move sessions between transports:
-        // refused, the SDK drops the attempt and its session goes on polling
-        // (docs/long-polling.md).
-        let upgrade_of_long_poll = head.query_param("s").is_some();
-        let accept = head
-            .header("sec-websocket-key")
-            .filter(|_| !upgrade_of_long_poll)
-            .map(|key| derive_accept_key(key.as_bytes()));
+        let response = head.header("sec-websocket-key").map(accept_response);
         let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
             shard
                 .config
@@ -189,7 +214,7 @@ impl Upgrade {
                 .map_or_else(String::new, ToString::to_string)
         });
         Upgrade {
-            accept,
+            response,
             host,
             previous: head.query_param("ls").map(str::to_owned),
         }
@@ -207,6 +232,7 @@ fn count_close(shard: &Shard, ended: &Ended) {
             SLOW_READER_CLOSE => CloseCause::SlowReader,
             REPLACED_CLOSE => CloseCause::Replaced,
             DISK_FAILED_CLOSE => CloseCause::DiskFailed,
+            UPGRADE_REFUSED_CLOSE => CloseCause::UpgradeRefused,
             _ => CloseCause::Protocol,
         },
     };
@@ -255,14 +281,6 @@ pub(crate) fn detach_session(shard: &Shard, id: hearth_sync::ConnId, side: &Owne
         OwnerSide::Local(session) => sessions::close_connection(shard, session),
         OwnerSide::Remote(owner) => shard.release_connection(id, *owner),
     }
-}
-
-/// Where the connection's messages are handled.
-pub(crate) enum OwnerSide {
-    /// This core owns the connection's database: its session is here.
-    Local(Rc<ConnHandle>),
-    /// Another core owns it: whole messages are sent there.
-    Remote(usize),
 }
 
 /// Tells a client that asked for a database that cannot exist why, and closes.

@@ -9,7 +9,9 @@
 //!   out of the frames the owner encodes;
 //! - `session`: a session on its home core, an edge connection whose outbox is a mailbox
 //!   that polls empty, and what a poll does to it;
-//! - `task`: a session opened, run and ended.
+//! - `task`: a session opened, run and ended;
+//! - `switch`, `secondary`: a session's move to a WebSocket (the SDK's upgrade), on the
+//!   long-polling side and on the WebSocket's.
 //!
 //! A session is a session like a WebSocket one for everything above the transport, so
 //! everything but the transport (rules, listens, onDisconnect, budgets, durability) is the
@@ -17,8 +19,10 @@
 
 pub mod request;
 pub mod script;
+pub mod secondary;
 pub mod segments;
 pub mod session;
+pub mod switch;
 pub mod task;
 
 use std::rc::Rc;

@@ -14,6 +14,9 @@
 use thiserror::Error;
 use tokio::sync::oneshot;
 
+use crate::edge::socket::Movable;
+use crate::http_head::Head;
+use crate::namespace::NamespaceError;
 use crate::query_string::QueryString;
 use crate::rest::RestResponse;
 
@@ -72,6 +75,16 @@ pub struct SessionRef {
 pub struct Forwarded {
     pub request: LpRequest,
     pub reply: oneshot::Sender<RestResponse>,
+}
+
+/// A WebSocket naming a long-polling session (`s`) that landed on another core than the
+/// session's, on its way there with its socket and what was read of it
+/// (`longpoll::secondary`).
+pub struct MovedUpgrade {
+    pub stream: Movable,
+    pub head: Head,
+    pub leftover: Vec<u8>,
+    pub namespace: Result<String, NamespaceError>,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]

@@ -19,7 +19,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
 use crate::close::{CloseReason, MAX_OUTBOUND_BYTES};
-use crate::edge::socket::Transport;
+use crate::edge::side::OwnerSide;
+use crate::edge::socket::{Outbox, Transport};
 use crate::edge::EdgeConn;
 use crate::longpoll::request::Segment;
 use crate::longpoll::script::{self, script_answer, FrameReader};
@@ -78,6 +79,15 @@ impl Mailbox {
 
     pub(super) fn is_empty(&self) -> bool {
         self.messages.borrow().is_empty()
+    }
+
+    /// Appends a message of the transport itself after the waiting ones (the end of
+    /// transmission of a session that moves to a WebSocket), outside the outbox: nothing the
+    /// owner sends may come after it here.
+    pub(super) fn push_message(&self, text: &str) {
+        self.bytes.set(self.bytes.get() + text.len());
+        self.messages.borrow_mut().push_back(text.to_owned());
+        self.arrived.notify_one();
     }
 
     /// The waiting messages that fit in one answer (at least one).
@@ -152,22 +162,35 @@ pub struct LpSession {
     pub(super) ending: RefCell<Option<Option<CloseReason>>>,
     /// Wakes the task: a poll came, or the client left.
     pub(super) wake: Notify,
+    /// The database, which a WebSocket taking the session over must name too.
+    pub(super) namespace: String,
+    /// The random part of the handshake's session id (`<public id>.<secret>`), which a
+    /// WebSocket taking the session over names (`s`): the SDK sends no password then.
+    pub(super) secret: String,
+    /// The WebSocket waiting to take the session over, until the client switches.
+    pub(super) secondary: RefCell<Option<Secondary>>,
+    /// Set when the session moved to its WebSocket: the polls only get what waited, then the
+    /// close.
+    pub(super) switched: Cell<bool>,
 }
 
 impl LpSession {
     /// Whether `password` is this session's, compared in time independent of where they
     /// differ.
     pub fn accepts(&self, password: &str) -> bool {
-        let ours = self.password.as_bytes();
-        let theirs = password.as_bytes();
-        ours.len() == theirs.len()
-            && ours.iter().zip(theirs).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
+        same_secret(&self.password, password)
     }
 
     /// A poll: its segments are taken, the poll held before it is answered, and this one
     /// answered at once when messages wait, or held.
     pub fn poll(&self, segments: Vec<Segment>, reply: oneshot::Sender<RestResponse>) {
         self.last_request.set(Instant::now());
+        if self.switched.get() {
+            // The client sends nothing more here; it reads what waited, then the close.
+            let _ = reply.send(self.answer());
+            self.wake.notify_one();
+            return;
+        }
         let mut complete = Vec::new();
         {
             let mut reassembler = self.reassembler.borrow_mut();
@@ -203,15 +226,30 @@ impl LpSession {
         self.wake.notify_one();
     }
 
-    /// An answer with the messages that wait, or an empty one.
+    /// An answer with the messages that wait, or an empty one; once the session moved to a
+    /// WebSocket, the answer that empties the mailbox ends with the close.
     pub(super) fn answer(&self) -> RestResponse {
+        let mut text = self.take_answer();
+        if self.switched.get() && self.mailbox.is_empty() {
+            text.push_str(&self.close_text());
+        }
+        script_answer(text)
+    }
+
+    /// The messages that fit in one answer, numbered; empty when none wait.
+    fn take_answer(&self) -> String {
         let messages = self.mailbox.take();
         if messages.is_empty() {
-            return script_answer(String::new());
+            return String::new();
         }
         let number = self.next_answer.get();
         self.next_answer.set(number + 1);
-        script_answer(script::data(self.callback, number, &messages))
+        script::data(self.callback, number, &messages)
+    }
+
+    /// The close, after the last numbered answer.
+    fn close_text(&self) -> String {
+        script::close(self.callback, self.next_answer.get().checked_sub(1))
     }
 
     /// Answers the held poll when messages wait for it.
@@ -229,15 +267,32 @@ impl LpSession {
         let Some((held, _)) = self.held.borrow_mut().take() else {
             return;
         };
-        let messages = self.mailbox.take();
-        let mut text = String::new();
-        if !messages.is_empty() {
-            let number = self.next_answer.get();
-            self.next_answer.set(number + 1);
-            text.push_str(&script::data(self.callback, number, &messages));
-        }
-        let last = self.next_answer.get().checked_sub(1);
-        text.push_str(&script::close(self.callback, last));
+        let mut text = self.take_answer();
+        text.push_str(&self.close_text());
         let _ = held.send(script_answer(text));
     }
+}
+
+/// A WebSocket waiting to take a session over.
+pub(crate) struct Secondary {
+    /// Its socket, which the session's outbox writes from the switch on.
+    pub(crate) transport: Rc<dyn Transport>,
+    /// What the WebSocket wrote before the switch (the upgrade's answer, its
+    /// acknowledgement, pongs) and its socket has not taken yet: it leaves first.
+    pub(crate) first: Rc<Outbox>,
+    /// Where the session goes at the switch.
+    pub(crate) handover: oneshot::Sender<Handover>,
+}
+
+/// What a WebSocket gets at the switch: the session to serve.
+pub(crate) struct Handover {
+    pub(crate) edge: Rc<EdgeConn>,
+    pub(crate) side: OwnerSide,
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+pub fn same_secret(ours: &str, theirs: &str) -> bool {
+    let ours = ours.as_bytes();
+    let theirs = theirs.as_bytes();
+    ours.len() == theirs.len() && ours.iter().zip(theirs).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
 }

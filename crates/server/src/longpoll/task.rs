@@ -9,8 +9,8 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use hearth_wire::{encode_handshake, without_lone_surrogates};
-use tokio::sync::Notify;
+use hearth_wire::{control_type, encode_handshake, without_lone_surrogates};
+use tokio::sync::{oneshot, Notify};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
@@ -22,7 +22,8 @@ use crate::edge::websocket::{
 use crate::edge::EdgeConn;
 use crate::link::ToOwner;
 use crate::longpoll::script::{self, script_answer};
-use crate::longpoll::session::{LpSession, Mailbox};
+use crate::longpoll::session::{Handover, LpSession, Mailbox};
+use crate::longpoll::switch::linger;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
@@ -53,11 +54,15 @@ pub fn start(
     if shard.long_polls.len() >= MAX_SESSIONS_PER_SHARD {
         return RestResponse::error(503, "too many long-polling sessions");
     }
-    let (Ok(session_id), Ok(password)) = (new_session_id(), new_session_id()) else {
+    let (Ok(secret), Ok(password)) = (new_session_id(), new_session_id()) else {
         warn!("no session id: the random source failed; refusing a long poll");
         return RestResponse::error(503, "no session id");
     };
     let conn = shard.next_conn_id();
+    let public_id = format!("{}-{}", shard.index, conn);
+    // The handshake's session id names the session's public id too, so that the WebSocket
+    // that takes the session over (`s`, on any core) finds its home (`longpoll::secondary`).
+    let session_id = format!("{public_id}.{secret}");
     let mailbox = Rc::new(Mailbox::default());
     let transport: Rc<dyn Transport> = mailbox.clone();
     let edge = Rc::new(EdgeConn::new(
@@ -73,10 +78,16 @@ pub fn start(
         &host,
         &session_id,
     ))]);
-    let side = attach(shard, &edge, namespace, session_id, previous.as_deref());
+    let side = attach(
+        shard,
+        &edge,
+        namespace.clone(),
+        session_id,
+        previous.as_deref(),
+    );
     let session = Rc::new(LpSession {
         conn,
-        public_id: format!("{}-{}", shard.index, conn),
+        public_id,
         password,
         callback,
         edge,
@@ -88,6 +99,10 @@ pub fn start(
         last_request: Cell::new(Instant::now()),
         ending: RefCell::default(),
         wake: Notify::new(),
+        namespace,
+        secret,
+        secondary: RefCell::default(),
+        switched: Cell::new(false),
     });
     let first = session.mailbox.take();
     if !first.is_empty() {
@@ -98,7 +113,27 @@ pub fn start(
     debug!(conn, "long-polling session opened");
     let shard = shard.clone();
     tokio::task::spawn_local(async move {
-        let reason = run(&shard, &session, &side).await;
+        let reason = match run(&shard, &session, &side).await {
+            Outcome::Ended(reason) => reason,
+            Outcome::Switched(handover) => {
+                debug!(
+                    conn = session.conn,
+                    "long-polling session moved to a WebSocket"
+                );
+                let edge = session.edge.clone();
+                if let Err(Handover { side, .. }) = handover.send(Handover { edge, side }) {
+                    // Its WebSocket's task is gone (it drops its place before it goes, so
+                    // this is only a safeguard): nobody can serve the session any more.
+                    detach_session(&shard, session.conn, &side);
+                    session.edge.detach();
+                }
+                linger(&shard, &session).await;
+                shard.long_polls.remove(&session.public_id);
+                return;
+            }
+        };
+        // A WebSocket waiting to take the session over is refused now.
+        session.secondary.borrow_mut().take();
         session.answer_close();
         shard.long_polls.remove(&session.public_id);
         detach_session(&shard, session.conn, &side);
@@ -113,24 +148,46 @@ pub fn start(
     script_answer(answer)
 }
 
-/// The session's loop, until the client goes or the server closes it; the reason the server
-/// closed it, if it did.
-async fn run(shard: &Shard, session: &LpSession, side: &OwnerSide) -> Option<CloseReason> {
+/// How a session's loop ended.
+enum Outcome {
+    /// The client went, or the server closed the session (with its reason).
+    Ended(Option<CloseReason>),
+    /// The session moved to a WebSocket, which is handed it through this channel.
+    Switched(oneshot::Sender<Handover>),
+}
+
+/// The session's loop, until the client goes, the server closes it, or it moves to a
+/// WebSocket.
+async fn run(shard: &Shard, session: &LpSession, side: &OwnerSide) -> Outcome {
+    match serve(shard, session, side).await {
+        Ok(reason) => Outcome::Ended(reason),
+        Err(handover) => Outcome::Switched(handover),
+    }
+}
+
+/// [`run`]'s loop: the reason the server closed the session, if it did; `Err` when it moved.
+async fn serve(
+    shard: &Shard,
+    session: &LpSession,
+    side: &OwnerSide,
+) -> Result<Option<CloseReason>, oneshot::Sender<Handover>> {
     let mut shutdown = shard.shutdown.clone();
     let idle = shard.config.idle_timeout;
     let edge = &session.edge;
     loop {
         if let Some(reason) = edge.closing() {
-            return Some(reason);
+            return Ok(Some(reason));
         }
         if let Some(reason) = session.ending.borrow().clone() {
-            return reason;
+            return Ok(reason);
         }
         if edge.write_failed() {
-            return None;
+            return Ok(None);
         }
-        if let Err(reason) = hand_over(shard, session, side).await {
-            return Some(reason);
+        match hand_over(shard, session, side).await {
+            Ok(HandedOver::All) => {}
+            Ok(HandedOver::Switched(handover)) => return Err(handover),
+            Err(reason) => return Ok(Some(reason)),
         }
         session.answer_held_if_ready();
         let held_since = session.held.borrow().as_ref().map(|(_, since)| *since);
@@ -139,14 +196,14 @@ async fn run(shard: &Shard, session: &LpSession, side: &OwnerSide) -> Option<Clo
         tokio::select! {
             biased;
             _ = shutdown.changed() => {
-                return Some(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
+                return Ok(Some(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE)));
             }
             _ = edge.notified() => {}
             _ = session.wake.notified() => {}
             _ = session.mailbox.arrived.notified() => {}
             written = edge.drained(), if edge.has_pending() => {
                 if written.is_err() {
-                    return None;
+                    return Ok(None);
                 }
             }
             // The held poll's connection closed before its answer: the page went away (a
@@ -154,7 +211,7 @@ async fn run(shard: &Shard, session: &LpSession, side: &OwnerSide) -> Option<Clo
             // a new session), so the session ends now and its onDisconnect writes run.
             _ = held_dropped(session), if held_since.is_some() => {
                 if held_poll_dropped(session) {
-                    return None;
+                    return Ok(None);
                 }
             }
             _ = sleep_until(hold_ends), if hold_ends.is_some() => {
@@ -166,7 +223,7 @@ async fn run(shard: &Shard, session: &LpSession, side: &OwnerSide) -> Option<Clo
             // idle timeout to poll again.
             _ = tokio::time::sleep_until(idle_ends.into()), if held_since.is_none() => {
                 if session.last_request.get().elapsed() >= idle {
-                    return Some(CloseReason::new(CloseCode::Away, IDLE_CLOSE));
+                    return Ok(Some(CloseReason::new(CloseCode::Away, IDLE_CLOSE)));
                 }
             }
             _ = auth_expiry(edge.auth_expiry()) => match side {
@@ -216,17 +273,34 @@ async fn auth_expiry(expires_at: Option<u64>) {
     }
 }
 
+/// How far [`hand_over`] went.
+enum HandedOver {
+    /// Every message of the client is with the owner.
+    All,
+    /// The client ended its transmission here to move to the WebSocket that waits: the
+    /// session switched, and goes to that WebSocket through this channel.
+    Switched(oneshot::Sender<Handover>),
+}
+
 /// Hands the client's complete messages to the owner, in order, as a WebSocket connection's
-/// are handed over (`edge::websocket`).
+/// are handed over (`edge::websocket`), up to the end of transmission of a move to a
+/// WebSocket.
 async fn hand_over(
     shard: &Shard,
     session: &LpSession,
     side: &OwnerSide,
-) -> Result<(), CloseReason> {
+) -> Result<HandedOver, CloseReason> {
     loop {
         let Some(message) = session.inbound.borrow_mut().pop_front() else {
-            return Ok(());
+            return Ok(HandedOver::All);
         };
+        if session.has_secondary() && control_type(&message).as_deref() == Some("n") {
+            if let Some(handover) = session.switch() {
+                // The client sends nothing after its `n` here.
+                session.inbound.borrow_mut().clear();
+                return Ok(HandedOver::Switched(handover));
+            }
+        }
         match side {
             OwnerSide::Local(handle) => {
                 shard.owner.outgoing().room().await;
