@@ -16,10 +16,7 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info, warn};
 
-use crate::close::{
-    CloseReason, DISK_FAILED_CLOSE, IDLE_CLOSE, REPLACED_CLOSE, SHUTDOWN_CLOSE, SLOW_READER_CLOSE,
-    UNWRITABLE_DROP, UPGRADE_REFUSED_CLOSE,
-};
+use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE, UNWRITABLE_DROP};
 pub(crate) use crate::edge::side::OwnerSide;
 use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use crate::edge::{EdgeConn, EdgeTarget};
@@ -226,15 +223,7 @@ fn count_close(shard: &Shard, ended: &Ended) {
     let cause = match ended {
         Ended::ByClient => CloseCause::Client,
         Ended::Dropped(_) => CloseCause::Unwritable,
-        Ended::Closed(reason) => match reason.text.as_str() {
-            SHUTDOWN_CLOSE => CloseCause::Shutdown,
-            IDLE_CLOSE => CloseCause::Idle,
-            SLOW_READER_CLOSE => CloseCause::SlowReader,
-            REPLACED_CLOSE => CloseCause::Replaced,
-            DISK_FAILED_CLOSE => CloseCause::DiskFailed,
-            UPGRADE_REFUSED_CLOSE => CloseCause::UpgradeRefused,
-            _ => CloseCause::Protocol,
-        },
+        Ended::Closed(reason) => CloseCause::of_reason(&reason.text),
     };
     shard.counters.websocket_closed(cause);
 }

@@ -24,6 +24,7 @@ use crate::link::ToOwner;
 use crate::longpoll::script::{self, script_answer};
 use crate::longpoll::session::{Handover, LpSession, Mailbox};
 use crate::longpoll::switch::linger;
+use crate::metrics::labels::{CloseCause, SessionTransport};
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
@@ -137,6 +138,12 @@ pub fn start(
         session.answer_close();
         shard.long_polls.remove(&session.public_id);
         detach_session(&shard, session.conn, &side);
+        let cause = reason
+            .as_ref()
+            .map_or(CloseCause::Client, |reason| CloseCause::of_reason(&reason.text));
+        shard
+            .counters
+            .session_closed(SessionTransport::LongPoll, cause);
         match reason {
             Some(reason) if reason.text != SHUTDOWN_CLOSE => {
                 info!(conn = session.conn, reason = %reason.text, "closing long-polling session");

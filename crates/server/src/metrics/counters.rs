@@ -8,13 +8,17 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::histogram::{HistogramSnapshot, LocalHistogram};
-use super::labels::{Channel, CloseCause, HttpRefusal, Outcome, RequestKind};
+use super::labels::{
+    Channel, CloseCause, HttpRefusal, Outcome, RequestKind, SessionTransport, StreamEnd,
+};
 
 const KINDS: usize = RequestKind::ALL.len();
 const OUTCOMES: usize = Outcome::ALL.len();
 const CAUSES: usize = CloseCause::ALL.len();
 const REFUSALS: usize = HttpRefusal::ALL.len();
 const CHANNELS: usize = Channel::ALL.len();
+const TRANSPORTS: usize = SessionTransport::ALL.len();
+const STREAM_ENDS: usize = StreamEnd::ALL.len();
 
 fn add(cell: &Cell<u64>, count: u64) {
     cell.set(cell.get().wrapping_add(count));
@@ -34,6 +38,10 @@ pub struct ShardCounters {
     messages_in: Cell<u64>,
     websockets_opened: Cell<u64>,
     closes: [Cell<u64>; CAUSES],
+    /// Long-polling and WebTransport sessions that ended, by transport and cause.
+    session_closes: [[Cell<u64>; CAUSES]; TRANSPORTS],
+    /// Event streams the server ended, by why.
+    stream_ends: [Cell<u64>; STREAM_ENDS],
     http_refused: [Cell<u64>; REFUSALS],
     streams_opened: Cell<u64>,
     /// REST requests this core read for a database another core owns.
@@ -83,6 +91,14 @@ impl ShardCounters {
 
     pub fn websocket_closed(&self, cause: CloseCause) {
         add(&self.closes[cause as usize], 1);
+    }
+
+    pub fn session_closed(&self, transport: SessionTransport, cause: CloseCause) {
+        add(&self.session_closes[transport as usize][cause as usize], 1);
+    }
+
+    pub fn stream_ended(&self, end: StreamEnd) {
+        add(&self.stream_ends[end as usize], 1);
     }
 
     pub fn http_refused(&self, refusal: HttpRefusal) {
@@ -165,6 +181,8 @@ impl ShardCounters {
             messages_in: self.messages_in.get(),
             websockets_opened: self.websockets_opened.get(),
             closes: copy(&self.closes),
+            session_closes: self.session_closes.iter().map(|row| copy(row)).collect(),
+            stream_ends: copy(&self.stream_ends),
             http_refused: copy(&self.http_refused),
             streams_opened: self.streams_opened.get(),
             rest_forwarded: self.rest_forwarded.get(),
@@ -196,6 +214,10 @@ pub struct CounterSnapshot {
     pub websockets_opened: u64,
     /// By [`CloseCause`].
     pub closes: Vec<u64>,
+    /// By [`SessionTransport`], then [`CloseCause`].
+    pub session_closes: Vec<Vec<u64>>,
+    /// By [`StreamEnd`].
+    pub stream_ends: Vec<u64>,
     /// By [`HttpRefusal`].
     pub http_refused: Vec<u64>,
     pub streams_opened: u64,
@@ -235,6 +257,14 @@ impl CounterSnapshot {
         self.messages_in += other.messages_in;
         self.websockets_opened += other.websockets_opened;
         add_all(&mut self.closes, &other.closes);
+        if self.session_closes.len() < other.session_closes.len() {
+            self.session_closes
+                .resize(other.session_closes.len(), Vec::new());
+        }
+        for (row, more) in self.session_closes.iter_mut().zip(&other.session_closes) {
+            add_all(row, more);
+        }
+        add_all(&mut self.stream_ends, &other.stream_ends);
         add_all(&mut self.http_refused, &other.http_refused);
         self.streams_opened += other.streams_opened;
         self.rest_forwarded += other.rest_forwarded;

@@ -11,7 +11,9 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::histogram::HistogramSnapshot;
-use super::labels::{Channel, CloseCause, HttpRefusal, Outcome, RequestKind};
+use super::labels::{
+    Channel, CloseCause, HttpRefusal, Outcome, RequestKind, SessionTransport, StreamEnd,
+};
 use super::snapshot::{DatabaseLoad, ServerSnapshot};
 
 /// The `Content-Type` of the answer.
@@ -186,6 +188,34 @@ impl Collector for Scraped {
             "cause",
             CloseCause::ALL.map(CloseCause::label),
             &total.closes,
+        )?;
+        let session_closes = SessionTransport::ALL.iter().flat_map(|&transport| {
+            let counts = total.session_closes.get(transport as usize);
+            CloseCause::ALL.map(move |cause| {
+                let count = counts
+                    .and_then(|row| row.get(cause as usize))
+                    .copied()
+                    .unwrap_or(0);
+                (
+                    [("transport", transport.label()), ("cause", cause.label())],
+                    Value::Count(count),
+                )
+            })
+        });
+        family(
+            e,
+            "sessions_closed",
+            "Long-polling and WebTransport sessions that ended, by transport and cause (as websocket_connections_closed).",
+            MetricType::Counter,
+            session_closes,
+        )?;
+        counters_by(
+            e,
+            "event_streams_ended_by_server",
+            "REST event streams the server ended, by cause (cancel: read permission withdrawn; auth_revoked: the credential expired; slow_reader: the queue limit; answers_busy: the answer budget).",
+            "cause",
+            StreamEnd::ALL.map(StreamEnd::label),
+            &total.stream_ends,
         )?;
         counter(
             e,

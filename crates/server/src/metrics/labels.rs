@@ -4,6 +4,11 @@
 
 use hearth_sync::{Request, Status};
 
+use crate::close::{
+    DISK_FAILED_CLOSE, IDLE_CLOSE, REPLACED_CLOSE, SHUTDOWN_CLOSE, SLOW_READER_CLOSE,
+    UPGRADE_REFUSED_CLOSE,
+};
+
 /// What a request asked for: the realtime protocol's actions and the REST methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestKind {
@@ -255,6 +260,69 @@ impl CloseCause {
             CloseCause::Protocol => "protocol",
             CloseCause::Shutdown => "shutdown",
             CloseCause::UpgradeRefused => "upgrade_refused",
+        }
+    }
+
+    /// The cause of a close the server decided, by its reason's text (`close.rs`); a reason
+    /// not named there is a protocol error's.
+    pub fn of_reason(text: &str) -> CloseCause {
+        match text {
+            SHUTDOWN_CLOSE => CloseCause::Shutdown,
+            IDLE_CLOSE => CloseCause::Idle,
+            SLOW_READER_CLOSE => CloseCause::SlowReader,
+            REPLACED_CLOSE => CloseCause::Replaced,
+            DISK_FAILED_CLOSE => CloseCause::DiskFailed,
+            UPGRADE_REFUSED_CLOSE => CloseCause::UpgradeRefused,
+            _ => CloseCause::Protocol,
+        }
+    }
+}
+
+/// The sessions other than WebSocket connections whose ends are counted by [`CloseCause`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionTransport {
+    LongPoll,
+    WebTransport,
+}
+
+impl SessionTransport {
+    pub const ALL: [SessionTransport; 2] = [SessionTransport::LongPoll, SessionTransport::WebTransport];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            SessionTransport::LongPoll => "long_poll",
+            SessionTransport::WebTransport => "webtransport",
+        }
+    }
+}
+
+/// Why the server ended a REST event stream (one the client ends is not counted here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The stream's read permission was withdrawn (`cancel`).
+    Cancel,
+    /// Its credential expired or was revoked (`auth_revoked`).
+    AuthRevoked,
+    /// The client read too slowly: its queue passed the per-connection limit.
+    SlowReader,
+    /// An event did not fit in the server's answer budget.
+    AnswersBusy,
+}
+
+impl StreamEnd {
+    pub const ALL: [StreamEnd; 4] = [
+        StreamEnd::Cancel,
+        StreamEnd::AuthRevoked,
+        StreamEnd::SlowReader,
+        StreamEnd::AnswersBusy,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            StreamEnd::Cancel => "cancel",
+            StreamEnd::AuthRevoked => "auth_revoked",
+            StreamEnd::SlowReader => "slow_reader",
+            StreamEnd::AnswersBusy => "answers_busy",
         }
     }
 }

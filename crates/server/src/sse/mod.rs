@@ -95,7 +95,8 @@ pub async fn open_remote_stream(
         request.style.export,
         Tagger::open(),
     )
-    .counted_in(shard.config.http.clone());
+    .counted_in(shard.config.http.clone())
+    .counted_by(shard.counters.clone());
     let queue = Rc::new(queue);
     shard.edge.hold(id, EdgeTarget::Stream(queue.clone()));
     let (opened, answer) = oneshot::channel();
@@ -160,7 +161,8 @@ fn new_handle(
         path.clone(),
         request.style.export,
         shard.tagger(namespace),
-    ))
+    )
+    .counted_by(shard.counters.clone()))
 }
 
 /// Registers the stream as a session of its database and listens at its path; the first

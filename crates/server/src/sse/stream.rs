@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::task::Waker;
 
 use bytes::Bytes;
+use tracing::info;
 use hearth_sync::{ConnId, Push};
 use hearth_tree::Path;
 use hearth_wire::{encode_sse_payload, SSE_AUTH_REVOKED, SSE_CANCEL, SSE_EVENT_END};
@@ -17,6 +18,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use crate::budget::SharedBudgets;
 use crate::close::CloseReason;
 use crate::link::{EdgeItem, Outgoing};
+use crate::metrics::ShardCounters;
+use crate::metrics::labels::StreamEnd;
 use crate::persist::{HeldQueue, Pushed, Tagger};
 
 /// The shard's handle on one open event stream.
@@ -39,6 +42,8 @@ pub struct StreamHandle {
     remote: Option<(usize, Rc<Outgoing>)>,
     /// Whether the edge was told to end the stream.
     close_sent: Cell<bool>,
+    /// Where the ends the server decides are counted; `None` in tests of the queue alone.
+    counters: Option<Rc<ShardCounters>>,
 }
 
 impl StreamHandle {
@@ -60,7 +65,32 @@ impl StreamHandle {
             budgets: None,
             remote: None,
             close_sent: Cell::new(false),
+            counters: None,
         }
+    }
+
+    /// Counts the ends of the stream that the server decides in `counters`.
+    pub fn counted_by(mut self, counters: Rc<ShardCounters>) -> StreamHandle {
+        self.counters = Some(counters);
+        self
+    }
+
+    /// Ends the stream for `end`, said in the log and counted (once: later causes of a stream
+    /// already closing are not counted).
+    fn end_by_server(&self, end: StreamEnd) {
+        if self.closing.get() {
+            return;
+        }
+        info!(
+            conn = self.id,
+            namespace = %self.namespace,
+            cause = end.label(),
+            "ending event stream"
+        );
+        if let Some(counters) = &self.counters {
+            counters.stream_ended(end);
+        }
+        self.close();
     }
 
     /// Sends the released chunks and the close to the stream's HTTP connection on core `edge`.
@@ -86,7 +116,7 @@ impl StreamHandle {
         let bytes: usize = chunks.iter().map(Bytes::len).sum();
         if let Some(budgets) = &self.budgets {
             if !budgets.answers.try_take(bytes) {
-                self.close();
+                self.end_by_server(StreamEnd::AnswersBusy);
                 return;
             }
         }
@@ -97,7 +127,7 @@ impl StreamHandle {
             Pushed::Held => {}
             Pushed::Overflow => {
                 self.give_back(queued + bytes);
-                self.close();
+                self.end_by_server(StreamEnd::SlowReader);
             }
         }
     }
@@ -161,14 +191,14 @@ impl StreamHandle {
     /// the stream. (`route_effects` calls this for an `Effect::Cancel` aimed at the stream.)
     pub fn cancel(&self) {
         self.send(&[Bytes::from_static(SSE_CANCEL)]);
-        self.close();
+        self.end_by_server(StreamEnd::Cancel);
     }
 
     /// The stream's credential expired or was revoked: sends `auth_revoked` and ends the
     /// stream; the client reconnects with a fresh credential.
     pub fn revoke_auth(&self) {
         self.send(&[Bytes::from_static(SSE_AUTH_REVOKED)]);
-        self.close();
+        self.end_by_server(StreamEnd::AuthRevoked);
     }
 
     /// Ends the stream once what is queued has been sent.
@@ -302,6 +332,29 @@ mod tests {
             drain(&at_a),
             "event: put\ndata: {\"path\":\"/b\",\"data\":{\"c\":1}}\n\n"
         );
+    }
+
+    #[test]
+    fn the_ends_the_server_decides_are_counted_once_by_cause() {
+        let counters = Rc::new(ShardCounters::default());
+        let open = || {
+            StreamHandle::new(1, "ns".into(), Path::root(), false, Tagger::open())
+                .counted_by(counters.clone())
+        };
+        let cancelled = open();
+        cancelled.cancel();
+        cancelled.cancel();
+        cancelled.revoke_auth();
+        open().revoke_auth();
+        let slow = open();
+        slow.send(&[Bytes::from(vec![b'x'; crate::close::MAX_OUTBOUND_BYTES + 1])]);
+        let closed_by_client = open();
+        closed_by_client.close();
+        let ends = counters.snapshot().stream_ends;
+        assert_eq!(ends[StreamEnd::Cancel as usize], 1);
+        assert_eq!(ends[StreamEnd::AuthRevoked as usize], 1);
+        assert_eq!(ends[StreamEnd::SlowReader as usize], 1);
+        assert_eq!(ends[StreamEnd::AnswersBusy as usize], 0);
     }
 
     #[test]

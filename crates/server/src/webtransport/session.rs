@@ -19,7 +19,7 @@ use bytes::Bytes;
 use hearth_wire::encode_handshake;
 use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tracing::debug;
+use tracing::{debug, info};
 use wtransport::endpoint::IncomingSession;
 use wtransport::{Connection, RecvStream, SendStream, VarInt};
 
@@ -28,6 +28,7 @@ use crate::edge::socket::Transport;
 use crate::edge::websocket::{attach, detach_session, send_to_owner, OwnerSide};
 use crate::edge::EdgeConn;
 use crate::link::ToOwner;
+use crate::metrics::labels::{CloseCause, SessionTransport};
 use crate::namespace::resolve;
 use crate::owner::dispatch::{expire_auth, on_message, Handled};
 use crate::owner::outbound::encode_frames;
@@ -122,9 +123,19 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, open: Rc
     let writer = tokio::task::spawn_local(write_lines(outlet.clone(), edge.clone(), send));
     let ended = run(&shard, &edge, &outlet, &side, &connection, recv).await;
     detach_session(&shard, id, &side);
+    let cause = ended
+        .as_ref()
+        .map_or(CloseCause::Client, |reason| CloseCause::of_reason(&reason.text));
+    shard
+        .counters
+        .session_closed(SessionTransport::WebTransport, cause);
     match ended {
         Some(reason) => {
-            debug!(conn = id, reason = %reason.text, "closing WebTransport session");
+            if reason.text == SHUTDOWN_CLOSE {
+                debug!(conn = id, reason = %reason.text, "closing WebTransport session");
+            } else {
+                info!(conn = id, reason = %reason.text, "closing WebTransport session");
+            }
             // What waits on the stream goes first, for a moment.
             let _ = tokio::time::timeout(std::time::Duration::from_secs(1), outlet.drained()).await;
             connection.close(
