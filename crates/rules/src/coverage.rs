@@ -610,7 +610,9 @@ mod tests {
         for i in 0..(MAX_COVERAGE_VALUES + 5) {
             let long = format!("{i}{}", "x".repeat(MAX_COVERAGE_VALUE_CHARS * 2));
             let new = old.set(&path, Node::from_json(&json!(long)).expect("json"));
-            rules.can_write_with(&old, &new, &path, &json!(null), 0, Some(&mut coverage));
+            let decision =
+                rules.can_write_with(&old, &new, &path, &json!(null), 0, Some(&mut coverage));
+            assert!(decision.is_allowed());
         }
         let report = report(&coverage, &rules);
         let val = find(&report["exprs"][0], "newData.val()").expect("node");

@@ -72,6 +72,15 @@ pub fn parse_request(
         return Err(bad_request(
             "/.ws is the realtime endpoint: it needs a WebSocket upgrade as the first request of a connection",
         ));
+    } else if path == "/.inspect/coverage" || path == "/.inspect/coverage.json" {
+        // As the emulator's: no credential asked. It answers only in development, where any
+        // client may be an admin (the `owner` token), and shows rule text and outcomes.
+        if parts.method != Method::GET && parts.method != Method::HEAD {
+            return Err(method_not_allowed("GET, HEAD, OPTIONS"));
+        }
+        Endpoint::Coverage {
+            html: path == "/.inspect/coverage",
+        }
     } else if path == "/.settings" || path.starts_with("/.settings/") {
         settings_endpoint(parts, path, &query, &auth)?
     } else if let Some(data_path) = path.strip_suffix(".json") {
