@@ -480,6 +480,16 @@ mod tests {
     }
 
     #[test]
+    fn coverage_is_read_without_a_credential() {
+        let json = parse("GET", "/.inspect/coverage.json?ns=demo", &[]);
+        assert!(matches!(json.endpoint, Endpoint::Coverage { html: false }));
+        assert_eq!(json.namespace, "demo");
+        let page = parse("GET", "/.inspect/coverage?ns=demo", &[]);
+        assert!(matches!(page.endpoint, Endpoint::Coverage { html: true }));
+        assert_eq!(refuse("PUT", "/.inspect/coverage.json", &[]).0, 405);
+    }
+
+    #[test]
     fn settings_need_an_admin() {
         assert_eq!(refuse("GET", "/.settings/rules.json", &[]).0, 401);
         let get = parse(
