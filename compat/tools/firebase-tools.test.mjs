@@ -2,8 +2,9 @@
 // through FIREBASE_DATABASE_EMULATOR_HOST, as a project using the emulator runs them.
 //
 // firebase-tools is installed on first use into .artifacts/firebase-tools-<version> (npm
-// registry; a few minutes, reused afterwards), not as a dependency of the suite: it is large
-// and only this file needs it. Run: npm run test:firebase-tools.
+// registry, about a minute, reused afterwards: tools/install-firebase-tools.mjs, which
+// scripts/test starts in the background early), not as a dependency of the suite: it is
+// large and only this file needs it. Run: npm run test:firebase-tools.
 //
 // Two quirks of firebase-tools 15 shape the test, not Hearth:
 // * It asks for a signed-in account before any database command, even against an emulator,
@@ -16,23 +17,12 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { useHearth } from '../lib/harness.mjs';
-import { ARTIFACTS_DIR } from '../lib/server.mjs';
-
-const VERSION = '15.34.2';
-const PREFIX = path.join(ARTIFACTS_DIR, `firebase-tools-${VERSION}`);
-const CLI = path.join(PREFIX, 'node_modules', '.bin', 'firebase');
-
-function installFirebaseTools() {
-  if (fs.existsSync(CLI)) return;
-  fs.mkdirSync(PREFIX, { recursive: true });
-  execFileSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--loglevel=error',
-    '--prefix', PREFIX, `firebase-tools@${VERSION}`], { stdio: 'inherit' });
-}
+import { FIREBASE_CLI as CLI, installFirebaseTools } from './install-firebase-tools.mjs';
 
 /** A configuration directory holding a signed-in account, as `firebase login` leaves it. */
 function fakeLogin() {

@@ -9,6 +9,7 @@
 use hearth_query::QueryParams;
 use hearth_tree::{Key, Node, Path};
 
+use crate::coverage::Coverage;
 use crate::decision::{Decision, Denial, DenialReason, RuleKind, RuleOutcome, RuleSite};
 use crate::document::{Rule, RuleNode};
 use crate::eval::{eval_rule, Budget, Env};
@@ -32,6 +33,20 @@ impl Rules {
         query: Option<&QueryParams>,
         now_ms: u64,
     ) -> Decision {
+        self.can_read_with(root, path, auth, query, now_ms, None)
+    }
+
+    /// [`Rules::can_read`], recording what its expressions evaluate to in `coverage` (when it
+    /// is the record of these rules).
+    pub fn can_read_with(
+        &self,
+        root: &Node,
+        path: &Path,
+        auth: &serde_json::Value,
+        query: Option<&QueryParams>,
+        now_ms: u64,
+        coverage: Option<&mut Coverage>,
+    ) -> Decision {
         let owned;
         let vars = match query {
             None => &UNQUERIED,
@@ -43,7 +58,7 @@ impl Rules {
         let keys = path.keys();
         let mut old: Vec<Node> = Vec::with_capacity(keys.len() + 1);
         old.push(root.clone());
-        let mut budget = Budget::new(self.step_budget);
+        let mut budget = Budget::observed(self.step_budget, self.observer(coverage));
         let mut node = &self.root;
         let mut last: Option<(&Rule, usize, Option<EvalError>)> = None;
         for depth in 0..=keys.len() {
@@ -96,7 +111,21 @@ impl Rules {
         auth: &serde_json::Value,
         now_ms: u64,
     ) -> Decision {
-        self.check_targets(old_root, new_root, std::slice::from_ref(path), auth, now_ms)
+        self.can_write_with(old_root, new_root, path, auth, now_ms, None)
+    }
+
+    /// [`Rules::can_write`], recording in `coverage` (see [`Rules::can_read_with`]).
+    pub fn can_write_with(
+        &self,
+        old_root: &Node,
+        new_root: &Node,
+        path: &Path,
+        auth: &serde_json::Value,
+        now_ms: u64,
+        coverage: Option<&mut Coverage>,
+    ) -> Decision {
+        let targets = std::slice::from_ref(path);
+        self.check_targets(old_root, new_root, targets, auth, now_ms, coverage)
     }
 
     /// May a client apply a multi-location update at `base`, writing each of
@@ -114,11 +143,31 @@ impl Rules {
         auth: &serde_json::Value,
         now_ms: u64,
     ) -> Decision {
+        self.can_update_with(old_root, new_root, base, relative_paths, auth, now_ms, None)
+    }
+
+    /// [`Rules::can_update`], recording in `coverage` (see [`Rules::can_read_with`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn can_update_with(
+        &self,
+        old_root: &Node,
+        new_root: &Node,
+        base: &Path,
+        relative_paths: &[Path],
+        auth: &serde_json::Value,
+        now_ms: u64,
+        coverage: Option<&mut Coverage>,
+    ) -> Decision {
         let mut targets: Vec<Path> = relative_paths.iter().map(|rel| base.join(rel)).collect();
         // Sorted, consecutive targets share their longest common ancestors, which then need
         // validating only once.
         targets.sort();
-        self.check_targets(old_root, new_root, &targets, auth, now_ms)
+        self.check_targets(old_root, new_root, &targets, auth, now_ms, coverage)
+    }
+
+    /// `coverage` if it is the record of these rules.
+    fn observer<'c>(&self, coverage: Option<&'c mut Coverage>) -> Option<&'c mut Coverage> {
+        coverage.filter(|coverage| coverage.is_for(self))
     }
 
     fn check_targets(
@@ -128,6 +177,7 @@ impl Rules {
         targets: &[Path],
         auth: &serde_json::Value,
         now_ms: u64,
+        coverage: Option<&mut Coverage>,
     ) -> Decision {
         let mut writer = Writer {
             rules: self,
@@ -139,7 +189,7 @@ impl Rules {
             keys: Vec::new(),
             old: Vec::new(),
             new: Vec::new(),
-            budget: Budget::new(self.step_budget),
+            budget: Budget::observed(self.step_budget, self.observer(coverage)),
         };
         let mut previous: Option<&Path> = None;
         for target in targets {
@@ -192,7 +242,7 @@ fn outcome(
 }
 
 /// The state of one write check: the trees, the current location and its node stacks.
-struct Writer<'r> {
+struct Writer<'r, 'c> {
     rules: &'r Rules,
     auth: &'r serde_json::Value,
     now: f64,
@@ -206,10 +256,10 @@ struct Writer<'r> {
     /// `old[i]`/`new[i]`: the nodes at the first `i` keys, filled on demand.
     old: Vec<Node>,
     new: Vec<Node>,
-    budget: Budget,
+    budget: Budget<'c>,
 }
 
-impl<'r> Writer<'r> {
+impl<'r> Writer<'r, '_> {
     /// Checks one target: permission, then validation of the target and its ancestors from
     /// depth `validated` on, then of the written subtree.
     fn check(&mut self, target: &Path, validated: usize) -> Result<(), Box<Denial>> {

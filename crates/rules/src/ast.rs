@@ -12,6 +12,9 @@ pub(crate) struct Ast {
     /// Height of the subtree (1 for a leaf). Bounded by the parser so that the recursive
     /// checker, evaluator and destructor cannot exhaust the stack.
     pub height: usize,
+    /// Byte range of the node's whole text, parentheses included (`at` may lie inside it:
+    /// it is where errors point). The rules coverage report shows this text.
+    pub span: (usize, usize),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -107,7 +110,12 @@ impl Ast {
                 .unwrap_or(0)
                 .max(callee.height),
         };
-        Ast { kind, at, height }
+        Ast {
+            kind,
+            at,
+            height,
+            span: (at, at),
+        }
     }
 }
 

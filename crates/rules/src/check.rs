@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::ast::{Ast, AstKind, BinaryOp, UnaryOp};
 use crate::error::LoadError;
-use crate::expr::{split_path, Expr, ListArg, PathArg, QueryProp, SnapMethod, StrMethod};
+use crate::expr::{split_path, Expr, ExprKind, ListArg, PathArg, QueryProp, SnapMethod, StrMethod};
 use crate::regex;
 use crate::RuleKind;
 
@@ -70,7 +70,8 @@ pub(crate) struct Scope<'a> {
 /// A check failure: byte offset in the expression text and reason.
 pub(crate) type CheckError = (usize, LoadError);
 
-type Checked = Result<(Expr, Ty), CheckError>;
+/// A checked node's kind and type; [`check`] gives it the span of its syntax.
+type Checked = Result<(ExprKind, Ty), CheckError>;
 
 const SNAPSHOT_METHODS: &[&str] = &[
     "val",
@@ -114,13 +115,24 @@ pub(crate) fn check_rule(ast: &Ast, scope: &Scope<'_>) -> Result<Expr, CheckErro
     Ok(expr)
 }
 
-fn check(ast: &Ast, scope: &Scope<'_>) -> Checked {
+fn check(ast: &Ast, scope: &Scope<'_>) -> Result<(Expr, Ty), CheckError> {
+    let (kind, ty) = check_kind(ast, scope)?;
+    let span = (to_u32(ast.span.0), to_u32(ast.span.1));
+    Ok((Expr { kind, span }, ty))
+}
+
+/// Expression strings are bounded by the rules document (`MAX_RULES_BYTES`), so offsets fit.
+fn to_u32(offset: usize) -> u32 {
+    u32::try_from(offset).unwrap_or(u32::MAX)
+}
+
+fn check_kind(ast: &Ast, scope: &Scope<'_>) -> Checked {
     let at = ast.at;
     match &ast.kind {
-        AstKind::Null => Ok((Expr::Null, Ty::Null)),
-        AstKind::Bool(b) => Ok((Expr::Bool(*b), Ty::Bool)),
-        AstKind::Num(n) => Ok((Expr::Num(*n), Ty::Num)),
-        AstKind::Str(s) => Ok((Expr::Str(s.as_str().into()), Ty::Str)),
+        AstKind::Null => Ok((ExprKind::Null, Ty::Null)),
+        AstKind::Bool(b) => Ok((ExprKind::Bool(*b), Ty::Bool)),
+        AstKind::Num(n) => Ok((ExprKind::Num(*n), Ty::Num)),
+        AstKind::Str(s) => Ok((ExprKind::Str(s.as_str().into()), Ty::Str)),
         AstKind::Ident(name) => variable(name, at, scope),
         AstKind::Regex { .. } => Err(type_error(
             at,
@@ -135,7 +147,7 @@ fn check(ast: &Ast, scope: &Scope<'_>) -> Checked {
             if ty != Ty::Bool {
                 return Err((at, LoadError::NotOnNonBoolean));
             }
-            Ok((Expr::Not(Box::new(expr)), Ty::Bool))
+            Ok((ExprKind::Not(Box::new(expr)), Ty::Bool))
         }
         AstKind::Unary(UnaryOp::Neg, operand) => {
             let (expr, ty) = check(operand, scope)?;
@@ -145,10 +157,10 @@ fn check(ast: &Ast, scope: &Scope<'_>) -> Checked {
                     format!("unary '-' needs a number, not {}", ty.name()),
                 ));
             }
-            Ok((Expr::Neg(Box::new(expr)), Ty::Num))
+            Ok((ExprKind::Neg(Box::new(expr)), Ty::Num))
         }
-        AstKind::And(items) => Ok((Expr::And(logical(items, "&&", scope)?), Ty::Bool)),
-        AstKind::Or(items) => Ok((Expr::Or(logical(items, "||", scope)?), Ty::Bool)),
+        AstKind::And(items) => Ok((ExprKind::And(logical(items, "&&", scope)?), Ty::Bool)),
+        AstKind::Or(items) => Ok((ExprKind::Or(logical(items, "||", scope)?), Ty::Bool)),
         AstKind::Cond(cond, then, otherwise) => conditional(cond, then, otherwise, scope),
         AstKind::Binary(op, left, right) => binary(*op, left, right, scope),
         AstKind::Member {
@@ -163,18 +175,18 @@ fn check(ast: &Ast, scope: &Scope<'_>) -> Checked {
 
 fn variable(name: &str, at: usize, scope: &Scope<'_>) -> Checked {
     let resolved = match name {
-        "auth" => (Expr::Auth, Ty::Dyn),
-        "now" => (Expr::Now, Ty::Num),
-        "root" => (Expr::Root, Ty::Snap),
-        "data" => (Expr::Data, Ty::Snap),
-        "newData" if scope.kind != RuleKind::Read => (Expr::NewData, Ty::Snap),
+        "auth" => (ExprKind::Auth, Ty::Dyn),
+        "now" => (ExprKind::Now, Ty::Num),
+        "root" => (ExprKind::Root, Ty::Snap),
+        "data" => (ExprKind::Data, Ty::Snap),
+        "newData" if scope.kind != RuleKind::Read => (ExprKind::NewData, Ty::Snap),
         // Accepted in .write/.validate too, with the values of an unqueried read (§5.3).
-        "query" => (Expr::Null, Ty::Query),
+        "query" => (ExprKind::Null, Ty::Query),
         _ if name.starts_with('$') => {
             let Some((_, index)) = scope.wildcards.iter().find(|(n, _)| n == name) else {
                 return Err((at, LoadError::UnknownVariable(name.to_owned())));
             };
-            (Expr::Wildcard(*index), Ty::Str)
+            (ExprKind::Wildcard(*index), Ty::Str)
         }
         _ => return Err((at, LoadError::UnknownVariable(name.to_owned()))),
     };
@@ -226,7 +238,7 @@ fn conditional(cond: &Ast, then: &Ast, otherwise: &Ast, scope: &Scope<'_>) -> Ch
     } else {
         Ty::Prim
     };
-    Ok((Expr::Cond(Box::new((c, a, b))), ty))
+    Ok((ExprKind::Cond(Box::new((c, a, b))), ty))
 }
 
 fn binary(op: BinaryOp, left: &Ast, right: &Ast, scope: &Scope<'_>) -> Checked {
@@ -285,7 +297,7 @@ fn binary(op: BinaryOp, left: &Ast, right: &Ast, scope: &Scope<'_>) -> Checked {
             Ty::Num
         }
     };
-    Ok((Expr::Binary(op, Box::new((l, r))), ty))
+    Ok((ExprKind::Binary(op, Box::new((l, r))), ty))
 }
 
 /// `target.name` that is not called.
@@ -297,9 +309,9 @@ fn property(target: &Ast, name: &str, name_at: usize, scope: &Scope<'_>) -> Chec
 fn named_property(expr: Expr, ty: Ty, name: &str, name_at: usize) -> Checked {
     match ty {
         Ty::Snap if SNAPSHOT_METHODS.contains(&name) => Err(must_call(name_at, name)),
-        Ty::Str | Ty::Prim if name == "length" => Ok((Expr::Length(Box::new(expr)), Ty::Num)),
+        Ty::Str | Ty::Prim if name == "length" => Ok((ExprKind::Length(Box::new(expr)), Ty::Num)),
         Ty::Str | Ty::Prim if STRING_METHODS.contains(&name) => Err(must_call(name_at, name)),
-        Ty::Dyn => Ok((Expr::Member(Box::new(expr), name.into()), Ty::Dyn)),
+        Ty::Dyn => Ok((ExprKind::Member(Box::new(expr), name.into()), Ty::Dyn)),
         Ty::Query => match QueryProp::from_name(name) {
             Some(prop) => {
                 let ty = if prop.is_boolean() {
@@ -307,7 +319,7 @@ fn named_property(expr: Expr, ty: Ty, name: &str, name_at: usize) -> Checked {
                 } else {
                     Ty::Prim
                 };
-                Ok((Expr::Query(prop), ty))
+                Ok((ExprKind::Query(prop), ty))
             }
             None => Err((name_at, LoadError::NoSuchMember(name.to_owned()))),
         },
@@ -344,7 +356,7 @@ fn computed(target: &Ast, index: &Ast, scope: &Scope<'_>) -> Checked {
             format!("{} cannot name a member", key_ty.name()),
         ));
     }
-    Ok((Expr::Index(Box::new((expr, key))), Ty::Dyn))
+    Ok((ExprKind::Index(Box::new((expr, key))), Ty::Dyn))
 }
 
 fn call(callee: &Ast, args: &[Ast], at: usize, scope: &Scope<'_>) -> Checked {
@@ -422,7 +434,7 @@ fn snapshot_call(target: Expr, name: &str, args: &[Ast], at: usize, scope: &Scop
             }
         }
     };
-    Ok((Expr::SnapCall(Box::new(target), method), ty))
+    Ok((ExprKind::SnapCall(Box::new(target), method), ty))
 }
 
 fn path_arg(method: &str, arg: &Ast, scope: &Scope<'_>) -> Result<PathArg, CheckError> {
@@ -508,7 +520,7 @@ fn string_call(target: Expr, name: &str, args: &[Ast], at: usize, scope: &Scope<
             (method, Ty::Bool)
         }
     };
-    Ok((Expr::StrCall(Box::new(target), method), ty))
+    Ok((ExprKind::StrCall(Box::new(target), method), ty))
 }
 
 #[cfg(test)]

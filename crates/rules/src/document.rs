@@ -9,7 +9,7 @@ use hearth_tree::Key;
 
 use crate::check::{check_rule, Scope};
 use crate::error::{LoadError, RulesError};
-use crate::expr::Expr;
+use crate::expr::{Expr, ExprKind};
 use crate::json::{Json, JsonKind, JsonStr, LineIndex, Member};
 use crate::parser;
 use crate::RuleKind;
@@ -20,6 +20,11 @@ pub(crate) struct Rule {
     pub expr: Expr,
     pub line: u32,
     pub column: u32,
+    /// Source offset of the rule's value (the string's opening quote, or `true`/`false`).
+    pub at: usize,
+    /// The expression string with the source offset of each of its bytes, for the coverage
+    /// report (`None` for a literal `true` or `false`).
+    pub source: Option<JsonStr>,
     /// Its place in the document as the author wrote it, wildcards unfilled:
     /// `/rules/users/$uid/.write`. Shared with the denials that name it.
     pub pattern: Arc<str>,
@@ -194,9 +199,11 @@ impl Builder<'_> {
     fn rule(&self, member: &Member, kind: RuleKind) -> Result<Rule, Failure> {
         let value = &member.value;
         let (line, column) = self.lines.position(value.at);
+        let mut source = None;
         let expr = match &value.kind {
-            JsonKind::Bool(b) => Expr::Bool(*b),
+            JsonKind::Bool(b) => Expr::from(ExprKind::Bool(*b)),
             JsonKind::String(text) => {
+                source = Some(text.clone());
                 let scope = Scope {
                     kind,
                     wildcards: &self.wildcards,
@@ -218,6 +225,8 @@ impl Builder<'_> {
             expr,
             line,
             column,
+            at: value.at,
+            source,
             pattern: Arc::from(pattern),
         })
     }

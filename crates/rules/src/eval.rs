@@ -10,24 +10,38 @@ use std::sync::Arc;
 use hearth_tree::Key;
 
 use crate::ast::BinaryOp;
-use crate::expr::{split_path, Expr, ListArg, PathArg, SnapMethod, StrMethod};
+use crate::coverage::Coverage;
+use crate::expr::{split_path, Expr, ExprKind, ListArg, PathArg, SnapMethod, StrMethod};
 use crate::query::QueryVars;
 use crate::snapshot::{walk, Frames, Snap, Tree};
 use crate::value::{self, from_json, utf16_len, EvalError, Text, Value};
 
-/// Step allowance of one operation (a read, or a write with all its targets).
+/// Step allowance of one operation (a read, or a write with all its targets), and the
+/// coverage record its evaluations go to, if any: both go wherever the evaluation does.
 #[derive(Debug)]
-pub(crate) struct Budget {
+pub(crate) struct Budget<'c> {
     left: u64,
+    coverage: Option<&'c mut Coverage>,
 }
 
 /// String work (search, case mapping, regex) costs one step per this many bytes, on top of
 /// the step of the call itself.
 const BYTES_PER_STEP: usize = 64;
 
-impl Budget {
-    pub fn new(steps: u64) -> Budget {
-        Budget { left: steps }
+impl<'c> Budget<'c> {
+    pub fn new(steps: u64) -> Budget<'c> {
+        Budget {
+            left: steps,
+            coverage: None,
+        }
+    }
+
+    /// A budget whose evaluations are recorded in `coverage`.
+    pub fn observed(steps: u64, coverage: Option<&'c mut Coverage>) -> Budget<'c> {
+        Budget {
+            left: steps,
+            coverage,
+        }
     }
 
     pub fn spend(&mut self, steps: u64) -> Result<(), EvalError> {
@@ -64,17 +78,17 @@ pub(crate) struct Env<'a> {
 pub(crate) fn eval_rule(
     expr: &Expr,
     env: &Env<'_>,
-    budget: &mut Budget,
+    budget: &mut Budget<'_>,
 ) -> Result<bool, EvalError> {
     Evaluator { env, budget }.boolean(expr)
 }
 
-struct Evaluator<'e, 'a> {
+struct Evaluator<'e, 'a, 'c> {
     env: &'e Env<'a>,
-    budget: &'e mut Budget,
+    budget: &'e mut Budget<'c>,
 }
 
-impl<'a> Evaluator<'_, 'a> {
+impl<'a> Evaluator<'_, 'a, '_> {
     fn boolean(&mut self, expr: &'a Expr) -> Result<bool, EvalError> {
         match self.eval(expr)? {
             Value::Bool(b) => Ok(b),
@@ -118,26 +132,35 @@ impl<'a> Evaluator<'_, 'a> {
     }
 
     fn eval(&mut self, expr: &'a Expr) -> Result<Value<'a>, EvalError> {
+        let result = self.eval_node(expr);
+        // The only cost of coverage when it is off: this test, once per node.
+        if let Some(coverage) = self.budget.coverage.as_deref_mut() {
+            coverage.record(expr, &result);
+        }
+        result
+    }
+
+    fn eval_node(&mut self, expr: &'a Expr) -> Result<Value<'a>, EvalError> {
         self.budget.spend(1)?;
         let env = self.env;
-        Ok(match expr {
-            Expr::Null => Value::Null,
-            Expr::Bool(b) => Value::Bool(*b),
-            Expr::Num(n) => Value::Num(*n),
-            Expr::Str(s) => Value::Str(Text::Borrowed(s)),
-            Expr::Auth => from_json(env.auth),
-            Expr::Now => Value::Num(env.now),
-            Expr::Root => Value::Snap(Snap::at(&env.frames, Tree::Old, 0)),
-            Expr::Data => Value::Snap(Snap::at(&env.frames, Tree::Old, env.depth)),
-            Expr::NewData => Value::Snap(Snap::at(&env.frames, Tree::New, env.depth)),
-            Expr::Wildcard(index) => match env.keys.get(*index) {
+        Ok(match &expr.kind {
+            ExprKind::Null => Value::Null,
+            ExprKind::Bool(b) => Value::Bool(*b),
+            ExprKind::Num(n) => Value::Num(*n),
+            ExprKind::Str(s) => Value::Str(Text::Borrowed(s)),
+            ExprKind::Auth => from_json(env.auth),
+            ExprKind::Now => Value::Num(env.now),
+            ExprKind::Root => Value::Snap(Snap::at(&env.frames, Tree::Old, 0)),
+            ExprKind::Data => Value::Snap(Snap::at(&env.frames, Tree::Old, env.depth)),
+            ExprKind::NewData => Value::Snap(Snap::at(&env.frames, Tree::New, env.depth)),
+            ExprKind::Wildcard(index) => match env.keys.get(*index) {
                 Some(key) => Value::Str(Text::Borrowed(key.as_str())),
                 None => Value::Null,
             },
-            Expr::Query(prop) => env.query.get(*prop),
-            Expr::Not(operand) => Value::Bool(!self.boolean(operand)?),
-            Expr::Neg(operand) => Value::Num(-self.number(operand, "unary '-'")?),
-            Expr::And(items) => {
+            ExprKind::Query(prop) => env.query.get(*prop),
+            ExprKind::Not(operand) => Value::Bool(!self.boolean(operand)?),
+            ExprKind::Neg(operand) => Value::Num(-self.number(operand, "unary '-'")?),
+            ExprKind::And(items) => {
                 for item in items.iter() {
                     if !self.boolean(item)? {
                         return Ok(Value::Bool(false));
@@ -145,7 +168,7 @@ impl<'a> Evaluator<'_, 'a> {
                 }
                 Value::Bool(true)
             }
-            Expr::Or(items) => {
+            ExprKind::Or(items) => {
                 for item in items.iter() {
                     if self.boolean(item)? {
                         return Ok(Value::Bool(true));
@@ -153,7 +176,7 @@ impl<'a> Evaluator<'_, 'a> {
                 }
                 Value::Bool(false)
             }
-            Expr::Cond(parts) => {
+            ExprKind::Cond(parts) => {
                 let (cond, then, otherwise) = &**parts;
                 if self.boolean(cond)? {
                     self.eval(then)?
@@ -161,10 +184,10 @@ impl<'a> Evaluator<'_, 'a> {
                     self.eval(otherwise)?
                 }
             }
-            Expr::Binary(op, operands) => self.binary(*op, &operands.0, &operands.1)?,
-            Expr::SnapCall(target, method) => self.snapshot_method(target, method)?,
-            Expr::StrCall(target, method) => self.string_method(target, method)?,
-            Expr::Length(target) => match self.eval(target)? {
+            ExprKind::Binary(op, operands) => self.binary(*op, &operands.0, &operands.1)?,
+            ExprKind::SnapCall(target, method) => self.snapshot_method(target, method)?,
+            ExprKind::StrCall(target, method) => self.string_method(target, method)?,
+            ExprKind::Length(target) => match self.eval(target)? {
                 Value::Str(s) => Value::Num(utf16_len(&s) as f64),
                 Value::Null => Value::Null,
                 other => {
@@ -174,11 +197,11 @@ impl<'a> Evaluator<'_, 'a> {
                     })
                 }
             },
-            Expr::Member(target, name) => {
+            ExprKind::Member(target, name) => {
                 let target = self.eval(target)?;
                 member(target, name)
             }
-            Expr::Index(parts) => {
+            ExprKind::Index(parts) => {
                 let target = self.eval(&parts.0)?;
                 match self.eval(&parts.1)? {
                     Value::Str(name) => member(target, &name),

@@ -12,8 +12,22 @@ use regex::Regex;
 
 use crate::ast::BinaryOp;
 
+/// A checked expression node and the byte range of its text in the rule's expression string
+/// (for the coverage report; evaluation never reads it).
 #[derive(Debug)]
-pub(crate) enum Expr {
+pub(crate) struct Expr {
+    pub kind: ExprKind,
+    pub span: (u32, u32),
+}
+
+impl From<ExprKind> for Expr {
+    fn from(kind: ExprKind) -> Expr {
+        Expr { kind, span: (0, 0) }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum ExprKind {
     Null,
     Bool(bool),
     Num(f64),

@@ -70,6 +70,7 @@
 mod access;
 mod ast;
 mod check;
+mod coverage;
 mod decision;
 mod document;
 mod error;
@@ -86,6 +87,7 @@ mod snapshot;
 mod value;
 mod volatile;
 
+pub use coverage::{Coverage, MAX_COVERAGE_VALUES, MAX_COVERAGE_VALUE_CHARS};
 pub use decision::{Decision, Denial, DenialReason, RuleKind, RuleOutcome, RuleSite};
 pub use error::{LoadError, RulesError};
 pub use json::MAX_NESTING;

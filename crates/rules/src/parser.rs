@@ -22,6 +22,7 @@ pub(crate) fn parse(src: &str) -> Result<Ast, ParseError> {
         tokens,
         pos: 0,
         depth: 0,
+        last_end: 0,
     };
     if parser.peek() == &Tok::Eof {
         return Err((0, LoadError::Syntax("empty expression".into())));
@@ -37,6 +38,8 @@ struct Parser {
     tokens: Vec<Token>,
     pos: usize,
     depth: usize,
+    /// End of the last token consumed: where the node being built ends.
+    last_end: usize,
 }
 
 impl Parser {
@@ -55,6 +58,7 @@ impl Parser {
 
     fn advance(&mut self) -> Token {
         let token = self.token().clone();
+        self.last_end = token.end;
         if self.pos + 1 < self.tokens.len() {
             self.pos += 1;
         }
@@ -92,9 +96,20 @@ impl Parser {
         )
     }
 
-    /// Builds a node, refusing it if it makes the tree too tall.
+    /// Builds a node that ends with the last token consumed, refusing it if it makes the
+    /// tree too tall.
     fn node(&self, kind: AstKind, at: usize) -> Result<Ast, ParseError> {
-        let ast = Ast::new(kind, at);
+        let start = match &kind {
+            AstKind::Binary(_, first, _)
+            | AstKind::Index(first, _)
+            | AstKind::Member { target: first, .. }
+            | AstKind::Call(first, _)
+            | AstKind::Cond(first, _, _) => first.span.0,
+            AstKind::And(items) | AstKind::Or(items) => items.first().map_or(at, |a| a.span.0),
+            _ => at,
+        };
+        let mut ast = Ast::new(kind, at);
+        ast.span = (start.min(at), self.last_end.max(at));
         if ast.height > MAX_EXPR_DEPTH {
             return Err((at, LoadError::ExpressionTooDeep(MAX_EXPR_DEPTH)));
         }
@@ -159,6 +174,7 @@ impl Parser {
     /// Appends to an `&&` (or `||`) chain, so that long chains stay flat.
     fn chain(&self, left: Ast, right: Ast, and: bool) -> Result<Ast, ParseError> {
         let at = left.at;
+        let span = left.span;
         match (left.kind, and) {
             (AstKind::And(mut items), true) | (AstKind::Or(mut items), false) => {
                 items.push(right);
@@ -174,6 +190,7 @@ impl Parser {
                     kind,
                     at,
                     height: left.height,
+                    span,
                 };
                 let items = vec![left, right];
                 let kind = if and {
@@ -268,8 +285,9 @@ impl Parser {
             },
             Tok::Punct(Punct::LParen) => {
                 self.advance();
-                let inner = self.expression()?;
+                let mut inner = self.expression()?;
                 self.expect(Punct::RParen)?;
+                inner.span = (at, self.last_end);
                 return Ok(inner);
             }
             Tok::Punct(Punct::LBracket) => {

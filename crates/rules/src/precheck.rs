@@ -15,7 +15,7 @@ use hearth_tree::{Key, Path};
 use crate::decision::{RuleKind, RuleSite};
 use crate::document::RuleNode;
 use crate::eval::{eval_rule, Budget, Env};
-use crate::expr::{Expr, ListArg, PathArg, SnapMethod, StrMethod};
+use crate::expr::{Expr, ExprKind, ListArg, PathArg, SnapMethod, StrMethod};
 use crate::query::UNQUERIED;
 use crate::rules::Rules;
 use crate::snapshot::Frames;
@@ -93,7 +93,7 @@ struct Precheck<'r> {
     auth: &'r serde_json::Value,
     /// The keys known from the path; deeper keys come from the data.
     keys: &'r [Key],
-    budget: Budget,
+    budget: Budget<'static>,
 }
 
 impl<'r> Precheck<'r> {
@@ -141,8 +141,8 @@ impl<'r> Precheck<'r> {
                 Err(_) => ERROR,
             };
         }
-        match expr {
-            Expr::Not(operand) => {
+        match &expr.kind {
+            ExprKind::Not(operand) => {
                 let inner = self.outcomes(operand, depth);
                 (inner & ERROR)
                     | if inner & TRUE != 0 { FALSE } else { 0 }
@@ -150,9 +150,9 @@ impl<'r> Precheck<'r> {
             }
             // Evaluated left to right, stopping at the first false (or true, for `||`): the
             // result is what stops the chain, or the last value when nothing does.
-            Expr::And(items) => self.chain(items, depth, FALSE),
-            Expr::Or(items) => self.chain(items, depth, TRUE),
-            Expr::Cond(parts) => {
+            ExprKind::And(items) => self.chain(items, depth, FALSE),
+            ExprKind::Or(items) => self.chain(items, depth, TRUE),
+            ExprKind::Cond(parts) => {
                 let (cond, then, otherwise) = &**parts;
                 let test = self.outcomes(cond, depth);
                 let mut result = test & ERROR;
@@ -187,18 +187,23 @@ impl<'r> Precheck<'r> {
 /// writes), literals, and wildcards bound to the first `known_keys` keys.
 fn known(expr: &Expr, known_keys: usize) -> bool {
     let k = |e: &Expr| known(e, known_keys);
-    match expr {
-        Expr::Null | Expr::Bool(_) | Expr::Num(_) | Expr::Str(_) | Expr::Auth | Expr::Query(_) => {
-            true
+    match &expr.kind {
+        ExprKind::Null
+        | ExprKind::Bool(_)
+        | ExprKind::Num(_)
+        | ExprKind::Str(_)
+        | ExprKind::Auth
+        | ExprKind::Query(_) => true,
+        ExprKind::Now | ExprKind::Root | ExprKind::Data | ExprKind::NewData => false,
+        ExprKind::Wildcard(index) => *index < known_keys,
+        ExprKind::Not(e) | ExprKind::Neg(e) | ExprKind::Length(e) | ExprKind::Member(e, _) => k(e),
+        ExprKind::And(items) | ExprKind::Or(items) => items.iter().all(k),
+        ExprKind::Cond(parts) => k(&parts.0) && k(&parts.1) && k(&parts.2),
+        ExprKind::Binary(_, operands) | ExprKind::Index(operands) => {
+            k(&operands.0) && k(&operands.1)
         }
-        Expr::Now | Expr::Root | Expr::Data | Expr::NewData => false,
-        Expr::Wildcard(index) => *index < known_keys,
-        Expr::Not(e) | Expr::Neg(e) | Expr::Length(e) | Expr::Member(e, _) => k(e),
-        Expr::And(items) | Expr::Or(items) => items.iter().all(k),
-        Expr::Cond(parts) => k(&parts.0) && k(&parts.1) && k(&parts.2),
-        Expr::Binary(_, operands) | Expr::Index(operands) => k(&operands.0) && k(&operands.1),
-        Expr::SnapCall(target, method) => k(target) && snap_method_known(method, known_keys),
-        Expr::StrCall(target, method) => {
+        ExprKind::SnapCall(target, method) => k(target) && snap_method_known(method, known_keys),
+        ExprKind::StrCall(target, method) => {
             k(target)
                 && match method {
                     StrMethod::Contains(arg)

@@ -241,11 +241,13 @@ impl Shard {
         // caller: nothing to revoke here.
         let mut effects = Effects::new();
         loaded.engine.set_access(access, now, &mut effects);
-        // In development the log says which rule refused a request, where in the rules.
+        // In development the log says which rule refused a request, where in the rules, and
+        // the emulator's rules coverage report is kept.
         if self.config.dev {
             loaded
                 .engine
                 .explain_refusals(Some(Arc::from(&*loaded.name)));
+            loaded.engine.record_coverage();
         }
         loaded.rules = text;
         if let Some(reason) = self.owner.store().and_then(ShardStore::failure) {

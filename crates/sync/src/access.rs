@@ -1,9 +1,10 @@
 //! Who may read and write what: the database's rules, and the identity of each session.
 
+use std::cell::{RefCell, RefMut};
 use std::sync::Arc;
 
 use hearth_query::{Index, QueryParams};
-use hearth_rules::{Decision, Rules};
+use hearth_rules::{Coverage, Decision, Rules};
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
@@ -43,6 +44,15 @@ impl AuthState {
     }
 }
 
+/// A database's rules coverage record, when it keeps one (see `Database::record_coverage`).
+/// Checks run behind `&self`, so the record is a `RefCell` of the database's own.
+pub(crate) type CoverageSlot = Option<RefCell<Coverage>>;
+
+/// The record to write to, if there is one and it is free (it always is: checks do not nest).
+fn observer(slot: &CoverageSlot) -> Option<RefMut<'_, Coverage>> {
+    slot.as_ref().and_then(|cell| cell.try_borrow_mut().ok())
+}
+
 /// Why an operation was refused, for the reply and the debug log.
 pub(crate) struct Refusal {
     pub detail: String,
@@ -51,6 +61,7 @@ pub(crate) struct Refusal {
 impl Access {
     pub(crate) fn check_read(
         &self,
+        coverage: &CoverageSlot,
         auth: &AuthState,
         root: &Node,
         path: &Path,
@@ -64,7 +75,15 @@ impl Access {
             Access::Open => Ok(()),
             Access::Locked => Err(locked(path)),
             Access::Rules(rules) => {
-                decision(rules.can_read(root, path, auth.variable(), query, now_ms))
+                let mut coverage = observer(coverage);
+                decision(rules.can_read_with(
+                    root,
+                    path,
+                    auth.variable(),
+                    query,
+                    now_ms,
+                    coverage.as_deref_mut(),
+                ))
             }
         }
     }
@@ -81,8 +100,10 @@ impl Access {
 
     /// Checks a write whose targets are `base` joined with each of `relative` (one empty
     /// relative path for a plain set).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn check_write(
         &self,
+        coverage: &CoverageSlot,
         auth: &AuthState,
         old_root: &Node,
         new_root: &Node,
@@ -96,19 +117,28 @@ impl Access {
         match self {
             Access::Open => Ok(()),
             Access::Locked => Err(locked(base)),
-            Access::Rules(rules) => match relative {
-                [only] if only.is_root() => {
-                    decision(rules.can_write(old_root, new_root, base, auth.variable(), now_ms))
+            Access::Rules(rules) => {
+                let mut coverage = observer(coverage);
+                match relative {
+                    [only] if only.is_root() => decision(rules.can_write_with(
+                        old_root,
+                        new_root,
+                        base,
+                        auth.variable(),
+                        now_ms,
+                        coverage.as_deref_mut(),
+                    )),
+                    _ => decision(rules.can_update_with(
+                        old_root,
+                        new_root,
+                        base,
+                        relative,
+                        auth.variable(),
+                        now_ms,
+                        coverage.as_deref_mut(),
+                    )),
                 }
-                _ => decision(rules.can_update(
-                    old_root,
-                    new_root,
-                    base,
-                    relative,
-                    auth.variable(),
-                    now_ms,
-                )),
-            },
+            }
         }
     }
 }

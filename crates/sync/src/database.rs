@@ -1,13 +1,15 @@
 //! One database: its tree, its views and the sessions of the connections that use it.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use hearth_query::{OrderedIndex, QueryParams};
+use hearth_rules::Coverage;
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
-use crate::access::{Access, AuthState, Refusal};
+use crate::access::{Access, AuthState, CoverageSlot, Refusal};
 use crate::effect::{Effect, Effects, Push, PushData, Target};
 use crate::limits::MAX_LISTENS_PER_SESSION;
 use crate::ondisconnect::{OnDisconnectQueue, QueuedOp};
@@ -64,6 +66,11 @@ pub struct Database {
     explain_refusals: Option<Arc<str>>,
     /// Volatile changes waiting for the next tick.
     volatile: volatile::PendingVolatile,
+    /// What the rules' expressions evaluated to, when the server keeps that (the emulator's
+    /// rules coverage, `--dev`): `Some` from `record_coverage`, reset with every new rules
+    /// document.
+    coverage: CoverageSlot,
+    recording_coverage: bool,
 }
 
 impl Database {
@@ -117,9 +124,39 @@ impl Database {
         self.revoke_unreadable(Some(conn), now_ms, out);
     }
 
+    /// Keeps a rules coverage record from now on: what each expression of the rules evaluated
+    /// to, for [`Database::coverage_report`]. It starts empty with every new rules document.
+    pub fn record_coverage(&mut self) {
+        self.recording_coverage = true;
+        self.reset_coverage();
+    }
+
+    fn reset_coverage(&mut self) {
+        self.coverage = match &self.access {
+            Access::Rules(rules) if self.recording_coverage => {
+                Some(RefCell::new(Coverage::new(rules)))
+            }
+            _ => None,
+        };
+    }
+
+    /// The rules coverage report, as JSON (the emulator's `coverage.json`) or, with a title,
+    /// as an HTML page; `None` when no record is kept or the database has no rules document.
+    pub fn coverage_report(&self, html_title: Option<&str>) -> Option<String> {
+        let (Access::Rules(rules), Some(coverage)) = (&self.access, &self.coverage) else {
+            return None;
+        };
+        let coverage = coverage.try_borrow().ok()?;
+        Some(match html_title {
+            Some(title) => coverage.report_html(rules, title),
+            None => coverage.report_json(rules),
+        })
+    }
+
     /// Replaces the database's rules. Listens that are no longer readable are revoked.
     pub fn set_access(&mut self, access: Access, now_ms: u64, out: &mut Effects) {
         self.access = access;
+        self.reset_coverage();
         self.revoke_unreadable(None, now_ms, out);
         // Indexes follow `.indexOn`: those the new rules declare are built for the views
         // that can use them, and those they no longer declare are dropped.
@@ -168,10 +205,14 @@ impl Database {
             }
             for ((path, tag), entry) in &session.listens {
                 let query = self.views.get(entry.view).map(|view| &view.query);
-                if let Err(refusal) =
-                    self.access
-                        .check_read(&session.auth, &self.root, path, query, now_ms)
-                {
+                if let Err(refusal) = self.access.check_read(
+                    &self.coverage,
+                    &session.auth,
+                    &self.root,
+                    path,
+                    query,
+                    now_ms,
+                ) {
                     tracing::debug!(conn, path = %path, reason = %refusal.detail, "listen revoked");
                     revoked.push((conn, path.clone(), *tag));
                 }
@@ -301,10 +342,14 @@ impl Database {
             Request::Get { path, query } => {
                 self.stats.gets += 1;
                 let auth = self.session_auth(conn);
-                if let Err(refusal) =
-                    self.access
-                        .check_read(&auth, &self.root, &path, Some(&query), now_ms)
-                {
+                if let Err(refusal) = self.access.check_read(
+                    &self.coverage,
+                    &auth,
+                    &self.root,
+                    &path,
+                    Some(&query),
+                    now_ms,
+                ) {
                     return self.denied(conn, &refusal);
                 }
                 Reply {
@@ -333,10 +378,14 @@ impl Database {
         let Some(session) = self.sessions.get_mut(&conn) else {
             return Reply::error(Status::Unavailable, "the connection is not open");
         };
-        if let Err(refusal) =
-            self.access
-                .check_read(&session.auth, &self.root, &path, Some(&query), now_ms)
-        {
+        if let Err(refusal) = self.access.check_read(
+            &self.coverage,
+            &session.auth,
+            &self.root,
+            &path,
+            Some(&query),
+            now_ms,
+        ) {
             return self.denied(conn, &refusal);
         }
         let key = (path.clone(), tag);
@@ -416,7 +465,7 @@ impl Database {
         now_ms: u64,
     ) -> Result<(), Reply> {
         self.access
-            .check_read(auth, &self.root, path, Some(query), now_ms)
+            .check_read(&self.coverage, auth, &self.root, path, Some(query), now_ms)
             .map_err(|refusal| self.denied(0, &refusal))
     }
 

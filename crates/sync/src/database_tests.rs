@@ -454,6 +454,48 @@ fn rules_decide_reads_and_writes() {
     assert!(reply.is_ok());
 }
 
+#[test]
+fn coverage_records_checks_and_starts_afresh_with_new_rules() {
+    let mut db = Database::new();
+    let mut out = Effects::new();
+    db.set_access(rules(OWN_DATA_RULES), 0, &mut out);
+    assert_eq!(db.coverage_report(None), None, "not kept unless asked");
+    db.record_coverage();
+    db.connect(1);
+    db.set_auth(1, user("alice"), 0, &mut out);
+    assert!(put(&mut db, 1, "/users/alice/age", json!(3)).0.is_ok());
+    assert!(!put(&mut db, 1, "/users/bob/age", json!(3)).0.is_ok());
+    let report: Value =
+        serde_json::from_str(&db.coverage_report(None).expect("kept")).expect("json");
+    let write = &report["exprs"][1];
+    assert_eq!(write["rule"], "/rules/users/$uid/.write");
+    assert_eq!(
+        write["values"],
+        json!([{"value": true, "count": 1}, {"value": false, "count": 1}])
+    );
+    // Admins bypass the rules: nothing is evaluated, nothing recorded.
+    db.connect(2);
+    db.set_auth(2, AuthState::Admin, 0, &mut out);
+    assert!(put(&mut db, 2, "/users/bob/age", json!(3)).0.is_ok());
+    let again: Value =
+        serde_json::from_str(&db.coverage_report(None).expect("kept")).expect("json");
+    assert_eq!(again, report);
+    assert!(db
+        .coverage_report(Some("t"))
+        .is_some_and(|html| html.contains("auth.uid === $uid")));
+
+    db.set_access(rules(OWN_DATA_RULES), 0, &mut out);
+    let fresh: Value =
+        serde_json::from_str(&db.coverage_report(None).expect("kept")).expect("json");
+    assert_eq!(fresh["exprs"][1]["values"], json!([]));
+    db.set_access(Access::Open, 0, &mut out);
+    assert_eq!(
+        db.coverage_report(None),
+        None,
+        "no rules document, no report"
+    );
+}
+
 /// A locked database with an anonymous session 1 and an admin session 2.
 fn locked_with_admin() -> Database {
     let mut db = Database::new();

@@ -198,7 +198,14 @@ impl Database {
         self.check_writable()?;
         if let Some(condition) = &condition {
             self.access
-                .check_read(auth, &self.root, condition.path, None, now_ms)
+                .check_read(
+                    &self.coverage,
+                    auth,
+                    &self.root,
+                    condition.path,
+                    None,
+                    now_ms,
+                )
                 .map_err(|refusal| self.denied(0, &refusal))?;
         }
         self.check_write(auth, &write, &new_root, now_ms)
@@ -239,7 +246,7 @@ impl Database {
     /// of its data without sending it (REST ETags).
     pub fn check_read_as(&self, auth: &AuthState, path: &Path, now_ms: u64) -> Result<(), Reply> {
         self.access
-            .check_read(auth, &self.root, path, None, now_ms)
+            .check_read(&self.coverage, auth, &self.root, path, None, now_ms)
             .map_err(|refusal| self.denied(0, &refusal))
     }
 
@@ -330,8 +337,15 @@ impl Database {
             return Ok(());
         }
         let relative: Vec<Path> = write.ops.iter().map(|op| op.path.clone()).collect();
-        self.access
-            .check_write(auth, &self.root, new_root, &write.base, &relative, now_ms)
+        self.access.check_write(
+            &self.coverage,
+            auth,
+            &self.root,
+            new_root,
+            &write.base,
+            &relative,
+            now_ms,
+        )
     }
 
     /// Applies a resolved write: the new root replaces the old one, the write goes to the log,

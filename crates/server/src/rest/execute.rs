@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::cache::{Form, Hit, Lookup};
 use super::response::{RestResponse, JAVASCRIPT};
-use super::settings::{get_rules, put_rules};
+use super::settings::{coverage, get_rules, put_rules};
 use super::{CallOp, DataMethod, DataRequest, RestCall, MAX_REST_RESPONSE_BYTES};
 use crate::owner::effects::route_effects;
 use crate::shard::Shard;
@@ -90,6 +90,7 @@ fn execute_split(shard: &Shard, call: RestCall) -> (RestResponse, Option<LateBod
     let response = match call.op {
         CallOp::RulesGet { strict } => get_rules(shard, &call.namespace, strict),
         CallOp::RulesPut { text } => put_rules(shard, &call.namespace, text),
+        CallOp::Coverage { html } => coverage(shard, &call.namespace, html),
         CallOp::Data {
             request,
             body,

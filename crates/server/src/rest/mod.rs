@@ -63,6 +63,9 @@ pub enum Endpoint {
     RulesGet { strict: bool },
     /// `PUT /.settings/rules.json`.
     RulesPut,
+    /// `GET /.inspect/coverage` (an HTML page) or `/.inspect/coverage.json`: the emulator's
+    /// rules coverage report (`settings::coverage`).
+    Coverage { html: bool },
     /// `POST /.admin/backup` (admins only): the server's backup archive (`backup`).
     Backup,
     /// A read, write or stream of data.
@@ -164,6 +167,9 @@ pub enum CallOp {
     RulesPut {
         text: String,
     },
+    Coverage {
+        html: bool,
+    },
     Data {
         request: Box<DataRequest>,
         /// The parsed body of `PUT`, `POST` and `PATCH`.
@@ -208,6 +214,7 @@ pub fn make_call(
 ) -> Result<RestCall, RestResponse> {
     let op = match request.endpoint {
         Endpoint::RulesGet { strict } => CallOp::RulesGet { strict },
+        Endpoint::Coverage { html } => CallOp::Coverage { html },
         Endpoint::RulesPut => {
             let text = String::from_utf8(body.unwrap_or_default())
                 .map_err(|_| RestResponse::error(400, "the rules are not UTF-8 text"))?;

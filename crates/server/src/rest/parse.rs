@@ -72,6 +72,15 @@ pub fn parse_request(
         return Err(bad_request(
             "/.ws is the realtime endpoint: it needs a WebSocket upgrade as the first request of a connection",
         ));
+    } else if path == "/.inspect/coverage" || path == "/.inspect/coverage.json" {
+        // As the emulator's: no credential asked. It answers only in development, where any
+        // client may be an admin (the `owner` token), and shows rule text and outcomes.
+        if parts.method != Method::GET && parts.method != Method::HEAD {
+            return Err(method_not_allowed("GET, HEAD, OPTIONS"));
+        }
+        Endpoint::Coverage {
+            html: path == "/.inspect/coverage",
+        }
     } else if path == "/.settings" || path.starts_with("/.settings/") {
         settings_endpoint(parts, path, &query, &auth)?
     } else if let Some(data_path) = path.strip_suffix(".json") {
@@ -468,6 +477,16 @@ mod tests {
         // An unsigned mock token of a user (accepted in development mode): not an admin.
         let user = [("authorization", "Bearer eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJzdWIiOiJhbGljZSIsInVzZXJfaWQiOiJhbGljZSJ9.")];
         assert_eq!(refuse("POST", "/.admin/backup", &user).0, 403);
+    }
+
+    #[test]
+    fn coverage_is_read_without_a_credential() {
+        let json = parse("GET", "/.inspect/coverage.json?ns=demo", &[]);
+        assert!(matches!(json.endpoint, Endpoint::Coverage { html: false }));
+        assert_eq!(json.namespace, "demo");
+        let page = parse("GET", "/.inspect/coverage?ns=demo", &[]);
+        assert!(matches!(page.endpoint, Endpoint::Coverage { html: true }));
+        assert_eq!(refuse("PUT", "/.inspect/coverage.json", &[]).0, 405);
     }
 
     #[test]

@@ -51,6 +51,36 @@ pub fn put_rules(shard: &Shard, namespace: &str, text: String) -> RestResponse {
     RestResponse::json(200, "{\"status\":\"ok\"}")
 }
 
+/// The rules coverage report of a database (spec: the emulator's `/.inspect/coverage?ns=`):
+/// JSON, or an HTML page. Kept only in development (`--dev`), for databases with rules.
+pub fn coverage(shard: &Shard, namespace: &str, html: bool) -> RestResponse {
+    if !shard.config.dev {
+        return RestResponse::error(
+            404,
+            "rules coverage is kept only in development mode (hearth serve --dev)",
+        );
+    }
+    let mut databases = shard.owner.databases_mut();
+    let database = shard.database(&mut databases, namespace);
+    let title = html.then_some(namespace);
+    match database.engine.coverage_report(title) {
+        Some(report) if html => RestResponse {
+            content_type: Some("text/html; charset=utf-8"),
+            ..RestResponse::json(200, report)
+        },
+        Some(report) => RestResponse::json(200, report),
+        // Open (or locked) without a rules document: no expressions to report.
+        None if html => RestResponse {
+            content_type: Some("text/html; charset=utf-8"),
+            ..RestResponse::json(
+                200,
+                "<!doctype html>\n<p>This database has no rules document: nothing to report.</p>\n",
+            )
+        },
+        None => RestResponse::json(200, "{\"rules\":\"\",\"exprs\":[]}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use hearth_rules::Rules;
