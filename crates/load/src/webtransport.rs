@@ -155,7 +155,7 @@ pub async fn session(
                             .is_some_and(|max| text.len() <= max);
                         // A write too large for a datagram, or refused as one, takes the
                         // stream, as the client module's do.
-                        if !fits || connection.send_datagram(text.as_bytes().to_vec()).is_err() {
+                        if !fits || connection.send_datagram(text.as_bytes()).is_err() {
                             send_line(&mut send, &text).await?;
                         }
                     }
