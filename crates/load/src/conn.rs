@@ -278,11 +278,8 @@ async fn session(
             if stopping.get() {
                 return Ok(());
             }
-            let due = schedule
-                .next()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
-                _ = tokio::time::sleep_until(due) => {
+                _ = tokio::time::sleep_until(schedule.next_or_idle()) => {
                     for (action, body) in schedule.due_writes(plan, metrics) {
                         sink.feed(requests.make(action, body, "write")).await?;
                     }

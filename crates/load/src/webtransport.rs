@@ -10,9 +10,7 @@
 //! cannot batch sends to several of them into one system call.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::Duration;
 
-use tokio::time::Instant;
 use wtransport::tls::Sha256Digest;
 use wtransport::{ClientConfig, Endpoint, SendStream, VarInt};
 
@@ -100,11 +98,7 @@ pub async fn session(
     schedule: &mut Schedule,
     seen: &mut Seen,
 ) -> anyhow::Result<()> {
-    let Context {
-        plan,
-        metrics,
-        stopping,
-    } = *context;
+    let (plan, metrics, stopping) = (context.plan, context.metrics, context.stopping);
     let bind = SocketAddr::new(source.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), 0);
     let config = ClientConfig::builder()
         .with_bind_address(bind)
@@ -139,15 +133,9 @@ pub async fn session(
         for text in opening_requests(plan, &mut requests) {
             send_line(&mut send, &text).await?;
         }
-        loop {
-            if stopping.get() {
-                return Ok(());
-            }
-            let due = schedule
-                .next()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        while !stopping.get() {
             tokio::select! {
-                _ = tokio::time::sleep_until(due) => {
+                _ = tokio::time::sleep_until(schedule.next_or_idle()) => {
                     for (action, body) in schedule.due_writes(plan, metrics) {
                         let text = requests.text(action, body, "write");
                         let fits = connection
@@ -174,6 +162,7 @@ pub async fn session(
                 }
             }
         }
+        Ok::<(), anyhow::Error>(())
     }
     .await;
     metrics.open.set(metrics.open.get().saturating_sub(1));
