@@ -23,7 +23,7 @@ use crate::wire;
 /// How long a connection may take to open and greet: 30 s, as the Firebase JS SDK allows.
 /// A shorter limit turned a slow ramp of thousands of connections on a busy machine into a
 /// storm of retries that the run then measured instead of the server.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Backoff between reconnection attempts.
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
@@ -45,6 +45,10 @@ pub enum Protocol {
     FirebaseWholeValues,
     /// Redis pub/sub, the bare fan-out baseline (chat only).
     Redis,
+    /// Hearth's WebTransport sessions (`--webtransport-listen`): the same Firebase requests
+    /// on a stream, writes and pushes as datagrams (`crate::webtransport`), with the server's
+    /// certificate pinned by this SHA-256.
+    WebTransport([u8; 32]),
 }
 
 /// Starts the user after `delay`; it runs until `stopping`.
@@ -64,14 +68,28 @@ pub fn spawn(
         let mut backoff = BACKOFF_MIN;
         let mut sessions = 0u64;
         while !stopping.get() {
+            let context = Context {
+                plan: &plan,
+                metrics: &metrics,
+                stopping: &stopping,
+            };
             let outcome = match protocol {
                 Protocol::Firebase | Protocol::FirebaseWholeValues => {
-                    let context = Context {
-                        plan: &plan,
-                        metrics: &metrics,
-                        stopping: &stopping,
-                    };
                     session(&context, &address, source, &mut schedule, &mut seen).await
+                }
+                Protocol::WebTransport(certificate) => {
+                    let server = crate::webtransport::Server {
+                        address: &address,
+                        certificate,
+                    };
+                    crate::webtransport::session(
+                        &context,
+                        &server,
+                        source,
+                        &mut schedule,
+                        &mut seen,
+                    )
+                    .await
                 }
                 Protocol::Redis => {
                     crate::redis::session(
@@ -102,21 +120,89 @@ pub fn spawn(
     });
 }
 
-/// Requests sent and awaiting their reply.
+/// Requests sent and awaiting their reply, and the listens not confirmed yet.
 #[derive(Default)]
-struct Requests {
+pub struct Requests {
     next_id: u64,
     in_flight: HashMap<u64, (Instant, &'static str)>,
+    /// Data pushed before the listens are confirmed is the initial state, old writes
+    /// included: not events to time.
+    listens_pending: usize,
 }
 
 impl Requests {
-    /// The message of a new request, remembered with its kind and send time.
-    fn make(&mut self, action: &str, body: serde_json::Value, kind: &'static str) -> Message {
+    /// The text of a new request, remembered with its kind and send time.
+    pub fn text(&mut self, action: &str, body: serde_json::Value, kind: &'static str) -> String {
         self.next_id += 1;
         if self.in_flight.len() < MAX_IN_FLIGHT {
             self.in_flight.insert(self.next_id, (Instant::now(), kind));
         }
-        Message::text(wire::request(self.next_id, action, body))
+        if kind == "listen" {
+            self.listens_pending += 1;
+        }
+        wire::request(self.next_id, action, body)
+    }
+
+    /// The same, as a WebSocket message.
+    fn make(&mut self, action: &str, body: serde_json::Value, kind: &'static str) -> Message {
+        Message::text(self.text(action, body, kind))
+    }
+}
+
+/// The requests that open a session: its listens, then its presence.
+pub fn opening_requests(plan: &Plan, requests: &mut Requests) -> Vec<String> {
+    let mut texts = Vec::new();
+    for (tag, listen) in plan.listens.iter().enumerate() {
+        let body = match &listen.query {
+            Some(query) => json!({"p": listen.path, "q": query, "t": tag + 1, "h": ""}),
+            None => json!({"p": listen.path, "h": ""}),
+        };
+        texts.push(requests.text("q", body, "listen"));
+    }
+    if let Some(path) = &plan.presence {
+        texts.push(requests.text("o", json!({"p": path, "d": false}), "presence"));
+        texts.push(requests.text("p", json!({"p": path, "d": true}), "presence"));
+    }
+    texts
+}
+
+/// Counts what one message of the server tells: a reply's latency (and error), or the
+/// event latency of each send stamp a push carries.
+pub fn on_incoming(
+    context: &Context<'_>,
+    requests: &mut Requests,
+    seen: &mut Seen,
+    incoming: Incoming,
+) {
+    let Context { plan, metrics, .. } = *context;
+    match incoming {
+        Incoming::Reply { id, ok, detail } => {
+            match requests.in_flight.remove(&id) {
+                Some((sent, "write")) => {
+                    metrics.ack("write", sent.elapsed().as_micros() as u64);
+                }
+                Some((_, "listen")) => {
+                    requests.listens_pending = requests.listens_pending.saturating_sub(1);
+                }
+                _ => {}
+            }
+            if !ok {
+                metrics.error(detail);
+            }
+        }
+        Incoming::Push(stamps) if requests.listens_pending > 0 => {
+            // Not timed, but a server that pushes them again must not have them timed later.
+            stamps.into_iter().for_each(|t| {
+                seen.first(t);
+            });
+        }
+        Incoming::Push(stamps) => {
+            let now = wire::now_us();
+            for t in stamps.into_iter().filter(|t| seen.first(*t)) {
+                metrics.event(plan.group, now.saturating_sub(t));
+            }
+        }
+        Incoming::Handshake | Incoming::Other => {}
     }
 }
 
@@ -136,10 +222,10 @@ impl Seen {
 }
 
 /// What a session reads but does not own.
-struct Context<'a> {
-    plan: &'a Plan,
-    metrics: &'a Metrics,
-    stopping: &'a Cell<bool>,
+pub struct Context<'a> {
+    pub plan: &'a Plan,
+    pub metrics: &'a Metrics,
+    pub stopping: &'a Cell<bool>,
 }
 
 /// One connection, from connect to close. `Ok` when the server closed it or the run ended.
@@ -184,32 +270,16 @@ async fn session(
     metrics.open.set(metrics.open.get() + 1);
     let result = async {
         let mut requests = Requests::default();
-        for (tag, listen) in plan.listens.iter().enumerate() {
-            let body = match &listen.query {
-                Some(query) => json!({"p": listen.path, "q": query, "t": tag + 1, "h": ""}),
-                None => json!({"p": listen.path, "h": ""}),
-            };
-            sink.feed(requests.make("q", body, "listen")).await?;
-        }
-        if let Some(path) = &plan.presence {
-            sink.feed(requests.make("o", json!({"p": path, "d": false}), "presence"))
-                .await?;
-            sink.feed(requests.make("p", json!({"p": path, "d": true}), "presence"))
-                .await?;
+        for text in opening_requests(plan, &mut requests) {
+            sink.feed(Message::text(text)).await?;
         }
         sink.flush().await?;
-        // Data pushed before the listens are confirmed is the initial state, old writes
-        // included: not events to time.
-        let mut listens_pending = plan.listens.len();
         loop {
             if stopping.get() {
                 return Ok(());
             }
-            let due = schedule
-                .next()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
-                _ = tokio::time::sleep_until(due) => {
+                _ = tokio::time::sleep_until(schedule.next_or_idle()) => {
                     for (action, body) in schedule.due_writes(plan, metrics) {
                         sink.feed(requests.make(action, body, "write")).await?;
                     }
@@ -219,36 +289,7 @@ async fn session(
                     let Some(message) = message else { return Ok(()) };
                     let Message::Text(text) = message? else { continue };
                     let Some(text) = assembler.push(text.as_str()) else { continue };
-                    match incoming::parse(&text) {
-                        Incoming::Reply { id, ok, detail } => {
-                            match requests.in_flight.remove(&id) {
-                                Some((sent, "write")) => {
-                                    metrics.ack("write", sent.elapsed().as_micros() as u64);
-                                }
-                                Some((_, "listen")) => {
-                                    listens_pending = listens_pending.saturating_sub(1);
-                                }
-                                _ => {}
-                            }
-                            if !ok {
-                                metrics.error(detail);
-                            }
-                        }
-                        Incoming::Push(stamps) if listens_pending > 0 => {
-                            // Not timed, but a server that pushes them again must not
-                            // have them timed later.
-                            stamps.into_iter().for_each(|t| {
-                                seen.first(t);
-                            });
-                        }
-                        Incoming::Push(stamps) => {
-                            let now = wire::now_us();
-                            for t in stamps.into_iter().filter(|t| seen.first(*t)) {
-                                metrics.event(plan.group, now.saturating_sub(t));
-                            }
-                        }
-                        Incoming::Handshake | Incoming::Other => {}
-                    }
+                    on_incoming(context, &mut requests, seen, incoming::parse(&text));
                 }
             }
         }

@@ -56,6 +56,28 @@ struct Body<'a> {
     d: Option<&'a RawValue>,
 }
 
+/// The body of a push datagram of Hearth's WebTransport sessions.
+#[derive(Deserialize)]
+struct DatagramBody<'a> {
+    #[serde(borrow)]
+    d: Option<&'a RawValue>,
+}
+
+/// Reads a datagram of Hearth's WebTransport sessions: a push's action letter (`d` or `m`)
+/// followed by the push's body, `{"p":PATH,"d":DATA}` (docs/volatile.md).
+pub fn parse_datagram(payload: &[u8]) -> Incoming {
+    let Some((b'd' | b'm', body)) = payload.split_first() else {
+        return Incoming::Other;
+    };
+    let Ok(body) = serde_json::from_slice::<DatagramBody>(body) else {
+        return Incoming::Other;
+    };
+    match body.d {
+        Some(raw) => stamps(raw.get().as_bytes()).map_or(Incoming::Other, Incoming::Push),
+        None => Incoming::Push(Vec::new()),
+    }
+}
+
 pub fn parse(text: &str) -> Incoming {
     parse_checked(text).unwrap_or(Incoming::Other)
 }
@@ -226,6 +248,16 @@ mod tests {
             Incoming::Handshake
         ));
         assert_eq!(parse("not json"), Incoming::Other);
+        assert_eq!(
+            parse_datagram(br#"d{"p":"/c/u1","d":{"x":1,"t":42}}"#),
+            Incoming::Push(vec![42])
+        );
+        assert_eq!(
+            parse_datagram(br#"m{"p":"/c","d":{"u1":{"t":3},"u2":null},"t":7}"#),
+            Incoming::Push(vec![3])
+        );
+        assert_eq!(parse_datagram(br#"x{"p":"/c","d":1}"#), Incoming::Other);
+        assert_eq!(parse_datagram(b""), Incoming::Other);
         assert_eq!(parse(r#"{"t":"d","d":{"a":"ac","b":{}}}"#), Incoming::Other);
     }
 }

@@ -5,6 +5,8 @@
 //!     [--connections N] [--duration S] [--ns NAME] [--server-pid PID] [--out result.json] [--check]
 //! hearth-load crates/load/scenarios/chat.json \
 //!     --target hearth=ws://127.0.0.1:9000 --target peer=ws://127.0.0.1:9100 --out chat.json
+//! hearth-load crates/load/scenarios/cursors.json --url https://127.0.0.1:9443 \
+//!     --cert-sha256 HEX          # over Hearth's WebTransport endpoint
 //! ```
 //!
 //! A scenario file names the kind of users (`chat`, `game`, `leaderboard`, `feed`, `hot-db`,
@@ -27,6 +29,7 @@ mod report;
 mod scenario;
 mod schedule;
 mod tcp;
+mod webtransport;
 mod wire;
 mod workers;
 
@@ -49,8 +52,10 @@ use crate::scenario::{Kind, Scenario};
 struct Args {
     /// The scenario file (JSON; see crates/load/scenarios/).
     scenario: PathBuf,
-    /// The server, as ws://HOST:PORT (REST scenarios use http on the same address), or
-    /// redis://HOST:PORT for the pub/sub baseline of the chat scenario.
+    /// The server, as ws://HOST:PORT (REST scenarios use http on the same address),
+    /// redis://HOST:PORT for the pub/sub baseline of the chat scenario, or https://HOST:PORT
+    /// for Hearth's WebTransport endpoint (`serve --webtransport-listen`; needs
+    /// `--cert-sha256`).
     #[arg(long, default_value = "ws://127.0.0.1:9000")]
     url: String,
     /// Overrides the scenario's connection count.
@@ -86,6 +91,10 @@ struct Args {
     /// its connections time each send stamp only the first time they see it. Repeatable.
     #[arg(long = "whole-values", value_name = "NAME")]
     whole_values: Vec<String>,
+    /// The SHA-256 of the WebTransport endpoint's certificate, in hex (`hearth serve` logs
+    /// it at start): https:// targets accept only the certificate with this hash.
+    #[arg(long, value_name = "HEX")]
+    cert_sha256: Option<String>,
     /// Exit non-zero unless events were delivered and nothing failed (for CI smoke runs).
     #[arg(long)]
     check: bool,
@@ -121,10 +130,15 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     let local = tokio::task::LocalSet::new();
+    let certificate = args
+        .cert_sha256
+        .as_deref()
+        .map(webtransport::parse_certificate_hash)
+        .transpose()?;
     if let Some(worker) = &args.worker {
         let share = parse_share(worker)?;
         let target = compare::targets(&[], &args.url, &[], &args.whole_values)?.remove(0);
-        let result = local.block_on(&runtime, run(&scenario, &target, Some(share)))?;
+        let result = local.block_on(&runtime, run(&scenario, &target, certificate, Some(share)))?;
         let out = args
             .worker_out
             .as_ref()
@@ -150,7 +164,7 @@ fn main() -> anyhow::Result<()> {
         let result = if args.processes > 1 {
             local.block_on(&runtime, coordinate(&args, &scenario, target))?
         } else {
-            local.block_on(&runtime, run(&scenario, target, None))?
+            local.block_on(&runtime, run(&scenario, target, certificate, None))?
         };
         report::print(&result);
         let interrupted = result.interrupted;
@@ -235,6 +249,9 @@ async fn coordinate(
     if target.whole_values {
         forwarded.extend(["--whole-values".to_owned(), "target".to_owned()]);
     }
+    if let Some(hash) = &args.cert_sha256 {
+        forwarded.extend(["--cert-sha256".to_owned(), hash.clone()]);
+    }
     let mut children = workers::spawn(args.processes, &forwarded, &dir)?;
     let mut sampler = procstat::Sampler::new(target.server_pid);
     let started = Instant::now();
@@ -289,6 +306,7 @@ async fn coordinate(
 async fn run(
     scenario: &Scenario,
     target: &compare::Target,
+    certificate: Option<[u8; 32]>,
     share: Option<workers::Share>,
 ) -> anyhow::Result<report::Report> {
     let (url, server_pid) = (target.url.as_str(), target.server_pid);
@@ -299,6 +317,14 @@ async fn run(
             "a redis:// target runs the chat scenario only (pub/sub has no queries or REST)"
         );
         conn::Protocol::Redis
+    } else if url.starts_with("https://") {
+        anyhow::ensure!(
+            scenario.kind != Kind::Feed,
+            "an https:// (WebTransport) target runs the realtime scenarios, not feed (REST)"
+        );
+        conn::Protocol::WebTransport(
+            certificate.context("an https:// (WebTransport) target needs --cert-sha256")?,
+        )
     } else if target.whole_values {
         conn::Protocol::FirebaseWholeValues
     } else {

@@ -45,6 +45,33 @@ pub struct Counters {
     /// Writes that were due while the connection was down or far behind its timetable.
     pub writes_missed: u64,
     pub events: u64,
+    /// What the tester's QUIC connections counted, over whole sessions (WebTransport only).
+    pub quic: QuicUse,
+}
+
+/// UDP traffic of the tester's QUIC connections, as quinn counts it: a receive or send
+/// "io" is one system call's worth, which carries several packets when the sender used UDP
+/// segmentation offload (GSO) or the kernel coalesced them (GRO).
+#[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct QuicUse {
+    /// UDP datagrams (QUIC packets) received, and in how many receive operations.
+    pub packets_received: u64,
+    pub receive_ios: u64,
+    /// Push datagrams (WebTransport datagrams, one push each) received.
+    pub pushes_received: u64,
+    /// UDP datagrams sent, and in how many send operations.
+    pub packets_sent: u64,
+    pub send_ios: u64,
+}
+
+impl QuicUse {
+    pub fn add(&mut self, other: &QuicUse) {
+        self.packets_received += other.packets_received;
+        self.receive_ios += other.receive_ios;
+        self.pushes_received += other.pushes_received;
+        self.packets_sent += other.packets_sent;
+        self.send_ios += other.send_ios;
+    }
 }
 
 pub struct Metrics {

@@ -9,7 +9,7 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{ack_series, event_series, Metrics};
+use crate::metrics::{ack_series, event_series, Metrics, QuicUse};
 use crate::procstat::ServerUse;
 use crate::scenario::Scenario;
 
@@ -132,6 +132,9 @@ pub struct Report {
     pub connect_failures: u64,
     pub writes_missed: u64,
     pub server: Option<ServerUse>,
+    /// The tester's QUIC traffic (WebTransport targets), over whole sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicUse>,
     /// Per-second latency of each series, from the end of the warm-up.
     #[serde(default)]
     pub series: Vec<SeriesPoint>,
@@ -211,6 +214,7 @@ impl Report {
             connect_failures: counters.connect_failures,
             writes_missed: counters.writes_missed,
             server,
+            quic: (counters.quic != QuicUse::default()).then_some(counters.quic),
         };
         report.set_histograms(
             &metrics.event_histograms(),
@@ -237,6 +241,7 @@ impl Report {
             connect_failures: 0,
             writes_missed: 0,
             server: None,
+            quic: None,
             series: Vec::new(),
             curves: Vec::new(),
             raw_series: Vec::new(),
@@ -361,6 +366,20 @@ pub fn print(report: &Report) {
     );
     for sample in &report.error_samples {
         println!("  error: {sample}");
+    }
+    if let Some(quic) = &report.quic {
+        let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+        println!(
+            "tester QUIC (whole sessions): received {} packets in {} receive calls ({:.2} per call), \
+             {} push datagrams ({:.2} per packet); sent {} packets in {} send calls",
+            quic.packets_received,
+            quic.receive_ios,
+            ratio(quic.packets_received, quic.receive_ios),
+            quic.pushes_received,
+            ratio(quic.pushes_received, quic.packets_received),
+            quic.packets_sent,
+            quic.send_ios
+        );
     }
     if let Some(server) = &report.server {
         println!(

@@ -29,6 +29,12 @@ impl Schedule {
         self.due.iter().min().copied()
     }
 
+    /// When the next write is due, or an hour from now for a connection that never writes.
+    pub fn next_or_idle(&self) -> Instant {
+        self.next()
+            .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(3600))
+    }
+
     /// The writes (action and body) due now, oldest first, counted as sent. Open loop: every
     /// write that is due is sent, however slow the server; only a writer far behind skips
     /// ahead, and counts what it skipped.

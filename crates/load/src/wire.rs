@@ -9,11 +9,12 @@ use serde_json::{json, Value};
 /// The most frames one split message may announce; more is a broken server.
 const MAX_FRAMES: usize = 100_000;
 
-/// `host:port` from `ws://host:port` (or `http://…`, or bare).
+/// `host:port` from `ws://host:port` (or `http://…`, `https://…`, `redis://…`, or bare).
 pub fn address(url: &str) -> anyhow::Result<String> {
     let rest = url
         .strip_prefix("ws://")
         .or_else(|| url.strip_prefix("http://"))
+        .or_else(|| url.strip_prefix("https://"))
         .or_else(|| url.strip_prefix("redis://"))
         .unwrap_or(url);
     let host = rest.split('/').next().unwrap_or_default();

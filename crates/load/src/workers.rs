@@ -105,6 +105,9 @@ pub fn merge(reports: Vec<Report>) -> anyhow::Result<Report> {
         merged.reconnects += report.reconnects;
         merged.connect_failures += report.connect_failures;
         merged.writes_missed += report.writes_missed;
+        if let Some(quic) = &report.quic {
+            merged.quic.get_or_insert_with(Default::default).add(quic);
+        }
         merged.interrupted |= report.interrupted;
         merged
             .error_samples
