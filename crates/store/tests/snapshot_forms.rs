@@ -3,9 +3,9 @@
 //! before the reader built those forms directly still loads.
 
 use hearth_store::{read_snapshot, write_snapshot, MemoryStorage, Storage, StorageFile};
-use hearth_tree::Node;
+use hearth_tree::{Node, Path};
 use proptest::prelude::*;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 /// A snapshot of database `db` covering sequence number 12, written by the reader's previous
 /// version (commit 6fd0544, which decoded every child into a node first) from the tree in
@@ -68,8 +68,8 @@ fn a_snapshot_written_by_the_previous_reader_loads() {
     assert_eq!(bytes, unhex(&OLD_SNAPSHOT_HEX.concat()));
 }
 
-fn value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
+fn leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|i| json!(i)),
         any::<f64>()
@@ -77,28 +77,25 @@ fn value() -> impl Strategy<Value = Value> {
             .prop_map(|f| json!(f)),
         "[a-z\"é😀]{0,8}".prop_map(Value::String),
         // Long strings take objects past the packing bound, into chunks, and across frames.
-        "[a-z]{1000,12000}".prop_map(Value::String),
+        "[a-z]{1000,6000}".prop_map(Value::String),
         (any::<i16>(), "[a-z]{0,3}").prop_map(|(v, p)| json!({".value": v, ".priority": p})),
-    ];
-    leaf.prop_recursive(4, 300, 40, |inner| {
-        prop_oneof![
-            (
-                proptest::collection::btree_map(
-                    "[a-c]{1,3}|[0-9]{1,3}|-[1-9]",
-                    inner.clone(),
-                    1..40
-                ),
-                prop_oneof![3 => Just(Value::Null), 1 => "[a-z]{1,3}".prop_map(Value::String)],
-            )
-                .prop_map(|(children, priority)| {
-                    let mut map: Map<String, Value> = children.into_iter().collect();
-                    if !priority.is_null() {
-                        map.insert(".priority".into(), priority);
-                    }
-                    Value::Object(map)
-                }),
-            proptest::collection::vec(inner, 1..40).prop_map(Value::Array),
-        ]
+        // A whole small record, which packs.
+        ("[a-z]{0,20}", any::<u32>())
+            .prop_map(|(text, n)| json!({"text": text, "n": n, "ok": n % 3 == 0})),
+    ]
+}
+
+/// A tree made by a series of writes at random paths of up to four levels, so that objects of
+/// every size and form (packed, chunked, maps of nodes, with priorities) appear at any depth.
+fn tree() -> impl Strategy<Value = Node> {
+    let path = proptest::collection::vec("[a-c]{1,2}|[0-9]{1,3}|-[1-9]", 1..5);
+    proptest::collection::vec((path, leaf()), 1..80).prop_map(|writes| {
+        let mut root = Node::empty();
+        for (keys, value) in writes {
+            let at = Path::parse(&keys.join("/")).expect("a valid path");
+            root = root.set(&at, Node::from_json(&value).expect("a valid value"));
+        }
+        root
     })
 }
 
@@ -108,8 +105,7 @@ proptest! {
     /// Any tree written to a snapshot reads back identical: equal, with the same hash, size
     /// estimate and JSON, and the same for every child.
     #[test]
-    fn random_trees_round_trip(value in value()) {
-        let root = Node::from_json(&json!({"v": value, "w": 1})).expect("generated values are valid");
+    fn random_trees_round_trip(root in tree()) {
         let storage = MemoryStorage::new();
         let info = write_snapshot(&storage, "db", 3, None, &root).expect("written");
         let back = read_snapshot(&storage, &info.name).expect("read").root;
