@@ -11,7 +11,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use hearth_sync::{Change, Write, WriteOp};
-use hearth_tree::{Key, Leaf, Node, Path, Priority, TreeError, MAX_KEY_BYTES};
+use hearth_tree::{Key, Leaf, Node, ObjectBuilder, Path, Priority, TreeError, MAX_KEY_BYTES};
 
 /// Deepest nesting the decoder follows. The tree allows 32 levels; the margin means a tree
 /// that somehow got deeper is still recovered, while corrupt input cannot exhaust the stack.
@@ -274,9 +274,14 @@ pub(crate) fn read_priority<S: Source>(source: &mut S) -> Result<Priority, S::Er
     })
 }
 
+/// A key, validated in place (a key of up to 23 bytes then needs no allocation at all).
 fn read_key<S: Source>(source: &mut S) -> Result<Key, S::Error> {
-    let text = read_str(source, MAX_KEY_BYTES as u64)?;
-    Key::new(&text).map_err(|error| DecodeError::Key(error).into())
+    let len = read_len(source, MAX_KEY_BYTES as u64)?;
+    let key = source.with_bytes(len, |bytes| match std::str::from_utf8(bytes) {
+        Ok(text) => Key::new(text).map_err(DecodeError::Key),
+        Err(_) => Err(DecodeError::Utf8),
+    })?;
+    key.map_err(Into::into)
 }
 
 pub(crate) fn put_path<K: Sink>(sink: &mut K, path: &Path) -> Result<(), K::Error> {
@@ -340,14 +345,21 @@ pub(crate) fn put_node<K: Sink>(sink: &mut K, node: &Node) -> Result<(), K::Erro
 }
 
 pub(crate) fn read_node<S: Source>(source: &mut S) -> Result<Node, S::Error> {
-    read_node_at(source, 0)
+    let tag = read_u8(source)?;
+    read_tagged_node(source, tag, 0, &mut Vec::new())
 }
 
-fn read_node_at<S: Source>(source: &mut S, depth: usize) -> Result<Node, S::Error> {
+/// Decodes the node whose tag was just read. `builders` holds object builders that are not in
+/// use, so that decoding a large tree allocates a buffer per nesting level, not per object.
+fn read_tagged_node<S: Source>(
+    source: &mut S,
+    tag: u8,
+    depth: usize,
+    builders: &mut Vec<ObjectBuilder>,
+) -> Result<Node, S::Error> {
     if depth > DECODE_DEPTH_MAX {
         return Err(DecodeError::TooDeep.into());
     }
-    let tag = read_u8(source)?;
     let priority = if tag & NODE_HAS_PRIORITY != 0 {
         match read_priority(source)? {
             // A flagged priority is never "none": refuse what no encoder writes.
@@ -366,33 +378,84 @@ fn read_node_at<S: Source>(source: &mut S, depth: usize) -> Result<Node, S::Erro
         NODE_FLOAT => leaf(Leaf::Number(read_f64(source)?)),
         NODE_STRING => leaf(Leaf::String(read_str(source, DECODE_STRING_BYTES_MAX)?)),
         NODE_OBJECT => {
-            // Each child takes at least two bytes, which bounds a corrupt count by the data.
-            let count = read_varint(source)?;
-            if count == 0 {
-                return Err(DecodeError::EmptyObject.into());
-            }
-            // No capacity from the count: a corrupt count must not reserve memory.
-            let mut children: Vec<(Key, Node)> = Vec::new();
-            for _ in 0..count {
-                let key = read_key(source)?;
-                if children
-                    .last()
-                    .is_some_and(|(previous, _)| *previous >= key)
-                {
-                    return Err(DecodeError::KeyOrder.into());
-                }
-                let child = read_node_at(source, depth + 1)?;
-                if child.is_empty() {
-                    return Err(DecodeError::EmptyObject.into());
-                }
-                children.push((key, child));
-            }
-            // Built at once: the large maps come out with full leaves, and no intermediate
-            // object is made per child.
-            Ok(Node::from_children(children, priority))
+            let mut builder = builders.pop().unwrap_or_default();
+            read_children(source, depth, &mut builder, builders)?;
+            let node = builder.finish(priority);
+            builders.push(builder);
+            Ok(node)
         }
         _ => Err(DecodeError::Tag(tag).into()),
     }
+}
+
+/// Decodes an object's children (the count and every entry) into `builder`. A child without
+/// priority goes into the builder as it is decoded: a record's text is copied once, from the
+/// source into the packed bytes it is kept in, and no node is made of it.
+fn read_children<S: Source>(
+    source: &mut S,
+    depth: usize,
+    builder: &mut ObjectBuilder,
+    builders: &mut Vec<ObjectBuilder>,
+) -> Result<(), S::Error> {
+    // Each child takes at least two bytes, which bounds a corrupt count by the data; nothing
+    // is reserved from the count.
+    let count = read_varint(source)?;
+    if count == 0 {
+        return Err(DecodeError::EmptyObject.into());
+    }
+    let mut previous: Option<Key> = None;
+    for _ in 0..count {
+        let key = read_key(source)?;
+        if previous.as_ref().is_some_and(|previous| *previous >= key) {
+            return Err(DecodeError::KeyOrder.into());
+        }
+        read_child(source, &key, depth + 1, builder, builders)?;
+        previous = Some(key);
+    }
+    Ok(())
+}
+
+/// Decodes the child `key` at nesting level `depth` into `parent`.
+fn read_child<S: Source>(
+    source: &mut S,
+    key: &Key,
+    depth: usize,
+    parent: &mut ObjectBuilder,
+    builders: &mut Vec<ObjectBuilder>,
+) -> Result<(), S::Error> {
+    if depth > DECODE_DEPTH_MAX {
+        return Err(DecodeError::TooDeep.into());
+    }
+    let tag = read_u8(source)?;
+    match tag {
+        NODE_FALSE => parent.push_bool(key, false),
+        NODE_TRUE => parent.push_bool(key, true),
+        NODE_INTEGER => parent.push_number(key, read_integer(source)?),
+        NODE_FLOAT => parent.push_number(key, read_f64(source)?),
+        NODE_STRING => {
+            let len = read_len(source, DECODE_STRING_BYTES_MAX)?;
+            source
+                .with_bytes(len, |bytes| {
+                    std::str::from_utf8(bytes).map(|text| parent.push_str(key, text))
+                })?
+                .map_err(|_| DecodeError::Utf8)?;
+        }
+        NODE_OBJECT => {
+            let mut child = builders.pop().unwrap_or_default();
+            read_children(source, depth, &mut child, builders)?;
+            parent.push_object(key, &mut child);
+            builders.push(child);
+        }
+        // The empty node, and nodes with a priority (which never pack).
+        _ => {
+            let child = read_tagged_node(source, tag, depth, builders)?;
+            if child.is_empty() {
+                return Err(DecodeError::EmptyObject.into());
+            }
+            parent.push_node(key, child);
+        }
+    }
+    Ok(())
 }
 
 // ---- writes -----------------------------------------------------------------------------

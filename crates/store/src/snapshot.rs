@@ -427,4 +427,16 @@ impl<F: StorageFile> Source for FrameReader<'_, F> {
         }
         Ok(())
     }
+
+    /// Bytes that lie in the current frame (nearly all of them: frames are far larger than
+    /// most strings) are handed over in place, without a copy.
+    fn with_bytes<T>(&mut self, len: usize, f: impl FnOnce(&[u8]) -> T) -> Result<T, ReadError> {
+        if let Some(bytes) = self.data.get(self.position..self.position + len) {
+            self.position += len;
+            return Ok(f(bytes));
+        }
+        let mut buf = vec![0; len];
+        self.read_into(&mut buf)?;
+        Ok(f(&buf))
+    }
 }

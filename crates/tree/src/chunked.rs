@@ -22,7 +22,7 @@ use imbl::OrdMap;
 use crate::hash;
 use crate::key::Key;
 use crate::node::Node;
-use crate::packed::{self, Packed};
+use crate::packed::{self, Packed, HEADER_ROOM};
 
 /// Largest encoded size of a chunk of two entries or more: a write copies one chunk, and the
 /// map from first keys costs about 150 bytes per chunk, 7% of a full one.
@@ -222,6 +222,54 @@ impl Chunked {
         Some(Chunked {
             chunks: Index::from_vec(builder.finish()),
             len,
+            bytes,
+            hash: OnceLock::new(),
+        })
+    }
+
+    /// The collection of `count` children already encoded one after the other in
+    /// `buffer[HEADER_ROOM..]` (keys ascending; `bytes` estimated), cut into chunks as
+    /// [`Chunked::encode`] cuts them, without a node per child, each chunk copied once (its
+    /// header goes in front of its entries, over bytes of the chunk before, already copied).
+    /// `None` if the entries do not parse, which is a bug of the caller.
+    pub(crate) fn from_encoded(buffer: &mut [u8], count: usize, bytes: usize) -> Option<Chunked> {
+        let mut chunks = Vec::new();
+        let mut first: Option<(Key, usize)> = None;
+        let mut in_chunk = 0;
+        let mut at = HEADER_ROOM;
+        for _ in 0..count {
+            let (name, end) = packed::skip_entry(buffer, at)?;
+            match &first {
+                // As `Builder::added`: an entry that takes the chunk past the bound starts
+                // the next one, unless it is the chunk's only entry.
+                Some((_, start)) if end - start > CHUNK_MAX_BYTES => {
+                    let start = *start;
+                    let key = Key::new_unchecked(name);
+                    let chunk = Chunk(Packed::from_entries_in_place(
+                        buffer, start, at, 0, in_chunk,
+                    ));
+                    if let Some((first_key, _)) = first.replace((key, at)) {
+                        chunks.push((first_key, chunk));
+                    }
+                    in_chunk = 0;
+                }
+                Some(_) => {}
+                None => first = Some((Key::new_unchecked(name), at)),
+            }
+            in_chunk += 1;
+            at = end;
+        }
+        if at != buffer.len() {
+            return None;
+        }
+        let (key, start) = first?;
+        let chunk = Chunk(Packed::from_entries_in_place(
+            buffer, start, at, 0, in_chunk,
+        ));
+        chunks.push((key, chunk));
+        Some(Chunked {
+            chunks: Index::from_vec(chunks),
+            len: count,
             bytes,
             hash: OnceLock::new(),
         })

@@ -5,11 +5,14 @@
 //! * [`Node`]: an immutable, structurally shared tree with O(log n) copy-on-write updates,
 //!   JSON conversion in plain and export form, and the node hash that clients send with
 //!   transactions.
+//! * [`ObjectBuilder`]: an object built from children in key order straight into its stored
+//!   form (what the store's snapshot reader uses).
 //! * [`compare_values`], [`compare_keys`], [`compare_utf16`]: the orders queries use.
 //!
 //! Everything that must agree with the client bit for bit (orders, hash, number text) is
 //! tested against vectors captured from the real client (spec §9, §10).
 
+mod builder;
 mod children;
 mod chunked;
 mod hash;
@@ -27,6 +30,7 @@ mod priority;
 mod raw;
 mod surrogates;
 
+pub use builder::ObjectBuilder;
 pub use iter::{Children, ChildrenRange};
 pub use key::{compare_keys, compare_utf16, Key};
 pub use limits::{TreeError, MAX_DEPTH, MAX_KEY_BYTES, MAX_PATH_BYTES, MAX_STRING_BYTES};

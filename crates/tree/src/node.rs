@@ -77,7 +77,7 @@ static EMPTY_HASH: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
 static NO_PRIORITY: Priority = Priority::None;
 
 /// Rough JSON overhead of one object entry: two quotes, a colon and a comma.
-const ENTRY_OVERHEAD: usize = 4;
+pub(crate) const ENTRY_OVERHEAD: usize = 4;
 
 /// Rough JSON overhead of an export wrapper `{".value":…,".priority":…}` or `,".priority":…`.
 const PRIORITY_OVERHEAD: usize = 26;
@@ -109,7 +109,7 @@ fn object_node(children: ChildMap, priority: Priority, bytes: usize, try_chunks:
 }
 
 #[cfg(not(test))]
-fn packing_enabled() -> bool {
+pub(crate) fn packing_enabled() -> bool {
     true
 }
 
@@ -120,7 +120,7 @@ thread_local! {
 }
 
 #[cfg(test)]
-fn packing_enabled() -> bool {
+pub(crate) fn packing_enabled() -> bool {
     PACKING.with(std::cell::Cell::get)
 }
 
@@ -195,7 +195,7 @@ fn entry_bytes(key: &Key, child: &Node) -> usize {
     key.as_str().len() + ENTRY_OVERHEAD + child.estimated_bytes()
 }
 
-fn priority_bytes(priority: &Priority) -> usize {
+pub(crate) fn priority_bytes(priority: &Priority) -> usize {
     match priority {
         Priority::None => 0,
         Priority::Number(n) => PRIORITY_OVERHEAD + number_bytes(*n),
@@ -267,6 +267,10 @@ impl Node {
 
     pub(crate) fn from_packed(packed: Packed) -> Node {
         Node(Repr::Packed(packed))
+    }
+
+    pub(crate) fn from_chunked(chunked: Chunked) -> Node {
+        Node(Repr::Chunked(Arc::new(chunked)))
     }
 
     pub(crate) fn packed(&self) -> Option<&Packed> {

@@ -109,8 +109,33 @@ impl<H: Default> Packed<H> {
     /// A packed object of `count` entries already encoded by [`put_entry`] (a chunk of a large
     /// collection, whose estimate is kept by the collection, so it records none).
     pub(crate) fn from_entries(count: usize, entries: &[u8]) -> Packed<H> {
-        let mut out = Vec::with_capacity(entries.len() + 4);
-        put_varint(&mut out, 0);
+        Packed::from_encoded(0, count, entries)
+    }
+
+    /// A packed object of the `count` entries `buffer[start..end]`, whose estimated JSON size
+    /// is `estimate`; its header is written into the [`HEADER_ROOM`] bytes before `start`
+    /// (which must be there, and are overwritten), so that the entries are copied once, into
+    /// the object's allocation.
+    pub(crate) fn from_entries_in_place(
+        buffer: &mut [u8],
+        start: usize,
+        end: usize,
+        estimate: usize,
+        count: usize,
+    ) -> Packed<H> {
+        let mut header = [0u8; HEADER_ROOM];
+        let mut len = varint_into(&mut header, estimate as u64);
+        len += varint_into(&mut header[len..], count as u64);
+        let begin = start - len;
+        buffer[begin..start].copy_from_slice(&header[..len]);
+        Packed::from_slice(&buffer[begin..end])
+    }
+
+    /// A packed object of `count` entries already encoded, whose estimated JSON size is
+    /// `estimate` (as [`Packed::encode`] records it).
+    pub(crate) fn from_encoded(estimate: usize, count: usize, entries: &[u8]) -> Packed<H> {
+        let mut out = Vec::with_capacity(entries.len() + 20);
+        put_varint(&mut out, estimate as u64);
         put_varint(&mut out, count as u64);
         out.extend_from_slice(entries);
         Packed::from_slice(&out)
@@ -310,36 +335,82 @@ pub(crate) fn put_node(out: &mut Vec<u8>, node: &Node) -> Option<()> {
     }
     if let Some(leaf) = node.leaf_value() {
         match leaf {
-            Leaf::Bool(false) => out.push(FALSE),
-            Leaf::Bool(true) => out.push(TRUE),
-            Leaf::Number(n) if is_exact_integer(*n) => {
-                out.push(INTEGER);
-                // The range check makes the conversion exact.
-                put_varint(out, zigzag(*n as i64));
-            }
-            Leaf::Number(n) => match decimal(*n) {
-                Some((scale, mantissa)) => {
-                    out.push(DECIMAL);
-                    out.push(scale);
-                    put_varint(out, zigzag(mantissa));
-                }
-                None => {
-                    out.push(FLOAT);
-                    out.extend_from_slice(&n.to_le_bytes());
-                }
-            },
-            Leaf::String(text) => {
-                out.push(STRING);
-                put_str(out, text);
-            }
+            Leaf::Bool(b) => put_bool(out, *b),
+            Leaf::Number(n) => put_number(out, *n),
+            Leaf::String(text) => put_string(out, text),
         }
         return Some(());
     }
     let packed = node.packed()?;
-    out.push(OBJECT);
-    put_varint(out, packed.bytes().len() as u64);
-    out.extend_from_slice(packed.bytes());
+    put_object(out, packed.bytes());
     Some(())
+}
+
+/// Appends a boolean value.
+pub(crate) fn put_bool(out: &mut Vec<u8>, value: bool) {
+    out.push(if value { TRUE } else { FALSE });
+}
+
+/// Appends a number value (finite, not `-0`) in its smallest exact form.
+pub(crate) fn put_number(out: &mut Vec<u8>, n: f64) {
+    if is_exact_integer(n) {
+        out.push(INTEGER);
+        // The range check makes the conversion exact.
+        put_varint(out, zigzag(n as i64));
+        return;
+    }
+    match decimal(n) {
+        Some((scale, mantissa)) => {
+            out.push(DECIMAL);
+            out.push(scale);
+            put_varint(out, zigzag(mantissa));
+        }
+        None => {
+            out.push(FLOAT);
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+}
+
+/// Appends a string value.
+pub(crate) fn put_string(out: &mut Vec<u8>, text: &str) {
+    out.push(STRING);
+    put_str(out, text);
+}
+
+/// Appends a nested object value whose packed bytes are `bytes`.
+pub(crate) fn put_object(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(OBJECT);
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// Appends a nested object value of `count` entries whose estimated JSON size is `estimate`:
+/// `buffer[HEADER_ROOM..]` holds the entries, and the header is written into the room before
+/// them, so that the object is copied once, without first being made a [`Packed`].
+pub(crate) fn put_object_in_place(
+    out: &mut Vec<u8>,
+    buffer: &mut [u8],
+    estimate: usize,
+    count: usize,
+) {
+    let mut header = [0u8; HEADER_ROOM];
+    let mut len = varint_into(&mut header, estimate as u64);
+    len += varint_into(&mut header[len..], count as u64);
+    let begin = HEADER_ROOM - len;
+    buffer[begin..HEADER_ROOM].copy_from_slice(&header[..len]);
+    put_object(out, &buffer[begin..]);
+}
+
+/// Appends an entry's key, for the value that follows.
+pub(crate) fn put_key(out: &mut Vec<u8>, key: &str) {
+    put_str(out, key);
+}
+
+/// The offset after the entry (key and value) at `at` of a run of entries, with its key.
+pub(crate) fn skip_entry(bytes: &[u8], at: usize) -> Option<(&str, usize)> {
+    let (name, start) = read_str(bytes, at)?;
+    Some((name, skip_value(bytes, start)?))
 }
 
 /// Whether `n` is stored as an integer: whole, exact in a double, and not `-0`, which would
@@ -426,6 +497,22 @@ fn read_bytes(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
 fn read_str(bytes: &[u8], at: usize) -> Option<(&str, usize)> {
     let (raw, at) = read_bytes(bytes, at)?;
     Some((std::str::from_utf8(raw).ok()?, at))
+}
+
+/// Bytes of the longest header of a packed object: two varints of at most ten bytes.
+pub(crate) const HEADER_ROOM: usize = 20;
+
+/// Writes the varint of `value` at the start of `out` (ten bytes are always enough); returns
+/// its length.
+fn varint_into(out: &mut [u8], mut value: u64) -> usize {
+    let mut len = 0;
+    while value >= 0x80 {
+        out[len] = (value as u8) | 0x80;
+        value >>= 7;
+        len += 1;
+    }
+    out[len] = value as u8;
+    len + 1
 }
 
 fn put_varint(out: &mut Vec<u8>, mut value: u64) {
