@@ -241,6 +241,22 @@ struct ServeArgs {
     /// self-signed one valid for 13 days, whose SHA-256 the log shows for browsers to pin.
     #[arg(long, env = "HEARTH_WEBTRANSPORT_LISTEN")]
     webtransport_listen: Option<String>,
+    /// Run as one node of a cluster with a static placement (docs/cluster-link.md): every
+    /// node gets the same list of every node, itself included, as `ID=HOST:PORT,...`, where
+    /// HOST:PORT is that node's node-to-node link. A database is owned by the listed node
+    /// whose id scores highest for its name (rendezvous hashing); the others forward its
+    /// WebSocket clients there. Needs --node-id and --cluster-secret-file.
+    #[arg(long, env = "HEARTH_CLUSTER_PEERS", value_delimiter = ',',
+          requires_all = ["node_id", "cluster_secret_file"])]
+    cluster_peers: Vec<String>,
+    /// This node's id in --cluster-peers.
+    #[arg(long, env = "HEARTH_NODE_ID")]
+    node_id: Option<String>,
+    /// A file with the secret every node of the cluster shares (16 to 4096 bytes): a node
+    /// proves it on the link's handshake, so that whoever reaches the link's port cannot act
+    /// as any client. The link is not encrypted: keep it on a private network.
+    #[arg(long, env = "HEARTH_CLUSTER_SECRET_FILE")]
+    cluster_secret_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -419,6 +435,48 @@ fn apply_firebase_json(
     Ok(())
 }
 
+/// The static placement and the link's secret, when --cluster-peers is given.
+fn cluster_config(
+    args: &ServeArgs,
+) -> anyhow::Result<Option<std::sync::Arc<hearth_server::peer::ClusterConfig>>> {
+    use hearth_server::peer::{placement, ClusterConfig, Placement};
+    if args.cluster_peers.is_empty() {
+        return Ok(None);
+    }
+    let mut entries = Vec::with_capacity(args.cluster_peers.len());
+    for entry in &args.cluster_peers {
+        let (id, address) = placement::split_entry(entry.trim())?;
+        let address = first_address("--cluster-peers", Some(address))?
+            .with_context(|| format!("--cluster-peers: `{address}` resolves to nothing"))?;
+        entries.push((id.to_owned(), address));
+    }
+    let me = args
+        .node_id
+        .as_deref()
+        .context("--cluster-peers needs --node-id")?;
+    let placement = Placement::new(entries, me)?;
+    let file = args
+        .cluster_secret_file
+        .as_ref()
+        .context("--cluster-peers needs --cluster-secret-file")?;
+    let mut secret = std::fs::read(file)
+        .with_context(|| format!("reading --cluster-secret-file {}", file.display()))?;
+    while secret.last().is_some_and(u8::is_ascii_whitespace) {
+        secret.pop();
+    }
+    let (min, max) = (
+        hearth_server::peer::MIN_SECRET_BYTES,
+        hearth_server::peer::MAX_SECRET_BYTES,
+    );
+    if !(min..=max).contains(&secret.len()) {
+        anyhow::bail!("--cluster-secret-file must hold {min} to {max} bytes");
+    }
+    Ok(Some(std::sync::Arc::new(ClusterConfig {
+        placement,
+        secret,
+    })))
+}
+
 /// The first address of `address`, a `host:port` given to `flag`, if given.
 fn first_address(
     flag: &str,
@@ -460,7 +518,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let metrics_listen = first_address("--metrics-listen", args.metrics_listen.as_deref())?;
     let webtransport_listen =
         first_address("--webtransport-listen", args.webtransport_listen.as_deref())?;
+    let cluster = cluster_config(&args)?;
     let config = ServeConfig {
+        cluster,
         webtransport_listen,
         auth,
         firebase_jwks,

@@ -59,6 +59,8 @@ pub struct ServeConfig {
     pub rest_cache_bytes: usize,
     /// Where WebTransport sessions are served (`--webtransport-listen`, UDP), if anywhere.
     pub webtransport_listen: Option<SocketAddr>,
+    /// The other nodes of a cluster and the link's secret (`--cluster-peers`, `peer`).
+    pub cluster: Option<Arc<crate::peer::ClusterConfig>>,
 }
 
 impl ServeConfig {
@@ -86,6 +88,7 @@ impl ServeConfig {
             volatile_hz: DEFAULT_VOLATILE_HZ,
             rest_cache_bytes: crate::rest::cache::DEFAULT_REST_CACHE_BYTES,
             webtransport_listen: None,
+            cluster: None,
         }
     }
 }

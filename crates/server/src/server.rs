@@ -149,8 +149,26 @@ impl Server {
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         observer.connect(senders.clone());
-        let (edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
+        let (mut edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
+        // The other nodes are edges of every shard's owner role after the local shards.
+        let nodes = match &config.cluster {
+            Some(cluster) => {
+                let started = crate::peer::start(
+                    cluster,
+                    senders.clone(),
+                    edge_senders.clone(),
+                    shutdown_rx.clone(),
+                )
+                .map_err(|source| StartError::Bind {
+                    addresses: format!("--cluster-peers (this node's address): {source}"),
+                    source,
+                })?;
+                edge_senders.extend(started.edges);
+                Some(started.nodes)
+            }
+            None => None,
+        };
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let mut threads = Vec::with_capacity(shards);
         let channels = receivers.into_iter().zip(edge_receivers);
@@ -165,6 +183,7 @@ impl Server {
             let observer = observer.clone();
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
             let webtransport = webtransport.take();
+            let nodes = nodes.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("hearth-shard-{index}"))
                 .spawn(move || {
@@ -187,6 +206,7 @@ impl Server {
                         },
                         shutdown_rx,
                         observer,
+                        nodes,
                     );
                 })
                 .map_err(StartError::Thread)?;
@@ -332,6 +352,7 @@ fn run_shard(
     links: Links,
     shutdown: watch::Receiver<bool>,
     observer: Arc<Observer>,
+    nodes: Option<Arc<crate::peer::Nodes>>,
 ) {
     let Sockets {
         listeners,
@@ -355,7 +376,7 @@ fn run_shard(
         }
         None => (None, Default::default()),
     };
-    let shard = Rc::new(Shard::with_store(
+    let mut shard = Shard::with_store(
         index,
         Rc::new(config),
         shutdown,
@@ -363,7 +384,9 @@ fn run_shard(
         links.edges,
         store,
         observer,
-    ));
+    );
+    shard.nodes = nodes;
+    let shard = Rc::new(shard);
     shard.add_recovered(recovered);
     shard.observer.health.shard_started();
     let local = LocalSet::new();

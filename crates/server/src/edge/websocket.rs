@@ -17,15 +17,15 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info, warn};
 
 use crate::close::{
-    CloseReason, DISK_FAILED_CLOSE, IDLE_CLOSE, REPLACED_CLOSE, SHUTDOWN_CLOSE, SLOW_READER_CLOSE,
-    UNWRITABLE_DROP,
+    CloseReason, DISK_FAILED_CLOSE, IDLE_CLOSE, OWNER_NODE_LOST_CLOSE, REPLACED_CLOSE,
+    SHUTDOWN_CLOSE, SLOW_READER_CLOSE, UNWRITABLE_DROP,
 };
 use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use crate::edge::{EdgeConn, EdgeTarget};
 use crate::http_head::Head;
 use crate::link::ToOwner;
 use crate::metrics::labels::CloseCause;
-use crate::namespace::{owner_shard, NamespaceError};
+use crate::namespace::NamespaceError;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{
     decode_large, expire_auth, on_large_decoded, on_message, Handled, LargeMessage,
@@ -165,6 +165,7 @@ fn count_close(shard: &Shard, ended: &Ended) {
             SLOW_READER_CLOSE => CloseCause::SlowReader,
             REPLACED_CLOSE => CloseCause::Replaced,
             DISK_FAILED_CLOSE => CloseCause::DiskFailed,
+            OWNER_NODE_LOST_CLOSE => CloseCause::OwnerNodeLost,
             _ => CloseCause::Protocol,
         },
     };
@@ -182,7 +183,7 @@ pub(crate) fn attach(
     previous: Option<&str>,
 ) -> OwnerSide {
     let id = edge.id;
-    let owner = owner_shard(&namespace, shard.shard_count);
+    let owner = shard.owner_of(&namespace);
     if owner == shard.index {
         if let Some(previous) = previous {
             sessions::end_previous_session(shard, previous, &namespace);

@@ -227,10 +227,12 @@ pub enum CloseCause {
     Protocol,
     /// The server stopped.
     Shutdown,
+    /// The link to the node that owns the connection's database was lost (`peer`).
+    OwnerNodeLost,
 }
 
 impl CloseCause {
-    pub const ALL: [CloseCause; 8] = [
+    pub const ALL: [CloseCause; 9] = [
         CloseCause::Client,
         CloseCause::Idle,
         CloseCause::SlowReader,
@@ -239,6 +241,7 @@ impl CloseCause {
         CloseCause::DiskFailed,
         CloseCause::Protocol,
         CloseCause::Shutdown,
+        CloseCause::OwnerNodeLost,
     ];
 
     pub fn label(self) -> &'static str {
@@ -251,6 +254,7 @@ impl CloseCause {
             CloseCause::DiskFailed => "disk_failed",
             CloseCause::Protocol => "protocol",
             CloseCause::Shutdown => "shutdown",
+            CloseCause::OwnerNodeLost => "owner_node_lost",
         }
     }
 }
