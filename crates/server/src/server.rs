@@ -203,10 +203,10 @@ impl Server {
                             owners: senders,
                             edge_rx: edge_receiver,
                             edges: edge_senders,
+                            nodes,
                         },
                         shutdown_rx,
                         observer,
-                        nodes,
                     );
                 })
                 .map_err(StartError::Thread)?;
@@ -342,6 +342,8 @@ struct Links {
     /// Batches for the connections this shard holds.
     edge_rx: mpsc::UnboundedReceiver<ToEdge>,
     edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+    /// The other nodes of a cluster, whose links are owners and edges past the shards.
+    nodes: Option<Arc<crate::peer::Nodes>>,
 }
 
 fn run_shard(
@@ -352,7 +354,6 @@ fn run_shard(
     links: Links,
     shutdown: watch::Receiver<bool>,
     observer: Arc<Observer>,
-    nodes: Option<Arc<crate::peer::Nodes>>,
 ) {
     let Sockets {
         listeners,
@@ -385,7 +386,7 @@ fn run_shard(
         store,
         observer,
     );
-    shard.nodes = nodes;
+    shard.nodes = links.nodes;
     let shard = Rc::new(shard);
     shard.add_recovered(recovered);
     shard.observer.health.shard_started();

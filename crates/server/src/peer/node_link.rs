@@ -173,7 +173,7 @@ impl NodeLink {
                 Err(error) => {
                     // The first failure and then one in 30: a peer that is down for long
                     // does not flood the log.
-                    if failures % 30 == 0 {
+                    if failures.is_multiple_of(30) {
                         let peer = &self.placement.nodes[node].id;
                         warn!(peer, %address, %error, failures, "cannot reach node; retrying");
                     }
