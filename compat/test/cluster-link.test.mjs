@@ -169,6 +169,24 @@ describe('two nodes over the node-to-node link', () => {
     }
   });
 
+  it('a large write (decoded off the owner\'s thread) keeps its place among the writes after it', T, async () => {
+    const ns = nsOwnedBy('b');
+    const writer = client('a', ns);
+    const watcher = client('b', ns);
+    const big = 'x'.repeat(400 * 1024);
+    const seen = [];
+    const off = onValue(watcher.ref('doc'), (snap) => seen.push(snap.val()));
+    const writes = [set(writer.ref('doc'), { big, n: 1 }), set(writer.ref('doc/n'), 2), set(writer.ref('doc/n'), 3)];
+    await Promise.all(writes);
+    const last = await valueWhere(watcher.ref('doc'), (v) => v && v.n === 3, 'the last write');
+    off();
+    assert.equal(last.big.length, big.length);
+    // What the other node's client saw follows the writes' order.
+    const order = seen.filter((v) => v && v.big).map((v) => v.n);
+    assert.deepEqual([...order].sort((x, y) => x - y), order);
+    assert.equal(order.at(-1), 3);
+  });
+
   it('onDisconnect runs on the owner when the client leaves the other node', T, async () => {
     const ns = nsOwnedBy('b');
     const leaving = createClient(nodes.a, ns);

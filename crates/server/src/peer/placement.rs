@@ -118,19 +118,11 @@ fn valid_id(id: &str) -> bool {
             .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
 }
 
-/// A stable 64-bit score (FNV-1a, then a finalizer that spreads the bits): the same on every
-/// node and every version, since data directories follow it.
+/// The score of `node` for `namespace`: the same on every node and every version, since data
+/// directories follow it.
 fn score(node: &str, namespace: &str) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in node.bytes().chain([0xff]).chain(namespace.bytes()) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash ^= hash >> 33;
-    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    hash ^= hash >> 33;
-    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    hash ^ (hash >> 33)
+    let bytes = node.bytes().chain([0xff]).chain(namespace.bytes());
+    crate::namespace::stable_hash(bytes)
 }
 
 #[cfg(test)]
