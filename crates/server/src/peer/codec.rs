@@ -14,6 +14,9 @@ use hearth_sync::ConnId;
 /// push larger than this closes its connection instead of crossing.
 pub const MAX_FRAME_BYTES: usize = 256 * 1024 * 1024;
 
+/// The most room made ahead of a frame's announced bytes before they arrive.
+const READ_AHEAD_BYTES: usize = 64 * 1024;
+
 /// Connection ids a node sends are below this: an owner node keeps the bits above for the
 /// sending node's index (`peer::ids`).
 pub const MAX_WIRE_CONN: ConnId = 1 << 48;
@@ -217,7 +220,8 @@ pub fn split_frame(buffer: &mut BytesMut) -> Result<Option<Bytes>, DecodeError> 
         return Err(DecodeError::TooLarge(length));
     }
     if buffer.len() < 4 + length {
-        buffer.reserve(4 + length - buffer.len());
+        // Room grows with the bytes that arrive, never ahead of them on the peer's word.
+        buffer.reserve((4 + length - buffer.len()).min(READ_AHEAD_BYTES));
         return Ok(None);
     }
     buffer.advance(4);
@@ -433,6 +437,10 @@ mod tests {
     fn hostile_frames_are_refused() {
         let mut buffer = BytesMut::from(&((MAX_FRAME_BYTES as u32 + 1).to_be_bytes())[..]);
         assert!(split_frame(&mut buffer).is_err());
+        // The largest frame announced: room is made as its bytes come, not at once.
+        let mut buffer = BytesMut::from(&((MAX_FRAME_BYTES as u32).to_be_bytes())[..]);
+        assert_eq!(split_frame(&mut buffer), Ok(None));
+        assert!(buffer.capacity() <= 1024 * 1024, "{}", buffer.capacity());
         let batch = LinkMessage::Batch {
             frames: Vec::new(),
             items: vec![WireItem::Frames { conn: 1, frame: 0 }],
