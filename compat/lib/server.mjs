@@ -84,6 +84,7 @@ const SERVE_ENV = [
   'HEARTH_BODY_BUDGET_MIB', 'HEARTH_ANSWER_BUDGET_MIB', 'HEARTH_HTTP_WRITE_TIMEOUT_SECS',
   'HEARTH_TLS_CERT', 'HEARTH_TLS_KEY',
   'HEARTH_METRICS_LISTEN', 'HEARTH_METRICS_PUBLIC',
+  'HEARTH_CLUSTER_PEERS', 'HEARTH_NODE_ID', 'HEARTH_CLUSTER_SECRET_FILE',
 ];
 
 /** The environment of a spawned `hearth`: this process's, minus the serve defaults, plus `extra`. */

@@ -268,10 +268,11 @@ struct ServeArgs {
     /// `http://127.0.0.1:2379`; etcd 3.4 or later, through its JSON gateway): this node holds
     /// a lease there, and acknowledges writes only to databases it has claimed (docs/cluster.md).
     /// Without it the server is a single node that owns every database.
-    #[arg(long, requires_all = ["node_id", "advertise"])]
+    #[arg(long, requires_all = ["node_id", "advertise"], conflicts_with = "cluster_peers")]
     cluster_etcd: Option<String>,
-    /// This node's id in the cluster (letters, digits, `-`, `_`, `.`; unique among the nodes).
-    #[arg(long, requires = "cluster_etcd")]
+    /// This node's id in the cluster (letters, digits, `-`, `_`, `.`; unique among the nodes),
+    /// with --cluster-etcd or --cluster-peers.
+    #[arg(long, env = "HEARTH_NODE_ID")]
     node_id: Option<String>,
     /// Where the other nodes of the cluster reach this one (`host:port`).
     #[arg(long, requires = "cluster_etcd")]
@@ -281,6 +282,20 @@ struct ServeArgs {
     /// confirmed the lease (at least 2).
     #[arg(long, default_value_t = DEFAULT_LEASE_TTL_SECS)]
     cluster_lease_ttl_secs: u64,
+    /// Run as one node of a cluster with a static placement (docs/cluster-link.md): every
+    /// node gets the same list of every node, itself included, as `ID=HOST:PORT,...`, where
+    /// HOST:PORT is that node's node-to-node link. A database is owned by the listed node
+    /// whose id scores highest for its name (rendezvous hashing); the others forward its
+    /// WebSocket clients there. Needs --node-id and --cluster-secret-file; not with
+    /// --cluster-etcd yet (its placement does not drive forwarding).
+    #[arg(long, env = "HEARTH_CLUSTER_PEERS", value_delimiter = ',',
+          requires_all = ["node_id", "cluster_secret_file"])]
+    cluster_peers: Vec<String>,
+    /// A file with the secret every node of the cluster shares (16 to 4096 bytes): a node
+    /// proves it on the link's handshake, so that whoever reaches the link's port cannot act
+    /// as any client. The link is not encrypted: keep it on a private network.
+    #[arg(long, env = "HEARTH_CLUSTER_SECRET_FILE")]
+    cluster_secret_file: Option<PathBuf>,
 }
 
 /// `--cluster-lease-ttl-secs` when not given: a dead owner's databases are claimed again
@@ -480,6 +495,48 @@ fn apply_firebase_json(
     Ok(())
 }
 
+/// The static placement and the link's secret, when --cluster-peers is given.
+fn cluster_config(
+    args: &ServeArgs,
+) -> anyhow::Result<Option<std::sync::Arc<hearth_server::peer::ClusterConfig>>> {
+    use hearth_server::peer::{placement, ClusterConfig, Placement};
+    if args.cluster_peers.is_empty() {
+        return Ok(None);
+    }
+    let mut entries = Vec::with_capacity(args.cluster_peers.len());
+    for entry in &args.cluster_peers {
+        let (id, address) = placement::split_entry(entry.trim())?;
+        let address = first_address("--cluster-peers", Some(address))?
+            .with_context(|| format!("--cluster-peers: `{address}` resolves to nothing"))?;
+        entries.push((id.to_owned(), address));
+    }
+    let me = args
+        .node_id
+        .as_deref()
+        .context("--cluster-peers needs --node-id")?;
+    let placement = Placement::new(entries, me)?;
+    let file = args
+        .cluster_secret_file
+        .as_ref()
+        .context("--cluster-peers needs --cluster-secret-file")?;
+    let mut secret = std::fs::read(file)
+        .with_context(|| format!("reading --cluster-secret-file {}", file.display()))?;
+    while secret.last().is_some_and(u8::is_ascii_whitespace) {
+        secret.pop();
+    }
+    let (min, max) = (
+        hearth_server::peer::MIN_SECRET_BYTES,
+        hearth_server::peer::MAX_SECRET_BYTES,
+    );
+    if !(min..=max).contains(&secret.len()) {
+        anyhow::bail!("--cluster-secret-file must hold {min} to {max} bytes");
+    }
+    Ok(Some(std::sync::Arc::new(ClusterConfig {
+        placement,
+        secret,
+    })))
+}
+
 /// The first address of `address`, a `host:port` given to `flag`, if given.
 fn first_address(
     flag: &str,
@@ -522,8 +579,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let webtransport_listen =
         first_address("--webtransport-listen", args.webtransport_listen.as_deref())?;
     let cluster = start_cluster(&args)?;
+    let peers = cluster_config(&args)?;
     let config = ServeConfig {
         cluster: cluster.clone(),
+        peers,
         webtransport_listen,
         auth,
         firebase_jwks,

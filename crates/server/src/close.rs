@@ -32,6 +32,10 @@ pub const SHUTDOWN_CLOSE: &str = "the server is shutting down";
 /// guesser nothing.
 pub const UPGRADE_REFUSED_CLOSE: &str = "no long-polling session to move onto this WebSocket";
 
+/// Why a connection is closed when the link to its database's owner node is lost: the SDK
+/// reconnects and sets up its listens again.
+pub const OWNER_NODE_LOST_CLOSE: &str = "the node that owns the database is unreachable";
+
 /// Why a connection whose client takes no byte for the write timeout is dropped.
 pub const UNWRITABLE_DROP: &str = "the client accepts no data";
 

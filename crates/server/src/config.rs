@@ -66,6 +66,8 @@ pub struct ServeConfig {
     /// Whether each edge sends its plain TCP sockets' bytes in batches through io_uring
     /// (`--io-uring-sends`, `edge::uring`) rather than with one `write` per connection.
     pub io_uring_sends: bool,
+    /// The other nodes of a cluster and the link's secret (`--cluster-peers`, `peer`).
+    pub peers: Option<Arc<crate::peer::ClusterConfig>>,
 }
 
 impl ServeConfig {
@@ -95,6 +97,7 @@ impl ServeConfig {
             webtransport_listen: None,
             cluster: None,
             io_uring_sends: false,
+            peers: None,
         }
     }
 }

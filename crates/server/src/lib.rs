@@ -35,6 +35,7 @@ pub mod namespace;
 pub mod offline;
 mod offload;
 mod owner;
+pub mod peer;
 pub mod persist;
 mod port_claim;
 pub mod query_string;

@@ -110,6 +110,18 @@ pub struct ToEdge {
 }
 
 impl ToEdge {
+    /// A batch of `items` counted in `credit` until it is written: the node link (`peer`)
+    /// builds these from what an owner node sent, with a credit per local edge.
+    pub fn new(items: Vec<EdgeItem>, credit: &Arc<Credit>) -> ToEdge {
+        let bytes = items.iter().map(EdgeItem::byte_len).sum();
+        credit.take(bytes);
+        ToEdge {
+            items,
+            credit: credit.clone(),
+            bytes,
+        }
+    }
+
     /// The edge has written the batch: the owner may send more.
     pub fn written(self) {
         self.credit.release(self.bytes);
@@ -140,7 +152,7 @@ impl Credit {
     }
 
     /// Completes once the edge has room again.
-    async fn has_room(&self) {
+    pub async fn has_room(&self) {
         loop {
             let notified = self.room.notified();
             tokio::pin!(notified);

@@ -97,8 +97,14 @@ fn validate(name: &str) -> Result<String, NamespaceError> {
 /// name's odd bytes, so with two shards the split follows that parity. The final avalanche step
 /// (the 64-bit finalizer of MurmurHash3) mixes every input bit into the low bits.
 pub fn owner_shard(namespace: &str, shards: usize) -> usize {
+    (stable_hash(namespace.bytes()) % shards.max(1) as u64) as usize
+}
+
+/// A 64-bit hash that is the same on every machine and every version (FNV-1a, then a
+/// finalizer that spreads the bits): data directories are laid out by it.
+pub fn stable_hash(bytes: impl IntoIterator<Item = u8>) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in namespace.bytes() {
+    for byte in bytes {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
@@ -106,8 +112,7 @@ pub fn owner_shard(namespace: &str, shards: usize) -> usize {
     hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
     hash ^= hash >> 33;
     hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    hash ^= hash >> 33;
-    (hash % shards.max(1) as u64) as usize
+    hash ^ (hash >> 33)
 }
 
 #[cfg(test)]

@@ -152,8 +152,26 @@ impl Server {
         if let Some(placement) = &config.cluster {
             observer.join_cluster(placement.clone());
         }
-        let (edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
+        let (mut edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
+        // The other nodes are edges of every shard's owner role after the local shards.
+        let nodes = match &config.peers {
+            Some(cluster) => {
+                let started = crate::peer::start(
+                    cluster,
+                    senders.clone(),
+                    edge_senders.clone(),
+                    shutdown_rx.clone(),
+                )
+                .map_err(|source| StartError::Bind {
+                    addresses: format!("--cluster-peers (this node's address): {source}"),
+                    source,
+                })?;
+                edge_senders.extend(started.edges);
+                Some(started.nodes)
+            }
+            None => None,
+        };
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let mut threads = Vec::with_capacity(shards);
         let channels = receivers.into_iter().zip(edge_receivers);
@@ -168,6 +186,7 @@ impl Server {
             let observer = observer.clone();
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
             let webtransport = webtransport.take();
+            let nodes = nodes.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("hearth-shard-{index}"))
                 .spawn(move || {
@@ -187,6 +206,7 @@ impl Server {
                             owners: senders,
                             edge_rx: edge_receiver,
                             edges: edge_senders,
+                            nodes,
                         },
                         shutdown_rx,
                         observer,
@@ -325,6 +345,8 @@ struct Links {
     /// Batches for the connections this shard holds.
     edge_rx: mpsc::UnboundedReceiver<ToEdge>,
     edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+    /// The other nodes of a cluster, whose links are owners and edges past the shards.
+    nodes: Option<Arc<crate::peer::Nodes>>,
 }
 
 fn run_shard(
@@ -358,7 +380,7 @@ fn run_shard(
         }
         None => (None, Default::default()),
     };
-    let shard = Rc::new(Shard::with_store(
+    let mut shard = Shard::with_store(
         index,
         Rc::new(config),
         shutdown,
@@ -366,7 +388,9 @@ fn run_shard(
         links.edges,
         store,
         observer,
-    ));
+    );
+    shard.nodes = links.nodes;
+    let shard = Rc::new(shard);
     shard.add_recovered(recovered);
     shard.observer.health.shard_started();
     let local = LocalSet::new();

@@ -60,6 +60,8 @@ pub struct Shard {
     pub rest_cache: crate::rest::cache::RestCache,
     /// The long-polling sessions this core holds (their edge).
     pub long_polls: crate::longpoll::session::Registry,
+    /// The other nodes of a cluster (`--cluster-peers`), when there are any.
+    pub nodes: Option<Arc<crate::peer::Nodes>>,
 }
 
 impl Shard {
@@ -97,6 +99,8 @@ impl Shard {
         seed.write_u64(now_ms());
         seed.write_usize(index);
         let counters = Rc::new(ShardCounters::default());
+        // An edge needs room toward every owner: the local shards, then the other nodes.
+        let owners = peers.len().max(edges.len());
         let owner = Owner::new(
             store,
             gate,
@@ -105,7 +109,7 @@ impl Shard {
             counters.clone(),
         );
         let edge = Edge::new(
-            peers.len(),
+            owners,
             ShardBudget::new(config.http.clone()),
             counters.clone(),
             config.io_uring_sends,
@@ -124,6 +128,7 @@ impl Shard {
             peers,
             rest_cache,
             long_polls: Default::default(),
+            nodes: None,
         }
     }
 
@@ -320,7 +325,20 @@ impl Shard {
     pub fn send_to_owner(&self, owner: usize, message: ToOwner) {
         if let Some(sender) = self.peers.get(owner) {
             let _ = sender.send(ShardMessage::Owner(message));
+        } else if let Some(nodes) = &self.nodes {
+            nodes.send(owner - self.peers.len(), message);
         }
+    }
+
+    /// Who owns `namespace`, as an owner index: a local shard's index, or past them, the
+    /// local shard count plus the index of the node that owns it (`peer`).
+    pub fn owner_of(&self, namespace: &str) -> usize {
+        if let Some(nodes) = &self.nodes {
+            if let crate::peer::NodeRoute::Remote(node) = nodes.owner_node(namespace) {
+                return self.peers.len() + node;
+            }
+        }
+        crate::namespace::owner_shard(namespace, self.shard_count)
     }
 
     pub fn is_shutting_down(&self) -> bool {

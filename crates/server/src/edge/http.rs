@@ -33,7 +33,6 @@ use crate::edge::request_body::read_body;
 use crate::metrics::answer_on_main_port;
 use crate::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
 use crate::metrics::ShardCounters;
-use crate::namespace::owner_shard;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::rest_precheck::refuse_early;
 use crate::rest::execute::{execute_durable, timed_out};
@@ -58,6 +57,10 @@ pub const MAX_HEADERS: usize = 64;
 
 /// How long shutdown waits for in-flight requests of one connection.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The answer to a REST request for a database another node owns.
+const REMOTE_REST_REFUSAL: &str =
+    "this database is served by another node of the cluster; send REST requests there";
 
 /// Serves HTTP on a connection whose first `buffered` bytes were already read.
 pub async fn serve_http<S>(shard: Rc<Shard>, stream: S, buffered: Vec<u8>)
@@ -227,7 +230,12 @@ async fn answer(
         Endpoint::Backup => return crate::backup::respond(&shard).await,
         _ => {}
     }
-    let owner = owner_shard(&parsed.namespace, shard.shard_count);
+    let owner = shard.owner_of(&parsed.namespace);
+    if owner >= shard.shard_count {
+        // REST and event streams do not cross nodes yet (docs/cluster-link.md): refused
+        // rather than served from a second copy of the database here.
+        return RestResponse::error(503, REMOTE_REST_REFUSAL).into_http();
+    }
     if let Endpoint::Data(data) = &parsed.endpoint {
         if data.stream {
             return stream(&shard, owner, &parsed, data).await;

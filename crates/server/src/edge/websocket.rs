@@ -23,7 +23,7 @@ use crate::edge::{EdgeConn, EdgeTarget};
 use crate::http_head::Head;
 use crate::link::ToOwner;
 use crate::metrics::labels::CloseCause;
-use crate::namespace::{owner_shard, NamespaceError};
+use crate::namespace::NamespaceError;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{
     decode_large, expire_auth, on_large_decoded, on_message, Handled, LargeMessage,
@@ -239,7 +239,7 @@ pub(crate) fn attach(
     previous: Option<&str>,
 ) -> OwnerSide {
     let id = edge.id;
-    let owner = owner_shard(&namespace, shard.shard_count);
+    let owner = shard.owner_of(&namespace);
     if owner == shard.index {
         if let Some(previous) = previous {
             sessions::end_previous_session(shard, previous, &namespace);

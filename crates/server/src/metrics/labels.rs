@@ -5,8 +5,8 @@
 use hearth_sync::{Request, Status};
 
 use crate::close::{
-    DISK_FAILED_CLOSE, IDLE_CLOSE, REPLACED_CLOSE, SHUTDOWN_CLOSE, SLOW_READER_CLOSE,
-    UPGRADE_REFUSED_CLOSE,
+    DISK_FAILED_CLOSE, IDLE_CLOSE, OWNER_NODE_LOST_CLOSE, REPLACED_CLOSE, SHUTDOWN_CLOSE,
+    SLOW_READER_CLOSE, UPGRADE_REFUSED_CLOSE,
 };
 
 /// What a request asked for: the realtime protocol's actions and the REST methods.
@@ -234,10 +234,12 @@ pub enum CloseCause {
     Shutdown,
     /// A WebSocket named a long-polling session it could not carry (`longpoll::secondary`).
     UpgradeRefused,
+    /// The link to the node that owns the connection's database was lost (`peer`).
+    OwnerNodeLost,
 }
 
 impl CloseCause {
-    pub const ALL: [CloseCause; 9] = [
+    pub const ALL: [CloseCause; 10] = [
         CloseCause::Client,
         CloseCause::Idle,
         CloseCause::SlowReader,
@@ -247,6 +249,7 @@ impl CloseCause {
         CloseCause::Protocol,
         CloseCause::Shutdown,
         CloseCause::UpgradeRefused,
+        CloseCause::OwnerNodeLost,
     ];
 
     pub fn label(self) -> &'static str {
@@ -260,6 +263,7 @@ impl CloseCause {
             CloseCause::Protocol => "protocol",
             CloseCause::Shutdown => "shutdown",
             CloseCause::UpgradeRefused => "upgrade_refused",
+            CloseCause::OwnerNodeLost => "owner_node_lost",
         }
     }
 
@@ -273,6 +277,7 @@ impl CloseCause {
             REPLACED_CLOSE => CloseCause::Replaced,
             DISK_FAILED_CLOSE => CloseCause::DiskFailed,
             UPGRADE_REFUSED_CLOSE => CloseCause::UpgradeRefused,
+            OWNER_NODE_LOST_CLOSE => CloseCause::OwnerNodeLost,
             _ => CloseCause::Protocol,
         }
     }

@@ -1,0 +1,460 @@
+//! The bytes of the node-to-node link. Each message is one frame: a 4-byte big-endian length,
+//! then a tag byte and the message's fields (integers little-endian, strings and byte runs
+//! with a 4-byte length). Hand-written rather than a serde format, because the batch of
+//! pushes for a node must carry each frame once however many of its connections get it, and
+//! the receiving node must hand those frames to its sockets without copying them: decoded
+//! frames are slices of the received buffer ([`Bytes`]). Decoding trusts nothing: every
+//! length is checked against what is left, and nothing is allocated beyond the frame.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use hearth_sync::ConnId;
+
+/// The largest frame either side accepts: a batch leaves in frames of about
+/// `link::MAX_LINK_BYTES / 8`, but one push alone may be larger (a listen's first data). A
+/// push larger than this closes its connection instead of crossing.
+pub const MAX_FRAME_BYTES: usize = 256 * 1024 * 1024;
+
+/// The most room made ahead of a frame's announced bytes before they arrive.
+const READ_AHEAD_BYTES: usize = 64 * 1024;
+
+/// Connection ids a node sends are below this: an owner node keeps the bits above for the
+/// sending node's index (`peer::ids`).
+pub const MAX_WIRE_CONN: ConnId = 1 << 48;
+
+/// One message over the link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkMessage {
+    /// Edge to owner: a connection opened (`ToOwner::Open`).
+    Open {
+        conn: ConnId,
+        namespace: String,
+        session_id: String,
+        previous: Option<String>,
+    },
+    /// Edge to owner: whole messages of a connection; `large` asks for [`LinkMessage::Handled`]
+    /// once the last is handled (the edge reads nothing more of it until then).
+    Messages {
+        conn: ConnId,
+        texts: Vec<String>,
+        large: bool,
+    },
+    /// Edge to owner: the connection's credential expired by the edge's clock.
+    AuthExpired { conn: ConnId },
+    /// Edge to owner: the connection is gone.
+    Closed { conn: ConnId },
+    /// Owner to edge: the large message of `conn` is handled.
+    Handled { conn: ConnId },
+    /// Owner to edge: what the owner's shards released for the node's connections, in order;
+    /// every frame once, the items naming it by index.
+    Batch {
+        frames: Vec<Bytes>,
+        items: Vec<WireItem>,
+    },
+}
+
+/// One thing the edge node must do for one of its connections (`link::EdgeItem`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireItem {
+    Frames {
+        conn: ConnId,
+        frame: u32,
+    },
+    Close {
+        conn: ConnId,
+        code: u16,
+        text: String,
+        shed: bool,
+    },
+    AuthExpiry {
+        conn: ConnId,
+        expires_at: Option<u64>,
+    },
+}
+
+/// Why a frame could not be decoded: the peer is broken or hostile, and the link is dropped.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("the frame ends early")]
+    Truncated,
+    #[error("unknown message tag {0}")]
+    Tag(u8),
+    #[error("a string is not UTF-8")]
+    Utf8,
+    #[error("a connection id is out of range")]
+    Conn,
+    #[error("an item names a frame the batch does not hold")]
+    FrameIndex,
+    #[error("{0} bytes left over after the message")]
+    Trailing(usize),
+    #[error("a frame of {0} bytes is larger than the limit")]
+    TooLarge(usize),
+}
+
+const OPEN: u8 = 1;
+const MESSAGES: u8 = 2;
+const AUTH_EXPIRED: u8 = 3;
+const CLOSED: u8 = 4;
+const HANDLED: u8 = 5;
+const BATCH: u8 = 6;
+
+const ITEM_FRAMES: u8 = 1;
+const ITEM_CLOSE: u8 = 2;
+const ITEM_EXPIRY: u8 = 3;
+
+impl LinkMessage {
+    /// Appends the message as one frame (length prefix included) to `out`.
+    pub fn encode(&self, out: &mut BytesMut) {
+        let start = out.len();
+        out.put_u32(0);
+        match self {
+            LinkMessage::Open {
+                conn,
+                namespace,
+                session_id,
+                previous,
+            } => {
+                out.put_u8(OPEN);
+                out.put_u64_le(*conn);
+                put_str(out, namespace);
+                put_str(out, session_id);
+                match previous {
+                    Some(previous) => {
+                        out.put_u8(1);
+                        put_str(out, previous);
+                    }
+                    None => out.put_u8(0),
+                }
+            }
+            LinkMessage::Messages { conn, texts, large } => {
+                out.put_u8(MESSAGES);
+                out.put_u64_le(*conn);
+                out.put_u8(u8::from(*large));
+                out.put_u32_le(texts.len() as u32);
+                for text in texts {
+                    put_str(out, text);
+                }
+            }
+            LinkMessage::AuthExpired { conn } => put_conn(out, AUTH_EXPIRED, *conn),
+            LinkMessage::Closed { conn } => put_conn(out, CLOSED, *conn),
+            LinkMessage::Handled { conn } => put_conn(out, HANDLED, *conn),
+            LinkMessage::Batch { frames, items } => {
+                out.put_u8(BATCH);
+                out.put_u32_le(frames.len() as u32);
+                for frame in frames {
+                    out.put_u32_le(frame.len() as u32);
+                    out.put_slice(frame);
+                }
+                out.put_u32_le(items.len() as u32);
+                for item in items {
+                    encode_item(item, out);
+                }
+            }
+        }
+        let length = (out.len() - start - 4) as u32;
+        out[start..start + 4].copy_from_slice(&length.to_be_bytes());
+    }
+
+    /// Decodes one frame's body (without its length prefix).
+    pub fn decode(mut body: Bytes) -> Result<LinkMessage, DecodeError> {
+        let body = &mut body;
+        let message = match get_u8(body)? {
+            OPEN => LinkMessage::Open {
+                conn: get_conn(body)?,
+                namespace: get_str(body)?,
+                session_id: get_str(body)?,
+                previous: match get_u8(body)? {
+                    0 => None,
+                    _ => Some(get_str(body)?),
+                },
+            },
+            MESSAGES => {
+                let conn = get_conn(body)?;
+                let large = get_u8(body)? != 0;
+                let count = get_u32(body)? as usize;
+                // Each text takes at least its 4-byte length.
+                let mut texts = Vec::with_capacity(count.min(body.remaining() / 4));
+                for _ in 0..count {
+                    texts.push(get_str(body)?);
+                }
+                LinkMessage::Messages { conn, texts, large }
+            }
+            AUTH_EXPIRED => LinkMessage::AuthExpired {
+                conn: get_conn(body)?,
+            },
+            CLOSED => LinkMessage::Closed {
+                conn: get_conn(body)?,
+            },
+            HANDLED => LinkMessage::Handled {
+                conn: get_conn(body)?,
+            },
+            BATCH => {
+                let count = get_u32(body)? as usize;
+                let mut frames = Vec::with_capacity(count.min(body.remaining() / 4));
+                for _ in 0..count {
+                    frames.push(get_bytes(body)?);
+                }
+                let count = get_u32(body)? as usize;
+                // Each item takes at least a tag and a connection id.
+                let mut items = Vec::with_capacity(count.min(body.remaining() / 9));
+                for _ in 0..count {
+                    items.push(decode_item(body, frames.len())?);
+                }
+                LinkMessage::Batch { frames, items }
+            }
+            tag => return Err(DecodeError::Tag(tag)),
+        };
+        match body.remaining() {
+            0 => Ok(message),
+            left => Err(DecodeError::Trailing(left)),
+        }
+    }
+}
+
+/// Takes one whole frame's body off the front of `buffer`, if it holds one.
+pub fn split_frame(buffer: &mut BytesMut) -> Result<Option<Bytes>, DecodeError> {
+    let Some(prefix) = buffer.get(..4) else {
+        return Ok(None);
+    };
+    let length = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
+    if length > MAX_FRAME_BYTES {
+        return Err(DecodeError::TooLarge(length));
+    }
+    if buffer.len() < 4 + length {
+        // Room grows with the bytes that arrive, never ahead of them on the peer's word.
+        buffer.reserve((4 + length - buffer.len()).min(READ_AHEAD_BYTES));
+        return Ok(None);
+    }
+    buffer.advance(4);
+    Ok(Some(buffer.split_to(length).freeze()))
+}
+
+fn encode_item(item: &WireItem, out: &mut BytesMut) {
+    match item {
+        WireItem::Frames { conn, frame } => {
+            put_conn(out, ITEM_FRAMES, *conn);
+            out.put_u32_le(*frame);
+        }
+        WireItem::Close {
+            conn,
+            code,
+            text,
+            shed,
+        } => {
+            put_conn(out, ITEM_CLOSE, *conn);
+            out.put_u16_le(*code);
+            put_str(out, text);
+            out.put_u8(u8::from(*shed));
+        }
+        WireItem::AuthExpiry { conn, expires_at } => {
+            put_conn(out, ITEM_EXPIRY, *conn);
+            match expires_at {
+                Some(at) => {
+                    out.put_u8(1);
+                    out.put_u64_le(*at);
+                }
+                None => out.put_u8(0),
+            }
+        }
+    }
+}
+
+fn decode_item(body: &mut Bytes, frames: usize) -> Result<WireItem, DecodeError> {
+    let tag = get_u8(body)?;
+    let conn = get_conn(body)?;
+    Ok(match tag {
+        ITEM_FRAMES => {
+            let frame = get_u32(body)?;
+            if frame as usize >= frames {
+                return Err(DecodeError::FrameIndex);
+            }
+            WireItem::Frames { conn, frame }
+        }
+        ITEM_CLOSE => WireItem::Close {
+            conn,
+            code: get_u16(body)?,
+            text: get_str(body)?,
+            shed: get_u8(body)? != 0,
+        },
+        ITEM_EXPIRY => WireItem::AuthExpiry {
+            conn,
+            expires_at: match get_u8(body)? {
+                0 => None,
+                _ => Some(get_u64(body)?),
+            },
+        },
+        tag => return Err(DecodeError::Tag(tag)),
+    })
+}
+
+fn put_conn(out: &mut BytesMut, tag: u8, conn: ConnId) {
+    out.put_u8(tag);
+    out.put_u64_le(conn);
+}
+
+fn put_str(out: &mut BytesMut, text: &str) {
+    out.put_u32_le(text.len() as u32);
+    out.put_slice(text.as_bytes());
+}
+
+fn need(body: &Bytes, bytes: usize) -> Result<(), DecodeError> {
+    if body.remaining() < bytes {
+        return Err(DecodeError::Truncated);
+    }
+    Ok(())
+}
+
+fn get_u8(body: &mut Bytes) -> Result<u8, DecodeError> {
+    need(body, 1)?;
+    Ok(body.get_u8())
+}
+
+fn get_u16(body: &mut Bytes) -> Result<u16, DecodeError> {
+    need(body, 2)?;
+    Ok(body.get_u16_le())
+}
+
+fn get_u32(body: &mut Bytes) -> Result<u32, DecodeError> {
+    need(body, 4)?;
+    Ok(body.get_u32_le())
+}
+
+fn get_u64(body: &mut Bytes) -> Result<u64, DecodeError> {
+    need(body, 8)?;
+    Ok(body.get_u64_le())
+}
+
+fn get_conn(body: &mut Bytes) -> Result<ConnId, DecodeError> {
+    let conn = get_u64(body)?;
+    if conn >= MAX_WIRE_CONN {
+        return Err(DecodeError::Conn);
+    }
+    Ok(conn)
+}
+
+fn get_bytes(body: &mut Bytes) -> Result<Bytes, DecodeError> {
+    let length = get_u32(body)? as usize;
+    need(body, length)?;
+    Ok(body.split_to(length))
+}
+
+fn get_str(body: &mut Bytes) -> Result<String, DecodeError> {
+    let bytes = get_bytes(body)?;
+    String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::Utf8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_message() -> Vec<LinkMessage> {
+        vec![
+            LinkMessage::Open {
+                conn: 7,
+                namespace: "demo".into(),
+                session_id: "s1".into(),
+                previous: Some("s0".into()),
+            },
+            LinkMessage::Open {
+                conn: MAX_WIRE_CONN - 1,
+                namespace: "é".into(),
+                session_id: String::new(),
+                previous: None,
+            },
+            LinkMessage::Messages {
+                conn: 1,
+                texts: vec!["{\"t\":\"d\"}".into(), String::new()],
+                large: true,
+            },
+            LinkMessage::Messages {
+                conn: 2,
+                texts: Vec::new(),
+                large: false,
+            },
+            LinkMessage::AuthExpired { conn: 3 },
+            LinkMessage::Closed { conn: 4 },
+            LinkMessage::Handled { conn: 5 },
+            LinkMessage::Batch {
+                frames: vec![Bytes::from_static(b"push"), Bytes::new()],
+                items: vec![
+                    WireItem::Frames { conn: 1, frame: 0 },
+                    WireItem::Frames { conn: 2, frame: 0 },
+                    WireItem::Frames { conn: 2, frame: 1 },
+                    WireItem::Close {
+                        conn: 3,
+                        code: 1008,
+                        text: "slow".into(),
+                        shed: true,
+                    },
+                    WireItem::AuthExpiry {
+                        conn: 1,
+                        expires_at: Some(1_800_000_000),
+                    },
+                    WireItem::AuthExpiry {
+                        conn: 2,
+                        expires_at: None,
+                    },
+                ],
+            },
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips_through_a_stream() {
+        let messages = every_message();
+        let mut out = BytesMut::new();
+        for message in &messages {
+            message.encode(&mut out);
+        }
+        // Fed a byte at a time, as a socket may deliver it.
+        let mut buffer = BytesMut::new();
+        let mut decoded = Vec::new();
+        for byte in out.iter() {
+            buffer.put_u8(*byte);
+            while let Some(body) = split_frame(&mut buffer).expect("frame") {
+                decoded.push(LinkMessage::decode(body).expect("decodes"));
+            }
+        }
+        assert_eq!(decoded, messages);
+        assert!(buffer.is_empty());
+    }
+
+    #[test]
+    fn every_cut_short_message_is_refused() {
+        for message in every_message() {
+            let mut out = BytesMut::new();
+            message.encode(&mut out);
+            let body = out.split_off(4).freeze();
+            for end in 0..body.len() {
+                assert!(
+                    LinkMessage::decode(body.slice(..end)).is_err(),
+                    "{message:?} at {end}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_frames_are_refused() {
+        let mut buffer = BytesMut::from(&((MAX_FRAME_BYTES as u32 + 1).to_be_bytes())[..]);
+        assert!(split_frame(&mut buffer).is_err());
+        // The largest frame announced: room is made as its bytes come, not at once.
+        let mut buffer = BytesMut::from(&((MAX_FRAME_BYTES as u32).to_be_bytes())[..]);
+        assert_eq!(split_frame(&mut buffer), Ok(None));
+        assert!(buffer.capacity() <= 1024 * 1024, "{}", buffer.capacity());
+        let batch = LinkMessage::Batch {
+            frames: Vec::new(),
+            items: vec![WireItem::Frames { conn: 1, frame: 0 }],
+        };
+        let mut out = BytesMut::new();
+        batch.encode(&mut out);
+        let body = out.split_off(4).freeze();
+        assert_eq!(LinkMessage::decode(body), Err(DecodeError::FrameIndex));
+        let mut out = BytesMut::new();
+        LinkMessage::Closed { conn: 1 }.encode(&mut out);
+        out[5..13].copy_from_slice(&MAX_WIRE_CONN.to_le_bytes());
+        assert_eq!(
+            LinkMessage::decode(out.split_off(4).freeze()),
+            Err(DecodeError::Conn)
+        );
+    }
+}

@@ -1,0 +1,428 @@
+//! One live connection of a node link: a reader task and a writer loop, so that neither side
+//! waits on its own writes to read (two nodes that both send much would otherwise stall each
+//! other with full buffers). The writer gathers whatever is ready into one buffer per write;
+//! a message's room (`ToOwner::Messages`) and a batch's credit (`ToEdge`) are let go once
+//! the bytes are in the kernel, from where TCP's flow control takes over, and the reader of
+//! the other side takes the next frame only when its own room and credits allow.
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use hearth_sync::ConnId;
+use rustc_hash::FxHashMap;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::close::CloseReason;
+use crate::inbox::ShardMessage;
+use crate::link::{EdgeItem, ToEdge, ToOwner, MAX_LINK_BYTES};
+use crate::namespace::owner_shard;
+use crate::peer::codec::{split_frame, LinkMessage, WireItem, MAX_FRAME_BYTES};
+use crate::peer::node_link::{unreachable_owner, Context};
+use crate::peer::{remote_conn, wire_conn};
+
+/// The bytes the writer gathers before it writes them.
+const GATHER_BYTES: usize = 1024 * 1024;
+
+/// The frame bytes one batch message carries at most; a larger batch leaves as several.
+const BATCH_FRAME_BYTES: usize = MAX_FRAME_BYTES / 4;
+
+/// Why a push does not cross: its connection is closed instead.
+const TOO_LARGE_CLOSE: &str = "a message is too large for the link between nodes";
+
+/// How a live connection of the link ended.
+pub enum Ended {
+    /// It failed or the peer closed it.
+    Lost(String),
+    /// The peer dialed again: this one is stale.
+    Replaced(TcpStream),
+    /// The local shards are gone.
+    Closed,
+}
+
+/// Serves the link over `stream` until it ends.
+pub async fn run(
+    ctx: &Rc<Context>,
+    stream: TcpStream,
+    to_owner: &mut mpsc::UnboundedReceiver<ToOwner>,
+    to_edge: &mut mpsc::UnboundedReceiver<ToEdge>,
+    accepted: &mut mpsc::Receiver<TcpStream>,
+) -> Ended {
+    let (read, mut write) = stream.into_split();
+    let (handled_tx, mut handled_rx) = mpsc::unbounded_channel();
+    let mut reader = tokio::task::spawn_local(read_loop(ctx.clone(), read, handled_tx));
+    let ended = async {
+        let mut out = BytesMut::new();
+        let mut rooms = Vec::new();
+        let mut batches = Vec::new();
+        loop {
+            tokio::select! {
+                biased;
+                read = &mut reader => {
+                    return Ended::Lost(match read {
+                        Ok(Err(why)) => why,
+                        Ok(Ok(())) => "the reader ended".into(),
+                        Err(error) => error.to_string(),
+                    });
+                }
+                Some(stream) = accepted.recv() => return Ended::Replaced(stream),
+                Some(conn) = handled_rx.recv() => LinkMessage::Handled { conn }.encode(&mut out),
+                message = to_owner.recv() => match message {
+                    Some(message) => encode_to_owner(ctx, message, &mut out, &mut rooms),
+                    None => return Ended::Closed,
+                },
+                batch = to_edge.recv() => match batch {
+                    Some(batch) => {
+                        encode_batch(&batch, &mut out);
+                        batches.push(batch);
+                    }
+                    None => return Ended::Closed,
+                },
+            }
+            // Everything else that is ready leaves with it.
+            while out.len() < GATHER_BYTES {
+                if let Ok(conn) = handled_rx.try_recv() {
+                    LinkMessage::Handled { conn }.encode(&mut out);
+                } else if let Ok(message) = to_owner.try_recv() {
+                    encode_to_owner(ctx, message, &mut out, &mut rooms);
+                } else if let Ok(batch) = to_edge.try_recv() {
+                    encode_batch(&batch, &mut out);
+                    batches.push(batch);
+                } else {
+                    break;
+                }
+            }
+            if !out.is_empty() {
+                if let Err(error) = write.write_all(&out).await {
+                    return Ended::Lost(error.to_string());
+                }
+                out.clear();
+            }
+            rooms.clear();
+            for batch in batches.drain(..) {
+                batch.written();
+            }
+        }
+    };
+    let ended = ended.await;
+    reader.abort();
+    ended
+}
+
+/// Encodes a local connection's message for its owner on the peer.
+fn encode_to_owner(
+    ctx: &Context,
+    message: ToOwner,
+    out: &mut BytesMut,
+    rooms: &mut Vec<tokio::sync::OwnedSemaphorePermit>,
+) {
+    let mut state = ctx.state.borrow_mut();
+    let wire = match message {
+        ToOwner::Open {
+            conn,
+            namespace,
+            session_id,
+            previous,
+            edge: _,
+        } => {
+            state.opened.insert(conn);
+            LinkMessage::Open {
+                conn,
+                namespace,
+                session_id,
+                previous,
+            }
+        }
+        // A connection not opened on this connection of the link was opened on one that is
+        // lost, and is being closed: nothing of it crosses (dropping `done` lets it read on).
+        ToOwner::Messages {
+            conn,
+            texts,
+            done,
+            room,
+        } => {
+            if !state.opened.contains(&conn) {
+                return;
+            }
+            let large = done.is_some();
+            if let Some(done) = done {
+                state.waiting.insert(conn, done);
+            }
+            rooms.push(room);
+            LinkMessage::Messages { conn, texts, large }
+        }
+        ToOwner::AuthExpired { conn } => {
+            if !state.opened.contains(&conn) {
+                return;
+            }
+            LinkMessage::AuthExpired { conn }
+        }
+        ToOwner::Closed { conn } => {
+            if !state.opened.remove(&conn) {
+                return;
+            }
+            state.waiting.remove(&conn);
+            LinkMessage::Closed { conn }
+        }
+        // Event streams do not cross nodes yet: REST refuses them before they get here.
+        ToOwner::OpenStream { opened, .. } => {
+            let _ = opened.send(Err(unreachable_owner()));
+            return;
+        }
+    };
+    wire.encode(out);
+}
+
+/// Encodes a local owner's batch for the peer's connections: each frame once, however many
+/// of them it goes to.
+fn encode_batch(batch: &ToEdge, out: &mut BytesMut) {
+    let mut frames: Vec<Bytes> = Vec::new();
+    let mut index: FxHashMap<(usize, usize), u32> = FxHashMap::default();
+    let mut items = Vec::new();
+    let mut bytes = 0;
+    for item in &batch.items {
+        let item = match item {
+            EdgeItem::Frames { conn, frames: run } => {
+                let conn = wire_conn(*conn);
+                if run.len() > BATCH_FRAME_BYTES {
+                    WireItem::Close {
+                        conn,
+                        code: CloseCode::Size.into(),
+                        text: TOO_LARGE_CLOSE.to_owned(),
+                        shed: true,
+                    }
+                } else {
+                    // Clones of one push share their buffer: the same pointer and length.
+                    let key = (run.as_ptr() as usize, run.len());
+                    let frame = match index.get(&key) {
+                        Some(frame) => *frame,
+                        None => {
+                            if bytes + run.len() > BATCH_FRAME_BYTES {
+                                let frames = std::mem::take(&mut frames);
+                                let items = std::mem::take(&mut items);
+                                LinkMessage::Batch { frames, items }.encode(out);
+                                index.clear();
+                                bytes = 0;
+                            }
+                            bytes += run.len();
+                            frames.push(run.clone());
+                            index.insert(key, frames.len() as u32 - 1);
+                            frames.len() as u32 - 1
+                        }
+                    };
+                    WireItem::Frames { conn, frame }
+                }
+            }
+            EdgeItem::Close { conn, reason, shed } => WireItem::Close {
+                conn: wire_conn(*conn),
+                code: reason.code.into(),
+                text: reason.text.clone(),
+                shed: *shed,
+            },
+            EdgeItem::AuthExpiry { conn, expires_at } => WireItem::AuthExpiry {
+                conn: wire_conn(*conn),
+                expires_at: *expires_at,
+            },
+        };
+        items.push(item);
+    }
+    if !items.is_empty() {
+        LinkMessage::Batch { frames, items }.encode(out);
+    }
+}
+
+/// Reads the peer's frames until the connection ends; the error says why.
+async fn read_loop(
+    ctx: Rc<Context>,
+    mut read: OwnedReadHalf,
+    handled: mpsc::UnboundedSender<ConnId>,
+) -> Result<(), String> {
+    let mut buffer = BytesMut::with_capacity(64 * 1024);
+    loop {
+        while let Some(body) = split_frame(&mut buffer).map_err(|error| error.to_string())? {
+            let message = LinkMessage::decode(body).map_err(|error| error.to_string())?;
+            on_message(&ctx, message, &handled).await;
+        }
+        if buffer.capacity() - buffer.len() < 16 * 1024 {
+            buffer.reserve(64 * 1024);
+        }
+        match read.read_buf(&mut buffer).await {
+            Ok(0) => return Err("the peer closed the link".into()),
+            Ok(_) => {}
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+}
+
+/// Carries out one message of the peer: as the owner of a session of its connection, or as
+/// the edge of a connection of ours.
+async fn on_message(ctx: &Context, message: LinkMessage, handled: &mpsc::UnboundedSender<ConnId>) {
+    let shards = ctx.owners.len();
+    let to_owner = |shard: usize, message: ToOwner| {
+        if let Some(owner) = ctx.owners.get(shard) {
+            let _ = owner.send(ShardMessage::Owner(message));
+        }
+    };
+    match message {
+        LinkMessage::Open {
+            conn,
+            namespace,
+            session_id,
+            previous,
+        } => {
+            let shard = owner_shard(&namespace, shards);
+            ctx.state.borrow_mut().sessions.insert(conn, shard);
+            let open = ToOwner::Open {
+                conn: remote_conn(ctx.node, conn),
+                // The peer is one more edge of every local owner, after the local shards.
+                edge: shards + ctx.node,
+                namespace,
+                session_id,
+                previous,
+            };
+            to_owner(shard, open);
+        }
+        LinkMessage::Messages { conn, texts, large } => {
+            let Some(shard) = ctx.state.borrow().sessions.get(&conn).copied() else {
+                return;
+            };
+            let bytes: usize = texts.iter().map(String::len).sum();
+            let bytes = bytes.clamp(1, MAX_LINK_BYTES) as u32;
+            // Nothing more is read from the peer until the local owners have room.
+            let Ok(room) = ctx.owner_room.clone().acquire_many_owned(bytes).await else {
+                return;
+            };
+            let done = large.then(|| {
+                let (done, finished) = oneshot::channel::<()>();
+                let handled = handled.clone();
+                tokio::task::spawn_local(async move {
+                    // Dropped, unsent, once the owner handled the message.
+                    let _ = finished.await;
+                    let _ = handled.send(conn);
+                });
+                done
+            });
+            let conn = remote_conn(ctx.node, conn);
+            to_owner(
+                shard,
+                ToOwner::Messages {
+                    conn,
+                    texts,
+                    done,
+                    room,
+                },
+            );
+        }
+        LinkMessage::AuthExpired { conn } => {
+            if let Some(shard) = ctx.state.borrow().sessions.get(&conn).copied() {
+                let conn = remote_conn(ctx.node, conn);
+                to_owner(shard, ToOwner::AuthExpired { conn });
+            }
+        }
+        LinkMessage::Closed { conn } => {
+            if let Some(shard) = ctx.state.borrow_mut().sessions.remove(&conn) {
+                let conn = remote_conn(ctx.node, conn);
+                to_owner(shard, ToOwner::Closed { conn });
+            }
+        }
+        LinkMessage::Handled { conn } => {
+            ctx.state.borrow_mut().waiting.remove(&conn);
+        }
+        LinkMessage::Batch { frames, items } => on_batch(ctx, &frames, items).await,
+    }
+}
+
+/// Hands the owner's batch to the local shards that hold its connections (a connection's id
+/// names its shard), in order, each once it has room.
+async fn on_batch(ctx: &Context, frames: &[Bytes], items: Vec<WireItem>) {
+    let shards = ctx.edges.len().max(1);
+    let mut groups: Vec<Vec<EdgeItem>> = (0..shards).map(|_| Vec::new()).collect();
+    for item in items {
+        let (conn, item) = match item {
+            WireItem::Frames { conn, frame } => {
+                // The decoder checked the index.
+                let Some(frames) = frames.get(frame as usize) else {
+                    continue;
+                };
+                let frames = frames.clone();
+                (conn, EdgeItem::Frames { conn, frames })
+            }
+            WireItem::Close {
+                conn,
+                code,
+                text,
+                shed,
+            } => {
+                let reason = CloseReason::new(CloseCode::from(code), text);
+                (conn, EdgeItem::Close { conn, reason, shed })
+            }
+            WireItem::AuthExpiry { conn, expires_at } => {
+                (conn, EdgeItem::AuthExpiry { conn, expires_at })
+            }
+        };
+        groups[(conn % shards as u64) as usize].push(item);
+    }
+    for (shard, items) in groups.into_iter().enumerate() {
+        if items.is_empty() {
+            continue;
+        }
+        let (Some(edge), Some(credit)) = (ctx.edges.get(shard), ctx.credits.get(shard)) else {
+            continue;
+        };
+        credit.has_room().await;
+        if let Err(unsent) = edge.send(ToEdge::new(items, credit)) {
+            unsent.0.written();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::link::Credit;
+
+    fn frames(conn: ConnId, frames: &Bytes) -> EdgeItem {
+        EdgeItem::Frames {
+            conn: remote_conn(1, conn),
+            frames: frames.clone(),
+        }
+    }
+
+    #[test]
+    fn a_push_to_many_connections_of_a_node_crosses_once() {
+        let push = Bytes::from(b"a push".to_vec());
+        let other = Bytes::from(b"a reply".to_vec());
+        let items = vec![
+            frames(10, &push),
+            frames(11, &push),
+            frames(12, &other),
+            frames(13, &push),
+        ];
+        let credit = Arc::new(Credit::default());
+        let batch = ToEdge::new(items, &credit);
+        let mut out = BytesMut::new();
+        encode_batch(&batch, &mut out);
+        let body = split_frame(&mut out).expect("frame").expect("whole");
+        assert!(out.is_empty(), "one message");
+        let LinkMessage::Batch { frames, items } = LinkMessage::decode(body).expect("decodes")
+        else {
+            panic!("not a batch");
+        };
+        assert_eq!(frames, vec![push, other], "each frame once");
+        let sent: Vec<(ConnId, u32)> = items
+            .iter()
+            .map(|item| match item {
+                WireItem::Frames { conn, frame } => (*conn, *frame),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        // The edge node's own ids, in the owner's order.
+        assert_eq!(sent, vec![(10, 0), (11, 0), (12, 1), (13, 0)]);
+        batch.written();
+    }
+}
