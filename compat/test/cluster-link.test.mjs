@@ -53,10 +53,14 @@ function nsOwnedBy(id, prefix = 'cl') {
 function valueWhere(r, pred, label) {
   return withTimeout(
     new Promise((resolve) => {
+      // The SDK may call back before onValue returns (a value it already holds): stop
+      // listening once `off` exists.
+      let done = false;
       const off = onValue(r, (snap) => {
-        if (pred(snap.val())) {
-          off();
+        if (!done && pred(snap.val())) {
+          done = true;
           resolve(snap.val());
+          queueMicrotask(() => off());
         }
       });
     }),
