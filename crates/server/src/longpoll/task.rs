@@ -138,9 +138,9 @@ pub fn start(
         session.answer_close();
         shard.long_polls.remove(&session.public_id);
         detach_session(&shard, session.conn, &side);
-        let cause = reason
-            .as_ref()
-            .map_or(CloseCause::Client, |reason| CloseCause::of_reason(&reason.text));
+        let cause = reason.as_ref().map_or(CloseCause::Client, |reason| {
+            CloseCause::of_reason(&reason.text)
+        });
         shard
             .counters
             .session_closed(SessionTransport::LongPoll, cause);

@@ -8,18 +8,18 @@ use std::rc::Rc;
 use std::task::Waker;
 
 use bytes::Bytes;
-use tracing::info;
 use hearth_sync::{ConnId, Push};
 use hearth_tree::Path;
 use hearth_wire::{encode_sse_payload, SSE_AUTH_REVOKED, SSE_CANCEL, SSE_EVENT_END};
+use tracing::info;
 
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::budget::SharedBudgets;
 use crate::close::CloseReason;
 use crate::link::{EdgeItem, Outgoing};
-use crate::metrics::ShardCounters;
 use crate::metrics::labels::StreamEnd;
+use crate::metrics::ShardCounters;
 use crate::persist::{HeldQueue, Pushed, Tagger};
 
 /// The shard's handle on one open event stream.
@@ -347,7 +347,10 @@ mod tests {
         cancelled.revoke_auth();
         open().revoke_auth();
         let slow = open();
-        slow.send(&[Bytes::from(vec![b'x'; crate::close::MAX_OUTBOUND_BYTES + 1])]);
+        slow.send(&[Bytes::from(vec![
+            b'x';
+            crate::close::MAX_OUTBOUND_BYTES + 1
+        ])]);
         let closed_by_client = open();
         closed_by_client.close();
         let ends = counters.snapshot().stream_ends;
