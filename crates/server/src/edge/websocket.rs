@@ -499,7 +499,7 @@ fn read_burst<S: Source>(
 /// Completes when the connection's socket may have taken no byte for `timeout`: when the time
 /// left since it last refused bytes runs out (the caller checks again, as bytes may have
 /// moved meanwhile).
-async fn write_stalled(edge: &EdgeConn, timeout: Duration) {
+pub(crate) async fn write_stalled(edge: &EdgeConn, timeout: Duration) {
     let blocked = edge.blocked_for().unwrap_or_default();
     tokio::time::sleep(timeout.saturating_sub(blocked)).await;
 }

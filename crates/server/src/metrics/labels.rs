@@ -6,7 +6,7 @@ use hearth_sync::{Request, Status};
 
 use crate::close::{
     DISK_FAILED_CLOSE, IDLE_CLOSE, OWNER_NODE_LOST_CLOSE, REPLACED_CLOSE, SHUTDOWN_CLOSE,
-    SLOW_READER_CLOSE, UPGRADE_REFUSED_CLOSE,
+    SLOW_READER_CLOSE, UNWRITABLE_DROP, UPGRADE_REFUSED_CLOSE,
 };
 
 /// What a request asked for: the realtime protocol's actions and the REST methods.
@@ -278,6 +278,7 @@ impl CloseCause {
             DISK_FAILED_CLOSE => CloseCause::DiskFailed,
             UPGRADE_REFUSED_CLOSE => CloseCause::UpgradeRefused,
             OWNER_NODE_LOST_CLOSE => CloseCause::OwnerNodeLost,
+            UNWRITABLE_DROP => CloseCause::Unwritable,
             _ => CloseCause::Protocol,
         }
     }
@@ -291,7 +292,8 @@ pub enum SessionTransport {
 }
 
 impl SessionTransport {
-    pub const ALL: [SessionTransport; 2] = [SessionTransport::LongPoll, SessionTransport::WebTransport];
+    pub const ALL: [SessionTransport; 2] =
+        [SessionTransport::LongPoll, SessionTransport::WebTransport];
 
     pub fn label(self) -> &'static str {
         match self {

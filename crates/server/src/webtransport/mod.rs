@@ -43,6 +43,13 @@ pub const MAX_DATAGRAM_BURST: u32 = 480;
 /// the SDK's WebSocket.
 pub const MAX_STREAM_MESSAGE_BYTES: usize = 64 * 1024;
 
+/// The most bytes a session's stream may hold unwritten in the outlet (in QUIC's hands or
+/// waiting for them) before the outlet takes no more: further bytes then wait in the
+/// connection's outbox, where the answer budget, the per-connection limit and the write
+/// timeout count them, as for a WebSocket whose kernel buffer is full. A session holds at most
+/// twice this plus one write outside the budget (a batch being written, and the next).
+pub const MAX_STREAM_BACKLOG_BYTES: usize = 256 * 1024;
+
 /// How long a new session may take to open its stream.
 pub const STREAM_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -13,7 +13,7 @@
 use std::cell::{Cell, RefCell};
 use std::io::{self, IoSlice};
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use hearth_wire::encode_handshake;
@@ -23,9 +23,11 @@ use tracing::{debug, info};
 use wtransport::endpoint::IncomingSession;
 use wtransport::{Connection, RecvStream, SendStream, VarInt};
 
-use crate::close::{CloseReason, MAX_OUTBOUND_BYTES, SHUTDOWN_CLOSE, SLOW_READER_CLOSE};
+use crate::close::{
+    CloseReason, MAX_OUTBOUND_BYTES, SHUTDOWN_CLOSE, SLOW_READER_CLOSE, UNWRITABLE_DROP,
+};
 use crate::edge::socket::Transport;
-use crate::edge::websocket::{attach, detach_session, send_to_owner, OwnerSide};
+use crate::edge::websocket::{attach, detach_session, send_to_owner, write_stalled, OwnerSide};
 use crate::edge::EdgeConn;
 use crate::link::ToOwner;
 use crate::metrics::labels::{CloseCause, SessionTransport};
@@ -42,7 +44,8 @@ use crate::webtransport::codec::{
 };
 use crate::webtransport::{
     MAX_DATAGRAMS_PER_SECOND, MAX_DATAGRAM_BURST, MAX_DATAGRAM_BYTES, MAX_LISTENS_PER_SESSION,
-    MAX_STREAM_MESSAGE_BYTES, MAX_WEBTRANSPORT_SESSIONS, STREAM_OPEN_TIMEOUT,
+    MAX_STREAM_BACKLOG_BYTES, MAX_STREAM_MESSAGE_BYTES, MAX_WEBTRANSPORT_SESSIONS,
+    STREAM_OPEN_TIMEOUT,
 };
 
 /// The close reason of a session that asked for more than [`MAX_LISTENS_PER_SESSION`].
@@ -123,9 +126,9 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, open: Rc
     let writer = tokio::task::spawn_local(write_lines(outlet.clone(), edge.clone(), send));
     let ended = run(&shard, &edge, &outlet, &side, &connection, recv).await;
     detach_session(&shard, id, &side);
-    let cause = ended
-        .as_ref()
-        .map_or(CloseCause::Client, |reason| CloseCause::of_reason(&reason.text));
+    let cause = ended.as_ref().map_or(CloseCause::Client, |reason| {
+        CloseCause::of_reason(&reason.text)
+    });
     shard
         .counters
         .session_closed(SessionTransport::WebTransport, cause);
@@ -165,6 +168,7 @@ async fn run(
     let mut bucket = Bucket::new(MAX_DATAGRAMS_PER_SECOND, MAX_DATAGRAM_BURST, now_ms());
     let mut listens = 0usize;
     let mut buffer = vec![0u8; 16 * 1024];
+    let write_timeout = shard.config.http.write_timeout;
     loop {
         if let Some(reason) = edge.closing() {
             return Some(reason);
@@ -179,6 +183,19 @@ async fn run(
                 return Some(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
             }
             _ = edge.notified() => continue,
+            // Bytes wait in the outbox for the stream's backlog to shrink.
+            written = edge.drained(), if edge.has_pending() => {
+                if written.is_err() {
+                    return None;
+                }
+                continue;
+            }
+            _ = write_stalled(edge, write_timeout), if edge.has_pending() => {
+                if edge.blocked_for().is_some_and(|blocked| blocked >= write_timeout) {
+                    return Some(CloseReason::new(CloseCode::Policy, UNWRITABLE_DROP));
+                }
+                continue;
+            }
             read = recv.read(&mut buffer) => match read {
                 Ok(Some(read)) => {
                     if let Err(error) = lines.feed(&buffer[..read], |line| messages.push(line)) {
@@ -274,10 +291,12 @@ async fn write_lines(outlet: Rc<Outlet>, edge: Rc<EdgeConn>, mut send: SendStrea
         }
         if send.write_all(&lines).await.is_err() {
             outlet.failed.set(true);
+            outlet.wake_writable();
             edge.close(CloseReason::new(CloseCode::Away, "stream closed"));
             return;
         }
         outlet.written.notify_waiters();
+        outlet.wake_writable();
     }
 }
 
@@ -302,6 +321,8 @@ struct Outlet {
     lines: RefCell<Vec<u8>>,
     wake: Notify,
     written: Notify,
+    /// The connection's task, waiting for the backlog to fall below its limit.
+    writable: RefCell<Option<Waker>>,
     failed: Cell<bool>,
     finished: Cell<bool>,
     /// Listens not answered yet (request number, path). A listen's first data must arrive,
@@ -318,10 +339,23 @@ impl Outlet {
             lines: RefCell::new(Vec::new()),
             wake: Notify::new(),
             written: Notify::new(),
+            writable: RefCell::new(None),
             failed: Cell::new(false),
             finished: Cell::new(false),
             pending_listens: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Wakes the connection's task if it waits for room in the backlog.
+    fn wake_writable(&self) {
+        if let Some(waker) = self.writable.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+
+    /// Whether the stream's backlog has reached its limit.
+    fn backlog_full(&self) -> bool {
+        self.lines.borrow().len() >= MAX_STREAM_BACKLOG_BYTES
     }
 
     fn take_lines(&self) -> Vec<u8> {
@@ -382,6 +416,10 @@ impl Transport for Outlet {
         if self.failed.get() || self.finished.get() {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
+        if self.backlog_full() {
+            // The rest waits in the outbox, counted in the budget, until the stream catches up.
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         let mut total = 0;
         let mut messages: Vec<String> = Vec::new();
         {
@@ -407,7 +445,14 @@ impl Transport for Outlet {
         Ok(total)
     }
 
-    fn poll_write_ready(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.failed.get() || self.finished.get() {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        if self.backlog_full() {
+            *self.writable.borrow_mut() = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
         Poll::Ready(Ok(()))
     }
 }
@@ -447,6 +492,51 @@ mod tests {
             Route::Local(edge),
         );
         (handle, outlet, sent)
+    }
+
+    #[test]
+    fn a_full_stream_backlog_leaves_the_rest_in_the_outbox_counted_in_the_budget() {
+        let budgets = Arc::new(HttpBudgets::default());
+        let outlet = Rc::new(Outlet::new(Box::new(Recorder::default()), 1_150));
+        let transport: Rc<dyn Transport> = outlet.clone();
+        let edge = Rc::new(EdgeConn::new(
+            1,
+            transport,
+            ShardBudget::new(budgets.clone()),
+            Default::default(),
+        ));
+        let handle = ConnHandle::new(
+            1,
+            "ns".into(),
+            "s".into(),
+            Tagger::open(),
+            Route::Local(edge.clone()),
+        );
+        // Replies go on the stream; the stream's writer does not run here (a slow reader).
+        let reply = format!(
+            r#"{{"t":"d","d":{{"r":1,"b":{{"s":"ok","d":"{}"}}}}}}"#,
+            "x".repeat(1_000)
+        );
+        for _ in 0..600 {
+            handle.send_text(reply.clone());
+        }
+        let held = outlet.lines.borrow().len();
+        assert!(
+            (MAX_STREAM_BACKLOG_BYTES..MAX_STREAM_BACKLOG_BYTES + 2 * reply.len()).contains(&held),
+            "the outlet holds its limit and at most one more write: {held}"
+        );
+        assert!(edge.has_pending(), "the rest waits in the outbox");
+        assert!(
+            budgets.answers.used() >= 600 * reply.len() - held - 2 * reply.len(),
+            "what waits is counted in the answer budget"
+        );
+        // The stream catches up: the outbox hands the outlet more.
+        drop(outlet.take_lines());
+        assert_eq!(
+            edge.outbox().write_now(),
+            crate::edge::socket::Sent::Pending
+        );
+        assert!(outlet.lines.borrow().len() >= MAX_STREAM_BACKLOG_BYTES);
     }
 
     fn cursor(uid: &str, x: u32) -> String {
