@@ -27,7 +27,10 @@ const MAX_GROWTH_KB = 64 * 1024;
  * the fixes it took 5-15 s; after them 0.3-0.65 s on a busy 2-core machine, where the log
  * record of a 20 MB write (about 0.35 s of the shard's CPU) is what remains.
  */
-const MAX_ADMIN_MS = 2000;
+// 0.3-0.65 s measured alone when the bound was set; 1.0-2.2 s in the fresh-clone CI of
+// 2026-11-26, where other test files run beside this one on the same two cores (the 20 MB
+// writes were 7-15 s before they left the shard's thread, which this bound still catches).
+const MAX_ADMIN_MS = 3000;
 
 function statusKb(pid, field) {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
