@@ -1,10 +1,9 @@
-//! One simulated user: a WebSocket connection that listens, writes on its timetable, and
-//! reconnects (with backoff, listening again) when the server goes away.
+//! One simulated user's WebSocket session: it listens and writes on its timetable until the
+//! server goes away (`user.rs` reconnects it), and what its WebTransport twin shares with it.
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
-use std::rc::Rc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -24,101 +23,12 @@ use crate::wire;
 /// A shorter limit turned a slow ramp of thousands of connections on a busy machine into a
 /// storm of retries that the run then measured instead of the server.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Backoff between reconnection attempts.
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// Requests awaiting their reply, at most; beyond it the server is not answering.
 const MAX_IN_FLIGHT: usize = 10_000;
 /// The WebSocket read buffer. The library zero-fills its buffer (128 KiB by default) before
 /// every read, which made the tester spend most of its time in memset and delayed the
 /// events it timed; Firebase messages are small.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
-
-/// What a simulated user speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// Firebase's realtime protocol over WebSocket.
-    Firebase,
-    /// Firebase's protocol from a server that pushes the whole value at a listened path on
-    /// every change (the `firebase-server` npm package): each send stamp is timed only the
-    /// first time a connection sees it, as the same stamps come back with every later push.
-    FirebaseWholeValues,
-    /// Redis pub/sub, the bare fan-out baseline (chat only).
-    Redis,
-    /// Hearth's WebTransport sessions (`--webtransport-listen`): the same Firebase requests
-    /// on a stream, writes and pushes as datagrams (`crate::webtransport`), with the server's
-    /// certificate pinned by this SHA-256.
-    WebTransport([u8; 32]),
-}
-
-/// Starts the user after `delay`; it runs until `stopping`.
-pub fn spawn(
-    plan: Plan,
-    protocol: Protocol,
-    address: String,
-    source: Option<IpAddr>,
-    metrics: Rc<Metrics>,
-    stopping: Rc<Cell<bool>>,
-    delay: Duration,
-) {
-    tokio::task::spawn_local(async move {
-        tokio::time::sleep(delay).await;
-        let mut schedule = Schedule::new(&plan);
-        let mut seen = Seen::new(protocol == Protocol::FirebaseWholeValues);
-        let mut backoff = BACKOFF_MIN;
-        let mut sessions = 0u64;
-        while !stopping.get() {
-            let context = Context {
-                plan: &plan,
-                metrics: &metrics,
-                stopping: &stopping,
-            };
-            let outcome = match protocol {
-                Protocol::Firebase | Protocol::FirebaseWholeValues => {
-                    session(&context, &address, source, &mut schedule, &mut seen).await
-                }
-                Protocol::WebTransport(certificate) => {
-                    let server = crate::webtransport::Server {
-                        address: &address,
-                        certificate,
-                    };
-                    crate::webtransport::session(
-                        &context,
-                        &server,
-                        source,
-                        &mut schedule,
-                        &mut seen,
-                    )
-                    .await
-                }
-                Protocol::Redis => {
-                    crate::redis::session(
-                        &plan,
-                        &address,
-                        source,
-                        &metrics,
-                        &stopping,
-                        &mut schedule,
-                    )
-                    .await
-                }
-            };
-            if stopping.get() {
-                break;
-            }
-            match outcome {
-                Ok(()) => backoff = BACKOFF_MIN,
-                Err(_) => metrics.count(|c| c.connect_failures += 1),
-            }
-            sessions += 1;
-            if sessions > 0 {
-                metrics.reconnect();
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(BACKOFF_MAX);
-        }
-    });
-}
 
 /// Requests sent and awaiting their reply, and the listens not confirmed yet.
 #[derive(Default)]
@@ -229,7 +139,7 @@ pub struct Context<'a> {
 }
 
 /// One connection, from connect to close. `Ok` when the server closed it or the run ended.
-async fn session(
+pub async fn session(
     context: &Context<'_>,
     address: &str,
     source: Option<IpAddr>,

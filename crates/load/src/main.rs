@@ -29,6 +29,7 @@ mod report;
 mod scenario;
 mod schedule;
 mod tcp;
+mod user;
 mod webtransport;
 mod wire;
 mod workers;
@@ -316,19 +317,19 @@ async fn run(
             scenario.kind == Kind::Chat,
             "a redis:// target runs the chat scenario only (pub/sub has no queries or REST)"
         );
-        conn::Protocol::Redis
+        user::Protocol::Redis
     } else if url.starts_with("https://") {
         anyhow::ensure!(
             scenario.kind != Kind::Feed,
             "an https:// (WebTransport) target runs the realtime scenarios, not feed (REST)"
         );
-        conn::Protocol::WebTransport(
+        user::Protocol::WebTransport(
             certificate.context("an https:// (WebTransport) target needs --cert-sha256")?,
         )
     } else if target.whole_values {
-        conn::Protocol::FirebaseWholeValues
+        user::Protocol::FirebaseWholeValues
     } else {
-        conn::Protocol::Firebase
+        user::Protocol::Firebase
     };
     let metrics = Rc::new(Metrics::new());
     let started = Instant::now();
@@ -360,7 +361,7 @@ async fn run(
                     expected_open += 1;
                 }
                 let delayed = plan.start_after;
-                conn::spawn(
+                user::spawn(
                     plan,
                     protocol,
                     address.to_owned(),

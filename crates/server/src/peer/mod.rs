@@ -16,6 +16,7 @@
 //! index above them, so that they never meet its own connections' ids (top bit clear).
 
 pub mod codec;
+mod context;
 pub mod handshake;
 mod node_link;
 pub mod placement;

@@ -10,20 +10,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hearth_sync::ConnId;
-use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{info, warn};
 
 use crate::close::{CloseReason, OWNER_NODE_LOST_CLOSE};
 use crate::inbox::ShardMessage;
 use crate::link::{Credit, EdgeItem, ToEdge, ToOwner, MAX_LINK_BYTES};
+use crate::peer::context::{unreachable_owner, Context};
 use crate::peer::handshake::{self, HANDSHAKE_TIMEOUT};
 use crate::peer::placement::Placement;
 use crate::peer::remote_conn;
 use crate::peer::session::{self, Ended};
-use crate::rest::RestResponse;
 
 /// The first pause before dialing a peer again, doubled up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
@@ -31,34 +30,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Connections this process closed because the link to their owner node was down or lost.
 pub static OWNER_LOST_CLOSES: AtomicU64 = AtomicU64::new(0);
-
-/// What one link shares between its reader and writer, on the link thread only.
-pub struct Context {
-    /// The peer's index in the placement.
-    pub node: usize,
-    /// The local shards' inboxes (their owner roles).
-    pub owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
-    /// The local shards' batch queues (their edge roles).
-    pub edges: Vec<mpsc::UnboundedSender<ToEdge>>,
-    /// Per local shard: the bytes of the peer's batches it has not written yet. The reader
-    /// stops reading while one is full, so a slow local edge slows the peer, not our memory.
-    pub credits: Vec<Arc<Credit>>,
-    /// The bytes of the peer's messages the local owners have not handled yet.
-    pub owner_room: Arc<Semaphore>,
-    pub state: RefCell<LinkState>,
-}
-
-/// The sessions a live connection of the link carries.
-#[derive(Default)]
-pub struct LinkState {
-    /// Owner side: the peer's connections with a session here, by their id on the peer, and
-    /// the local shard that owns their database.
-    pub sessions: FxHashMap<ConnId, usize>,
-    /// Edge side: this node's connections whose session is on the peer.
-    pub opened: FxHashSet<ConnId>,
-    /// Edge side: connections that wait for the peer to handle a large message.
-    pub waiting: FxHashMap<ConnId, oneshot::Sender<()>>,
-}
 
 pub struct NodeLink {
     placement: Rc<Placement>,
@@ -252,11 +223,6 @@ impl NodeLink {
             }
         }
     }
-}
-
-/// The answer to what needs a remote owner while its link is down.
-pub fn unreachable_owner() -> RestResponse {
-    RestResponse::error(503, OWNER_NODE_LOST_CLOSE)
 }
 
 /// A peer that vanished without a word (a machine lost, a cable cut) is noticed within about

@@ -21,7 +21,7 @@ use crate::inbox::ShardMessage;
 use crate::link::{EdgeItem, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::namespace::owner_shard;
 use crate::peer::codec::{split_frame, LinkMessage, WireItem, MAX_FRAME_BYTES};
-use crate::peer::node_link::{unreachable_owner, Context};
+use crate::peer::context::{unreachable_owner, Context};
 use crate::peer::{remote_conn, wire_conn};
 
 /// The bytes the writer gathers before it writes them.
