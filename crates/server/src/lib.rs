@@ -29,6 +29,7 @@ mod link;
 mod link_sim;
 mod listener;
 mod loaded;
+mod local_thread;
 mod longpoll;
 pub mod metrics;
 pub mod namespace;

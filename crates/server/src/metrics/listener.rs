@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::local_thread::spawn_local_thread;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -43,22 +44,9 @@ pub fn serve_metrics(
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
     let address = listener.local_addr()?;
-    std::thread::Builder::new()
-        .name("hearth-metrics".to_owned())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    warn!(%error, "cannot build the metrics listener's runtime");
-                    return;
-                }
-            };
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&runtime, accept(listener, address, observer, shutdown));
-        })
+    spawn_local_thread("hearth-metrics", "metrics listener", move || {
+        accept(listener, address, observer, shutdown)
+    })
 }
 
 async fn accept(

@@ -27,6 +27,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::local_thread::spawn_local_thread;
 use hearth_sync::ConnId;
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
@@ -137,45 +138,30 @@ pub fn start(
         to_owner,
     });
     let secret: Arc<[u8]> = config.secret.clone().into();
-    std::thread::Builder::new()
-        .name("hearth-peers".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    warn!(%error, "cannot build the node link runtime");
-                    return;
-                }
-            };
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&runtime, async move {
-                let listener = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(listener) => listener,
-                    Err(error) => {
-                        warn!(%error, "cannot register the node link listener");
-                        return;
-                    }
-                };
-                info!(%address, node = placement.my_id(), "node link listening");
-                let placement = Rc::new(placement);
-                let mut accepted = Vec::new();
-                for (node, owner_rx, edge_rx, accepted_tx, accepted_rx) in links {
-                    accepted.push((node, accepted_tx));
-                    let link = node_link::NodeLink::new(
-                        node,
-                        placement.clone(),
-                        secret.clone(),
-                        owners.clone(),
-                        edges.clone(),
-                    );
-                    tokio::task::spawn_local(link.run(owner_rx, edge_rx, accepted_rx));
-                }
-                accept_loop(listener, placement, secret, accepted, shutdown).await;
-            });
-        })?;
+    spawn_local_thread("hearth-peers", "node link", move || async move {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(listener) => listener,
+            Err(error) => {
+                warn!(%error, "cannot register the node link listener");
+                return;
+            }
+        };
+        info!(%address, node = placement.my_id(), "node link listening");
+        let placement = Rc::new(placement);
+        let mut accepted = Vec::new();
+        for (node, owner_rx, edge_rx, accepted_tx, accepted_rx) in links {
+            accepted.push((node, accepted_tx));
+            let link = node_link::NodeLink::new(
+                node,
+                placement.clone(),
+                secret.clone(),
+                owners.clone(),
+                edges.clone(),
+            );
+            tokio::task::spawn_local(link.run(owner_rx, edge_rx, accepted_rx));
+        }
+        accept_loop(listener, placement, secret, accepted, shutdown).await;
+    })?;
     Ok(Started {
         nodes,
         edges: to_edge,
