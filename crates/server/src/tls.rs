@@ -137,9 +137,9 @@ impl Loaded {
             .ok_or_else(|| TlsError::NoCertificate {
                 file: cert.to_owned(),
             })?;
-        let quic = quic_config(cert, key, chain.clone(), private_key.clone_key())?;
+        let quic = server_config(cert, key, chain.clone(), private_key.clone_key(), Use::Quic)?;
         Ok(Loaded {
-            tcp: Arc::new(server_config(cert, key, chain, private_key)?),
+            tcp: Arc::new(server_config(cert, key, chain, private_key, Use::Tcp)?),
             quic,
             leaf_sha256,
         })
@@ -188,40 +188,35 @@ fn mismatch(cert: &Path, key: &Path, error: rustls::Error) -> TlsError {
     }
 }
 
+/// What a listener speaks over TLS.
+enum Use {
+    /// The TCP ports: TLS 1.3 and 1.2, HTTP/1.1 only (hyper is built without HTTP/2;
+    /// WebSocket upgrades need it anyway).
+    Tcp,
+    /// The WebTransport endpoint: TLS 1.3 (QUIC has no other) and HTTP/3.
+    Quic,
+}
+
 fn server_config(
     cert: &Path,
     key: &Path,
     chain: Vec<CertificateDer<'static>>,
     private_key: PrivateKeyDer<'static>,
+    usage: Use,
 ) -> Result<ServerConfig, TlsError> {
     let mismatch = |error: rustls::Error| mismatch(cert, key, error);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let (versions, alpn): (&[_], &[u8]) = match usage {
+        Use::Tcp => (rustls::DEFAULT_VERSIONS, b"http/1.1"),
+        Use::Quic => (&[&rustls::version::TLS13], b"h3"),
+    };
     let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .map_err(mismatch)?
         .with_no_client_auth()
         .with_single_cert(chain, private_key)
         .map_err(mismatch)?;
-    // HTTP/1.1 only (hyper is built without HTTP/2); WebSocket upgrades need it anyway.
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
-}
-
-fn quic_config(
-    cert: &Path,
-    key: &Path,
-    chain: Vec<CertificateDer<'static>>,
-    private_key: PrivateKeyDer<'static>,
-) -> Result<ServerConfig, TlsError> {
-    let mismatch = |error: rustls::Error| mismatch(cert, key, error);
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(mismatch)?
-        .with_no_client_auth()
-        .with_single_cert(chain, private_key)
-        .map_err(mismatch)?;
-    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(config)
 }
 
@@ -325,6 +320,25 @@ pub mod tests {
             .expect("a valid pair");
         assert_eq!(certs.cert_file(), testdata("server.pem"));
         certs.reload().expect("still valid");
+    }
+
+    #[test]
+    fn the_webtransport_side_speaks_http3_with_the_same_certificate() {
+        use sha2::Digest;
+        let certs = TlsCerts::load(&testdata("server.pem"), &testdata("server-key.pem"))
+            .expect("a valid pair");
+        let (quic, hash) = certs.quic();
+        assert_eq!(quic.alpn_protocols, vec![b"h3".to_vec()]);
+        assert_eq!(
+            certs.acceptor().config().alpn_protocols,
+            vec![b"http/1.1".to_vec()]
+        );
+        let leaf = CertificateDer::pem_file_iter(testdata("server.pem"))
+            .expect("readable")
+            .next()
+            .expect("a certificate")
+            .expect("PEM");
+        assert_eq!(hash, <[u8; 32]>::from(sha2::Sha256::digest(leaf.as_ref())));
     }
 
     #[test]
