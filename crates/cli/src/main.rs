@@ -263,6 +263,7 @@ struct ServeArgs {
     /// Serve WebTransport (HTTP/3, UDP) on this address (`host:port`) for volatile paths over
     /// datagrams (docs/volatile.md). With --tls-cert its certificate is used; without, a
     /// self-signed one valid for 13 days, whose SHA-256 the log shows for browsers to pin.
+    /// SIGHUP renews it (the --tls-cert pair read again, or a new self-signed one).
     #[arg(long, env = "HEARTH_WEBTRANSPORT_LISTEN")]
     webtransport_listen: Option<String>,
     /// Join a cluster coordinated by the etcd at this URL (its client URL, e.g.

@@ -44,7 +44,8 @@ pub struct Server {
     pub address: SocketAddr,
     /// Where `--metrics-listen` serves, once bound.
     pub metrics_address: Option<SocketAddr>,
-    /// Where `--webtransport-listen` serves, and its certificate's SHA-256.
+    /// Where `--webtransport-listen` serves, and its certificate's SHA-256 at start (SIGHUP
+    /// may replace it: `reload_certificates`).
     pub webtransport: Option<(SocketAddr, [u8; 32])>,
     observer: Arc<Observer>,
     shutdown: watch::Sender<bool>,
