@@ -109,11 +109,6 @@ impl Reloader {
             .send(certificate)
             .map_err(|_| WebTransportError::Stopped)
     }
-
-    /// Whether the certificate is the self-signed development one.
-    pub fn self_signed(&self) -> bool {
-        matches!(self.source, Source::SelfSigned(_))
-    }
 }
 
 impl Reloads {
