@@ -263,6 +263,7 @@ struct ServeArgs {
     /// Serve WebTransport (HTTP/3, UDP) on this address (`host:port`) for volatile paths over
     /// datagrams (docs/volatile.md). With --tls-cert its certificate is used; without, a
     /// self-signed one valid for 13 days, whose SHA-256 the log shows for browsers to pin.
+    /// SIGHUP renews it (the --tls-cert pair read again, or a new self-signed one).
     #[arg(long, env = "HEARTH_WEBTRANSPORT_LISTEN")]
     webtransport_listen: Option<String>,
     /// Join a cluster coordinated by the etcd at this URL (its client URL, e.g.
@@ -606,7 +607,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.answer_budget_mib.saturating_mul(MIB),
             Duration::from_secs(args.http_write_timeout_secs.max(1)),
         )),
-        tls: tls.clone(),
+        tls,
         metrics: MetricsConfig {
             listen: metrics_listen,
             public: args.metrics_public,
@@ -625,7 +626,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     signals
-        .wait(tls.as_deref())
+        .wait(&server)
         .context("waiting for a shutdown signal")?;
     info!("shutting down");
     server.stop();
@@ -686,36 +687,20 @@ impl Signals {
         })
     }
 
-    /// Blocks until SIGINT or SIGTERM. SIGHUP reads the TLS certificate and key again (new
-    /// connections get them; open ones keep theirs); a pair that cannot be used is logged and
-    /// the one in force stays.
-    fn wait(mut self, tls: Option<&TlsCerts>) -> anyhow::Result<()> {
+    /// Blocks until SIGINT or SIGTERM. SIGHUP renews the certificates
+    /// (`Server::reload_certificates`: the TLS pair read again, for TCP and WebTransport, or a
+    /// new self-signed WebTransport certificate; new connections get it, open ones keep
+    /// theirs); a pair that cannot be used is logged and the one in force stays.
+    fn wait(mut self, server: &Server) -> anyhow::Result<()> {
         self.runtime.block_on(async {
             loop {
                 tokio::select! {
                     result = tokio::signal::ctrl_c() => return result,
                     _ = self.terminate.recv() => return Ok(()),
-                    _ = self.hangup.recv() => reload_tls(tls),
+                    _ = self.hangup.recv() => server.reload_certificates(),
                 }
             }
         })?;
         Ok(())
-    }
-}
-
-fn reload_tls(tls: Option<&TlsCerts>) {
-    let Some(tls) = tls else {
-        info!("SIGHUP: nothing to reload (no --tls-cert)");
-        return;
-    };
-    match tls.reload() {
-        Ok(()) => info!(
-            cert = %tls.cert_file().display(),
-            key = %tls.key_file().display(),
-            "SIGHUP: TLS certificate reloaded; new connections use it"
-        ),
-        Err(error) => {
-            warn!(%error, "SIGHUP: TLS certificate not reloaded; the previous one stays in use")
-        }
     }
 }

@@ -40,6 +40,7 @@ pub mod peer;
 pub mod persist;
 mod port_claim;
 pub mod query_string;
+mod reload;
 mod rest;
 pub mod rules_file;
 mod server;

@@ -44,7 +44,8 @@ pub struct Server {
     pub address: SocketAddr,
     /// Where `--metrics-listen` serves, once bound.
     pub metrics_address: Option<SocketAddr>,
-    /// Where `--webtransport-listen` serves, and its certificate's SHA-256.
+    /// Where `--webtransport-listen` serves, and its certificate's SHA-256 at start (SIGHUP
+    /// may replace it: `reload_certificates`).
     pub webtransport: Option<(SocketAddr, [u8; 32])>,
     observer: Arc<Observer>,
     shutdown: watch::Sender<bool>,
@@ -56,6 +57,8 @@ pub struct Server {
     _port_claims: Vec<PortClaim>,
     /// Keeps the Firebase signing keys fresh; stopped when the server is dropped.
     _jwks: Option<JwksRefresher>,
+    /// What SIGHUP renews.
+    certificates: crate::reload::Certificates,
 }
 
 /// Why the server could not start.
@@ -137,7 +140,7 @@ impl Server {
         let mut webtransport = match config.webtransport_listen {
             Some(listen) => Some(crate::webtransport::prepare(
                 listen,
-                config.tls.as_deref(),
+                config.tls.as_ref(),
                 config.idle_timeout,
                 config.ping_interval,
             )?),
@@ -146,6 +149,12 @@ impl Server {
         let webtransport_info = webtransport
             .as_ref()
             .map(|prepared| (prepared.address, prepared.certificate_sha256));
+        let certificates = crate::reload::Certificates {
+            tls: config.tls.clone(),
+            webtransport: webtransport
+                .as_ref()
+                .map(|prepared| prepared.reloader.clone()),
+        };
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         observer.connect(senders.clone());
@@ -232,7 +241,15 @@ impl Server {
             _data_dir: data_dir,
             _port_claims: claims,
             _jwks: jwks,
+            certificates,
         })
+    }
+
+    /// Reads the TLS certificate and key again (SIGHUP), for the TCP listeners and the
+    /// WebTransport endpoint, or makes the endpoint a new self-signed certificate: new
+    /// connections and sessions get it, open ones keep theirs. Logs what happened.
+    pub fn reload_certificates(&self) {
+        self.certificates.reload();
     }
 
     /// Stops accepting, closes every connection (running onDisconnect queues) and waits for

@@ -38,8 +38,22 @@ use crate::time::now_ms;
 /// answered with one write without starving the writer.
 const MAX_MESSAGES_PER_TURN: usize = 256;
 
-/// How far behind the real clock the handshake's time is reported (see `serve_websocket`).
+/// How far behind the real clock the handshake's time is reported. Clients estimate server
+/// time as their clock plus this offset; reporting it slightly early guarantees that a server
+/// timestamp resolved after the handshake is never identical to the client's local estimate,
+/// so the client always observes the server's value replacing its guess (as it does over any
+/// real network).
 pub(crate) const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
+
+/// The first message of every session, whatever carries it (WebSocket, long polling,
+/// WebTransport): the handshake, with the time [`HANDSHAKE_CLOCK_LEAD_MS`] behind `now_ms`.
+pub(crate) fn handshake(now_ms: u64, host: &str, session_id: &str) -> String {
+    encode_handshake(
+        now_ms.saturating_sub(HANDSHAKE_CLOCK_LEAD_MS),
+        host,
+        session_id,
+    )
+}
 
 /// The WebSocket library's own read buffer, which every connection holds for its whole life.
 /// The library's default (128 KiB), or even 8 KiB, would make that most of an idle
@@ -103,13 +117,9 @@ pub async fn serve_websocket<S: Accepted>(
     if batched {
         shard.edge.batch_sends_of(&edge);
     }
-    // The handshake reports the time one millisecond behind the clock. Clients estimate server
-    // time as their clock plus this offset; reporting it slightly early guarantees that a
-    // server timestamp resolved after the handshake is never identical to the client's local
-    // estimate, so the client always observes the server's value replacing its guess (as it
-    // does over any real network). It goes first, before anything the owner sends.
-    edge.write([encode_frames(encode_handshake(
-        now_ms().saturating_sub(HANDSHAKE_CLOCK_LEAD_MS),
+    // The handshake goes first, before anything the owner sends.
+    edge.write([encode_frames(handshake(
+        now_ms(),
         &upgrade.host,
         &session_id,
     ))]);
@@ -579,5 +589,17 @@ async fn drain(edge: &EdgeConn, timeout: Duration) -> std::io::Result<()> {
     match tokio::time::timeout(timeout, edge.drained()).await {
         Ok(result) => result,
         Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_handshake_reports_the_time_a_millisecond_early() {
+        let text = handshake(1_795_323_485_336, "localhost:9555", "sessABC");
+        assert!(text.contains(r#""ts":1795323485335,"#), "{text}");
+        assert!(handshake(0, "h", "s").contains(r#""ts":0,"#));
     }
 }

@@ -16,7 +16,6 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use hearth_wire::encode_handshake;
 use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info};
@@ -27,7 +26,9 @@ use crate::close::{
     CloseReason, MAX_OUTBOUND_BYTES, SHUTDOWN_CLOSE, SLOW_READER_CLOSE, UNWRITABLE_DROP,
 };
 use crate::edge::socket::Transport;
-use crate::edge::websocket::{attach, detach_session, send_to_owner, write_stalled, OwnerSide};
+use crate::edge::websocket::{
+    attach, detach_session, handshake, send_to_owner, write_stalled, OwnerSide,
+};
 use crate::edge::EdgeConn;
 use crate::link::ToOwner;
 use crate::metrics::labels::{CloseCause, SessionTransport};
@@ -117,11 +118,9 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, open: Rc
         shard.edge.budget().clone(),
         shard.counters.clone(),
     ));
-    edge.write([encode_frames(encode_handshake(
-        now_ms(),
-        &host,
-        &session_id,
-    ))]);
+    // As on a WebSocket (the same time, a millisecond behind the clock), the handshake
+    // goes first.
+    edge.write([encode_frames(handshake(now_ms(), &host, &session_id))]);
     let side = attach(&shard, &edge, namespace, session_id, previous.as_deref());
     let writer = tokio::task::spawn_local(write_lines(outlet.clone(), edge.clone(), send));
     let ended = run(&shard, &edge, &outlet, &side, &connection, recv).await;
