@@ -173,7 +173,9 @@ impl Server {
                     shutdown_rx.clone(),
                 )
                 .map_err(|source| StartError::Bind {
-                    addresses: format!("--cluster-peers (this node's address): {source}"),
+                    addresses: format!(
+                        "the node link (this node's --cluster-peers entry or --advertise): {source}"
+                    ),
                     source,
                 })?;
                 edge_senders.extend(started.edges);

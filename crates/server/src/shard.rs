@@ -183,7 +183,7 @@ impl Shard {
     /// In a cluster, lets the database take writes only while this node's claim on it is
     /// valid (`cluster::fence`); checked at every lookup, so a claim that lapses refuses the
     /// next write.
-    fn fence(&self, loaded: &mut Loaded) {
+    pub fn fence(&self, loaded: &mut Loaded) {
         let Some(placement) = self.config.cluster.as_ref() else {
             return;
         };

@@ -51,6 +51,14 @@ pub fn on_message(
     message: String,
 ) -> Result<Handled, CloseReason> {
     shard.counters.message_in();
+    // A session's messages find its database without a lookup: the cluster's claim is
+    // checked here (`cluster::fence`), so that a claim that lapsed refuses the next write
+    // and one made since the session opened lets it through.
+    if shard.config.cluster.is_some() {
+        if let Some(database) = shard.owner.databases_mut().get_mut(&handle.namespace) {
+            shard.fence(database);
+        }
+    }
     let message = without_lone_surrogates(message);
     if message.len() > OFF_THREAD_PARSE_BYTES {
         // Even the syntax check that finds a write's path costs O(size): all of it is done

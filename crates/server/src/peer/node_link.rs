@@ -1,26 +1,25 @@
-//! One peer's link, for as long as the node runs: connected (the node with the smaller index
-//! dials, the other accepts), lost, connected again. While it is down, a connection whose
+//! One peer's link, for as long as the node runs: connected (the node whose id sorts first
+//! dials, the other accepts), lost, connected again; with etcd, dropped while the peer is not
+//! a live node and dialed at its new address when it is one again. While it is down, a connection whose
 //! database that peer owns is closed at once, so that its client retries; when it is lost,
 //! the sessions it carried end on both sides (`NodeLink::lost`).
 
 use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_sync::ConnId;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Semaphore};
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{info, warn};
 
-use crate::close::{CloseReason, OWNER_NODE_LOST_CLOSE};
+use crate::close::OWNER_NODE_LOST_CLOSE;
 use crate::inbox::ShardMessage;
-use crate::link::{Credit, EdgeItem, ToEdge, ToOwner, MAX_LINK_BYTES};
+use crate::link::{Credit, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::peer::context::{unreachable_owner, Context};
 use crate::peer::handshake::{self, HANDSHAKE_TIMEOUT};
-use crate::peer::placement::Placement;
 use crate::peer::remote_conn;
 use crate::peer::session::{self, Ended};
 
@@ -32,25 +31,30 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 pub static OWNER_LOST_CLOSES: AtomicU64 = AtomicU64::new(0);
 
 pub struct NodeLink {
-    placement: Rc<Placement>,
+    /// This node's id.
+    me: Arc<str>,
     secret: Arc<[u8]>,
     ctx: Rc<Context>,
 }
 
 impl NodeLink {
+    /// The link to node `node` (`peer`, whose link listens at `address` while it is live).
     pub fn new(
-        node: usize,
-        placement: Rc<Placement>,
+        me: Arc<str>,
+        (node, peer): (usize, Arc<str>),
+        address: Option<SocketAddr>,
         secret: Arc<[u8]>,
         owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
     ) -> NodeLink {
         let credits = edges.iter().map(|_| Arc::new(Credit::default())).collect();
         NodeLink {
-            placement,
+            me,
             secret,
             ctx: Rc::new(Context {
                 node,
+                peer,
+                address: watch::Sender::new(address),
                 owners,
                 edges,
                 credits,
@@ -60,6 +64,11 @@ impl NodeLink {
         }
     }
 
+    /// What the link shares with its table (`links.rs`): the peer's address, the sessions.
+    pub fn context(&self) -> Rc<Context> {
+        self.ctx.clone()
+    }
+
     /// Serves the link until the local shards are gone.
     pub async fn run(
         self,
@@ -67,8 +76,7 @@ impl NodeLink {
         mut to_edge: mpsc::UnboundedReceiver<ToEdge>,
         mut accepted: mpsc::Receiver<TcpStream>,
     ) {
-        let node = self.ctx.node;
-        let peer = self.placement.nodes[node].id.clone();
+        let peer = self.ctx.peer.clone();
         let mut next = None;
         loop {
             let stream = match next.take() {
@@ -93,7 +101,7 @@ impl NodeLink {
                 }
             };
             keep_alive(&stream);
-            info!(peer, "node link up");
+            info!(peer = &*peer, "node link up");
             let ended = session::run(
                 &self.ctx,
                 stream,
@@ -108,6 +116,10 @@ impl NodeLink {
                     "the peer connected again".to_owned()
                 }
                 Ended::Lost(why) => why,
+                Ended::Departed => match *self.ctx.address.borrow() {
+                    None => "its etcd lease ended".to_owned(),
+                    Some(address) => format!("it moved to {address}"),
+                },
                 Ended::Closed => {
                     self.lost(&peer, "this node is stopping");
                     return;
@@ -118,40 +130,55 @@ impl NodeLink {
     }
 
     /// A connection to the peer that passed the handshake: dialed, with backoff, when this
-    /// node's index is the smaller; else the next one the peer dials.
+    /// node's id sorts first (and only while the peer is live); else the next one the peer
+    /// dials.
     async fn connect(&self, accepted: &mut mpsc::Receiver<TcpStream>) -> TcpStream {
-        let node = self.ctx.node;
-        if self.placement.me > node {
+        if *self.me > *self.ctx.peer {
             return match accepted.recv().await {
                 Some(stream) => stream,
                 None => std::future::pending().await,
             };
         }
-        let address = self.placement.nodes[node].address;
+        let peer = &self.ctx.peer;
+        let mut addresses = self.ctx.address.subscribe();
         let mut backoff = FIRST_BACKOFF;
         let mut failures = 0u64;
         loop {
+            let current = *addresses.borrow_and_update();
+            let Some(address) = current else {
+                // Not a live node: nothing to dial until it is one again.
+                if addresses.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+                backoff = FIRST_BACKOFF;
+                continue;
+            };
             let attempt = async {
                 let mut stream = TcpStream::connect(address).await?;
-                handshake::dial(&mut stream, &self.placement, node, &self.secret).await?;
+                handshake::dial(&mut stream, &self.me, peer, &self.secret).await?;
                 Ok::<_, handshake::HandshakeError>(stream)
             };
             let outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt)
                 .await
                 .unwrap_or(Err(handshake::HandshakeError::Timeout));
             match outcome {
-                Ok(stream) => return stream,
+                // The peer may have left while it was dialed: its link is not wanted then.
+                Ok(stream) if *addresses.borrow() == current => return stream,
+                Ok(_) => continue,
                 Err(error) => {
                     // The first failure and then one in 30: a peer that is down for long
                     // does not flood the log.
                     if failures.is_multiple_of(30) {
-                        let peer = &self.placement.nodes[node].id;
-                        warn!(peer, %address, %error, failures, "cannot reach node; retrying");
+                        warn!(%peer, %address, %error, failures, "cannot reach node; retrying");
                     }
                     failures += 1;
                 }
             }
-            tokio::time::sleep(backoff).await;
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                // A new address is dialed at once.
+                _ = addresses.changed() => backoff = FIRST_BACKOFF,
+            }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
@@ -162,7 +189,7 @@ impl NodeLink {
         match message {
             ToOwner::Open { conn, .. } => {
                 OWNER_LOST_CLOSES.fetch_add(1, Ordering::Relaxed);
-                self.close_locally([conn]);
+                self.ctx.close_locally([conn], OWNER_NODE_LOST_CLOSE);
             }
             ToOwner::OpenStream { opened, .. } => {
                 let _ = opened.send(Err(unreachable_owner()));
@@ -185,7 +212,8 @@ impl NodeLink {
         }
         let closed = state.opened.len();
         OWNER_LOST_CLOSES.fetch_add(closed as u64, Ordering::Relaxed);
-        self.close_locally(state.opened);
+        self.ctx
+            .close_locally(state.opened.into_keys(), OWNER_NODE_LOST_CLOSE);
         // Dropping the waiting senders lets those connections read again, to see the close.
         drop(state.waiting);
         warn!(
@@ -196,32 +224,6 @@ impl NodeLink {
             closed_in_all = OWNER_LOST_CLOSES.load(Ordering::Relaxed),
             "node link lost"
         );
-    }
-
-    /// Closes local connections through their shards' edges.
-    fn close_locally(&self, conns: impl IntoIterator<Item = ConnId>) {
-        let shards = self.ctx.edges.len().max(1);
-        let mut groups: Vec<Vec<EdgeItem>> = (0..shards).map(|_| Vec::new()).collect();
-        for conn in conns {
-            groups[(conn % shards as u64) as usize].push(EdgeItem::Close {
-                conn,
-                reason: CloseReason::new(CloseCode::Again, OWNER_NODE_LOST_CLOSE),
-                shed: false,
-            });
-        }
-        for (shard, items) in groups.into_iter().enumerate() {
-            if items.is_empty() {
-                continue;
-            }
-            let (Some(edge), Some(credit)) =
-                (self.ctx.edges.get(shard), self.ctx.credits.get(shard))
-            else {
-                continue;
-            };
-            if let Err(unsent) = edge.send(ToEdge::new(items, credit)) {
-                unsent.0.written();
-            }
-        }
     }
 }
 

@@ -39,6 +39,8 @@ pub enum Ended {
     Lost(String),
     /// The peer dialed again: this one is stale.
     Replaced(TcpStream),
+    /// The peer left the cluster's live nodes, or moved: its link must be dropped.
+    Departed,
     /// The local shards are gone.
     Closed,
 }
@@ -54,6 +56,8 @@ pub async fn run(
     let (read, mut write) = stream.into_split();
     let (handled_tx, mut handled_rx) = mpsc::unbounded_channel();
     let mut reader = tokio::task::spawn_local(read_loop(ctx.clone(), read, handled_tx));
+    let mut address = ctx.address.subscribe();
+    address.mark_unchanged();
     let ended = async {
         let mut out = BytesMut::new();
         let mut rooms = Vec::new();
@@ -69,6 +73,7 @@ pub async fn run(
                     });
                 }
                 Some(stream) = accepted.recv() => return Ended::Replaced(stream),
+                Ok(()) = address.changed() => return Ended::Departed,
                 Some(conn) = handled_rx.recv() => LinkMessage::Handled { conn }.encode(&mut out),
                 message = to_owner.recv() => match message {
                     Some(message) => encode_to_owner(ctx, message, &mut out, &mut rooms),
@@ -128,7 +133,7 @@ fn encode_to_owner(
             previous,
             edge: _,
         } => {
-            state.opened.insert(conn);
+            state.opened.insert(conn, namespace.as_str().into());
             LinkMessage::Open {
                 conn,
                 namespace,
@@ -144,7 +149,7 @@ fn encode_to_owner(
             done,
             room,
         } => {
-            if !state.opened.contains(&conn) {
+            if !state.opened.contains_key(&conn) {
                 return;
             }
             let large = done.is_some();
@@ -155,13 +160,13 @@ fn encode_to_owner(
             LinkMessage::Messages { conn, texts, large }
         }
         ToOwner::AuthExpired { conn } => {
-            if !state.opened.contains(&conn) {
+            if !state.opened.contains_key(&conn) {
                 return;
             }
             LinkMessage::AuthExpired { conn }
         }
         ToOwner::Closed { conn } => {
-            if !state.opened.remove(&conn) {
+            if state.opened.remove(&conn).is_none() {
                 return;
             }
             state.waiting.remove(&conn);
