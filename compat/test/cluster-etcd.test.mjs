@@ -13,31 +13,13 @@ import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { set, onValue } from 'firebase/database';
+import { set } from 'firebase/database';
 import { createClient, uniqueNs } from '../lib/harness.mjs';
 import { HearthServer, freePort, hearthBinary } from '../lib/server.mjs';
-import { withTimeout } from '../lib/util.mjs';
+import { valueWhere, withTimeout } from '../lib/util.mjs';
 
 const ETCD = process.env.HEARTH_TEST_ETCD || '/usr/bin/etcd';
 const IDS = ['n1', 'n2', 'n3'];
-
-/** Resolves once `pred(value)` holds for a value of `r`. */
-function valueWhere(r, pred, label) {
-  return withTimeout(
-    new Promise((resolve) => {
-      let done = false;
-      const off = onValue(r, (snap) => {
-        if (!done && pred(snap.val())) {
-          done = true;
-          resolve(snap.val());
-          queueMicrotask(() => off());
-        }
-      });
-    }),
-    15_000,
-    label,
-  );
-}
 
 /** Sets `r` to `value`, again after each refusal (a claim being made, an owner gone). */
 async function setAcknowledged(r, value, ms = 15_000) {

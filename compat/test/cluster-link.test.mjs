@@ -17,7 +17,7 @@ import {
 import { createClient, T, uniqueNs } from '../lib/harness.mjs';
 import { HearthServer, freePort } from '../lib/server.mjs';
 import { RawClient } from '../lib/raw.mjs';
-import { withTimeout } from '../lib/util.mjs';
+import { valueWhere, withTimeout } from '../lib/util.mjs';
 
 const IDS = ['a', 'b'];
 const LINK_HOSTS = { a: '127.0.0.2', b: '127.0.0.3' };
@@ -47,26 +47,6 @@ function nsOwnedBy(id, prefix = 'cl') {
     const ns = uniqueNs(prefix);
     if (ownerOf(ns) === id) return ns;
   }
-}
-
-/** Resolves once `pred(value)` holds for a value of `r`. */
-function valueWhere(r, pred, label) {
-  return withTimeout(
-    new Promise((resolve) => {
-      // The SDK may call back before onValue returns (a value it already holds): stop
-      // listening once `off` exists.
-      let done = false;
-      const off = onValue(r, (snap) => {
-        if (!done && pred(snap.val())) {
-          done = true;
-          resolve(snap.val());
-          queueMicrotask(() => off());
-        }
-      });
-    }),
-    15_000,
-    label,
-  );
 }
 
 /**
