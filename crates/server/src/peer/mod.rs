@@ -9,7 +9,8 @@
 //! - `placement`: the static placement of `--cluster-peers` (the etcd one replaces it);
 //! - `codec`: the link's frames and messages; `handshake`: the shared-secret proof;
 //! - `node_link`: one peer's link: dialing or accepting, reconnecting, and what is lost with
-//!   it; `session`: one live connection of it, reader and writer.
+//!   it; `session`: one live connection of it, reader and writer;
+//! - `forward`: REST requests and event streams for a database the peer owns.
 //!
 //! Connection ids: an edge node sends its own ids (below [`codec::MAX_WIRE_CONN`]); the owner
 //! node keys their sessions by [`remote_conn`], which sets the top bit and the edge node's
@@ -17,6 +18,7 @@
 
 pub mod codec;
 mod context;
+mod forward;
 pub mod handshake;
 mod node_link;
 pub mod placement;
@@ -34,6 +36,8 @@ use tracing::{info, warn};
 
 use crate::inbox::ShardMessage;
 use crate::link::{ToEdge, ToOwner};
+pub use context::{Forward, RemoteAnswer, RestSettings};
+pub use forward::{MAX_FORWARDED_BODY_BYTES, MAX_FORWARDED_REQUESTS};
 pub use placement::{NodeRoute, Placement};
 
 /// The cluster settings of `hearth serve` (`--cluster-peers`, `--node-id`,
@@ -57,6 +61,8 @@ pub struct Nodes {
     placement: Placement,
     /// By node index; this node's own slot is a closed channel.
     to_owner: Vec<mpsc::UnboundedSender<ToOwner>>,
+    /// By node index, the same: REST requests and event streams.
+    forwards: Vec<mpsc::UnboundedSender<Forward>>,
 }
 
 impl Nodes {
@@ -75,6 +81,14 @@ impl Nodes {
     pub fn send(&self, node: usize, message: ToOwner) {
         if let Some(sender) = self.to_owner.get(node) {
             let _ = sender.send(message);
+        }
+    }
+
+    /// Sends a REST request or an event stream's opening or end to node `node`; a link that
+    /// is down answers at once, and one lost meanwhile drops the answer's sender.
+    pub fn forward(&self, node: usize, forward: Forward) {
+        if let Some(sender) = self.forwards.get(node) {
+            let _ = sender.send(forward);
         }
     }
 
@@ -110,6 +124,7 @@ pub struct Started {
 /// batch queues, where what arrives from other nodes goes.
 pub fn start(
     config: &ClusterConfig,
+    rest: RestSettings,
     owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
     edges: Vec<mpsc::UnboundedSender<ToEdge>>,
     shutdown: watch::Receiver<bool>,
@@ -120,23 +135,35 @@ pub fn start(
     listener.set_nonblocking(true)?;
     let mut to_owner = Vec::new();
     let mut to_edge = Vec::new();
+    let mut forwards = Vec::new();
     let mut links = Vec::new();
     for node in 0..placement.nodes.len() {
         let (owner_tx, owner_rx) = mpsc::unbounded_channel();
         let (edge_tx, edge_rx) = mpsc::unbounded_channel();
+        let (forward_tx, forward_rx) = mpsc::unbounded_channel();
         let (accepted_tx, accepted_rx) = mpsc::channel(1);
         to_owner.push(owner_tx);
         to_edge.push(edge_tx);
+        forwards.push(forward_tx);
         if node == placement.me {
             // Nothing is routed to itself: the receivers drop, and a send fails at once.
             continue;
         }
-        links.push((node, owner_rx, edge_rx, accepted_tx, accepted_rx));
+        links.push((
+            node,
+            owner_rx,
+            edge_rx,
+            forward_rx,
+            accepted_tx,
+            accepted_rx,
+        ));
     }
     let nodes = Arc::new(Nodes {
         placement: placement.clone(),
         to_owner,
+        forwards,
     });
+    let rest = Arc::new(rest);
     let secret: Arc<[u8]> = config.secret.clone().into();
     spawn_local_thread("hearth-peers", "node link", move || async move {
         let listener = match tokio::net::TcpListener::from_std(listener) {
@@ -149,7 +176,7 @@ pub fn start(
         info!(%address, node = placement.my_id(), "node link listening");
         let placement = Rc::new(placement);
         let mut accepted = Vec::new();
-        for (node, owner_rx, edge_rx, accepted_tx, accepted_rx) in links {
+        for (node, owner_rx, edge_rx, forward_rx, accepted_tx, accepted_rx) in links {
             accepted.push((node, accepted_tx));
             let link = node_link::NodeLink::new(
                 node,
@@ -157,8 +184,9 @@ pub fn start(
                 secret.clone(),
                 owners.clone(),
                 edges.clone(),
+                rest.clone(),
             );
-            tokio::task::spawn_local(link.run(owner_rx, edge_rx, accepted_rx));
+            tokio::task::spawn_local(link.run(owner_rx, edge_rx, forward_rx, accepted_rx));
         }
         accept_loop(listener, placement, secret, accepted, shutdown).await;
     })?;

@@ -18,7 +18,8 @@ use tracing::{info, warn};
 use crate::close::{CloseReason, OWNER_NODE_LOST_CLOSE};
 use crate::inbox::ShardMessage;
 use crate::link::{Credit, EdgeItem, ToEdge, ToOwner, MAX_LINK_BYTES};
-use crate::peer::context::{unreachable_owner, Context};
+use crate::peer::context::{unreachable_owner, Context, Forward, RestSettings};
+use crate::peer::forward;
 use crate::peer::handshake::{self, HANDSHAKE_TIMEOUT};
 use crate::peer::placement::Placement;
 use crate::peer::remote_conn;
@@ -44,6 +45,7 @@ impl NodeLink {
         secret: Arc<[u8]>,
         owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+        rest: Arc<RestSettings>,
     ) -> NodeLink {
         let credits = edges.iter().map(|_| Arc::new(Credit::default())).collect();
         NodeLink {
@@ -55,6 +57,7 @@ impl NodeLink {
                 edges,
                 credits,
                 owner_room: Arc::new(Semaphore::new(MAX_LINK_BYTES)),
+                rest,
                 state: RefCell::default(),
             }),
         }
@@ -65,6 +68,7 @@ impl NodeLink {
         self,
         mut to_owner: mpsc::UnboundedReceiver<ToOwner>,
         mut to_edge: mpsc::UnboundedReceiver<ToEdge>,
+        mut forwards: mpsc::UnboundedReceiver<Forward>,
         mut accepted: mpsc::Receiver<TcpStream>,
     ) {
         let node = self.ctx.node;
@@ -88,6 +92,10 @@ impl NodeLink {
                                 Some(batch) => batch.written(),
                                 None => return,
                             },
+                            forward = forwards.recv() => match forward {
+                                Some(forward) => forward::refuse(forward),
+                                None => return,
+                            },
                         }
                     }
                 }
@@ -99,6 +107,7 @@ impl NodeLink {
                 stream,
                 &mut to_owner,
                 &mut to_edge,
+                &mut forwards,
                 &mut accepted,
             )
             .await;
@@ -186,8 +195,11 @@ impl NodeLink {
         let closed = state.opened.len();
         OWNER_LOST_CLOSES.fetch_add(closed as u64, Ordering::Relaxed);
         self.close_locally(state.opened);
-        // Dropping the waiting senders lets those connections read again, to see the close.
+        // Dropping the waiting senders lets those connections read again, to see the close;
+        // the REST requests and stream openings still waiting for the peer are answered
+        // `503` (`edge::http_forward`).
         drop(state.waiting);
+        drop((state.requests, state.streams));
         warn!(
             peer,
             reason = why,
