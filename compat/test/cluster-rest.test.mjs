@@ -7,46 +7,15 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { T, uniqueNs } from '../lib/harness.mjs';
+import { T } from '../lib/harness.mjs';
+import { logShows, nsOwnedBy as nsOwnedByIn } from '../lib/cluster.mjs';
 import { HearthServer, freePort } from '../lib/server.mjs';
 import { withTimeout } from '../lib/util.mjs';
 
 const IDS = ['a', 'b'];
 const LINK_HOSTS = { a: '127.0.0.2', b: '127.0.0.3' };
 
-// The placement's rendezvous score (`peer/placement.rs`), as in cluster-link.test.mjs.
-const MASK = (1n << 64n) - 1n;
-function score(node, ns) {
-  let h = 0xcbf29ce484222325n;
-  for (const byte of [...Buffer.from(node), 0xff, ...Buffer.from(ns)]) {
-    h ^= BigInt(byte);
-    h = (h * 0x100000001b3n) & MASK;
-  }
-  h ^= h >> 33n;
-  h = (h * 0xff51afd7ed558ccdn) & MASK;
-  h ^= h >> 33n;
-  h = (h * 0xc4ceb9fe1a85ec53n) & MASK;
-  return h ^ (h >> 33n);
-}
-function ownerOf(ns) {
-  let best = null;
-  for (const id of [...IDS].sort()) if (best === null || score(id, ns) > score(best, ns)) best = id;
-  return best;
-}
-function nsOwnedBy(id) {
-  for (;;) {
-    const ns = uniqueNs('cr');
-    if (ownerOf(ns) === id) return ns;
-  }
-}
-
-async function logShows(server, pattern, label, { from = 0, ms = 15_000 } = {}) {
-  const deadline = Date.now() + ms;
-  while (!pattern.test(server.log().slice(from))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${label}\n${server.logTail(20)}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const nsOwnedBy = (id) => nsOwnedByIn(IDS, id, 'cr');
 
 /** Reads server-sent events from a fetch body; `next()` resolves with the next event. */
 function events(response) {
