@@ -1,5 +1,5 @@
 // Three nodes placed by etcd and joined by the node-to-node link (issue #21, docs/cluster.md):
-// a client on any node reaches a database another node owns; when the owner dies (SIGKILL),
+// a client on any node reaches a database another node owns (WebSocket and REST); when the owner dies (SIGKILL),
 // another node claims the database with the next epoch once the owner's lease ends, and the
 // clients of the surviving nodes write again. Data the dead owner held is not asserted
 // (replication is not here). Barriers are acknowledged writes, seen values and etcd's
@@ -80,6 +80,39 @@ describe('a cluster on etcd forwards over the node link', { skip: !fs.existsSync
     etcd?.kill('SIGKILL');
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   }, { timeout: 20_000 });
+
+  it('a REST PUT and GET through a node that does not own the database reach its owner', { timeout: 40_000 }, async () => {
+    const url = (id, ns, p) => `http://127.0.0.1:${nodes[id].port}/${p}.json?ns=${ns}`;
+    /** A REST PUT through `id`, again after each refusal (a claim being made). */
+    async function put(id, ns, p, value) {
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const r = await fetch(url(id, ns, p), { method: 'PUT', body: JSON.stringify(value) });
+        if (r.status === 200) return r.json();
+        if (Date.now() > deadline) throw new Error(`PUT through ${id}: ${r.status} ${await r.text()}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+    // A database first used on n1 whose owner is another node (placement decides).
+    let ns;
+    let owner;
+    for (;;) {
+      ns = uniqueNs('etcdrest');
+      await put('n1', ns, 'probe', true);
+      owner = status().databases.find((d) => d.namespace === ns)?.owner;
+      if (owner && owner !== 'n1') break;
+    }
+    const third = IDS.find((id) => id !== 'n1' && id !== owner);
+    // Through n1, which does not own it: answered by the owner (a non-owner refuses writes
+    // and has no copy of its data).
+    assert.deepEqual(await put('n1', ns, 'room', { msg: 'over rest' }), { msg: 'over rest' });
+    for (const id of ['n1', third, owner]) {
+      const r = await fetch(url(id, ns, 'room/msg'));
+      assert.equal(r.status, 200, `GET through ${id}`);
+      assert.equal(await r.json(), 'over rest', `GET through ${id}`);
+    }
+    assert.equal(status().databases.find((d) => d.namespace === ns).owner, owner);
+  });
 
   it('a write on one node reaches the owner and a listener on a third; after SIGKILL of the owner another claims it', { timeout: 40_000 }, async () => {
     // A database first used on n1 whose owner is another node (placement decides).

@@ -270,8 +270,8 @@ struct ServeArgs {
     /// `http://127.0.0.1:2379`; etcd 3.4 or later, through its JSON gateway): this node holds
     /// a lease there, and acknowledges writes only to databases it has claimed (docs/cluster.md).
     /// With --cluster-secret-file the nodes link to each other (on their --advertise
-    /// addresses) and a node forwards the WebSocket clients of a database another node owns to
-    /// it; without, each node serves only the databases it owns and refuses writes to the
+    /// addresses) and a node forwards the WebSocket clients, REST requests and event streams of
+    /// a database another node owns to it; without, each node serves only the databases it owns and refuses writes to the
     /// others. Without this flag the server is a single node that owns every database.
     #[arg(long, requires_all = ["node_id", "advertise"], conflicts_with = "cluster_peers")]
     cluster_etcd: Option<String>,
@@ -293,7 +293,7 @@ struct ServeArgs {
     /// node gets the same list of every node, itself included, as `ID=HOST:PORT,...`, where
     /// HOST:PORT is that node's node-to-node link. A database is owned by the listed node
     /// whose id scores highest for its name (rendezvous hashing); the others forward its
-    /// WebSocket clients there. Needs --node-id and --cluster-secret-file; not with
+    /// WebSocket clients, REST requests and event streams there. Needs --node-id and --cluster-secret-file; not with
     /// --cluster-etcd (whose live nodes replace the list).
     #[arg(long, env = "HEARTH_CLUSTER_PEERS", value_delimiter = ',',
           requires_all = ["node_id", "cluster_secret_file"])]

@@ -166,8 +166,13 @@ impl Server {
         // The other nodes are edges of every shard's owner role after the local shards.
         let nodes = match &config.peers {
             Some(cluster) => {
+                let rest = crate::peer::RestSettings {
+                    auth: config.auth.clone(),
+                    default_namespace: config.default_namespace.clone(),
+                };
                 let started = crate::peer::start(
                     cluster,
+                    rest,
                     senders.clone(),
                     edge_senders.clone(),
                     shutdown_rx.clone(),

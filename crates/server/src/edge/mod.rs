@@ -12,11 +12,13 @@
 //! - `intake`: the batches owners send to this core's connections;
 //! - `http`, `http_body`, `http_unsent`: HTTP (REST and event streams) with hyper, and the
 //!   answer bytes not yet taken by the socket; `request_body`: a request body read under its
-//!   limits.
+//!   limits; `http_forward`: REST requests and event streams sent to the node that owns their
+//!   database.
 
 mod conn;
 pub mod http;
 pub mod http_body;
+mod http_forward;
 pub mod http_unsent;
 mod intake;
 pub mod request_body;

@@ -15,7 +15,7 @@ use tracing::warn;
 
 use crate::inbox::ShardMessage;
 use crate::link::{ToEdge, ToOwner};
-use crate::peer::context::Context;
+use crate::peer::context::{Context, Forward, RestSettings};
 use crate::peer::handshake;
 use crate::peer::node_link::NodeLink;
 
@@ -23,6 +23,8 @@ use crate::peer::node_link::NodeLink;
 pub struct Slot {
     pub to_owner: mpsc::UnboundedReceiver<ToOwner>,
     pub to_edge: mpsc::UnboundedReceiver<ToEdge>,
+    /// REST requests and event streams (`forward.rs`).
+    pub forwards: mpsc::UnboundedReceiver<Forward>,
 }
 
 /// A started link: what the table keeps of it.
@@ -37,6 +39,7 @@ pub struct Links {
     secret: Arc<[u8]>,
     owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
     edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+    rest: Arc<RestSettings>,
     /// By index: the queues of links not started yet (`None` for this node's own index).
     idle: Vec<Option<Slot>>,
     /// By index: the started links.
@@ -49,6 +52,7 @@ impl Links {
         secret: Arc<[u8]>,
         owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+        rest: Arc<RestSettings>,
         idle: Vec<Option<Slot>>,
     ) -> Links {
         let running = idle.iter().map(|_| None).collect();
@@ -57,6 +61,7 @@ impl Links {
             secret,
             owners,
             edges,
+            rest,
             idle,
             running,
         }
@@ -78,9 +83,10 @@ impl Links {
             self.secret.clone(),
             self.owners.clone(),
             self.edges.clone(),
+            self.rest.clone(),
         );
         let ctx = link.context();
-        tokio::task::spawn_local(link.run(slot.to_owner, slot.to_edge, accepted_rx));
+        tokio::task::spawn_local(link.run(slot.to_owner, slot.to_edge, slot.forwards, accepted_rx));
         self.running[index] = Some(Running { ctx, accepted });
     }
 

@@ -12,7 +12,8 @@
 //! - `links`: the link thread's links and the accept loop; `follow`: the links follow etcd's
 //!   live nodes, and connections whose database moved are closed;
 //! - `node_link`: one peer's link: dialing or accepting, reconnecting, and what is lost with
-//!   it; `session`: one live connection of it, reader and writer.
+//!   it; `session`: one live connection of it, reader and writer;
+//! - `forward`: REST requests and event streams for a database the peer owns.
 //!
 //! Connection ids: an edge node sends its own ids (below [`codec::MAX_WIRE_CONN`]); the owner
 //! node keys their sessions by [`remote_conn`], which sets the top bit and the edge node's
@@ -22,6 +23,7 @@ pub mod codec;
 mod context;
 pub mod directory;
 mod follow;
+mod forward;
 pub mod handshake;
 mod links;
 mod node_link;
@@ -41,7 +43,9 @@ use tracing::{info, warn};
 
 use crate::inbox::ShardMessage;
 use crate::link::{ToEdge, ToOwner};
+pub use context::{Forward, RemoteAnswer, RestSettings};
 use directory::Directory;
+pub use forward::{MAX_FORWARDED_BODY_BYTES, MAX_FORWARDED_REQUESTS};
 use links::{Admit, Links, Slot};
 pub use placement::{NodeRoute, Placement};
 pub use route::Membership;
@@ -68,6 +72,8 @@ pub struct Nodes {
     directory: Arc<Directory>,
     /// By node index, every index a node may get; this node's own slot is a closed channel.
     to_owner: Vec<mpsc::UnboundedSender<ToOwner>>,
+    /// By node index, the same: REST requests and event streams.
+    forwards: Vec<mpsc::UnboundedSender<Forward>>,
 }
 
 impl Nodes {
@@ -93,6 +99,14 @@ impl Nodes {
     /// Each node's index.
     pub fn directory(&self) -> &Directory {
         &self.directory
+    }
+
+    /// Sends a REST request or an event stream's opening or end to node `node`; a link that
+    /// is down answers at once, and one lost meanwhile drops the answer's sender.
+    pub fn forward(&self, node: usize, forward: Forward) {
+        if let Some(sender) = self.forwards.get(node) {
+            let _ = sender.send(forward);
+        }
     }
 }
 
@@ -120,6 +134,7 @@ pub struct Started {
 /// arrives from other nodes goes.
 pub fn start(
     config: &ClusterConfig,
+    rest: RestSettings,
     owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
     edges: Vec<mpsc::UnboundedSender<ToEdge>>,
     shutdown: watch::Receiver<bool>,
@@ -131,24 +146,30 @@ pub fn start(
     let directory = Arc::new(membership.directory());
     let mut to_owner = Vec::new();
     let mut to_edge = Vec::new();
+    let mut forwards = Vec::new();
     let mut idle = Vec::new();
     for node in 0..directory.capacity() {
         let (owner_tx, owner_rx) = mpsc::unbounded_channel();
         let (edge_tx, edge_rx) = mpsc::unbounded_channel();
+        let (forward_tx, forward_rx) = mpsc::unbounded_channel();
         to_owner.push(owner_tx);
         to_edge.push(edge_tx);
+        forwards.push(forward_tx);
         // Nothing is routed to itself: the receivers drop, and a send fails at once.
         idle.push((node != directory.me()).then_some(Slot {
             to_owner: owner_rx,
             to_edge: edge_rx,
+            forwards: forward_rx,
         }));
     }
     let nodes = Arc::new(Nodes {
         membership: membership.clone(),
         directory: directory.clone(),
         to_owner,
+        forwards,
     });
     let me: Arc<str> = Arc::from(membership.my_id());
+    let rest = Arc::new(rest);
     let secret: Arc<[u8]> = config.secret.clone().into();
     let followed = nodes.clone();
     spawn_local_thread("hearth-peers", "node link", move || async move {
@@ -160,7 +181,9 @@ pub fn start(
             }
         };
         info!(%address, node = &*me, "node link listening");
-        let links = Rc::new(RefCell::new(Links::new(me, secret, owners, edges, idle)));
+        let links = Rc::new(RefCell::new(Links::new(
+            me, secret, owners, edges, rest, idle,
+        )));
         let admit: Admit = match membership {
             Membership::Static(placement) => {
                 for (index, node) in placement.nodes.iter().enumerate() {

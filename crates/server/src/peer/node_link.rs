@@ -18,7 +18,8 @@ use tracing::{info, warn};
 use crate::close::OWNER_NODE_LOST_CLOSE;
 use crate::inbox::ShardMessage;
 use crate::link::{Credit, ToEdge, ToOwner, MAX_LINK_BYTES};
-use crate::peer::context::{unreachable_owner, Context};
+use crate::peer::context::{unreachable_owner, Context, Forward, RestSettings};
+use crate::peer::forward;
 use crate::peer::handshake::{self, HANDSHAKE_TIMEOUT};
 use crate::peer::remote_conn;
 use crate::peer::session::{self, Ended};
@@ -46,6 +47,7 @@ impl NodeLink {
         secret: Arc<[u8]>,
         owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+        rest: Arc<RestSettings>,
     ) -> NodeLink {
         let credits = edges.iter().map(|_| Arc::new(Credit::default())).collect();
         NodeLink {
@@ -59,6 +61,7 @@ impl NodeLink {
                 edges,
                 credits,
                 owner_room: Arc::new(Semaphore::new(MAX_LINK_BYTES)),
+                rest,
                 state: RefCell::default(),
             }),
         }
@@ -74,6 +77,7 @@ impl NodeLink {
         self,
         mut to_owner: mpsc::UnboundedReceiver<ToOwner>,
         mut to_edge: mpsc::UnboundedReceiver<ToEdge>,
+        mut forwards: mpsc::UnboundedReceiver<Forward>,
         mut accepted: mpsc::Receiver<TcpStream>,
     ) {
         let peer = self.ctx.peer.clone();
@@ -96,6 +100,10 @@ impl NodeLink {
                                 Some(batch) => batch.written(),
                                 None => return,
                             },
+                            forward = forwards.recv() => match forward {
+                                Some(forward) => forward::refuse(forward),
+                                None => return,
+                            },
                         }
                     }
                 }
@@ -107,6 +115,7 @@ impl NodeLink {
                 stream,
                 &mut to_owner,
                 &mut to_edge,
+                &mut forwards,
                 &mut accepted,
             )
             .await;
@@ -214,8 +223,11 @@ impl NodeLink {
         OWNER_LOST_CLOSES.fetch_add(closed as u64, Ordering::Relaxed);
         self.ctx
             .close_locally(state.opened.into_keys(), OWNER_NODE_LOST_CLOSE);
-        // Dropping the waiting senders lets those connections read again, to see the close.
+        // Dropping the waiting senders lets those connections read again, to see the close;
+        // the REST requests and stream openings still waiting for the peer are answered
+        // `503` (`edge::http_forward`).
         drop(state.waiting);
+        drop((state.requests, state.streams));
         warn!(
             peer,
             reason = why,

@@ -8,7 +8,6 @@
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
-use hearth_sync::ConnId;
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
@@ -21,7 +20,8 @@ use crate::inbox::ShardMessage;
 use crate::link::{EdgeItem, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::namespace::owner_shard;
 use crate::peer::codec::{split_frame, LinkMessage, WireItem, MAX_FRAME_BYTES};
-use crate::peer::context::{unreachable_owner, Context};
+use crate::peer::context::{unreachable_owner, Context, Forward, RemoteAnswer, Reply};
+use crate::peer::forward::{self, Outbox};
 use crate::peer::{remote_conn, wire_conn};
 
 /// The bytes the writer gathers before it writes them.
@@ -51,17 +51,19 @@ pub async fn run(
     stream: TcpStream,
     to_owner: &mut mpsc::UnboundedReceiver<ToOwner>,
     to_edge: &mut mpsc::UnboundedReceiver<ToEdge>,
+    forwards: &mut mpsc::UnboundedReceiver<Forward>,
     accepted: &mut mpsc::Receiver<TcpStream>,
 ) -> Ended {
     let (read, mut write) = stream.into_split();
-    let (handled_tx, mut handled_rx) = mpsc::unbounded_channel();
-    let mut reader = tokio::task::spawn_local(read_loop(ctx.clone(), read, handled_tx));
+    let (replies_tx, mut replies_rx) = mpsc::unbounded_channel();
+    let mut reader = tokio::task::spawn_local(read_loop(ctx.clone(), read, replies_tx));
     let mut address = ctx.address.subscribe();
     address.mark_unchanged();
     let ended = async {
         let mut out = BytesMut::new();
         let mut rooms = Vec::new();
         let mut batches = Vec::new();
+        let mut outbox = Outbox::default();
         loop {
             tokio::select! {
                 biased;
@@ -74,7 +76,7 @@ pub async fn run(
                 }
                 Some(stream) = accepted.recv() => return Ended::Replaced(stream),
                 Ok(()) = address.changed() => return Ended::Departed,
-                Some(conn) = handled_rx.recv() => LinkMessage::Handled { conn }.encode(&mut out),
+                Some(reply) = replies_rx.recv() => encode_reply(reply, &mut out, &mut outbox),
                 message = to_owner.recv() => match message {
                     Some(message) => encode_to_owner(ctx, message, &mut out, &mut rooms),
                     None => return Ended::Closed,
@@ -86,19 +88,32 @@ pub async fn run(
                     }
                     None => return Ended::Closed,
                 },
+                forward = forwards.recv() => match forward {
+                    Some(forward) => forward::send(ctx, forward, &mut out, &mut outbox),
+                    None => return Ended::Closed,
+                },
+                // A frame of a REST request or answer on its way (below).
+                _ = std::future::ready(()), if !outbox.is_empty() => {}
             }
             // Everything else that is ready leaves with it.
             while out.len() < GATHER_BYTES {
-                if let Ok(conn) = handled_rx.try_recv() {
-                    LinkMessage::Handled { conn }.encode(&mut out);
+                if let Ok(reply) = replies_rx.try_recv() {
+                    encode_reply(reply, &mut out, &mut outbox);
                 } else if let Ok(message) = to_owner.try_recv() {
                     encode_to_owner(ctx, message, &mut out, &mut rooms);
                 } else if let Ok(batch) = to_edge.try_recv() {
                     encode_batch(&batch, &mut out);
                     batches.push(batch);
+                } else if let Ok(forward) = forwards.try_recv() {
+                    forward::send(ctx, forward, &mut out, &mut outbox);
                 } else {
                     break;
                 }
+            }
+            // One frame of the REST transfers each turn: a large one never holds up the rest.
+            if outbox.encode_next(&mut out) {
+                let mut state = ctx.state.borrow_mut();
+                state.serving = state.serving.saturating_sub(1);
             }
             if !out.is_empty() {
                 if let Err(error) = write.write_all(&out).await {
@@ -115,6 +130,18 @@ pub async fn run(
     let ended = ended.await;
     reader.abort();
     ended
+}
+
+/// Encodes what the reader has the writer send back.
+fn encode_reply(reply: Reply, out: &mut BytesMut, outbox: &mut Outbox) {
+    match reply {
+        Reply::Handled(conn) => LinkMessage::Handled { conn }.encode(out),
+        Reply::Answer { id, answer } => outbox.answer(id, answer),
+        Reply::StreamOpened { conn, refusal } => {
+            let refusal = refusal.map(|answer| (answer.head, answer.body));
+            LinkMessage::StreamOpened { conn, refusal }.encode(out);
+        }
+    }
 }
 
 /// Encodes a local connection's message for its owner on the peer.
@@ -172,7 +199,7 @@ fn encode_to_owner(
             state.waiting.remove(&conn);
             LinkMessage::Closed { conn }
         }
-        // Event streams do not cross nodes yet: REST refuses them before they get here.
+        // Event streams cross with their request's head (`forward`), not parsed.
         ToOwner::OpenStream { opened, .. } => {
             let _ = opened.send(Err(unreachable_owner()));
             return;
@@ -243,13 +270,13 @@ fn encode_batch(batch: &ToEdge, out: &mut BytesMut) {
 async fn read_loop(
     ctx: Rc<Context>,
     mut read: OwnedReadHalf,
-    handled: mpsc::UnboundedSender<ConnId>,
+    replies: mpsc::UnboundedSender<Reply>,
 ) -> Result<(), String> {
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     loop {
         while let Some(body) = split_frame(&mut buffer).map_err(|error| error.to_string())? {
             let message = LinkMessage::decode(body).map_err(|error| error.to_string())?;
-            on_message(&ctx, message, &handled).await;
+            on_message(&ctx, message, &replies).await?;
         }
         if buffer.capacity() - buffer.len() < 16 * 1024 {
             buffer.reserve(64 * 1024);
@@ -263,8 +290,12 @@ async fn read_loop(
 }
 
 /// Carries out one message of the peer: as the owner of a session of its connection, or as
-/// the edge of a connection of ours.
-async fn on_message(ctx: &Context, message: LinkMessage, handled: &mpsc::UnboundedSender<ConnId>) {
+/// the edge of a connection of ours. The error says how the peer broke the protocol.
+async fn on_message(
+    ctx: &Rc<Context>,
+    message: LinkMessage,
+    replies: &mpsc::UnboundedSender<Reply>,
+) -> Result<(), String> {
     let shards = ctx.owners.len();
     let to_owner = |shard: usize, message: ToOwner| {
         if let Some(owner) = ctx.owners.get(shard) {
@@ -292,21 +323,21 @@ async fn on_message(ctx: &Context, message: LinkMessage, handled: &mpsc::Unbound
         }
         LinkMessage::Messages { conn, texts, large } => {
             let Some(shard) = ctx.state.borrow().sessions.get(&conn).copied() else {
-                return;
+                return Ok(());
             };
             let bytes: usize = texts.iter().map(String::len).sum();
             let bytes = bytes.clamp(1, MAX_LINK_BYTES) as u32;
             // Nothing more is read from the peer until the local owners have room.
             let Ok(room) = ctx.owner_room.clone().acquire_many_owned(bytes).await else {
-                return;
+                return Ok(());
             };
             let done = large.then(|| {
                 let (done, finished) = oneshot::channel::<()>();
-                let handled = handled.clone();
+                let replies = replies.clone();
                 tokio::task::spawn_local(async move {
                     // Dropped, unsent, once the owner handled the message.
                     let _ = finished.await;
-                    let _ = handled.send(conn);
+                    let _ = replies.send(Reply::Handled(conn));
                 });
                 done
             });
@@ -337,7 +368,31 @@ async fn on_message(ctx: &Context, message: LinkMessage, handled: &mpsc::Unbound
             ctx.state.borrow_mut().waiting.remove(&conn);
         }
         LinkMessage::Batch { frames, items } => on_batch(ctx, &frames, items).await,
+        LinkMessage::Request {
+            id,
+            head,
+            body,
+            more,
+        } => return forward::on_request(ctx, id, head, body, more, replies),
+        LinkMessage::RequestMore { id, body, more } => {
+            return forward::on_request_more(ctx, id, body, more, replies)
+        }
+        LinkMessage::Answer {
+            id,
+            head,
+            body,
+            more,
+        } => return forward::on_answer(ctx, id, Some(head), body, more),
+        LinkMessage::AnswerMore { id, body, more } => {
+            return forward::on_answer(ctx, id, None, body, more)
+        }
+        LinkMessage::OpenStream { conn, head } => forward::on_open_stream(ctx, conn, head, replies),
+        LinkMessage::StreamOpened { conn, refusal } => {
+            let refusal = refusal.map(|(head, body)| RemoteAnswer { head, body });
+            forward::on_stream_opened(ctx, conn, refusal);
+        }
     }
+    Ok(())
 }
 
 /// Hands the owner's batch to the local shards that hold its connections (a connection's id
@@ -390,6 +445,7 @@ mod tests {
 
     use super::*;
     use crate::link::Credit;
+    use hearth_sync::ConnId;
 
     fn frames(conn: ConnId, frames: &Bytes) -> EdgeItem {
         EdgeItem::Frames {
