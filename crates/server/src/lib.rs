@@ -40,6 +40,8 @@ pub mod peer;
 pub mod persist;
 mod port_claim;
 pub mod query_string;
+mod replica;
+pub mod replica_messages;
 mod rest;
 pub mod rules_file;
 mod server;

@@ -168,6 +168,7 @@ impl Server {
                     source,
                 })?;
                 edge_senders.extend(started.edges);
+                observer.follow(started.nodes.lags());
                 Some(started.nodes)
             }
             None => None,
@@ -389,6 +390,8 @@ fn run_shard(
         store,
         observer,
     );
+    shard.replication = (links.nodes.as_ref())
+        .map(|nodes| crate::replica::replication::Replication::new(nodes, index));
     shard.nodes = links.nodes;
     let shard = Rc::new(shard);
     shard.add_recovered(recovered);
@@ -400,6 +403,7 @@ fn run_shard(
         let outgoing = shard.owner.outgoing().clone();
         tokio::task::spawn_local(async move { outgoing.run().await });
         tokio::task::spawn_local(commit_loop(shard.clone()));
+        tokio::task::spawn_local(crate::replica::run(shard.clone()));
         tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.clone()));
         if let Some(prepared) = webtransport {
             tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared));
@@ -512,6 +516,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 });
             }
             ShardMessage::BackupDone => crate::backup::cut::release(&shard),
+            ShardMessage::Replica(message) => crate::replica::on_message(&shard, message),
             // A poll of a session this core holds, which landed on another core.
             ShardMessage::LongPoll(forwarded) => {
                 let forwarded = *forwarded;

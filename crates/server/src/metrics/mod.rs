@@ -45,6 +45,8 @@ pub struct Observer {
     shards: OnceLock<Vec<mpsc::UnboundedSender<ShardMessage>>>,
     /// This node's placement, in a cluster: its claims and lease age are scraped from it.
     cluster: OnceLock<hearth_cluster::Placement>,
+    /// The follower nodes of this node's databases and the replication lag toward each.
+    followers: OnceLock<Vec<(String, Arc<crate::replica_messages::FollowerLag>)>>,
 }
 
 impl Observer {
@@ -54,6 +56,7 @@ impl Observer {
             http,
             shards: OnceLock::new(),
             cluster: OnceLock::new(),
+            followers: OnceLock::new(),
         })
     }
 
@@ -66,6 +69,11 @@ impl Observer {
     /// The cluster this node joined.
     pub fn join_cluster(&self, placement: hearth_cluster::Placement) {
         let _ = self.cluster.set(placement);
+    }
+
+    /// The other nodes of a static cluster, whose replication lag is scraped.
+    pub fn follow(&self, followers: Vec<(String, Arc<crate::replica_messages::FollowerLag>)>) {
+        let _ = self.followers.set(followers);
     }
 
     /// Every shard's numbers, summed.
@@ -91,6 +99,12 @@ impl Observer {
                 claims: placement.own_claims(),
                 lease_age: placement.lease_age(),
             });
+        server.followers = self.followers.get().map_or_else(Vec::new, |followers| {
+            followers
+                .iter()
+                .map(|(node, lag)| snapshot::FollowerSnapshot::read(node, lag))
+                .collect()
+        });
         server
     }
 }

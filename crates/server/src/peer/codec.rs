@@ -50,7 +50,23 @@ pub enum LinkMessage {
         frames: Vec<Bytes>,
         items: Vec<WireItem>,
     },
+    /// Owner to follower (`replica`): log records of database `namespace` from owner shard
+    /// `shard`, in the byte form of the log (`hearth_store::encode_record`, checksummed);
+    /// `seq` is the owner shard's sequence number the follower acknowledges. `reset`: the
+    /// records are a full copy (rules, then the whole tree) that replaces the follower's.
+    Replicate {
+        shard: u32,
+        seq: u64,
+        namespace: String,
+        reset: bool,
+        records: Bytes,
+    },
+    /// Follower to owner: these records of owner shard `shard` are on the follower's disk.
+    ReplicaAck { shard: u32, seqs: Vec<u64> },
 }
+
+/// The most sequence numbers one acknowledgement carries; a follower sends more as several.
+pub const MAX_ACKS_PER_MESSAGE: usize = 64 * 1024;
 
 /// One thing the edge node must do for one of its connections (`link::EdgeItem`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +104,10 @@ pub enum DecodeError {
     Trailing(usize),
     #[error("a frame of {0} bytes is larger than the limit")]
     TooLarge(usize),
+    #[error("a replicated database name is too long")]
+    Namespace,
+    #[error("an acknowledgement carries more than {MAX_ACKS_PER_MESSAGE} records")]
+    TooManyAcks,
 }
 
 const OPEN: u8 = 1;
@@ -96,6 +116,8 @@ const AUTH_EXPIRED: u8 = 3;
 const CLOSED: u8 = 4;
 const HANDLED: u8 = 5;
 const BATCH: u8 = 6;
+const REPLICATE: u8 = 7;
+const REPLICA_ACK: u8 = 8;
 
 const ITEM_FRAMES: u8 = 1;
 const ITEM_CLOSE: u8 = 2;
@@ -149,6 +171,29 @@ impl LinkMessage {
                     encode_item(item, out);
                 }
             }
+            LinkMessage::Replicate {
+                shard,
+                seq,
+                namespace,
+                reset,
+                records,
+            } => {
+                out.put_u8(REPLICATE);
+                out.put_u32_le(*shard);
+                out.put_u64_le(*seq);
+                put_str(out, namespace);
+                out.put_u8(u8::from(*reset));
+                out.put_u32_le(records.len() as u32);
+                out.put_slice(records);
+            }
+            LinkMessage::ReplicaAck { shard, seqs } => {
+                out.put_u8(REPLICA_ACK);
+                out.put_u32_le(*shard);
+                out.put_u32_le(seqs.len() as u32);
+                for seq in seqs {
+                    out.put_u64_le(*seq);
+                }
+            }
         }
         let length = (out.len() - start - 4) as u32;
         out[start..start + 4].copy_from_slice(&length.to_be_bytes());
@@ -200,6 +245,33 @@ impl LinkMessage {
                     items.push(decode_item(body, frames.len())?);
                 }
                 LinkMessage::Batch { frames, items }
+            }
+            REPLICATE => {
+                let shard = get_u32(body)?;
+                let seq = get_u64(body)?;
+                let namespace = get_str(body)?;
+                if namespace.len() > hearth_store::MAX_DATABASE_NAME_BYTES {
+                    return Err(DecodeError::Namespace);
+                }
+                LinkMessage::Replicate {
+                    shard,
+                    seq,
+                    namespace,
+                    reset: get_u8(body)? != 0,
+                    records: get_bytes(body)?,
+                }
+            }
+            REPLICA_ACK => {
+                let shard = get_u32(body)?;
+                let count = get_u32(body)? as usize;
+                if count > MAX_ACKS_PER_MESSAGE {
+                    return Err(DecodeError::TooManyAcks);
+                }
+                let mut seqs = Vec::with_capacity(count.min(body.remaining() / 8));
+                for _ in 0..count {
+                    seqs.push(get_u64(body)?);
+                }
+                LinkMessage::ReplicaAck { shard, seqs }
             }
             tag => return Err(DecodeError::Tag(tag)),
         };
@@ -394,6 +466,17 @@ mod tests {
                         expires_at: None,
                     },
                 ],
+            },
+            LinkMessage::Replicate {
+                shard: 1,
+                seq: 42,
+                namespace: "demo".into(),
+                reset: true,
+                records: Bytes::from_static(b"records"),
+            },
+            LinkMessage::ReplicaAck {
+                shard: 0,
+                seqs: vec![3, 5, u64::MAX],
             },
         ]
     }

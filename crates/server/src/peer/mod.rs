@@ -34,6 +34,7 @@ use tracing::{info, warn};
 
 use crate::inbox::ShardMessage;
 use crate::link::{ToEdge, ToOwner};
+use crate::replica_messages::{FollowerLag, LinkState, ReplicaOut, ReplicationMode};
 pub use placement::{NodeRoute, Placement};
 
 /// The cluster settings of `hearth serve` (`--cluster-peers`, `--node-id`,
@@ -43,6 +44,8 @@ pub struct ClusterConfig {
     pub placement: Placement,
     /// Every node's shared secret: only a peer that proves it may use the link.
     pub secret: Vec<u8>,
+    /// How owners ship their logs to followers (`--replication`).
+    pub replication: ReplicationMode,
 }
 
 /// The most bytes of a secret file read.
@@ -57,6 +60,13 @@ pub struct Nodes {
     placement: Placement,
     /// By node index; this node's own slot is a closed channel.
     to_owner: Vec<mpsc::UnboundedSender<ToOwner>>,
+    /// By node index: replication's messages toward that node (`replica`).
+    to_replica: Vec<mpsc::UnboundedSender<ReplicaOut>>,
+    /// By node index: the link's generation and whether it is up.
+    links: Vec<Arc<LinkState>>,
+    /// By node index: the replication lag toward it as a follower, for `/metrics`.
+    lag: Vec<Arc<FollowerLag>>,
+    replication: ReplicationMode,
 }
 
 impl Nodes {
@@ -76,6 +86,55 @@ impl Nodes {
         if let Some(sender) = self.to_owner.get(node) {
             let _ = sender.send(message);
         }
+    }
+
+    /// Whether this node owns `namespace`.
+    pub fn owns(&self, namespace: &str) -> bool {
+        self.owner_node(namespace) == NodeRoute::Local
+    }
+
+    /// The node that follows `namespace` (`Placement::follower_node`).
+    pub fn follower_node(&self, namespace: &str) -> Option<usize> {
+        self.placement.follower_node(namespace)
+    }
+
+    /// This node's index.
+    pub fn me(&self) -> usize {
+        self.placement.me
+    }
+
+    pub fn replication(&self) -> ReplicationMode {
+        self.replication
+    }
+
+    /// The link toward `node`: its generation and whether it is up.
+    pub fn link_state(&self, node: usize) -> (u64, bool) {
+        self.links.get(node).map_or((0, false), |state| state.get())
+    }
+
+    /// Sends replication's `message` toward `node`; dropped while the link is down (the
+    /// shards learn that from [`Nodes::link_state`]).
+    pub fn send_replica(&self, node: usize, message: ReplicaOut) {
+        if let Some(sender) = self.to_replica.get(node) {
+            let _ = sender.send(message);
+        }
+    }
+
+    /// The replication lag toward follower `node`.
+    pub fn lag(&self, node: usize) -> &FollowerLag {
+        static NONE: FollowerLag = FollowerLag::new();
+        self.lag.get(node).map_or(&NONE, |lag| lag)
+    }
+
+    /// Every other node's id and its lag as a follower of this node's databases
+    /// (`/metrics`).
+    pub fn lags(&self) -> Vec<(String, Arc<FollowerLag>)> {
+        let me = self.placement.me;
+        let nodes = self.placement.nodes.iter().zip(&self.lag).enumerate();
+        nodes
+            .filter(|(index, _)| *index != me)
+            .map(|(_, (node, lag))| (node.id.clone(), lag.clone()))
+            .collect()
     }
 
     /// A node's id, for logs.
@@ -120,22 +179,40 @@ pub fn start(
     listener.set_nonblocking(true)?;
     let mut to_owner = Vec::new();
     let mut to_edge = Vec::new();
+    let mut to_replica = Vec::new();
+    let mut states = Vec::new();
     let mut links = Vec::new();
     for node in 0..placement.nodes.len() {
         let (owner_tx, owner_rx) = mpsc::unbounded_channel();
         let (edge_tx, edge_rx) = mpsc::unbounded_channel();
+        let (replica_tx, replica_rx) = mpsc::unbounded_channel();
         let (accepted_tx, accepted_rx) = mpsc::channel(1);
+        let state = Arc::new(LinkState::default());
         to_owner.push(owner_tx);
         to_edge.push(edge_tx);
+        to_replica.push(replica_tx);
+        states.push(state.clone());
         if node == placement.me {
             // Nothing is routed to itself: the receivers drop, and a send fails at once.
             continue;
         }
-        links.push((node, owner_rx, edge_rx, accepted_tx, accepted_rx));
+        let receivers = node_link::Receivers {
+            to_owner: owner_rx,
+            to_edge: edge_rx,
+            to_replica: replica_rx,
+            accepted: accepted_rx,
+        };
+        links.push((node, receivers, accepted_tx, state));
     }
     let nodes = Arc::new(Nodes {
         placement: placement.clone(),
+        lag: (0..placement.nodes.len())
+            .map(|_| Arc::new(FollowerLag::default()))
+            .collect(),
         to_owner,
+        to_replica,
+        links: states,
+        replication: config.replication,
     });
     let secret: Arc<[u8]> = config.secret.clone().into();
     spawn_local_thread("hearth-peers", "node link", move || async move {
@@ -149,7 +226,7 @@ pub fn start(
         info!(%address, node = placement.my_id(), "node link listening");
         let placement = Rc::new(placement);
         let mut accepted = Vec::new();
-        for (node, owner_rx, edge_rx, accepted_tx, accepted_rx) in links {
+        for (node, receivers, accepted_tx, state) in links {
             accepted.push((node, accepted_tx));
             let link = node_link::NodeLink::new(
                 node,
@@ -157,8 +234,9 @@ pub fn start(
                 secret.clone(),
                 owners.clone(),
                 edges.clone(),
+                state,
             );
-            tokio::task::spawn_local(link.run(owner_rx, edge_rx, accepted_rx));
+            tokio::task::spawn_local(link.run(receivers));
         }
         accept_loop(listener, placement, secret, accepted, shutdown).await;
     })?;

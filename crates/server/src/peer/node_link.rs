@@ -23,6 +23,7 @@ use crate::peer::handshake::{self, HANDSHAKE_TIMEOUT};
 use crate::peer::placement::Placement;
 use crate::peer::remote_conn;
 use crate::peer::session::{self, Ended};
+use crate::replica_messages::{LinkState, ReplicaOut};
 
 /// The first pause before dialing a peer again, doubled up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
@@ -35,6 +36,16 @@ pub struct NodeLink {
     placement: Rc<Placement>,
     secret: Arc<[u8]>,
     ctx: Rc<Context>,
+    /// The link's generation and whether it is up, as the shards read it (`replica`).
+    state: Arc<LinkState>,
+}
+
+/// What the local shards send toward the peer, and the connections it dials to us.
+pub struct Receivers {
+    pub to_owner: mpsc::UnboundedReceiver<ToOwner>,
+    pub to_edge: mpsc::UnboundedReceiver<ToEdge>,
+    pub to_replica: mpsc::UnboundedReceiver<ReplicaOut>,
+    pub accepted: mpsc::Receiver<TcpStream>,
 }
 
 impl NodeLink {
@@ -44,6 +55,7 @@ impl NodeLink {
         secret: Arc<[u8]>,
         owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+        state: Arc<LinkState>,
     ) -> NodeLink {
         let credits = edges.iter().map(|_| Arc::new(Credit::default())).collect();
         NodeLink {
@@ -57,16 +69,18 @@ impl NodeLink {
                 owner_room: Arc::new(Semaphore::new(MAX_LINK_BYTES)),
                 state: RefCell::default(),
             }),
+            state,
         }
     }
 
     /// Serves the link until the local shards are gone.
-    pub async fn run(
-        self,
-        mut to_owner: mpsc::UnboundedReceiver<ToOwner>,
-        mut to_edge: mpsc::UnboundedReceiver<ToEdge>,
-        mut accepted: mpsc::Receiver<TcpStream>,
-    ) {
+    pub async fn run(self, receivers: Receivers) {
+        let Receivers {
+            mut to_owner,
+            mut to_edge,
+            mut to_replica,
+            mut accepted,
+        } = receivers;
         let node = self.ctx.node;
         let peer = self.placement.nodes[node].id.clone();
         let mut next = None;
@@ -88,20 +102,26 @@ impl NodeLink {
                                 Some(batch) => batch.written(),
                                 None => return,
                             },
+                            // Shipped under a generation that is gone: the shards start
+                            // over with copies on the next one.
+                            replica = to_replica.recv() => if replica.is_none() {
+                                return;
+                            },
                         }
                     }
                 }
             };
             keep_alive(&stream);
-            info!(peer, "node link up");
-            let ended = session::run(
-                &self.ctx,
-                stream,
-                &mut to_owner,
-                &mut to_edge,
-                &mut accepted,
-            )
-            .await;
+            let generation = self.state.connected();
+            info!(peer, generation, "node link up");
+            let queues = session::Queues {
+                to_owner: &mut to_owner,
+                to_edge: &mut to_edge,
+                to_replica: &mut to_replica,
+                accepted: &mut accepted,
+            };
+            let ended = session::run(&self.ctx, stream, queues, generation).await;
+            self.state.lost();
             let why = match ended {
                 Ended::Replaced(stream) => {
                     next = Some(stream);

@@ -23,6 +23,7 @@ use crate::namespace::owner_shard;
 use crate::peer::codec::{split_frame, LinkMessage, WireItem, MAX_FRAME_BYTES};
 use crate::peer::context::{unreachable_owner, Context};
 use crate::peer::{remote_conn, wire_conn};
+use crate::replica_messages::{ReplicaIn, ReplicaOut};
 
 /// The bytes the writer gathers before it writes them.
 const GATHER_BYTES: usize = 1024 * 1024;
@@ -43,14 +44,28 @@ pub enum Ended {
     Closed,
 }
 
-/// Serves the link over `stream` until it ends.
+/// What a live connection takes from the local shards, and the next connection the peer
+/// dials.
+pub struct Queues<'a> {
+    pub to_owner: &'a mut mpsc::UnboundedReceiver<ToOwner>,
+    pub to_edge: &'a mut mpsc::UnboundedReceiver<ToEdge>,
+    pub to_replica: &'a mut mpsc::UnboundedReceiver<ReplicaOut>,
+    pub accepted: &'a mut mpsc::Receiver<TcpStream>,
+}
+
+/// Serves the link over `stream`, the link's connection number `generation`, until it ends.
 pub async fn run(
     ctx: &Rc<Context>,
     stream: TcpStream,
-    to_owner: &mut mpsc::UnboundedReceiver<ToOwner>,
-    to_edge: &mut mpsc::UnboundedReceiver<ToEdge>,
-    accepted: &mut mpsc::Receiver<TcpStream>,
+    queues: Queues<'_>,
+    generation: u64,
 ) -> Ended {
+    let Queues {
+        to_owner,
+        to_edge,
+        to_replica,
+        accepted,
+    } = queues;
     let (read, mut write) = stream.into_split();
     let (handled_tx, mut handled_rx) = mpsc::unbounded_channel();
     let mut reader = tokio::task::spawn_local(read_loop(ctx.clone(), read, handled_tx));
@@ -81,6 +96,10 @@ pub async fn run(
                     }
                     None => return Ended::Closed,
                 },
+                replica = to_replica.recv() => match replica {
+                    Some(replica) => encode_replica(replica, generation, &mut out),
+                    None => return Ended::Closed,
+                },
             }
             // Everything else that is ready leaves with it.
             while out.len() < GATHER_BYTES {
@@ -91,6 +110,8 @@ pub async fn run(
                 } else if let Ok(batch) = to_edge.try_recv() {
                     encode_batch(&batch, &mut out);
                     batches.push(batch);
+                } else if let Ok(replica) = to_replica.try_recv() {
+                    encode_replica(replica, generation, &mut out);
                 } else {
                     break;
                 }
@@ -174,6 +195,29 @@ fn encode_to_owner(
         }
     };
     wire.encode(out);
+}
+
+/// Encodes replication's message for the peer: records shipped under an earlier connection
+/// are dropped, since the follower may lack what came before them there.
+fn encode_replica(message: ReplicaOut, generation: u64, out: &mut BytesMut) {
+    match message {
+        ReplicaOut::Records(records) if records.generation == generation => {
+            LinkMessage::Replicate {
+                shard: records.shard,
+                seq: records.seq,
+                namespace: records.namespace,
+                reset: records.reset,
+                records: records.records,
+            }
+            .encode(out)
+        }
+        ReplicaOut::Records(_) => {}
+        ReplicaOut::Ack(ack) => LinkMessage::ReplicaAck {
+            shard: ack.shard,
+            seqs: ack.seqs,
+        }
+        .encode(out),
+    }
 }
 
 /// Encodes a local owner's batch for the peer's connections: each frame once, however many
@@ -332,6 +376,35 @@ async fn on_message(ctx: &Context, message: LinkMessage, handled: &mpsc::Unbound
             ctx.state.borrow_mut().waiting.remove(&conn);
         }
         LinkMessage::Batch { frames, items } => on_batch(ctx, &frames, items).await,
+        LinkMessage::Replicate {
+            shard,
+            seq,
+            namespace,
+            reset,
+            records,
+        } => {
+            let local = owner_shard(&namespace, shards);
+            let message = ReplicaIn::Records {
+                from: ctx.node,
+                shard,
+                seq,
+                namespace,
+                reset,
+                records,
+            };
+            if let Some(owner) = ctx.owners.get(local) {
+                let _ = owner.send(ShardMessage::Replica(message));
+            }
+        }
+        LinkMessage::ReplicaAck { shard, seqs } => {
+            if let Some(owner) = ctx.owners.get(shard as usize) {
+                let message = ReplicaIn::Ack {
+                    from: ctx.node,
+                    seqs,
+                };
+                let _ = owner.send(ShardMessage::Replica(message));
+            }
+        }
     }
 }
 
