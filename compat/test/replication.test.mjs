@@ -16,33 +16,16 @@ import { set } from 'firebase/database';
 import { createClient, T, uniqueNs } from '../lib/harness.mjs';
 import { HearthServer, freePort } from '../lib/server.mjs';
 import { withTimeout } from '../lib/util.mjs';
+import { ranked } from '../lib/placement.mjs';
 
 const IDS = ['a', 'b', 'c'];
 const LINK_HOSTS = { a: '127.0.0.2', b: '127.0.0.3', c: '127.0.0.4' };
 
-// The placement's rendezvous score (`peer/placement.rs`; a copy is in cluster-link.test.mjs).
-const MASK = (1n << 64n) - 1n;
-function score(node, ns) {
-  let h = 0xcbf29ce484222325n;
-  for (const byte of [...Buffer.from(node), 0xff, ...Buffer.from(ns)]) {
-    h ^= BigInt(byte);
-    h = (h * 0x100000001b3n) & MASK;
-  }
-  h ^= h >> 33n;
-  h = (h * 0xff51afd7ed558ccdn) & MASK;
-  h ^= h >> 33n;
-  h = (h * 0xc4ceb9fe1a85ec53n) & MASK;
-  return h ^ (h >> 33n);
-}
-/** The owner and the follower of `ns`: the highest and the second-highest score. */
-function ranked(ns) {
-  return [...IDS].sort().sort((x, y) => (score(y, ns) > score(x, ns) ? 1 : score(y, ns) < score(x, ns) ? -1 : 0));
-}
 /** A fresh namespace owned by `owner` and followed by `follower`. */
 function nsPlaced(owner, follower) {
   for (;;) {
     const ns = uniqueNs('rep');
-    const [first, second] = ranked(ns);
+    const [first, second] = ranked(IDS, ns);
     if (first === owner && second === follower) return ns;
   }
 }
@@ -55,7 +38,7 @@ async function logShows(server, pattern, label, { from = 0, ms = 15_000 } = {}) 
   }
 }
 
-async function metric(server, name) {
+async function metrics(server) {
   const res = await fetch(`http://${server.host}/metrics`, { headers: { authorization: 'Bearer owner' } });
   return await res.text();
 }
@@ -99,7 +82,7 @@ describe('log shipping to a follower node', () => {
       try {
         // Shipped and not acknowledged: the lag shows it (a barrier), and the write waits.
         const deadline = Date.now() + 5_000;
-        while (!/hearth_replication_lag_records\{follower="c"\} [1-9]/.test(await metric(nodes.b))) {
+        while (!/hearth_replication_lag_records\{follower="c"\} [1-9]/.test(await metrics(nodes.b))) {
           if (Date.now() > deadline) throw new Error('no lag toward c in /metrics');
           await new Promise((r) => setTimeout(r, 25));
         }
@@ -125,7 +108,7 @@ describe('log shipping to a follower node', () => {
       // Acknowledged once the owner stops waiting for the lost follower (bounded).
       await withTimeout(set(writer.ref('after'), 2), 10_000, 'the write without its follower');
       await logShows(nodes.b, /replication degraded/, 'the degraded line', { from });
-      assert.match(await metric(nodes.b), /hearth_replication_degraded\{follower="c"\} [1-9]/);
+      assert.match(await metrics(nodes.b), /hearth_replication_degraded\{follower="c"\} [1-9]/);
       await nodes.c.start();
       await logShows(nodes.b, /replication to the follower resumed/, 'resumed', { from });
       // The next write copies the whole database to the follower again, and waits for it.

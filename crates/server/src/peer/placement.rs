@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn the_choice_is_pinned() {
         // Data directories follow the placement: it must not change between versions. The
-        // compat suite has a JavaScript copy (`compat/test/cluster-link.test.mjs`).
+        // compat suite has a JavaScript copy (`compat/lib/placement.mjs`).
         let view = placement("a");
         let owners: Vec<&str> = ["demo", "chat", "x", "y"]
             .iter()
