@@ -79,6 +79,10 @@ describe('log shipping to a follower node', () => {
       nodes.c.proc.kill('SIGSTOP');
       let acked = false;
       const write = set(writer.ref('held'), 2).then(() => (acked = true));
+      // A REST write waits the same way.
+      let answered = false;
+      const put = fetch(`http://${nodes.b.host}/rest.json?ns=${ns}&auth=owner`, { method: 'PUT', body: '7' })
+        .then((res) => { answered = true; return res; });
       try {
         // Shipped and not acknowledged: the lag shows it (a barrier), and the write waits.
         const deadline = Date.now() + 5_000;
@@ -89,10 +93,12 @@ describe('log shipping to a follower node', () => {
         // Well inside the 2 s the owner waits for a silent follower.
         await new Promise((r) => setTimeout(r, 500));
         assert.equal(acked, false, 'acknowledged before the follower had it');
+        assert.equal(answered, false, 'a REST write answered before the follower had it');
       } finally {
         nodes.c.proc.kill('SIGCONT');
       }
       await withTimeout(write, 10_000, 'the held write');
+      assert.equal((await withTimeout(put, 10_000, 'the held REST write')).status, 200);
     } finally {
       await writer.dispose();
     }
