@@ -104,7 +104,7 @@ describe('log shipping to a follower node', () => {
     }
   });
 
-  it('with the follower stopped, writes are acknowledged on the owner alone, and it says so', T, async () => {
+  it('with the follower stopped, writes are acknowledged on the owner alone, it says so, and it is caught up when back', T, async () => {
     const ns = nsPlaced('b', 'c');
     const writer = createClient(nodes.b, ns);
     try {
@@ -117,7 +117,22 @@ describe('log shipping to a follower node', () => {
       assert.match(await metrics(nodes.b), /hearth_replication_degraded\{follower="c"\} [1-9]/);
       await nodes.c.start();
       await logShows(nodes.b, /replication to the follower resumed/, 'resumed', { from });
-      // The next write copies the whole database to the follower again, and waits for it.
+      // The database, written while c was away, is copied to it without another write: the
+      // copy is acknowledged (the lag back to zero) once it is on c's disk.
+      const deadline = Date.now() + 10_000;
+      while (!/hearth_replication_lag_records\{follower="c"\} 0\b/.test(await metrics(nodes.b))) {
+        if (Date.now() > deadline) throw new Error('the catch-up copy was not acknowledged');
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      await nodes.c.kill('SIGKILL');
+      const alone = await HearthServer.start({ threads: 2, dataDir: nodes.c.dataDir });
+      try {
+        const res = await fetch(`http://${alone.host}/.json?ns=${ns}&auth=owner`);
+        assert.deepEqual(await res.json(), { before: 1, after: 2 });
+      } finally {
+        await alone.kill('SIGKILL');
+      }
+      await nodes.c.start();
       await set(writer.ref('again'), 3);
     } finally {
       await writer.dispose();

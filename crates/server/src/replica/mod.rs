@@ -8,7 +8,8 @@
 //! [`Shipper::position`]: the local durable position, and for each follower with records in
 //! flight, the record before its first unacknowledged one. The first record of a database
 //! over a connection of the link is a full copy (its rules and its whole tree), so a follower
-//! that joins late, restarts or lost the link is caught up by the next write.
+//! that joins late, restarts or lost the link is caught up by the next write; and when a link
+//! comes up, the tick copies every database in memory that the node follows.
 //!
 //! - `replication`: what a shard holds (`Shard::replication`) and the shipping of a record;
 //! - `shipper`: the owner's decisions, pure; `pending`: the follower's acknowledgements;
@@ -110,6 +111,12 @@ pub async fn run(shard: Rc<Shard>) {
                 }
             }
             shipper.check_timeouts(now_ms());
+        }
+        let fresh = replication.fresh_links();
+        if !fresh.is_empty() {
+            for loaded in shard.owner.databases().values() {
+                replication.catch_up(loaded, &fresh);
+            }
         }
         report(&shard, replication);
         if replication.shipper.borrow().position(u64::MAX) != before {

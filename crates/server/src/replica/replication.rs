@@ -32,6 +32,11 @@ pub struct Replication {
     pub(super) reported: RefCell<Vec<(u64, u64, bool)>>,
     /// The shard's index, which the owner's sequence numbers belong to.
     shard: u32,
+    /// Per node: the link generation whose loaded databases were all copied to it.
+    copied: RefCell<Vec<u64>>,
+    /// The label of the next copy made by a catch-up, counting down from the top so that it
+    /// never meets a record's sequence number.
+    next_copy: std::cell::Cell<u64>,
 }
 
 impl Replication {
@@ -46,12 +51,46 @@ impl Replication {
             pending: RefCell::new(Pending::default()),
             reported: RefCell::new(vec![(0, 0, false); count]),
             shard: shard as u32,
+            copied: RefCell::new(vec![0; count]),
+            next_copy: std::cell::Cell::new(u64::MAX),
         }
     }
 
     /// Ships the record `seq` just appended for `loaded` (its engine already applied it) to
     /// the database's follower, when this node owns it and replication is on.
     pub fn ship(&self, loaded: &Loaded, seq: u64, body: RecordRef<'_>) {
+        self.send(loaded, Some((seq, body)));
+    }
+
+    /// The nodes whose link came up under a generation whose databases were not all copied
+    /// yet; they count as copied from now on (the caller copies them).
+    pub fn fresh_links(&self) -> Vec<usize> {
+        let mut copied = self.copied.borrow_mut();
+        let mut fresh = Vec::new();
+        for (node, done) in copied.iter_mut().enumerate() {
+            let (generation, up) = self.nodes.link_state(node);
+            if up && generation != *done && node != self.nodes.me() {
+                *done = generation;
+                fresh.push(node);
+            }
+        }
+        fresh
+    }
+
+    /// Copies `loaded` to its follower when that is one of `nodes`, without a write: a
+    /// follower that came back gets the databases written while it was away. Acknowledgements
+    /// to clients never wait for it.
+    pub fn catch_up(&self, loaded: &Loaded, nodes: &[usize]) {
+        let follower = self.nodes.follower_node(&loaded.name);
+        // A database that never reached this node's disk (a read of an unknown name) is not
+        // made on the follower's either.
+        if loaded.on_disk && follower.is_some_and(|node| nodes.contains(&node)) {
+            self.send(loaded, None);
+        }
+    }
+
+    /// Ships `record` (or, without one, a copy that holds no acknowledgement).
+    fn send(&self, loaded: &Loaded, record: Option<(u64, RecordRef<'_>)>) {
         let nodes = &self.nodes;
         if nodes.replication() == ReplicationMode::Off || !nodes.owns(&loaded.name) {
             return;
@@ -60,11 +99,27 @@ impl Replication {
             return;
         };
         let link = nodes.link_state(node);
-        let decision = self.shipper.borrow_mut().prepare(node, link, &loaded.name);
-        let (reset, records) = match decision {
-            Ship::Skip => return,
-            Ship::Record => (false, encode(seq, &loaded.name, body)),
-            Ship::Copy => (true, encode_copy(seq, loaded)),
+        let decision = match record {
+            Some(_) => self.shipper.borrow_mut().prepare(node, link, &loaded.name),
+            None if self.shipper.borrow_mut().follow_link(node, link) => Ship::Copy,
+            None => Ship::Skip,
+        };
+        let (seq, holds) = match record {
+            Some((seq, _)) => (seq, true),
+            None => {
+                let label = self.next_copy.get();
+                self.next_copy.set(label - 1);
+                (label, false)
+            }
+        };
+        let (reset, records) = match (decision, record) {
+            (Ship::Skip, _) => return,
+            (Ship::Record, Some((_, body))) => (false, encode(seq, &loaded.name, body)),
+            (Ship::Record, None) => return,
+            (Ship::Copy, _) => {
+                self.shipper.borrow_mut().copied(node, &loaded.name);
+                (true, encode_copy(seq, loaded))
+            }
         };
         let Some(records) = records.filter(|records| records.len() <= MAX_SHIPPED_BYTES) else {
             warn!(
@@ -89,7 +144,7 @@ impl Replication {
         );
         self.shipper
             .borrow_mut()
-            .shipped(node, seq, bytes, now_ms(), true);
+            .shipped(node, seq, bytes, now_ms(), holds);
     }
 
     /// The log is durable up to `durable` on this node: the records followed for other

@@ -141,6 +141,13 @@ impl Shipper {
         up
     }
 
+    /// A full copy of `namespace` goes to `node`: its records follow as they are.
+    pub fn copied(&mut self, node: usize, namespace: &str) {
+        if let Some(follower) = self.followers.get_mut(node) {
+            follower.in_sync.insert(namespace.to_owned());
+        }
+    }
+
     /// `namespace` could not be shipped to `node`: its next record tries a copy again.
     pub fn forget(&mut self, node: usize, namespace: &str) {
         if let Some(follower) = self.followers.get_mut(node) {
