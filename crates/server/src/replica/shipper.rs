@@ -330,6 +330,19 @@ mod tests {
     }
 
     #[test]
+    fn a_catch_up_copy_holds_nothing_and_its_records_follow_it() {
+        let mut shipper = Shipper::new(true, 2);
+        assert!(shipper.follow_link(1, UP));
+        shipper.copied(1, "a");
+        shipper.shipped(1, u64::MAX, 500, 0, false);
+        assert_eq!(shipper.position(9), 9);
+        assert_eq!(shipper.lag(1), (1, 500, false));
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Record);
+        shipper.acknowledged(1, &[u64::MAX]);
+        assert_eq!(shipper.lag(1), (0, 0, false));
+    }
+
+    #[test]
     fn a_follower_too_far_behind_gets_nothing_more_until_it_catches_up() {
         let mut shipper = Shipper::new(true, 2);
         shipper.prepare(1, UP, "a");
