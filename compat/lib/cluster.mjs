@@ -2,7 +2,8 @@
 
 import { uniqueNs } from './harness.mjs';
 
-// The placement's rendezvous score (`peer/placement.rs`), to pick a database on each node.
+// The static placement's rendezvous score (`peer/placement.rs`), to pick databases owned and
+// followed by given nodes. Pinned on the Rust side too.
 const MASK = (1n << 64n) - 1n;
 function score(node, ns) {
   let h = 0xcbf29ce484222325n;
@@ -17,11 +18,17 @@ function score(node, ns) {
   return h ^ (h >> 33n);
 }
 
+/** `ids` from the highest score for `ns` down (the owner, then the follower); ties: smaller id. */
+export function ranked(ids, ns) {
+  return [...ids].sort().sort((x, y) => {
+    const [sx, sy] = [score(x, ns), score(y, ns)];
+    return sy > sx ? 1 : sy < sx ? -1 : 0;
+  });
+}
+
 /** The id among `ids` of the node that owns `ns`. */
 export function ownerOf(ids, ns) {
-  let best = null;
-  for (const id of [...ids].sort()) if (best === null || score(id, ns) > score(best, ns)) best = id;
-  return best;
+  return ranked(ids, ns)[0] ?? null;
 }
 
 /** A fresh namespace that node `id` of `ids` owns. */

@@ -304,6 +304,15 @@ struct ServeArgs {
     /// is not encrypted: keep it on a private network.
     #[arg(long, env = "HEARTH_CLUSTER_SECRET_FILE")]
     cluster_secret_file: Option<PathBuf>,
+    /// With --cluster-peers or --cluster-etcd: how an owner ships its write-ahead log to each database's
+    /// follower (the runner-up of the placement). sync: with --durability strict a write is
+    /// acknowledged once both nodes have it on disk; a follower that is down or does not
+    /// answer within 2 s is left behind (logged, `hearth_replication_degraded`) and writes are
+    /// acknowledged on the owner's disk alone until it has caught up. async: shipped, but
+    /// acknowledged at the owner's durability. off: nothing is shipped. Without a cluster it
+    /// means nothing.
+    #[arg(long, value_enum, default_value_t = ReplicationArg::Sync, env = "HEARTH_REPLICATION")]
+    replication: ReplicationArg,
 }
 
 /// `--cluster-lease-ttl-secs` when not given: a dead owner's databases are claimed again
@@ -315,6 +324,24 @@ enum DurabilityArg {
     Strict,
     Batch,
     None,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ReplicationArg {
+    Sync,
+    Async,
+    Off,
+}
+
+impl From<ReplicationArg> for hearth_server::replica_messages::ReplicationMode {
+    fn from(arg: ReplicationArg) -> Self {
+        use hearth_server::replica_messages::ReplicationMode;
+        match arg {
+            ReplicationArg::Sync => ReplicationMode::Sync,
+            ReplicationArg::Async => ReplicationMode::Async,
+            ReplicationArg::Off => ReplicationMode::Off,
+        }
+    }
 }
 
 impl From<DurabilityArg> for Durability {
@@ -536,6 +563,7 @@ fn cluster_config(
     Ok(Some(std::sync::Arc::new(ClusterConfig {
         membership,
         secret,
+        replication: args.replication.into(),
     })))
 }
 

@@ -110,6 +110,22 @@ impl View {
     pub fn placed_on(&self, namespace: &str) -> Option<&str> {
         rendezvous::place(self.nodes.keys().map(|id| &**id), namespace)
     }
+
+    /// The live node that follows `namespace` (keeps a copy of its log): of the live nodes
+    /// other than its owner (its claim's node, else the one it is placed on), the one
+    /// rendezvous hashing places it on; the same runner-up on every node.
+    pub fn follower_of(&self, namespace: &str) -> Option<&str> {
+        let owner = match self.claims.get(namespace) {
+            Some(claim) => Some(&*claim.node_id),
+            None => self.placed_on(namespace),
+        };
+        let others = self
+            .nodes
+            .keys()
+            .map(|id| &**id)
+            .filter(|id| Some(*id) != owner);
+        rendezvous::place(others, namespace)
+    }
 }
 
 /// What the shards ask of the agent thread.

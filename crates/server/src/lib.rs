@@ -41,6 +41,8 @@ pub mod persist;
 mod port_claim;
 pub mod query_string;
 mod reload;
+mod replica;
+pub mod replica_messages;
 mod rest;
 pub mod rules_file;
 mod server;

@@ -184,6 +184,8 @@ impl Server {
                     source,
                 })?;
                 edge_senders.extend(started.edges);
+                let lagged = started.nodes.clone();
+                observer.follow(Box::new(move || lagged.lags()));
                 Some(started.nodes)
             }
             None => None,
@@ -413,6 +415,8 @@ fn run_shard(
         store,
         observer,
     );
+    shard.replication = (links.nodes.as_ref())
+        .map(|nodes| crate::replica::replication::Replication::new(nodes, index));
     shard.nodes = links.nodes;
     let shard = Rc::new(shard);
     shard.add_recovered(recovered);
@@ -424,6 +428,7 @@ fn run_shard(
         let outgoing = shard.owner.outgoing().clone();
         tokio::task::spawn_local(async move { outgoing.run().await });
         tokio::task::spawn_local(commit_loop(shard.clone()));
+        tokio::task::spawn_local(crate::replica::run(shard.clone()));
         tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.clone()));
         if let Some(prepared) = webtransport {
             tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared));
@@ -536,6 +541,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 });
             }
             ShardMessage::BackupDone => crate::backup::cut::release(&shard),
+            ShardMessage::Replica(message) => crate::replica::on_message(&shard, message),
             // A poll of a session this core holds, which landed on another core.
             ShardMessage::LongPoll(forwarded) => {
                 let forwarded = *forwarded;

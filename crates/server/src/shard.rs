@@ -62,6 +62,8 @@ pub struct Shard {
     pub long_polls: crate::longpoll::session::Registry,
     /// The other nodes of a cluster (`--cluster-peers`), when there are any.
     pub nodes: Option<Arc<crate::peer::Nodes>>,
+    /// Log shipping to followers and from owners, in a cluster (`replica`).
+    pub replication: Option<crate::replica::replication::Replication>,
 }
 
 impl Shard {
@@ -129,6 +131,7 @@ impl Shard {
             rest_cache,
             long_polls: Default::default(),
             nodes: None,
+            replication: None,
         }
     }
 
@@ -305,7 +308,12 @@ impl Shard {
         }
         let store = self.owner.store()?;
         match store.log(loaded, body) {
-            Ok(()) => Some(loaded.seq.get()),
+            Ok(()) => {
+                if let Some(replication) = &self.replication {
+                    replication.ship(loaded, loaded.seq.get(), body);
+                }
+                Some(loaded.seq.get())
+            }
             Err(error) => {
                 drop(databases);
                 crate::persist::report_failure(self, error.to_string());

@@ -169,6 +169,13 @@ impl Database {
         &self.access
     }
 
+    /// Applies a write that another node already checked and applied: a follower's copy of
+    /// the database (`hearth-server`'s `replica`). No rules, no read-only check and no pushes:
+    /// a follower's copy has no listeners (its clients are served by the owner).
+    pub fn apply_replicated(&mut self, write: &Write) {
+        self.root = write.apply(&self.root);
+    }
+
     /// Refuses every write from now on (`Some`, with the reason the clients are given), or
     /// accepts them again (`None`). Reads and listens go on. onDisconnect writes that run while
     /// writes are refused are dropped.

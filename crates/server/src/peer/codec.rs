@@ -79,6 +79,19 @@ pub enum LinkMessage {
         conn: ConnId,
         refusal: Option<(AnswerHead, Bytes)>,
     },
+    /// Owner to follower (`replica`): log records of database `namespace` from owner shard
+    /// `shard`, in the byte form of the log (`hearth_store::encode_record`, checksummed);
+    /// `seq` is the owner shard's sequence number the follower acknowledges. `reset`: the
+    /// records are a full copy (rules, then the whole tree) that replaces the follower's.
+    Replicate {
+        shard: u32,
+        seq: u64,
+        namespace: String,
+        reset: bool,
+        records: Bytes,
+    },
+    /// Follower to owner: these records of owner shard `shard` are on the follower's disk.
+    ReplicaAck { shard: u32, seqs: Vec<u64> },
 }
 
 /// An HTTP request's head as the edge node received it (UTF-8 header values only: the REST
@@ -129,6 +142,9 @@ fn fits(fixed: usize, headers: &[(String, String)]) -> bool {
     headers.len() <= MAX_HEAD_FIELDS && fixed + bytes <= MAX_HEAD_BYTES
 }
 
+/// The most sequence numbers one acknowledgement carries; a follower sends more as several.
+pub const MAX_ACKS_PER_MESSAGE: usize = 64 * 1024;
+
 /// One thing the edge node must do for one of its connections (`link::EdgeItem`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WireItem {
@@ -169,6 +185,10 @@ pub enum DecodeError {
     Head,
     #[error("a body chunk of {0} bytes is larger than the limit")]
     Chunk(usize),
+    #[error("a replicated database name is too long")]
+    Namespace,
+    #[error("an acknowledgement carries more than {MAX_ACKS_PER_MESSAGE} records")]
+    TooManyAcks,
 }
 
 const OPEN: u8 = 1;
@@ -184,6 +204,8 @@ const ANSWER: u8 = 22;
 const ANSWER_MORE: u8 = 23;
 const OPEN_STREAM: u8 = 24;
 const STREAM_OPENED: u8 = 25;
+const REPLICATE: u8 = 7;
+const REPLICA_ACK: u8 = 8;
 
 const ITEM_FRAMES: u8 = 1;
 const ITEM_CLOSE: u8 = 2;
@@ -278,6 +300,29 @@ impl LinkMessage {
                         put_chunk(out, body, false);
                     }
                     None => out.put_u8(0),
+                }
+            }
+            LinkMessage::Replicate {
+                shard,
+                seq,
+                namespace,
+                reset,
+                records,
+            } => {
+                out.put_u8(REPLICATE);
+                out.put_u32_le(*shard);
+                out.put_u64_le(*seq);
+                put_str(out, namespace);
+                out.put_u8(u8::from(*reset));
+                out.put_u32_le(records.len() as u32);
+                out.put_slice(records);
+            }
+            LinkMessage::ReplicaAck { shard, seqs } => {
+                out.put_u8(REPLICA_ACK);
+                out.put_u32_le(*shard);
+                out.put_u32_le(seqs.len() as u32);
+                for seq in seqs {
+                    out.put_u64_le(*seq);
                 }
             }
         }
@@ -378,6 +423,33 @@ impl LinkMessage {
                     }
                 };
                 LinkMessage::StreamOpened { conn, refusal }
+            }
+            REPLICATE => {
+                let shard = get_u32(body)?;
+                let seq = get_u64(body)?;
+                let namespace = get_str(body)?;
+                if namespace.len() > hearth_store::MAX_DATABASE_NAME_BYTES {
+                    return Err(DecodeError::Namespace);
+                }
+                LinkMessage::Replicate {
+                    shard,
+                    seq,
+                    namespace,
+                    reset: get_u8(body)? != 0,
+                    records: get_bytes(body)?,
+                }
+            }
+            REPLICA_ACK => {
+                let shard = get_u32(body)?;
+                let count = get_u32(body)? as usize;
+                if count > MAX_ACKS_PER_MESSAGE {
+                    return Err(DecodeError::TooManyAcks);
+                }
+                let mut seqs = Vec::with_capacity(count.min(body.remaining() / 8));
+                for _ in 0..count {
+                    seqs.push(get_u64(body)?);
+                }
+                LinkMessage::ReplicaAck { shard, seqs }
             }
             tag => return Err(DecodeError::Tag(tag)),
         };
@@ -692,6 +764,17 @@ mod tests {
             LinkMessage::StreamOpened {
                 conn: 10,
                 refusal: Some((AnswerHead::default(), Bytes::from_static(b"no"))),
+            },
+            LinkMessage::Replicate {
+                shard: 1,
+                seq: 42,
+                namespace: "demo".into(),
+                reset: true,
+                records: Bytes::from_static(b"records"),
+            },
+            LinkMessage::ReplicaAck {
+                shard: 0,
+                seqs: vec![3, 5, u64::MAX],
             },
         ]
     }

@@ -17,7 +17,8 @@ use crate::inbox::ShardMessage;
 use crate::link::{ToEdge, ToOwner};
 use crate::peer::context::{Context, Forward, RestSettings};
 use crate::peer::handshake;
-use crate::peer::node_link::NodeLink;
+use crate::peer::node_link::{NodeLink, Receivers};
+use crate::replica_messages::{LinkState, ReplicaOut};
 
 /// The receiving ends of one index's queues, until its link starts.
 pub struct Slot {
@@ -25,6 +26,10 @@ pub struct Slot {
     pub to_edge: mpsc::UnboundedReceiver<ToEdge>,
     /// REST requests and event streams (`forward.rs`).
     pub forwards: mpsc::UnboundedReceiver<Forward>,
+    /// Replication's messages toward the node (`replica`).
+    pub to_replica: mpsc::UnboundedReceiver<ReplicaOut>,
+    /// The link's generation and whether it is up, as the shards read it.
+    pub state: Arc<LinkState>,
 }
 
 /// A started link: what the table keeps of it.
@@ -84,9 +89,17 @@ impl Links {
             self.owners.clone(),
             self.edges.clone(),
             self.rest.clone(),
+            slot.state,
         );
         let ctx = link.context();
-        tokio::task::spawn_local(link.run(slot.to_owner, slot.to_edge, slot.forwards, accepted_rx));
+        let receivers = Receivers {
+            to_owner: slot.to_owner,
+            to_edge: slot.to_edge,
+            to_replica: slot.to_replica,
+            forwards: slot.forwards,
+            accepted: accepted_rx,
+        };
+        tokio::task::spawn_local(link.run(receivers));
         self.running[index] = Some(Running { ctx, accepted });
     }
 

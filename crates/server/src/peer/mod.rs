@@ -43,6 +43,7 @@ use tracing::{info, warn};
 
 use crate::inbox::ShardMessage;
 use crate::link::{ToEdge, ToOwner};
+use crate::replica_messages::{FollowerLag, LinkState, ReplicaOut, ReplicationMode};
 pub use context::{Forward, RemoteAnswer, RestSettings};
 use directory::Directory;
 pub use forward::{MAX_FORWARDED_BODY_BYTES, MAX_FORWARDED_REQUESTS};
@@ -57,6 +58,8 @@ pub struct ClusterConfig {
     pub membership: Membership,
     /// Every node's shared secret: only a peer that proves it may use the link.
     pub secret: Vec<u8>,
+    /// How owners ship their logs to followers (`--replication`).
+    pub replication: ReplicationMode,
 }
 
 /// The most bytes of a secret file read.
@@ -74,6 +77,13 @@ pub struct Nodes {
     to_owner: Vec<mpsc::UnboundedSender<ToOwner>>,
     /// By node index, the same: REST requests and event streams.
     forwards: Vec<mpsc::UnboundedSender<Forward>>,
+    /// By node index: replication's messages toward that node (`replica`).
+    to_replica: Vec<mpsc::UnboundedSender<ReplicaOut>>,
+    /// By node index: the link's generation and whether it is up.
+    links: Vec<Arc<LinkState>>,
+    /// By node index: the replication lag toward it as a follower, for `/metrics`.
+    lag: Vec<Arc<FollowerLag>>,
+    replication: ReplicationMode,
 }
 
 impl Nodes {
@@ -107,6 +117,64 @@ impl Nodes {
         if let Some(sender) = self.forwards.get(node) {
             let _ = sender.send(forward);
         }
+    }
+
+    /// Whether this node owns `namespace`.
+    pub fn owns(&self, namespace: &str) -> bool {
+        self.owner_node(namespace) == NodeRoute::Local
+    }
+
+    /// The node that follows `namespace` (`Placement::follower_node`).
+    pub fn follower_node(&self, namespace: &str) -> Option<usize> {
+        self.membership.follower(&self.directory, namespace)
+    }
+
+    /// This node's index.
+    pub fn me(&self) -> usize {
+        self.directory.me()
+    }
+
+    pub fn replication(&self) -> ReplicationMode {
+        self.replication
+    }
+
+    /// The link toward `node`: its generation and whether it is up.
+    pub fn link_state(&self, node: usize) -> (u64, bool) {
+        self.links.get(node).map_or((0, false), |state| state.get())
+    }
+
+    /// Sends replication's `message` toward `node`; dropped while the link is down (the
+    /// shards learn that from [`Nodes::link_state`]).
+    pub fn send_replica(&self, node: usize, message: ReplicaOut) {
+        if let Some(sender) = self.to_replica.get(node) {
+            let _ = sender.send(message);
+        }
+    }
+
+    /// The replication lag toward follower `node`.
+    pub fn lag(&self, node: usize) -> &FollowerLag {
+        static NONE: FollowerLag = FollowerLag::new();
+        self.lag.get(node).map_or(&NONE, |lag| lag)
+    }
+
+    /// Every other node numbered so far and its lag as a follower of this node's databases
+    /// (`/metrics`).
+    pub fn lags(&self) -> Vec<(String, Arc<FollowerLag>)> {
+        let me = self.directory.me();
+        (0..self.directory.len())
+            .filter(|index| *index != me)
+            .filter_map(|index| {
+                Some((
+                    self.directory.id(index)?.to_string(),
+                    self.lag.get(index)?.clone(),
+                ))
+            })
+            .collect()
+    }
+
+    /// A node's id, for logs.
+    pub fn id(&self, node: usize) -> Arc<str> {
+        self.directory.id(node).unwrap_or_else(|| Arc::from("?"))
     }
 }
 
@@ -147,12 +215,18 @@ pub fn start(
     let mut to_owner = Vec::new();
     let mut to_edge = Vec::new();
     let mut forwards = Vec::new();
+    let mut to_replica = Vec::new();
+    let mut states = Vec::new();
     let mut idle = Vec::new();
     for node in 0..directory.capacity() {
         let (owner_tx, owner_rx) = mpsc::unbounded_channel();
         let (edge_tx, edge_rx) = mpsc::unbounded_channel();
         let (forward_tx, forward_rx) = mpsc::unbounded_channel();
+        let (replica_tx, replica_rx) = mpsc::unbounded_channel();
+        let state = Arc::new(LinkState::default());
         to_owner.push(owner_tx);
+        to_replica.push(replica_tx);
+        states.push(state.clone());
         to_edge.push(edge_tx);
         forwards.push(forward_tx);
         // Nothing is routed to itself: the receivers drop, and a send fails at once.
@@ -160,6 +234,8 @@ pub fn start(
             to_owner: owner_rx,
             to_edge: edge_rx,
             forwards: forward_rx,
+            to_replica: replica_rx,
+            state,
         }));
     }
     let nodes = Arc::new(Nodes {
@@ -167,6 +243,12 @@ pub fn start(
         directory: directory.clone(),
         to_owner,
         forwards,
+        lag: (0..directory.capacity())
+            .map(|_| Arc::new(FollowerLag::default()))
+            .collect(),
+        to_replica,
+        links: states,
+        replication: config.replication,
     });
     let me: Arc<str> = Arc::from(membership.my_id());
     let rest = Arc::new(rest);

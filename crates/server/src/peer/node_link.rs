@@ -23,6 +23,7 @@ use crate::peer::forward;
 use crate::peer::handshake::{self, HANDSHAKE_TIMEOUT};
 use crate::peer::remote_conn;
 use crate::peer::session::{self, Ended};
+use crate::replica_messages::{LinkState, ReplicaOut};
 
 /// The first pause before dialing a peer again, doubled up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
@@ -36,6 +37,18 @@ pub struct NodeLink {
     me: Arc<str>,
     secret: Arc<[u8]>,
     ctx: Rc<Context>,
+    /// The link's generation and whether it is up, as the shards read it (`replica`).
+    state: Arc<LinkState>,
+}
+
+/// What the local shards send toward the peer, and the connections it dials to us.
+pub struct Receivers {
+    pub to_owner: mpsc::UnboundedReceiver<ToOwner>,
+    pub to_edge: mpsc::UnboundedReceiver<ToEdge>,
+    pub to_replica: mpsc::UnboundedReceiver<ReplicaOut>,
+    /// REST requests and event streams (`forward.rs`).
+    pub forwards: mpsc::UnboundedReceiver<Forward>,
+    pub accepted: mpsc::Receiver<TcpStream>,
 }
 
 impl NodeLink {
@@ -48,6 +61,7 @@ impl NodeLink {
         owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
         rest: Arc<RestSettings>,
+        state: Arc<LinkState>,
     ) -> NodeLink {
         let credits = edges.iter().map(|_| Arc::new(Credit::default())).collect();
         NodeLink {
@@ -64,6 +78,7 @@ impl NodeLink {
                 rest,
                 state: RefCell::default(),
             }),
+            state,
         }
     }
 
@@ -73,13 +88,14 @@ impl NodeLink {
     }
 
     /// Serves the link until the local shards are gone.
-    pub async fn run(
-        self,
-        mut to_owner: mpsc::UnboundedReceiver<ToOwner>,
-        mut to_edge: mpsc::UnboundedReceiver<ToEdge>,
-        mut forwards: mpsc::UnboundedReceiver<Forward>,
-        mut accepted: mpsc::Receiver<TcpStream>,
-    ) {
+    pub async fn run(self, receivers: Receivers) {
+        let Receivers {
+            mut to_owner,
+            mut to_edge,
+            mut to_replica,
+            mut forwards,
+            mut accepted,
+        } = receivers;
         let peer = self.ctx.peer.clone();
         let mut next = None;
         loop {
@@ -104,21 +120,27 @@ impl NodeLink {
                                 Some(forward) => forward::refuse(forward),
                                 None => return,
                             },
+                            // Shipped under a generation that is gone: the shards start
+                            // over with copies on the next one.
+                            replica = to_replica.recv() => if replica.is_none() {
+                                return;
+                            },
                         }
                     }
                 }
             };
             keep_alive(&stream);
-            info!(peer = &*peer, "node link up");
-            let ended = session::run(
-                &self.ctx,
-                stream,
-                &mut to_owner,
-                &mut to_edge,
-                &mut forwards,
-                &mut accepted,
-            )
-            .await;
+            let generation = self.state.connected();
+            info!(peer = &*peer, generation, "node link up");
+            let queues = session::Queues {
+                to_owner: &mut to_owner,
+                to_edge: &mut to_edge,
+                to_replica: &mut to_replica,
+                forwards: &mut forwards,
+                accepted: &mut accepted,
+            };
+            let ended = session::run(&self.ctx, stream, queues, generation).await;
+            self.state.lost();
             let why = match ended {
                 Ended::Replaced(stream) => {
                     next = Some(stream);

@@ -68,6 +68,22 @@ impl Membership {
             _ => NodeRoute::Local,
         }
     }
+
+    /// The node that follows `namespace`: the runner-up of the static placement, or the
+    /// etcd placement's runner-up among the live nodes; `None` when there is none, or it has
+    /// no index.
+    pub fn follower(&self, directory: &Directory, namespace: &str) -> Option<usize> {
+        match self {
+            Membership::Static(placement) => placement.follower_node(namespace),
+            Membership::Etcd(placement) => {
+                let view = placement.view();
+                let node = view.follower_of(namespace)?;
+                directory
+                    .index_of(node)
+                    .filter(|index| *index != directory.me())
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -116,6 +132,35 @@ mod tests {
             Membership::Etcd(mine).route(&directory, &name),
             NodeRoute::Local
         );
+    }
+
+    #[test]
+    fn the_follower_is_the_runner_up_of_the_live_nodes_other_than_the_owner() {
+        let nodes = ["a", "b", "c"];
+        let view = hearth_cluster::Placement::fixed("a", ADDRESS, &nodes, Vec::new(), None);
+        let name = (0..)
+            .map(|n| format!("db{n}"))
+            .find(|name| view.view().placed_on(name) == Some("c"))
+            .expect("a name placed on c");
+        let membership = Membership::Etcd(view);
+        let directory = membership.directory();
+        let follower = membership
+            .follower(&directory, &name)
+            .map(|i| directory.id(i));
+        let runner_up = hearth_cluster::rendezvous::place(["a", "b"], &name);
+        assert_eq!(
+            follower.flatten().as_deref(),
+            runner_up.filter(|id| *id != "a")
+        );
+        // Claimed by b: the follower is the best of a and c, and never b.
+        let claims = vec![(name.clone(), claim("b", 2))];
+        let claimed = hearth_cluster::Placement::fixed("b", ADDRESS, &nodes, claims, None);
+        let expected = hearth_cluster::rendezvous::place(["a", "c"], &name).expect("two");
+        assert_eq!(claimed.view().follower_of(&name), Some(expected));
+        // Alone: nobody follows.
+        let lonely = hearth_cluster::Placement::fixed("a", ADDRESS, &["a"], Vec::new(), None);
+        let membership = Membership::Etcd(lonely);
+        assert_eq!(membership.follower(&membership.directory(), &name), None);
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::peer::codec::{split_frame, LinkMessage, WireItem, MAX_FRAME_BYTES};
 use crate::peer::context::{unreachable_owner, Context, Forward, RemoteAnswer, Reply};
 use crate::peer::forward::{self, Outbox};
 use crate::peer::{remote_conn, wire_conn};
+use crate::replica_messages::{ReplicaIn, ReplicaOut};
 
 /// The bytes the writer gathers before it writes them.
 const GATHER_BYTES: usize = 1024 * 1024;
@@ -45,15 +46,31 @@ pub enum Ended {
     Closed,
 }
 
-/// Serves the link over `stream` until it ends.
+/// What a live connection takes from the local shards, and the next connection the peer
+/// dials.
+pub struct Queues<'a> {
+    pub to_owner: &'a mut mpsc::UnboundedReceiver<ToOwner>,
+    pub to_edge: &'a mut mpsc::UnboundedReceiver<ToEdge>,
+    pub to_replica: &'a mut mpsc::UnboundedReceiver<ReplicaOut>,
+    /// REST requests and event streams (`forward.rs`).
+    pub forwards: &'a mut mpsc::UnboundedReceiver<Forward>,
+    pub accepted: &'a mut mpsc::Receiver<TcpStream>,
+}
+
+/// Serves the link over `stream`, the link's connection number `generation`, until it ends.
 pub async fn run(
     ctx: &Rc<Context>,
     stream: TcpStream,
-    to_owner: &mut mpsc::UnboundedReceiver<ToOwner>,
-    to_edge: &mut mpsc::UnboundedReceiver<ToEdge>,
-    forwards: &mut mpsc::UnboundedReceiver<Forward>,
-    accepted: &mut mpsc::Receiver<TcpStream>,
+    queues: Queues<'_>,
+    generation: u64,
 ) -> Ended {
+    let Queues {
+        to_owner,
+        to_edge,
+        to_replica,
+        forwards,
+        accepted,
+    } = queues;
     let (read, mut write) = stream.into_split();
     let (replies_tx, mut replies_rx) = mpsc::unbounded_channel();
     let mut reader = tokio::task::spawn_local(read_loop(ctx.clone(), read, replies_tx));
@@ -92,6 +109,10 @@ pub async fn run(
                     Some(forward) => forward::send(ctx, forward, &mut out, &mut outbox),
                     None => return Ended::Closed,
                 },
+                replica = to_replica.recv() => match replica {
+                    Some(replica) => encode_replica(replica, generation, &mut out),
+                    None => return Ended::Closed,
+                },
                 // A frame of a REST request or answer on its way (below).
                 _ = std::future::ready(()), if !outbox.is_empty() => {}
             }
@@ -106,6 +127,8 @@ pub async fn run(
                     batches.push(batch);
                 } else if let Ok(forward) = forwards.try_recv() {
                     forward::send(ctx, forward, &mut out, &mut outbox);
+                } else if let Ok(replica) = to_replica.try_recv() {
+                    encode_replica(replica, generation, &mut out);
                 } else {
                     break;
                 }
@@ -206,6 +229,29 @@ fn encode_to_owner(
         }
     };
     wire.encode(out);
+}
+
+/// Encodes replication's message for the peer: records shipped under an earlier connection
+/// are dropped, since the follower may lack what came before them there.
+fn encode_replica(message: ReplicaOut, generation: u64, out: &mut BytesMut) {
+    match message {
+        ReplicaOut::Records(records) if records.generation == generation => {
+            LinkMessage::Replicate {
+                shard: records.shard,
+                seq: records.seq,
+                namespace: records.namespace,
+                reset: records.reset,
+                records: records.records,
+            }
+            .encode(out)
+        }
+        ReplicaOut::Records(_) => {}
+        ReplicaOut::Ack(ack) => LinkMessage::ReplicaAck {
+            shard: ack.shard,
+            seqs: ack.seqs,
+        }
+        .encode(out),
+    }
 }
 
 /// Encodes a local owner's batch for the peer's connections: each frame once, however many
@@ -390,6 +436,35 @@ async fn on_message(
         LinkMessage::StreamOpened { conn, refusal } => {
             let refusal = refusal.map(|(head, body)| RemoteAnswer { head, body });
             forward::on_stream_opened(ctx, conn, refusal);
+        }
+        LinkMessage::Replicate {
+            shard,
+            seq,
+            namespace,
+            reset,
+            records,
+        } => {
+            let local = owner_shard(&namespace, shards);
+            let message = ReplicaIn::Records {
+                from: ctx.node,
+                shard,
+                seq,
+                namespace,
+                reset,
+                records,
+            };
+            if let Some(owner) = ctx.owners.get(local) {
+                let _ = owner.send(ShardMessage::Replica(message));
+            }
+        }
+        LinkMessage::ReplicaAck { shard, seqs } => {
+            if let Some(owner) = ctx.owners.get(shard as usize) {
+                let message = ReplicaIn::Ack {
+                    from: ctx.node,
+                    seqs,
+                };
+                let _ = owner.send(ShardMessage::Replica(message));
+            }
         }
     }
     Ok(())

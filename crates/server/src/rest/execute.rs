@@ -129,6 +129,8 @@ pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
                     format!("the write could not be made durable: {reason}"),
                 );
             }
+            // On this node's disk; with `--replication sync`, on the follower's too.
+            shard.owner.gate().reached(seq).await;
         }
     }
     if let Some(late) = late {
