@@ -1,6 +1,59 @@
-// Helpers of the tests of a static cluster (`--cluster-peers`, docs/cluster-link.md).
+// Helpers of the cluster tests: the static placement (`--cluster-peers`, docs/cluster-link.md)
+// and etcd (`--cluster-etcd`, docs/cluster.md).
 
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import { uniqueNs } from './harness.mjs';
+import { HearthServer, freePort } from './server.mjs';
+
+/** The etcd placement's weight (`crates/cluster/src/rendezvous.rs`): FNV-1a, then SplitMix64's mixer. */
+export function etcdWeight(node, ns) {
+  let h = 0xcbf29ce484222325n;
+  for (const byte of [...Buffer.from(node), 0xff, ...Buffer.from(ns)]) {
+    h ^= BigInt(byte);
+    h = (h * 0x100000001b3n) & MASK;
+  }
+  h = ((h ^ (h >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK;
+  h = ((h ^ (h >> 27n)) * 0x94d049bb133111ebn) & MASK;
+  return h ^ (h >> 31n);
+}
+
+/** Live node `ids` as etcd's placement ranks them for an unclaimed `ns`: owner, follower, ... */
+export function etcdRanked(ids, ns) {
+  return [...ids].sort().sort((x, y) => {
+    const [wx, wy] = [etcdWeight(x, ns), etcdWeight(y, ns)];
+    return wy > wx ? 1 : wy < wx ? -1 : 0;
+  });
+}
+
+/** The etcd the etcd tests start (Debian's etcd-server), or HEARTH_TEST_ETCD. */
+export const ETCD = process.env.HEARTH_TEST_ETCD || '/usr/bin/etcd';
+
+/**
+ * Starts a one-member etcd with its data under `dir`, on free loopback ports; resolves once
+ * it answers /health, with its client URL and process (kill it with SIGKILL when done).
+ */
+export async function startEtcd(dir) {
+  const [client, peer] = [await freePort(), await freePort()];
+  const url = `http://127.0.0.1:${client}`;
+  const peerUrl = `http://127.0.0.1:${peer}`;
+  const proc = spawn(ETCD, ['--data-dir', path.join(dir, 'etcd'), '--name', 't',
+    '--listen-client-urls', url, '--advertise-client-urls', url,
+    '--listen-peer-urls', peerUrl, '--initial-advertise-peer-urls', peerUrl,
+    '--initial-cluster', `t=${peerUrl}`], { stdio: 'ignore' });
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/health`)).ok) return { url, proc };
+    } catch { /* not yet */ }
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error('etcd did not start');
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 // The static placement's rendezvous score (`peer/placement.rs`), to pick databases owned and
 // followed by given nodes. Pinned on the Rust side too.
@@ -49,4 +102,25 @@ export async function logShows(server, pattern, label, { from = 0, ms = 15_000 }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${label}\n${server.logTail(20)}`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/**
+ * Starts etcd and one node per id of `ids` (a 2 s lease, linked by a shared secret) under
+ * `dir`: clients on 127.0.0.1, node i's link on 127.0.0.(2+i). Resolves with etcd's URL and
+ * process and the nodes by id; `extraArgs` go to every node.
+ */
+export async function startEtcdCluster(dir, ids, extraArgs = []) {
+  const secret = path.join(dir, 'secret');
+  fs.writeFileSync(secret, 'a shared secret of the test cluster\n');
+  const etcd = await startEtcd(dir);
+  const nodes = {};
+  for (const [i, id] of ids.entries()) {
+    const link = `127.0.0.${2 + i}:${await freePort()}`;
+    nodes[id] = await HearthServer.start({
+      threads: 1,
+      extraArgs: ['--cluster-etcd', etcd.url, '--node-id', id, '--advertise', link,
+        '--cluster-lease-ttl-secs', '2', '--cluster-secret-file', secret, ...extraArgs],
+    });
+  }
+  return { etcd, nodes };
 }

@@ -9,16 +9,16 @@
 
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { set } from 'firebase/database';
 import { createClient, uniqueNs } from '../lib/harness.mjs';
-import { HearthServer, freePort, hearthBinary } from '../lib/server.mjs';
+import { hearthBinary } from '../lib/server.mjs';
 import { valueWhere, withTimeout } from '../lib/util.mjs';
+import { ETCD, startEtcdCluster } from '../lib/cluster.mjs';
 
-const ETCD = process.env.HEARTH_TEST_ETCD || '/usr/bin/etcd';
 const IDS = ['n1', 'n2', 'n3'];
 
 /** Sets `r` to `value`, again after each refusal (a claim being made, an owner gone). */
@@ -47,32 +47,9 @@ describe('a cluster on etcd forwards over the node link', { skip: !fs.existsSync
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-etcd-'));
-    const secret = path.join(dir, 'secret');
-    fs.writeFileSync(secret, 'a shared secret of the test cluster\n');
-    const [client, peer] = [await freePort(), await freePort()];
-    etcdUrl = `http://127.0.0.1:${client}`;
-    const peerUrl = `http://127.0.0.1:${peer}`;
-    etcd = spawn(ETCD, ['--data-dir', path.join(dir, 'etcd'), '--name', 't',
-      '--listen-client-urls', etcdUrl, '--advertise-client-urls', etcdUrl,
-      '--listen-peer-urls', peerUrl, '--initial-advertise-peer-urls', peerUrl,
-      '--initial-cluster', `t=${peerUrl}`], { stdio: 'ignore' });
-    const deadline = Date.now() + 15_000;
-    for (;;) {
-      try {
-        if ((await fetch(`${etcdUrl}/health`)).ok) break;
-      } catch { /* not yet */ }
-      if (Date.now() > deadline) throw new Error('etcd did not start');
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    for (const [i, id] of IDS.entries()) {
-      // Clients on 127.0.0.1, each node's link on 127.0.0.(2+i).
-      const link = `127.0.0.${2 + i}:${await freePort()}`;
-      nodes[id] = await HearthServer.start({
-        threads: 1,
-        extraArgs: ['--cluster-etcd', etcdUrl, '--node-id', id, '--advertise', link,
-          '--cluster-lease-ttl-secs', '2', '--cluster-secret-file', secret],
-      });
-    }
+    const started = await startEtcdCluster(dir, IDS);
+    ({ url: etcdUrl, proc: etcd } = started.etcd);
+    Object.assign(nodes, started.nodes);
   }, { timeout: 40_000 });
 
   after(async () => {

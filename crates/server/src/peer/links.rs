@@ -17,7 +17,7 @@ use crate::inbox::ShardMessage;
 use crate::link::{ToEdge, ToOwner};
 use crate::peer::context::{Context, Forward, RestSettings};
 use crate::peer::handshake;
-use crate::peer::node_link::{NodeLink, Receivers};
+use crate::peer::node_link::{NodeLink, Peer, Receivers};
 use crate::replica_messages::{LinkState, ReplicaOut};
 
 /// The receiving ends of one index's queues, until its link starts.
@@ -83,13 +83,16 @@ impl Links {
         let (accepted, accepted_rx) = mpsc::channel(1);
         let link = NodeLink::new(
             self.me.clone(),
-            (index, peer.clone()),
-            address,
+            Peer {
+                index,
+                id: peer.clone(),
+                address,
+                state: slot.state,
+            },
             self.secret.clone(),
             self.owners.clone(),
             self.edges.clone(),
             self.rest.clone(),
-            slot.state,
         );
         let ctx = link.context();
         let receivers = Receivers {

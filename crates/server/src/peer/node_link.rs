@@ -51,18 +51,32 @@ pub struct Receivers {
     pub accepted: mpsc::Receiver<TcpStream>,
 }
 
+/// The node at the other end of a link.
+pub struct Peer {
+    pub index: usize,
+    pub id: Arc<str>,
+    /// Where its link listens while it is live.
+    pub address: Option<SocketAddr>,
+    /// The link's generation and whether it is up, as the shards read it (`replica`).
+    pub state: Arc<LinkState>,
+}
+
 impl NodeLink {
-    /// The link to node `node` (`peer`, whose link listens at `address` while it is live).
+    /// The link to `peer`.
     pub fn new(
         me: Arc<str>,
-        (node, peer): (usize, Arc<str>),
-        address: Option<SocketAddr>,
+        peer: Peer,
         secret: Arc<[u8]>,
         owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
         rest: Arc<RestSettings>,
-        state: Arc<LinkState>,
     ) -> NodeLink {
+        let Peer {
+            index: node,
+            id: peer,
+            address,
+            state,
+        } = peer;
         let credits = edges.iter().map(|_| Arc::new(Credit::default())).collect();
         NodeLink {
             me,
