@@ -190,11 +190,10 @@ impl Shard {
         let Some(placement) = self.config.cluster.as_ref() else {
             return;
         };
-        let disk_failed = self
-            .owner
-            .store()
-            .is_some_and(|store| store.failure().is_some());
-        crate::cluster::fence::apply(placement, disk_failed, loaded);
+        let store = self.owner.store();
+        let disk_failed = store.is_some_and(|store| store.failure().is_some());
+        let logged_epoch = store.map_or(0, |store| store.logged_epoch(&loaded.name));
+        crate::cluster::fence::apply(placement, disk_failed, logged_epoch, loaded);
     }
 
     /// Adds the databases recovered from the store at start.
