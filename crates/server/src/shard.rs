@@ -309,7 +309,9 @@ impl Shard {
         match store.log(loaded, body) {
             Ok(()) => {
                 if let Some(replication) = &self.replication {
-                    replication.ship(loaded, loaded.seq.get(), body);
+                    // The epoch the record was just logged under (the log's last for it).
+                    let epoch = store.logged_epoch(namespace);
+                    replication.ship(loaded, loaded.seq.get(), epoch, body);
                 }
                 Some(loaded.seq.get())
             }

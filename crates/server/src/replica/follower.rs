@@ -33,11 +33,30 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8]) -> Option<u64> {
             }
         }
     }
+    // A deposed owner's late records: this log already holds a later epoch of the database
+    // (it claimed it, or followed a newer owner). Refused before anything is applied, so the
+    // copy never mixes two owners' histories; the old owner gets no acknowledgement.
+    let logged = shard
+        .owner
+        .store()
+        .map_or(0, |store| store.logged_epoch(namespace));
+    if let Some(stale) = decoded.iter().find(|record| record.epoch < logged) {
+        warn!(
+            namespace,
+            epoch = stale.epoch,
+            logged,
+            "replicated records of an older epoch than this log's are refused"
+        );
+        return None;
+    }
     let now = now_ms();
     let mut databases = shard.owner.databases_mut();
     let loaded = shard.database(&mut databases, namespace);
     let mut failure = None;
     for record in decoded {
+        // Logged under the owner's epoch, so that this copy's log tells owners apart too
+        // and a claim here later must be newer (`cluster::fence`).
+        loaded.epoch = Some(record.epoch);
         let appended = match &record.body {
             RecordBody::Write(write) => {
                 loaded.engine.apply_replicated(write);

@@ -125,8 +125,10 @@ pub async fn run(shard: Rc<Shard>) {
         }
         let fresh = replication.fresh_links();
         if !fresh.is_empty() {
+            let store = shard.owner.store();
             for loaded in shard.owner.databases().values() {
-                replication.catch_up(loaded, &fresh);
+                let epoch = store.map_or(0, |store| store.logged_epoch(&loaded.name));
+                replication.catch_up(loaded, epoch, &fresh);
             }
         }
         report(&shard, replication);

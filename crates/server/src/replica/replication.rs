@@ -58,8 +58,9 @@ impl Replication {
 
     /// Ships the record `seq` just appended for `loaded` (its engine already applied it) to
     /// the database's follower, when this node owns it and replication is on.
-    pub fn ship(&self, loaded: &Loaded, seq: u64, body: RecordRef<'_>) {
-        self.send(loaded, Some((seq, body)));
+    /// `epoch`: the fencing epoch the record was logged under, which it carries.
+    pub fn ship(&self, loaded: &Loaded, seq: u64, epoch: u64, body: RecordRef<'_>) {
+        self.send(loaded, epoch, Some((seq, body)));
     }
 
     /// The nodes whose link came up under a generation whose databases were not all copied
@@ -80,17 +81,17 @@ impl Replication {
     /// Copies `loaded` to its follower when that is one of `nodes`, without a write: a
     /// follower that came back gets the databases written while it was away. Acknowledgements
     /// to clients never wait for it.
-    pub fn catch_up(&self, loaded: &Loaded, nodes: &[usize]) {
+    pub fn catch_up(&self, loaded: &Loaded, epoch: u64, nodes: &[usize]) {
         let follower = self.nodes.follower_node(&loaded.name);
         // A database that never reached this node's disk (a read of an unknown name) is not
         // made on the follower's either.
         if loaded.on_disk && follower.is_some_and(|node| nodes.contains(&node)) {
-            self.send(loaded, None);
+            self.send(loaded, epoch, None);
         }
     }
 
     /// Ships `record` (or, without one, a copy that holds no acknowledgement).
-    fn send(&self, loaded: &Loaded, record: Option<(u64, RecordRef<'_>)>) {
+    fn send(&self, loaded: &Loaded, epoch: u64, record: Option<(u64, RecordRef<'_>)>) {
         let nodes = &self.nodes;
         if nodes.replication() == ReplicationMode::Off || !nodes.owns(&loaded.name) {
             return;
@@ -114,11 +115,11 @@ impl Replication {
         };
         let (reset, records) = match (decision, record) {
             (Ship::Skip, _) => return,
-            (Ship::Record, Some((_, body))) => (false, encode(seq, &loaded.name, body)),
+            (Ship::Record, Some((_, body))) => (false, encode(seq, epoch, &loaded.name, body)),
             (Ship::Record, None) => return,
             (Ship::Copy, _) => {
                 self.shipper.borrow_mut().copied(node, &loaded.name);
-                (true, encode_copy(seq, loaded))
+                (true, encode_copy(seq, epoch, loaded))
             }
         };
         let Some(records) = records.filter(|records| records.len() <= MAX_SHIPPED_BYTES) else {
@@ -158,17 +159,25 @@ impl Replication {
     }
 }
 
-fn encode(seq: u64, namespace: &str, body: RecordRef<'_>) -> Option<Bytes> {
+fn encode(seq: u64, epoch: u64, namespace: &str, body: RecordRef<'_>) -> Option<Bytes> {
     let mut out = Vec::new();
-    encode_record(&mut out, seq, 0, namespace, body).ok()?;
+    encode_record(&mut out, seq, 0, epoch, namespace, body).ok()?;
     Some(out.into())
 }
 
 /// A full copy: the rules set through the API (if any), then the whole tree as one write.
-fn encode_copy(seq: u64, loaded: &Loaded) -> Option<Bytes> {
+fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
     let mut out = Vec::new();
     if let Some(rules) = &loaded.rules {
-        encode_record(&mut out, seq, 0, &loaded.name, RecordRef::Rules(rules)).ok()?;
+        encode_record(
+            &mut out,
+            seq,
+            0,
+            epoch,
+            &loaded.name,
+            RecordRef::Rules(rules),
+        )
+        .ok()?;
     }
     let tree = Write {
         base: Path::root(),
@@ -177,6 +186,14 @@ fn encode_copy(seq: u64, loaded: &Loaded) -> Option<Bytes> {
             change: Change::Set(loaded.engine.root().clone()),
         }],
     };
-    encode_record(&mut out, seq, 0, &loaded.name, RecordRef::Write(&tree)).ok()?;
+    encode_record(
+        &mut out,
+        seq,
+        0,
+        epoch,
+        &loaded.name,
+        RecordRef::Write(&tree),
+    )
+    .ok()?;
     Some(out.into())
 }
