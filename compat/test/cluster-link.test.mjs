@@ -14,7 +14,8 @@ import path from 'node:path';
 import {
   set, update, push, onValue, onDisconnect, runTransaction, query, orderByKey, limitToLast, get,
 } from 'firebase/database';
-import { createClient, T, uniqueNs } from '../lib/harness.mjs';
+import { createClient, T } from '../lib/harness.mjs';
+import { nsOwnedBy as nsOwnedByNode } from '../lib/placement.mjs';
 import { HearthServer, freePort } from '../lib/server.mjs';
 import { RawClient } from '../lib/raw.mjs';
 import { withTimeout } from '../lib/util.mjs';
@@ -22,32 +23,8 @@ import { withTimeout } from '../lib/util.mjs';
 const IDS = ['a', 'b'];
 const LINK_HOSTS = { a: '127.0.0.2', b: '127.0.0.3' };
 
-// The placement's rendezvous score (`peer/placement.rs`), to pick a database on each node.
-const MASK = (1n << 64n) - 1n;
-function score(node, ns) {
-  let h = 0xcbf29ce484222325n;
-  for (const byte of [...Buffer.from(node), 0xff, ...Buffer.from(ns)]) {
-    h ^= BigInt(byte);
-    h = (h * 0x100000001b3n) & MASK;
-  }
-  h ^= h >> 33n;
-  h = (h * 0xff51afd7ed558ccdn) & MASK;
-  h ^= h >> 33n;
-  h = (h * 0xc4ceb9fe1a85ec53n) & MASK;
-  return h ^ (h >> 33n);
-}
-function ownerOf(ns) {
-  let best = null;
-  for (const id of [...IDS].sort()) if (best === null || score(id, ns) > score(best, ns)) best = id;
-  return best;
-}
 /** A fresh namespace owned by node `id`. */
-function nsOwnedBy(id, prefix = 'cl') {
-  for (;;) {
-    const ns = uniqueNs(prefix);
-    if (ownerOf(ns) === id) return ns;
-  }
-}
+const nsOwnedBy = (id, prefix = 'cl') => nsOwnedByNode(IDS, id, prefix);
 
 /** Resolves once `pred(value)` holds for a value of `r`. */
 function valueWhere(r, pred, label) {

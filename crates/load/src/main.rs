@@ -56,7 +56,8 @@ struct Args {
     /// The server, as ws://HOST:PORT (REST scenarios use http on the same address),
     /// redis://HOST:PORT for the pub/sub baseline of the chat scenario, or https://HOST:PORT
     /// for Hearth's WebTransport endpoint (`serve --webtransport-listen`; needs
-    /// `--cert-sha256`).
+    /// `--cert-sha256`). Several URLs of one scheme, comma-separated, spread the connections
+    /// over them (connection i to the (i mod n)-th: several load balancers of one cluster).
     #[arg(long, default_value = "ws://127.0.0.1:9000")]
     url: String,
     /// Overrides the scenario's connection count.
@@ -311,7 +312,8 @@ async fn run(
     share: Option<workers::Share>,
 ) -> anyhow::Result<report::Report> {
     let (url, server_pid) = (target.url.as_str(), target.server_pid);
-    let address = &wire::address(url)?;
+    let addresses = wire::addresses(url)?;
+    let address = &addresses[0];
     let protocol = if url.starts_with("redis://") {
         anyhow::ensure!(
             scenario.kind == Kind::Chat,
@@ -361,10 +363,11 @@ async fn run(
                     expected_open += 1;
                 }
                 let delayed = plan.start_after;
+                let to = addresses[plan.index % addresses.len()].clone();
                 user::spawn(
                     plan,
                     protocol,
-                    address.to_owned(),
+                    to,
                     source,
                     metrics.clone(),
                     stopping.clone(),
