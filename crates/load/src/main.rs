@@ -18,6 +18,7 @@
 
 mod compare;
 mod conn;
+mod delivery;
 mod feed;
 mod incoming;
 mod metrics;
@@ -301,6 +302,7 @@ async fn coordinate(
     merged.server = sampler.finish();
     merged.interrupted |= interrupted;
     merged.scenario.connections = scenario.connections;
+    merged.delivery = std::mem::take(&mut merged.raw_ledger).check(&merged.scenario);
     Ok(merged)
 }
 
@@ -399,6 +401,12 @@ async fn run(
         if measuring_since.is_none() && elapsed >= warmup && ready {
             measuring_since = Some(elapsed);
             metrics.start_measuring();
+            // The delivery check covers the writes sent from now until a grace before the
+            // end, so that their events have time to arrive.
+            let now = wire::now_us();
+            let measured_us = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+            let grace = delivery::GRACE_US.min(measured_us / 2);
+            metrics.set_delivery_window(now, now + measured_us - grace);
             sampler.start();
         }
         if let Some(&phase) = phases.first() {
