@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
+use crate::delivery::Ledger;
+
 /// Latencies above this (µs) are recorded as this: a minute is "lost", not a number.
 const MAX_LATENCY_US: u64 = 60_000_000;
 
@@ -93,6 +95,8 @@ pub struct Metrics {
     /// Counted from the start, for the progress line.
     pub events_seen: Cell<u64>,
     pub open: Cell<usize>,
+    /// Writes acknowledged and events received by send stamp, for the delivery check.
+    pub ledger: RefCell<Ledger>,
 }
 
 impl Metrics {
@@ -108,6 +112,7 @@ impl Metrics {
             counters: RefCell::new(Counters::default()),
             events_seen: Cell::new(0),
             open: Cell::new(0),
+            ledger: RefCell::new(Ledger::default()),
         }
     }
 
@@ -121,6 +126,34 @@ impl Metrics {
 
     pub fn start_measuring(&self) {
         self.measure_start.set(Some(Instant::now()));
+    }
+
+    /// The send stamps the delivery check covers (see [`Ledger::window`]).
+    pub fn set_delivery_window(&self, start_us: u64, end_us: u64) {
+        self.ledger.borrow_mut().window = Some((start_us, end_us));
+    }
+
+    /// Whether a write or event with send stamp `stamp` belongs in the ledger: sent once the
+    /// window opened (it may be received after the measured time).
+    fn in_ledger(&self, stamp: u64) -> bool {
+        self.ledger
+            .borrow()
+            .window
+            .is_some_and(|(start, _)| stamp >= start)
+    }
+
+    /// A write with send stamp `stamp` was acknowledged.
+    pub fn acked_stamp(&self, stamp: u64) {
+        if self.in_ledger(stamp) {
+            self.ledger.borrow_mut().ack(stamp);
+        }
+    }
+
+    /// An event of the write with send stamp `stamp` arrived.
+    pub fn received_stamp(&self, stamp: u64) {
+        if self.in_ledger(stamp) {
+            self.ledger.borrow_mut().receive(stamp);
+        }
     }
 
     /// Adds `latency_us` to the current second of `name` in `series`.

@@ -115,7 +115,7 @@ fn chat(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
     let messages = format!("/chat/rooms/r{room:05}/messages");
     Plan {
         index,
-        ns: scenario.ns.clone(),
+        ns: chat_database(scenario, room),
         group: "all",
         listens: vec![Listen {
             path: messages.clone(),
@@ -132,6 +132,15 @@ fn chat(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
         }],
         presence: Some(format!("/chat/presence/r{room:05}/{uid}")),
         start_after: Duration::ZERO,
+    }
+}
+
+/// The database of chat room `room`: the scenario's own, or one of `databases` numbered ones.
+pub fn chat_database(scenario: &Scenario, room: usize) -> String {
+    if scenario.databases <= 1 {
+        scenario.ns.clone()
+    } else {
+        format!("{}-{:04}", scenario.ns, room % scenario.databases)
     }
 }
 
@@ -307,6 +316,24 @@ mod tests {
         assert_eq!(plans[19].listens[0].path, "/chat/rooms/r00000/messages");
         assert_eq!(plans[20].listens[0].path, "/chat/rooms/r00001/messages");
         assert!(plans.iter().all(|plan| plan.presence.is_some()));
+        assert!(plans.iter().all(|plan| plan.ns == "load"));
+    }
+
+    #[test]
+    fn chat_rooms_spread_over_databases_whole() {
+        let scenario = Scenario {
+            ns: "chat".to_owned(),
+            connections: 100,
+            room_size: 20,
+            databases: 3,
+            ..Scenario::default()
+        };
+        let plans = plans(&scenario);
+        // A room stays in one database; rooms 0 and 3 share one.
+        assert!(plans[..20].iter().all(|plan| plan.ns == "chat-0000"));
+        assert!(plans[20..40].iter().all(|plan| plan.ns == "chat-0001"));
+        assert_eq!(plans[60].ns, "chat-0000");
+        assert_eq!(plans[99].ns, "chat-0001");
     }
 
     #[test]

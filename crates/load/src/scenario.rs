@@ -31,6 +31,8 @@ pub enum Kind {
 
 /// The most connections one process opens: the file-descriptor limit here is 20,000.
 pub const MAX_CONNECTIONS: usize = 19_000;
+/// The most databases a scenario spreads its rooms over (their names have four digits).
+pub const MAX_DATABASES: usize = 10_000;
 
 /// A scenario, as read from its file; every field but `kind` has a default.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,6 +41,9 @@ pub struct Scenario {
     pub kind: Kind,
     /// Namespace (database) name, or prefix where the scenario uses several.
     pub ns: String,
+    /// Chat: the databases the rooms are spread over (room `r` in `{ns}-{r % databases}`,
+    /// numbered from 0000); 1 puts every room in `ns` itself.
+    pub databases: usize,
     pub connections: usize,
     pub warmup_secs: u64,
     pub duration_secs: u64,
@@ -70,6 +75,7 @@ impl Default for Scenario {
         Scenario {
             kind: Kind::Chat,
             ns: "load".to_owned(),
+            databases: 1,
             connections: 200,
             warmup_secs: 2,
             duration_secs: 10,
@@ -105,6 +111,10 @@ impl Scenario {
             "connections must be 1 to {MAX_CONNECTIONS}"
         );
         anyhow::ensure!(self.room_size >= 1, "room_size must be at least 1");
+        anyhow::ensure!(
+            (1..=MAX_DATABASES).contains(&self.databases),
+            "databases must be 1 to {MAX_DATABASES}"
+        );
         anyhow::ensure!(
             self.write_interval_ms >= 1,
             "write_interval_ms must be at least 1"

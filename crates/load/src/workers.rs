@@ -114,6 +114,12 @@ pub fn merge(reports: Vec<Report>) -> anyhow::Result<Report> {
             .extend(report.error_samples.iter().take(2).cloned());
         merged.scenario.connections += report.scenario.connections;
     }
+    merged.raw_ledger = crate::delivery::Ledger::merge(
+        &reports
+            .iter()
+            .map(|report| report.raw_ledger.clone())
+            .collect::<Vec<_>>(),
+    );
     merged.measured_secs = seconds;
     merged.set_histograms(&events, &acks, &series, seconds);
     Ok(merged)
