@@ -105,11 +105,11 @@ export async function logShows(server, pattern, label, { from = 0, ms = 15_000 }
 }
 
 /**
- * Starts etcd and one node per id of `ids` (a 2 s lease, linked by a shared secret) under
+ * Starts etcd and one node per id of `ids` (a lease of `leaseSecs`, linked by a shared secret) under
  * `dir`: clients on 127.0.0.1, node i's link on 127.0.0.(2+i). Resolves with etcd's URL and
  * process and the nodes by id; `extraArgs` go to every node.
  */
-export async function startEtcdCluster(dir, ids, extraArgs = []) {
+export async function startEtcdCluster(dir, ids, extraArgs = [], { leaseSecs = 2 } = {}) {
   const secret = path.join(dir, 'secret');
   fs.writeFileSync(secret, 'a shared secret of the test cluster\n');
   const etcd = await startEtcd(dir);
@@ -119,7 +119,7 @@ export async function startEtcdCluster(dir, ids, extraArgs = []) {
     nodes[id] = await HearthServer.start({
       threads: 1,
       extraArgs: ['--cluster-etcd', etcd.url, '--node-id', id, '--advertise', link,
-        '--cluster-lease-ttl-secs', '2', '--cluster-secret-file', secret, ...extraArgs],
+        '--cluster-lease-ttl-secs', String(leaseSecs), '--cluster-secret-file', secret, ...extraArgs],
     });
   }
   return { etcd, nodes };

@@ -133,3 +133,78 @@ describe('failover on etcd keeps every acknowledged write', { skip: !fs.existsSy
     }
   });
 });
+
+describe('a planned move: an owner stopped with SIGTERM hands its databases over at once', { skip: !fs.existsSync(ETCD) && 'no etcd' }, () => {
+  // A lease of 10 s: a takeover well within it can only come from the owner leaving on
+  // purpose (revoking its lease after its last write), never from the lease running out.
+  const LEASE_SECS = 10;
+  const nodes = {};
+  let etcd;
+  let etcdUrl;
+  let dir;
+
+  function claimOf(ns) {
+    const out = execFileSync(hearthBinary(), ['cluster', 'status', '--etcd', etcdUrl, '--json']);
+    return JSON.parse(out.toString()).databases.find((d) => d.namespace === ns);
+  }
+
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-move-'));
+    const started = await startEtcdCluster(dir, IDS, ['--durability', 'strict', '--replication', 'sync'],
+      { leaseSecs: LEASE_SECS });
+    ({ url: etcdUrl, proc: etcd } = started.etcd);
+    Object.assign(nodes, started.nodes);
+  }, { timeout: 40_000 });
+
+  after(async () => {
+    await Promise.allSettled(IDS.map((id) => nodes[id]?.stop()));
+    etcd?.kill('SIGKILL');
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  }, { timeout: 20_000 });
+
+  it('writes go on on the follower within a fraction of the lease, with every acknowledged write', { timeout: 60_000 }, async () => {
+    let ns;
+    let order;
+    do {
+      ns = uniqueNs('move');
+      order = etcdRanked(IDS, ns);
+    } while (order[0] === 'n1');
+    const writer = createClient(nodes.n1, ns);
+    const acked = new Map();
+    let stop = false;
+    let next = 0;
+    const loops = [0, 1, 2].map(async () => {
+      while (!stop) {
+        const value = next++;
+        const key = `k${String(value).padStart(5, '0')}`;
+        try {
+          await set(writer.ref(`items/${key}`), value);
+          acked.set(key, value);
+        } catch {
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    });
+    try {
+      await waitFor(() => acked.size >= 30, 20_000, 'writes before the move');
+      assert.equal(claimOf(ns).owner, order[0]);
+      const before = acked.size;
+      const stoppedAt = Date.now();
+      await nodes[order[0]].kill('SIGTERM');
+      await waitFor(() => claimOf(ns)?.owner === order[1], LEASE_SECS * 1000, 'the follower\'s claim');
+      await waitFor(() => acked.size >= before + 30, 20_000, 'writes after the move');
+      const took = Date.now() - stoppedAt;
+      assert.ok(took < (LEASE_SECS * 1000) / 2, `the move took ${took} ms, not much less than the lease`);
+      stop = true;
+      await Promise.all(loops);
+      const r = await fetch(`http://127.0.0.1:${nodes.n1.port}/items.json?ns=${ns}`);
+      const served = (await r.json()) ?? {};
+      const missing = [...acked.keys()].filter((key) => served[key] !== acked.get(key));
+      assert.deepEqual(missing, [], `acknowledged writes lost (${acked.size} acknowledged)`);
+    } finally {
+      stop = true;
+      await Promise.all(loops);
+      await writer.dispose();
+    }
+  });
+});

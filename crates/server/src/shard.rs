@@ -17,10 +17,12 @@ use std::time::Duration;
 use hearth_store::RecordRef;
 use hearth_sync::{Access, ConnId, Database, Effects, Write};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
 use crate::backup::stream::ShardCut;
 use crate::budget::ShardBudget;
+use crate::close::{CloseReason, SHUTDOWN_CLOSE};
 use crate::config::ServeConfig;
 use crate::edge::Edge;
 use crate::inbox::{ask_every_shard, DatabaseInfo, Forwarded, Precheck, ShardMessage};
@@ -459,9 +461,16 @@ impl Shard {
         }
     }
 
-    /// Waits, boundedly, for the connections of this shard to finish closing.
+    /// Waits, boundedly, for the connections of this shard to finish closing. The sessions
+    /// other nodes hold for this core's databases are closed from here: their sockets are
+    /// on those nodes, which are not stopping, and would otherwise keep them open for the
+    /// whole grace period, delaying the hand-over of this node's databases (its lease is
+    /// revoked only once the shards have stopped).
     pub async fn drain(&self, limit: Duration) {
         self.close_all_streams();
+        for session in self.owner.all_sessions() {
+            session.close(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
+        }
         let deadline = tokio::time::Instant::now() + limit;
         while (self.owner.session_counts() != (0, 0) || !self.edge.held().is_empty())
             && tokio::time::Instant::now() < deadline

@@ -98,6 +98,12 @@ impl Nodes {
         self.to_owner.len()
     }
 
+    /// How many nodes have an index so far (this node's included): the others are unknown
+    /// and have no link.
+    pub fn known(&self) -> usize {
+        self.directory.len()
+    }
+
     /// Sends `message` over the link to node `node`; a link that is down closes the
     /// connection (`node_link`).
     pub fn send(&self, node: usize, message: ToOwner) {

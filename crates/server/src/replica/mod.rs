@@ -116,7 +116,8 @@ pub async fn run(shard: Rc<Shard>) {
         let before = replication.shipper.borrow().position(u64::MAX);
         {
             let mut shipper = replication.shipper.borrow_mut();
-            for node in 0..nodes.count() {
+            // Only nodes seen so far: an index nobody has is no follower lost.
+            for node in 0..nodes.known() {
                 if node != nodes.me() {
                     shipper.follow_link(node, nodes.link_state(node));
                 }
