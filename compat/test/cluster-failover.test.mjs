@@ -77,6 +77,7 @@ describe('failover on etcd keeps every acknowledged write', { skip: !fs.existsSy
     await probe.dispose();
     const owner = claimOf(ns)?.owner;
     assert.equal(owner, order[0], 'the owner placement names');
+    assert.equal(claimOf(ns).follower, order[1], '`hearth cluster status` names the follower');
     writer.client = createClient(nodes.n1, ns);
     const acked = new Map();
     let next = 0;

@@ -76,8 +76,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ClusterCommand {
-    /// The nodes (address, lease, seconds left of it) and each claimed database's owner and
-    /// fencing epoch.
+    /// The nodes (address, lease, seconds left of it) and each claimed database's owner,
+    /// follower and fencing epoch (the replication lag is in each owner's /metrics).
     Status {
         /// The etcd client URL (`http://127.0.0.1:2379`).
         #[arg(long)]
