@@ -128,6 +128,11 @@ fn main() -> anyhow::Result<()> {
     if let Some(ns) = &args.ns {
         scenario.ns = ns.clone();
     }
+    let processes = match &args.worker {
+        Some(worker) => parse_share(worker)?.count,
+        None => args.processes,
+    };
+    scenario.check_connections(processes)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -29,7 +29,8 @@ pub enum Kind {
     Cursors,
 }
 
-/// The most connections one process opens: the file-descriptor limit here is 20,000.
+/// The most connections one process opens: the file-descriptor limit here is 20,000. A run
+/// over several tester processes (`--processes`) may open this many in each.
 pub const MAX_CONNECTIONS: usize = 19_000;
 /// The most databases a scenario spreads its rooms over (their names have four digits).
 pub const MAX_DATABASES: usize = 10_000;
@@ -105,11 +106,20 @@ impl Scenario {
         Ok(scenario)
     }
 
-    fn check(&self) -> anyhow::Result<()> {
+    /// Whether `processes` tester processes can hold the scenario's connections (checked
+    /// once `--connections` and `--processes` are known).
+    pub fn check_connections(&self, processes: usize) -> anyhow::Result<()> {
+        let most = MAX_CONNECTIONS * processes.max(1);
         anyhow::ensure!(
-            (1..=MAX_CONNECTIONS).contains(&self.connections),
-            "connections must be 1 to {MAX_CONNECTIONS}"
+            (1..=most).contains(&self.connections),
+            "connections must be 1 to {most} ({MAX_CONNECTIONS} per tester process, {} processes)",
+            processes.max(1)
         );
+        Ok(())
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.connections >= 1, "connections must be at least 1");
         anyhow::ensure!(self.room_size >= 1, "room_size must be at least 1");
         anyhow::ensure!(
             (1..=MAX_DATABASES).contains(&self.databases),
@@ -161,6 +171,18 @@ mod tests {
             seen += 1;
         }
         assert_eq!(seen, 8);
+        Ok(())
+    }
+
+    #[test]
+    fn each_tester_process_holds_at_most_its_share_of_connections() -> anyhow::Result<()> {
+        let mut scenario: Scenario = serde_json::from_str(r#"{"kind": "chat"}"#)?;
+        scenario.connections = 75_000;
+        assert!(scenario.check_connections(1).is_err());
+        assert!(scenario.check_connections(3).is_err());
+        scenario.check_connections(4)?;
+        scenario.connections = 0;
+        assert!(scenario.check_connections(4).is_err());
         Ok(())
     }
 }
