@@ -44,6 +44,8 @@ pub struct Counters {
     pub error_samples: Vec<String>,
     pub reconnects: u64,
     pub connect_failures: u64,
+    /// How the first few failed sessions ended (distinct messages), to tell who ended them.
+    pub failure_samples: Vec<String>,
     /// Writes that were due while the connection was down or far behind its timetable.
     pub writes_missed: u64,
     pub events: u64,
@@ -218,6 +220,25 @@ impl Metrics {
         }
     }
 
+    /// A session that failed (to connect, or later): counted, and its error kept as a sample
+    /// when it is new.
+    pub fn session_failed(&self, error: &anyhow::Error) {
+        if !self.is_measuring() {
+            return;
+        }
+        let mut counters = self.counters.borrow_mut();
+        counters.connect_failures += 1;
+        let text: String = format!("{error:#}")
+            .chars()
+            .take(ERROR_SAMPLE_CHARS)
+            .collect();
+        if counters.failure_samples.len() < ERROR_SAMPLES
+            && !counters.failure_samples.contains(&text)
+        {
+            counters.failure_samples.push(text);
+        }
+    }
+
     pub fn count(&self, update: impl FnOnce(&mut Counters)) {
         if self.is_measuring() {
             update(&mut self.counters.borrow_mut());
@@ -263,6 +284,21 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_sessions_are_counted_with_each_distinct_ending_once() {
+        let metrics = Metrics::new();
+        metrics.start_measuring();
+        metrics.session_failed(&anyhow::anyhow!("connection reset"));
+        metrics.session_failed(&anyhow::anyhow!("connection reset"));
+        metrics.session_failed(&anyhow::anyhow!("deadline has elapsed"));
+        let counters = metrics.counters.borrow();
+        assert_eq!(counters.connect_failures, 3);
+        assert_eq!(
+            counters.failure_samples,
+            ["connection reset", "deadline has elapsed"]
+        );
+    }
 
     #[test]
     fn nothing_counts_before_the_warm_up_ends() {

@@ -131,6 +131,9 @@ pub struct Report {
     pub error_samples: Vec<String>,
     pub reconnects: u64,
     pub connect_failures: u64,
+    /// How some failed sessions ended (`Counters::failure_samples`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failure_samples: Vec<String>,
     pub writes_missed: u64,
     pub server: Option<ServerUse>,
     /// The tester's QUIC traffic (WebTransport targets), over whole sessions.
@@ -228,6 +231,7 @@ impl Report {
             error_samples: counters.error_samples.clone(),
             reconnects: counters.reconnects,
             connect_failures: counters.connect_failures,
+            failure_samples: counters.failure_samples.clone(),
             writes_missed: counters.writes_missed,
             server,
             quic: (counters.quic != QuicUse::default()).then_some(counters.quic),
@@ -255,6 +259,7 @@ impl Report {
             error_samples: Vec::new(),
             reconnects: 0,
             connect_failures: 0,
+            failure_samples: Vec::new(),
             writes_missed: 0,
             server: None,
             quic: None,
@@ -384,6 +389,9 @@ pub fn print(report: &Report) {
     );
     for sample in &report.error_samples {
         println!("  error: {sample}");
+    }
+    for sample in &report.failure_samples {
+        println!("  a failed session: {sample}");
     }
     if let Some(delivery) = report.delivery.as_ref().filter(|d| d.writes > 0) {
         println!(
