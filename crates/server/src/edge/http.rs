@@ -35,7 +35,7 @@ use crate::metrics::answer_on_main_port;
 use crate::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
 use crate::metrics::ShardCounters;
 use crate::owner::rest_precheck::refuse_early;
-use crate::rest::execute::{execute_durable, timed_out};
+use crate::rest::execute::execute_durable;
 use crate::rest::precheck::write_check;
 use crate::rest::{
     build_call, parse_request, DataMethod, DataRequest, Endpoint, RestRequest, RestResponse,
@@ -293,7 +293,7 @@ async fn answer(
             let due = tokio::time::Instant::from_std(started + timeout);
             tokio::time::timeout_at(due, work)
                 .await
-                .unwrap_or_else(|_| timed_out(timeout).into_http())
+                .unwrap_or_else(|_| RestResponse::timed_out(timeout).into_http())
         }
         None => work.await,
     }

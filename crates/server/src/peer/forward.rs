@@ -24,7 +24,6 @@ use crate::namespace::owner_shard;
 use crate::peer::codec::{LinkMessage, RequestHead, MAX_CHUNK_BYTES};
 use crate::peer::context::{unreachable_owner, Awaited, Context, Forward, RemoteAnswer, Reply};
 use crate::peer::remote_conn;
-use crate::rest::execute::timed_out;
 use crate::rest::{build_call, parse_request, Endpoint, RestResponse};
 
 /// The most REST requests one node may have waiting for another's answers at once; past it,
@@ -270,7 +269,7 @@ async fn call(
             let due = tokio::time::Instant::from_std(started + timeout);
             tokio::time::timeout_at(due, work)
                 .await
-                .unwrap_or_else(|_| Ok(timed_out(timeout)))
+                .unwrap_or_else(|_| Ok(RestResponse::timed_out(timeout)))
         }
         None => work.await,
     }

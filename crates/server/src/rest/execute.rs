@@ -241,7 +241,7 @@ fn read(
     };
     if let Some(timeout) = request.timeout {
         if started.elapsed() > timeout {
-            return timed_out(timeout);
+            return RestResponse::timed_out(timeout);
         }
     }
     let mut response = if request.silent {
@@ -287,14 +287,6 @@ fn render_read(request: &DataRequest, result: &Node) -> Vec<u8> {
         body.extend_from_slice(b");");
     }
     body
-}
-
-/// The answer to a read that took longer than its `timeout` parameter allows.
-pub fn timed_out(timeout: std::time::Duration) -> RestResponse {
-    RestResponse::error(
-        400,
-        format!("The read did not finish within the requested timeout of {timeout:?}."),
-    )
 }
 
 /// One REST write.
