@@ -1,11 +1,13 @@
 // Helpers of the cluster tests: the static placement (`--cluster-peers`, docs/cluster-link.md)
 // and etcd (`--cluster-etcd`, docs/cluster.md).
 
-import { spawn } from 'node:child_process';
+import { after, before } from 'node:test';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { uniqueNs } from './harness.mjs';
-import { HearthServer, freePort } from './server.mjs';
+import { HearthServer, freePort, hearthBinary } from './server.mjs';
 
 /** The etcd placement's weight (`crates/cluster/src/rendezvous.rs`): FNV-1a, then SplitMix64's mixer. */
 export function etcdWeight(node, ns) {
@@ -123,4 +125,30 @@ export async function startEtcdCluster(dir, ids, extraArgs = [], { leaseSecs = 2
     });
   }
   return { etcd, nodes };
+}
+
+/**
+ * Registers a suite's `before` and `after`: etcd and the nodes of `ids` start in a temporary
+ * directory (`startEtcdCluster`) and are stopped and removed at the end. Returns the running
+ * cluster: `nodes` by id (filled once `before` ran) and `claimOf(ns)`, the database's entry
+ * of `hearth cluster status --json` (owner, follower, epoch).
+ */
+export function etcdClusterSuite(ids, extraArgs = [], options = {}) {
+  const cluster = { nodes: {}, etcd: null, dir: null };
+  cluster.claimOf = (ns) => {
+    const out = execFileSync(hearthBinary(), ['cluster', 'status', '--etcd', cluster.etcd.url, '--json']);
+    return JSON.parse(out.toString()).databases.find((d) => d.namespace === ns);
+  };
+  before(async () => {
+    cluster.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-cluster-'));
+    const started = await startEtcdCluster(cluster.dir, ids, extraArgs, options);
+    cluster.etcd = started.etcd;
+    Object.assign(cluster.nodes, started.nodes);
+  }, { timeout: 40_000 });
+  after(async () => {
+    await Promise.allSettled(ids.map((id) => cluster.nodes[id]?.stop()));
+    cluster.etcd?.proc.kill('SIGKILL');
+    if (cluster.dir) fs.rmSync(cluster.dir, { recursive: true, force: true });
+  }, { timeout: 20_000 });
+  return cluster;
 }

@@ -11,13 +11,11 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { set } from 'firebase/database';
 import { createClient, uniqueNs } from '../lib/harness.mjs';
 import { hearthBinary } from '../lib/server.mjs';
 import { valueWhere, withTimeout } from '../lib/util.mjs';
-import { ETCD, startEtcdCluster } from '../lib/cluster.mjs';
+import { ETCD, etcdClusterSuite } from '../lib/cluster.mjs';
 
 const IDS = ['n1', 'n2', 'n3'];
 
@@ -35,28 +33,10 @@ async function setAcknowledged(r, value, ms = 15_000) {
 }
 
 describe('a cluster on etcd forwards over the node link', { skip: !fs.existsSync(ETCD) && 'no etcd' }, () => {
-  const nodes = {};
-  let etcd;
-  let etcdUrl;
-  let dir;
-
-  function status() {
-    const out = execFileSync(hearthBinary(), ['cluster', 'status', '--etcd', etcdUrl, '--json']);
-    return JSON.parse(out.toString());
-  }
-
-  before(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-etcd-'));
-    const started = await startEtcdCluster(dir, IDS);
-    ({ url: etcdUrl, proc: etcd } = started.etcd);
-    Object.assign(nodes, started.nodes);
-  }, { timeout: 40_000 });
-
-  after(async () => {
-    await Promise.allSettled(IDS.map((id) => nodes[id]?.stop()));
-    etcd?.kill('SIGKILL');
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
-  }, { timeout: 20_000 });
+  const cluster = etcdClusterSuite(IDS);
+  const { nodes } = cluster;
+  const status = () => JSON.parse(execFileSync(hearthBinary(),
+    ['cluster', 'status', '--etcd', cluster.etcd.url, '--json']).toString());
 
   it('a REST PUT and GET through a node that does not own the database reach its owner', { timeout: 40_000 }, async () => {
     const url = (id, ns, p) => `http://127.0.0.1:${nodes[id].port}/${p}.json?ns=${ns}`;

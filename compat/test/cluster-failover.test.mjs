@@ -12,28 +12,17 @@
 
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { set } from 'firebase/database';
 import { createClient, uniqueNs } from '../lib/harness.mjs';
-import { hearthBinary } from '../lib/server.mjs';
 import { valueWhere, waitFor } from '../lib/util.mjs';
-import { ETCD, etcdRanked, startEtcdCluster } from '../lib/cluster.mjs';
+import { ETCD, etcdClusterSuite, etcdRanked } from '../lib/cluster.mjs';
 
 const IDS = ['n1', 'n2', 'n3'];
 
 describe('failover on etcd keeps every acknowledged write', { skip: !fs.existsSync(ETCD) && 'no etcd' }, () => {
-  const nodes = {};
-  let etcd;
-  let etcdUrl;
-  let dir;
-
-  function claimOf(ns) {
-    const out = execFileSync(hearthBinary(), ['cluster', 'status', '--etcd', etcdUrl, '--json']);
-    return JSON.parse(out.toString()).databases.find((d) => d.namespace === ns);
-  }
+  const cluster = etcdClusterSuite(IDS, ['--durability', 'strict', '--replication', 'sync']);
+  const { nodes, claimOf } = cluster;
 
   /** Everything under `items` as a node serves it over REST (forwarded to the owner). */
   async function itemsVia(id, ns) {
@@ -42,18 +31,6 @@ describe('failover on etcd keeps every acknowledged write', { skip: !fs.existsSy
     return (await r.json()) ?? {};
   }
 
-  before(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-failover-'));
-    const started = await startEtcdCluster(dir, IDS, ['--durability', 'strict', '--replication', 'sync']);
-    ({ url: etcdUrl, proc: etcd } = started.etcd);
-    Object.assign(nodes, started.nodes);
-  }, { timeout: 40_000 });
-
-  after(async () => {
-    await Promise.allSettled(IDS.map((id) => nodes[id]?.stop()));
-    etcd?.kill('SIGKILL');
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
-  }, { timeout: 20_000 });
 
   it('the follower takes over with every acknowledged write, twice', { timeout: 90_000 }, async () => {
     // A database placed first on n2 or n3, then on the other, then on n1: n1 stays the edge
@@ -139,29 +116,9 @@ describe('a planned move: an owner stopped with SIGTERM hands its databases over
   // A lease of 10 s: a takeover well within it can only come from the owner leaving on
   // purpose (revoking its lease after its last write), never from the lease running out.
   const LEASE_SECS = 10;
-  const nodes = {};
-  let etcd;
-  let etcdUrl;
-  let dir;
-
-  function claimOf(ns) {
-    const out = execFileSync(hearthBinary(), ['cluster', 'status', '--etcd', etcdUrl, '--json']);
-    return JSON.parse(out.toString()).databases.find((d) => d.namespace === ns);
-  }
-
-  before(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-move-'));
-    const started = await startEtcdCluster(dir, IDS, ['--durability', 'strict', '--replication', 'sync'],
-      { leaseSecs: LEASE_SECS });
-    ({ url: etcdUrl, proc: etcd } = started.etcd);
-    Object.assign(nodes, started.nodes);
-  }, { timeout: 40_000 });
-
-  after(async () => {
-    await Promise.allSettled(IDS.map((id) => nodes[id]?.stop()));
-    etcd?.kill('SIGKILL');
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
-  }, { timeout: 20_000 });
+  const cluster = etcdClusterSuite(IDS, ['--durability', 'strict', '--replication', 'sync'],
+    { leaseSecs: LEASE_SECS });
+  const { nodes, claimOf } = cluster;
 
   it('writes go on on the follower within a fraction of the lease, with every acknowledged write', { timeout: 60_000 }, async () => {
     let ns;
