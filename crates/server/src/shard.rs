@@ -311,8 +311,11 @@ impl Shard {
         match store.log(loaded, body) {
             Ok(()) => {
                 if let Some(replication) = &self.replication {
-                    // The epoch the record was just logged under (the log's last for it).
-                    let epoch = store.logged_epoch(namespace);
+                    // The epoch the record was just logged under, as `ShardStore::append`
+                    // chose it: the claim's, else the log's last for the database.
+                    let epoch = loaded
+                        .epoch
+                        .unwrap_or_else(|| store.logged_epoch(namespace));
                     replication.ship(loaded, loaded.seq.get(), epoch, body);
                 }
                 Some(loaded.seq.get())
