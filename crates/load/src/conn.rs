@@ -148,7 +148,8 @@ pub struct Context<'a> {
     pub stopping: &'a Cell<bool>,
 }
 
-/// One connection, from connect to close. `Ok` when the server closed it or the run ended.
+/// One connection, from connect to close. `Ok` when the run ended; an error says how the
+/// server ended it otherwise.
 pub async fn session(
     context: &Context<'_>,
     address: &str,
@@ -206,8 +207,21 @@ pub async fn session(
                     sink.flush().await?;
                 }
                 message = stream.next() => {
-                    let Some(message) = message else { return Ok(()) };
-                    let Message::Text(text) = message? else { continue };
+                    // How the server ended a session is sampled (`Metrics::session_failed`):
+                    // a close frame's code and reason, or a bare end of the stream.
+                    let Some(message) = message else {
+                        anyhow::bail!("the connection ended without a close frame");
+                    };
+                    let text = match message? {
+                        Message::Text(text) => text,
+                        Message::Close(frame) => {
+                            let (code, reason) = frame.map_or((0, String::new()), |frame| {
+                                (u16::from(frame.code), frame.reason.to_string())
+                            });
+                            anyhow::bail!("closed by the server: {code} {reason}");
+                        }
+                        _ => continue,
+                    };
                     let Some(text) = assembler.push(text.as_str()) else { continue };
                     on_incoming(context, &mut requests, seen, incoming::parse(&text));
                 }

@@ -34,6 +34,15 @@ pub const MAX_LINK_BYTES: usize = 32 * 1024 * 1024;
 /// The bytes a batch may gather before it leaves without waiting for the end of the turn.
 const MAX_BATCH_BYTES: usize = MAX_LINK_BYTES / 8;
 
+/// A batch of one connection's messages from an edge on another core (`ToOwner::Messages`),
+/// with what the edge waits on: its room, let go once the batch is handled, and, after a
+/// large message, its signal to read on.
+pub struct MessageBatch {
+    pub texts: Vec<String>,
+    pub done: Option<oneshot::Sender<()>>,
+    pub room: OwnedSemaphorePermit,
+}
+
 /// From an edge to the owner of a connection's database.
 #[derive(Debug)]
 pub enum ToOwner {

@@ -4,16 +4,26 @@
 //! the reason (`unavailable` on the wire, 503 over REST) or writable again; the engine then
 //! refuses writes exactly as after a disk failure (decision 23), reads go on.
 //!
+//! A database nobody holds yet that placement gives this node is not refused for long: the
+//! request waits for the claim (`Placement::claim_settled`, at most [`CLAIM_WAIT_LIMIT`],
+//! see `owner::dispatch::finish_deferred`), and the fence is applied again after it.
+//!
 //! A database the fence lets write carries the claim's epoch (`Loaded::epoch`), which every
 //! log record of it is stamped with. If the log already holds a later epoch for it (another
 //! node claimed it since, and its records reached this log), the claim in this node's view is
 //! stale and writes are refused too: the log's epochs never go down.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hearth_cluster::Placement;
 
 use crate::loaded::Loaded;
+
+/// The longest a request to a new database placed on this node waits for this node's claim
+/// on it (`Placement::claim_settled`: an etcd transaction, normally a few milliseconds)
+/// before it is handled as the claim then stands: a write is refused with "retry".
+pub const CLAIM_WAIT_LIMIT: Duration = Duration::from_secs(2);
 
 /// Makes `loaded` writable or read-only as the claim on it allows, and sets the epoch its
 /// records carry. `disk_failed`: the shard's log failed, whose read-only reason stays; so

@@ -26,7 +26,7 @@ use crate::metrics::labels::CloseCause;
 use crate::namespace::NamespaceError;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{
-    decode_large, expire_auth, on_large_decoded, on_message, Handled, LargeMessage,
+    expire_auth, finish_deferred, on_large_decoded, on_message, Handled, LargeMessage,
 };
 use crate::owner::outbound::{encode_frames, Route};
 use crate::owner::sessions;
@@ -382,9 +382,8 @@ async fn run<S: Source>(
                         };
                         // The shard serves everyone else meanwhile; this connection's next
                         // message is read only after this one is handled.
-                        let decoded =
-                            tokio::task::spawn_blocking(move || decode_large(message)).await;
-                        let Ok(decoded) = decoded else {
+                        let decoded = finish_deferred(message).await;
+                        let Some(decoded) = decoded else {
                             return Ended::Closed(CloseReason::new(CloseCode::Error, "a message could not be decoded"));
                         };
                         if let Err(reason) = on_large_decoded(shard, session, decoded) {

@@ -24,7 +24,7 @@ use crate::longpoll::session::{Handover, LpSession, Mailbox};
 use crate::longpoll::switch::linger;
 use crate::metrics::labels::{CloseCause, SessionTransport};
 use crate::offload::OFF_THREAD_PARSE_BYTES;
-use crate::owner::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
+use crate::owner::dispatch::{expire_auth, finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
 use crate::rest::RestResponse;
 use crate::session::new_session_id;
@@ -310,11 +310,9 @@ async fn hand_over(
                 match handled? {
                     Handled::Done => {}
                     Handled::ParseOffThread(large) => {
-                        let decoded = tokio::task::spawn_blocking(move || decode_large(large))
-                            .await
-                            .map_err(|_| {
-                                CloseReason::new(CloseCode::Error, "a message could not be decoded")
-                            })?;
+                        let decoded = finish_deferred(large).await.ok_or_else(|| {
+                            CloseReason::new(CloseCode::Error, "a message could not be decoded")
+                        })?;
                         on_large_decoded(shard, handle, decoded)?;
                     }
                 }

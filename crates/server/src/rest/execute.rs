@@ -119,6 +119,20 @@ fn execute_split(shard: &Shard, call: RestCall) -> (RestResponse, Option<LateBod
 /// write, and any earlier write of the database still being synced.
 pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
     let namespace = call.namespace.clone();
+    if let Some(placement) = &shard.config.cluster {
+        // A cluster's new database placed here: the first write waits for this node's
+        // claim instead of being refused.
+        let writes = match &call.op {
+            CallOp::Data { request, .. } => request.method != DataMethod::Get,
+            CallOp::RulesPut { .. } => true,
+            CallOp::RulesGet { .. } | CallOp::Coverage { .. } => false,
+        };
+        if writes && placement.claim_pending(&namespace) {
+            placement
+                .claim_settled(&namespace, crate::cluster::fence::CLAIM_WAIT_LIMIT)
+                .await;
+        }
+    }
     let (mut response, late) = execute_split(shard, call);
     let seq = shard.owner.required_seq(&namespace);
     if !shard.owner.gate().passes(seq) {

@@ -33,7 +33,7 @@ use crate::edge::EdgeConn;
 use crate::link::ToOwner;
 use crate::metrics::labels::{CloseCause, SessionTransport};
 use crate::namespace::resolve;
-use crate::owner::dispatch::{expire_auth, on_message, Handled};
+use crate::owner::dispatch::{expire_auth, finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
 use crate::query_string::QueryString;
 use crate::session::new_session_id;
@@ -250,17 +250,27 @@ async fn run(
                 edge.cork();
                 let mut refused = None;
                 for message in messages {
-                    match on_message(shard, session, message) {
-                        Ok(Handled::Done) => {}
-                        // Longer than the stream's limit: never.
-                        Ok(Handled::ParseOffThread(_)) => {
-                            refused = Some(CloseReason::new(CloseCode::Size, "message too large"));
-                            break;
+                    let handled = match on_message(shard, session, message) {
+                        Ok(Handled::Done) => Ok(()),
+                        // A message waiting for the cluster's claim on its database (none is
+                        // longer than the stream's limit): the next ones wait behind it.
+                        Ok(Handled::ParseOffThread(deferred)) => {
+                            edge.uncork();
+                            let decoded = finish_deferred(deferred).await;
+                            edge.cork();
+                            match decoded {
+                                Some(decoded) => on_large_decoded(shard, session, decoded),
+                                None => Err(CloseReason::new(
+                                    CloseCode::Error,
+                                    "a message could not be decoded",
+                                )),
+                            }
                         }
-                        Err(reason) => {
-                            refused = Some(reason);
-                            break;
-                        }
+                        Err(reason) => Err(reason),
+                    };
+                    if let Err(reason) = handled {
+                        refused = Some(reason);
+                        break;
                     }
                 }
                 edge.uncork();
