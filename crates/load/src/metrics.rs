@@ -220,14 +220,14 @@ impl Metrics {
         }
     }
 
-    /// A session that failed (to connect, or later): counted, and its error kept as a sample
-    /// when it is new.
+    /// A session that failed (to connect, or later): counted while measuring, and its error
+    /// kept as a sample when it is new, during the warm-up too (where a run that keeps
+    /// reconnecting shows it first).
     pub fn session_failed(&self, error: &anyhow::Error) {
-        if !self.is_measuring() {
-            return;
-        }
         let mut counters = self.counters.borrow_mut();
-        counters.connect_failures += 1;
+        if self.is_measuring() {
+            counters.connect_failures += 1;
+        }
         let text: String = format!("{error:#}")
             .chars()
             .take(ERROR_SAMPLE_CHARS)

@@ -102,7 +102,19 @@ pub fn plans(scenario: &Scenario) -> Vec<Plan> {
             Kind::Feed => None,
         })
         .chain(hot(scenario))
+        .map(|mut plan| {
+            plan.start_after += ramp_delay(scenario, plan.index);
+            plan
+        })
         .collect()
+}
+
+/// When connection `index` opens in the scenario's ramp (`connect_per_sec`): index / rate.
+fn ramp_delay(scenario: &Scenario, index: usize) -> Duration {
+    match scenario.connect_per_sec {
+        0 => Duration::ZERO,
+        rate => Duration::from_secs_f64(index as f64 / rate as f64),
+    }
 }
 
 fn plain(path: String) -> Listen {
@@ -286,6 +298,21 @@ fn hot(scenario: &Scenario) -> Vec<Plan> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ramp_opens_connections_at_its_rate() {
+        let mut scenario = Scenario {
+            connections: 40,
+            connect_per_sec: 20,
+            ..Scenario::default()
+        };
+        let starts: Vec<Duration> = plans(&scenario).iter().map(|p| p.start_after).collect();
+        assert_eq!(starts[0], Duration::ZERO);
+        assert_eq!(starts[20], Duration::from_secs(1));
+        assert_eq!(starts[39], Duration::from_millis(1950));
+        scenario.connect_per_sec = 0;
+        assert!(plans(&scenario).iter().all(|p| p.start_after.is_zero()));
+    }
 
     #[test]
     fn chat_message_keys_sort_by_time_whoever_writes() {

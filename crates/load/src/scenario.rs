@@ -69,6 +69,11 @@ pub struct Scenario {
     pub write_every: u64,
     /// Cursors: write under the volatile paths (`/cursors/volatile`) or durable ones.
     pub volatile_paths: bool,
+    /// Connections opened per second, over all tester processes, the first at once; 0 opens
+    /// them all at once. A ramp keeps tens of thousands of simultaneous handshakes from
+    /// overflowing a load balancer's and the servers' accept queues (they then drop the
+    /// connections and every client starts with a reconnect).
+    pub connect_per_sec: u64,
 }
 
 impl Default for Scenario {
@@ -92,6 +97,7 @@ impl Default for Scenario {
             page_items: 20,
             write_every: 10,
             volatile_paths: true,
+            connect_per_sec: 0,
         }
     }
 }

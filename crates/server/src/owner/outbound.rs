@@ -315,7 +315,11 @@ mod tests {
         handle.start_holding();
         assert!(handle.hold_if_waiting(batch("b")).is_none());
         assert!(handle.hold_if_waiting(batch("c")).is_none());
-        assert_eq!(room.available_permits(), 5, "held batches keep the edge's room");
+        assert_eq!(
+            room.available_permits(),
+            5,
+            "held batches keep the edge's room"
+        );
         let order: Vec<String> = std::iter::from_fn(|| handle.next_held())
             .map(|held| held.texts.concat())
             .collect();
