@@ -151,6 +151,7 @@ pub async fn finish(
         replayed = resume.replay.len(),
         "connection moved to its database's next owner"
     );
+    shard.counters.session_moved();
     let side = attach(shard, edge, namespace, session_id, None);
     replay(shard, edge, &side, resume.replay).await?;
     Ok(side)
