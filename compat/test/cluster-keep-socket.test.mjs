@@ -60,13 +60,23 @@ async function keptThrough(cluster, prefix, change) {
   const offItems = onValue(kept.ref('items'), (snap) => {
     items = snap.val() ?? {};
   });
+  // A listener on the follower: its session moves to its own node when that one claims.
+  const local = createClient(nodes[order[1]], ns);
+  const localState = { falses: 0, connected: false, items: {} };
+  const offLocalConnected = onValue(ref(local.db, '.info/connected'), (snap) => {
+    if (snap.val() === true) localState.connected = true;
+    else if (localState.connected) localState.falses += 1;
+  });
+  const offLocalItems = onValue(local.ref('items'), (snap) => {
+    localState.items = snap.val() ?? {};
+  });
   const acked = new Map();
   const hung = [];
   let next = 0;
   let stop = false;
   const loops = [];
   try {
-    await waitFor(() => connected, 15_000, 'the kept client connected');
+    await waitFor(() => connected && localState.connected, 15_000, 'the kept clients connected');
     // Until every node's view holds every node, the database may move once at the start (a
     // write in flight then fails with `unavailable`): tried until it holds.
     await waitFor(async () => {
@@ -106,10 +116,13 @@ async function keptThrough(cluster, prefix, change) {
     await other.dispose();
     await waitFor(() => items['zz-after'] === 'written after the change', 15_000,
       'the kept listener sees the write made after the change');
+    await waitFor(() => localState.items['zz-after'] === 'written after the change', 15_000,
+      'the follower\'s kept listener sees it too');
     stop = true;
     await Promise.all(loops);
     assert.deepEqual(hung, [], 'write promises that never settled');
     assert.equal(falses, 0, '.info/connected turned false: the socket was closed');
+    assert.equal(localState.falses, 0, 'the follower\'s client lost its socket');
     const served = (await servedVia(nodes.n1, ns, 'items')) ?? {};
     const missing = [...acked.keys()].filter((key) => served[key] !== acked.get(key));
     assert.deepEqual(missing, [], `acknowledged writes lost (${acked.size} acknowledged)`);
@@ -128,6 +141,9 @@ async function keptThrough(cluster, prefix, change) {
     await Promise.all(loops);
     offItems();
     offConnected();
+    offLocalItems();
+    offLocalConnected();
+    await local.dispose();
     await kept.dispose();
   }
   await waitFor(async () => (await servedVia(nodes.n1, ns, 'presence/kept')) === 'gone', 15_000,
