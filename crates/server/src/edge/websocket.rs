@@ -434,7 +434,8 @@ async fn run<S: Source>(
                 }
             },
             _ = ping.tick() => {
-                if last_seen.elapsed() > config.idle_timeout {
+                // A moving connection's pongs are not read: its silence proves nothing.
+                if moving.is_none() && last_seen.elapsed() > config.idle_timeout {
                     return Ended::Closed(CloseReason::new(CloseCode::Away, IDLE_CLOSE));
                 }
                 // Queued behind any pending bytes; the branch above writes them.
