@@ -117,7 +117,10 @@ export async function startEtcdCluster(dir, ids, extraArgs = [], { leaseSecs = 2
   const etcd = await startEtcd(dir);
   const nodes = {};
   for (const [i, id] of ids.entries()) {
-    const link = `127.0.0.${2 + i}:${await freePort()}`;
+    // The port is asked for on the link's own address: one free on 127.0.0.1 may be taken
+    // there (a load test's clients bind their source ports on those addresses).
+    const host = `127.0.0.${2 + i}`;
+    const link = `${host}:${await freePort(host)}`;
     nodes[id] = await HearthServer.start({
       threads: 1,
       extraArgs: ['--cluster-etcd', etcd.url, '--node-id', id, '--advertise', link,

@@ -170,7 +170,7 @@ describe('two nodes over the node-to-node link', () => {
     const closed = await c.waitClose(15_000);
     assert.equal(closed.code, 1013);
     assert.match(closed.reason, /owns the database is unreachable/);
-    await logShows(nodes.a, /node link lost.*connections_closed=1/, 'the loss logged', { from: fromA });
+    await logShows(nodes.a, /node link lost.*connections_moving=1/, 'the loss logged', { from: fromA });
     const fromB = nodes.b.log().length;
     await nodes.b.start();
     await logShows(nodes.b, /node link up/, 'the link again', { from: fromB });

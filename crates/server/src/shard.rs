@@ -465,14 +465,18 @@ impl Shard {
     }
 
     /// Waits, boundedly, for the connections of this shard to finish closing. The sessions
-    /// other nodes hold for this core's databases are closed from here: their sockets are
+    /// other nodes hold for this core's databases are ended from here: their sockets are
     /// on those nodes, which are not stopping, and would otherwise keep them open for the
     /// whole grace period, delaying the hand-over of this node's databases (its lease is
-    /// revoked only once the shards have stopped).
+    /// revoked only once the shards have stopped). Those nodes are asked to move them to
+    /// the databases' next owners (`edge::rehome`), keeping their clients' sockets; they end
+    /// them here at once, without their onDisconnect queues if they move.
     pub async fn drain(&self, limit: Duration) {
         self.close_all_streams();
         for session in self.owner.all_sessions() {
-            session.close(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
+            if !session.move_away(self.shard_count) {
+                session.close(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
+            }
         }
         let deadline = tokio::time::Instant::now() + limit;
         while (self.owner.session_counts() != (0, 0) || !self.edge.held().is_empty())

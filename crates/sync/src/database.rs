@@ -244,6 +244,18 @@ impl Database {
         self.sessions.get(&conn).map(|session| &session.auth)
     }
 
+    /// Ends a connection's session without running its onDisconnect queue: its listens go and
+    /// its queue is dropped. For a session that moves to another server while its client
+    /// stays connected (the client did not disconnect; its queue is set up there again).
+    pub fn leave(&mut self, conn: ConnId) {
+        let Some(mut session) = self.sessions.remove(&conn) else {
+            return;
+        };
+        for ((_, tag), entry) in session.listens.drain() {
+            self.views.unsubscribe(entry.view, Target { conn, tag });
+        }
+    }
+
     /// Ends a connection: drops its listens, then runs its onDisconnect queue as ordinary
     /// writes, with server values resolved at `now_ms`.
     pub fn disconnect(&mut self, conn: ConnId, now_ms: u64, out: &mut Effects) {

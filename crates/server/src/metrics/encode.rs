@@ -414,6 +414,12 @@ impl Collector for Scraped {
             "WebSocket connections accepted by a core for a database another core owns.",
             total.held_for_others,
         )?;
+        counter(
+            e,
+            "websocket_sessions_moved",
+            "WebSocket sessions moved to their database's next owner with the socket kept.",
+            total.sessions_moved,
+        )?;
         let shards = &snapshot.shards;
         family(
             e,

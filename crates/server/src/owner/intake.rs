@@ -81,6 +81,11 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
                 sessions::close_stream(shard, &stream);
             }
         }
+        ToOwner::Moved { conn } => {
+            if let Some(handle) = shard.owner.session(conn) {
+                sessions::move_connection(shard, &handle);
+            }
+        }
     }
 }
 

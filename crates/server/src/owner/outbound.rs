@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
 use crate::close::{CloseReason, SLOW_READER_CLOSE};
 use crate::edge::EdgeConn;
-use crate::link::{EdgeItem, MessageBatch, Outgoing};
+use crate::link::{EdgeItem, MessageBatch, MoveCause, Outgoing};
 use crate::persist::{HeldQueue, Pushed, Tagger};
 
 /// Where a connection's messages go once they may leave.
@@ -176,6 +176,34 @@ impl ConnHandle {
                 },
             ),
         }
+    }
+
+    /// Nothing more is sent to the connection from here: its session moved to another
+    /// owner (`sessions::move_connection`), and its edge carries on with that one.
+    pub fn detach(&self) {
+        self.closing.set(true);
+        self.queue.clear();
+    }
+
+    /// Asks the edge of a connection held by another node to move its session to the
+    /// database's next owner (this node is stopping: `Shard::drain`); `false`, and nothing
+    /// done, for a connection held by this node, whose socket closes with it.
+    pub fn move_away(&self, local_edges: usize) -> bool {
+        let Route::Remote { edge, outgoing } = &self.route else {
+            return false;
+        };
+        if *edge < local_edges || self.closing.replace(true) {
+            return false;
+        }
+        let cause = MoveCause::OwnerStopping;
+        outgoing.push(
+            *edge,
+            EdgeItem::Moved {
+                conn: self.id,
+                cause,
+            },
+        );
+        true
     }
 
     /// Whether the connection is closing: asked by the owner, or, on this core, by its

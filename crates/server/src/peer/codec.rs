@@ -42,6 +42,9 @@ pub enum LinkMessage {
     AuthExpired { conn: ConnId },
     /// Edge to owner: the connection is gone.
     Closed { conn: ConnId },
+    /// Edge to owner: the connection stays, but its session moves to another owner: it ends
+    /// here without running its onDisconnect queue (the edge replays that queue there).
+    Moved { conn: ConnId },
     /// Owner to edge: the large message of `conn` is handled.
     Handled { conn: ConnId },
     /// Owner to edge: what the owner's shards released for the node's connections, in order;
@@ -162,6 +165,11 @@ pub enum WireItem {
         conn: ConnId,
         expires_at: Option<u64>,
     },
+    /// The owner's node is stopping: the edge moves the connection's session to the next
+    /// owner (or closes it).
+    Moved {
+        conn: ConnId,
+    },
 }
 
 /// Why a frame could not be decoded: the peer is broken or hostile, and the link is dropped.
@@ -206,10 +214,12 @@ const OPEN_STREAM: u8 = 24;
 const STREAM_OPENED: u8 = 25;
 const REPLICATE: u8 = 7;
 const REPLICA_ACK: u8 = 8;
+const MOVED: u8 = 9;
 
 const ITEM_FRAMES: u8 = 1;
 const ITEM_CLOSE: u8 = 2;
 const ITEM_EXPIRY: u8 = 3;
+const ITEM_MOVED: u8 = 4;
 
 impl LinkMessage {
     /// Appends the message as one frame (length prefix included) to `out`.
@@ -246,6 +256,7 @@ impl LinkMessage {
             }
             LinkMessage::AuthExpired { conn } => put_conn(out, AUTH_EXPIRED, *conn),
             LinkMessage::Closed { conn } => put_conn(out, CLOSED, *conn),
+            LinkMessage::Moved { conn } => put_conn(out, MOVED, *conn),
             LinkMessage::Handled { conn } => put_conn(out, HANDLED, *conn),
             LinkMessage::Batch { frames, items } => {
                 out.put_u8(BATCH);
@@ -358,6 +369,9 @@ impl LinkMessage {
                 conn: get_conn(body)?,
             },
             CLOSED => LinkMessage::Closed {
+                conn: get_conn(body)?,
+            },
+            MOVED => LinkMessage::Moved {
                 conn: get_conn(body)?,
             },
             HANDLED => LinkMessage::Handled {
@@ -505,6 +519,7 @@ fn encode_item(item: &WireItem, out: &mut BytesMut) {
                 None => out.put_u8(0),
             }
         }
+        WireItem::Moved { conn } => put_conn(out, ITEM_MOVED, *conn),
     }
 }
 
@@ -532,6 +547,7 @@ fn decode_item(body: &mut Bytes, frames: usize) -> Result<WireItem, DecodeError>
                 _ => Some(get_u64(body)?),
             },
         },
+        ITEM_MOVED => WireItem::Moved { conn },
         tag => return Err(DecodeError::Tag(tag)),
     })
 }
@@ -701,6 +717,7 @@ mod tests {
             },
             LinkMessage::AuthExpired { conn: 3 },
             LinkMessage::Closed { conn: 4 },
+            LinkMessage::Moved { conn: 6 },
             LinkMessage::Handled { conn: 5 },
             LinkMessage::Batch {
                 frames: vec![Bytes::from_static(b"push"), Bytes::new()],
@@ -722,6 +739,7 @@ mod tests {
                         conn: 2,
                         expires_at: None,
                     },
+                    WireItem::Moved { conn: 4 },
                 ],
             },
             LinkMessage::Request {

@@ -9,12 +9,11 @@ use bytes::{Bytes, BytesMut};
 use hearth_sync::ConnId;
 use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::auth::AuthConfig;
-use crate::close::{CloseReason, OWNER_NODE_LOST_CLOSE};
+use crate::close::OWNER_NODE_LOST_CLOSE;
 use crate::inbox::ShardMessage;
-use crate::link::{Credit, EdgeItem, ToEdge};
+use crate::link::{Credit, EdgeItem, MoveCause, ToEdge};
 use crate::peer::codec::{AnswerHead, RequestHead};
 use crate::rest::RestResponse;
 
@@ -137,17 +136,14 @@ pub struct LinkState {
 }
 
 impl Context {
-    /// Closes local connections with `reason` through their shards' edges; their clients
-    /// reconnect.
-    pub fn close_locally(&self, conns: impl IntoIterator<Item = ConnId>, reason: &'static str) {
+    /// Tells local connections through their shards' edges that their session must leave
+    /// the peer, for `cause`: each moves to its database's next owner, or closes where it
+    /// cannot (`edge::rehome`).
+    pub fn move_locally(&self, conns: impl IntoIterator<Item = ConnId>, cause: MoveCause) {
         let shards = self.edges.len().max(1);
         let mut groups: Vec<Vec<EdgeItem>> = (0..shards).map(|_| Vec::new()).collect();
         for conn in conns {
-            groups[(conn % shards as u64) as usize].push(EdgeItem::Close {
-                conn,
-                reason: CloseReason::new(CloseCode::Again, reason),
-                shed: false,
-            });
+            groups[(conn % shards as u64) as usize].push(EdgeItem::Moved { conn, cause });
         }
         for (shard, items) in groups.into_iter().enumerate() {
             if items.is_empty() {

@@ -3,8 +3,9 @@
 //! node whose lease ended has its link dropped (the sessions it carried end on both sides,
 //! `node_link.rs`), and one that comes back is dialed again. Then every connection whose
 //! session is on another node while its database is now served elsewhere (its claim went with
-//! a lease, or another node claimed it) is closed, so that its client reconnects and reaches
-//! the new owner; its session on the old owner ends.
+//! a lease, or another node claimed it) is told so: it moves its session to the new owner and
+//! keeps its socket (`edge::rehome`), or, where it cannot, closes, so that its client
+//! reconnects and reaches the new owner; either way its session on the old owner ends.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -15,13 +16,13 @@ use hearth_sync::ConnId;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tracing::{info, warn};
 
-use crate::close::OWNER_MOVED_CLOSE;
-use crate::link::ToOwner;
+use crate::link::MoveCause;
 use crate::peer::links::Links;
 use crate::peer::placement::{NodeRoute, MAX_NODES};
 use crate::peer::Nodes;
 
-/// Connections this process closed because their database's owner changed.
+/// Connections of this process whose database's owner changed (moved, or closed where they
+/// could not move).
 pub static OWNER_MOVED_CLOSES: AtomicU64 = AtomicU64::new(0);
 
 /// Follows `placement`'s views for as long as the link thread runs.
@@ -77,7 +78,8 @@ pub async fn follow(
     }
 }
 
-/// Closes the connections whose session is on a node that no longer serves their database.
+/// Moves (or closes) the connections whose session is on a node that no longer serves their
+/// database.
 fn close_moved(nodes: &Nodes, links: &Links) {
     for ctx in links.contexts() {
         let moved: Vec<ConnId> = {
@@ -100,19 +102,16 @@ fn close_moved(nodes: &Nodes, links: &Links) {
         if moved.is_empty() {
             continue;
         }
-        // The old owner ends their sessions (their onDisconnect queues run there) ...
-        for conn in &moved {
-            nodes.send(ctx.node, ToOwner::Closed { conn: *conn });
-        }
-        // ... and their clients reconnect, to the new owner.
+        // Each moves its session to the new owner, telling the old one to end it without
+        // its onDisconnect queue, or closes, and the old owner ends it as a lost client's.
         let closed = moved.len() as u64;
-        ctx.close_locally(moved, OWNER_MOVED_CLOSE);
+        ctx.move_locally(moved, MoveCause::Moved);
         let total = OWNER_MOVED_CLOSES.fetch_add(closed, Ordering::Relaxed) + closed;
         info!(
             peer = &*ctx.peer,
-            connections_closed = closed,
-            closed_in_all = total,
-            "databases moved away from node: their connections closed to reconnect"
+            connections = closed,
+            in_all = total,
+            "databases moved away from node: their connections follow them or reconnect"
         );
     }
 }

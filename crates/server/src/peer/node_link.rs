@@ -1,8 +1,8 @@
 //! One peer's link, for as long as the node runs: connected (the node whose id sorts first
 //! dials, the other accepts), lost, connected again; with etcd, dropped while the peer is not
 //! a live node and dialed at its new address when it is one again. While it is down, a connection whose
-//! database that peer owns is closed at once, so that its client retries; when it is lost,
-//! the sessions it carried end on both sides (`NodeLink::lost`).
+//! database that peer owns waits for another owner or closes (`edge::rehome`); when it is
+//! lost, the sessions it carried end on both sides (`NodeLink::lost`).
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -15,9 +15,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{info, warn};
 
-use crate::close::OWNER_NODE_LOST_CLOSE;
 use crate::inbox::ShardMessage;
-use crate::link::{Credit, ToEdge, ToOwner, MAX_LINK_BYTES};
+use crate::link::{Credit, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::peer::context::{unreachable_owner, Context, Forward, RestSettings};
 use crate::peer::forward;
 use crate::peer::handshake::{self, HANDSHAKE_TIMEOUT};
@@ -29,7 +28,8 @@ use crate::replica_messages::{LinkState, ReplicaOut};
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// Connections this process closed because the link to their owner node was down or lost.
+/// Connections of this process whose owner node's link was down or lost (moved to another
+/// owner, or closed where they could not move).
 pub static OWNER_LOST_CLOSES: AtomicU64 = AtomicU64::new(0);
 
 pub struct NodeLink {
@@ -228,24 +228,28 @@ impl NodeLink {
         }
     }
 
-    /// A message for the peer while the link is down: a connection that opens is closed at
-    /// once (its client retries); the rest concerns sessions that ended with the link.
+    /// A message for the peer while the link is down: a connection that opens waits for an
+    /// owner it can reach, or closes (its client retries); the rest concerns sessions that
+    /// ended with the link.
     fn refuse(&self, message: ToOwner) {
         match message {
             ToOwner::Open { conn, .. } => {
                 OWNER_LOST_CLOSES.fetch_add(1, Ordering::Relaxed);
-                self.ctx.close_locally([conn], OWNER_NODE_LOST_CLOSE);
+                self.ctx.move_locally([conn], MoveCause::OwnerUnreachable);
             }
             ToOwner::OpenStream { opened, .. } => {
                 let _ = opened.send(Err(unreachable_owner()));
             }
-            ToOwner::Messages { .. } | ToOwner::AuthExpired { .. } | ToOwner::Closed { .. } => {}
+            ToOwner::Messages { .. }
+            | ToOwner::AuthExpired { .. }
+            | ToOwner::Closed { .. }
+            | ToOwner::Moved { .. } => {}
         }
     }
 
     /// The link is lost: every session of the peer's connections here ends (their
-    /// onDisconnect queues run), and every connection here whose session was there is closed
-    /// so that its client reconnects.
+    /// onDisconnect queues run), and every connection here whose session was there moves to
+    /// its database's next owner, or is closed so that its client reconnects.
     fn lost(&self, peer: &str, why: &str) {
         let state = std::mem::take(&mut *self.ctx.state.borrow_mut());
         let ended = state.sessions.len();
@@ -258,7 +262,7 @@ impl NodeLink {
         let closed = state.opened.len();
         OWNER_LOST_CLOSES.fetch_add(closed as u64, Ordering::Relaxed);
         self.ctx
-            .close_locally(state.opened.into_keys(), OWNER_NODE_LOST_CLOSE);
+            .move_locally(state.opened.into_keys(), MoveCause::OwnerLost);
         // Dropping the waiting senders lets those connections read again, to see the close;
         // the REST requests and stream openings still waiting for the peer are answered
         // `503` (`edge::http_forward`).
@@ -268,7 +272,7 @@ impl NodeLink {
             peer,
             reason = why,
             sessions_ended = ended,
-            connections_closed = closed,
+            connections_moving = closed,
             closed_in_all = OWNER_LOST_CLOSES.load(Ordering::Relaxed),
             "node link lost"
         );

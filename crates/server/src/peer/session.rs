@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::close::CloseReason;
 use crate::inbox::ShardMessage;
-use crate::link::{EdgeItem, ToEdge, ToOwner, MAX_LINK_BYTES};
+use crate::link::{EdgeItem, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::namespace::owner_shard;
 use crate::peer::codec::{split_frame, LinkMessage, WireItem, MAX_FRAME_BYTES};
 use crate::peer::context::{unreachable_owner, Context, Forward, RemoteAnswer, Reply};
@@ -222,6 +222,13 @@ fn encode_to_owner(
             state.waiting.remove(&conn);
             LinkMessage::Closed { conn }
         }
+        ToOwner::Moved { conn } => {
+            if state.opened.remove(&conn).is_none() {
+                return;
+            }
+            state.waiting.remove(&conn);
+            LinkMessage::Moved { conn }
+        }
         // Event streams cross with their request's head (`forward`), not parsed.
         ToOwner::OpenStream { opened, .. } => {
             let _ = opened.send(Err(unreachable_owner()));
@@ -303,6 +310,10 @@ fn encode_batch(batch: &ToEdge, out: &mut BytesMut) {
             EdgeItem::AuthExpiry { conn, expires_at } => WireItem::AuthExpiry {
                 conn: wire_conn(*conn),
                 expires_at: *expires_at,
+            },
+            // Only a stopping owner asks a remote edge to move a session.
+            EdgeItem::Moved { conn, .. } => WireItem::Moved {
+                conn: wire_conn(*conn),
             },
         };
         items.push(item);
@@ -410,6 +421,12 @@ async fn on_message(
                 to_owner(shard, ToOwner::Closed { conn });
             }
         }
+        LinkMessage::Moved { conn } => {
+            if let Some(shard) = ctx.state.borrow_mut().sessions.remove(&conn) {
+                let conn = remote_conn(ctx.node, conn);
+                to_owner(shard, ToOwner::Moved { conn });
+            }
+        }
         LinkMessage::Handled { conn } => {
             ctx.state.borrow_mut().waiting.remove(&conn);
         }
@@ -496,6 +513,10 @@ async fn on_batch(ctx: &Context, frames: &[Bytes], items: Vec<WireItem>) {
             }
             WireItem::AuthExpiry { conn, expires_at } => {
                 (conn, EdgeItem::AuthExpiry { conn, expires_at })
+            }
+            WireItem::Moved { conn } => {
+                let cause = MoveCause::OwnerStopping;
+                (conn, EdgeItem::Moved { conn, cause })
             }
         };
         groups[(conn % shards as u64) as usize].push(item);

@@ -221,7 +221,7 @@ async fn run(
                 OwnerSide::Local(session) => expire_auth(shard, session),
                 OwnerSide::Remote(owner) => {
                     edge.set_auth_expiry(None);
-                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id });
+                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id() });
                 }
             },
         }
