@@ -49,13 +49,13 @@ export function assertBinary(bin = hearthBinary()) {
   return bin;
 }
 
-/** Ask the kernel for a free TCP port on 127.0.0.1. */
-export function freePort() {
+/** Ask the kernel for a free TCP port on `host` (127.0.0.1 unless told). */
+export function freePort(host = '127.0.0.1') {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.unref();
     srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.listen(0, host, () => {
       const { port } = srv.address();
       srv.close(() => resolve(port));
     });

@@ -215,3 +215,24 @@ export function rid(n = 8) {
   for (let i = 0; i < n; i++) s += a[Math.floor(Math.random() * a.length)];
   return s;
 }
+
+/**
+ * Resolves once `pred(value)` holds for a value of `r` (15 s at most). The SDK may call back
+ * before onValue returns (a value it already holds), so listening stops once `off` exists.
+ */
+export function valueWhere(r, pred, label) {
+  return withTimeout(
+    new Promise((resolve) => {
+      let done = false;
+      const off = onValue(r, (snap) => {
+        if (!done && pred(snap.val())) {
+          done = true;
+          resolve(snap.val());
+          queueMicrotask(() => off());
+        }
+      });
+    }),
+    15_000,
+    label,
+  );
+}

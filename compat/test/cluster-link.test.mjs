@@ -14,72 +14,17 @@ import path from 'node:path';
 import {
   set, update, push, onValue, onDisconnect, runTransaction, query, orderByKey, limitToLast, get,
 } from 'firebase/database';
-import { createClient, T, uniqueNs } from '../lib/harness.mjs';
+import { createClient, T } from '../lib/harness.mjs';
+import { logShows, nsOwnedBy as nsOwnedByIn } from '../lib/cluster.mjs';
 import { HearthServer, freePort } from '../lib/server.mjs';
 import { RawClient } from '../lib/raw.mjs';
-import { withTimeout } from '../lib/util.mjs';
+import { valueWhere, withTimeout } from '../lib/util.mjs';
 
 const IDS = ['a', 'b'];
 const LINK_HOSTS = { a: '127.0.0.2', b: '127.0.0.3' };
 
-// The placement's rendezvous score (`peer/placement.rs`), to pick a database on each node.
-const MASK = (1n << 64n) - 1n;
-function score(node, ns) {
-  let h = 0xcbf29ce484222325n;
-  for (const byte of [...Buffer.from(node), 0xff, ...Buffer.from(ns)]) {
-    h ^= BigInt(byte);
-    h = (h * 0x100000001b3n) & MASK;
-  }
-  h ^= h >> 33n;
-  h = (h * 0xff51afd7ed558ccdn) & MASK;
-  h ^= h >> 33n;
-  h = (h * 0xc4ceb9fe1a85ec53n) & MASK;
-  return h ^ (h >> 33n);
-}
-function ownerOf(ns) {
-  let best = null;
-  for (const id of [...IDS].sort()) if (best === null || score(id, ns) > score(best, ns)) best = id;
-  return best;
-}
 /** A fresh namespace owned by node `id`. */
-function nsOwnedBy(id, prefix = 'cl') {
-  for (;;) {
-    const ns = uniqueNs(prefix);
-    if (ownerOf(ns) === id) return ns;
-  }
-}
-
-/** Resolves once `pred(value)` holds for a value of `r`. */
-function valueWhere(r, pred, label) {
-  return withTimeout(
-    new Promise((resolve) => {
-      // The SDK may call back before onValue returns (a value it already holds): stop
-      // listening once `off` exists.
-      let done = false;
-      const off = onValue(r, (snap) => {
-        if (!done && pred(snap.val())) {
-          done = true;
-          resolve(snap.val());
-          queueMicrotask(() => off());
-        }
-      });
-    }),
-    15_000,
-    label,
-  );
-}
-
-/**
- * Resolves once the server's log, past its first `from` characters, has a line matching
- * `pattern` (polled: a barrier).
- */
-async function logShows(server, pattern, label, { from = 0, ms = 15_000 } = {}) {
-  const deadline = Date.now() + ms;
-  while (!pattern.test(server.log().slice(from))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${label}\n${server.logTail(20)}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const nsOwnedBy = (id, prefix = 'cl') => nsOwnedByIn(IDS, id, prefix);
 
 describe('two nodes over the node-to-node link', () => {
   const nodes = {};
@@ -225,7 +170,7 @@ describe('two nodes over the node-to-node link', () => {
     const closed = await c.waitClose(15_000);
     assert.equal(closed.code, 1013);
     assert.match(closed.reason, /owns the database is unreachable/);
-    await logShows(nodes.a, /node link lost.*connections_closed=1/, 'the loss logged', { from: fromA });
+    await logShows(nodes.a, /node link lost.*connections_moving=1/, 'the loss logged', { from: fromA });
     const fromB = nodes.b.log().length;
     await nodes.b.start();
     await logShows(nodes.b, /node link up/, 'the link again', { from: fromB });

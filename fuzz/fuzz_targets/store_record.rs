@@ -2,8 +2,9 @@
 //!
 //! * `v` + bytes: the value and write decoders on their own (random bytes would almost never
 //!   get past a record's checksum to reach them).
-//! * otherwise a record; when its first byte is odd the target first writes a correct length,
-//!   zero reserved bytes and the checksum, so that the payload decoder runs.
+//! * otherwise a record (log format 2, whose header carries a fencing epoch); when its first
+//!   byte is odd the target first writes a correct length and the checksum, so that the
+//!   payload decoder runs.
 #![no_main]
 
 use hearth_store::fuzzing::{decode_value, decode_write};
@@ -18,10 +19,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut bytes = data.to_vec();
     if bytes.len() >= RECORD_HEADER_BYTES && bytes[0] & 1 == 1 {
-        // Layout in crates/store/FORMAT.md: crc | length | seq | synced | kind | 7 zero bytes.
+        // Layout in crates/store/FORMAT.md: crc | length | seq | synced | kind | epoch (u56).
         let payload = (bytes.len() - RECORD_HEADER_BYTES) as u32;
         bytes[4..8].copy_from_slice(&payload.to_le_bytes());
-        bytes[25..RECORD_HEADER_BYTES].fill(0);
         let crc = crc32c::crc32c(&bytes[4..]);
         bytes[..4].copy_from_slice(&crc.to_le_bytes());
     }

@@ -76,8 +76,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ClusterCommand {
-    /// The nodes (address, lease, seconds left of it) and each claimed database's owner and
-    /// fencing epoch.
+    /// The nodes (address, lease, seconds left of it) and each claimed database's owner,
+    /// follower and fencing epoch (the replication lag is in each owner's /metrics).
     Status {
         /// The etcd client URL (`http://127.0.0.1:2379`).
         #[arg(long)]
@@ -263,19 +263,25 @@ struct ServeArgs {
     /// Serve WebTransport (HTTP/3, UDP) on this address (`host:port`) for volatile paths over
     /// datagrams (docs/volatile.md). With --tls-cert its certificate is used; without, a
     /// self-signed one valid for 13 days, whose SHA-256 the log shows for browsers to pin.
+    /// SIGHUP renews it (the --tls-cert pair read again, or a new self-signed one).
     #[arg(long, env = "HEARTH_WEBTRANSPORT_LISTEN")]
     webtransport_listen: Option<String>,
     /// Join a cluster coordinated by the etcd at this URL (its client URL, e.g.
     /// `http://127.0.0.1:2379`; etcd 3.4 or later, through its JSON gateway): this node holds
     /// a lease there, and acknowledges writes only to databases it has claimed (docs/cluster.md).
-    /// Without it the server is a single node that owns every database.
+    /// With --cluster-secret-file the nodes link to each other (on their --advertise
+    /// addresses) and a node forwards the WebSocket clients, REST requests and event streams of
+    /// a database another node owns to it; without, each node serves only the databases it owns and refuses writes to the
+    /// others. Without this flag the server is a single node that owns every database.
     #[arg(long, requires_all = ["node_id", "advertise"], conflicts_with = "cluster_peers")]
     cluster_etcd: Option<String>,
     /// This node's id in the cluster (letters, digits, `-`, `_`, `.`; unique among the nodes),
     /// with --cluster-etcd or --cluster-peers.
     #[arg(long, env = "HEARTH_NODE_ID")]
     node_id: Option<String>,
-    /// Where the other nodes of the cluster reach this one (`host:port`).
+    /// Where the other nodes of the cluster reach this one (`host:port`), published in etcd:
+    /// with --cluster-secret-file this node's node-to-node link listens there (a port of its
+    /// own, not --listen's).
     #[arg(long, requires = "cluster_etcd")]
     advertise: Option<String>,
     /// Seconds of the node's etcd lease: a node silent for this long loses its databases to
@@ -287,16 +293,26 @@ struct ServeArgs {
     /// node gets the same list of every node, itself included, as `ID=HOST:PORT,...`, where
     /// HOST:PORT is that node's node-to-node link. A database is owned by the listed node
     /// whose id scores highest for its name (rendezvous hashing); the others forward its
-    /// WebSocket clients there. Needs --node-id and --cluster-secret-file; not with
-    /// --cluster-etcd yet (its placement does not drive forwarding).
+    /// WebSocket clients, REST requests and event streams there. Needs --node-id and --cluster-secret-file; not with
+    /// --cluster-etcd (whose live nodes replace the list).
     #[arg(long, env = "HEARTH_CLUSTER_PEERS", value_delimiter = ',',
           requires_all = ["node_id", "cluster_secret_file"])]
     cluster_peers: Vec<String>,
-    /// A file with the secret every node of the cluster shares (16 to 4096 bytes): a node
-    /// proves it on the link's handshake, so that whoever reaches the link's port cannot act
-    /// as any client. The link is not encrypted: keep it on a private network.
+    /// A file with the secret every node of the cluster shares (16 to 4096 bytes), for the
+    /// node-to-node link of --cluster-peers or --cluster-etcd: a node proves it on the link's
+    /// handshake, so that whoever reaches the link's port cannot act as any client. The link
+    /// is not encrypted: keep it on a private network.
     #[arg(long, env = "HEARTH_CLUSTER_SECRET_FILE")]
     cluster_secret_file: Option<PathBuf>,
+    /// With --cluster-peers or --cluster-etcd: how an owner ships its write-ahead log to each database's
+    /// follower (the runner-up of the placement). sync: with --durability strict a write is
+    /// acknowledged once both nodes have it on disk; a follower that is down or does not
+    /// answer within 2 s is left behind (logged, `hearth_replication_degraded`) and writes are
+    /// acknowledged on the owner's disk alone until it has caught up. async: shipped, but
+    /// acknowledged at the owner's durability. off: nothing is shipped. Without a cluster it
+    /// means nothing.
+    #[arg(long, value_enum, default_value_t = ReplicationArg::Sync, env = "HEARTH_REPLICATION")]
+    replication: ReplicationArg,
 }
 
 /// `--cluster-lease-ttl-secs` when not given: a dead owner's databases are claimed again
@@ -308,6 +324,24 @@ enum DurabilityArg {
     Strict,
     Batch,
     None,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ReplicationArg {
+    Sync,
+    Async,
+    Off,
+}
+
+impl From<ReplicationArg> for hearth_server::replica_messages::ReplicationMode {
+    fn from(arg: ReplicationArg) -> Self {
+        use hearth_server::replica_messages::ReplicationMode;
+        match arg {
+            ReplicationArg::Sync => ReplicationMode::Sync,
+            ReplicationArg::Async => ReplicationMode::Async,
+            ReplicationArg::Off => ReplicationMode::Off,
+        }
+    }
 }
 
 impl From<DurabilityArg> for Durability {
@@ -496,30 +530,52 @@ fn apply_firebase_json(
     Ok(())
 }
 
-/// The static placement and the link's secret, when --cluster-peers is given.
+/// The node-to-node link's settings: with --cluster-peers its static placement, with
+/// --cluster-etcd (`etcd`, already joined) and --cluster-secret-file etcd's; `None` without a
+/// link (a single node, or etcd alone: each node serves only the databases it owns).
 fn cluster_config(
     args: &ServeArgs,
+    secret: Option<Vec<u8>>,
+    etcd: Option<&hearth_cluster::Placement>,
 ) -> anyhow::Result<Option<std::sync::Arc<hearth_server::peer::ClusterConfig>>> {
-    use hearth_server::peer::{placement, ClusterConfig, Placement};
-    if args.cluster_peers.is_empty() {
+    use hearth_server::peer::{placement, ClusterConfig, Membership, Placement};
+    let Some(secret) = secret else {
         return Ok(None);
-    }
-    let mut entries = Vec::with_capacity(args.cluster_peers.len());
-    for entry in &args.cluster_peers {
-        let (id, address) = placement::split_entry(entry.trim())?;
-        let address = first_address("--cluster-peers", Some(address))?
-            .with_context(|| format!("--cluster-peers: `{address}` resolves to nothing"))?;
-        entries.push((id.to_owned(), address));
-    }
-    let me = args
-        .node_id
-        .as_deref()
-        .context("--cluster-peers needs --node-id")?;
-    let placement = Placement::new(entries, me)?;
-    let file = args
-        .cluster_secret_file
-        .as_ref()
-        .context("--cluster-peers needs --cluster-secret-file")?;
+    };
+    let membership = match etcd {
+        Some(etcd) => Membership::Etcd(etcd.clone()),
+        None if args.cluster_peers.is_empty() => return Ok(None),
+        None => {
+            let mut entries = Vec::with_capacity(args.cluster_peers.len());
+            for entry in &args.cluster_peers {
+                let (id, address) = placement::split_entry(entry.trim())?;
+                let address = first_address("--cluster-peers", Some(address))?
+                    .with_context(|| format!("--cluster-peers: `{address}` resolves to nothing"))?;
+                entries.push((id.to_owned(), address));
+            }
+            let me = args
+                .node_id
+                .as_deref()
+                .context("--cluster-peers needs --node-id")?;
+            Membership::Static(Placement::new(entries, me)?)
+        }
+    };
+    Ok(Some(std::sync::Arc::new(ClusterConfig {
+        membership,
+        secret,
+        replication: args.replication.into(),
+    })))
+}
+
+/// The cluster's shared secret, when --cluster-secret-file is given: read before the node
+/// joins etcd, so that a bad file stops it before it holds a lease.
+fn cluster_secret(args: &ServeArgs) -> anyhow::Result<Option<Vec<u8>>> {
+    let Some(file) = &args.cluster_secret_file else {
+        if !args.cluster_peers.is_empty() {
+            anyhow::bail!("--cluster-peers needs --cluster-secret-file");
+        }
+        return Ok(None);
+    };
     let mut secret = std::fs::read(file)
         .with_context(|| format!("reading --cluster-secret-file {}", file.display()))?;
     while secret.last().is_some_and(u8::is_ascii_whitespace) {
@@ -532,10 +588,7 @@ fn cluster_config(
     if !(min..=max).contains(&secret.len()) {
         anyhow::bail!("--cluster-secret-file must hold {min} to {max} bytes");
     }
-    Ok(Some(std::sync::Arc::new(ClusterConfig {
-        placement,
-        secret,
-    })))
+    Ok(Some(secret))
 }
 
 /// The first address of `address`, a `host:port` given to `flag`, if given.
@@ -579,8 +632,17 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let metrics_listen = first_address("--metrics-listen", args.metrics_listen.as_deref())?;
     let webtransport_listen =
         first_address("--webtransport-listen", args.webtransport_listen.as_deref())?;
+    let secret = cluster_secret(&args)?;
     let cluster = start_cluster(&args)?;
-    let peers = cluster_config(&args)?;
+    let peers = match cluster_config(&args, secret, cluster.as_ref()) {
+        Ok(peers) => peers,
+        Err(error) => {
+            if let Some(cluster) = &cluster {
+                cluster.stop();
+            }
+            return Err(error);
+        }
+    };
     let config = ServeConfig {
         cluster: cluster.clone(),
         peers,
@@ -606,7 +668,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.answer_budget_mib.saturating_mul(MIB),
             Duration::from_secs(args.http_write_timeout_secs.max(1)),
         )),
-        tls: tls.clone(),
+        tls,
         metrics: MetricsConfig {
             listen: metrics_listen,
             public: args.metrics_public,
@@ -625,7 +687,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     signals
-        .wait(tls.as_deref())
+        .wait(&server)
         .context("waiting for a shutdown signal")?;
     info!("shutting down");
     server.stop();
@@ -686,36 +748,20 @@ impl Signals {
         })
     }
 
-    /// Blocks until SIGINT or SIGTERM. SIGHUP reads the TLS certificate and key again (new
-    /// connections get them; open ones keep theirs); a pair that cannot be used is logged and
-    /// the one in force stays.
-    fn wait(mut self, tls: Option<&TlsCerts>) -> anyhow::Result<()> {
+    /// Blocks until SIGINT or SIGTERM. SIGHUP renews the certificates
+    /// (`Server::reload_certificates`: the TLS pair read again, for TCP and WebTransport, or a
+    /// new self-signed WebTransport certificate; new connections get it, open ones keep
+    /// theirs); a pair that cannot be used is logged and the one in force stays.
+    fn wait(mut self, server: &Server) -> anyhow::Result<()> {
         self.runtime.block_on(async {
             loop {
                 tokio::select! {
                     result = tokio::signal::ctrl_c() => return result,
                     _ = self.terminate.recv() => return Ok(()),
-                    _ = self.hangup.recv() => reload_tls(tls),
+                    _ = self.hangup.recv() => server.reload_certificates(),
                 }
             }
         })?;
         Ok(())
-    }
-}
-
-fn reload_tls(tls: Option<&TlsCerts>) {
-    let Some(tls) = tls else {
-        info!("SIGHUP: nothing to reload (no --tls-cert)");
-        return;
-    };
-    match tls.reload() {
-        Ok(()) => info!(
-            cert = %tls.cert_file().display(),
-            key = %tls.key_file().display(),
-            "SIGHUP: TLS certificate reloaded; new connections use it"
-        ),
-        Err(error) => {
-            warn!(%error, "SIGHUP: TLS certificate not reloaded; the previous one stays in use")
-        }
     }
 }

@@ -203,79 +203,105 @@ impl Agent {
             }))
     }
 
+    /// Claims those of `namespaces` that placement gives this node and nobody holds, in
+    /// transactions of [`CLAIMS_PER_TXN`], and publishes the view after each, so that the
+    /// first databases take writes while the others are still being claimed.
     fn claim_all(&self, namespaces: &[String]) {
         if let Err(error) = self.refresh() {
             warn!(%error, "reading the cluster from etcd before claiming");
             return;
         }
-        for namespace in namespaces {
-            let view = self.placement.view();
-            if view.claims.contains_key(namespace)
-                || view.placed_on(namespace) != Some(self.config.node_id.as_str())
-            {
-                continue;
-            }
-            match self.claim(namespace) {
-                Ok(Some(epoch)) => info!(
-                    namespace = %namespace,
-                    node = %self.config.node_id,
-                    epoch,
-                    "claimed the database"
-                ),
-                Ok(None) => {
-                    debug!(namespace = %namespace, "another node claimed the database first")
+        let view = self.placement.view();
+        let me = self.config.node_id.as_str();
+        let wanted: Vec<&str> = namespaces
+            .iter()
+            .map(String::as_str)
+            .filter(|namespace| {
+                !view.claims.contains_key(*namespace) && view.placed_on(namespace) == Some(me)
+            })
+            .collect();
+        for chunk in wanted.chunks(CLAIMS_PER_TXN) {
+            match self.claim_together(chunk) {
+                Ok(Some(epochs)) => {
+                    for (namespace, epoch) in chunk.iter().zip(epochs) {
+                        info!(namespace = %namespace, node = %me, epoch, "claimed the database");
+                    }
                 }
-                Err(error) => warn!(namespace = %namespace, %error, "claiming the database"),
+                // Another node claimed one of them first (or its epoch moved): one by one,
+                // so that the others are still claimed.
+                Ok(None) => {
+                    for namespace in chunk {
+                        self.claim_one(namespace);
+                    }
+                }
+                Err(error) => warn!(%error, databases = chunk.len(), "claiming databases"),
             }
-        }
-        if let Err(error) = self.refresh() {
-            warn!(%error, "reading the cluster from etcd after claiming");
+            if let Err(error) = self.refresh() {
+                warn!(%error, "reading the cluster from etcd after claiming");
+            }
         }
     }
 
-    /// One claim: if nobody holds the database (a dead owner's key went with its lease) and
-    /// the epoch history is as read, the owner key under this node's lease and the next
-    /// epoch, together. Returns the epoch, or `None` if another node was faster.
-    fn claim(&self, namespace: &str) -> Result<Option<u64>, EtcdError> {
-        let epoch_key = keys::epoch(namespace);
-        let (previous, revision) = match self.etcd.get(&epoch_key)? {
-            Some(kv) => (
-                std::str::from_utf8(&kv.value)
+    fn claim_one(&self, namespace: &str) {
+        match self.claim_together(&[namespace]) {
+            Ok(Some(epochs)) => info!(
+                namespace = %namespace,
+                node = %self.config.node_id,
+                epoch = epochs.first().copied().unwrap_or_default(),
+                "claimed the database"
+            ),
+            Ok(None) => debug!(namespace = %namespace, "another node claimed the database first"),
+            Err(error) => warn!(namespace = %namespace, %error, "claiming the database"),
+        }
+    }
+
+    /// Claims `namespaces` in one transaction: if nobody holds any of them (a dead owner's
+    /// key went with its lease) and their epoch histories are as read, each owner key under
+    /// this node's lease and each next epoch, all together. Returns the epochs, or `None` if
+    /// another node was faster for one of them.
+    fn claim_together(&self, namespaces: &[&str]) -> Result<Option<Vec<u64>>, EtcdError> {
+        let epoch_keys: Vec<String> = namespaces.iter().map(|ns| keys::epoch(ns)).collect();
+        let previous = self.etcd.get_many(&epoch_keys)?;
+        let mut compares = Vec::with_capacity(2 * namespaces.len());
+        let mut puts = Vec::with_capacity(2 * namespaces.len());
+        let mut epochs = Vec::with_capacity(namespaces.len());
+        for ((namespace, epoch_key), kv) in namespaces.iter().zip(epoch_keys).zip(previous) {
+            let (last, revision) = kv.map_or((0, 0), |kv| {
+                let last = std::str::from_utf8(&kv.value)
                     .ok()
                     .and_then(|text| text.parse::<u64>().ok())
-                    .unwrap_or(0),
-                kv.mod_revision,
-            ),
-            None => (0, 0),
-        };
-        let epoch = previous + 1;
-        let value = ClaimValue {
-            node: self.config.node_id.clone(),
-            advertise: self.config.advertise,
-            epoch,
-        };
-        let owner_key = keys::owner(namespace);
-        let done = self.etcd.txn(
-            &[
-                Compare::Absent(owner_key.clone()),
-                Compare::ModRevision(epoch_key.clone(), revision),
-            ],
-            &[
-                Put {
-                    key: owner_key,
-                    value: serde_json::to_vec(&value).unwrap_or_default(),
-                    lease: self.lease.id,
-                },
-                Put {
-                    key: epoch_key,
-                    value: epoch.to_string().into_bytes(),
-                    lease: 0,
-                },
-            ],
-        )?;
-        Ok(done.then_some(epoch))
+                    .unwrap_or(0);
+                (last, kv.mod_revision)
+            });
+            let epoch = last + 1;
+            let value = ClaimValue {
+                node: self.config.node_id.clone(),
+                advertise: self.config.advertise,
+                epoch,
+            };
+            let owner_key = keys::owner(namespace);
+            compares.push(Compare::Absent(owner_key.clone()));
+            compares.push(Compare::ModRevision(epoch_key.clone(), revision));
+            puts.push(Put {
+                key: owner_key,
+                value: serde_json::to_vec(&value).unwrap_or_default(),
+                lease: self.lease.id,
+            });
+            puts.push(Put {
+                key: epoch_key,
+                value: epoch.to_string().into_bytes(),
+                lease: 0,
+            });
+            epochs.push(epoch);
+        }
+        let done = self.etcd.txn(&compares, &puts)?;
+        Ok(done.then_some(epochs))
     }
 }
+
+/// Databases claimed in one etcd transaction: two comparisons and two puts each, within the
+/// 128 operations per transaction etcd allows by default (`--max-txn-ops`).
+const CLAIMS_PER_TXN: usize = 64;
 
 fn grant_and_register(
     etcd: &Etcd,

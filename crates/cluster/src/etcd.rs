@@ -159,6 +159,31 @@ impl Etcd {
             .next())
     }
 
+    /// The keys `keys` in one read (a transaction of ranges: at most etcd's `--max-txn-ops`,
+    /// 128 by default), each `None` when it does not exist.
+    pub fn get_many(&self, keys: &[String]) -> Result<Vec<Option<KeyValue>>> {
+        let success: Vec<Value> = keys
+            .iter()
+            .map(|key| json!({ "request_range": { "key": b64(key.as_bytes()) } }))
+            .collect();
+        let answer = self.call("/v3/kv/txn", &json!({ "success": success }))?;
+        let responses = answer
+            .get("responses")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if responses.len() != keys.len() {
+            return Err(self.answer_error("a transaction of ranges answered another count"));
+        }
+        responses
+            .iter()
+            .map(|response| {
+                let range = response.get("response_range").cloned().unwrap_or_default();
+                Ok(self.kvs(range)?.into_iter().next())
+            })
+            .collect()
+    }
+
     /// Runs the puts if every comparison holds; returns whether they ran.
     pub fn txn(&self, compares: &[Compare], puts: &[Put]) -> Result<bool> {
         let compare: Vec<Value> = compares

@@ -110,6 +110,22 @@ impl View {
     pub fn placed_on(&self, namespace: &str) -> Option<&str> {
         rendezvous::place(self.nodes.keys().map(|id| &**id), namespace)
     }
+
+    /// The live node that follows `namespace` (keeps a copy of its log): of the live nodes
+    /// other than its owner (its claim's node, else the one it is placed on), the one
+    /// rendezvous hashing places it on; the same runner-up on every node.
+    pub fn follower_of(&self, namespace: &str) -> Option<&str> {
+        let owner = match self.claims.get(namespace) {
+            Some(claim) => Some(&*claim.node_id),
+            None => self.placed_on(namespace),
+        };
+        let others = self
+            .nodes
+            .keys()
+            .map(|id| &**id)
+            .filter(|id| Some(*id) != owner);
+        rendezvous::place(others, namespace)
+    }
 }
 
 /// What the shards ask of the agent thread.
@@ -292,6 +308,37 @@ impl Placement {
                 None => Some("writes are refused: no cluster node is known alive".to_owned()),
             },
         }
+    }
+
+    /// True while a write to `namespace` here waits only for this node's claim: nobody holds
+    /// the database, placement gives it to this node, and this node's lease is valid. A
+    /// request then waits for the claim ([`Placement::claim_settled`]) rather than being
+    /// refused, so that the first write to a new database succeeds.
+    pub fn claim_pending(&self, namespace: &str) -> bool {
+        let view = self.shared.view.load();
+        let me = &*self.shared.node_id;
+        !view.claims.contains_key(namespace)
+            && view.placed_on(namespace) == Some(me)
+            && view
+                .lease
+                .as_ref()
+                .is_some_and(|lease| lease.valid(Instant::now(), self.write_window()))
+    }
+
+    /// Asks for the claim on `namespace` and waits until it is no longer pending (this node
+    /// or another holds it, or placement moved it) or `limit` passes; the caller then checks
+    /// the claim as for any request.
+    pub async fn claim_settled(&self, namespace: &str, limit: Duration) {
+        let mut changes = self.changes();
+        let wait = async {
+            while self.claim_pending(namespace) {
+                self.ask_claim(namespace);
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(limit, wait).await;
     }
 
     /// Asks the agent to claim `namespace` (it checks again that placement says so).

@@ -28,6 +28,10 @@ pub struct DatabaseStatus {
     pub owner: Option<String>,
     /// The current claim's epoch, or the last one granted when unclaimed.
     pub epoch: u64,
+    /// The live node its owner ships its log to (with the node-to-node link): of the live
+    /// nodes other than the owner, the one rendezvous hashing places it on. `None` when
+    /// unclaimed or when the owner is alone.
+    pub follower: Option<String>,
 }
 
 /// Reads the nodes, their leases and every database's claim and epoch.
@@ -50,6 +54,7 @@ pub fn read(etcd: &Etcd) -> Result<Status, EtcdError> {
         .map(|kv| DatabaseStatus {
             namespace: kv.key[keys::EPOCHS.len()..].to_owned(),
             owner: None,
+            follower: None,
             epoch: std::str::from_utf8(&kv.value)
                 .ok()
                 .and_then(|text| text.parse().ok())
@@ -70,8 +75,19 @@ pub fn read(etcd: &Etcd) -> Result<Status, EtcdError> {
                 namespace: namespace.to_owned(),
                 owner: Some(claim.node),
                 epoch: claim.epoch,
+                follower: None,
             }),
         }
+    }
+    for db in &mut databases {
+        let Some(owner) = db.owner.as_deref() else {
+            continue;
+        };
+        let others = nodes
+            .iter()
+            .map(|node| node.id.as_str())
+            .filter(|id| *id != owner);
+        db.follower = crate::rendezvous::place(others, &db.namespace).map(str::to_owned);
     }
     Ok(Status { nodes, databases })
 }
@@ -87,11 +103,25 @@ impl std::fmt::Display for Status {
             )?;
         }
         writeln!(f)?;
-        writeln!(f, "{:<32} {:<16} EPOCH", "DATABASE", "OWNER")?;
+        writeln!(
+            f,
+            "{:<32} {:<16} {:<16} EPOCH",
+            "DATABASE", "OWNER", "FOLLOWER"
+        )?;
         for db in &self.databases {
             let owner = db.owner.as_deref().unwrap_or("(unclaimed)");
-            writeln!(f, "{:<32} {:<16} {}", db.namespace, owner, db.epoch)?;
+            let follower = db.follower.as_deref().unwrap_or("-");
+            writeln!(
+                f,
+                "{:<32} {:<16} {:<16} {}",
+                db.namespace, owner, follower, db.epoch
+            )?;
         }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "Replication lag: each owner's /metrics (hearth_replication_lag_records and _bytes, by follower)."
+        )?;
         Ok(())
     }
 }

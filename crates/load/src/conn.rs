@@ -34,7 +34,8 @@ const READ_BUFFER_BYTES: usize = 8 * 1024;
 #[derive(Default)]
 pub struct Requests {
     next_id: u64,
-    in_flight: HashMap<u64, (Instant, &'static str)>,
+    /// By request id: when it was sent, its kind and, for a write, its send stamp.
+    in_flight: HashMap<u64, (Instant, &'static str, Option<u64>)>,
     /// Data pushed before the listens are confirmed is the initial state, old writes
     /// included: not events to time.
     listens_pending: usize,
@@ -45,7 +46,12 @@ impl Requests {
     pub fn text(&mut self, action: &str, body: serde_json::Value, kind: &'static str) -> String {
         self.next_id += 1;
         if self.in_flight.len() < MAX_IN_FLIGHT {
-            self.in_flight.insert(self.next_id, (Instant::now(), kind));
+            let stamp = body
+                .get("d")
+                .and_then(|data| data.get("t"))
+                .and_then(serde_json::Value::as_u64);
+            self.in_flight
+                .insert(self.next_id, (Instant::now(), kind, stamp));
         }
         if kind == "listen" {
             self.listens_pending += 1;
@@ -88,10 +94,13 @@ pub fn on_incoming(
     match incoming {
         Incoming::Reply { id, ok, detail } => {
             match requests.in_flight.remove(&id) {
-                Some((sent, "write")) => {
+                Some((sent, "write", stamp)) => {
                     metrics.ack("write", sent.elapsed().as_micros() as u64);
+                    if let Some(stamp) = stamp.filter(|_| ok) {
+                        metrics.acked_stamp(stamp);
+                    }
                 }
-                Some((_, "listen")) => {
+                Some((_, "listen", _)) => {
                     requests.listens_pending = requests.listens_pending.saturating_sub(1);
                 }
                 _ => {}
@@ -110,6 +119,7 @@ pub fn on_incoming(
             let now = wire::now_us();
             for t in stamps.into_iter().filter(|t| seen.first(*t)) {
                 metrics.event(plan.group, now.saturating_sub(t));
+                metrics.received_stamp(t);
             }
         }
         Incoming::Handshake | Incoming::Other => {}
@@ -138,7 +148,8 @@ pub struct Context<'a> {
     pub stopping: &'a Cell<bool>,
 }
 
-/// One connection, from connect to close. `Ok` when the server closed it or the run ended.
+/// One connection, from connect to close. `Ok` when the run ended; an error says how the
+/// server ended it otherwise.
 pub async fn session(
     context: &Context<'_>,
     address: &str,
@@ -196,8 +207,21 @@ pub async fn session(
                     sink.flush().await?;
                 }
                 message = stream.next() => {
-                    let Some(message) = message else { return Ok(()) };
-                    let Message::Text(text) = message? else { continue };
+                    // How the server ended a session is sampled (`Metrics::session_failed`):
+                    // a close frame's code and reason, or a bare end of the stream.
+                    let Some(message) = message else {
+                        anyhow::bail!("the connection ended without a close frame");
+                    };
+                    let text = match message? {
+                        Message::Text(text) => text,
+                        Message::Close(frame) => {
+                            let (code, reason) = frame.map_or((0, String::new()), |frame| {
+                                (u16::from(frame.code), frame.reason.to_string())
+                            });
+                            anyhow::bail!("closed by the server: {code} {reason}");
+                        }
+                        _ => continue,
+                    };
                     let Some(text) = assembler.push(text.as_str()) else { continue };
                     on_incoming(context, &mut requests, seen, incoming::parse(&text));
                 }

@@ -18,6 +18,7 @@
 
 mod compare;
 mod conn;
+mod delivery;
 mod feed;
 mod incoming;
 mod metrics;
@@ -56,7 +57,8 @@ struct Args {
     /// The server, as ws://HOST:PORT (REST scenarios use http on the same address),
     /// redis://HOST:PORT for the pub/sub baseline of the chat scenario, or https://HOST:PORT
     /// for Hearth's WebTransport endpoint (`serve --webtransport-listen`; needs
-    /// `--cert-sha256`).
+    /// `--cert-sha256`). Several URLs of one scheme, comma-separated, spread the connections
+    /// over them (connection i to the (i mod n)-th: several load balancers of one cluster).
     #[arg(long, default_value = "ws://127.0.0.1:9000")]
     url: String,
     /// Overrides the scenario's connection count.
@@ -126,6 +128,11 @@ fn main() -> anyhow::Result<()> {
     if let Some(ns) = &args.ns {
         scenario.ns = ns.clone();
     }
+    let processes = match &args.worker {
+        Some(worker) => parse_share(worker)?.count,
+        None => args.processes,
+    };
+    scenario.check_connections(processes)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -300,6 +307,7 @@ async fn coordinate(
     merged.server = sampler.finish();
     merged.interrupted |= interrupted;
     merged.scenario.connections = scenario.connections;
+    merged.delivery = std::mem::take(&mut merged.raw_ledger).check(&merged.scenario);
     Ok(merged)
 }
 
@@ -311,7 +319,8 @@ async fn run(
     share: Option<workers::Share>,
 ) -> anyhow::Result<report::Report> {
     let (url, server_pid) = (target.url.as_str(), target.server_pid);
-    let address = &wire::address(url)?;
+    let addresses = wire::addresses(url)?;
+    let address = &addresses[0];
     let protocol = if url.starts_with("redis://") {
         anyhow::ensure!(
             scenario.kind == Kind::Chat,
@@ -361,10 +370,11 @@ async fn run(
                     expected_open += 1;
                 }
                 let delayed = plan.start_after;
+                let to = addresses[plan.index % addresses.len()].clone();
                 user::spawn(
                     plan,
                     protocol,
-                    address.to_owned(),
+                    to,
                     source,
                     metrics.clone(),
                     stopping.clone(),
@@ -396,6 +406,12 @@ async fn run(
         if measuring_since.is_none() && elapsed >= warmup && ready {
             measuring_since = Some(elapsed);
             metrics.start_measuring();
+            // The delivery check covers the writes sent from now until a grace before the
+            // end, so that their events have time to arrive.
+            let now = wire::now_us();
+            let measured_us = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+            let grace = delivery::GRACE_US.min(measured_us / 2);
+            metrics.set_delivery_window(now, now + measured_us - grace);
             sampler.start();
         }
         if let Some(&phase) = phases.first() {

@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
+use crate::delivery::Ledger;
+
 /// Latencies above this (µs) are recorded as this: a minute is "lost", not a number.
 const MAX_LATENCY_US: u64 = 60_000_000;
 
@@ -42,6 +44,8 @@ pub struct Counters {
     pub error_samples: Vec<String>,
     pub reconnects: u64,
     pub connect_failures: u64,
+    /// How the first few failed sessions ended (distinct messages), to tell who ended them.
+    pub failure_samples: Vec<String>,
     /// Writes that were due while the connection was down or far behind its timetable.
     pub writes_missed: u64,
     pub events: u64,
@@ -93,6 +97,8 @@ pub struct Metrics {
     /// Counted from the start, for the progress line.
     pub events_seen: Cell<u64>,
     pub open: Cell<usize>,
+    /// Writes acknowledged and events received by send stamp, for the delivery check.
+    pub ledger: RefCell<Ledger>,
 }
 
 impl Metrics {
@@ -108,6 +114,7 @@ impl Metrics {
             counters: RefCell::new(Counters::default()),
             events_seen: Cell::new(0),
             open: Cell::new(0),
+            ledger: RefCell::new(Ledger::default()),
         }
     }
 
@@ -121,6 +128,34 @@ impl Metrics {
 
     pub fn start_measuring(&self) {
         self.measure_start.set(Some(Instant::now()));
+    }
+
+    /// The send stamps the delivery check covers (see [`Ledger::window`]).
+    pub fn set_delivery_window(&self, start_us: u64, end_us: u64) {
+        self.ledger.borrow_mut().window = Some((start_us, end_us));
+    }
+
+    /// Whether a write or event with send stamp `stamp` belongs in the ledger: sent once the
+    /// window opened (it may be received after the measured time).
+    fn in_ledger(&self, stamp: u64) -> bool {
+        self.ledger
+            .borrow()
+            .window
+            .is_some_and(|(start, _)| stamp >= start)
+    }
+
+    /// A write with send stamp `stamp` was acknowledged.
+    pub fn acked_stamp(&self, stamp: u64) {
+        if self.in_ledger(stamp) {
+            self.ledger.borrow_mut().ack(stamp);
+        }
+    }
+
+    /// An event of the write with send stamp `stamp` arrived.
+    pub fn received_stamp(&self, stamp: u64) {
+        if self.in_ledger(stamp) {
+            self.ledger.borrow_mut().receive(stamp);
+        }
     }
 
     /// Adds `latency_us` to the current second of `name` in `series`.
@@ -185,6 +220,25 @@ impl Metrics {
         }
     }
 
+    /// A session that failed (to connect, or later): counted while measuring, and its error
+    /// kept as a sample when it is new, during the warm-up too (where a run that keeps
+    /// reconnecting shows it first).
+    pub fn session_failed(&self, error: &anyhow::Error) {
+        let mut counters = self.counters.borrow_mut();
+        if self.is_measuring() {
+            counters.connect_failures += 1;
+        }
+        let text: String = format!("{error:#}")
+            .chars()
+            .take(ERROR_SAMPLE_CHARS)
+            .collect();
+        if counters.failure_samples.len() < ERROR_SAMPLES
+            && !counters.failure_samples.contains(&text)
+        {
+            counters.failure_samples.push(text);
+        }
+    }
+
     pub fn count(&self, update: impl FnOnce(&mut Counters)) {
         if self.is_measuring() {
             update(&mut self.counters.borrow_mut());
@@ -230,6 +284,21 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_sessions_are_counted_with_each_distinct_ending_once() {
+        let metrics = Metrics::new();
+        metrics.start_measuring();
+        metrics.session_failed(&anyhow::anyhow!("connection reset"));
+        metrics.session_failed(&anyhow::anyhow!("connection reset"));
+        metrics.session_failed(&anyhow::anyhow!("deadline has elapsed"));
+        let counters = metrics.counters.borrow();
+        assert_eq!(counters.connect_failures, 3);
+        assert_eq!(
+            counters.failure_samples,
+            ["connection reset", "deadline has elapsed"]
+        );
+    }
 
     #[test]
     fn nothing_counts_before_the_warm_up_ends() {

@@ -102,7 +102,19 @@ pub fn plans(scenario: &Scenario) -> Vec<Plan> {
             Kind::Feed => None,
         })
         .chain(hot(scenario))
+        .map(|mut plan| {
+            plan.start_after += ramp_delay(scenario, plan.index);
+            plan
+        })
         .collect()
+}
+
+/// When connection `index` opens in the scenario's ramp (`connect_per_sec`): index / rate.
+fn ramp_delay(scenario: &Scenario, index: usize) -> Duration {
+    match scenario.connect_per_sec {
+        0 => Duration::ZERO,
+        rate => Duration::from_secs_f64(index as f64 / rate as f64),
+    }
 }
 
 fn plain(path: String) -> Listen {
@@ -115,7 +127,7 @@ fn chat(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
     let messages = format!("/chat/rooms/r{room:05}/messages");
     Plan {
         index,
-        ns: scenario.ns.clone(),
+        ns: chat_database(scenario, room),
         group: "all",
         listens: vec![Listen {
             path: messages.clone(),
@@ -132,6 +144,15 @@ fn chat(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
         }],
         presence: Some(format!("/chat/presence/r{room:05}/{uid}")),
         start_after: Duration::ZERO,
+    }
+}
+
+/// The database of chat room `room`: the scenario's own, or one of `databases` numbered ones.
+pub fn chat_database(scenario: &Scenario, room: usize) -> String {
+    if scenario.databases <= 1 {
+        scenario.ns.clone()
+    } else {
+        format!("{}-{:04}", scenario.ns, room % scenario.databases)
     }
 }
 
@@ -279,6 +300,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_ramp_opens_connections_at_its_rate() {
+        let mut scenario = Scenario {
+            connections: 40,
+            connect_per_sec: 20,
+            ..Scenario::default()
+        };
+        let starts: Vec<Duration> = plans(&scenario).iter().map(|p| p.start_after).collect();
+        assert_eq!(starts[0], Duration::ZERO);
+        assert_eq!(starts[20], Duration::from_secs(1));
+        assert_eq!(starts[39], Duration::from_millis(1950));
+        scenario.connect_per_sec = 0;
+        assert!(plans(&scenario).iter().all(|p| p.start_after.is_zero()));
+    }
+
+    #[test]
     fn chat_message_keys_sort_by_time_whoever_writes() {
         let key = |uid: &str, n: u64, t: u64| {
             let write = Write::Message {
@@ -307,6 +343,24 @@ mod tests {
         assert_eq!(plans[19].listens[0].path, "/chat/rooms/r00000/messages");
         assert_eq!(plans[20].listens[0].path, "/chat/rooms/r00001/messages");
         assert!(plans.iter().all(|plan| plan.presence.is_some()));
+        assert!(plans.iter().all(|plan| plan.ns == "load"));
+    }
+
+    #[test]
+    fn chat_rooms_spread_over_databases_whole() {
+        let scenario = Scenario {
+            ns: "chat".to_owned(),
+            connections: 100,
+            room_size: 20,
+            databases: 3,
+            ..Scenario::default()
+        };
+        let plans = plans(&scenario);
+        // A room stays in one database; rooms 0 and 3 share one.
+        assert!(plans[..20].iter().all(|plan| plan.ns == "chat-0000"));
+        assert!(plans[20..40].iter().all(|plan| plan.ns == "chat-0001"));
+        assert_eq!(plans[60].ns, "chat-0000");
+        assert_eq!(plans[99].ns, "chat-0001");
     }
 
     #[test]

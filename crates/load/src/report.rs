@@ -9,6 +9,7 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::delivery::{Delivery, Ledger};
 use crate::metrics::{ack_series, event_series, Metrics, QuicUse};
 use crate::procstat::ServerUse;
 use crate::scenario::Scenario;
@@ -130,6 +131,9 @@ pub struct Report {
     pub error_samples: Vec<String>,
     pub reconnects: u64,
     pub connect_failures: u64,
+    /// How some failed sessions ended (`Counters::failure_samples`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failure_samples: Vec<String>,
     pub writes_missed: u64,
     pub server: Option<ServerUse>,
     /// The tester's QUIC traffic (WebTransport targets), over whole sessions.
@@ -149,6 +153,12 @@ pub struct Report {
     pub raw_events: Vec<((String, usize), String)>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub raw_acks: Vec<(String, String)>,
+    /// Whether every acknowledged write reached every member of its room (chat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<Delivery>,
+    /// A worker's delivery ledger, for the coordinator to merge.
+    #[serde(default, skip_serializing_if = "Ledger::is_empty")]
+    pub raw_ledger: Ledger,
 }
 
 impl Report {
@@ -182,6 +192,13 @@ impl Report {
             Vec::new()
         };
         let series = metrics.series_histograms();
+        let ledger = metrics.ledger.borrow();
+        let (delivery, raw_ledger) = if raw {
+            (None, ledger.clone())
+        } else {
+            (ledger.check(scenario), Ledger::default())
+        };
+        drop(ledger);
         let raw_series = if raw {
             series
                 .iter()
@@ -201,6 +218,8 @@ impl Report {
             raw_series,
             raw_events,
             raw_acks,
+            delivery,
+            raw_ledger,
             scenario: scenario.clone(),
             address: address.to_owned(),
             measured_secs: seconds,
@@ -212,6 +231,7 @@ impl Report {
             error_samples: counters.error_samples.clone(),
             reconnects: counters.reconnects,
             connect_failures: counters.connect_failures,
+            failure_samples: counters.failure_samples.clone(),
             writes_missed: counters.writes_missed,
             server,
             quic: (counters.quic != QuicUse::default()).then_some(counters.quic),
@@ -239,6 +259,7 @@ impl Report {
             error_samples: Vec::new(),
             reconnects: 0,
             connect_failures: 0,
+            failure_samples: Vec::new(),
             writes_missed: 0,
             server: None,
             quic: None,
@@ -247,6 +268,8 @@ impl Report {
             raw_series: Vec::new(),
             raw_events: Vec::new(),
             raw_acks: Vec::new(),
+            delivery: None,
+            raw_ledger: Ledger::default(),
         }
     }
 
@@ -367,6 +390,24 @@ pub fn print(report: &Report) {
     for sample in &report.error_samples {
         println!("  error: {sample}");
     }
+    for sample in &report.failure_samples {
+        println!("  a failed session: {sample}");
+    }
+    if let Some(delivery) = report.delivery.as_ref().filter(|d| d.writes > 0) {
+        println!(
+            "delivery: {} acknowledged writes checked, each due at its room's {} members: \
+             {} reached fewer, {} more{}",
+            delivery.writes,
+            delivery.per_write,
+            delivery.short,
+            delivery.extra,
+            if delivery.samples.is_empty() {
+                String::new()
+            } else {
+                format!(" (send stamp, events, due: {:?})", delivery.samples)
+            }
+        );
+    }
     if let Some(quic) = &report.quic {
         let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
         println!(
@@ -403,5 +444,18 @@ pub fn check(report: &Report) -> anyhow::Result<()> {
         report.errors,
         report.error_samples
     );
+    // A reconnecting member misses what was sent while it was away: no delivery check then.
+    if let Some(delivery) = report.delivery.as_ref().filter(|_| report.reconnects == 0) {
+        anyhow::ensure!(
+            delivery.short == 0 && delivery.extra == 0,
+            "{} of {} acknowledged writes reached fewer than their room's {} members and {} more, \
+             for example (send stamp, events, due) {:?}",
+            delivery.short,
+            delivery.writes,
+            delivery.per_write,
+            delivery.extra,
+            delivery.samples
+        );
+    }
     Ok(())
 }

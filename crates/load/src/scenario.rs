@@ -29,8 +29,11 @@ pub enum Kind {
     Cursors,
 }
 
-/// The most connections one process opens: the file-descriptor limit here is 20,000.
+/// The most connections one process opens: the file-descriptor limit here is 20,000. A run
+/// over several tester processes (`--processes`) may open this many in each.
 pub const MAX_CONNECTIONS: usize = 19_000;
+/// The most databases a scenario spreads its rooms over (their names have four digits).
+pub const MAX_DATABASES: usize = 10_000;
 
 /// A scenario, as read from its file; every field but `kind` has a default.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,6 +42,9 @@ pub struct Scenario {
     pub kind: Kind,
     /// Namespace (database) name, or prefix where the scenario uses several.
     pub ns: String,
+    /// Chat: the databases the rooms are spread over (room `r` in `{ns}-{r % databases}`,
+    /// numbered from 0000); 1 puts every room in `ns` itself.
+    pub databases: usize,
     pub connections: usize,
     pub warmup_secs: u64,
     pub duration_secs: u64,
@@ -63,6 +69,11 @@ pub struct Scenario {
     pub write_every: u64,
     /// Cursors: write under the volatile paths (`/cursors/volatile`) or durable ones.
     pub volatile_paths: bool,
+    /// Connections opened per second, over all tester processes, the first at once; 0 opens
+    /// them all at once. A ramp keeps tens of thousands of simultaneous handshakes from
+    /// overflowing a load balancer's and the servers' accept queues (they then drop the
+    /// connections and every client starts with a reconnect).
+    pub connect_per_sec: u64,
 }
 
 impl Default for Scenario {
@@ -70,6 +81,7 @@ impl Default for Scenario {
         Scenario {
             kind: Kind::Chat,
             ns: "load".to_owned(),
+            databases: 1,
             connections: 200,
             warmup_secs: 2,
             duration_secs: 10,
@@ -85,6 +97,7 @@ impl Default for Scenario {
             page_items: 20,
             write_every: 10,
             volatile_paths: true,
+            connect_per_sec: 0,
         }
     }
 }
@@ -99,12 +112,25 @@ impl Scenario {
         Ok(scenario)
     }
 
-    fn check(&self) -> anyhow::Result<()> {
+    /// Whether `processes` tester processes can hold the scenario's connections (checked
+    /// once `--connections` and `--processes` are known).
+    pub fn check_connections(&self, processes: usize) -> anyhow::Result<()> {
+        let most = MAX_CONNECTIONS * processes.max(1);
         anyhow::ensure!(
-            (1..=MAX_CONNECTIONS).contains(&self.connections),
-            "connections must be 1 to {MAX_CONNECTIONS}"
+            (1..=most).contains(&self.connections),
+            "connections must be 1 to {most} ({MAX_CONNECTIONS} per tester process, {} processes)",
+            processes.max(1)
         );
+        Ok(())
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.connections >= 1, "connections must be at least 1");
         anyhow::ensure!(self.room_size >= 1, "room_size must be at least 1");
+        anyhow::ensure!(
+            (1..=MAX_DATABASES).contains(&self.databases),
+            "databases must be 1 to {MAX_DATABASES}"
+        );
         anyhow::ensure!(
             self.write_interval_ms >= 1,
             "write_interval_ms must be at least 1"
@@ -151,6 +177,18 @@ mod tests {
             seen += 1;
         }
         assert_eq!(seen, 8);
+        Ok(())
+    }
+
+    #[test]
+    fn each_tester_process_holds_at_most_its_share_of_connections() -> anyhow::Result<()> {
+        let mut scenario: Scenario = serde_json::from_str(r#"{"kind": "chat"}"#)?;
+        scenario.connections = 75_000;
+        assert!(scenario.check_connections(1).is_err());
+        assert!(scenario.check_connections(3).is_err());
+        scenario.check_connections(4)?;
+        scenario.connections = 0;
+        assert!(scenario.check_connections(4).is_err());
         Ok(())
     }
 }

@@ -89,7 +89,7 @@ pub fn spawn(
             }
             match outcome {
                 Ok(()) => backoff = BACKOFF_MIN,
-                Err(_) => metrics.count(|c| c.connect_failures += 1),
+                Err(error) => metrics.session_failed(&error),
             }
             sessions += 1;
             if sessions > 0 {

@@ -9,6 +9,22 @@ use serde_json::{json, Value};
 /// The most frames one split message may announce; more is a broken server.
 const MAX_FRAMES: usize = 100_000;
 
+/// The `host:port` of each of a comma-separated list of URLs of one scheme (connection `i`
+/// goes to the `i % n`-th: several load balancers in front of one cluster).
+pub fn addresses(urls: &str) -> anyhow::Result<Vec<String>> {
+    let scheme = |url: &str| url.split_once("://").map(|(scheme, _)| scheme.to_owned());
+    let first = scheme(urls);
+    urls.split(',')
+        .map(|url| {
+            anyhow::ensure!(
+                scheme(url) == first,
+                "the URLs of one --url must share a scheme; got {urls:?}"
+            );
+            address(url)
+        })
+        .collect()
+}
+
 /// `host:port` from `ws://host:port` (or `http://…`, `https://…`, `redis://…`, or bare).
 pub fn address(url: &str) -> anyhow::Result<String> {
     let rest = url
@@ -66,6 +82,17 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_urls_of_one_scheme() -> anyhow::Result<()> {
+        assert_eq!(addresses("ws://127.0.0.1:9000")?, ["127.0.0.1:9000"]);
+        assert_eq!(
+            addresses("ws://127.0.1.1:80,ws://127.0.1.2:80")?,
+            ["127.0.1.1:80", "127.0.1.2:80"]
+        );
+        assert!(addresses("ws://127.0.0.1:1,https://127.0.0.1:2").is_err());
+        Ok(())
+    }
 
     #[test]
     fn split_messages_are_joined() {

@@ -104,6 +104,11 @@ pub fn merge(reports: Vec<Report>) -> anyhow::Result<Report> {
         merged.errors += report.errors;
         merged.reconnects += report.reconnects;
         merged.connect_failures += report.connect_failures;
+        for sample in &report.failure_samples {
+            if merged.failure_samples.len() < 8 && !merged.failure_samples.contains(sample) {
+                merged.failure_samples.push(sample.clone());
+            }
+        }
         merged.writes_missed += report.writes_missed;
         if let Some(quic) = &report.quic {
             merged.quic.get_or_insert_with(Default::default).add(quic);
@@ -114,6 +119,12 @@ pub fn merge(reports: Vec<Report>) -> anyhow::Result<Report> {
             .extend(report.error_samples.iter().take(2).cloned());
         merged.scenario.connections += report.scenario.connections;
     }
+    merged.raw_ledger = crate::delivery::Ledger::merge(
+        &reports
+            .iter()
+            .map(|report| report.raw_ledger.clone())
+            .collect::<Vec<_>>(),
+    );
     merged.measured_secs = seconds;
     merged.set_histograms(&events, &acks, &series, seconds);
     Ok(merged)

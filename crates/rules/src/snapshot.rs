@@ -8,9 +8,7 @@
 
 use std::sync::Arc;
 
-use hearth_tree::{Key, Leaf, Node, Priority};
-
-use crate::value::{Text, Value};
+use hearth_tree::{Key, Leaf, Node};
 
 /// Which tree a snapshot reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,26 +139,6 @@ impl Snap {
         }
     }
 
-    /// `val()`: the primitive, null for no data, a placeholder for an object.
-    pub fn val(&self) -> Value<'static> {
-        match self.node.leaf_value() {
-            Some(Leaf::Bool(b)) => Value::Bool(*b),
-            Some(Leaf::Number(n)) => Value::Num(*n),
-            Some(Leaf::String(s)) => Value::Str(Text::Shared(s.clone())),
-            None if self.node.is_empty() => Value::Null,
-            None => Value::Placeholder,
-        }
-    }
-
-    /// `getPriority()`: the priority, or null.
-    pub fn priority(&self) -> Value<'static> {
-        match self.node.priority() {
-            Priority::None => Value::Null,
-            Priority::Number(n) => Value::Num(*n),
-            Priority::String(s) => Value::Str(Text::Shared(s.clone())),
-        }
-    }
-
     pub fn exists(&self) -> bool {
         !self.node.is_empty()
     }
@@ -220,10 +198,10 @@ mod tests {
         let parent = data.parent(&frames).expect("parent");
         assert_eq!(json_of(&parent), json!({"b": {"c": 1}, "s": "x"}));
         let sibling = parent.child(&keys("s"));
-        assert!(matches!(sibling.val(), Value::Str(t) if &*t == "x"));
+        assert_eq!(json_of(&sibling), json!("x"));
         // parent() after child() walks back through the extra keys.
         let deep = Snap::at(&frames, Tree::Old, 0).child(&keys("a/b/c"));
-        assert!(matches!(deep.val(), Value::Num(n) if n == 1.0));
+        assert_eq!(json_of(&deep), json!(1));
         let up = deep.parent(&frames).expect("parent");
         assert_eq!(json_of(&up), json!({"c": 1}));
         let up2 = up.parent(&frames).expect("parent");
@@ -250,9 +228,7 @@ mod tests {
         let root = Snap::at(&frames, Tree::Old, 0);
         assert!(!root.child(&keys("a/b")).exists());
         assert!(!root.child(&keys("a.b")).exists());
-        assert!(matches!(root.child(&keys("missing")).val(), Value::Null));
         assert!(root.child(&keys("")).exists());
-        assert!(matches!(root.val(), Value::Placeholder));
         assert!(root.has_children());
         assert!(!root.child(&keys("a")).has_children());
         // Out-of-range frames (newData in a read) read as no data rather than panicking.
@@ -260,9 +236,8 @@ mod tests {
     }
 
     #[test]
-    fn priorities_and_types() {
-        let root =
-            node(json!({"n": {".value": 2.5, ".priority": "p"}, "o": {"x": 1, ".priority": 5}}));
+    fn types() {
+        let root = node(json!({"n": {".value": 2.5, ".priority": "p"}}));
         let old = vec![root];
         let frames = Frames {
             old: &old,
@@ -271,8 +246,5 @@ mod tests {
         let root = Snap::at(&frames, Tree::Old, 0);
         let n = root.child(&keys("n"));
         assert!(n.is_number() && !n.is_string() && !n.is_boolean());
-        assert!(matches!(n.priority(), Value::Str(t) if &*t == "p"));
-        assert!(matches!(root.child(&keys("o")).priority(), Value::Num(p) if p == 5.0));
-        assert!(matches!(root.child(&keys("o/x")).priority(), Value::Null));
     }
 }

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use hearth_tree::compare_utf16;
+use hearth_tree::{compare_utf16, Leaf, Priority};
 
 use crate::ast::BinaryOp;
 use crate::snapshot::Snap;
@@ -275,6 +275,31 @@ pub(crate) fn write_js_number(n: f64, out: &mut String) {
     }
 }
 
+/// A snapshot's data as a value: here rather than in `snapshot`, so that snapshots know
+/// nothing of values and the two modules import one way.
+impl Snap {
+    /// `val()`: the primitive, null for no data, a placeholder for an object.
+    pub fn val(&self) -> Value<'static> {
+        let node = self.node();
+        match node.leaf_value() {
+            Some(Leaf::Bool(b)) => Value::Bool(*b),
+            Some(Leaf::Number(n)) => Value::Num(*n),
+            Some(Leaf::String(s)) => Value::Str(Text::Shared(s.clone())),
+            None if node.is_empty() => Value::Null,
+            None => Value::Placeholder,
+        }
+    }
+
+    /// `getPriority()`: the priority, or null.
+    pub fn priority(&self) -> Value<'static> {
+        match self.node().priority() {
+            Priority::None => Value::Null,
+            Priority::Number(n) => Value::Num(*n),
+            Priority::String(s) => Value::Str(Text::Shared(s.clone())),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,5 +407,30 @@ mod tests {
         assert_eq!(utf16_len("abc"), 3);
         assert_eq!(utf16_len("é"), 1);
         assert_eq!(utf16_len("😀"), 2);
+    }
+
+    #[test]
+    fn snapshots_give_their_value_and_priority() {
+        use crate::expr::split_path;
+        use crate::snapshot::{Frames, Tree};
+        let json = serde_json::json!({
+            "a": {"b": {"c": 1}, "s": "x"},
+            "n": {".value": 2.5, ".priority": "p"},
+            "o": {"x": 1, ".priority": 5}
+        });
+        let old = vec![hearth_tree::Node::from_json(&json).expect("valid test node")];
+        let frames = Frames {
+            old: &old,
+            new: &[],
+        };
+        let root = Snap::at(&frames, Tree::Old, 0);
+        let at = |path: &str| root.child(&split_path(path).collect());
+        assert!(matches!(at("a/s").val(), Value::Str(t) if &*t == "x"));
+        assert!(matches!(at("a/b/c").val(), Value::Num(n) if n == 1.0));
+        assert!(matches!(at("missing").val(), Value::Null));
+        assert!(matches!(root.val(), Value::Placeholder));
+        assert!(matches!(at("n").priority(), Value::Str(t) if &*t == "p"));
+        assert!(matches!(at("o").priority(), Value::Num(p) if p == 5.0));
+        assert!(matches!(at("o/x").priority(), Value::Null));
     }
 }

@@ -36,6 +36,10 @@ pub const UPGRADE_REFUSED_CLOSE: &str = "no long-polling session to move onto th
 /// reconnects and sets up its listens again.
 pub const OWNER_NODE_LOST_CLOSE: &str = "the node that owns the database is unreachable";
 
+/// Why a connection whose session was on another node is closed when its database's owner
+/// changes (`peer::follow`): the SDK reconnects and reaches the new owner.
+pub const OWNER_MOVED_CLOSE: &str = "the database moved to another node";
+
 /// Why a connection whose client takes no byte for the write timeout is dropped.
 pub const UNWRITABLE_DROP: &str = "the client accepts no data";
 

@@ -46,6 +46,8 @@ pub enum ShardMessage {
     /// A WebSocket that takes over a session whose home is this shard
     /// (`longpoll::secondary`).
     Upgrade(Box<crate::longpoll::request::MovedUpgrade>),
+    /// Replication from or to another node (`replica`).
+    Replica(crate::replica_messages::ReplicaIn),
 }
 
 /// Sends `ask` to every shard's owner role and waits for the answers, until `timeout` when

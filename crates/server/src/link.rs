@@ -22,8 +22,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use hearth_sync::{AuthState, ConnId};
 use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::close::CloseReason;
+use crate::close::{CloseReason, OWNER_MOVED_CLOSE, OWNER_NODE_LOST_CLOSE, SHUTDOWN_CLOSE};
 use crate::rest::{DataRequest, RestResponse};
 
 /// The most bytes in flight from one core to another in each direction: messages an edge has
@@ -33,6 +34,15 @@ pub const MAX_LINK_BYTES: usize = 32 * 1024 * 1024;
 
 /// The bytes a batch may gather before it leaves without waiting for the end of the turn.
 const MAX_BATCH_BYTES: usize = MAX_LINK_BYTES / 8;
+
+/// A batch of one connection's messages from an edge on another core (`ToOwner::Messages`),
+/// with what the edge waits on: its room, let go once the batch is handled, and, after a
+/// large message, its signal to read on.
+pub struct MessageBatch {
+    pub texts: Vec<String>,
+    pub done: Option<oneshot::Sender<()>>,
+    pub room: OwnedSemaphorePermit,
+}
 
 /// From an edge to the owner of a connection's database.
 #[derive(Debug)]
@@ -69,6 +79,36 @@ pub enum ToOwner {
     AuthExpired { conn: ConnId },
     /// The connection is gone: its session ends and its onDisconnect queue runs.
     Closed { conn: ConnId },
+    /// The connection stays, but its session moves to another owner (`edge::rehome`): it ends
+    /// here without running its onDisconnect queue, which the edge replays on the new owner.
+    Moved { conn: ConnId },
+}
+
+/// Why a connection's session must leave the owner it is on (`EdgeItem::Moved`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveCause {
+    /// Another node serves the database now (etcd's view changed, `peer::follow`).
+    Moved,
+    /// The link to the owner node was lost: that node may be dead, or alive and ending the
+    /// session as it ends any lost client's (its onDisconnect queue runs there).
+    OwnerLost,
+    /// The session never reached its owner: the link to that node was down when it opened.
+    OwnerUnreachable,
+    /// The owner node is stopping (SIGTERM) and hands its databases over.
+    OwnerStopping,
+}
+
+impl MoveCause {
+    /// How a connection that cannot move is closed instead: as before sessions could move.
+    pub fn close_reason(self) -> CloseReason {
+        match self {
+            MoveCause::Moved => CloseReason::new(CloseCode::Again, OWNER_MOVED_CLOSE),
+            MoveCause::OwnerLost | MoveCause::OwnerUnreachable => {
+                CloseReason::new(CloseCode::Again, OWNER_NODE_LOST_CLOSE)
+            }
+            MoveCause::OwnerStopping => CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE),
+        }
+    }
 }
 
 /// One thing an edge must do for one of its connections.
@@ -88,6 +128,9 @@ pub enum EdgeItem {
         conn: ConnId,
         expires_at: Option<u64>,
     },
+    /// The connection's session must move to another owner (or, where it cannot, the
+    /// connection closes as `cause` says).
+    Moved { conn: ConnId, cause: MoveCause },
 }
 
 impl EdgeItem {
@@ -95,7 +138,7 @@ impl EdgeItem {
         match self {
             EdgeItem::Frames { frames, .. } => frames.len(),
             EdgeItem::Close { reason, .. } => reason.text.len(),
-            EdgeItem::AuthExpiry { .. } => 0,
+            EdgeItem::AuthExpiry { .. } | EdgeItem::Moved { .. } => 0,
         }
     }
 }

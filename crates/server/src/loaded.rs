@@ -36,6 +36,10 @@ pub struct Loaded {
     /// Read-only because this node's cluster claim does not allow writes (`cluster::fence`),
     /// as opposed to another reason (a failed load, the log), which the fence never clears.
     pub fenced: bool,
+    /// The fencing epoch of this node's claim on it, set by the fence whenever it allows
+    /// writes; its log records carry it. `None` outside a cluster: records then carry the
+    /// epoch the log last had for the database (0 unless the directory was a cluster node's).
+    pub epoch: Option<u64>,
     /// Writes applied since it was loaded (for the metrics' busiest databases).
     pub writes: u64,
 }
@@ -59,6 +63,7 @@ impl Loaded {
             on_disk: false,
             announced: false,
             fenced: false,
+            epoch: None,
             writes: 0,
         }
     }

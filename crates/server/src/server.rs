@@ -44,7 +44,8 @@ pub struct Server {
     pub address: SocketAddr,
     /// Where `--metrics-listen` serves, once bound.
     pub metrics_address: Option<SocketAddr>,
-    /// Where `--webtransport-listen` serves, and its certificate's SHA-256.
+    /// Where `--webtransport-listen` serves, and its certificate's SHA-256 at start (SIGHUP
+    /// may replace it: `reload_certificates`).
     pub webtransport: Option<(SocketAddr, [u8; 32])>,
     observer: Arc<Observer>,
     shutdown: watch::Sender<bool>,
@@ -56,6 +57,8 @@ pub struct Server {
     _port_claims: Vec<PortClaim>,
     /// Keeps the Firebase signing keys fresh; stopped when the server is dropped.
     _jwks: Option<JwksRefresher>,
+    /// What SIGHUP renews.
+    certificates: crate::reload::Certificates,
 }
 
 /// Why the server could not start.
@@ -137,7 +140,7 @@ impl Server {
         let mut webtransport = match config.webtransport_listen {
             Some(listen) => Some(crate::webtransport::prepare(
                 listen,
-                config.tls.as_deref(),
+                config.tls.as_ref(),
                 config.idle_timeout,
                 config.ping_interval,
             )?),
@@ -146,6 +149,12 @@ impl Server {
         let webtransport_info = webtransport
             .as_ref()
             .map(|prepared| (prepared.address, prepared.certificate_sha256));
+        let certificates = crate::reload::Certificates {
+            tls: config.tls.clone(),
+            webtransport: webtransport
+                .as_ref()
+                .map(|prepared| prepared.reloader.clone()),
+        };
         // The first shard accepts every session and hands each to a shard (`spread`).
         let (mut spread, mut handed) = match &webtransport {
             Some(_) => {
@@ -165,17 +174,26 @@ impl Server {
         // The other nodes are edges of every shard's owner role after the local shards.
         let nodes = match &config.peers {
             Some(cluster) => {
+                let rest = crate::peer::RestSettings {
+                    auth: config.auth.clone(),
+                    default_namespace: config.default_namespace.clone(),
+                };
                 let started = crate::peer::start(
                     cluster,
+                    rest,
                     senders.clone(),
                     edge_senders.clone(),
                     shutdown_rx.clone(),
                 )
                 .map_err(|source| StartError::Bind {
-                    addresses: format!("--cluster-peers (this node's address): {source}"),
+                    addresses: format!(
+                        "the node link (this node's --cluster-peers entry or --advertise): {source}"
+                    ),
                     source,
                 })?;
                 edge_senders.extend(started.edges);
+                let lagged = started.nodes.clone();
+                observer.follow(Box::new(move || lagged.lags()));
                 Some(started.nodes)
             }
             None => None,
@@ -242,7 +260,15 @@ impl Server {
             _data_dir: data_dir,
             _port_claims: claims,
             _jwks: jwks,
+            certificates,
         })
+    }
+
+    /// Reads the TLS certificate and key again (SIGHUP), for the TCP listeners and the
+    /// WebTransport endpoint, or makes the endpoint a new self-signed certificate: new
+    /// connections and sessions get it, open ones keep theirs. Logs what happened.
+    pub fn reload_certificates(&self) {
+        self.certificates.reload();
     }
 
     /// Stops accepting, closes every connection (running onDisconnect queues) and waits for
@@ -405,6 +431,8 @@ fn run_shard(
         store,
         observer,
     );
+    shard.replication = (links.nodes.as_ref())
+        .map(|nodes| crate::replica::replication::Replication::new(nodes, index));
     shard.nodes = links.nodes;
     let shard = Rc::new(shard);
     shard.add_recovered(recovered);
@@ -416,6 +444,7 @@ fn run_shard(
         let outgoing = shard.owner.outgoing().clone();
         tokio::task::spawn_local(async move { outgoing.run().await });
         tokio::task::spawn_local(commit_loop(shard.clone()));
+        tokio::task::spawn_local(crate::replica::run(shard.clone()));
         tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.clone()));
         if let Some((prepared, spread)) = webtransport {
             tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared, spread));
@@ -531,6 +560,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 });
             }
             ShardMessage::BackupDone => crate::backup::cut::release(&shard),
+            ShardMessage::Replica(message) => crate::replica::on_message(&shard, message),
             // A poll of a session this core holds, which landed on another core.
             ShardMessage::LongPoll(forwarded) => {
                 let forwarded = *forwarded;

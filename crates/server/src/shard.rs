@@ -17,10 +17,12 @@ use std::time::Duration;
 use hearth_store::RecordRef;
 use hearth_sync::{Access, ConnId, Database, Effects, Write};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
 use crate::backup::stream::ShardCut;
 use crate::budget::ShardBudget;
+use crate::close::{CloseReason, SHUTDOWN_CLOSE};
 use crate::config::ServeConfig;
 use crate::edge::Edge;
 use crate::inbox::{ask_every_shard, DatabaseInfo, Forwarded, Precheck, ShardMessage};
@@ -62,6 +64,8 @@ pub struct Shard {
     pub long_polls: crate::longpoll::session::Registry,
     /// The other nodes of a cluster (`--cluster-peers`), when there are any.
     pub nodes: Option<Arc<crate::peer::Nodes>>,
+    /// Log shipping to followers and from owners, in a cluster (`replica`).
+    pub replication: Option<crate::replica::replication::Replication>,
 }
 
 impl Shard {
@@ -129,6 +133,7 @@ impl Shard {
             rest_cache,
             long_polls: Default::default(),
             nodes: None,
+            replication: None,
         }
     }
 
@@ -183,15 +188,14 @@ impl Shard {
     /// In a cluster, lets the database take writes only while this node's claim on it is
     /// valid (`cluster::fence`); checked at every lookup, so a claim that lapses refuses the
     /// next write.
-    fn fence(&self, loaded: &mut Loaded) {
+    pub fn fence(&self, loaded: &mut Loaded) {
         let Some(placement) = self.config.cluster.as_ref() else {
             return;
         };
-        let disk_failed = self
-            .owner
-            .store()
-            .is_some_and(|store| store.failure().is_some());
-        crate::cluster::fence::apply(placement, disk_failed, loaded);
+        let store = self.owner.store();
+        let disk_failed = store.is_some_and(|store| store.failure().is_some());
+        let logged_epoch = store.map_or(0, |store| store.logged_epoch(&loaded.name));
+        crate::cluster::fence::apply(placement, disk_failed, logged_epoch, loaded);
     }
 
     /// Adds the databases recovered from the store at start.
@@ -305,7 +309,17 @@ impl Shard {
         }
         let store = self.owner.store()?;
         match store.log(loaded, body) {
-            Ok(()) => Some(loaded.seq.get()),
+            Ok(()) => {
+                if let Some(replication) = &self.replication {
+                    // The epoch the record was just logged under, as `ShardStore::append`
+                    // chose it: the claim's, else the log's last for the database.
+                    let epoch = loaded
+                        .epoch
+                        .unwrap_or_else(|| store.logged_epoch(namespace));
+                    replication.ship(loaded, loaded.seq.get(), epoch, body);
+                }
+                Some(loaded.seq.get())
+            }
             Err(error) => {
                 drop(databases);
                 crate::persist::report_failure(self, error.to_string());
@@ -450,9 +464,20 @@ impl Shard {
         }
     }
 
-    /// Waits, boundedly, for the connections of this shard to finish closing.
+    /// Waits, boundedly, for the connections of this shard to finish closing. The sessions
+    /// other nodes hold for this core's databases are ended from here: their sockets are
+    /// on those nodes, which are not stopping, and would otherwise keep them open for the
+    /// whole grace period, delaying the hand-over of this node's databases (its lease is
+    /// revoked only once the shards have stopped). Those nodes are asked to move them to
+    /// the databases' next owners (`edge::rehome`), keeping their clients' sockets; they end
+    /// them here at once, without their onDisconnect queues if they move.
     pub async fn drain(&self, limit: Duration) {
         self.close_all_streams();
+        for session in self.owner.all_sessions() {
+            if !session.move_away(self.shard_count) {
+                session.close(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
+            }
+        }
         let deadline = tokio::time::Instant::now() + limit;
         while (self.owner.session_counts() != (0, 0) || !self.edge.held().is_empty())
             && tokio::time::Instant::now() < deadline

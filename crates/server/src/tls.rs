@@ -57,7 +57,15 @@ pub struct TlsCerts {
     cert: PathBuf,
     key: PathBuf,
     /// Read once per handshake; replaced whole by a reload.
-    current: RwLock<Arc<ServerConfig>>,
+    current: RwLock<Arc<Loaded>>,
+}
+
+/// One reading of the pair, for both kinds of listener: the TCP ports and the WebTransport
+/// endpoint present the same certificate after a reload, never one each.
+struct Loaded {
+    tcp: Arc<ServerConfig>,
+    quic: ServerConfig,
+    leaf_sha256: [u8; 32],
 }
 
 impl fmt::Debug for TlsCerts {
@@ -73,19 +81,20 @@ impl TlsCerts {
     /// Reads the certificate chain from `cert` and the private key from `key` (both PEM) and
     /// checks that they belong together.
     pub fn load(cert: &Path, key: &Path) -> Result<TlsCerts, TlsError> {
-        let config = server_config(cert, key)?;
+        let loaded = Loaded::read(cert, key)?;
         Ok(TlsCerts {
             cert: cert.to_owned(),
             key: key.to_owned(),
-            current: RwLock::new(Arc::new(config)),
+            current: RwLock::new(Arc::new(loaded)),
         })
     }
 
-    /// Reads both files again. New handshakes use them from now on; connections already open
+    /// Reads both files again. New handshakes use them from now on (and so does the
+    /// WebTransport endpoint once given [`TlsCerts::quic`] again); connections already open
     /// keep theirs. On an error nothing changes.
     pub fn reload(&self) -> Result<(), TlsError> {
-        let config = Arc::new(server_config(&self.cert, &self.key)?);
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = config;
+        let loaded = Arc::new(Loaded::read(&self.cert, &self.key)?);
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = loaded;
         Ok(())
     }
 
@@ -97,39 +106,43 @@ impl TlsCerts {
         &self.key
     }
 
-    /// The configuration of the WebTransport endpoint (`--webtransport-listen`): the same
-    /// certificate and key, read again now, for TLS 1.3 (QUIC has no other) and HTTP/3.
-    pub fn quic_config(&self) -> Result<ServerConfig, TlsError> {
-        let (chain, key) = read_pair(&self.cert, &self.key)?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|error| mismatch(&self.cert, &self.key, error))?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(|error| mismatch(&self.cert, &self.key, error))?;
-        config.alpn_protocols = vec![b"h3".to_vec()];
-        Ok(config)
+    /// The configuration of the WebTransport endpoint (`--webtransport-listen`), from the
+    /// pair in force: the same certificate and key, for TLS 1.3 (QUIC has no other) and
+    /// HTTP/3; and the SHA-256 of the server's own certificate (the chain's first), as
+    /// browsers pin it (`serverCertificateHashes`).
+    pub fn quic(&self) -> (ServerConfig, [u8; 32]) {
+        let loaded = self.loaded();
+        (loaded.quic.clone(), loaded.leaf_sha256)
     }
 
-    /// The SHA-256 of the server's own certificate (the chain's first), as browsers pin it
-    /// (`serverCertificateHashes`).
-    pub fn leaf_sha256(&self) -> Result<[u8; 32], TlsError> {
-        use sha2::Digest;
-        let (chain, _) = read_pair(&self.cert, &self.key)?;
-        let leaf = chain.first().ok_or_else(|| TlsError::NoCertificate {
-            file: self.cert.clone(),
-        })?;
-        Ok(sha2::Sha256::digest(leaf.as_ref()).into())
+    fn loaded(&self) -> Arc<Loaded> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn acceptor(&self) -> TlsAcceptor {
-        let config = self
-            .current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        TlsAcceptor::from(config)
+        TlsAcceptor::from(self.loaded().tcp.clone())
+    }
+}
+
+impl Loaded {
+    fn read(cert: &Path, key: &Path) -> Result<Loaded, TlsError> {
+        use sha2::Digest;
+        let (chain, private_key) = read_pair(cert, key)?;
+        let leaf_sha256 = chain
+            .first()
+            .map(|leaf| sha2::Sha256::digest(leaf.as_ref()).into())
+            .ok_or_else(|| TlsError::NoCertificate {
+                file: cert.to_owned(),
+            })?;
+        let quic = server_config(cert, key, chain.clone(), private_key.clone_key(), Use::Quic)?;
+        Ok(Loaded {
+            tcp: Arc::new(server_config(cert, key, chain, private_key, Use::Tcp)?),
+            quic,
+            leaf_sha256,
+        })
     }
 }
 
@@ -175,18 +188,35 @@ fn mismatch(cert: &Path, key: &Path, error: rustls::Error) -> TlsError {
     }
 }
 
-fn server_config(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
-    let (chain, private_key) = read_pair(cert, key)?;
+/// What a listener speaks over TLS.
+enum Use {
+    /// The TCP ports: TLS 1.3 and 1.2, HTTP/1.1 only (hyper is built without HTTP/2;
+    /// WebSocket upgrades need it anyway).
+    Tcp,
+    /// The WebTransport endpoint: TLS 1.3 (QUIC has no other) and HTTP/3.
+    Quic,
+}
+
+fn server_config(
+    cert: &Path,
+    key: &Path,
+    chain: Vec<CertificateDer<'static>>,
+    private_key: PrivateKeyDer<'static>,
+    usage: Use,
+) -> Result<ServerConfig, TlsError> {
     let mismatch = |error: rustls::Error| mismatch(cert, key, error);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let (versions, alpn): (&[_], &[u8]) = match usage {
+        Use::Tcp => (rustls::DEFAULT_VERSIONS, b"http/1.1"),
+        Use::Quic => (&[&rustls::version::TLS13], b"h3"),
+    };
     let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .map_err(mismatch)?
         .with_no_client_auth()
         .with_single_cert(chain, private_key)
         .map_err(mismatch)?;
-    // HTTP/1.1 only (hyper is built without HTTP/2); WebSocket upgrades need it anyway.
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(config)
 }
 
@@ -293,6 +323,25 @@ pub mod tests {
     }
 
     #[test]
+    fn the_webtransport_side_speaks_http3_with_the_same_certificate() {
+        use sha2::Digest;
+        let certs = TlsCerts::load(&testdata("server.pem"), &testdata("server-key.pem"))
+            .expect("a valid pair");
+        let (quic, hash) = certs.quic();
+        assert_eq!(quic.alpn_protocols, vec![b"h3".to_vec()]);
+        assert_eq!(
+            certs.acceptor().config().alpn_protocols,
+            vec![b"http/1.1".to_vec()]
+        );
+        let leaf = CertificateDer::pem_file_iter(testdata("server.pem"))
+            .expect("readable")
+            .next()
+            .expect("a certificate")
+            .expect("PEM");
+        assert_eq!(hash, <[u8; 32]>::from(sha2::Sha256::digest(leaf.as_ref())));
+    }
+
+    #[test]
     fn a_missing_file_is_named() {
         let missing = testdata("nowhere.pem");
         let error = TlsCerts::load(&missing, &testdata("server-key.pem")).expect_err("missing");
@@ -345,10 +394,12 @@ pub mod tests {
         std::fs::copy(testdata("server-key.pem"), &key).expect("copy");
         let certs = TlsCerts::load(&cert, &key).expect("valid");
         let before = certs.acceptor().config().clone();
+        let (_, hash) = certs.quic();
         std::fs::copy(testdata("other-key.pem"), &key).expect("copy");
         let error = certs.reload().expect_err("the key no longer matches");
         assert!(matches!(error, TlsError::Mismatch { .. }), "{error:?}");
         assert!(Arc::ptr_eq(&before, certs.acceptor().config()));
+        assert_eq!(certs.quic().1, hash);
         std::fs::copy(testdata("server-key.pem"), &key).expect("copy");
         certs.reload().expect("valid again");
         assert!(!Arc::ptr_eq(&before, certs.acceptor().config()));

@@ -54,8 +54,15 @@ fn encode(c: &mut Criterion) {
     group.bench_function("encode", |b| {
         b.iter(|| {
             out.clear();
-            encode_record(&mut out, 7, 6, "chat", RecordRef::Write(black_box(&write)))
-                .expect("encodes")
+            encode_record(
+                &mut out,
+                7,
+                6,
+                0,
+                "chat",
+                RecordRef::Write(black_box(&write)),
+            )
+            .expect("encodes")
         })
     });
     let options = WalOptions {

@@ -111,7 +111,7 @@ pub enum StoreError {
         reason: Corruption,
     },
     /// A file of a format version this build does not read (written by a newer build).
-    #[error("{file} has format version {found}; this build reads version {supported}")]
+    #[error("{file} has format version {found}; this build reads versions up to {supported}")]
     UnsupportedVersion {
         file: String,
         found: u32,
@@ -131,6 +131,18 @@ pub enum StoreError {
     /// A record larger than [`crate::MAX_RECORD_BYTES`].
     #[error("a record of {bytes} bytes is larger than the limit of {limit} bytes")]
     RecordTooLarge { bytes: u64, limit: u64 },
+    /// A fencing epoch above [`crate::MAX_EPOCH`], which a record cannot carry.
+    #[error("fencing epoch {epoch} is larger than a log record can carry")]
+    EpochTooLarge { epoch: u64 },
+    /// A record for `database` under fencing epoch `epoch`, when the log already holds one
+    /// under the later epoch `logged`: another node claimed the database since, so this node
+    /// must not write to it. Nothing was appended; the writer goes on.
+    #[error("database {database}: epoch {epoch} is older than epoch {logged} already in the log; another node claimed it since")]
+    StaleEpoch {
+        database: String,
+        epoch: u64,
+        logged: u64,
+    },
     /// A database name that cannot name files (see [`crate::validate_database_name`]).
     #[error("invalid database name {0:?}: use 1 to 128 of a-z, A-Z, 0-9, '-' and '_'")]
     InvalidDatabaseName(String),

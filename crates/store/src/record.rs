@@ -7,7 +7,8 @@
 //!      8     8  sequence number (u64 LE), ≥ 1
 //!     16     8  synced sequence number (u64 LE): the highest one durable when this was written
 //!     24     1  kind: 1 = write, 2 = rules
-//!     25     7  zero
+//!     25     7  fencing epoch (u56 LE) its database was owned under; 0 outside a cluster.
+//!               Log format 1 (segment header version 1) has 7 zero bytes here.
 //!     32     …  payload: database name (varint length + bytes), then the body of the kind
 //!      …     …  zero padding to a multiple of 8 bytes
 //! ```
@@ -15,7 +16,8 @@
 //! A header of 32 zero bytes is where the written part of a segment ends: a real record always
 //! has a sequence number of at least 1. The synced sequence number lets recovery tell a tail
 //! torn by a crash (records nobody was promised) from damage to records that were already
-//! durable (see `scan.rs`). Full description in FORMAT.md.
+//! durable (see `scan.rs`). The epoch lets recovery and a follower refuse the late records
+//! of an owner that lost its claim (see `recovery.rs`). Full description in FORMAT.md.
 
 use std::sync::Arc;
 
@@ -24,6 +26,7 @@ use hearth_sync::Write;
 use crate::codec::{self, infallible, put_str, put_write, read_str, DecodeError, SliceSource};
 use crate::error::{Corruption, StoreError};
 use crate::names::{validate_database_name, MAX_DATABASE_NAME_BYTES};
+use crate::segment::{WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_EPOCH};
 
 /// Bytes of a record header.
 pub const RECORD_HEADER_BYTES: usize = 32;
@@ -39,6 +42,10 @@ pub const MAX_RECORD_BYTES: u64 = 512 * 1024 * 1024;
 
 /// Longest rules text a record carries (rules are JSON documents of a few kilobytes).
 pub const MAX_RULES_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Largest fencing epoch a record carries: the 7 header bytes after the kind. etcd grants
+/// one epoch per claim of a database, so this is never reached in practice.
+pub const MAX_EPOCH: u64 = (1 << 56) - 1;
 
 const KIND_WRITE: u8 = 1;
 const KIND_RULES: u8 = 2;
@@ -65,6 +72,9 @@ pub enum RecordRef<'a> {
 pub struct Record {
     pub seq: u64,
     pub synced_seq: u64,
+    /// The fencing epoch under which the database was owned when the record was written
+    /// (0 outside a cluster, and in every record of log format 1).
+    pub epoch: u64,
     pub database: Arc<str>,
     pub body: RecordBody,
 }
@@ -74,6 +84,7 @@ pub struct Record {
 pub(crate) struct RecordHeader {
     pub(crate) seq: u64,
     pub(crate) synced_seq: u64,
+    pub(crate) epoch: u64,
     pub(crate) kind: u8,
     /// Bytes of the payload.
     pub(crate) payload: usize,
@@ -86,15 +97,21 @@ pub(crate) fn padded_size(payload: usize) -> usize {
     (RECORD_HEADER_BYTES + payload).next_multiple_of(RECORD_ALIGN_BYTES)
 }
 
-/// Appends one record to `out` and returns the bytes it occupies. On error `out` is unchanged.
+/// Appends one record to `out`, in the current log format, and returns the bytes it
+/// occupies. `epoch` is the fencing epoch its database is owned under (0 outside a cluster),
+/// at most [`MAX_EPOCH`]. On error `out` is unchanged.
 pub fn encode_record(
     out: &mut Vec<u8>,
     seq: u64,
     synced_seq: u64,
+    epoch: u64,
     database: &str,
     body: RecordRef<'_>,
 ) -> Result<usize, StoreError> {
     validate_database_name(database)?;
+    if epoch > MAX_EPOCH {
+        return Err(StoreError::EpochTooLarge { epoch });
+    }
     let start = out.len();
     out.resize(start + RECORD_HEADER_BYTES, 0);
     infallible(put_str(out, database));
@@ -126,6 +143,7 @@ pub fn encode_record(
     header[8..16].copy_from_slice(&seq.to_le_bytes());
     header[16..24].copy_from_slice(&synced_seq.to_le_bytes());
     header[24] = kind;
+    header[25..32].copy_from_slice(&epoch.to_le_bytes()[..7]);
     let crc = crc32c::crc32c(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
     let size = padded_size(payload);
@@ -140,9 +158,10 @@ pub(crate) fn is_end(bytes: &[u8]) -> bool {
         .is_some_and(|header| header.iter().all(|&byte| byte == 0))
 }
 
-/// Checks the record at the start of `bytes` (which run to the end of the segment): length,
-/// reserved bytes and checksum, without decoding the payload.
-pub(crate) fn check_record(bytes: &[u8]) -> Result<RecordHeader, Corruption> {
+/// Checks the record at the start of `bytes` (which run to the end of the segment, whose
+/// header says log format `version`): length, reserved bytes and checksum, without decoding
+/// the payload. In format 1 the epoch bytes are reserved and must be zero.
+pub(crate) fn check_record(bytes: &[u8], version: u32) -> Result<RecordHeader, Corruption> {
     let Some(header) = bytes.get(..RECORD_HEADER_BYTES) else {
         return Err(Corruption::Length(0));
     };
@@ -156,7 +175,7 @@ pub(crate) fn check_record(bytes: &[u8]) -> Result<RecordHeader, Corruption> {
     if payload > MAX_RECORD_BYTES || end > bytes.len() as u64 {
         return Err(Corruption::Length(payload));
     }
-    if header[25..].iter().any(|&byte| byte != 0) {
+    if version == WAL_FORMAT_VERSION_NO_EPOCH && header[25..].iter().any(|&byte| byte != 0) {
         return Err(Corruption::Reserved);
     }
     // `end` ≤ `bytes.len()`, so it fits in usize.
@@ -168,6 +187,7 @@ pub(crate) fn check_record(bytes: &[u8]) -> Result<RecordHeader, Corruption> {
     Ok(RecordHeader {
         seq: field(8..16),
         synced_seq: field(16..24),
+        epoch: field(25..32),
         kind: header[24],
         payload: payload as usize,
         // Padding past the end of a segment only happens in damaged files; clamp so the caller
@@ -176,9 +196,15 @@ pub(crate) fn check_record(bytes: &[u8]) -> Result<RecordHeader, Corruption> {
     })
 }
 
-/// Decodes the record at the start of `bytes` (which run to the end of the segment).
+/// Decodes the record at the start of `bytes` (which run to the end of the segment), in the
+/// current log format.
 pub fn decode_record(bytes: &[u8]) -> Result<(Record, usize), Corruption> {
-    let header = check_record(bytes)?;
+    decode_record_in(bytes, WAL_FORMAT_VERSION)
+}
+
+/// Decodes the record at the start of `bytes`, in a segment of log format `version`.
+pub(crate) fn decode_record_in(bytes: &[u8], version: u32) -> Result<(Record, usize), Corruption> {
+    let header = check_record(bytes, version)?;
     let payload_end = RECORD_HEADER_BYTES + header.payload;
     let mut source = SliceSource::new(&bytes[RECORD_HEADER_BYTES..payload_end]);
     let payload = |error: DecodeError| Corruption::Payload(error);
@@ -195,6 +221,7 @@ pub fn decode_record(bytes: &[u8]) -> Result<(Record, usize), Corruption> {
     let record = Record {
         seq: header.seq,
         synced_seq: header.synced_seq,
+        epoch: header.epoch,
         database,
         body,
     };
@@ -228,8 +255,18 @@ mod tests {
     }
 
     fn encode(seq: u64, synced: u64, database: &str, body: RecordRef<'_>) -> Vec<u8> {
+        encode_in_epoch(seq, synced, 0, database, body)
+    }
+
+    fn encode_in_epoch(
+        seq: u64,
+        synced: u64,
+        epoch: u64,
+        database: &str,
+        body: RecordRef<'_>,
+    ) -> Vec<u8> {
         let mut bytes = Vec::new();
-        let size = encode_record(&mut bytes, seq, synced, database, body).expect("encodes");
+        let size = encode_record(&mut bytes, seq, synced, epoch, database, body).expect("encodes");
         assert_eq!(size, bytes.len());
         assert_eq!(size % RECORD_ALIGN_BYTES, 0);
         bytes
@@ -238,7 +275,7 @@ mod tests {
     #[test]
     fn every_field_round_trips() {
         let write = sample_write();
-        let bytes = encode(42, 40, "chat-app", RecordRef::Write(&write));
+        let bytes = encode_in_epoch(42, 40, 7, "chat-app", RecordRef::Write(&write));
         let (record, size) = decode_record(&bytes).expect("decodes");
         assert_eq!(size, bytes.len());
         assert_eq!(
@@ -246,14 +283,16 @@ mod tests {
             Record {
                 seq: 42,
                 synced_seq: 40,
+                epoch: 7,
                 database: "chat-app".into(),
                 body: RecordBody::Write(Arc::new(write)),
             }
         );
         let rules = r#"{"rules": {".read": true}}"#;
-        let bytes = encode(u64::MAX, 0, "d", RecordRef::Rules(rules));
+        let bytes = encode_in_epoch(u64::MAX, 0, MAX_EPOCH, "d", RecordRef::Rules(rules));
         let (record, _) = decode_record(&bytes).expect("decodes");
         assert_eq!(record.seq, u64::MAX);
+        assert_eq!(record.epoch, MAX_EPOCH);
         assert_eq!(record.body, RecordBody::Rules(rules.into()));
     }
 
@@ -268,10 +307,40 @@ mod tests {
         assert_eq!(&bytes[8..16], &7u64.to_le_bytes());
         assert_eq!(&bytes[16..24], &5u64.to_le_bytes());
         assert_eq!(bytes[24], KIND_RULES);
+        assert_eq!(&bytes[25..32], &[0; 7], "epoch 0");
         assert_eq!(&bytes[32..37], b"\x02db\x01r");
         assert_eq!(bytes.len(), 40);
         let crc = crc32c::crc32c(&bytes[4..37]);
         assert_eq!(&bytes[..4], &crc.to_le_bytes());
+        // The epoch is a 7-byte little-endian number after the kind.
+        let bytes = encode_in_epoch(7, 5, 0x0102_0304_0506, "db", RecordRef::Rules("r"));
+        assert_eq!(&bytes[25..32], &[6, 5, 4, 3, 2, 1, 0]);
+        let crc = crc32c::crc32c(&bytes[4..37]);
+        assert_eq!(&bytes[..4], &crc.to_le_bytes(), "the checksum covers it");
+    }
+
+    #[test]
+    fn the_first_format_has_no_epoch() {
+        // A record of log format 1 reads with epoch 0; epoch bytes there are damage.
+        let old = encode(3, 2, "db", RecordRef::Rules("r"));
+        let (record, _) = decode_record_in(&old, WAL_FORMAT_VERSION_NO_EPOCH).expect("decodes");
+        assert_eq!((record.seq, record.epoch), (3, 0));
+        let new = encode_in_epoch(3, 2, 9, "db", RecordRef::Rules("r"));
+        assert_eq!(
+            decode_record_in(&new, WAL_FORMAT_VERSION_NO_EPOCH),
+            Err(Corruption::Reserved)
+        );
+        assert_eq!(decode_record(&new).expect("decodes").0.epoch, 9);
+    }
+
+    #[test]
+    fn epochs_beyond_seven_bytes_are_refused() {
+        let mut out = Vec::new();
+        assert!(matches!(
+            encode_record(&mut out, 1, 0, MAX_EPOCH + 1, "db", RecordRef::Rules("")),
+            Err(StoreError::EpochTooLarge { epoch }) if epoch == MAX_EPOCH + 1
+        ));
+        assert!(out.is_empty());
     }
 
     #[test]
@@ -292,9 +361,9 @@ mod tests {
         let mut sequence = bytes.clone();
         sequence[8] ^= 1;
         assert_eq!(decode_record(&sequence), Err(Corruption::Checksum));
-        let mut reserved = bytes.clone();
-        reserved[30] = 1;
-        assert_eq!(decode_record(&reserved), Err(Corruption::Reserved));
+        let mut epoch = bytes.clone();
+        epoch[30] = 1;
+        assert_eq!(decode_record(&epoch), Err(Corruption::Checksum));
         assert!(decode_record(&bytes[..bytes.len() - 9]).is_err(), "torn");
     }
 
@@ -318,12 +387,12 @@ mod tests {
     fn invalid_names_and_huge_rules_are_refused() {
         let mut out = vec![1, 2, 3];
         assert!(matches!(
-            encode_record(&mut out, 1, 0, "a/b", RecordRef::Rules("")),
+            encode_record(&mut out, 1, 0, 0, "a/b", RecordRef::Rules("")),
             Err(StoreError::InvalidDatabaseName(_))
         ));
         let huge = "x".repeat(MAX_RULES_BYTES as usize + 1);
         assert!(matches!(
-            encode_record(&mut out, 1, 0, "db", RecordRef::Rules(&huge)),
+            encode_record(&mut out, 1, 0, 0, "db", RecordRef::Rules(&huge)),
             Err(StoreError::RecordTooLarge { .. })
         ));
         assert_eq!(out, vec![1, 2, 3]);

@@ -5,6 +5,15 @@
 //! previous one without a gap) and never drops a valid record silently: a cut is reported with
 //! the number of records after it, and where dropping would lose a record that was promised
 //! durable it stops with an error instead (see `scan.rs` for the rule).
+//!
+//! Fencing epochs: within one database, the epochs of its records never go down, because the
+//! writer refuses a record older than the database's last (`WalWriter::append`). A record
+//! whose epoch is lower than one already seen for its database is therefore a write of an
+//! owner that had lost its claim when it wrote it (a follower's log can receive one late):
+//! it was never validly acknowledged, and the new owner's state does not contain it. It is
+//! skipped, counted and reported per database ([`RecoveryReport::stale_epochs`]), not treated
+//! as corruption: its bytes are intact, and refusing to start would turn a fence that worked
+//! into an outage. Its sequence number still counts, so the log stays consecutive.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,6 +38,9 @@ pub struct RecoveredDatabase {
     pub rules: Option<Arc<str>>,
     /// The last sequence number reflected in the state (snapshot or replayed record).
     pub seq: u64,
+    /// The highest fencing epoch among the database's records in the log (0 if none had
+    /// one: single-node, or no record left after truncation).
+    pub epoch: u64,
 }
 
 /// What recovery did, for the log and for operators.
@@ -41,9 +53,23 @@ pub struct RecoveryReport {
     pub records_replayed: u64,
     /// Records already contained in the snapshot of their database.
     pub records_skipped: u64,
+    /// Records not applied because their fencing epoch is older than one already seen for
+    /// their database (a deposed owner's late writes), by database: how many, and the
+    /// highest stale epoch and the epoch that superseded it.
+    pub stale_epochs: BTreeMap<Arc<str>, StaleEpochs>,
     pub tail_cut: Option<TailCut>,
     /// Snapshots interrupted by a crash while being written, removed.
     pub temporary_files_removed: Vec<String>,
+}
+
+/// Records of one database skipped for their fencing epoch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StaleEpochs {
+    pub records: u64,
+    /// The highest epoch among the skipped records.
+    pub epoch: u64,
+    /// The epoch already applied when the last of them was read.
+    pub superseded_by: u64,
 }
 
 /// An opened shard directory.
@@ -209,6 +235,7 @@ fn load_newest<S: Storage>(
                     root: snapshot.root,
                     rules: snapshot.rules,
                     seq: snapshot.covered_seq,
+                    epoch: 0,
                 });
             }
             Err(error @ StoreError::Corrupt { .. }) => {
@@ -227,6 +254,7 @@ fn load_newest<S: Storage>(
             root: Node::empty(),
             rules: None,
             seq: 0,
+            epoch: 0,
         });
     }
     Err(StoreError::SnapshotUnrecoverable {
@@ -247,7 +275,21 @@ fn replay(
             root: Node::empty(),
             rules: None,
             seq: 0,
+            epoch: 0,
         });
+    if record.epoch < state.epoch {
+        let stale = report
+            .stale_epochs
+            .entry(record.database.clone())
+            .or_default();
+        stale.records += 1;
+        stale.epoch = stale.epoch.max(record.epoch);
+        stale.superseded_by = state.epoch;
+        return;
+    }
+    // Records a snapshot covers still raise the epoch: a later record older than them is
+    // stale all the same.
+    state.epoch = record.epoch;
     if record.seq <= state.seq {
         report.records_skipped += 1;
         return;

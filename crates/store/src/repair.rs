@@ -83,6 +83,7 @@ pub(crate) fn resume<S: Storage>(
             .sync_dir()
             .map_err(|error| StoreError::io("the log", Operation::SyncDir, error))?;
     }
+    let epochs = scan.epochs;
     let mut files = BTreeMap::new();
     let mut infos = Vec::with_capacity(scan.segments.len());
     for segment in scan.segments {
@@ -96,6 +97,7 @@ pub(crate) fn resume<S: Storage>(
         files,
         scan.log_last_seq,
         next_seq.max(scan.log_last_seq + 1),
+        epochs,
     ))
 }
 

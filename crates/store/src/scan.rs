@@ -16,10 +16,13 @@
 //! can span two segments, and a crash can persist the later pages of an unsynced write and
 //! lose earlier ones, so a torn tail can be followed by valid records anywhere.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use crate::error::{Corruption, Operation, StoreError};
 use crate::names::{parse_segment_name, segment_name};
 use crate::record::{
-    check_record, decode_record, is_end, Record, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
+    check_record, decode_record_in, is_end, Record, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
 };
 use crate::segment::{
     HeaderError, SegmentHeader, SegmentInfo, SEGMENT_HEADER_BYTES, WAL_FORMAT_VERSION,
@@ -64,6 +67,9 @@ pub(crate) struct WalScan<F> {
     /// The index of the next new segment: after the last kept one, so that names stay
     /// consecutive (dropped segments are removed, durably, before it is created).
     pub(crate) index_next: u64,
+    /// For each database with a record of a non-zero fencing epoch in the kept log, the
+    /// highest such epoch: the writer refuses to log anything older for it.
+    pub(crate) epochs: BTreeMap<Arc<str>, u64>,
 }
 
 struct Break {
@@ -102,6 +108,7 @@ pub(crate) fn scan_wal<S: Storage>(
         last_synced_seq: 0,
         cut: None,
         index_next: indexed.first().map_or(1, |(index, _)| *index),
+        epochs: BTreeMap::new(),
     };
     let last_position = indexed.len().saturating_sub(1);
     let mut found: Option<(Break, usize)> = None;
@@ -168,11 +175,15 @@ pub(crate) fn scan_wal<S: Storage>(
                 break None;
             }
             let expected = scan.log_last_seq + 1;
-            match check_record(&bytes[offset..limit]) {
+            match check_record(&bytes[offset..limit], header.version) {
                 Ok(record) if record.seq == expected => {
-                    let (record, size) = decode_record(&bytes[offset..limit])
+                    let (record, size) = decode_record_in(&bytes[offset..limit], header.version)
                         .map_err(|reason| StoreError::corrupt(name, offset as u64, reason))?;
                     info.add(record.seq, &record.database, size as u64);
+                    if record.epoch > 0 {
+                        let highest = scan.epochs.entry(record.database.clone()).or_default();
+                        *highest = (*highest).max(record.epoch);
+                    }
                     scan.log_last_seq = record.seq;
                     scan.last_synced_seq = record.synced_seq;
                     deliver(record)?;
@@ -237,7 +248,10 @@ fn decide<S: Storage>(
         } else {
             SEGMENT_HEADER_BYTES
         };
-        evidence.search(&bytes, from);
+        // An unreadable header cannot say the segment is of the first format; then records
+        // with epochs count too.
+        let version = SegmentHeader::parse(&bytes).map_or(WAL_FORMAT_VERSION, |h| h.version);
+        evidence.search(&bytes, from, version);
         let kept = position == 0 && *name == broken.segment && !broken.drop_segment;
         if !kept {
             scan.dropped.push(name.clone());
@@ -269,8 +283,9 @@ struct Evidence {
 }
 
 impl Evidence {
-    /// Looks for valid records at every aligned offset of `bytes` from `from`.
-    fn search(&mut self, bytes: &[u8], from: usize) {
+    /// Looks for valid records at every aligned offset of `bytes` (a segment of log format
+    /// `version`) from `from`.
+    fn search(&mut self, bytes: &[u8], from: usize, version: u32) {
         let mut offset = from.next_multiple_of(RECORD_ALIGN_BYTES);
         while offset + RECORD_HEADER_BYTES <= bytes.len() {
             let window = &bytes[offset..];
@@ -278,7 +293,7 @@ impl Evidence {
                 offset += RECORD_ALIGN_BYTES;
                 continue;
             }
-            match check_record(window) {
+            match check_record(window, version) {
                 Ok(record) if record.seq > self.after_seq => {
                     self.synced_max = self.synced_max.max(record.synced_seq);
                     self.records += 1;
@@ -300,7 +315,8 @@ mod tests {
         let mut bytes = vec![0u8; 16];
         bytes.extend_from_slice(&[0xab; 40]);
         for (seq, synced) in [(3, 1), (4, 2), (1, 0)] {
-            encode_record(&mut bytes, seq, synced, "db", RecordRef::Rules("r")).expect("encodes");
+            encode_record(&mut bytes, seq, synced, 0, "db", RecordRef::Rules("r"))
+                .expect("encodes");
             bytes.extend_from_slice(&[0u8; 24]);
         }
         let mut evidence = Evidence {
@@ -308,7 +324,7 @@ mod tests {
             synced_max: 0,
             records: 0,
         };
-        evidence.search(&bytes, 5);
+        evidence.search(&bytes, 5, WAL_FORMAT_VERSION);
         // Records 3 and 4 count; record 1 is older than the break and cannot follow it.
         assert_eq!((evidence.records, evidence.synced_max), (2, 2));
     }

@@ -3,7 +3,8 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic "HEARTHWL"
-//!      8     4  format version (u32 LE), 1
+//!      8     4  log format version (u32 LE): 2, or 1 for a log written before records
+//!               carried the fencing epoch
 //!     12     4  crc32c of bytes 0..12 and 16..64
 //!     16     8  segment index (u64 LE), the number in the file name
 //!     24     8  first sequence number stored in this segment
@@ -36,12 +37,22 @@ pub const SEGMENT_HEADER_BYTES: usize = 64;
 /// The first bytes of every segment.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"HEARTHWL";
 
-/// The version of the log format this build writes and reads (see FORMAT.md for its history).
-pub const WAL_FORMAT_VERSION: u32 = 1;
+/// The version of the log format this build writes (see FORMAT.md for its history). It also
+/// reads [`WAL_FORMAT_VERSION_NO_EPOCH`].
+pub const WAL_FORMAT_VERSION: u32 = 2;
+
+/// The first log format, whose records have zeros where format 2 has the fencing epoch. Its
+/// segments are read as if every record carried epoch 0, and never appended to: the first
+/// record after recovery starts a new segment of the current format, so that a build that
+/// only knows format 1 refuses the log (`UnsupportedVersion`) instead of reading epochs as
+/// damage.
+pub const WAL_FORMAT_VERSION_NO_EPOCH: u32 = 1;
 
 /// The header of one segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The log format of the segment's records ([`WAL_FORMAT_VERSION`] for a new one).
+    pub version: u32,
     pub index: u64,
     pub first_seq: u64,
     pub previous_seq: u64,
@@ -59,7 +70,7 @@ impl SegmentHeader {
     pub fn encode(&self) -> [u8; SEGMENT_HEADER_BYTES] {
         let mut bytes = [0u8; SEGMENT_HEADER_BYTES];
         bytes[..8].copy_from_slice(&SEGMENT_MAGIC);
-        bytes[8..12].copy_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
+        bytes[8..12].copy_from_slice(&self.version.to_le_bytes());
         bytes[16..24].copy_from_slice(&self.index.to_le_bytes());
         bytes[24..32].copy_from_slice(&self.first_seq.to_le_bytes());
         bytes[32..40].copy_from_slice(&self.previous_seq.to_le_bytes());
@@ -85,13 +96,14 @@ impl SegmentHeader {
             u64::from_le_bytes(word)
         };
         let version = word(8) as u32;
-        if version != WAL_FORMAT_VERSION {
+        if version != WAL_FORMAT_VERSION && version != WAL_FORMAT_VERSION_NO_EPOCH {
             return Err(HeaderError::Version(version));
         }
         if header_crc(bytes) != (word(12) as u32) {
             return corrupt(Corruption::HeaderChecksum);
         }
         let header = SegmentHeader {
+            version,
             index: word(16),
             first_seq: word(24),
             previous_seq: word(32),
@@ -202,8 +214,9 @@ impl SegmentTable {
 
     /// Places a record of `size` bytes with sequence number `seq` after `previous_seq`, the
     /// last one in the log. A new segment is needed when there is none, when the record does
-    /// not fit, or when the sequence jumps (after recovery found snapshots newer than the log;
-    /// a segment header is the only place where the log may skip numbers).
+    /// not fit, when the sequence jumps (after recovery found snapshots newer than the log;
+    /// a segment header is the only place where the log may skip numbers), or when the last
+    /// segment is of an older log format.
     #[cfg(test)]
     pub(crate) fn place(&mut self, seq: u64, previous_seq: u64, size: u64) -> Placement {
         self.place_in(seq, previous_seq, size, self.size_target)
@@ -220,7 +233,8 @@ impl SegmentTable {
     ) -> Placement {
         if let Some(active) = self.segments.back() {
             let fits = active.used + size <= active.header.size;
-            if fits && seq == previous_seq + 1 {
+            let current = active.header.version == WAL_FORMAT_VERSION;
+            if fits && current && seq == previous_seq + 1 {
                 return Placement::Append {
                     index: active.header.index,
                     offset: active.used,
@@ -228,6 +242,7 @@ impl SegmentTable {
             }
         }
         let header = SegmentHeader {
+            version: WAL_FORMAT_VERSION,
             index: self.index_next,
             first_seq: seq,
             previous_seq,
@@ -280,6 +295,7 @@ mod tests {
 
     fn header(index: u64, first_seq: u64) -> SegmentHeader {
         SegmentHeader {
+            version: WAL_FORMAT_VERSION,
             index,
             first_seq,
             previous_seq: first_seq - 1,
@@ -299,8 +315,15 @@ mod tests {
             assert!(SegmentHeader::parse(&damaged).is_err(), "offset {offset}");
         }
         let mut newer = bytes;
-        newer[8] = 2;
-        assert_eq!(SegmentHeader::parse(&newer), Err(HeaderError::Version(2)));
+        newer[8] = 3;
+        assert_eq!(SegmentHeader::parse(&newer), Err(HeaderError::Version(3)));
+        let first_format = SegmentHeader {
+            version: WAL_FORMAT_VERSION_NO_EPOCH,
+            ..original
+        };
+        let bytes = first_format.encode();
+        assert_eq!(bytes[8], 1);
+        assert_eq!(SegmentHeader::parse(&bytes), Ok(first_format));
         assert_eq!(
             SegmentHeader::parse(&bytes[..63]),
             Err(HeaderError::Corrupt(Corruption::ShortHeader))
@@ -350,6 +373,28 @@ mod tests {
         let sizes: Vec<u64> = table.segments().map(|s| s.used).collect();
         assert_eq!(sizes, vec![256, 72, 1064, 64]);
         assert_eq!(table.first_seq(), Some(1));
+    }
+
+    #[test]
+    fn a_segment_of_the_first_format_is_never_appended_to() {
+        let old = SegmentHeader {
+            version: WAL_FORMAT_VERSION_NO_EPOCH,
+            ..header(1, 1).with_size(4096)
+        };
+        let mut info = SegmentInfo::new(old);
+        info.add(1, "a", 64);
+        let mut table = SegmentTable::new(vec![info], 4096, 1);
+        match table.place(2, 1, 64) {
+            Placement::Rollover { header } => {
+                assert_eq!((header.version, header.index), (WAL_FORMAT_VERSION, 2));
+            }
+            other => panic!("expected a rollover, got {other:?}"),
+        }
+        table.add(2, "a", 64);
+        assert!(matches!(
+            table.place(3, 2, 64),
+            Placement::Append { index: 2, .. }
+        ));
     }
 
     #[test]

@@ -17,6 +17,12 @@
 //! records appended meanwhile form the next batch. That keeps durability in order without any
 //! bookkeeping of overlapping syncs, and batches grow by themselves when the disk is slow.
 //!
+//! Fencing epochs: every record carries the epoch its database is owned under
+//! ([`WalWriter::append`]). The writer remembers the highest epoch logged for each database
+//! (seeded by recovery from the log) and refuses a record under an older one with
+//! [`StoreError::StaleEpoch`]: another node claimed the database since, and the log must not
+//! hold a write of an owner that lost its claim after one of the new owner's.
+//!
 //! Disk errors: if a batch fails (ENOSPC, EIO, from a write or a sync), no record of it or of
 //! any later batch is reported durable, and the writer refuses every further call with
 //! [`StoreError::Failed`]. It never retries: after a failed fdatasync Linux may have dropped
@@ -94,6 +100,9 @@ pub struct WalWriter<S: Storage> {
     /// The zero-filled segment made ahead of time, with its size.
     spare_segment: Option<(u64, Arc<S::File>)>,
     spare_in_flight: bool,
+    /// The highest fencing epoch logged for each database that has a non-zero one (none
+    /// outside a cluster).
+    epochs: BTreeMap<Arc<str>, u64>,
 }
 
 impl<S: Storage> std::fmt::Debug for WalWriter<S> {
@@ -116,6 +125,7 @@ impl<S: Storage> WalWriter<S> {
         files: BTreeMap<u64, Arc<S::File>>,
         log_last_seq: u64,
         next_seq: u64,
+        epochs: BTreeMap<Arc<str>, u64>,
     ) -> WalWriter<S> {
         WalWriter {
             storage,
@@ -131,22 +141,40 @@ impl<S: Storage> WalWriter<S> {
             spare: Vec::new(),
             spare_segment: None,
             spare_in_flight: false,
+            epochs,
         }
     }
 
-    /// Appends a write applied to `database`.
+    /// Appends a write applied to `database`, under the epoch last logged for it (0 outside
+    /// a cluster).
     pub fn append_write(&mut self, database: &str, write: &Write) -> Result<Appended, StoreError> {
-        self.append(database, RecordRef::Write(write))
+        self.append(database, self.epoch_of(database), RecordRef::Write(write))
     }
 
-    /// Appends "the rules of `database` are now `rules`".
+    /// Appends "the rules of `database` are now `rules`", under the epoch last logged for it.
     pub fn append_rules(&mut self, database: &str, rules: &str) -> Result<Appended, StoreError> {
-        self.append(database, RecordRef::Rules(rules))
+        self.append(database, self.epoch_of(database), RecordRef::Rules(rules))
     }
 
-    /// Encodes one record into memory. Nothing is durable until its batch completes.
-    pub fn append(&mut self, database: &str, body: RecordRef<'_>) -> Result<Appended, StoreError> {
+    /// Encodes one record of `database`, owned under fencing `epoch` (0 outside a cluster),
+    /// into memory. Nothing is durable until its batch completes. An epoch older than the
+    /// last logged for the database is refused ([`StoreError::StaleEpoch`]) and, like any
+    /// refused record, takes no sequence number and leaves the writer working.
+    pub fn append(
+        &mut self,
+        database: &str,
+        epoch: u64,
+        body: RecordRef<'_>,
+    ) -> Result<Appended, StoreError> {
         self.check_failed()?;
+        let logged = self.epoch_of(database);
+        if epoch < logged {
+            return Err(StoreError::StaleEpoch {
+                database: database.to_owned(),
+                epoch,
+                logged,
+            });
+        }
         let seq = self.next_seq;
         if self.pending.is_empty() {
             let bytes = self.spare.pop().unwrap_or_default();
@@ -163,6 +191,7 @@ impl<S: Storage> WalWriter<S> {
             &mut self.pending[last].bytes,
             seq,
             self.durable_seq,
+            epoch,
             database,
             body,
         );
@@ -207,6 +236,9 @@ impl<S: Storage> WalWriter<S> {
             }
         }
         self.table.add(seq, database, size);
+        if epoch > logged {
+            self.epochs.insert(Arc::from(database), epoch);
+        }
         self.pending_first_seq.get_or_insert(seq);
         self.log_last_seq = seq;
         self.next_seq += 1;
@@ -344,6 +376,18 @@ impl<S: Storage> WalWriter<S> {
             storage: self.storage.clone(),
             names,
         }
+    }
+
+    /// The highest fencing epoch logged (or appended) for `database`; 0 if none of its
+    /// records in the log has one.
+    pub fn epoch_of(&self, database: &str) -> u64 {
+        self.epochs.get(database).copied().unwrap_or(0)
+    }
+
+    /// The databases whose records in the log carry a non-zero fencing epoch, with the
+    /// highest one.
+    pub fn epochs(&self) -> &BTreeMap<Arc<str>, u64> {
+        &self.epochs
     }
 
     /// The highest sequence number known durable: every record up to it is on disk.

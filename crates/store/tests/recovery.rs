@@ -229,14 +229,14 @@ fn a_missing_segment_is_an_error() {
 fn a_segment_of_a_newer_format_is_refused() {
     let storage = MemoryStorage::new();
     log_of(&storage, options(), 1, 2);
-    assert!(storage.flip(FIRST, 8, 0x03));
+    assert!(storage.flip(FIRST, 8, 0x01));
     let error = reopen(&storage, options()).err();
     assert!(
         matches!(
             error,
             Some(StoreError::UnsupportedVersion {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
                 ..
             })
         ),
@@ -274,6 +274,7 @@ fn a_valid_record_out_of_sequence_is_not_replayed() -> Result<(), StoreError> {
     hearth_store::encode_record(
         &mut forged,
         9,
+        0,
         0,
         "db",
         hearth_store::RecordRef::Write(&set("/k2", json!(2))),

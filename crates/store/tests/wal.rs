@@ -347,6 +347,7 @@ fn header_of(bytes: &[u8]) -> SegmentHeader {
         u64::from_le_bytes(buf)
     };
     SegmentHeader {
+        version: word(8) as u32,
         index: word(16),
         first_seq: word(24),
         previous_seq: word(32),

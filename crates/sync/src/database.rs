@@ -169,6 +169,13 @@ impl Database {
         &self.access
     }
 
+    /// Applies a write that another node already checked and applied: a follower's copy of
+    /// the database (`hearth-server`'s `replica`). No rules, no read-only check and no pushes:
+    /// a follower's copy has no listeners (its clients are served by the owner).
+    pub fn apply_replicated(&mut self, write: &Write) {
+        self.root = write.apply(&self.root);
+    }
+
     /// Refuses every write from now on (`Some`, with the reason the clients are given), or
     /// accepts them again (`None`). Reads and listens go on. onDisconnect writes that run while
     /// writes are refused are dropped.
@@ -235,6 +242,18 @@ impl Database {
 
     pub fn auth(&self, conn: ConnId) -> Option<&AuthState> {
         self.sessions.get(&conn).map(|session| &session.auth)
+    }
+
+    /// Ends a connection's session without running its onDisconnect queue: its listens go and
+    /// its queue is dropped. For a session that moves to another server while its client
+    /// stays connected (the client did not disconnect; its queue is set up there again).
+    pub fn leave(&mut self, conn: ConnId) {
+        let Some(mut session) = self.sessions.remove(&conn) else {
+            return;
+        };
+        for ((_, tag), entry) in session.listens.drain() {
+            self.views.unsubscribe(entry.view, Target { conn, tag });
+        }
     }
 
     /// Ends a connection: drops its listens, then runs its onDisconnect queue as ordinary

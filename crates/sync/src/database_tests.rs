@@ -395,6 +395,41 @@ fn on_disconnect_runs_when_the_connection_ends() {
 }
 
 #[test]
+fn a_session_that_leaves_runs_no_on_disconnect_and_gets_no_pushes() {
+    let mut db = Database::new();
+    db.connect(1);
+    db.connect(2);
+    listen(&mut db, 1, "/presence", None, None);
+    listen(&mut db, 2, "/presence", None, None);
+    let mut out = Effects::new();
+    let queued = db.handle(
+        1,
+        Request::OnDisconnectPut {
+            target: target("/presence/u1"),
+            data: json!("gone"),
+        },
+        10,
+        &mut out,
+    );
+    assert!(queued.is_ok());
+    let mut out = Effects::new();
+    db.leave(1);
+    assert!(pushes(&out).is_empty(), "the queue did not run");
+    assert_eq!(db.session_count(), 1);
+    let (_, written) = put(&mut db, 2, "/presence/u2", json!("here"));
+    assert!(
+        pushes(&written).iter().all(|push| push.0 == 2),
+        "its listens went with it"
+    );
+    out = Effects::new();
+    db.disconnect(1, 20, &mut out);
+    assert!(
+        pushes(&out).is_empty(),
+        "gone already: nothing runs later either"
+    );
+}
+
+#[test]
 fn get_reads_without_listening() {
     let mut db = Database::new();
     db.connect(1);

@@ -3,17 +3,33 @@
 //! time a shard looks a database up for a request, and it turns the database read-only with
 //! the reason (`unavailable` on the wire, 503 over REST) or writable again; the engine then
 //! refuses writes exactly as after a disk failure (decision 23), reads go on.
+//!
+//! A database nobody holds yet that placement gives this node is not refused for long: the
+//! request waits for the claim (`Placement::claim_settled`, at most [`CLAIM_WAIT_LIMIT`],
+//! see `owner::dispatch::finish_deferred`), and the fence is applied again after it.
+//!
+//! A database the fence lets write carries the claim's epoch (`Loaded::epoch`), which every
+//! log record of it is stamped with. If the log already holds a later epoch for it (another
+//! node claimed it since, and its records reached this log), the claim in this node's view is
+//! stale and writes are refused too: the log's epochs never go down.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hearth_cluster::Placement;
 
 use crate::loaded::Loaded;
 
-/// Makes `loaded` writable or read-only as the claim on it allows. `disk_failed`: the
-/// shard's log failed, whose read-only reason stays; so does any other reason the fence did
-/// not set (a database that could not be loaded from disk).
-pub fn apply(placement: &Placement, disk_failed: bool, loaded: &mut Loaded) {
+/// The longest a request to a new database placed on this node waits for this node's claim
+/// on it (`Placement::claim_settled`: an etcd transaction, normally a few milliseconds)
+/// before it is handled as the claim then stands: a write is refused with "retry".
+pub const CLAIM_WAIT_LIMIT: Duration = Duration::from_secs(2);
+
+/// Makes `loaded` writable or read-only as the claim on it allows, and sets the epoch its
+/// records carry. `disk_failed`: the shard's log failed, whose read-only reason stays; so
+/// does any other reason the fence did not set (a database that could not be loaded from
+/// disk). `logged_epoch`: the highest epoch the shard's log holds for the database.
+pub fn apply(placement: &Placement, disk_failed: bool, logged_epoch: u64, loaded: &mut Loaded) {
     if disk_failed {
         return;
     }
@@ -21,7 +37,16 @@ pub fn apply(placement: &Placement, disk_failed: bool, loaded: &mut Loaded) {
     if other_reason {
         return;
     }
-    match placement.write_refusal(&loaded.name) {
+    let refusal = placement.write_refusal(&loaded.name).or_else(|| {
+        match claim_epoch(placement, &loaded.name, logged_epoch) {
+            Ok(epoch) => {
+                loaded.epoch = Some(epoch);
+                None
+            }
+            Err(reason) => Some(reason),
+        }
+    });
+    match refusal {
         None if loaded.fenced => {
             loaded.fenced = false;
             loaded.engine.set_read_only(None);
@@ -32,6 +57,26 @@ pub fn apply(placement: &Placement, disk_failed: bool, loaded: &mut Loaded) {
             loaded.fenced = true;
             loaded.engine.set_read_only(Some(Arc::from(reason)));
         }
+    }
+}
+
+/// The epoch of this node's claim on `namespace`, which `write_refusal` just allowed, or why
+/// writes are refused after all: the log holds a later epoch, or the view changed between
+/// the two lookups (the next lookup sees the new one).
+fn claim_epoch(placement: &Placement, namespace: &str, logged_epoch: u64) -> Result<u64, String> {
+    match placement.owner_of(namespace) {
+        Some(claim) if &*claim.node_id == placement.node_id() => {
+            if claim.epoch < logged_epoch {
+                Err(format!(
+                    "writes are refused: the log holds epoch {logged_epoch} of the database, \
+                     later than this node's claim (epoch {}); another node claimed it since",
+                    claim.epoch
+                ))
+            } else {
+                Ok(claim.epoch)
+            }
+        }
+        _ => Err("writes are refused for now: the database's claim changed; retry".to_owned()),
     }
 }
 
@@ -70,17 +115,18 @@ mod tests {
         ];
         let placement = Placement::fixed("a", ADDRESS, &["a", "b"], claims, Some(7));
         let mut mine = loaded("mine");
-        apply(&placement, false, &mut mine);
+        apply(&placement, false, 0, &mut mine);
         assert_eq!(mine.engine.read_only_reason(), None);
+        assert_eq!(mine.epoch, Some(3), "its records carry the claim's epoch");
         let mut old = loaded("old-lease");
-        apply(&placement, false, &mut old);
+        apply(&placement, false, 0, &mut old);
         assert!(old.fenced);
         assert!(old
             .engine
             .read_only_reason()
             .is_some_and(|r| r.contains("cannot confirm")));
         let mut theirs = loaded("theirs");
-        apply(&placement, false, &mut theirs);
+        apply(&placement, false, 0, &mut theirs);
         assert!(theirs
             .engine
             .read_only_reason()
@@ -88,9 +134,27 @@ mod tests {
         // The claim becomes valid: the fence lifts what it set.
         let claims = vec![("theirs".to_owned(), claim("a", 7))];
         let placement = Placement::fixed("a", ADDRESS, &["a", "b"], claims, Some(7));
-        apply(&placement, false, &mut theirs);
+        apply(&placement, false, 0, &mut theirs);
         assert_eq!(theirs.engine.read_only_reason(), None);
         assert!(!theirs.fenced);
+    }
+
+    #[test]
+    fn a_claim_older_than_the_log_refuses_writes() {
+        let claims = vec![("db".to_owned(), claim("a", 7))];
+        let placement = Placement::fixed("a", ADDRESS, &["a"], claims, Some(7));
+        let mut db = loaded("db");
+        // The log holds epoch 4 of the database: this node's claim (epoch 3) is stale.
+        apply(&placement, false, 4, &mut db);
+        assert!(db.fenced);
+        assert!(db
+            .engine
+            .read_only_reason()
+            .is_some_and(|r| r.contains("holds epoch 4")));
+        // Equal epochs are the same claim: writes go on.
+        apply(&placement, false, 3, &mut db);
+        assert_eq!(db.engine.read_only_reason(), None);
+        assert_eq!(db.epoch, Some(3));
     }
 
     #[test]
@@ -101,7 +165,7 @@ mod tests {
         failed.engine.set_read_only(Some(Arc::from(
             "the database could not be loaded from disk",
         )));
-        apply(&placement, false, &mut failed);
+        apply(&placement, false, 0, &mut failed);
         assert!(failed.engine.read_only_reason().is_some());
         // Nor one set by a disk failure while it was fenced.
         let mut fenced = loaded("db");
@@ -109,7 +173,7 @@ mod tests {
         fenced
             .engine
             .set_read_only(Some(Arc::from("the log failed")));
-        apply(&placement, true, &mut fenced);
+        apply(&placement, true, 0, &mut fenced);
         assert_eq!(fenced.engine.read_only_reason(), Some("the log failed"));
     }
 }

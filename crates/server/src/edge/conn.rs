@@ -3,7 +3,7 @@
 //! (a close asked for, a socket that filled up, a credential's expiry). Whatever core owns
 //! the connection's database decides what is written; this is where it is written.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -15,12 +15,16 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use crate::budget::ShardBudget;
 use crate::close::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
 use crate::edge::socket::{Deferred, Outbox, Sent, Transport};
+use crate::edge::upstream::Upstream;
 use crate::edge::uring::{Batched, SendRing};
+use crate::link::MoveCause;
 use crate::metrics::labels::Channel;
 use crate::metrics::ShardCounters;
 
 pub struct EdgeConn {
-    pub id: ConnId,
+    /// The connection's id on its owner; a new one each time its session moves to another
+    /// owner (`edge::rehome`), so that a late message of the old one finds nothing here.
+    id: Cell<ConnId>,
     /// Encoded messages that may leave, until the kernel takes them.
     outbox: Rc<Outbox>,
     /// The edge shard's counters, which count the bytes sent.
@@ -32,6 +36,11 @@ pub struct EdgeConn {
     auth_expires_at: Cell<Option<u64>>,
     /// The edge's batched sends, when the socket takes part in them.
     ring: RefCell<Option<Rc<SendRing>>>,
+    /// What its session needs upstream, for a connection whose session can move to another
+    /// owner while its socket stays (a WebSocket of another node's database, with etcd).
+    upstream: RefCell<Option<Box<Upstream>>>,
+    /// Its session must move: why (the connection's task acts on it).
+    moving: Cell<Option<MoveCause>>,
 }
 
 impl EdgeConn {
@@ -42,14 +51,61 @@ impl EdgeConn {
         counters: Rc<ShardCounters>,
     ) -> EdgeConn {
         EdgeConn {
-            id,
+            id: Cell::new(id),
             outbox: Rc::new(Outbox::new(transport, Some(budget))),
             counters,
             notify: Notify::new(),
             closing: RefCell::new(None),
             auth_expires_at: Cell::new(None),
             ring: RefCell::new(None),
+            upstream: RefCell::new(None),
+            moving: Cell::new(None),
         }
+    }
+
+    pub fn id(&self) -> ConnId {
+        self.id.get()
+    }
+
+    /// The connection's session moved to another owner under id `id`.
+    pub fn set_id(&self, id: ConnId) {
+        self.id.set(id);
+    }
+
+    /// From now on the connection's session can move (`edge::rehome`): what it sends and is
+    /// sent is followed in `upstream`.
+    pub fn follow_upstream(&self, upstream: Upstream) {
+        *self.upstream.borrow_mut() = Some(Box::new(upstream));
+    }
+
+    /// What the session needs upstream, when it can move.
+    pub fn upstream(&self) -> RefMut<'_, Option<Box<Upstream>>> {
+        self.upstream.borrow_mut()
+    }
+
+    /// Takes note of a message the client sends to the owner.
+    pub fn note_sent(&self, text: &str) {
+        if let Some(upstream) = self.upstream.borrow_mut().as_mut() {
+            upstream.note_sent(text);
+        }
+    }
+
+    /// The connection's session must leave its owner: its task moves it, or, for a
+    /// connection that cannot move, the connection closes as before.
+    pub fn owner_moved(&self, cause: MoveCause) {
+        if self.upstream.borrow().is_none() {
+            self.close(cause.close_reason());
+            return;
+        }
+        if self.moving.get().is_none() {
+            self.moving.set(Some(cause));
+        }
+        self.notify.notify_one();
+    }
+
+    /// Why the session must move, once.
+    pub fn take_moving(&self) -> Option<MoveCause> {
+        self.moving.take()
     }
 
     /// Lets the connection's writes join the edge's batched sends (`edge::uring`).
@@ -64,7 +120,14 @@ impl EdgeConn {
             return;
         }
         let mut bytes = 0;
-        let items = items.into_iter().inspect(|item| bytes += item.len());
+        let upstream = &self.upstream;
+        let items = items
+            .into_iter()
+            .filter(|item| match upstream.borrow_mut().as_mut() {
+                Some(upstream) => upstream.lets_through(item),
+                None => true,
+            })
+            .inspect(|item| bytes += item.len());
         let ring = self.ring.borrow().clone().filter(|ring| ring.is_open());
         let sent = match ring {
             Some(ring) => match self.outbox.defer(items) {
@@ -80,6 +143,13 @@ impl EdgeConn {
         self.counters.bytes_out(Channel::Websocket, bytes);
         if let Some(sent) = sent {
             self.after_send(sent);
+        }
+        let refused = match self.upstream.borrow_mut().as_mut() {
+            Some(upstream) => upstream.take_refusal(),
+            None => None,
+        };
+        if let Some(refused) = refused {
+            self.close(CloseReason::new(CloseCode::Again, refused));
         }
     }
 

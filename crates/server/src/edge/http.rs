@@ -28,18 +28,17 @@ use tracing::debug;
 
 use crate::console;
 use crate::edge::http_body::HearthBody;
+use crate::edge::http_forward::{forward_rest, forward_stream};
 use crate::edge::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
 use crate::edge::request_body::read_body;
 use crate::metrics::answer_on_main_port;
 use crate::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
 use crate::metrics::ShardCounters;
-use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::rest_precheck::refuse_early;
-use crate::rest::execute::{execute_durable, timed_out};
+use crate::rest::execute::execute_durable;
 use crate::rest::precheck::write_check;
 use crate::rest::{
-    make_call, parse_request, prepare_large_put, DataMethod, DataRequest, Endpoint, RestCall,
-    RestRequest, RestResponse,
+    build_call, parse_request, DataMethod, DataRequest, Endpoint, RestRequest, RestResponse,
 };
 use crate::shard::Shard;
 use crate::sse::{open_remote_stream, open_stream};
@@ -57,10 +56,6 @@ pub const MAX_HEADERS: usize = 64;
 
 /// How long shutdown waits for in-flight requests of one connection.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
-/// The answer to a REST request for a database another node owns.
-const REMOTE_REST_REFUSAL: &str =
-    "this database is served by another node of the cluster; send REST requests there";
 
 /// Serves HTTP on a connection whose first `buffered` bytes were already read.
 pub async fn serve_http<S>(shard: Rc<Shard>, stream: S, buffered: Vec<u8>)
@@ -231,18 +226,20 @@ async fn answer(
         _ => {}
     }
     let owner = shard.owner_of(&parsed.namespace);
-    if owner >= shard.shard_count {
-        // REST and event streams do not cross nodes yet (docs/cluster-link.md): refused
-        // rather than served from a second copy of the database here.
-        return RestResponse::error(503, REMOTE_REST_REFUSAL).into_http();
-    }
+    // Past the local shards: another node of the cluster owns the database, and the request
+    // crosses the node link (`http_forward`).
+    let remote = owner.checked_sub(shard.shard_count);
     if let Endpoint::Data(data) = &parsed.endpoint {
         if data.stream {
-            return stream(&shard, owner, &parsed, data).await;
+            return match remote {
+                Some(node) => forward_stream(&shard, node, parts, &parsed, data).await,
+                None => stream(&shard, owner, &parsed, data).await,
+            };
         }
     }
     // Before a byte of the body is read: a write no rule could allow costs nothing more.
-    if let Some(check) = write_check(&parsed) {
+    // (Another node checks a write's rules once its body arrived.)
+    if let Some(check) = write_check(&parsed).filter(|_| remote.is_none()) {
         let refusal = if owner == shard.index {
             refuse_early(&shard, &check)
         } else {
@@ -269,58 +266,37 @@ async fn answer(
         }
         _ => None,
     };
-    let timeout = read_timeout(&parsed);
-    let call = match parse_call(parsed, bytes, started).await {
-        Ok(call) => call,
-        Err(response) => return response.into_http(),
-    };
+    let timeout = parsed.read_timeout();
     let work = async {
-        if owner == shard.index {
+        if let Some(node) = remote {
+            return forward_rest(&shard, node, parts, bytes).await;
+        }
+        let call = match build_call(parsed, bytes, started).await {
+            Ok(call) => call,
+            Err(response) => return response.into_http(),
+        };
+        let response = if owner == shard.index {
             execute_durable(&shard, call).await
         } else {
             shard
                 .forward(owner, call)
                 .await
                 .unwrap_or_else(|_| RestResponse::error(503, "the database's shard is unavailable"))
-        }
+        };
+        response.into_http()
     };
-    // A read's `timeout` counts from its arrival, whichever shard owns the database: the
-    // queue to the owner, the wait for earlier writes to be durable and the serialization.
-    let response = match timeout {
+    // A read's `timeout` counts from its arrival, whichever shard or node owns the database:
+    // the queue to the owner, the wait for earlier writes to be durable and the
+    // serialization.
+    match timeout {
         Some(timeout) => {
             let due = tokio::time::Instant::from_std(started + timeout);
             tokio::time::timeout_at(due, work)
                 .await
-                .unwrap_or_else(|_| timed_out(timeout))
+                .unwrap_or_else(|_| RestResponse::timed_out(timeout).into_http())
         }
         None => work.await,
-    };
-    response.into_http()
-}
-
-/// Builds the call of a request, parsing a large body off the shard's thread (and converting
-/// a PUT's into the tree there too). The
-/// connection's next request waits for this one (hyper serves a connection's requests one at
-/// a time), so their order holds.
-async fn parse_call(
-    parsed: RestRequest,
-    bytes: Option<Vec<u8>>,
-    started: Instant,
-) -> Result<RestCall, RestResponse> {
-    if bytes
-        .as_ref()
-        .is_none_or(|b| b.len() <= OFF_THREAD_PARSE_BYTES)
-    {
-        return make_call(parsed, bytes, started);
     }
-    tokio::task::spawn_blocking(move || make_call(parsed, bytes, started).map(prepare_large_put))
-        .await
-        .unwrap_or_else(|_| {
-            Err(RestResponse::error(
-                500,
-                "the request body could not be parsed",
-            ))
-        })
 }
 
 /// How long an unneeded request body is drained after the answer.
@@ -348,13 +324,6 @@ fn linger(mut body: Incoming) {
         };
         let _ = tokio::time::timeout(LINGER_TIME, drain).await;
     });
-}
-
-fn read_timeout(request: &RestRequest) -> Option<Duration> {
-    match &request.endpoint {
-        Endpoint::Data(data) if !data.method.is_write() => data.timeout,
-        _ => None,
-    }
 }
 
 /// An event stream: its session is opened by the shard that owns the namespace, and its

@@ -1,6 +1,6 @@
 //! What an edge does with a batch from an owner: write each connection's frames (a
 //! connection's consecutive frames of the batch with one `writev`) or queue an event stream's,
-//! close what the owner closed, and rearm credential timers.
+//! close what the owner closed, move what lost its owner, and rearm credential timers.
 
 use bytes::Bytes;
 use hearth_sync::ConnId;
@@ -49,6 +49,15 @@ pub fn on_batch(shard: &Shard, mut batch: ToEdge) {
             EdgeItem::AuthExpiry { conn, expires_at } => {
                 if let Some(EdgeTarget::Socket(edge)) = conns.get(&conn) {
                     edge.set_auth_expiry(expires_at);
+                }
+            }
+            EdgeItem::Moved { conn, cause } => {
+                write_run(&conns, &mut run);
+                match conns.get(&conn) {
+                    Some(EdgeTarget::Socket(edge)) => edge.owner_moved(cause),
+                    // An event stream reconnects on its own (EventSource).
+                    Some(EdgeTarget::Stream(stream)) => stream.close(),
+                    None => {}
                 }
             }
         }

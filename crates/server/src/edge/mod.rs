@@ -10,20 +10,29 @@
 //!   databases and its room toward their owners;
 //! - `uring`: batched sends through io_uring (`--io-uring-sends`);
 //! - `intake`: the batches owners send to this core's connections;
+//! - `upstream`, `reply_scan`: what a connection's session needs of its owner, followed so
+//!   that `rehome` can move the session to a new owner while the socket stays open;
 //! - `http`, `http_body`, `http_unsent`: HTTP (REST and event streams) with hyper, and the
 //!   answer bytes not yet taken by the socket; `request_body`: a request body read under its
-//!   limits.
+//!   limits; `http_forward`: REST requests and event streams sent to the node that owns their
+//!   database.
 
 mod conn;
 pub mod http;
 pub mod http_body;
+mod http_forward;
 pub mod http_unsent;
 mod intake;
+mod rehome;
+mod reply_scan;
 pub mod request_body;
 pub mod side;
 pub mod socket;
 mod state;
 mod tls_socket;
+pub mod upstream;
+#[cfg(test)]
+mod upstream_tests;
 mod uring;
 pub mod websocket;
 

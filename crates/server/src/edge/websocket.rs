@@ -17,6 +17,7 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info, warn};
 
 use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE, UNWRITABLE_DROP};
+use crate::edge::rehome;
 pub(crate) use crate::edge::side::OwnerSide;
 use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use crate::edge::{EdgeConn, EdgeTarget};
@@ -26,7 +27,7 @@ use crate::metrics::labels::CloseCause;
 use crate::namespace::NamespaceError;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{
-    decode_large, expire_auth, on_large_decoded, on_message, Handled, LargeMessage,
+    expire_auth, finish_deferred, on_large_decoded, on_message, Handled, LargeMessage,
 };
 use crate::owner::outbound::{encode_frames, Route};
 use crate::owner::sessions;
@@ -38,8 +39,22 @@ use crate::time::now_ms;
 /// answered with one write without starving the writer.
 const MAX_MESSAGES_PER_TURN: usize = 256;
 
-/// How far behind the real clock the handshake's time is reported (see `serve_websocket`).
+/// How far behind the real clock the handshake's time is reported. Clients estimate server
+/// time as their clock plus this offset; reporting it slightly early guarantees that a server
+/// timestamp resolved after the handshake is never identical to the client's local estimate,
+/// so the client always observes the server's value replacing its guess (as it does over any
+/// real network).
 pub(crate) const HANDSHAKE_CLOCK_LEAD_MS: u64 = 1;
+
+/// The first message of every session, whatever carries it (WebSocket, long polling,
+/// WebTransport): the handshake, with the time [`HANDSHAKE_CLOCK_LEAD_MS`] behind `now_ms`.
+pub(crate) fn handshake(now_ms: u64, host: &str, session_id: &str) -> String {
+    encode_handshake(
+        now_ms.saturating_sub(HANDSHAKE_CLOCK_LEAD_MS),
+        host,
+        session_id,
+    )
+}
 
 /// The WebSocket library's own read buffer, which every connection holds for its whole life.
 /// The library's default (128 KiB), or even 8 KiB, would make that most of an idle
@@ -103,23 +118,21 @@ pub async fn serve_websocket<S: Accepted>(
     if batched {
         shard.edge.batch_sends_of(&edge);
     }
-    // The handshake reports the time one millisecond behind the clock. Clients estimate server
-    // time as their clock plus this offset; reporting it slightly early guarantees that a
-    // server timestamp resolved after the handshake is never identical to the client's local
-    // estimate, so the client always observes the server's value replacing its guess (as it
-    // does over any real network). It goes first, before anything the owner sends.
-    edge.write([encode_frames(encode_handshake(
-        now_ms().saturating_sub(HANDSHAKE_CLOCK_LEAD_MS),
+    // The handshake goes first, before anything the owner sends.
+    edge.write([encode_frames(handshake(
+        now_ms(),
         &upgrade.host,
         &session_id,
     ))]);
     let side = attach(
         &shard,
         &edge,
-        namespace,
-        session_id,
+        namespace.clone(),
+        session_id.clone(),
         upgrade.previous.as_deref(),
     );
+    rehome::follow(&shard, &edge, &side, &namespace, &session_id);
+    drop((namespace, session_id));
     drop(upgrade.host);
     drop(upgrade.previous);
     let shared = SharedStream::new(stream, edge.outbox());
@@ -156,11 +169,12 @@ pub(crate) fn websocket_config() -> WebSocketConfig {
 pub(crate) async fn serve_session<S: Source>(
     shard: &Shard,
     edge: Rc<EdgeConn>,
-    side: OwnerSide,
+    mut side: OwnerSide,
     mut socket: Socket<S>,
 ) {
-    let id = edge.id;
-    let ended = run(shard, &edge, &side, &mut socket).await;
+    let ended = run(shard, &edge, &mut side, &mut socket).await;
+    // The session may have moved to another owner meanwhile, under another id.
+    let id = edge.id();
     detach_session(shard, id, &side);
     end_socket(shard, id, ended, &mut socket).await;
     edge.detach();
@@ -238,7 +252,7 @@ pub(crate) fn attach(
     session_id: String,
     previous: Option<&str>,
 ) -> OwnerSide {
-    let id = edge.id;
+    let id = edge.id();
     let owner = shard.owner_of(&namespace);
     if owner == shard.index {
         if let Some(previous) = previous {
@@ -300,8 +314,8 @@ async fn refuse<S: Source + 'static>(
 /// The connection's loop, until the client goes or the server closes it.
 async fn run<S: Source>(
     shard: &Shard,
-    edge: &EdgeConn,
-    side: &OwnerSide,
+    edge: &Rc<EdgeConn>,
+    side: &mut OwnerSide,
     socket: &mut Socket<S>,
 ) -> Ended {
     let config = &shard.config;
@@ -311,6 +325,8 @@ async fn run<S: Source>(
     let mut last_seen = Instant::now();
     let mut ping = tokio::time::interval(config.ping_interval);
     ping.tick().await;
+    // While the session moves to its database's next owner, the client is not read.
+    let mut moving: Option<rehome::Moving> = None;
     loop {
         if let Some(reason) = edge.closing() {
             let _ = drain(edge, write_timeout).await;
@@ -318,6 +334,14 @@ async fn run<S: Source>(
         }
         if edge.write_failed() {
             return Ended::ByClient;
+        }
+        if let Some(cause) = edge.take_moving() {
+            if moving.is_none() {
+                match rehome::begin(shard, edge, side, cause) {
+                    Ok(started) => moving = Some(started),
+                    Err(reason) => return Ended::Closed(reason),
+                }
+            }
         }
         tokio::select! {
             biased;
@@ -339,7 +363,25 @@ async fn run<S: Source>(
                     return Ended::Dropped(UNWRITABLE_DROP);
                 }
             }
-            message = socket.next() => {
+            _ = tokio::time::sleep(rehome::MOVE_POLL), if moving.is_some() => {
+                let Some(waiting) = moving.as_ref() else { continue };
+                match rehome::next_owner(shard, edge, waiting) {
+                    Ok(None) => {}
+                    Ok(Some(owner)) => {
+                        let Some(waiting) = moving.take() else { continue };
+                        // Boxed: a move is rare, and an idle connection's task must not
+                        // carry its state (`server::tests`).
+                        match Box::pin(rehome::finish(shard, edge, waiting, owner)).await {
+                            Ok(next) => *side = next,
+                            Err(reason) => return Ended::Closed(reason),
+                        }
+                        // The client was not read meanwhile: its silence proves nothing.
+                        last_seen = Instant::now();
+                    }
+                    Err(reason) => return Ended::Closed(reason),
+                }
+            }
+            message = socket.next(), if moving.is_none() => {
                 last_seen = Instant::now();
                 if let OwnerSide::Local(_) = side {
                     // This core's databases take no new request while an edge is far behind
@@ -351,7 +393,7 @@ async fn run<S: Source>(
                 let mut forward = Vec::new();
                 // The pushes the burst makes to this core's other sockets leave together.
                 let batch = shard.edge.send_batch();
-                let outcome = read_burst(shard, side, socket, &mut assembler, message, &mut forward);
+                let outcome = read_burst(shard, edge, side, socket, &mut assembler, message, &mut forward);
                 drop(batch);
                 edge.uncork();
                 if let OwnerSide::Remote(owner) = side {
@@ -367,14 +409,13 @@ async fn run<S: Source>(
                     Burst::End(Some(reason)) => return Ended::Closed(reason),
                     Burst::End(None) => return Ended::ByClient,
                     Burst::ParseOffThread(message) => {
-                        let OwnerSide::Local(session) = side else {
+                        let OwnerSide::Local(session) = &*side else {
                             continue;
                         };
                         // The shard serves everyone else meanwhile; this connection's next
                         // message is read only after this one is handled.
-                        let decoded =
-                            tokio::task::spawn_blocking(move || decode_large(message)).await;
-                        let Ok(decoded) = decoded else {
+                        let decoded = finish_deferred(message).await;
+                        let Some(decoded) = decoded else {
                             return Ended::Closed(CloseReason::new(CloseCode::Error, "a message could not be decoded"));
                         };
                         if let Err(reason) = on_large_decoded(shard, session, decoded) {
@@ -383,17 +424,18 @@ async fn run<S: Source>(
                     }
                 }
             }
-            _ = auth_expiry(edge.auth_expiry()) => match side {
+            _ = auth_expiry(edge.auth_expiry()), if moving.is_none() => match side {
                 OwnerSide::Local(session) => expire_auth(shard, session),
                 OwnerSide::Remote(owner) => {
                     // The owner checks its own record: the client may have authenticated
                     // again meanwhile.
                     edge.set_auth_expiry(None);
-                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id });
+                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id() });
                 }
             },
             _ = ping.tick() => {
-                if last_seen.elapsed() > config.idle_timeout {
+                // A moving connection's pongs are not read: its silence proves nothing.
+                if moving.is_none() && last_seen.elapsed() > config.idle_timeout {
                     return Ended::Closed(CloseReason::new(CloseCode::Away, IDLE_CLOSE));
                 }
                 // Queued behind any pending bytes; the branch above writes them.
@@ -428,7 +470,7 @@ pub(crate) async fn send_to_owner(
     shard.send_to_owner(
         owner,
         ToOwner::Messages {
-            conn: edge.id,
+            conn: edge.id(),
             texts,
             done,
             room,
@@ -469,6 +511,7 @@ enum Burst {
 /// Whole messages for another core's database are collected in `forward`.
 fn read_burst<S: Source>(
     shard: &Shard,
+    edge: &EdgeConn,
     side: &OwnerSide,
     socket: &mut Socket<S>,
     assembler: &mut hearth_wire::FrameAssembler,
@@ -478,7 +521,7 @@ fn read_burst<S: Source>(
     let mut next = first;
     let mut handled = 0;
     loop {
-        match inbound(shard, side, assembler, next, forward) {
+        match inbound(shard, edge, side, assembler, next, forward) {
             Inbound::Continue => {}
             Inbound::Close(reason) => return Burst::End(reason),
             Inbound::ParseOffThread(message) => return Burst::ParseOffThread(message),
@@ -526,6 +569,7 @@ enum Inbound {
 
 fn inbound(
     shard: &Shard,
+    edge: &EdgeConn,
     side: &OwnerSide,
     assembler: &mut hearth_wire::FrameAssembler,
     message: Option<Result<Message, WsError>>,
@@ -544,6 +588,8 @@ fn inbound(
                     // own connections; the edge only learns that it must wait for it.
                     let message = without_lone_surrogates(message);
                     let large = message.len() > OFF_THREAD_PARSE_BYTES;
+                    // Followed, for a session that may move to another owner.
+                    edge.note_sent(&message);
                     forward.push(message);
                     if large {
                         Inbound::ForwardLarge
@@ -579,5 +625,17 @@ async fn drain(edge: &EdgeConn, timeout: Duration) -> std::io::Result<()> {
     match tokio::time::timeout(timeout, edge.drained()).await {
         Ok(result) => result,
         Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_handshake_reports_the_time_a_millisecond_early() {
+        let text = handshake(1_795_323_485_336, "localhost:9555", "sessABC");
+        assert!(text.contains(r#""ts":1795323485335,"#), "{text}");
+        assert!(handshake(0, "h", "s").contains(r#""ts":0,"#));
     }
 }

@@ -162,7 +162,7 @@ async fn serve_here<T: Source + Transport + 'static>(
     match before_switch(&shard, &mut ws, &first, handed).await {
         Ok(Handover { edge, side }) => {
             debug!(
-                conn = edge.id,
+                conn = edge.id(),
                 "a WebSocket took a long-polling session over"
             );
             ws.get_mut().set_outbox(edge.outbox());

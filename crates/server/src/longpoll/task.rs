@@ -9,16 +9,14 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use hearth_wire::{control_type, encode_handshake, without_lone_surrogates};
+use hearth_wire::{control_type, without_lone_surrogates};
 use tokio::sync::{oneshot, Notify};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
 use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE};
 use crate::edge::socket::Transport;
-use crate::edge::websocket::{
-    attach, detach_session, send_to_owner, OwnerSide, HANDSHAKE_CLOCK_LEAD_MS,
-};
+use crate::edge::websocket::{attach, detach_session, handshake, send_to_owner, OwnerSide};
 use crate::edge::EdgeConn;
 use crate::link::ToOwner;
 use crate::longpoll::script::{self, script_answer};
@@ -26,7 +24,7 @@ use crate::longpoll::session::{Handover, LpSession, Mailbox};
 use crate::longpoll::switch::linger;
 use crate::metrics::labels::{CloseCause, SessionTransport};
 use crate::offload::OFF_THREAD_PARSE_BYTES;
-use crate::owner::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
+use crate::owner::dispatch::{expire_auth, finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
 use crate::rest::RestResponse;
 use crate::session::new_session_id;
@@ -72,13 +70,8 @@ pub fn start(
         shard.edge.budget().clone(),
         shard.counters.clone(),
     ));
-    // As on a WebSocket (see `serve_websocket`), the handshake's time is a millisecond
-    // behind the clock, and it goes first.
-    edge.write([encode_frames(encode_handshake(
-        now_ms().saturating_sub(HANDSHAKE_CLOCK_LEAD_MS),
-        &host,
-        &session_id,
-    ))]);
+    // As on a WebSocket, the handshake goes first.
+    edge.write([encode_frames(handshake(now_ms(), &host, &session_id))]);
     let side = attach(
         shard,
         &edge,
@@ -317,11 +310,9 @@ async fn hand_over(
                 match handled? {
                     Handled::Done => {}
                     Handled::ParseOffThread(large) => {
-                        let decoded = tokio::task::spawn_blocking(move || decode_large(large))
-                            .await
-                            .map_err(|_| {
-                                CloseReason::new(CloseCode::Error, "a message could not be decoded")
-                            })?;
+                        let decoded = finish_deferred(large).await.ok_or_else(|| {
+                            CloseReason::new(CloseCode::Error, "a message could not be decoded")
+                        })?;
                         on_large_decoded(shard, handle, decoded)?;
                     }
                 }

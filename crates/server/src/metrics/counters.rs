@@ -48,6 +48,8 @@ pub struct ShardCounters {
     rest_forwarded: Cell<u64>,
     /// WebSocket connections this core held for a database another core owns.
     held_for_others: Cell<u64>,
+    /// WebSocket sessions moved to their database's next owner with the socket kept.
+    sessions_moved: Cell<u64>,
     log_bytes: Cell<u64>,
     snapshots: Cell<u64>,
     /// REST reads answered from the cache of serialized answers, and their bytes.
@@ -117,6 +119,10 @@ impl ShardCounters {
 
     pub fn held_for_other(&self) {
         add(&self.held_for_others, 1);
+    }
+
+    pub fn session_moved(&self) {
+        add(&self.sessions_moved, 1);
     }
 
     /// A REST read was answered from the cache with `bytes`.
@@ -199,6 +205,7 @@ impl ShardCounters {
             streams_opened: self.streams_opened.get(),
             rest_forwarded: self.rest_forwarded.get(),
             held_for_others: self.held_for_others.get(),
+            sessions_moved: self.sessions_moved.get(),
             log_bytes: self.log_bytes.get(),
             snapshots: self.snapshots.get(),
             rest_cache_hits: self.rest_cache_hits.get(),
@@ -236,6 +243,7 @@ pub struct CounterSnapshot {
     pub streams_opened: u64,
     pub rest_forwarded: u64,
     pub held_for_others: u64,
+    pub sessions_moved: u64,
     pub log_bytes: u64,
     pub snapshots: u64,
     pub rest_cache_hits: u64,
@@ -283,6 +291,7 @@ impl CounterSnapshot {
         self.streams_opened += other.streams_opened;
         self.rest_forwarded += other.rest_forwarded;
         self.held_for_others += other.held_for_others;
+        self.sessions_moved += other.sessions_moved;
         self.log_bytes += other.log_bytes;
         self.snapshots += other.snapshots;
         self.rest_cache_hits += other.rest_cache_hits;

@@ -82,6 +82,46 @@ fn counters_by(
     family(encoder, name, help, MetricType::Counter, series)
 }
 
+/// Replication lag toward each follower node (`replica`).
+fn replication(
+    encoder: &mut DescriptorEncoder,
+    followers: &[super::snapshot::FollowerSnapshot],
+) -> Result2 {
+    let series = |value: fn(&super::snapshot::FollowerSnapshot) -> Value| {
+        followers
+            .iter()
+            .map(move |follower| ([("follower", follower.node.clone())], value(follower)))
+    };
+    family(
+        encoder,
+        "replication_lag_records",
+        "Log records shipped to the follower node and not yet acknowledged as on its disk.",
+        MetricType::Gauge,
+        series(|f| Value::Level(f.records as i64)),
+    )?;
+    family(
+        encoder,
+        "replication_lag_bytes",
+        "Bytes of log records shipped to the follower node and not yet acknowledged.",
+        MetricType::Gauge,
+        series(|f| Value::Level(f.bytes as i64)),
+    )?;
+    family(
+        encoder,
+        "replication_degraded",
+        "Shards acknowledging writes without the follower node now (it is down, or was too slow, until it catches up).",
+        MetricType::Gauge,
+        series(|f| Value::Level(f.degraded as i64)),
+    )?;
+    family(
+        encoder,
+        "replication_degradations",
+        "Times a shard stopped waiting for the follower node.",
+        MetricType::Counter,
+        series(|f| Value::Count(f.degradations)),
+    )
+}
+
 enum Value {
     Count(u64),
     Seconds(f64),
@@ -319,6 +359,9 @@ impl Collector for Scraped {
             "Answer bytes produced and not yet taken by a socket, server-wide (the --answer-budget-mib budget in use, including shards' reserved grains).",
             level(snapshot.answer_bytes_unsent),
         )?;
+        if !snapshot.followers.is_empty() {
+            replication(e, &snapshot.followers)?;
+        }
         if let Some(cluster) = &snapshot.cluster {
             gauge(
                 e,
@@ -370,6 +413,12 @@ impl Collector for Scraped {
             "websocket_connections_held_for_other_shards",
             "WebSocket connections accepted by a core for a database another core owns.",
             total.held_for_others,
+        )?;
+        counter(
+            e,
+            "websocket_sessions_moved",
+            "WebSocket sessions moved to their database's next owner with the socket kept.",
+            total.sessions_moved,
         )?;
         let shards = &snapshot.shards;
         family(

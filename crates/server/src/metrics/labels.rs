@@ -5,8 +5,8 @@
 use hearth_sync::{Request, Status};
 
 use crate::close::{
-    DISK_FAILED_CLOSE, IDLE_CLOSE, OWNER_NODE_LOST_CLOSE, REPLACED_CLOSE, SHUTDOWN_CLOSE,
-    SLOW_READER_CLOSE, UNWRITABLE_DROP, UPGRADE_REFUSED_CLOSE,
+    DISK_FAILED_CLOSE, IDLE_CLOSE, OWNER_MOVED_CLOSE, OWNER_NODE_LOST_CLOSE, REPLACED_CLOSE,
+    SHUTDOWN_CLOSE, SLOW_READER_CLOSE, UNWRITABLE_DROP, UPGRADE_REFUSED_CLOSE,
 };
 
 /// What a request asked for: the realtime protocol's actions and the REST methods.
@@ -236,10 +236,12 @@ pub enum CloseCause {
     UpgradeRefused,
     /// The link to the node that owns the connection's database was lost (`peer`).
     OwnerNodeLost,
+    /// The connection's database moved to another node than its session's (`peer::follow`).
+    OwnerMoved,
 }
 
 impl CloseCause {
-    pub const ALL: [CloseCause; 10] = [
+    pub const ALL: [CloseCause; 11] = [
         CloseCause::Client,
         CloseCause::Idle,
         CloseCause::SlowReader,
@@ -250,6 +252,7 @@ impl CloseCause {
         CloseCause::Shutdown,
         CloseCause::UpgradeRefused,
         CloseCause::OwnerNodeLost,
+        CloseCause::OwnerMoved,
     ];
 
     pub fn label(self) -> &'static str {
@@ -264,6 +267,7 @@ impl CloseCause {
             CloseCause::Shutdown => "shutdown",
             CloseCause::UpgradeRefused => "upgrade_refused",
             CloseCause::OwnerNodeLost => "owner_node_lost",
+            CloseCause::OwnerMoved => "owner_moved",
         }
     }
 
@@ -278,6 +282,7 @@ impl CloseCause {
             DISK_FAILED_CLOSE => CloseCause::DiskFailed,
             UPGRADE_REFUSED_CLOSE => CloseCause::UpgradeRefused,
             OWNER_NODE_LOST_CLOSE => CloseCause::OwnerNodeLost,
+            OWNER_MOVED_CLOSE => CloseCause::OwnerMoved,
             UNWRITABLE_DROP => CloseCause::Unwritable,
             _ => CloseCause::Protocol,
         }

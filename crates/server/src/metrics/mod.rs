@@ -38,13 +38,28 @@ pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the shards, the scrapes and the health checks share: the shards' inboxes, the HTTP
 /// budgets and the server's health.
-#[derive(Debug)]
 pub struct Observer {
     pub health: Health,
     http: SharedBudgets,
     shards: OnceLock<Vec<mpsc::UnboundedSender<ShardMessage>>>,
     /// This node's placement, in a cluster: its claims and lease age are scraped from it.
     cluster: OnceLock<hearth_cluster::Placement>,
+    /// The follower nodes of this node's databases and the replication lag toward each, as
+    /// the cluster knows them at the scrape (etcd's nodes come and go).
+    followers: OnceLock<Followers>,
+}
+
+/// The other nodes' ids and the replication lag toward each, read at every scrape.
+pub type Followers =
+    Box<dyn Fn() -> Vec<(String, Arc<crate::replica_messages::FollowerLag>)> + Send + Sync>;
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observer")
+            .field("health", &self.health)
+            .field("http", &self.http)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Observer {
@@ -54,6 +69,7 @@ impl Observer {
             http,
             shards: OnceLock::new(),
             cluster: OnceLock::new(),
+            followers: OnceLock::new(),
         })
     }
 
@@ -66,6 +82,11 @@ impl Observer {
     /// The cluster this node joined.
     pub fn join_cluster(&self, placement: hearth_cluster::Placement) {
         let _ = self.cluster.set(placement);
+    }
+
+    /// The other nodes of the cluster, whose replication lag is scraped.
+    pub fn follow(&self, followers: Followers) {
+        let _ = self.followers.set(followers);
     }
 
     /// Every shard's numbers, summed.
@@ -91,6 +112,12 @@ impl Observer {
                 claims: placement.own_claims(),
                 lease_age: placement.lease_age(),
             });
+        server.followers = self.followers.get().map_or_else(Vec::new, |followers| {
+            followers()
+                .iter()
+                .map(|(node, lag)| snapshot::FollowerSnapshot::read(node, lag))
+                .collect()
+        });
         server
     }
 }

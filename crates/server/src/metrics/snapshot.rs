@@ -73,6 +73,32 @@ pub struct ServerSnapshot {
     pub ready: bool,
     /// This node's part of a cluster, when it is in one.
     pub cluster: Option<ClusterSnapshot>,
+    /// Replication toward each other node of a static cluster (`replica`).
+    pub followers: Vec<FollowerSnapshot>,
+}
+
+/// Replication toward one follower node, summed over the shards.
+#[derive(Debug, Default, Clone)]
+pub struct FollowerSnapshot {
+    pub node: String,
+    pub records: u64,
+    pub bytes: u64,
+    /// Shards acknowledging writes without it now.
+    pub degraded: u64,
+    pub degradations: u64,
+}
+
+impl FollowerSnapshot {
+    pub fn read(node: &str, lag: &crate::replica_messages::FollowerLag) -> FollowerSnapshot {
+        use std::sync::atomic::Ordering::Relaxed;
+        FollowerSnapshot {
+            node: node.to_owned(),
+            records: lag.records.load(Relaxed),
+            bytes: lag.bytes.load(Relaxed),
+            degraded: lag.degraded.load(Relaxed),
+            degradations: lag.degradations.load(Relaxed),
+        }
+    }
 }
 
 /// A cluster node's claims and lease (`hearth-cluster`).

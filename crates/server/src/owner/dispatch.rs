@@ -9,6 +9,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::auth::{authenticate_with, now_secs};
 use crate::close::CloseReason;
+use crate::cluster::fence::CLAIM_WAIT_LIMIT;
 use crate::metrics::labels::{Outcome, RequestKind};
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::effects::route_effects;
@@ -19,17 +20,20 @@ use crate::time::now_ms;
 /// What became of an inbound frame.
 pub enum Handled {
     Done,
-    /// A large message, to be decoded off the shard's thread ([`decode_large`], see
-    /// [`OFF_THREAD_PARSE_BYTES`]) and then handed to [`on_large_decoded`], before the
-    /// connection's next message.
+    /// A message to finish later ([`finish_deferred`]) and then hand to
+    /// [`on_large_decoded`], before the connection's next message: a large one, decoded off
+    /// the shard's thread (see [`OFF_THREAD_PARSE_BYTES`]), or one that waits for this node's
+    /// claim on its database (a cluster's new database, `cluster::fence`).
     ParseOffThread(LargeMessage),
 }
 
-/// A large message and what is needed to refuse it, if it is a write, before its data is
+/// A deferred message and what is needed to refuse it, if it is a write, before its data is
 /// parsed: everything the shard's thread would do with it, without touching its text.
 pub struct LargeMessage {
     text: String,
     precheck: Option<WritePrecheck>,
+    /// The claim to wait for first, and on which database.
+    claim: Option<(hearth_cluster::Placement, String)>,
 }
 
 /// What the off-thread decoding of a [`LargeMessage`] gives.
@@ -51,7 +55,19 @@ pub fn on_message(
     message: String,
 ) -> Result<Handled, CloseReason> {
     shard.counters.message_in();
+    fence_session_database(shard, handle);
     let message = without_lone_surrogates(message);
+    if let Some(placement) = &shard.config.cluster {
+        // Nobody holds the database yet and it is placed here: this message and the
+        // connection's next wait for the claim instead of a write being refused.
+        if placement.claim_pending(&handle.namespace) {
+            return Ok(Handled::ParseOffThread(LargeMessage {
+                text: message,
+                precheck: None,
+                claim: Some((placement.clone(), handle.namespace.to_string())),
+            }));
+        }
+    }
     if message.len() > OFF_THREAD_PARSE_BYTES {
         // Even the syntax check that finds a write's path costs O(size): all of it is done
         // off the thread, with the precheck of the moment.
@@ -63,6 +79,7 @@ pub fn on_message(
         return Ok(Handled::ParseOffThread(LargeMessage {
             text: message,
             precheck,
+            claim: None,
         }));
     }
     let decoded = match decode_lazy(&message) {
@@ -77,6 +94,33 @@ pub fn on_message(
         Err(error) => Err(error),
     };
     on_decoded(shard, handle, decoded).map(|()| Handled::Done)
+}
+
+/// A session's messages find its database without a lookup: the cluster's claim is checked
+/// before each (`cluster::fence`), so that a claim that lapsed refuses the next write and one
+/// made since the session opened lets it through.
+fn fence_session_database(shard: &Shard, handle: &ConnHandle) {
+    if shard.config.cluster.is_some() {
+        if let Some(database) = shard.owner.databases_mut().get_mut(&handle.namespace) {
+            shard.fence(database);
+        }
+    }
+}
+
+/// Finishes a message [`on_message`] deferred: waits for the claim it waits for (at most
+/// [`CLAIM_WAIT_LIMIT`]), then decodes it, off the shard's thread when it is large. `None`
+/// if the decoding thread failed.
+pub async fn finish_deferred(mut message: LargeMessage) -> Option<LargeDecoded> {
+    if let Some((placement, namespace)) = message.claim.take() {
+        placement.claim_settled(&namespace, CLAIM_WAIT_LIMIT).await;
+    }
+    if message.text.len() > OFF_THREAD_PARSE_BYTES {
+        tokio::task::spawn_blocking(move || decode_large(message))
+            .await
+            .ok()
+    } else {
+        Some(decode_large(message))
+    }
 }
 
 /// Decodes a large message, off the shard's thread (see [`Handled::ParseOffThread`]): a write
@@ -111,6 +155,8 @@ pub fn on_large_decoded(
     handle: &ConnHandle,
     decoded: LargeDecoded,
 ) -> Result<(), CloseReason> {
+    // The claim may have changed while the message waited.
+    fence_session_database(shard, handle);
     match decoded {
         LargeDecoded::Refused { reply, kind } => {
             shard.counters.request(kind, Outcome::Denied);
@@ -285,6 +331,7 @@ mod tests {
         let message = LargeMessage {
             text: message,
             precheck: None,
+            claim: None,
         };
         match decode_large(message) {
             LargeDecoded::Decoded(Ok(ClientMessage::Request {
@@ -306,7 +353,11 @@ mod tests {
         let precheck = database.write_precheck(1);
         assert!(precheck.is_some(), "an open connection has a precheck");
         let text = r#"{"t":"d","d":{"r":5,"a":"p","b":{"p":"/a","d":[1,2,3]}}}"#.to_owned();
-        match decode_large(LargeMessage { text, precheck }) {
+        match decode_large(LargeMessage {
+            text,
+            precheck,
+            claim: None,
+        }) {
             LargeDecoded::Refused { reply, .. } => assert_eq!(
                 reply,
                 r#"{"t":"d","d":{"r":5,"b":{"s":"permission_denied","d":"Permission denied"}}}"#

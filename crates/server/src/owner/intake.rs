@@ -8,8 +8,10 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
 use crate::close::CloseReason;
-use crate::link::ToOwner;
-use crate::owner::dispatch::{decode_large, expire_auth, on_large_decoded, on_message, Handled};
+use crate::link::{MessageBatch, ToOwner};
+use crate::owner::dispatch::{
+    expire_auth, finish_deferred, on_large_decoded, on_message, Handled, LargeMessage,
+};
 use crate::owner::outbound::{ConnHandle, Route};
 use crate::owner::sessions;
 use crate::shard::Shard;
@@ -43,38 +45,9 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
             let Some(handle) = shard.owner.session(conn) else {
                 return;
             };
-            for text in texts {
-                if handle.is_closing() {
-                    return;
-                }
-                match on_message(shard, &handle, text) {
-                    Ok(Handled::Done) => {}
-                    Ok(Handled::ParseOffThread(message)) => {
-                        // The edge reads nothing more of this connection until `done` is
-                        // dropped, so this is its last message of the batch.
-                        let shard = shard.clone();
-                        tokio::task::spawn_local(async move {
-                            let decoded =
-                                tokio::task::spawn_blocking(move || decode_large(message)).await;
-                            let outcome = match decoded {
-                                Ok(decoded) => on_large_decoded(&shard, &handle, decoded),
-                                Err(_) => Err(CloseReason::new(
-                                    CloseCode::Error,
-                                    "a message could not be decoded",
-                                )),
-                            };
-                            if let Err(reason) = outcome {
-                                close(&handle, reason);
-                            }
-                            drop((done, room));
-                        });
-                        return;
-                    }
-                    Err(reason) => {
-                        close(&handle, reason);
-                        return;
-                    }
-                }
+            let batch = MessageBatch { texts, done, room };
+            if let Some(batch) = handle.hold_if_waiting(batch) {
+                on_batch(shard, handle, batch);
             }
         }
         ToOwner::AuthExpired { conn } => {
@@ -108,7 +81,79 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
                 sessions::close_stream(shard, &stream);
             }
         }
+        ToOwner::Moved { conn } => {
+            if let Some(handle) = shard.owner.session(conn) {
+                sessions::move_connection(shard, &handle);
+            }
+        }
     }
+}
+
+/// Handles a batch of a connection's messages in order. When one must be finished later (a
+/// large one, or one waiting for the cluster's claim on its database), the rest of the batch
+/// and the batches that arrive meanwhile wait behind it, and the edge's room and signal are
+/// held until the batch is handled.
+fn on_batch(shard: &Rc<Shard>, handle: Rc<ConnHandle>, batch: MessageBatch) {
+    let MessageBatch { texts, done, room } = batch;
+    let mut texts = texts.into_iter();
+    let Some(first) = handle_until_deferred(shard, &handle, &mut texts) else {
+        return;
+    };
+    handle.start_holding();
+    let shard = shard.clone();
+    tokio::task::spawn_local(async move {
+        let (mut deferred, mut texts, mut held) = (first, texts, (done, room));
+        loop {
+            let outcome = match finish_deferred(deferred).await {
+                Some(decoded) => on_large_decoded(&shard, &handle, decoded),
+                None => Err(CloseReason::new(
+                    CloseCode::Error,
+                    "a message could not be decoded",
+                )),
+            };
+            if let Err(reason) = outcome {
+                close(&handle, reason);
+                while handle.next_held().is_some() {}
+                return;
+            }
+            // The rest of this batch, then the held ones, up to the next deferred message.
+            loop {
+                if let Some(next) = handle_until_deferred(&shard, &handle, &mut texts) {
+                    deferred = next;
+                    break;
+                }
+                drop(held);
+                let Some(batch) = handle.next_held() else {
+                    return;
+                };
+                texts = batch.texts.into_iter();
+                held = (batch.done, batch.room);
+            }
+        }
+    });
+}
+
+/// Handles `texts` in order until one must be finished later (a large one, or one waiting for
+/// the cluster's claim on its database), which is returned; the rest stay in `texts`.
+fn handle_until_deferred(
+    shard: &Shard,
+    handle: &ConnHandle,
+    texts: &mut std::vec::IntoIter<String>,
+) -> Option<LargeMessage> {
+    for text in texts.by_ref() {
+        if handle.is_closing() {
+            return None;
+        }
+        match on_message(shard, handle, text) {
+            Ok(Handled::Done) => {}
+            Ok(Handled::ParseOffThread(message)) => return Some(message),
+            Err(reason) => {
+                close(handle, reason);
+                return None;
+            }
+        }
+    }
+    None
 }
 
 fn close(handle: &ConnHandle, reason: CloseReason) {

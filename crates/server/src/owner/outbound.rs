@@ -3,7 +3,8 @@
 //! queue until its write is on disk, then goes to the socket at once when the socket is on
 //! this core, or into this core's next batch for the core that holds the socket (`link`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -14,7 +15,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
 use crate::close::{CloseReason, SLOW_READER_CLOSE};
 use crate::edge::EdgeConn;
-use crate::link::{EdgeItem, Outgoing};
+use crate::link::{EdgeItem, MessageBatch, MoveCause, Outgoing};
 use crate::persist::{HeldQueue, Pushed, Tagger};
 
 /// Where a connection's messages go once they may leave.
@@ -44,6 +45,10 @@ pub struct ConnHandle {
     closing: Cell<bool>,
     /// When the connection's credential expires (seconds since the epoch), as the owner set it.
     auth_expires_at: Cell<Option<u64>>,
+    /// While one of the connection's messages from another core waits to be finished (for
+    /// its database's claim, or its decoding off the thread: `owner::intake`), the batches
+    /// that arrive after it, to be handled after it in order. `None` while nothing waits.
+    held_batches: RefCell<Option<VecDeque<MessageBatch>>>,
 }
 
 impl ConnHandle {
@@ -62,7 +67,38 @@ impl ConnHandle {
             route,
             closing: Cell::new(false),
             auth_expires_at: Cell::new(None),
+            held_batches: RefCell::new(None),
         }
+    }
+
+    /// Keeps `batch` for later if a message of the connection waits (see
+    /// [`ConnHandle::start_holding`]); otherwise gives it back, to be handled now.
+    pub fn hold_if_waiting(&self, batch: MessageBatch) -> Option<MessageBatch> {
+        match self.held_batches.borrow_mut().as_mut() {
+            Some(held) => {
+                held.push_back(batch);
+                None
+            }
+            None => Some(batch),
+        }
+    }
+
+    /// From now on, batches that arrive are held until [`ConnHandle::next_held`] has given
+    /// them all back.
+    pub fn start_holding(&self) {
+        self.held_batches
+            .borrow_mut()
+            .get_or_insert_with(VecDeque::new);
+    }
+
+    /// The next held batch; when none is left, batches are handled on arrival again.
+    pub fn next_held(&self) -> Option<MessageBatch> {
+        let mut held = self.held_batches.borrow_mut();
+        let next = held.as_mut().and_then(VecDeque::pop_front);
+        if next.is_none() {
+            *held = None;
+        }
+        next
     }
 
     /// Sends one message, split into frames when it is long.
@@ -140,6 +176,34 @@ impl ConnHandle {
                 },
             ),
         }
+    }
+
+    /// Nothing more is sent to the connection from here: its session moved to another
+    /// owner (`sessions::move_connection`), and its edge carries on with that one.
+    pub fn detach(&self) {
+        self.closing.set(true);
+        self.queue.clear();
+    }
+
+    /// Asks the edge of a connection held by another node to move its session to the
+    /// database's next owner (this node is stopping: `Shard::drain`); `false`, and nothing
+    /// done, for a connection held by this node, whose socket closes with it.
+    pub fn move_away(&self, local_edges: usize) -> bool {
+        let Route::Remote { edge, outgoing } = &self.route else {
+            return false;
+        };
+        if *edge < local_edges || self.closing.replace(true) {
+            return false;
+        }
+        let cause = MoveCause::OwnerStopping;
+        outgoing.push(
+            *edge,
+            EdgeItem::Moved {
+                conn: self.id,
+                cause,
+            },
+        );
+        true
     }
 
     /// Whether the connection is closing: asked by the owner, or, on this core, by its
@@ -263,6 +327,37 @@ mod tests {
     fn budgets(answers: usize) -> (SharedBudgets, Rc<ShardBudget>) {
         let budgets = HttpBudgets::for_answers(answers);
         (budgets.clone(), ShardBudget::new(budgets))
+    }
+
+    #[test]
+    fn batches_arriving_while_a_message_waits_are_held_in_order() {
+        let handle = handle(Tagger::open(), &Recorder::new(usize::MAX));
+        let room = Arc::new(tokio::sync::Semaphore::new(8));
+        let batch = |text: &str| MessageBatch {
+            texts: vec![text.to_owned()],
+            done: None,
+            room: room.clone().try_acquire_owned().expect("room"),
+        };
+        let now = handle.hold_if_waiting(batch("a"));
+        assert!(now.is_some(), "nothing waits: handled on arrival");
+        handle.start_holding();
+        assert!(handle.hold_if_waiting(batch("b")).is_none());
+        assert!(handle.hold_if_waiting(batch("c")).is_none());
+        assert_eq!(
+            room.available_permits(),
+            5,
+            "held batches keep the edge's room"
+        );
+        let order: Vec<String> = std::iter::from_fn(|| handle.next_held())
+            .map(|held| held.texts.concat())
+            .collect();
+        assert_eq!(order, ["b", "c"]);
+        assert!(
+            handle.hold_if_waiting(batch("d")).is_some(),
+            "once all were given back, batches are handled on arrival again"
+        );
+        drop(now);
+        assert_eq!(room.available_permits(), 8);
     }
 
     #[test]

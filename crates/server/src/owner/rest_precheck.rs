@@ -10,6 +10,16 @@ use crate::shard::Shard;
 pub fn refuse_early(shard: &Shard, check: &WriteCheck) -> Option<RestResponse> {
     let mut databases = shard.owner.databases_mut();
     let database = shard.database(&mut databases, &check.namespace);
+    // A new database of a cluster that this node is claiming: the write waits for the claim
+    // (`execute_durable`) and is checked in full then.
+    let claiming = shard
+        .config
+        .cluster
+        .as_ref()
+        .is_some_and(|placement| placement.claim_pending(&check.namespace));
+    if claiming {
+        return None;
+    }
     database
         .engine
         .precheck_write_as(&check.auth, &check.path, check.scope)

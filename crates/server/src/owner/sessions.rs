@@ -54,6 +54,21 @@ pub fn close_connection(shard: &Shard, handle: &ConnHandle) {
     }
 }
 
+/// Ends the session of a connection that stays open but moves to another owner
+/// (`ToOwner::Moved`): its listens go and nothing more is sent to it from here, but its
+/// onDisconnect queue does not run, since its client did not disconnect (the edge sets the
+/// queue up again on the new owner, which runs it when the client does go). Calling it twice,
+/// or after [`close_connection`], is harmless.
+pub fn move_connection(shard: &Shard, handle: &ConnHandle) {
+    handle.detach();
+    if shard.owner.remove_session(handle) {
+        if let Some(database) = shard.owner.databases_mut().get_mut(&handle.namespace) {
+            database.leave(handle.id);
+            database.last_used_ms = now_ms();
+        }
+    }
+}
+
 /// Ends an event stream's session. Calling it twice is harmless.
 pub fn close_stream(shard: &Shard, handle: &StreamHandle) {
     if shard.owner.remove_stream(handle.id) {

@@ -184,6 +184,11 @@ impl Owner {
         self.streams.borrow_mut().remove(&id).is_some()
     }
 
+    /// The WebSocket sessions of this core's databases, this node's and other nodes'.
+    pub fn all_sessions(&self) -> Vec<Rc<ConnHandle>> {
+        self.conns.borrow().values().cloned().collect()
+    }
+
     /// The event streams of this core's databases.
     pub fn all_streams(&self) -> Vec<Rc<StreamHandle>> {
         self.streams.borrow().values().cloned().collect()

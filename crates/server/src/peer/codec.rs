@@ -42,6 +42,9 @@ pub enum LinkMessage {
     AuthExpired { conn: ConnId },
     /// Edge to owner: the connection is gone.
     Closed { conn: ConnId },
+    /// Edge to owner: the connection stays, but its session moves to another owner: it ends
+    /// here without running its onDisconnect queue (the edge replays that queue there).
+    Moved { conn: ConnId },
     /// Owner to edge: the large message of `conn` is handled.
     Handled { conn: ConnId },
     /// Owner to edge: what the owner's shards released for the node's connections, in order;
@@ -50,7 +53,100 @@ pub enum LinkMessage {
         frames: Vec<Bytes>,
         items: Vec<WireItem>,
     },
+    /// Edge to owner: a REST request for a database the owner holds (`peer::forward`), its
+    /// head as received and the first [`MAX_CHUNK_BYTES`] of its body; `more` says that
+    /// [`LinkMessage::RequestMore`] frames follow with the rest.
+    Request {
+        id: u64,
+        head: RequestHead,
+        body: Bytes,
+        more: bool,
+    },
+    /// Edge to owner: more of request `id`'s body.
+    RequestMore { id: u64, body: Bytes, more: bool },
+    /// Owner to edge: the answer to request `id`, with the first part of its body.
+    Answer {
+        id: u64,
+        head: AnswerHead,
+        body: Bytes,
+        more: bool,
+    },
+    /// Owner to edge: more of answer `id`'s body.
+    AnswerMore { id: u64, body: Bytes, more: bool },
+    /// Edge to owner: an event stream opened on connection `conn` (`Accept:
+    /// text/event-stream`); its events come back in batches, and it ends with
+    /// [`LinkMessage::Closed`] or a batch's close, like a WebSocket session.
+    OpenStream { conn: ConnId, head: RequestHead },
+    /// Owner to edge: the stream of `conn` is open, or the answer that refused it.
+    StreamOpened {
+        conn: ConnId,
+        refusal: Option<(AnswerHead, Bytes)>,
+    },
+    /// Owner to follower (`replica`): log records of database `namespace` from owner shard
+    /// `shard`, in the byte form of the log (`hearth_store::encode_record`, checksummed);
+    /// `seq` is the owner shard's sequence number the follower acknowledges. `reset`: the
+    /// records are a full copy (rules, then the whole tree) that replaces the follower's.
+    Replicate {
+        shard: u32,
+        seq: u64,
+        namespace: String,
+        reset: bool,
+        records: Bytes,
+    },
+    /// Follower to owner: these records of owner shard `shard` are on the follower's disk.
+    ReplicaAck { shard: u32, seqs: Vec<u64> },
 }
+
+/// An HTTP request's head as the edge node received it (UTF-8 header values only: the REST
+/// parser ignores the others): the owner node parses it exactly as one of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestHead {
+    pub method: String,
+    /// The path and query.
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+}
+
+/// An answer's status and every header the owner would have sent itself.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AnswerHead {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+}
+
+/// The most bytes of a forwarded head (the target, or the status, and every header name and
+/// value): above hyper's 64 KiB read buffer, which bounds a request head the edge accepts.
+pub const MAX_HEAD_BYTES: usize = 96 * 1024;
+
+/// The most header fields of a forwarded head (the edge accepts 64).
+pub const MAX_HEAD_FIELDS: usize = 128;
+
+/// The most body bytes one REST frame carries: a large request or answer crosses in frames
+/// of this size, taking turns with the link's other messages, so that it delays them by at
+/// most one such frame.
+pub const MAX_CHUNK_BYTES: usize = 256 * 1024;
+
+impl RequestHead {
+    /// Whether the head is within the decoder's limits.
+    pub fn fits(&self) -> bool {
+        fits(self.method.len() + self.target.len(), &self.headers)
+    }
+}
+
+impl AnswerHead {
+    /// Whether the head is within the decoder's limits.
+    pub fn fits(&self) -> bool {
+        fits(2, &self.headers)
+    }
+}
+
+fn fits(fixed: usize, headers: &[(String, String)]) -> bool {
+    let bytes: usize = headers.iter().map(|(n, v)| n.len() + v.len()).sum();
+    headers.len() <= MAX_HEAD_FIELDS && fixed + bytes <= MAX_HEAD_BYTES
+}
+
+/// The most sequence numbers one acknowledgement carries; a follower sends more as several.
+pub const MAX_ACKS_PER_MESSAGE: usize = 64 * 1024;
 
 /// One thing the edge node must do for one of its connections (`link::EdgeItem`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +164,11 @@ pub enum WireItem {
     AuthExpiry {
         conn: ConnId,
         expires_at: Option<u64>,
+    },
+    /// The owner's node is stopping: the edge moves the connection's session to the next
+    /// owner (or closes it).
+    Moved {
+        conn: ConnId,
     },
 }
 
@@ -88,6 +189,14 @@ pub enum DecodeError {
     Trailing(usize),
     #[error("a frame of {0} bytes is larger than the limit")]
     TooLarge(usize),
+    #[error("a forwarded head is larger than the limit")]
+    Head,
+    #[error("a body chunk of {0} bytes is larger than the limit")]
+    Chunk(usize),
+    #[error("a replicated database name is too long")]
+    Namespace,
+    #[error("an acknowledgement carries more than {MAX_ACKS_PER_MESSAGE} records")]
+    TooManyAcks,
 }
 
 const OPEN: u8 = 1;
@@ -96,10 +205,21 @@ const AUTH_EXPIRED: u8 = 3;
 const CLOSED: u8 = 4;
 const HANDLED: u8 = 5;
 const BATCH: u8 = 6;
+// Forwarded REST and event streams: a range of their own, apart from other kinds.
+const REQUEST: u8 = 20;
+const REQUEST_MORE: u8 = 21;
+const ANSWER: u8 = 22;
+const ANSWER_MORE: u8 = 23;
+const OPEN_STREAM: u8 = 24;
+const STREAM_OPENED: u8 = 25;
+const REPLICATE: u8 = 7;
+const REPLICA_ACK: u8 = 8;
+const MOVED: u8 = 9;
 
 const ITEM_FRAMES: u8 = 1;
 const ITEM_CLOSE: u8 = 2;
 const ITEM_EXPIRY: u8 = 3;
+const ITEM_MOVED: u8 = 4;
 
 impl LinkMessage {
     /// Appends the message as one frame (length prefix included) to `out`.
@@ -136,6 +256,7 @@ impl LinkMessage {
             }
             LinkMessage::AuthExpired { conn } => put_conn(out, AUTH_EXPIRED, *conn),
             LinkMessage::Closed { conn } => put_conn(out, CLOSED, *conn),
+            LinkMessage::Moved { conn } => put_conn(out, MOVED, *conn),
             LinkMessage::Handled { conn } => put_conn(out, HANDLED, *conn),
             LinkMessage::Batch { frames, items } => {
                 out.put_u8(BATCH);
@@ -147,6 +268,72 @@ impl LinkMessage {
                 out.put_u32_le(items.len() as u32);
                 for item in items {
                     encode_item(item, out);
+                }
+            }
+            LinkMessage::Request {
+                id,
+                head,
+                body,
+                more,
+            } => {
+                put_id(out, REQUEST, *id);
+                put_request_head(out, head);
+                put_chunk(out, body, *more);
+            }
+            LinkMessage::RequestMore { id, body, more } => {
+                put_id(out, REQUEST_MORE, *id);
+                put_chunk(out, body, *more);
+            }
+            LinkMessage::Answer {
+                id,
+                head,
+                body,
+                more,
+            } => {
+                put_id(out, ANSWER, *id);
+                put_answer_head(out, head);
+                put_chunk(out, body, *more);
+            }
+            LinkMessage::AnswerMore { id, body, more } => {
+                put_id(out, ANSWER_MORE, *id);
+                put_chunk(out, body, *more);
+            }
+            LinkMessage::OpenStream { conn, head } => {
+                put_conn(out, OPEN_STREAM, *conn);
+                put_request_head(out, head);
+            }
+            LinkMessage::StreamOpened { conn, refusal } => {
+                put_conn(out, STREAM_OPENED, *conn);
+                match refusal {
+                    Some((head, body)) => {
+                        out.put_u8(1);
+                        put_answer_head(out, head);
+                        put_chunk(out, body, false);
+                    }
+                    None => out.put_u8(0),
+                }
+            }
+            LinkMessage::Replicate {
+                shard,
+                seq,
+                namespace,
+                reset,
+                records,
+            } => {
+                out.put_u8(REPLICATE);
+                out.put_u32_le(*shard);
+                out.put_u64_le(*seq);
+                put_str(out, namespace);
+                out.put_u8(u8::from(*reset));
+                out.put_u32_le(records.len() as u32);
+                out.put_slice(records);
+            }
+            LinkMessage::ReplicaAck { shard, seqs } => {
+                out.put_u8(REPLICA_ACK);
+                out.put_u32_le(*shard);
+                out.put_u32_le(seqs.len() as u32);
+                for seq in seqs {
+                    out.put_u64_le(*seq);
                 }
             }
         }
@@ -184,6 +371,9 @@ impl LinkMessage {
             CLOSED => LinkMessage::Closed {
                 conn: get_conn(body)?,
             },
+            MOVED => LinkMessage::Moved {
+                conn: get_conn(body)?,
+            },
             HANDLED => LinkMessage::Handled {
                 conn: get_conn(body)?,
             },
@@ -200,6 +390,80 @@ impl LinkMessage {
                     items.push(decode_item(body, frames.len())?);
                 }
                 LinkMessage::Batch { frames, items }
+            }
+            REQUEST => {
+                let id = get_u64(body)?;
+                let head = get_request_head(body)?;
+                let (body, more) = get_chunk(body)?;
+                LinkMessage::Request {
+                    id,
+                    head,
+                    body,
+                    more,
+                }
+            }
+            REQUEST_MORE => {
+                let id = get_u64(body)?;
+                let (body, more) = get_chunk(body)?;
+                LinkMessage::RequestMore { id, body, more }
+            }
+            ANSWER => {
+                let id = get_u64(body)?;
+                let head = get_answer_head(body)?;
+                let (body, more) = get_chunk(body)?;
+                LinkMessage::Answer {
+                    id,
+                    head,
+                    body,
+                    more,
+                }
+            }
+            ANSWER_MORE => {
+                let id = get_u64(body)?;
+                let (body, more) = get_chunk(body)?;
+                LinkMessage::AnswerMore { id, body, more }
+            }
+            OPEN_STREAM => LinkMessage::OpenStream {
+                conn: get_conn(body)?,
+                head: get_request_head(body)?,
+            },
+            STREAM_OPENED => {
+                let conn = get_conn(body)?;
+                let refusal = match get_u8(body)? {
+                    0 => None,
+                    _ => {
+                        let head = get_answer_head(body)?;
+                        Some((head, get_chunk(body)?.0))
+                    }
+                };
+                LinkMessage::StreamOpened { conn, refusal }
+            }
+            REPLICATE => {
+                let shard = get_u32(body)?;
+                let seq = get_u64(body)?;
+                let namespace = get_str(body)?;
+                if namespace.len() > hearth_store::MAX_DATABASE_NAME_BYTES {
+                    return Err(DecodeError::Namespace);
+                }
+                LinkMessage::Replicate {
+                    shard,
+                    seq,
+                    namespace,
+                    reset: get_u8(body)? != 0,
+                    records: get_bytes(body)?,
+                }
+            }
+            REPLICA_ACK => {
+                let shard = get_u32(body)?;
+                let count = get_u32(body)? as usize;
+                if count > MAX_ACKS_PER_MESSAGE {
+                    return Err(DecodeError::TooManyAcks);
+                }
+                let mut seqs = Vec::with_capacity(count.min(body.remaining() / 8));
+                for _ in 0..count {
+                    seqs.push(get_u64(body)?);
+                }
+                LinkMessage::ReplicaAck { shard, seqs }
             }
             tag => return Err(DecodeError::Tag(tag)),
         };
@@ -255,6 +519,7 @@ fn encode_item(item: &WireItem, out: &mut BytesMut) {
                 None => out.put_u8(0),
             }
         }
+        WireItem::Moved { conn } => put_conn(out, ITEM_MOVED, *conn),
     }
 }
 
@@ -282,6 +547,7 @@ fn decode_item(body: &mut Bytes, frames: usize) -> Result<WireItem, DecodeError>
                 _ => Some(get_u64(body)?),
             },
         },
+        ITEM_MOVED => WireItem::Moved { conn },
         tag => return Err(DecodeError::Tag(tag)),
     })
 }
@@ -289,6 +555,36 @@ fn decode_item(body: &mut Bytes, frames: usize) -> Result<WireItem, DecodeError>
 fn put_conn(out: &mut BytesMut, tag: u8, conn: ConnId) {
     out.put_u8(tag);
     out.put_u64_le(conn);
+}
+
+fn put_id(out: &mut BytesMut, tag: u8, id: u64) {
+    out.put_u8(tag);
+    out.put_u64_le(id);
+}
+
+fn put_headers(out: &mut BytesMut, headers: &[(String, String)]) {
+    out.put_u32_le(headers.len() as u32);
+    for (name, value) in headers {
+        put_str(out, name);
+        put_str(out, value);
+    }
+}
+
+fn put_request_head(out: &mut BytesMut, head: &RequestHead) {
+    put_str(out, &head.method);
+    put_str(out, &head.target);
+    put_headers(out, &head.headers);
+}
+
+fn put_answer_head(out: &mut BytesMut, head: &AnswerHead) {
+    out.put_u16_le(head.status);
+    put_headers(out, &head.headers);
+}
+
+fn put_chunk(out: &mut BytesMut, body: &Bytes, more: bool) {
+    out.put_u32_le(body.len() as u32);
+    out.put_slice(body);
+    out.put_u8(u8::from(more));
 }
 
 fn put_str(out: &mut BytesMut, text: &str) {
@@ -337,6 +633,55 @@ fn get_bytes(body: &mut Bytes) -> Result<Bytes, DecodeError> {
     Ok(body.split_to(length))
 }
 
+/// Header fields within [`MAX_HEAD_FIELDS`] and, with `fixed` bytes already in the head,
+/// [`MAX_HEAD_BYTES`].
+fn get_headers(body: &mut Bytes, fixed: usize) -> Result<Vec<(String, String)>, DecodeError> {
+    let count = get_u32(body)? as usize;
+    if count > MAX_HEAD_FIELDS {
+        return Err(DecodeError::Head);
+    }
+    let mut bytes = fixed;
+    let mut headers = Vec::with_capacity(count);
+    for _ in 0..count {
+        let name = get_str(body)?;
+        let value = get_str(body)?;
+        bytes += name.len() + value.len();
+        if bytes > MAX_HEAD_BYTES {
+            return Err(DecodeError::Head);
+        }
+        headers.push((name, value));
+    }
+    Ok(headers)
+}
+
+fn get_request_head(body: &mut Bytes) -> Result<RequestHead, DecodeError> {
+    let method = get_str(body)?;
+    let target = get_str(body)?;
+    let headers = get_headers(body, method.len() + target.len())?;
+    if method.len() + target.len() > MAX_HEAD_BYTES {
+        return Err(DecodeError::Head);
+    }
+    Ok(RequestHead {
+        method,
+        target,
+        headers,
+    })
+}
+
+fn get_answer_head(body: &mut Bytes) -> Result<AnswerHead, DecodeError> {
+    let status = get_u16(body)?;
+    let headers = get_headers(body, 2)?;
+    Ok(AnswerHead { status, headers })
+}
+
+fn get_chunk(body: &mut Bytes) -> Result<(Bytes, bool), DecodeError> {
+    let chunk = get_bytes(body)?;
+    if chunk.len() > MAX_CHUNK_BYTES {
+        return Err(DecodeError::Chunk(chunk.len()));
+    }
+    Ok((chunk, get_u8(body)? != 0))
+}
+
 fn get_str(body: &mut Bytes) -> Result<String, DecodeError> {
     let bytes = get_bytes(body)?;
     String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::Utf8)
@@ -372,6 +717,7 @@ mod tests {
             },
             LinkMessage::AuthExpired { conn: 3 },
             LinkMessage::Closed { conn: 4 },
+            LinkMessage::Moved { conn: 6 },
             LinkMessage::Handled { conn: 5 },
             LinkMessage::Batch {
                 frames: vec![Bytes::from_static(b"push"), Bytes::new()],
@@ -393,7 +739,60 @@ mod tests {
                         conn: 2,
                         expires_at: None,
                     },
+                    WireItem::Moved { conn: 4 },
                 ],
+            },
+            LinkMessage::Request {
+                id: u64::MAX,
+                head: RequestHead {
+                    method: "PUT".into(),
+                    target: "/a/b.json?ns=demo&print=silent".into(),
+                    headers: vec![("if-match".into(), "\"abc\"".into())],
+                },
+                body: Bytes::from_static(b"{\"x\":1}"),
+                more: true,
+            },
+            LinkMessage::RequestMore {
+                id: 1,
+                body: Bytes::new(),
+                more: false,
+            },
+            LinkMessage::Answer {
+                id: 2,
+                head: AnswerHead {
+                    status: 412,
+                    headers: vec![("etag".into(), "x".into())],
+                },
+                body: Bytes::from_static(b"null"),
+                more: false,
+            },
+            LinkMessage::AnswerMore {
+                id: 3,
+                body: Bytes::from_static(b"tail"),
+                more: true,
+            },
+            LinkMessage::OpenStream {
+                conn: 9,
+                head: RequestHead::default(),
+            },
+            LinkMessage::StreamOpened {
+                conn: 9,
+                refusal: None,
+            },
+            LinkMessage::StreamOpened {
+                conn: 10,
+                refusal: Some((AnswerHead::default(), Bytes::from_static(b"no"))),
+            },
+            LinkMessage::Replicate {
+                shard: 1,
+                seq: 42,
+                namespace: "demo".into(),
+                reset: true,
+                records: Bytes::from_static(b"records"),
+            },
+            LinkMessage::ReplicaAck {
+                shard: 0,
+                seqs: vec![3, 5, u64::MAX],
             },
         ]
     }
@@ -456,5 +855,35 @@ mod tests {
             LinkMessage::decode(out.split_off(4).freeze()),
             Err(DecodeError::Conn)
         );
+    }
+
+    #[test]
+    fn forwarded_heads_and_chunks_are_bounded() {
+        let decode = |message: LinkMessage| {
+            let mut out = BytesMut::new();
+            message.encode(&mut out);
+            LinkMessage::decode(out.split_off(4).freeze())
+        };
+        let field = ("x".to_owned(), String::new());
+        let many = RequestHead {
+            headers: vec![field; MAX_HEAD_FIELDS + 1],
+            ..RequestHead::default()
+        };
+        assert!(!many.fits());
+        let open = |head| LinkMessage::OpenStream { conn: 1, head };
+        assert_eq!(decode(open(many)), Err(DecodeError::Head));
+        let long = RequestHead {
+            headers: vec![("v".into(), "x".repeat(MAX_HEAD_BYTES))],
+            ..RequestHead::default()
+        };
+        assert!(!long.fits());
+        assert_eq!(decode(open(long)), Err(DecodeError::Head));
+        let body = Bytes::from(vec![0; MAX_CHUNK_BYTES + 1]);
+        let more = LinkMessage::AnswerMore {
+            id: 1,
+            body,
+            more: false,
+        };
+        assert_eq!(decode(more), Err(DecodeError::Chunk(MAX_CHUNK_BYTES + 1)));
     }
 }

@@ -17,7 +17,7 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::peer::placement::{Placement, MAX_NODE_ID_BYTES};
+use crate::peer::placement::MAX_NODE_ID_BYTES;
 
 /// How long a handshake may take before the connection is dropped.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -33,7 +33,7 @@ pub enum HandshakeError {
     Io(#[from] std::io::Error),
     #[error("not a Hearth node link")]
     Magic,
-    #[error("node `{0}` is not in --cluster-peers")]
+    #[error("node `{0}` is not a node of this cluster (--cluster-peers, or live in etcd)")]
     Unknown(String),
     #[error("the peer expected node `{0}`, this is another")]
     WrongTarget(String),
@@ -47,15 +47,15 @@ pub enum HandshakeError {
     Timeout,
 }
 
-/// The dialing side: reaches node `peer` and proves this is node `placement.me`.
+/// The dialing side: reaches node `peer` and proves this is node `me`.
 pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    placement: &Placement,
-    peer: usize,
+    me: &str,
+    peer: &str,
     secret: &[u8],
 ) -> Result<(), HandshakeError> {
-    let me = placement.my_id().as_bytes();
-    let them = placement.nodes[peer].id.as_bytes();
+    let me = me.as_bytes();
+    let them = peer.as_bytes();
     let mine = nonce()?;
     let mut hello = Vec::with_capacity(8 + NONCE_BYTES + 2 * (1 + MAX_NODE_ID_BYTES));
     hello.extend_from_slice(MAGIC);
@@ -77,11 +77,13 @@ pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// The listening side: the index in the placement of the node that proved who it is.
+/// The listening side, node `me`: the index of the node that proved who it is, which
+/// `index_of` gives for the ids of the nodes that may link to this one (`None` for others).
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    placement: &Placement,
+    me: &str,
     secret: &[u8],
+    index_of: impl FnOnce(&str) -> Option<usize>,
 ) -> Result<usize, HandshakeError> {
     let mut magic = [0; 8];
     stream.read_exact(&mut magic).await?;
@@ -92,16 +94,15 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     stream.read_exact(&mut theirs).await?;
     let dialer = read_id(stream).await?;
     let target = read_id(stream).await?;
-    let me = placement.my_id();
     if target != me {
         return Err(HandshakeError::WrongTarget(target));
     }
-    let Some(peer) = placement.nodes.iter().position(|node| node.id == dialer) else {
-        return Err(HandshakeError::Unknown(dialer));
-    };
-    if peer == placement.me {
+    if dialer == me {
         return Err(HandshakeError::Unknown(dialer));
     }
+    let Some(peer) = index_of(&dialer) else {
+        return Err(HandshakeError::Unknown(dialer));
+    };
     let mine = nonce()?;
     let proof = mac(
         secret,
@@ -176,26 +177,22 @@ fn mac(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::SocketAddr;
 
-    fn placement(me: &str) -> Placement {
-        let address = SocketAddr::from(([127, 0, 0, 1], 1));
-        let entries = vec![("a".to_owned(), address), ("b".to_owned(), address)];
-        Placement::new(entries, me).expect("placement")
+    /// The nodes `a` and `b`, numbered as a static list would.
+    fn index_of(id: &str) -> Option<usize> {
+        ["a", "b"].iter().position(|node| *node == id)
     }
 
     async fn run(dial_secret: &[u8], accept_secret: &[u8]) -> (bool, Option<usize>) {
         let (left, mut right) = tokio::io::duplex(1024);
-        let a = placement("a");
-        let b = placement("b");
         // Each side drops its end when it is done, as a socket closes: the other side's
         // read then fails instead of waiting.
         let dialing = async move {
             let mut left = left;
-            dial(&mut left, &a, 1, dial_secret).await.is_ok()
+            dial(&mut left, "a", "b", dial_secret).await.is_ok()
         };
         let accepting = async {
-            let accepted = accept(&mut right, &b, accept_secret).await.ok();
+            let accepted = accept(&mut right, "b", accept_secret, index_of).await.ok();
             drop(right);
             accepted
         };
@@ -217,7 +214,7 @@ mod tests {
         put_id(&mut hello, b"z");
         put_id(&mut hello, b"b");
         left.write_all(&hello).await.expect("write");
-        let refused = accept(&mut right, &placement("b"), b"secret").await;
+        let refused = accept(&mut right, "b", b"secret", index_of).await;
         assert!(matches!(refused, Err(HandshakeError::Unknown(id)) if id == "z"));
     }
 }

@@ -6,10 +6,14 @@
 //! cross the link once per turn (a push to many listeners on that node: its frame once, one
 //! small item per listener), to be fanned out by the edge node's own shards.
 //!
-//! - `placement`: the static placement of `--cluster-peers` (the etcd one replaces it);
+//! - `route`: which node serves a database, by the static placement of `--cluster-peers`
+//!   (`placement`) or by etcd's (`--cluster-etcd`); `directory`: each node's index;
 //! - `codec`: the link's frames and messages; `handshake`: the shared-secret proof;
+//! - `links`: the link thread's links and the accept loop; `follow`: the links follow etcd's
+//!   live nodes, and connections whose database moved are closed;
 //! - `node_link`: one peer's link: dialing or accepting, reconnecting, and what is lost with
-//!   it; `session`: one live connection of it, reader and writer.
+//!   it; `session`: one live connection of it, reader and writer;
+//! - `forward`: REST requests and event streams for a database the peer owns.
 //!
 //! Connection ids: an edge node sends its own ids (below [`codec::MAX_WIRE_CONN`]); the owner
 //! node keys their sessions by [`remote_conn`], which sets the top bit and the edge node's
@@ -17,15 +21,20 @@
 
 pub mod codec;
 mod context;
+pub mod directory;
+mod follow;
+mod forward;
 pub mod handshake;
+mod links;
 mod node_link;
 pub mod placement;
+pub mod route;
 mod session;
 
+use std::cell::RefCell;
 use std::net::TcpListener;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::local_thread::spawn_local_thread;
 use hearth_sync::ConnId;
@@ -34,15 +43,23 @@ use tracing::{info, warn};
 
 use crate::inbox::ShardMessage;
 use crate::link::{ToEdge, ToOwner};
+use crate::replica_messages::{FollowerLag, LinkState, ReplicaOut, ReplicationMode};
+pub use context::{Forward, RemoteAnswer, RestSettings};
+use directory::Directory;
+pub use forward::{MAX_FORWARDED_BODY_BYTES, MAX_FORWARDED_REQUESTS};
+use links::{Admit, Links, Slot};
 pub use placement::{NodeRoute, Placement};
+pub use route::Membership;
 
-/// The cluster settings of `hearth serve` (`--cluster-peers`, `--node-id`,
-/// `--cluster-secret-file`).
+/// The cluster settings of `hearth serve` that start the node-to-node link: `--cluster-peers`
+/// or `--cluster-etcd`, with `--node-id` and `--cluster-secret-file`.
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
-    pub placement: Placement,
+    pub membership: Membership,
     /// Every node's shared secret: only a peer that proves it may use the link.
     pub secret: Vec<u8>,
+    /// How owners ship their logs to followers (`--replication`).
+    pub replication: ReplicationMode,
 }
 
 /// The most bytes of a secret file read.
@@ -54,20 +71,37 @@ pub const MIN_SECRET_BYTES: usize = 16;
 /// What every shard holds of the cluster: where a database is served, and the way to each
 /// node's link.
 pub struct Nodes {
-    placement: Placement,
-    /// By node index; this node's own slot is a closed channel.
+    membership: Membership,
+    directory: Arc<Directory>,
+    /// By node index, every index a node may get; this node's own slot is a closed channel.
     to_owner: Vec<mpsc::UnboundedSender<ToOwner>>,
+    /// By node index, the same: REST requests and event streams.
+    forwards: Vec<mpsc::UnboundedSender<Forward>>,
+    /// By node index: replication's messages toward that node (`replica`).
+    to_replica: Vec<mpsc::UnboundedSender<ReplicaOut>>,
+    /// By node index: the link's generation and whether it is up.
+    links: Vec<Arc<LinkState>>,
+    /// By node index: the replication lag toward it as a follower, for `/metrics`.
+    lag: Vec<Arc<FollowerLag>>,
+    replication: ReplicationMode,
 }
 
 impl Nodes {
     /// Where `namespace`'s requests are handled: the only question the placement answers.
     pub fn owner_node(&self, namespace: &str) -> NodeRoute {
-        self.placement.owner_node(namespace)
+        self.membership.route(&self.directory, namespace)
     }
 
-    /// How many nodes there are (this one included): the edge slots of remote nodes.
+    /// How many node indexes there may be (this node's included): the edge slots of remote
+    /// nodes.
     pub fn count(&self) -> usize {
-        self.placement.nodes.len()
+        self.to_owner.len()
+    }
+
+    /// How many nodes have an index so far (this node's included): the others are unknown
+    /// and have no link.
+    pub fn known(&self) -> usize {
+        self.directory.len()
     }
 
     /// Sends `message` over the link to node `node`; a link that is down closes the
@@ -78,12 +112,75 @@ impl Nodes {
         }
     }
 
+    /// Each node's index.
+    pub fn directory(&self) -> &Directory {
+        &self.directory
+    }
+
+    /// Sends a REST request or an event stream's opening or end to node `node`; a link that
+    /// is down answers at once, and one lost meanwhile drops the answer's sender.
+    pub fn forward(&self, node: usize, forward: Forward) {
+        if let Some(sender) = self.forwards.get(node) {
+            let _ = sender.send(forward);
+        }
+    }
+
+    /// Whether this node owns `namespace`.
+    pub fn owns(&self, namespace: &str) -> bool {
+        self.owner_node(namespace) == NodeRoute::Local
+    }
+
+    /// The node that follows `namespace` (`Placement::follower_node`).
+    pub fn follower_node(&self, namespace: &str) -> Option<usize> {
+        self.membership.follower(&self.directory, namespace)
+    }
+
+    /// This node's index.
+    pub fn me(&self) -> usize {
+        self.directory.me()
+    }
+
+    pub fn replication(&self) -> ReplicationMode {
+        self.replication
+    }
+
+    /// The link toward `node`: its generation and whether it is up.
+    pub fn link_state(&self, node: usize) -> (u64, bool) {
+        self.links.get(node).map_or((0, false), |state| state.get())
+    }
+
+    /// Sends replication's `message` toward `node`; dropped while the link is down (the
+    /// shards learn that from [`Nodes::link_state`]).
+    pub fn send_replica(&self, node: usize, message: ReplicaOut) {
+        if let Some(sender) = self.to_replica.get(node) {
+            let _ = sender.send(message);
+        }
+    }
+
+    /// The replication lag toward follower `node`.
+    pub fn lag(&self, node: usize) -> &FollowerLag {
+        static NONE: FollowerLag = FollowerLag::new();
+        self.lag.get(node).map_or(&NONE, |lag| lag)
+    }
+
+    /// Every other node numbered so far and its lag as a follower of this node's databases
+    /// (`/metrics`).
+    pub fn lags(&self) -> Vec<(String, Arc<FollowerLag>)> {
+        let me = self.directory.me();
+        (0..self.directory.len())
+            .filter(|index| *index != me)
+            .filter_map(|index| {
+                Some((
+                    self.directory.id(index)?.to_string(),
+                    self.lag.get(index)?.clone(),
+                ))
+            })
+            .collect()
+    }
+
     /// A node's id, for logs.
-    pub fn id(&self, node: usize) -> &str {
-        self.placement
-            .nodes
-            .get(node)
-            .map_or("?", |node| node.id.as_str())
+    pub fn id(&self, node: usize) -> Arc<str> {
+        self.directory.id(node).unwrap_or_else(|| Arc::from("?"))
     }
 }
 
@@ -105,39 +202,64 @@ pub struct Started {
     pub edges: Vec<mpsc::UnboundedSender<ToEdge>>,
 }
 
-/// Binds the link's listener at this node's address and starts the links to every other
-/// node on a thread of their own. `owners` and `edges` are the local shards' inboxes and
-/// batch queues, where what arrives from other nodes goes.
+/// Binds the link's listener at this node's address and starts the links to the other
+/// nodes on a thread of their own: all at once for a static list, as they are seen alive
+/// with etcd. `owners` and `edges` are the local shards' inboxes and batch queues, where what
+/// arrives from other nodes goes.
 pub fn start(
     config: &ClusterConfig,
+    rest: RestSettings,
     owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
     edges: Vec<mpsc::UnboundedSender<ToEdge>>,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<Started> {
-    let placement = config.placement.clone();
-    let address = placement.nodes[placement.me].address;
+    let membership = config.membership.clone();
+    let address = membership.link_address();
     let listener = TcpListener::bind(address)?;
     listener.set_nonblocking(true)?;
+    let directory = Arc::new(membership.directory());
     let mut to_owner = Vec::new();
     let mut to_edge = Vec::new();
-    let mut links = Vec::new();
-    for node in 0..placement.nodes.len() {
+    let mut forwards = Vec::new();
+    let mut to_replica = Vec::new();
+    let mut states = Vec::new();
+    let mut idle = Vec::new();
+    for node in 0..directory.capacity() {
         let (owner_tx, owner_rx) = mpsc::unbounded_channel();
         let (edge_tx, edge_rx) = mpsc::unbounded_channel();
-        let (accepted_tx, accepted_rx) = mpsc::channel(1);
+        let (forward_tx, forward_rx) = mpsc::unbounded_channel();
+        let (replica_tx, replica_rx) = mpsc::unbounded_channel();
+        let state = Arc::new(LinkState::default());
         to_owner.push(owner_tx);
+        to_replica.push(replica_tx);
+        states.push(state.clone());
         to_edge.push(edge_tx);
-        if node == placement.me {
-            // Nothing is routed to itself: the receivers drop, and a send fails at once.
-            continue;
-        }
-        links.push((node, owner_rx, edge_rx, accepted_tx, accepted_rx));
+        forwards.push(forward_tx);
+        // Nothing is routed to itself: the receivers drop, and a send fails at once.
+        idle.push((node != directory.me()).then_some(Slot {
+            to_owner: owner_rx,
+            to_edge: edge_rx,
+            forwards: forward_rx,
+            to_replica: replica_rx,
+            state,
+        }));
     }
     let nodes = Arc::new(Nodes {
-        placement: placement.clone(),
+        membership: membership.clone(),
+        directory: directory.clone(),
         to_owner,
+        forwards,
+        lag: (0..directory.capacity())
+            .map(|_| Arc::new(FollowerLag::default()))
+            .collect(),
+        to_replica,
+        links: states,
+        replication: config.replication,
     });
+    let me: Arc<str> = Arc::from(membership.my_id());
+    let rest = Arc::new(rest);
     let secret: Arc<[u8]> = config.secret.clone().into();
+    let followed = nodes.clone();
     spawn_local_thread("hearth-peers", "node link", move || async move {
         let listener = match tokio::net::TcpListener::from_std(listener) {
             Ok(listener) => listener,
@@ -146,74 +268,35 @@ pub fn start(
                 return;
             }
         };
-        info!(%address, node = placement.my_id(), "node link listening");
-        let placement = Rc::new(placement);
-        let mut accepted = Vec::new();
-        for (node, owner_rx, edge_rx, accepted_tx, accepted_rx) in links {
-            accepted.push((node, accepted_tx));
-            let link = node_link::NodeLink::new(
-                node,
-                placement.clone(),
-                secret.clone(),
-                owners.clone(),
-                edges.clone(),
-            );
-            tokio::task::spawn_local(link.run(owner_rx, edge_rx, accepted_rx));
-        }
-        accept_loop(listener, placement, secret, accepted, shutdown).await;
+        info!(%address, node = &*me, "node link listening");
+        let links = Rc::new(RefCell::new(Links::new(
+            me, secret, owners, edges, rest, idle,
+        )));
+        let admit: Admit = match membership {
+            Membership::Static(placement) => {
+                for (index, node) in placement.nodes.iter().enumerate() {
+                    let id: Arc<str> = Arc::from(node.id.as_str());
+                    links.borrow_mut().ensure(index, &id, Some(node.address));
+                }
+                Box::new(move |id| {
+                    let index = directory.index_of(id)?;
+                    Some((index, Some(placement.nodes.get(index)?.address)))
+                })
+            }
+            Membership::Etcd(placement) => {
+                let follow = follow::follow(placement.clone(), followed, links.clone());
+                tokio::task::spawn_local(follow);
+                // A node that dials before this one's view has it waits for its next try.
+                Box::new(move |id| {
+                    let info = placement.view().nodes.get(id)?.advertise;
+                    Some((directory.index_of(id)?, Some(info)))
+                })
+            }
+        };
+        links::accept_loop(listener, links, admit, shutdown).await;
     })?;
     Ok(Started {
         nodes,
         edges: to_edge,
     })
-}
-
-/// Takes the links other nodes dial, each once it passed the handshake, to their node's
-/// link. A refused peer is logged and dropped.
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    placement: Rc<Placement>,
-    secret: Arc<[u8]>,
-    links: Vec<(usize, mpsc::Sender<tokio::net::TcpStream>)>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let links = Rc::new(links);
-    loop {
-        let accepted = tokio::select! {
-            _ = shutdown.changed() => {
-                // The links live on until the shards are gone, so that the sessions this
-                // node holds end on their owners; the process ends with them.
-                std::future::pending::<()>().await;
-                return;
-            }
-            accepted = listener.accept() => accepted,
-        };
-        let (mut stream, from) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                warn!(%error, "node link accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let placement = placement.clone();
-        let secret = secret.clone();
-        let links = links.clone();
-        tokio::task::spawn_local(async move {
-            let shaken = tokio::time::timeout(
-                handshake::HANDSHAKE_TIMEOUT,
-                handshake::accept(&mut stream, &placement, &secret),
-            )
-            .await
-            .unwrap_or(Err(handshake::HandshakeError::Timeout));
-            match shaken {
-                Ok(node) => {
-                    if let Some((_, link)) = links.iter().find(|(index, _)| *index == node) {
-                        let _ = link.send(stream).await;
-                    }
-                }
-                Err(error) => warn!(%from, %error, "node link refused"),
-            }
-        });
-    }
 }

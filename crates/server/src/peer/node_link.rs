@@ -1,74 +1,116 @@
-//! One peer's link, for as long as the node runs: connected (the node with the smaller index
-//! dials, the other accepts), lost, connected again. While it is down, a connection whose
-//! database that peer owns is closed at once, so that its client retries; when it is lost,
-//! the sessions it carried end on both sides (`NodeLink::lost`).
+//! One peer's link, for as long as the node runs: connected (the node whose id sorts first
+//! dials, the other accepts), lost, connected again; with etcd, dropped while the peer is not
+//! a live node and dialed at its new address when it is one again. While it is down, a connection whose
+//! database that peer owns waits for another owner or closes (`edge::rehome`); when it is
+//! lost, the sessions it carried end on both sides (`NodeLink::lost`).
 
 use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_sync::ConnId;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Semaphore};
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{info, warn};
 
-use crate::close::{CloseReason, OWNER_NODE_LOST_CLOSE};
 use crate::inbox::ShardMessage;
-use crate::link::{Credit, EdgeItem, ToEdge, ToOwner, MAX_LINK_BYTES};
-use crate::peer::context::{unreachable_owner, Context};
+use crate::link::{Credit, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
+use crate::peer::context::{unreachable_owner, Context, Forward, RestSettings};
+use crate::peer::forward;
 use crate::peer::handshake::{self, HANDSHAKE_TIMEOUT};
-use crate::peer::placement::Placement;
 use crate::peer::remote_conn;
 use crate::peer::session::{self, Ended};
+use crate::replica_messages::{LinkState, ReplicaOut};
 
 /// The first pause before dialing a peer again, doubled up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// Connections this process closed because the link to their owner node was down or lost.
+/// Connections of this process whose owner node's link was down or lost (moved to another
+/// owner, or closed where they could not move).
 pub static OWNER_LOST_CLOSES: AtomicU64 = AtomicU64::new(0);
 
 pub struct NodeLink {
-    placement: Rc<Placement>,
+    /// This node's id.
+    me: Arc<str>,
     secret: Arc<[u8]>,
     ctx: Rc<Context>,
+    /// The link's generation and whether it is up, as the shards read it (`replica`).
+    state: Arc<LinkState>,
+}
+
+/// What the local shards send toward the peer, and the connections it dials to us.
+pub struct Receivers {
+    pub to_owner: mpsc::UnboundedReceiver<ToOwner>,
+    pub to_edge: mpsc::UnboundedReceiver<ToEdge>,
+    pub to_replica: mpsc::UnboundedReceiver<ReplicaOut>,
+    /// REST requests and event streams (`forward.rs`).
+    pub forwards: mpsc::UnboundedReceiver<Forward>,
+    pub accepted: mpsc::Receiver<TcpStream>,
+}
+
+/// The node at the other end of a link.
+pub struct Peer {
+    pub index: usize,
+    pub id: Arc<str>,
+    /// Where its link listens while it is live.
+    pub address: Option<SocketAddr>,
+    /// The link's generation and whether it is up, as the shards read it (`replica`).
+    pub state: Arc<LinkState>,
 }
 
 impl NodeLink {
+    /// The link to `peer`.
     pub fn new(
-        node: usize,
-        placement: Rc<Placement>,
+        me: Arc<str>,
+        peer: Peer,
         secret: Arc<[u8]>,
         owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+        rest: Arc<RestSettings>,
     ) -> NodeLink {
+        let Peer {
+            index: node,
+            id: peer,
+            address,
+            state,
+        } = peer;
         let credits = edges.iter().map(|_| Arc::new(Credit::default())).collect();
         NodeLink {
-            placement,
+            me,
             secret,
             ctx: Rc::new(Context {
                 node,
+                peer,
+                address: watch::Sender::new(address),
                 owners,
                 edges,
                 credits,
                 owner_room: Arc::new(Semaphore::new(MAX_LINK_BYTES)),
+                rest,
                 state: RefCell::default(),
             }),
+            state,
         }
     }
 
+    /// What the link shares with its table (`links.rs`): the peer's address, the sessions.
+    pub fn context(&self) -> Rc<Context> {
+        self.ctx.clone()
+    }
+
     /// Serves the link until the local shards are gone.
-    pub async fn run(
-        self,
-        mut to_owner: mpsc::UnboundedReceiver<ToOwner>,
-        mut to_edge: mpsc::UnboundedReceiver<ToEdge>,
-        mut accepted: mpsc::Receiver<TcpStream>,
-    ) {
-        let node = self.ctx.node;
-        let peer = self.placement.nodes[node].id.clone();
+    pub async fn run(self, receivers: Receivers) {
+        let Receivers {
+            mut to_owner,
+            mut to_edge,
+            mut to_replica,
+            mut forwards,
+            mut accepted,
+        } = receivers;
+        let peer = self.ctx.peer.clone();
         let mut next = None;
         loop {
             let stream = match next.take() {
@@ -88,26 +130,41 @@ impl NodeLink {
                                 Some(batch) => batch.written(),
                                 None => return,
                             },
+                            forward = forwards.recv() => match forward {
+                                Some(forward) => forward::refuse(forward),
+                                None => return,
+                            },
+                            // Shipped under a generation that is gone: the shards start
+                            // over with copies on the next one.
+                            replica = to_replica.recv() => if replica.is_none() {
+                                return;
+                            },
                         }
                     }
                 }
             };
             keep_alive(&stream);
-            info!(peer, "node link up");
-            let ended = session::run(
-                &self.ctx,
-                stream,
-                &mut to_owner,
-                &mut to_edge,
-                &mut accepted,
-            )
-            .await;
+            let generation = self.state.connected();
+            info!(peer = &*peer, generation, "node link up");
+            let queues = session::Queues {
+                to_owner: &mut to_owner,
+                to_edge: &mut to_edge,
+                to_replica: &mut to_replica,
+                forwards: &mut forwards,
+                accepted: &mut accepted,
+            };
+            let ended = session::run(&self.ctx, stream, queues, generation).await;
+            self.state.lost();
             let why = match ended {
                 Ended::Replaced(stream) => {
                     next = Some(stream);
                     "the peer connected again".to_owned()
                 }
                 Ended::Lost(why) => why,
+                Ended::Departed => match *self.ctx.address.borrow() {
+                    None => "its etcd lease ended".to_owned(),
+                    Some(address) => format!("it moved to {address}"),
+                },
                 Ended::Closed => {
                     self.lost(&peer, "this node is stopping");
                     return;
@@ -118,62 +175,81 @@ impl NodeLink {
     }
 
     /// A connection to the peer that passed the handshake: dialed, with backoff, when this
-    /// node's index is the smaller; else the next one the peer dials.
+    /// node's id sorts first (and only while the peer is live); else the next one the peer
+    /// dials.
     async fn connect(&self, accepted: &mut mpsc::Receiver<TcpStream>) -> TcpStream {
-        let node = self.ctx.node;
-        if self.placement.me > node {
+        if *self.me > *self.ctx.peer {
             return match accepted.recv().await {
                 Some(stream) => stream,
                 None => std::future::pending().await,
             };
         }
-        let address = self.placement.nodes[node].address;
+        let peer = &self.ctx.peer;
+        let mut addresses = self.ctx.address.subscribe();
         let mut backoff = FIRST_BACKOFF;
         let mut failures = 0u64;
         loop {
+            let current = *addresses.borrow_and_update();
+            let Some(address) = current else {
+                // Not a live node: nothing to dial until it is one again.
+                if addresses.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+                backoff = FIRST_BACKOFF;
+                continue;
+            };
             let attempt = async {
                 let mut stream = TcpStream::connect(address).await?;
-                handshake::dial(&mut stream, &self.placement, node, &self.secret).await?;
+                handshake::dial(&mut stream, &self.me, peer, &self.secret).await?;
                 Ok::<_, handshake::HandshakeError>(stream)
             };
             let outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt)
                 .await
                 .unwrap_or(Err(handshake::HandshakeError::Timeout));
             match outcome {
-                Ok(stream) => return stream,
+                // The peer may have left while it was dialed: its link is not wanted then.
+                Ok(stream) if *addresses.borrow() == current => return stream,
+                Ok(_) => continue,
                 Err(error) => {
                     // The first failure and then one in 30: a peer that is down for long
                     // does not flood the log.
                     if failures.is_multiple_of(30) {
-                        let peer = &self.placement.nodes[node].id;
-                        warn!(peer, %address, %error, failures, "cannot reach node; retrying");
+                        warn!(%peer, %address, %error, failures, "cannot reach node; retrying");
                     }
                     failures += 1;
                 }
             }
-            tokio::time::sleep(backoff).await;
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                // A new address is dialed at once.
+                _ = addresses.changed() => backoff = FIRST_BACKOFF,
+            }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
-    /// A message for the peer while the link is down: a connection that opens is closed at
-    /// once (its client retries); the rest concerns sessions that ended with the link.
+    /// A message for the peer while the link is down: a connection that opens waits for an
+    /// owner it can reach, or closes (its client retries); the rest concerns sessions that
+    /// ended with the link.
     fn refuse(&self, message: ToOwner) {
         match message {
             ToOwner::Open { conn, .. } => {
                 OWNER_LOST_CLOSES.fetch_add(1, Ordering::Relaxed);
-                self.close_locally([conn]);
+                self.ctx.move_locally([conn], MoveCause::OwnerUnreachable);
             }
             ToOwner::OpenStream { opened, .. } => {
                 let _ = opened.send(Err(unreachable_owner()));
             }
-            ToOwner::Messages { .. } | ToOwner::AuthExpired { .. } | ToOwner::Closed { .. } => {}
+            ToOwner::Messages { .. }
+            | ToOwner::AuthExpired { .. }
+            | ToOwner::Closed { .. }
+            | ToOwner::Moved { .. } => {}
         }
     }
 
     /// The link is lost: every session of the peer's connections here ends (their
-    /// onDisconnect queues run), and every connection here whose session was there is closed
-    /// so that its client reconnects.
+    /// onDisconnect queues run), and every connection here whose session was there moves to
+    /// its database's next owner, or is closed so that its client reconnects.
     fn lost(&self, peer: &str, why: &str) {
         let state = std::mem::take(&mut *self.ctx.state.borrow_mut());
         let ended = state.sessions.len();
@@ -185,43 +261,21 @@ impl NodeLink {
         }
         let closed = state.opened.len();
         OWNER_LOST_CLOSES.fetch_add(closed as u64, Ordering::Relaxed);
-        self.close_locally(state.opened);
-        // Dropping the waiting senders lets those connections read again, to see the close.
+        self.ctx
+            .move_locally(state.opened.into_keys(), MoveCause::OwnerLost);
+        // Dropping the waiting senders lets those connections read again, to see the close;
+        // the REST requests and stream openings still waiting for the peer are answered
+        // `503` (`edge::http_forward`).
         drop(state.waiting);
+        drop((state.requests, state.streams));
         warn!(
             peer,
             reason = why,
             sessions_ended = ended,
-            connections_closed = closed,
+            connections_moving = closed,
             closed_in_all = OWNER_LOST_CLOSES.load(Ordering::Relaxed),
             "node link lost"
         );
-    }
-
-    /// Closes local connections through their shards' edges.
-    fn close_locally(&self, conns: impl IntoIterator<Item = ConnId>) {
-        let shards = self.ctx.edges.len().max(1);
-        let mut groups: Vec<Vec<EdgeItem>> = (0..shards).map(|_| Vec::new()).collect();
-        for conn in conns {
-            groups[(conn % shards as u64) as usize].push(EdgeItem::Close {
-                conn,
-                reason: CloseReason::new(CloseCode::Again, OWNER_NODE_LOST_CLOSE),
-                shed: false,
-            });
-        }
-        for (shard, items) in groups.into_iter().enumerate() {
-            if items.is_empty() {
-                continue;
-            }
-            let (Some(edge), Some(credit)) =
-                (self.ctx.edges.get(shard), self.ctx.credits.get(shard))
-            else {
-                continue;
-            };
-            if let Err(unsent) = edge.send(ToEdge::new(items, credit)) {
-                unsent.0.written();
-            }
-        }
     }
 }
 

@@ -83,23 +83,46 @@ impl Placement {
     /// The node that owns `namespace`: the highest score of (node id, name), the smaller id
     /// on a tie.
     pub fn owner_node(&self, namespace: &str) -> NodeRoute {
-        let mut best: Option<(u64, usize)> = None;
-        for (index, node) in self.nodes.iter().enumerate() {
-            let score = score(&node.id, namespace);
-            if best.is_none_or(|(top, _)| score > top) {
-                best = Some((score, index));
-            }
-        }
-        match best {
-            Some((_, index)) if index != self.me => NodeRoute::Remote(index),
+        match ranked(self.nodes.iter().map(|node| node.id.as_str()), namespace).0 {
+            Some(index) if index != self.me => NodeRoute::Remote(index),
             _ => NodeRoute::Local,
         }
+    }
+
+    /// The node that follows `namespace` (keeps a replica of its log, `replica`): the
+    /// second-highest score; `None` in a cluster of one.
+    pub fn follower_node(&self, namespace: &str) -> Option<usize> {
+        ranked(self.nodes.iter().map(|node| node.id.as_str()), namespace).1
     }
 
     /// This node's id.
     pub fn my_id(&self) -> &str {
         &self.nodes[self.me].id
     }
+}
+
+/// The indexes of the highest and the second-highest scores of `ids` for `namespace` (the
+/// owner and the follower), the smaller index on a tie. Any placement over a list of node ids
+/// (the static one here, the etcd one's live nodes) reaches the same two.
+pub fn ranked<'a>(
+    ids: impl Iterator<Item = &'a str>,
+    namespace: &str,
+) -> (Option<usize>, Option<usize>) {
+    let mut first: Option<(u64, usize)> = None;
+    let mut second: Option<(u64, usize)> = None;
+    for (index, id) in ids.enumerate() {
+        let score = score(id, namespace);
+        if first.is_none_or(|(top, _)| score > top) {
+            second = first;
+            first = Some((score, index));
+        } else if second.is_none_or(|(top, _)| score > top) {
+            second = Some((score, index));
+        }
+    }
+    (
+        first.map(|(_, index)| index),
+        second.map(|(_, index)| index),
+    )
 }
 
 /// Parses one `ID=HOST:PORT` entry's shape; the caller resolves the address.
@@ -166,7 +189,7 @@ mod tests {
     #[test]
     fn the_choice_is_pinned() {
         // Data directories follow the placement: it must not change between versions. The
-        // compat suite has a JavaScript copy (`compat/test/cluster-link.test.mjs`).
+        // compat suite has a JavaScript copy (`compat/lib/cluster.mjs`).
         let view = placement("a");
         let owners: Vec<&str> = ["demo", "chat", "x", "y"]
             .iter()
@@ -179,6 +202,23 @@ mod tests {
     }
 
     const PINNED: [&str; 4] = ["b", "b", "a", "a"];
+
+    #[test]
+    fn the_follower_is_the_runner_up_and_never_the_owner() {
+        let view = placement("a");
+        let followers: Vec<&str> = ["demo", "chat", "x", "y"]
+            .iter()
+            .map(|name| {
+                let follower = view.follower_node(name).expect("three nodes");
+                assert_ne!(view.owner_node(name), NodeRoute::Remote(follower));
+                view.nodes[follower].id.as_str()
+            })
+            .collect();
+        // Pinned like the owners: a follower's data directory follows it too.
+        assert_eq!(followers, ["a", "a", "c", "b"]);
+        let alone = Placement::new(vec![("a".into(), view.nodes[0].address)], "a").expect("one");
+        assert_eq!(alone.follower_node("demo"), None);
+    }
 
     #[test]
     fn bad_lists_are_refused() {

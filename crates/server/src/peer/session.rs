@@ -8,7 +8,6 @@
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
-use hearth_sync::ConnId;
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
@@ -18,11 +17,13 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::close::CloseReason;
 use crate::inbox::ShardMessage;
-use crate::link::{EdgeItem, ToEdge, ToOwner, MAX_LINK_BYTES};
+use crate::link::{EdgeItem, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::namespace::owner_shard;
 use crate::peer::codec::{split_frame, LinkMessage, WireItem, MAX_FRAME_BYTES};
-use crate::peer::context::{unreachable_owner, Context};
+use crate::peer::context::{unreachable_owner, Context, Forward, RemoteAnswer, Reply};
+use crate::peer::forward::{self, Outbox};
 use crate::peer::{remote_conn, wire_conn};
+use crate::replica_messages::{ReplicaIn, ReplicaOut};
 
 /// The bytes the writer gathers before it writes them.
 const GATHER_BYTES: usize = 1024 * 1024;
@@ -39,25 +40,47 @@ pub enum Ended {
     Lost(String),
     /// The peer dialed again: this one is stale.
     Replaced(TcpStream),
+    /// The peer left the cluster's live nodes, or moved: its link must be dropped.
+    Departed,
     /// The local shards are gone.
     Closed,
 }
 
-/// Serves the link over `stream` until it ends.
+/// What a live connection takes from the local shards, and the next connection the peer
+/// dials.
+pub struct Queues<'a> {
+    pub to_owner: &'a mut mpsc::UnboundedReceiver<ToOwner>,
+    pub to_edge: &'a mut mpsc::UnboundedReceiver<ToEdge>,
+    pub to_replica: &'a mut mpsc::UnboundedReceiver<ReplicaOut>,
+    /// REST requests and event streams (`forward.rs`).
+    pub forwards: &'a mut mpsc::UnboundedReceiver<Forward>,
+    pub accepted: &'a mut mpsc::Receiver<TcpStream>,
+}
+
+/// Serves the link over `stream`, the link's connection number `generation`, until it ends.
 pub async fn run(
     ctx: &Rc<Context>,
     stream: TcpStream,
-    to_owner: &mut mpsc::UnboundedReceiver<ToOwner>,
-    to_edge: &mut mpsc::UnboundedReceiver<ToEdge>,
-    accepted: &mut mpsc::Receiver<TcpStream>,
+    queues: Queues<'_>,
+    generation: u64,
 ) -> Ended {
+    let Queues {
+        to_owner,
+        to_edge,
+        to_replica,
+        forwards,
+        accepted,
+    } = queues;
     let (read, mut write) = stream.into_split();
-    let (handled_tx, mut handled_rx) = mpsc::unbounded_channel();
-    let mut reader = tokio::task::spawn_local(read_loop(ctx.clone(), read, handled_tx));
+    let (replies_tx, mut replies_rx) = mpsc::unbounded_channel();
+    let mut reader = tokio::task::spawn_local(read_loop(ctx.clone(), read, replies_tx));
+    let mut address = ctx.address.subscribe();
+    address.mark_unchanged();
     let ended = async {
         let mut out = BytesMut::new();
         let mut rooms = Vec::new();
         let mut batches = Vec::new();
+        let mut outbox = Outbox::default();
         loop {
             tokio::select! {
                 biased;
@@ -69,7 +92,8 @@ pub async fn run(
                     });
                 }
                 Some(stream) = accepted.recv() => return Ended::Replaced(stream),
-                Some(conn) = handled_rx.recv() => LinkMessage::Handled { conn }.encode(&mut out),
+                Ok(()) = address.changed() => return Ended::Departed,
+                Some(reply) = replies_rx.recv() => encode_reply(reply, &mut out, &mut outbox),
                 message = to_owner.recv() => match message {
                     Some(message) => encode_to_owner(ctx, message, &mut out, &mut rooms),
                     None => return Ended::Closed,
@@ -81,19 +105,38 @@ pub async fn run(
                     }
                     None => return Ended::Closed,
                 },
+                forward = forwards.recv() => match forward {
+                    Some(forward) => forward::send(ctx, forward, &mut out, &mut outbox),
+                    None => return Ended::Closed,
+                },
+                replica = to_replica.recv() => match replica {
+                    Some(replica) => encode_replica(replica, generation, &mut out),
+                    None => return Ended::Closed,
+                },
+                // A frame of a REST request or answer on its way (below).
+                _ = std::future::ready(()), if !outbox.is_empty() => {}
             }
             // Everything else that is ready leaves with it.
             while out.len() < GATHER_BYTES {
-                if let Ok(conn) = handled_rx.try_recv() {
-                    LinkMessage::Handled { conn }.encode(&mut out);
+                if let Ok(reply) = replies_rx.try_recv() {
+                    encode_reply(reply, &mut out, &mut outbox);
                 } else if let Ok(message) = to_owner.try_recv() {
                     encode_to_owner(ctx, message, &mut out, &mut rooms);
                 } else if let Ok(batch) = to_edge.try_recv() {
                     encode_batch(&batch, &mut out);
                     batches.push(batch);
+                } else if let Ok(forward) = forwards.try_recv() {
+                    forward::send(ctx, forward, &mut out, &mut outbox);
+                } else if let Ok(replica) = to_replica.try_recv() {
+                    encode_replica(replica, generation, &mut out);
                 } else {
                     break;
                 }
+            }
+            // One frame of the REST transfers each turn: a large one never holds up the rest.
+            if outbox.encode_next(&mut out) {
+                let mut state = ctx.state.borrow_mut();
+                state.serving = state.serving.saturating_sub(1);
             }
             if !out.is_empty() {
                 if let Err(error) = write.write_all(&out).await {
@@ -112,6 +155,18 @@ pub async fn run(
     ended
 }
 
+/// Encodes what the reader has the writer send back.
+fn encode_reply(reply: Reply, out: &mut BytesMut, outbox: &mut Outbox) {
+    match reply {
+        Reply::Handled(conn) => LinkMessage::Handled { conn }.encode(out),
+        Reply::Answer { id, answer } => outbox.answer(id, answer),
+        Reply::StreamOpened { conn, refusal } => {
+            let refusal = refusal.map(|answer| (answer.head, answer.body));
+            LinkMessage::StreamOpened { conn, refusal }.encode(out);
+        }
+    }
+}
+
 /// Encodes a local connection's message for its owner on the peer.
 fn encode_to_owner(
     ctx: &Context,
@@ -128,7 +183,7 @@ fn encode_to_owner(
             previous,
             edge: _,
         } => {
-            state.opened.insert(conn);
+            state.opened.insert(conn, namespace.as_str().into());
             LinkMessage::Open {
                 conn,
                 namespace,
@@ -144,7 +199,7 @@ fn encode_to_owner(
             done,
             room,
         } => {
-            if !state.opened.contains(&conn) {
+            if !state.opened.contains_key(&conn) {
                 return;
             }
             let large = done.is_some();
@@ -155,25 +210,55 @@ fn encode_to_owner(
             LinkMessage::Messages { conn, texts, large }
         }
         ToOwner::AuthExpired { conn } => {
-            if !state.opened.contains(&conn) {
+            if !state.opened.contains_key(&conn) {
                 return;
             }
             LinkMessage::AuthExpired { conn }
         }
         ToOwner::Closed { conn } => {
-            if !state.opened.remove(&conn) {
+            if state.opened.remove(&conn).is_none() {
                 return;
             }
             state.waiting.remove(&conn);
             LinkMessage::Closed { conn }
         }
-        // Event streams do not cross nodes yet: REST refuses them before they get here.
+        ToOwner::Moved { conn } => {
+            if state.opened.remove(&conn).is_none() {
+                return;
+            }
+            state.waiting.remove(&conn);
+            LinkMessage::Moved { conn }
+        }
+        // Event streams cross with their request's head (`forward`), not parsed.
         ToOwner::OpenStream { opened, .. } => {
             let _ = opened.send(Err(unreachable_owner()));
             return;
         }
     };
     wire.encode(out);
+}
+
+/// Encodes replication's message for the peer: records shipped under an earlier connection
+/// are dropped, since the follower may lack what came before them there.
+fn encode_replica(message: ReplicaOut, generation: u64, out: &mut BytesMut) {
+    match message {
+        ReplicaOut::Records(records) if records.generation == generation => {
+            LinkMessage::Replicate {
+                shard: records.shard,
+                seq: records.seq,
+                namespace: records.namespace,
+                reset: records.reset,
+                records: records.records,
+            }
+            .encode(out)
+        }
+        ReplicaOut::Records(_) => {}
+        ReplicaOut::Ack(ack) => LinkMessage::ReplicaAck {
+            shard: ack.shard,
+            seqs: ack.seqs,
+        }
+        .encode(out),
+    }
 }
 
 /// Encodes a local owner's batch for the peer's connections: each frame once, however many
@@ -226,6 +311,10 @@ fn encode_batch(batch: &ToEdge, out: &mut BytesMut) {
                 conn: wire_conn(*conn),
                 expires_at: *expires_at,
             },
+            // Only a stopping owner asks a remote edge to move a session.
+            EdgeItem::Moved { conn, .. } => WireItem::Moved {
+                conn: wire_conn(*conn),
+            },
         };
         items.push(item);
     }
@@ -238,13 +327,13 @@ fn encode_batch(batch: &ToEdge, out: &mut BytesMut) {
 async fn read_loop(
     ctx: Rc<Context>,
     mut read: OwnedReadHalf,
-    handled: mpsc::UnboundedSender<ConnId>,
+    replies: mpsc::UnboundedSender<Reply>,
 ) -> Result<(), String> {
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     loop {
         while let Some(body) = split_frame(&mut buffer).map_err(|error| error.to_string())? {
             let message = LinkMessage::decode(body).map_err(|error| error.to_string())?;
-            on_message(&ctx, message, &handled).await;
+            on_message(&ctx, message, &replies).await?;
         }
         if buffer.capacity() - buffer.len() < 16 * 1024 {
             buffer.reserve(64 * 1024);
@@ -258,8 +347,12 @@ async fn read_loop(
 }
 
 /// Carries out one message of the peer: as the owner of a session of its connection, or as
-/// the edge of a connection of ours.
-async fn on_message(ctx: &Context, message: LinkMessage, handled: &mpsc::UnboundedSender<ConnId>) {
+/// the edge of a connection of ours. The error says how the peer broke the protocol.
+async fn on_message(
+    ctx: &Rc<Context>,
+    message: LinkMessage,
+    replies: &mpsc::UnboundedSender<Reply>,
+) -> Result<(), String> {
     let shards = ctx.owners.len();
     let to_owner = |shard: usize, message: ToOwner| {
         if let Some(owner) = ctx.owners.get(shard) {
@@ -287,21 +380,21 @@ async fn on_message(ctx: &Context, message: LinkMessage, handled: &mpsc::Unbound
         }
         LinkMessage::Messages { conn, texts, large } => {
             let Some(shard) = ctx.state.borrow().sessions.get(&conn).copied() else {
-                return;
+                return Ok(());
             };
             let bytes: usize = texts.iter().map(String::len).sum();
             let bytes = bytes.clamp(1, MAX_LINK_BYTES) as u32;
             // Nothing more is read from the peer until the local owners have room.
             let Ok(room) = ctx.owner_room.clone().acquire_many_owned(bytes).await else {
-                return;
+                return Ok(());
             };
             let done = large.then(|| {
                 let (done, finished) = oneshot::channel::<()>();
-                let handled = handled.clone();
+                let replies = replies.clone();
                 tokio::task::spawn_local(async move {
                     // Dropped, unsent, once the owner handled the message.
                     let _ = finished.await;
-                    let _ = handled.send(conn);
+                    let _ = replies.send(Reply::Handled(conn));
                 });
                 done
             });
@@ -328,11 +421,70 @@ async fn on_message(ctx: &Context, message: LinkMessage, handled: &mpsc::Unbound
                 to_owner(shard, ToOwner::Closed { conn });
             }
         }
+        LinkMessage::Moved { conn } => {
+            if let Some(shard) = ctx.state.borrow_mut().sessions.remove(&conn) {
+                let conn = remote_conn(ctx.node, conn);
+                to_owner(shard, ToOwner::Moved { conn });
+            }
+        }
         LinkMessage::Handled { conn } => {
             ctx.state.borrow_mut().waiting.remove(&conn);
         }
         LinkMessage::Batch { frames, items } => on_batch(ctx, &frames, items).await,
+        LinkMessage::Request {
+            id,
+            head,
+            body,
+            more,
+        } => return forward::on_request(ctx, id, head, body, more, replies),
+        LinkMessage::RequestMore { id, body, more } => {
+            return forward::on_request_more(ctx, id, body, more, replies)
+        }
+        LinkMessage::Answer {
+            id,
+            head,
+            body,
+            more,
+        } => return forward::on_answer(ctx, id, Some(head), body, more),
+        LinkMessage::AnswerMore { id, body, more } => {
+            return forward::on_answer(ctx, id, None, body, more)
+        }
+        LinkMessage::OpenStream { conn, head } => forward::on_open_stream(ctx, conn, head, replies),
+        LinkMessage::StreamOpened { conn, refusal } => {
+            let refusal = refusal.map(|(head, body)| RemoteAnswer { head, body });
+            forward::on_stream_opened(ctx, conn, refusal);
+        }
+        LinkMessage::Replicate {
+            shard,
+            seq,
+            namespace,
+            reset,
+            records,
+        } => {
+            let local = owner_shard(&namespace, shards);
+            let message = ReplicaIn::Records {
+                from: ctx.node,
+                shard,
+                seq,
+                namespace,
+                reset,
+                records,
+            };
+            if let Some(owner) = ctx.owners.get(local) {
+                let _ = owner.send(ShardMessage::Replica(message));
+            }
+        }
+        LinkMessage::ReplicaAck { shard, seqs } => {
+            if let Some(owner) = ctx.owners.get(shard as usize) {
+                let message = ReplicaIn::Ack {
+                    from: ctx.node,
+                    seqs,
+                };
+                let _ = owner.send(ShardMessage::Replica(message));
+            }
+        }
     }
+    Ok(())
 }
 
 /// Hands the owner's batch to the local shards that hold its connections (a connection's id
@@ -362,6 +514,10 @@ async fn on_batch(ctx: &Context, frames: &[Bytes], items: Vec<WireItem>) {
             WireItem::AuthExpiry { conn, expires_at } => {
                 (conn, EdgeItem::AuthExpiry { conn, expires_at })
             }
+            WireItem::Moved { conn } => {
+                let cause = MoveCause::OwnerStopping;
+                (conn, EdgeItem::Moved { conn, cause })
+            }
         };
         groups[(conn % shards as u64) as usize].push(item);
     }
@@ -385,6 +541,7 @@ mod tests {
 
     use super::*;
     use crate::link::Credit;
+    use hearth_sync::ConnId;
 
     fn frames(conn: ConnId, frames: &Bytes) -> EdgeItem {
         EdgeItem::Frames {

@@ -176,11 +176,15 @@ pub fn on_durable(shard: &Shard, durable: u64) {
     let Some(store) = shard.owner.store() else {
         return;
     };
+    // The gate may pass only what the followers have too (`replica`).
+    let released =
+        (shard.replication.as_ref()).map_or(durable, |replication| replication.on_durable(durable));
     let waiting = release_durable(
         store,
         &mut shard.owner.databases_mut(),
         shard.owner.gate(),
         durable,
+        released,
     );
     shard.counters.durable(durable);
     if waiting.is_empty() {
@@ -199,20 +203,21 @@ pub fn on_durable(shard: &Shard, durable: u64) {
 }
 
 /// Moves the durable position to `durable`: each database with writes up to there remembers
-/// its state after the last of them, and the gate advances. Returns the connections and
-/// streams to wake.
+/// its state after the last of them, and the gate advances to `released` (at most `durable`:
+/// what followers have too). Returns the connections and streams to wake.
 pub fn release_durable(
     store: &ShardStore,
     databases: &mut HashMap<String, Loaded>,
     gate: &Gate,
     durable: u64,
+    released: u64,
 ) -> Vec<ConnId> {
     for (name, state) in store.release(durable) {
         if let Some(loaded) = databases.get_mut(&*name) {
             loaded.durable = state;
         }
     }
-    gate.advance(durable)
+    gate.advance(released.min(durable))
 }
 
 /// At shutdown: waits for the batch in flight, then writes and syncs what is left on this

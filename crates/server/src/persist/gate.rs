@@ -27,6 +27,8 @@ pub struct Gate {
     /// most once: it registers when its first held message is queued and is taken off when
     /// the position advances.
     waiting: RefCell<Vec<ConnId>>,
+    /// Woken when the position advances, for REST answers that wait for it.
+    advanced: tokio::sync::Notify,
 }
 
 impl Gate {
@@ -35,6 +37,7 @@ impl Gate {
             enforced,
             durable: Cell::new(durable),
             waiting: RefCell::new(Vec::new()),
+            advanced: tokio::sync::Notify::new(),
         }
     }
 
@@ -67,6 +70,18 @@ impl Gate {
         self.durable.get()
     }
 
+    /// Waits until a message with `tag` may be sent. Only for a tag the caller knows will be
+    /// reached (a write on the local disk whose followers acknowledge it or are given up).
+    pub async fn reached(&self, tag: u64) {
+        loop {
+            let advanced = self.advanced.notified();
+            if self.passes(tag) {
+                return;
+            }
+            advanced.await;
+        }
+    }
+
     /// Registers `conn` to be woken when the durable position advances.
     pub fn wait(&self, conn: ConnId) {
         self.waiting.borrow_mut().push(conn);
@@ -76,6 +91,7 @@ impl Gate {
     pub fn advance(&self, seq: u64) -> Vec<ConnId> {
         if seq > self.durable.get() {
             self.durable.set(seq);
+            self.advanced.notify_waiters();
         }
         std::mem::take(&mut *self.waiting.borrow_mut())
     }

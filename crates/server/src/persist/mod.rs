@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use hearth_store::SnapshotPolicy;
 
-pub use commit::{commit_loop, flush_at_shutdown};
+pub use commit::{commit_loop, flush_at_shutdown, on_durable};
 pub use evict::load_evicted;
 pub use failure::report_failure;
 pub use gate::{Gate, Tagger};

@@ -413,7 +413,13 @@ impl Sim {
                 if start_next {
                     self.start_batch();
                 }
-                let woken = release_durable(&self.store, &mut self.databases, &self.gate, durable);
+                let woken = release_durable(
+                    &self.store,
+                    &mut self.databases,
+                    &self.gate,
+                    durable,
+                    durable,
+                );
                 for id in woken {
                     if let Some(client) = self.clients.get(&id) {
                         client.queue.woken();

@@ -133,14 +133,20 @@ impl ShardStore {
         (store, recovered.databases)
     }
 
-    /// Appends a record for `database`, whose state after it is `state`.
+    /// Appends a record for `database`, whose state after it is `state`, under fencing
+    /// `epoch` (`None` outside a cluster: the epoch the log last had for it).
     pub fn append(
         &self,
         database: &Rc<str>,
+        epoch: Option<u64>,
         body: RecordRef<'_>,
         state: DurableState,
     ) -> Result<Appended, StoreError> {
-        let appended = self.wal.borrow_mut().append(database, body)?;
+        let appended = {
+            let mut wal = self.wal.borrow_mut();
+            let epoch = epoch.unwrap_or_else(|| wal.epoch_of(database));
+            wal.append(database, epoch, body)?
+        };
         self.pipeline.borrow_mut().appended(appended.seq);
         self.undurable.borrow_mut().push_back(Undurable {
             seq: appended.seq,
@@ -156,7 +162,7 @@ impl ShardStore {
     /// so its clients are held (the change is in memory but will never be durable) until the
     /// failure is handled; the caller reports the error.
     pub fn log(&self, loaded: &mut Loaded, body: RecordRef<'_>) -> Result<(), StoreError> {
-        match self.append(&loaded.name, body, loaded.state()) {
+        match self.append(&loaded.name, loaded.epoch, body, loaded.state()) {
             Ok(appended) => {
                 loaded.logged(appended);
                 Ok(())
@@ -166,6 +172,12 @@ impl ShardStore {
                 Err(error)
             }
         }
+    }
+
+    /// The highest fencing epoch the log holds for `database` (0 if none): the fence refuses
+    /// writes under an older claim.
+    pub fn logged_epoch(&self, database: &str) -> u64 {
+        self.wal.borrow().epoch_of(database)
     }
 
     /// The next batch to hand to the disk, when the pipeline wants one: records wait and

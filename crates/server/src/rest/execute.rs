@@ -119,6 +119,20 @@ fn execute_split(shard: &Shard, call: RestCall) -> (RestResponse, Option<LateBod
 /// write, and any earlier write of the database still being synced.
 pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
     let namespace = call.namespace.clone();
+    if let Some(placement) = &shard.config.cluster {
+        // A cluster's new database placed here: the first write waits for this node's
+        // claim instead of being refused.
+        let writes = match &call.op {
+            CallOp::Data { request, .. } => request.method != DataMethod::Get,
+            CallOp::RulesPut { .. } => true,
+            CallOp::RulesGet { .. } | CallOp::Coverage { .. } => false,
+        };
+        if writes && placement.claim_pending(&namespace) {
+            placement
+                .claim_settled(&namespace, crate::cluster::fence::CLAIM_WAIT_LIMIT)
+                .await;
+        }
+    }
     let (mut response, late) = execute_split(shard, call);
     let seq = shard.owner.required_seq(&namespace);
     if !shard.owner.gate().passes(seq) {
@@ -129,6 +143,8 @@ pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
                     format!("the write could not be made durable: {reason}"),
                 );
             }
+            // On this node's disk; with `--replication sync`, on the follower's too.
+            shard.owner.gate().reached(seq).await;
         }
     }
     if let Some(late) = late {
@@ -239,7 +255,7 @@ fn read(
     };
     if let Some(timeout) = request.timeout {
         if started.elapsed() > timeout {
-            return timed_out(timeout);
+            return RestResponse::timed_out(timeout);
         }
     }
     let mut response = if request.silent {
@@ -285,14 +301,6 @@ fn render_read(request: &DataRequest, result: &Node) -> Vec<u8> {
         body.extend_from_slice(b");");
     }
     body
-}
-
-/// The answer to a read that took longer than its `timeout` parameter allows.
-pub fn timed_out(timeout: std::time::Duration) -> RestResponse {
-    RestResponse::error(
-        400,
-        format!("The read did not finish within the requested timeout of {timeout:?}."),
-    )
 }
 
 /// One REST write.

@@ -52,6 +52,16 @@ pub struct RestRequest {
     pub endpoint: Endpoint,
 }
 
+impl RestRequest {
+    /// A read's `timeout`.
+    pub fn read_timeout(&self) -> Option<Duration> {
+        match &self.endpoint {
+            Endpoint::Data(data) if !data.method.is_write() => data.timeout,
+            _ => None,
+        }
+    }
+}
+
 /// What a request asks for.
 #[derive(Debug)]
 pub enum Endpoint {
@@ -246,6 +256,30 @@ pub fn make_call(
         op,
         started,
     })
+}
+
+/// Builds the call of a request, parsing a large body off the shard's thread (and converting
+/// a PUT's into the tree there too). The connection's next request waits for this one (hyper
+/// serves a connection's requests one at a time), so their order holds.
+pub async fn build_call(
+    parsed: RestRequest,
+    bytes: Option<Vec<u8>>,
+    started: Instant,
+) -> Result<RestCall, RestResponse> {
+    if bytes
+        .as_ref()
+        .is_none_or(|b| b.len() <= crate::offload::OFF_THREAD_PARSE_BYTES)
+    {
+        return make_call(parsed, bytes, started);
+    }
+    tokio::task::spawn_blocking(move || make_call(parsed, bytes, started).map(prepare_large_put))
+        .await
+        .unwrap_or_else(|_| {
+            Err(RestResponse::error(
+                500,
+                "the request body could not be parsed",
+            ))
+        })
 }
 
 /// Production's answer to a body that is not JSON.

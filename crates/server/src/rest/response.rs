@@ -47,6 +47,14 @@ impl RestResponse {
         RestResponse::json(status, body)
     }
 
+    /// The answer to a read that took longer than its `timeout` parameter allows.
+    pub fn timed_out(timeout: std::time::Duration) -> RestResponse {
+        RestResponse::error(
+            400,
+            format!("The read did not finish within the requested timeout of {timeout:?}."),
+        )
+    }
+
     pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> RestResponse {
         self.headers.push((name, value.into()));
         self

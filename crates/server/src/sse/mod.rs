@@ -18,7 +18,7 @@ use hyper::header::HeaderValue;
 use hyper::Response;
 use tokio::sync::oneshot;
 
-pub use body::StreamBody;
+pub use body::{OnEnd, StreamBody};
 pub use stream::StreamHandle;
 
 use crate::edge::http_body::HearthBody;
@@ -86,6 +86,45 @@ pub async fn open_remote_stream(
     parsed: &RestRequest,
     request: &DataRequest,
 ) -> Result<Response<HearthBody>, RestResponse> {
+    let edge = shard.clone();
+    // From here on, dropping the body ends the session (the owner is told).
+    let (id, body) = hold_remote_stream(
+        shard,
+        parsed,
+        request,
+        Box::new(move |queue: &StreamHandle| edge.release_connection(queue.id, owner)),
+    );
+    let (opened, answer) = oneshot::channel();
+    shard.send_to_owner(
+        owner,
+        ToOwner::OpenStream {
+            conn: id,
+            edge: shard.index,
+            namespace: parsed.namespace.clone(),
+            auth: parsed.auth.clone(),
+            request: Box::new(request.clone()),
+            opened,
+        },
+    );
+    match answer.await {
+        Ok(Ok(())) => Ok(response(body)),
+        Ok(Err(refused)) => Err(refused),
+        Err(_) => Err(RestResponse::error(
+            503,
+            "the database's shard is unavailable",
+        )),
+    }
+}
+
+/// The queue and body of a stream whose session is elsewhere (another core, or another node),
+/// held by this core's edge under a new connection id until `release` runs, when the body is
+/// dropped.
+pub fn hold_remote_stream(
+    shard: &Rc<Shard>,
+    parsed: &RestRequest,
+    request: &DataRequest,
+    release: OnEnd,
+) -> (ConnId, StreamBody) {
     let id = shard.next_conn_id();
     // No gate here: the owner sends only what is durable.
     let queue = StreamHandle::new(
@@ -99,34 +138,13 @@ pub async fn open_remote_stream(
     .counted_by(shard.counters.clone());
     let queue = Rc::new(queue);
     shard.edge.hold(id, EdgeTarget::Stream(queue.clone()));
-    let (opened, answer) = oneshot::channel();
-    shard.send_to_owner(
-        owner,
-        ToOwner::OpenStream {
-            conn: id,
-            edge: shard.index,
-            namespace: parsed.namespace.clone(),
-            auth: parsed.auth.clone(),
-            request: Box::new(request.clone()),
-            opened,
-        },
-    );
-    let edge = shard.clone();
-    // From here on, dropping the body ends the session (the owner is told).
     let body = StreamBody::new(
         queue,
-        Box::new(move |queue: &StreamHandle| edge.release_connection(queue.id, owner)),
+        release,
         shard.config.sse_keep_alive,
         expires_in(parsed.auth_expires_at),
     );
-    match answer.await {
-        Ok(Ok(())) => Ok(response(body)),
-        Ok(Err(refused)) => Err(refused),
-        Err(_) => Err(RestResponse::error(
-            503,
-            "the database's shard is unavailable",
-        )),
-    }
+    (id, body)
 }
 
 /// A credential that expires ends the stream with `auth_revoked` when it does; the client then
@@ -205,7 +223,8 @@ fn start(
     Ok(())
 }
 
-fn response(body: StreamBody) -> Response<HearthBody> {
+/// The answer that starts an event stream.
+pub fn response(body: StreamBody) -> Response<HearthBody> {
     let mut response = Response::new(HearthBody::Stream(body));
     let headers = response.headers_mut();
     headers.insert(

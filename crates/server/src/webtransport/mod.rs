@@ -9,10 +9,12 @@
 //! differ: pushes leave as datagrams, everything else on one reliable stream (`codec`).
 //!
 //! - `codec`: the datagram and line formats, and the session's rate bucket (pure);
+//! - `certificate`: the endpoint's certificate, made at start and again on SIGHUP;
 //! - `quic`: the UDP socket's buffers and the QUIC transport settings;
 //! - `spread`: handing each new connection to a shard;
 //! - `session`: one session, from its request to its end.
 
+pub mod certificate;
 pub mod codec;
 pub mod quic;
 mod session;
@@ -25,10 +27,11 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tracing::{info, warn};
-use wtransport::{Endpoint, Identity, ServerConfig};
+use wtransport::{Endpoint, ServerConfig};
 
 use crate::shard::Shard;
 use crate::tls::{TlsCerts, TlsError};
+use crate::webtransport::certificate::{Reloader, Reloads, Source};
 use crate::webtransport::spread::{Handed, Spread};
 
 /// The most WebTransport sessions open at once; more are refused (HTTP 429).
@@ -77,6 +80,8 @@ pub enum WebTransportError {
     Tls(#[from] TlsError),
     #[error("cannot make a self-signed WebTransport certificate: {0}")]
     SelfSigned(String),
+    #[error("the WebTransport endpoint has stopped")]
+    Stopped,
     #[error("WebTransport: {0}")]
     Transport(#[from] quic::InvalidIdleTimeout),
 }
@@ -90,6 +95,9 @@ pub struct Prepared {
     pub certificate_sha256: [u8; 32],
     /// Whether the certificate is the self-signed development one.
     pub self_signed: bool,
+    /// Gives the endpoint a new certificate (SIGHUP).
+    pub reloader: Reloader,
+    reloads: Reloads,
 }
 
 /// Binds `listen` and prepares the endpoint's TLS: the `--tls-cert` pair when there is one,
@@ -97,7 +105,7 @@ pub struct Prepared {
 /// for [`SELF_SIGNED_VALIDITY_DAYS`].
 pub fn prepare(
     listen: SocketAddr,
-    tls: Option<&TlsCerts>,
+    tls: Option<&Arc<TlsCerts>>,
     idle_timeout: Duration,
     keep_alive: Duration,
 ) -> Result<Prepared, WebTransportError> {
@@ -115,24 +123,18 @@ pub fn prepare(
         address: listen,
         source,
     })?;
-    let builder = ServerConfig::builder().with_bind_socket(socket);
-    let (builder, certificate_sha256, self_signed) = match tls {
-        Some(certs) => {
-            let hash = certs.leaf_sha256()?;
-            (builder.with_custom_tls(certs.quic_config()?), hash, false)
-        }
-        None => {
-            let identity = self_signed(address)?;
-            let hash = identity
-                .certificate_chain()
-                .as_slice()
-                .first()
-                .map(|certificate| *certificate.hash().as_ref())
-                .ok_or_else(|| WebTransportError::SelfSigned("no certificate".into()))?;
-            (builder.with_identity(identity), hash, true)
-        }
+    let source = match tls {
+        Some(certs) => Source::Files(certs.clone()),
+        None => Source::SelfSigned(address),
     };
-    let mut config = builder.build();
+    let certificate = source.certificate()?;
+    let (certificate_sha256, self_signed) = (certificate.sha256, certificate.self_signed);
+    let (reloader, reloads) = certificate::reloader(source);
+    let mut config = ServerConfig::builder()
+        .with_bind_socket(socket)
+        .with_custom_tls(certificate.tls)
+        .build();
+    // Keep-alive, idle timeout and the datagram buffers; a reload keeps them (`serve`).
     config
         .quic_config_mut()
         .transport_config(Arc::new(quic::transport_config(idle_timeout, keep_alive)?));
@@ -141,24 +143,9 @@ pub fn prepare(
         address,
         certificate_sha256,
         self_signed,
+        reloader,
+        reloads,
     })
-}
-
-fn self_signed(address: SocketAddr) -> Result<Identity, WebTransportError> {
-    let mut names = vec![
-        "localhost".to_owned(),
-        "127.0.0.1".to_owned(),
-        "::1".to_owned(),
-    ];
-    if !address.ip().is_unspecified() && !address.ip().is_loopback() {
-        names.push(address.ip().to_string());
-    }
-    Identity::self_signed_builder()
-        .subject_alt_names(names)
-        .from_now_utc()
-        .validity_days(SELF_SIGNED_VALIDITY_DAYS)
-        .build()
-        .map_err(|error| WebTransportError::SelfSigned(error.to_string()))
 }
 
 /// Lowercase hex, as the log and the clients' options show a certificate hash.
@@ -173,7 +160,11 @@ pub async fn serve(shard: Rc<Shard>, prepared: Prepared, spread: Spread) {
         address,
         certificate_sha256,
         self_signed,
+        reloader: _,
+        mut reloads,
     } = prepared;
+    // What a reload keeps: everything but the certificate.
+    let template = config.quic_config().clone();
     let endpoint = match Endpoint::server(config) {
         Ok(endpoint) => endpoint,
         Err(error) => {
@@ -193,6 +184,10 @@ pub async fn serve(shard: Rc<Shard>, prepared: Prepared, spread: Spread) {
         let incoming = tokio::select! {
             _ = shutdown.changed() => break,
             incoming = endpoint.accept() => incoming,
+            certificate = reloads.next() => {
+                certificate::install(&endpoint, &template, address, certificate);
+                continue;
+            }
         };
         spread.hand(incoming);
     }

@@ -16,7 +16,6 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use hearth_wire::encode_handshake;
 use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info};
@@ -27,13 +26,15 @@ use crate::close::{
     CloseReason, MAX_OUTBOUND_BYTES, SHUTDOWN_CLOSE, SLOW_READER_CLOSE, UNWRITABLE_DROP,
 };
 use crate::edge::socket::Transport;
-use crate::edge::websocket::{attach, detach_session, send_to_owner, write_stalled, OwnerSide};
+use crate::edge::websocket::{
+    attach, detach_session, handshake, send_to_owner, write_stalled, OwnerSide,
+};
 use crate::edge::EdgeConn;
 use crate::link::ToOwner;
 use crate::metrics::labels::{CloseCause, SessionTransport};
 use crate::metrics::ShardCounters;
 use crate::namespace::resolve;
-use crate::owner::dispatch::{expire_auth, on_message, Handled};
+use crate::owner::dispatch::{expire_auth, finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
 use crate::query_string::QueryString;
 use crate::session::new_session_id;
@@ -127,11 +128,9 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Sl
         shard.edge.budget().clone(),
         shard.counters.clone(),
     ));
-    edge.write([encode_frames(encode_handshake(
-        now_ms(),
-        &host,
-        &session_id,
-    ))]);
+    // As on a WebSocket (the same time, a millisecond behind the clock), the handshake
+    // goes first.
+    edge.write([encode_frames(handshake(now_ms(), &host, &session_id))]);
     let side = attach(&shard, &edge, namespace, session_id, previous.as_deref());
     let writer = tokio::task::spawn_local(write_lines(outlet.clone(), edge.clone(), send));
     let ended = run(&shard, &edge, &outlet, &side, &connection, recv).await;
@@ -232,7 +231,7 @@ async fn run(
                 OwnerSide::Local(session) => expire_auth(shard, session),
                 OwnerSide::Remote(owner) => {
                     edge.set_auth_expiry(None);
-                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id });
+                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id() });
                 }
             },
         }
@@ -261,17 +260,27 @@ async fn run(
                 edge.cork();
                 let mut refused = None;
                 for message in messages {
-                    match on_message(shard, session, message) {
-                        Ok(Handled::Done) => {}
-                        // Longer than the stream's limit: never.
-                        Ok(Handled::ParseOffThread(_)) => {
-                            refused = Some(CloseReason::new(CloseCode::Size, "message too large"));
-                            break;
+                    let handled = match on_message(shard, session, message) {
+                        Ok(Handled::Done) => Ok(()),
+                        // A message waiting for the cluster's claim on its database (none is
+                        // longer than the stream's limit): the next ones wait behind it.
+                        Ok(Handled::ParseOffThread(deferred)) => {
+                            edge.uncork();
+                            let decoded = finish_deferred(deferred).await;
+                            edge.cork();
+                            match decoded {
+                                Some(decoded) => on_large_decoded(shard, session, decoded),
+                                None => Err(CloseReason::new(
+                                    CloseCode::Error,
+                                    "a message could not be decoded",
+                                )),
+                            }
                         }
-                        Err(reason) => {
-                            refused = Some(reason);
-                            break;
-                        }
+                        Err(reason) => Err(reason),
+                    };
+                    if let Err(reason) = handled {
+                        refused = Some(reason);
+                        break;
                     }
                 }
                 edge.uncork();

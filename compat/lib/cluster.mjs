@@ -1,0 +1,157 @@
+// Helpers of the cluster tests: the static placement (`--cluster-peers`, docs/cluster-link.md)
+// and etcd (`--cluster-etcd`, docs/cluster.md).
+
+import { after, before } from 'node:test';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { uniqueNs } from './harness.mjs';
+import { HearthServer, freePort, hearthBinary } from './server.mjs';
+
+/** The etcd placement's weight (`crates/cluster/src/rendezvous.rs`): FNV-1a, then SplitMix64's mixer. */
+export function etcdWeight(node, ns) {
+  let h = 0xcbf29ce484222325n;
+  for (const byte of [...Buffer.from(node), 0xff, ...Buffer.from(ns)]) {
+    h ^= BigInt(byte);
+    h = (h * 0x100000001b3n) & MASK;
+  }
+  h = ((h ^ (h >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK;
+  h = ((h ^ (h >> 27n)) * 0x94d049bb133111ebn) & MASK;
+  return h ^ (h >> 31n);
+}
+
+/** Live node `ids` as etcd's placement ranks them for an unclaimed `ns`: owner, follower, ... */
+export function etcdRanked(ids, ns) {
+  return [...ids].sort().sort((x, y) => {
+    const [wx, wy] = [etcdWeight(x, ns), etcdWeight(y, ns)];
+    return wy > wx ? 1 : wy < wx ? -1 : 0;
+  });
+}
+
+/** The etcd the etcd tests start (Debian's etcd-server), or HEARTH_TEST_ETCD. */
+export const ETCD = process.env.HEARTH_TEST_ETCD || '/usr/bin/etcd';
+
+/**
+ * Starts a one-member etcd with its data under `dir`, on free loopback ports; resolves once
+ * it answers /health, with its client URL and process (kill it with SIGKILL when done).
+ */
+export async function startEtcd(dir) {
+  const [client, peer] = [await freePort(), await freePort()];
+  const url = `http://127.0.0.1:${client}`;
+  const peerUrl = `http://127.0.0.1:${peer}`;
+  const proc = spawn(ETCD, ['--data-dir', path.join(dir, 'etcd'), '--name', 't',
+    '--listen-client-urls', url, '--advertise-client-urls', url,
+    '--listen-peer-urls', peerUrl, '--initial-advertise-peer-urls', peerUrl,
+    '--initial-cluster', `t=${peerUrl}`], { stdio: 'ignore' });
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/health`)).ok) return { url, proc };
+    } catch { /* not yet */ }
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error('etcd did not start');
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+// The static placement's rendezvous score (`peer/placement.rs`), to pick databases owned and
+// followed by given nodes. Pinned on the Rust side too.
+const MASK = (1n << 64n) - 1n;
+function score(node, ns) {
+  let h = 0xcbf29ce484222325n;
+  for (const byte of [...Buffer.from(node), 0xff, ...Buffer.from(ns)]) {
+    h ^= BigInt(byte);
+    h = (h * 0x100000001b3n) & MASK;
+  }
+  h ^= h >> 33n;
+  h = (h * 0xff51afd7ed558ccdn) & MASK;
+  h ^= h >> 33n;
+  h = (h * 0xc4ceb9fe1a85ec53n) & MASK;
+  return h ^ (h >> 33n);
+}
+
+/** `ids` from the highest score for `ns` down (the owner, then the follower); ties: smaller id. */
+export function ranked(ids, ns) {
+  return [...ids].sort().sort((x, y) => {
+    const [sx, sy] = [score(x, ns), score(y, ns)];
+    return sy > sx ? 1 : sy < sx ? -1 : 0;
+  });
+}
+
+/** The id among `ids` of the node that owns `ns`. */
+export function ownerOf(ids, ns) {
+  return ranked(ids, ns)[0] ?? null;
+}
+
+/** A fresh namespace that node `id` of `ids` owns. */
+export function nsOwnedBy(ids, id, prefix = 'cl') {
+  for (;;) {
+    const ns = uniqueNs(prefix);
+    if (ownerOf(ids, ns) === id) return ns;
+  }
+}
+
+/**
+ * Resolves once the server's log, past its first `from` characters, has a line matching
+ * `pattern` (polled: a barrier).
+ */
+export async function logShows(server, pattern, label, { from = 0, ms = 15_000 } = {}) {
+  const deadline = Date.now() + ms;
+  while (!pattern.test(server.log().slice(from))) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${label}\n${server.logTail(20)}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/**
+ * Starts etcd and one node per id of `ids` (a lease of `leaseSecs`, linked by a shared secret) under
+ * `dir`: clients on 127.0.0.1, node i's link on 127.0.0.(2+i). Resolves with etcd's URL and
+ * process and the nodes by id; `extraArgs` go to every node.
+ */
+export async function startEtcdCluster(dir, ids, extraArgs = [], { leaseSecs = 2 } = {}) {
+  const secret = path.join(dir, 'secret');
+  fs.writeFileSync(secret, 'a shared secret of the test cluster\n');
+  const etcd = await startEtcd(dir);
+  const nodes = {};
+  for (const [i, id] of ids.entries()) {
+    // The port is asked for on the link's own address: one free on 127.0.0.1 may be taken
+    // there (a load test's clients bind their source ports on those addresses).
+    const host = `127.0.0.${2 + i}`;
+    const link = `${host}:${await freePort(host)}`;
+    nodes[id] = await HearthServer.start({
+      threads: 1,
+      extraArgs: ['--cluster-etcd', etcd.url, '--node-id', id, '--advertise', link,
+        '--cluster-lease-ttl-secs', String(leaseSecs), '--cluster-secret-file', secret, ...extraArgs],
+    });
+  }
+  return { etcd, nodes };
+}
+
+/**
+ * Registers a suite's `before` and `after`: etcd and the nodes of `ids` start in a temporary
+ * directory (`startEtcdCluster`) and are stopped and removed at the end. Returns the running
+ * cluster: `nodes` by id (filled once `before` ran) and `claimOf(ns)`, the database's entry
+ * of `hearth cluster status --json` (owner, follower, epoch).
+ */
+export function etcdClusterSuite(ids, extraArgs = [], options = {}) {
+  const cluster = { nodes: {}, etcd: null, dir: null };
+  cluster.claimOf = (ns) => {
+    const out = execFileSync(hearthBinary(), ['cluster', 'status', '--etcd', cluster.etcd.url, '--json']);
+    return JSON.parse(out.toString()).databases.find((d) => d.namespace === ns);
+  };
+  before(async () => {
+    cluster.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-cluster-'));
+    const started = await startEtcdCluster(cluster.dir, ids, extraArgs, options);
+    cluster.etcd = started.etcd;
+    Object.assign(cluster.nodes, started.nodes);
+  }, { timeout: 40_000 });
+  after(async () => {
+    await Promise.allSettled(ids.map((id) => cluster.nodes[id]?.stop()));
+    cluster.etcd?.proc.kill('SIGKILL');
+    if (cluster.dir) fs.rmSync(cluster.dir, { recursive: true, force: true });
+  }, { timeout: 20_000 });
+  return cluster;
+}

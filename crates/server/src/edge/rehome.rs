@@ -1,0 +1,201 @@
+//! A WebSocket connection whose database's owner changed keeps its socket: its task stops
+//! reading the client, waits for the database's next owner (a node that claimed it, or the
+//! node placement names, which claims it on first use), opens a session there under a new
+//! id, answers the requests the old owner left unanswered and replays what the session
+//! needs (`edge::upstream`). The client sees no disconnect; its listens get the current data.
+//!
+//! Only where that can work: a WebSocket of another node's database under etcd's placement,
+//! whose requests stayed within the edge's limits, on a node that is not stopping. Anything
+//! else closes as before, and the SDK reconnects (long polling and WebTransport sessions
+//! too: their transports hold state of their own that this does not carry).
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::debug;
+
+use crate::close::CloseReason;
+use crate::edge::side::OwnerSide;
+use crate::edge::upstream::Upstream;
+use crate::edge::websocket::{attach, send_to_owner};
+use crate::edge::EdgeConn;
+use crate::link::{MoveCause, ToOwner};
+use crate::offload::OFF_THREAD_PARSE_BYTES;
+use crate::owner::dispatch::{finish_deferred, on_large_decoded, on_message, Handled};
+use crate::owner::outbound::encode_frames;
+use crate::shard::Shard;
+
+/// How long a connection waits for its database's next owner before it closes as before
+/// (a dead owner's database is claimed again within its lease TTL plus a quarter of it).
+pub const MOVE_WAIT_LIMIT: Duration = Duration::from_secs(10);
+
+/// How often a connection that waits for its next owner looks at the placement again.
+pub const MOVE_POLL: Duration = Duration::from_millis(50);
+
+/// A connection on its way to its database's next owner.
+pub struct Moving {
+    cause: MoveCause,
+    /// The node it leaves.
+    from: usize,
+    deadline: Instant,
+}
+
+/// Lets connection `edge`, whose session is on another node, follow its session if it moves
+/// (a WebSocket, under etcd's placement with the node link).
+pub fn follow(shard: &Shard, edge: &EdgeConn, side: &OwnerSide, namespace: &str, session: &str) {
+    let remote = matches!(side, OwnerSide::Remote(owner) if *owner >= shard.shard_count);
+    if remote && shard.config.cluster.is_some() && shard.nodes.is_some() {
+        edge.follow_upstream(Upstream::new(namespace.to_owned(), session.to_owned()));
+    }
+}
+
+/// The session of `edge` must leave its owner, for `cause`: the old owner ends it without
+/// running its onDisconnect queue (the client did not disconnect; the queue is replayed on
+/// the next owner), and the connection waits for that one. `Err`: it cannot move, and closes.
+pub fn begin(
+    shard: &Shard,
+    edge: &EdgeConn,
+    side: &OwnerSide,
+    cause: MoveCause,
+) -> Result<Moving, CloseReason> {
+    let close = cause.close_reason();
+    let OwnerSide::Remote(owner) = side else {
+        return Err(close);
+    };
+    if shard.is_shutting_down() || *owner < shard.shard_count {
+        return Err(close);
+    }
+    if let Some(why) = edge.upstream().as_ref().and_then(|up| up.cannot_move()) {
+        debug!(conn = edge.id(), why, "connection cannot move; closing");
+        return Err(close);
+    }
+    // A lost link drops this; a live owner (it lost the claim, or it is stopping) ends the
+    // session at once, which a stopping owner waits for before it lets its claims go.
+    shard.send_to_owner(*owner, ToOwner::Moved { conn: edge.id() });
+    Ok(Moving {
+        cause,
+        from: owner - shard.shard_count,
+        deadline: Instant::now() + MOVE_WAIT_LIMIT,
+    })
+}
+
+/// The owner the session can go to now, as an owner index; `None` to wait on. `Err`: the
+/// wait is over, and the connection closes.
+pub fn next_owner(
+    shard: &Shard,
+    edge: &EdgeConn,
+    moving: &Moving,
+) -> Result<Option<usize>, CloseReason> {
+    let close = moving.cause.close_reason();
+    if Instant::now() >= moving.deadline || shard.is_shutting_down() {
+        return Err(close);
+    }
+    let (Some(nodes), Some(namespace)) = (
+        shard.nodes.as_ref(),
+        edge.upstream().as_ref().map(|up| up.namespace.clone()),
+    ) else {
+        return Err(close);
+    };
+    let owner = shard.owner_of(&namespace);
+    let Some(node) = owner.checked_sub(shard.shard_count) else {
+        // This node serves it now.
+        return Ok(Some(owner));
+    };
+    let (_, up) = nodes.link_state(node);
+    if node == moving.from {
+        return match moving.cause {
+            // The session never reached it: it may serve it now.
+            MoveCause::OwnerUnreachable if up => Ok(Some(owner)),
+            // The link came back to an owner that kept its claim: it is alive, and ended the
+            // session as a lost client's, running its onDisconnect queue. The client must
+            // learn that it was disconnected.
+            MoveCause::OwnerLost if up => Err(close),
+            // Its claim has not gone yet (a dead node's lease runs out, a stopping node
+            // lets its claims go once its sessions ended).
+            _ => Ok(None),
+        };
+    }
+    Ok(up.then_some(owner))
+}
+
+/// Opens the session of `edge` on `owner` under a new id and replays what it needs there;
+/// the requests the old owner left unanswered and that are not sent again are answered first.
+/// Returns where the session is now.
+pub async fn finish(
+    shard: &Shard,
+    edge: &Rc<EdgeConn>,
+    moving: Moving,
+    owner: usize,
+) -> Result<OwnerSide, CloseReason> {
+    let close = moving.cause.close_reason();
+    let (namespace, session_id, resume) = {
+        let mut upstream = edge.upstream();
+        let Some(upstream) = upstream.as_mut() else {
+            return Err(close);
+        };
+        let resume = upstream.resume().map_err(|_| close.clone())?;
+        (
+            upstream.namespace.clone(),
+            upstream.session_id.clone(),
+            resume,
+        )
+    };
+    // What the old owner still sends finds nothing from here on.
+    shard.edge.forget(edge.id());
+    edge.set_id(shard.next_conn_id());
+    edge.write(resume.answers.into_iter().map(encode_frames));
+    debug!(
+        conn = edge.id(),
+        owner,
+        replayed = resume.replay.len(),
+        "connection moved to its database's next owner"
+    );
+    shard.counters.session_moved();
+    let side = attach(shard, edge, namespace, session_id, None);
+    replay(shard, edge, &side, resume.replay).await?;
+    Ok(side)
+}
+
+/// Sends `texts` to the session's owner as the client's own messages would go.
+async fn replay(
+    shard: &Shard,
+    edge: &Rc<EdgeConn>,
+    side: &OwnerSide,
+    texts: Vec<String>,
+) -> Result<(), CloseReason> {
+    let stopping = || CloseReason::new(CloseCode::Away, crate::close::SHUTDOWN_CLOSE);
+    match side {
+        OwnerSide::Remote(owner) => {
+            // A large message goes last in its batch: the owner decodes it off its thread,
+            // and what follows waits for it.
+            let mut batch = Vec::new();
+            for text in texts {
+                let large = text.len() > OFF_THREAD_PARSE_BYTES;
+                batch.push(text);
+                if large
+                    && !send_to_owner(shard, edge, *owner, std::mem::take(&mut batch), true).await
+                {
+                    return Err(stopping());
+                }
+            }
+            if !batch.is_empty() && !send_to_owner(shard, edge, *owner, batch, false).await {
+                return Err(stopping());
+            }
+        }
+        OwnerSide::Local(session) => {
+            for text in texts {
+                if let Handled::ParseOffThread(message) = on_message(shard, session, text)? {
+                    let Some(decoded) = finish_deferred(message).await else {
+                        return Err(CloseReason::new(
+                            CloseCode::Error,
+                            "a message could not be decoded",
+                        ));
+                    };
+                    on_large_decoded(shard, session, decoded)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

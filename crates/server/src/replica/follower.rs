@@ -1,0 +1,98 @@
+//! The follower side of replication: records of a database another node owns are applied to
+//! this node's copy and appended to this node's log (`pending` acknowledges them, by the
+//! owner's sequence number, once this node's log has synced them).
+
+use std::sync::Arc;
+
+use hearth_store::{decode_record, RecordBody, RecordRef};
+use tracing::warn;
+
+use crate::shard::Shard;
+use crate::time::now_ms;
+
+/// Why a follower refuses writes to its copy: the owner takes them (clients reach it through
+/// the link anyway). Claiming the database under etcd (failover, `cluster::fence`) lifts it.
+pub const FOLLOWER_READ_ONLY: &str =
+    "this node keeps a replica of the database; writes go to the node that owns it";
+
+/// Applies `records` (log records of `namespace`) to this node's copy and appends them to its
+/// log. Returns the local sequence number of the last, `None` when they were refused.
+pub fn apply(shard: &Shard, namespace: &str, records: &[u8]) -> Option<u64> {
+    let mut decoded = Vec::new();
+    let mut rest = records;
+    while !rest.is_empty() {
+        match decode_record(rest) {
+            Ok((record, size)) if &*record.database == namespace => {
+                decoded.push(record);
+                rest = rest.get(size..).unwrap_or_default();
+            }
+            Ok(_) => return None,
+            Err(error) => {
+                warn!(namespace, %error, "a replicated record is damaged");
+                return None;
+            }
+        }
+    }
+    // A deposed owner's late records: this log already holds a later epoch of the database
+    // (it claimed it, or followed a newer owner). Refused before anything is applied, so the
+    // copy never mixes two owners' histories; the old owner gets no acknowledgement.
+    let logged = shard
+        .owner
+        .store()
+        .map_or(0, |store| store.logged_epoch(namespace));
+    if let Some(stale) = decoded.iter().find(|record| record.epoch < logged) {
+        warn!(
+            namespace,
+            epoch = stale.epoch,
+            logged,
+            "replicated records of an older epoch than this log's are refused"
+        );
+        return None;
+    }
+    let now = now_ms();
+    let mut databases = shard.owner.databases_mut();
+    let loaded = shard.database(&mut databases, namespace);
+    let mut failure = None;
+    for record in decoded {
+        // Logged under the owner's epoch, so that this copy's log tells owners apart too
+        // and a claim here later must be newer (`cluster::fence`).
+        loaded.epoch = Some(record.epoch);
+        let appended = match &record.body {
+            RecordBody::Write(write) => {
+                loaded.engine.apply_replicated(write);
+                shard.counters.write_applied();
+                shard
+                    .owner
+                    .store()
+                    .map(|store| store.log(loaded, RecordRef::Write(write)))
+            }
+            RecordBody::Rules(text) => {
+                shard.apply_rules(loaded, Some(Arc::clone(text)), now);
+                shard
+                    .owner
+                    .store()
+                    .map(|store| store.log(loaded, RecordRef::Rules(text)))
+            }
+            _ => None,
+        };
+        if let Some(Err(error)) = appended {
+            failure = Some(error.to_string());
+            break;
+        }
+    }
+    if loaded.engine.read_only_reason().is_none() {
+        loaded
+            .engine
+            .set_read_only(Some(Arc::from(FOLLOWER_READ_ONLY)));
+        // A reason of the cluster's, like the fence's own: under etcd, the fence lifts it
+        // once this node claims the database (failover), and not before.
+        loaded.fenced = true;
+    }
+    let local = loaded.seq.get();
+    drop(databases);
+    if let Some(reason) = failure {
+        crate::persist::report_failure(shard, reason);
+        return None;
+    }
+    Some(local)
+}

@@ -1,0 +1,182 @@
+//! Log shipping to a follower node (`--replication`, docs/cluster-link.md "Replication").
+//!
+//! The owner of a database ships each of its log records, in order, over the node link to the
+//! database's follower (the runner-up of the placement, `Placement::follower_node`), which
+//! applies it to its own copy of the database and appends it to its own log (its own shard,
+//! its own group commit), and acknowledges the owner's sequence number once that is synced.
+//! Under `--replication sync` the owner's gate then releases a message only up to
+//! [`Shipper::position`]: the local durable position, and for each follower with records in
+//! flight, the record before its first unacknowledged one. The first record of a database
+//! over a connection of the link is a full copy (its rules and its whole tree), so a follower
+//! that joins late, restarts or lost the link is caught up by the next write; and when a link
+//! comes up, the tick copies every database in memory that the node follows.
+//!
+//! - `replication`: what a shard holds (`Shard::replication`) and the shipping of a record;
+//! - `shipper`: the owner's decisions, pure; `pending`: the follower's acknowledgements;
+//! - `follower`: applying what arrives; this file: the link's messages and the tick.
+
+mod follower;
+mod pending;
+pub mod replication;
+pub mod shipper;
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use crate::replica_messages::{ReplicaIn, ReplicationMode};
+use crate::shard::Shard;
+use crate::time::now_ms;
+use replication::Replication;
+use shipper::Event;
+
+/// How often a shard looks at its links, its followers' timeouts and its lag.
+const TICK: Duration = Duration::from_millis(100);
+
+/// What the link brought for replication.
+pub fn on_message(shard: &Shard, message: ReplicaIn) {
+    let Some(replication) = &shard.replication else {
+        return;
+    };
+    match message {
+        ReplicaIn::Records {
+            from,
+            shard: origin,
+            seq,
+            namespace,
+            reset: _,
+            records,
+        } => {
+            if replication.nodes.owns(&namespace) {
+                // This node took the database over (etcd failover): what its old owner
+                // still sends was written after the last record this node acknowledged, under
+                // an epoch that is gone, and must not land on the new owner's writes.
+                warn!(
+                    namespace,
+                    owner = &*replication.nodes.id(from),
+                    "replicated records for a database this node owns are dropped"
+                );
+                return;
+            }
+            let appended = follower::apply(shard, &namespace, &records);
+            match appended {
+                Some(local) => {
+                    replication
+                        .pending
+                        .borrow_mut()
+                        .push(local, from, origin, seq);
+                    if shard.owner.store().is_none() {
+                        // Nothing is ever on disk here (`--durability none`).
+                        replication.on_durable(u64::MAX);
+                    }
+                }
+                None => warn!(
+                    namespace,
+                    owner = &*replication.nodes.id(from),
+                    "replicated records could not be applied; not acknowledged"
+                ),
+            }
+        }
+        ReplicaIn::Ack { from, seqs } => {
+            let before = replication.shipper.borrow().position(u64::MAX);
+            replication.shipper.borrow_mut().acknowledged(from, &seqs);
+            if replication.shipper.borrow().position(u64::MAX) != before {
+                release(shard);
+            }
+        }
+    }
+}
+
+/// Moves the gate to what the followers' acknowledgements now allow.
+fn release(shard: &Shard) {
+    let Some(store) = shard.owner.store() else {
+        return;
+    };
+    let durable = store.pipeline.borrow().durable();
+    crate::persist::on_durable(shard, durable);
+}
+
+/// Runs until the shard's runtime stops: follows the links' state, stops waiting for
+/// followers that are lost or too slow, and keeps the lag in `/metrics`.
+pub async fn run(shard: Rc<Shard>) {
+    let Some(replication) = shard
+        .replication
+        .as_ref()
+        .filter(|replication| replication.nodes.replication() != ReplicationMode::Off)
+    else {
+        return;
+    };
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let nodes = &replication.nodes;
+        let before = replication.shipper.borrow().position(u64::MAX);
+        {
+            let mut shipper = replication.shipper.borrow_mut();
+            // Only nodes seen so far: an index nobody has is no follower lost.
+            for node in 0..nodes.known() {
+                if node != nodes.me() {
+                    shipper.follow_link(node, nodes.link_state(node));
+                }
+            }
+            shipper.check_timeouts(now_ms());
+        }
+        let fresh = replication.fresh_links();
+        if !fresh.is_empty() {
+            let store = shard.owner.store();
+            for loaded in shard.owner.databases().values() {
+                let epoch = store.map_or(0, |store| store.logged_epoch(&loaded.name));
+                replication.catch_up(loaded, epoch, &fresh);
+            }
+        }
+        report(&shard, replication);
+        if replication.shipper.borrow().position(u64::MAX) != before {
+            release(&shard);
+        }
+    }
+}
+
+/// Logs what changed and adds the lag's changes to the node-wide counters.
+fn report(shard: &Shard, replication: &Replication) {
+    let nodes = &replication.nodes;
+    let events = replication.shipper.borrow_mut().take_events();
+    for event in events {
+        match event {
+            Event::Degraded(node, why) => {
+                nodes.lag(node).degradations.fetch_add(1, Ordering::Relaxed);
+                warn!(
+                    shard = shard.index,
+                    follower = &*nodes.id(node),
+                    reason = why.reason(),
+                    "replication degraded: writes are acknowledged without the follower until it has caught up"
+                );
+            }
+            Event::CaughtUp(node) => info!(
+                shard = shard.index,
+                follower = &*nodes.id(node),
+                "replication to the follower resumed"
+            ),
+        }
+    }
+    let shipper = replication.shipper.borrow();
+    let mut reported = replication.reported.borrow_mut();
+    for (node, last) in reported.iter_mut().enumerate() {
+        let now = shipper.lag(node);
+        if now == *last {
+            continue;
+        }
+        let lag = nodes.lag(node);
+        lag.records
+            .fetch_add(now.0.wrapping_sub(last.0), Ordering::Relaxed);
+        lag.bytes
+            .fetch_add(now.1.wrapping_sub(last.1), Ordering::Relaxed);
+        lag.degraded.fetch_add(
+            u64::from(now.2).wrapping_sub(u64::from(last.2)),
+            Ordering::Relaxed,
+        );
+        *last = now;
+    }
+}

@@ -1,0 +1,199 @@
+//! What a shard holds of replication (`Shard::replication`): as an owner, the state toward its
+//! databases' followers and the shipping of each record; as a follower, the records waiting
+//! for its own log. Below the shard: it takes only the database a record is for.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hearth_store::{encode_record, RecordRef};
+use hearth_sync::{Change, Write, WriteOp};
+use hearth_tree::Path;
+use tracing::warn;
+
+use super::pending::Pending;
+use super::shipper::{Ship, Shipper};
+use crate::loaded::Loaded;
+use crate::peer::Nodes;
+use crate::replica_messages::{ReplicaOut, ReplicationMode, ToFollower};
+use crate::time::now_ms;
+
+/// The most bytes of records one message carries: a full copy larger than this is not
+/// shipped (the follower keeps no copy of that database; logged).
+pub const MAX_SHIPPED_BYTES: usize = crate::peer::codec::MAX_FRAME_BYTES - 64 * 1024;
+
+/// A shard's replication: as an owner toward its databases' followers, and as a follower of
+/// other nodes' databases.
+pub struct Replication {
+    pub(super) nodes: Arc<Nodes>,
+    pub(super) shipper: RefCell<Shipper>,
+    pub(super) pending: RefCell<Pending>,
+    /// The lag last added to the node-wide counters, per node, to add only changes.
+    pub(super) reported: RefCell<Vec<(u64, u64, bool)>>,
+    /// The shard's index, which the owner's sequence numbers belong to.
+    shard: u32,
+    /// Per node: the link generation whose loaded databases were all copied to it.
+    copied: RefCell<Vec<u64>>,
+    /// The label of the next copy made by a catch-up, counting down from the top so that it
+    /// never meets a record's sequence number.
+    next_copy: std::cell::Cell<u64>,
+}
+
+impl Replication {
+    pub fn new(nodes: &Arc<Nodes>, shard: usize) -> Replication {
+        let count = nodes.count();
+        Replication {
+            nodes: nodes.clone(),
+            shipper: RefCell::new(Shipper::new(
+                nodes.replication() == ReplicationMode::Sync,
+                count,
+            )),
+            pending: RefCell::new(Pending::default()),
+            reported: RefCell::new(vec![(0, 0, false); count]),
+            shard: shard as u32,
+            copied: RefCell::new(vec![0; count]),
+            next_copy: std::cell::Cell::new(u64::MAX),
+        }
+    }
+
+    /// Ships the record `seq` just appended for `loaded` (its engine already applied it) to
+    /// the database's follower, when this node owns it and replication is on.
+    /// `epoch`: the fencing epoch the record was logged under, which it carries.
+    pub fn ship(&self, loaded: &Loaded, seq: u64, epoch: u64, body: RecordRef<'_>) {
+        self.send(loaded, epoch, Some((seq, body)));
+    }
+
+    /// The nodes whose link came up under a generation whose databases were not all copied
+    /// yet; they count as copied from now on (the caller copies them).
+    pub fn fresh_links(&self) -> Vec<usize> {
+        let mut copied = self.copied.borrow_mut();
+        let mut fresh = Vec::new();
+        for (node, done) in copied.iter_mut().enumerate() {
+            let (generation, up) = self.nodes.link_state(node);
+            if up && generation != *done && node != self.nodes.me() {
+                *done = generation;
+                fresh.push(node);
+            }
+        }
+        fresh
+    }
+
+    /// Copies `loaded` to its follower when that is one of `nodes`, without a write: a
+    /// follower that came back gets the databases written while it was away. Acknowledgements
+    /// to clients never wait for it.
+    pub fn catch_up(&self, loaded: &Loaded, epoch: u64, nodes: &[usize]) {
+        let follower = self.nodes.follower_node(&loaded.name);
+        // A database that never reached this node's disk (a read of an unknown name) is not
+        // made on the follower's either.
+        if loaded.on_disk && follower.is_some_and(|node| nodes.contains(&node)) {
+            self.send(loaded, epoch, None);
+        }
+    }
+
+    /// Ships `record` (or, without one, a copy that holds no acknowledgement).
+    fn send(&self, loaded: &Loaded, epoch: u64, record: Option<(u64, RecordRef<'_>)>) {
+        let nodes = &self.nodes;
+        if nodes.replication() == ReplicationMode::Off || !nodes.owns(&loaded.name) {
+            return;
+        }
+        let Some(node) = nodes.follower_node(&loaded.name) else {
+            return;
+        };
+        let link = nodes.link_state(node);
+        let decision = match record {
+            Some(_) => self.shipper.borrow_mut().prepare(node, link, &loaded.name),
+            None if self.shipper.borrow_mut().follow_link(node, link) => Ship::Copy,
+            None => Ship::Skip,
+        };
+        let (seq, holds) = match record {
+            Some((seq, _)) => (seq, true),
+            None => {
+                let label = self.next_copy.get();
+                self.next_copy.set(label - 1);
+                (label, false)
+            }
+        };
+        let (reset, records) = match (decision, record) {
+            (Ship::Skip, _) => return,
+            (Ship::Record, Some((_, body))) => (false, encode(seq, epoch, &loaded.name, body)),
+            (Ship::Record, None) => return,
+            (Ship::Copy, _) => {
+                self.shipper.borrow_mut().copied(node, &loaded.name);
+                (true, encode_copy(seq, epoch, loaded))
+            }
+        };
+        let Some(records) = records.filter(|records| records.len() <= MAX_SHIPPED_BYTES) else {
+            warn!(
+                namespace = %loaded.name,
+                follower = &*nodes.id(node),
+                "a record or copy is too large to ship; the follower keeps no copy of this database"
+            );
+            self.shipper.borrow_mut().forget(node, &loaded.name);
+            return;
+        };
+        let bytes = records.len() as u64;
+        nodes.send_replica(
+            node,
+            ReplicaOut::Records(ToFollower {
+                shard: self.shard,
+                seq,
+                namespace: loaded.name.to_string(),
+                reset,
+                records,
+                generation: link.0,
+            }),
+        );
+        self.shipper
+            .borrow_mut()
+            .shipped(node, seq, bytes, now_ms(), holds);
+    }
+
+    /// The log is durable up to `durable` on this node: the records followed for other
+    /// nodes up to there are acknowledged to them. Returns the position the gate may release
+    /// up to.
+    pub fn on_durable(&self, durable: u64) -> u64 {
+        for (node, ack) in self.pending.borrow_mut().synced(durable) {
+            self.nodes.send_replica(node, ReplicaOut::Ack(ack));
+        }
+        self.shipper.borrow().position(durable)
+    }
+}
+
+fn encode(seq: u64, epoch: u64, namespace: &str, body: RecordRef<'_>) -> Option<Bytes> {
+    let mut out = Vec::new();
+    encode_record(&mut out, seq, 0, epoch, namespace, body).ok()?;
+    Some(out.into())
+}
+
+/// A full copy: the rules set through the API (if any), then the whole tree as one write.
+fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
+    let mut out = Vec::new();
+    if let Some(rules) = &loaded.rules {
+        encode_record(
+            &mut out,
+            seq,
+            0,
+            epoch,
+            &loaded.name,
+            RecordRef::Rules(rules),
+        )
+        .ok()?;
+    }
+    let tree = Write {
+        base: Path::root(),
+        ops: vec![WriteOp {
+            path: Path::root(),
+            change: Change::Set(loaded.engine.root().clone()),
+        }],
+    };
+    encode_record(
+        &mut out,
+        seq,
+        0,
+        epoch,
+        &loaded.name,
+        RecordRef::Write(&tree),
+    )
+    .ok()?;
+    Some(out.into())
+}

@@ -1,0 +1,355 @@
+//! The owner side of replication, as a pure state machine: per follower node, which databases
+//! have had their full copy shipped over the link's current connection, which shipped records
+//! are not acknowledged yet, and whether acknowledgements wait for them. Time and the link's
+//! state are arguments.
+//!
+//! The rule the gate follows (`replica::gate_position`): a message tagged with shard sequence
+//! number `s` may leave once every record up to `s` is on this node's disk and, for each
+//! follower with records in flight that hold acknowledgements, `s` is below the first of them.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashSet;
+
+/// Shipped and unacknowledged bytes toward one follower, per shard, beyond which the shard
+/// stops waiting for it and ships nothing new until it has caught up: a slow follower must
+/// not grow the owner's memory without bound.
+pub const MAX_IN_FLIGHT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How long the oldest shipped record may wait for its acknowledgement before the shard stops
+/// waiting for the follower (a follower paused or stuck: its link is still up).
+pub const ACK_TIMEOUT_MS: u64 = 2_000;
+
+/// What to send for a record of a database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ship {
+    /// Nothing: the follower is unreachable or too far behind.
+    Skip,
+    /// The record itself.
+    Record,
+    /// A full copy of the database (its first record over this connection of the link).
+    Copy,
+}
+
+/// Why a shard stopped waiting for a follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Degraded {
+    LinkDown,
+    TooFarBehind,
+    AckTimeout,
+}
+
+impl Degraded {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Degraded::LinkDown => "the link to the follower is down",
+            Degraded::TooFarBehind => "the follower is too far behind",
+            Degraded::AckTimeout => "the follower did not acknowledge in time",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    bytes: u64,
+    shipped_ms: u64,
+    /// Whether acknowledgements to clients wait for it.
+    holds: bool,
+}
+
+#[derive(Debug, Default)]
+struct Follower {
+    generation: u64,
+    in_sync: FxHashSet<String>,
+    in_flight: BTreeMap<u64, InFlight>,
+    bytes: u64,
+    degraded: Option<Degraded>,
+}
+
+/// A change of a follower's state the runtime logs and counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Degraded(usize, Degraded),
+    CaughtUp(usize),
+}
+
+/// One shard's replication toward every follower node.
+#[derive(Debug)]
+pub struct Shipper {
+    /// Whether acknowledgements wait for followers (`--replication sync`).
+    sync: bool,
+    followers: Vec<Follower>,
+    events: Vec<Event>,
+}
+
+impl Shipper {
+    pub fn new(sync: bool, nodes: usize) -> Shipper {
+        Shipper {
+            sync,
+            followers: (0..nodes).map(|_| Follower::default()).collect(),
+            events: Vec::new(),
+        }
+    }
+
+    /// What to ship to `node` for a record of `namespace`, given its link's `(generation,
+    /// up)`. A new generation starts over: everything in flight went with the old connection
+    /// and every database needs a copy again.
+    pub fn prepare(&mut self, node: usize, link: (u64, bool), namespace: &str) -> Ship {
+        if !self.follow_link(node, link) {
+            return Ship::Skip;
+        }
+        let Some(follower) = self.followers.get_mut(node) else {
+            return Ship::Skip;
+        };
+        if follower.bytes > MAX_IN_FLIGHT_BYTES {
+            self.degrade(node, Degraded::TooFarBehind);
+            if let Some(follower) = self.followers.get_mut(node) {
+                follower.in_sync.clear();
+            }
+            return Ship::Skip;
+        }
+        if follower.in_sync.contains(namespace) {
+            Ship::Record
+        } else {
+            follower.in_sync.insert(namespace.to_owned());
+            Ship::Copy
+        }
+    }
+
+    /// Notes the link's state toward `node`; whether it is up.
+    pub fn follow_link(&mut self, node: usize, (generation, up): (u64, bool)) -> bool {
+        let Some(follower) = self.followers.get_mut(node) else {
+            return false;
+        };
+        if follower.generation != generation {
+            follower.generation = generation;
+            follower.in_sync.clear();
+            follower.in_flight.clear();
+            follower.bytes = 0;
+            if follower.degraded.take().is_some() {
+                self.events.push(Event::CaughtUp(node));
+            }
+        }
+        if !up {
+            if let Some(follower) = self.followers.get_mut(node) {
+                follower.in_sync.clear();
+                follower.in_flight.clear();
+                follower.bytes = 0;
+            }
+            self.degrade(node, Degraded::LinkDown);
+        }
+        up
+    }
+
+    /// A full copy of `namespace` goes to `node`: its records follow as they are.
+    pub fn copied(&mut self, node: usize, namespace: &str) {
+        if let Some(follower) = self.followers.get_mut(node) {
+            follower.in_sync.insert(namespace.to_owned());
+        }
+    }
+
+    /// `namespace` could not be shipped to `node`: its next record tries a copy again.
+    pub fn forget(&mut self, node: usize, namespace: &str) {
+        if let Some(follower) = self.followers.get_mut(node) {
+            follower.in_sync.remove(namespace);
+        }
+    }
+
+    /// Records were shipped to `node` as `seq`, `bytes` long, at `now_ms`. `holds`: whether
+    /// acknowledgements wait for it (a write's record; not an eager copy).
+    pub fn shipped(&mut self, node: usize, seq: u64, bytes: u64, now_ms: u64, holds: bool) {
+        let sync = self.sync;
+        let Some(follower) = self.followers.get_mut(node) else {
+            return;
+        };
+        let holds = holds && sync && follower.degraded.is_none();
+        follower.bytes += bytes;
+        follower.in_flight.insert(
+            seq,
+            InFlight {
+                bytes,
+                shipped_ms: now_ms,
+                holds,
+            },
+        );
+    }
+
+    /// `node` has these records on its disk.
+    pub fn acknowledged(&mut self, node: usize, seqs: &[u64]) {
+        let Some(follower) = self.followers.get_mut(node) else {
+            return;
+        };
+        for seq in seqs {
+            if let Some(record) = follower.in_flight.remove(seq) {
+                follower.bytes -= record.bytes;
+            }
+        }
+        if follower.in_flight.is_empty()
+            && follower
+                .degraded
+                .is_some_and(|why| why != Degraded::LinkDown)
+        {
+            follower.degraded = None;
+            self.events.push(Event::CaughtUp(node));
+        }
+    }
+
+    /// Stops waiting for followers whose oldest waiting record is older than the timeout.
+    pub fn check_timeouts(&mut self, now_ms: u64) {
+        for node in 0..self.followers.len() {
+            let late = self.followers[node]
+                .in_flight
+                .values()
+                .find(|record| record.holds)
+                .is_some_and(|record| now_ms.saturating_sub(record.shipped_ms) > ACK_TIMEOUT_MS);
+            if late {
+                self.degrade(node, Degraded::AckTimeout);
+            }
+        }
+    }
+
+    /// The highest position acknowledgements may be released up to, given the local durable
+    /// position.
+    pub fn position(&self, local_durable: u64) -> u64 {
+        let mut position = local_durable;
+        for follower in &self.followers {
+            if let Some((seq, _)) = follower.in_flight.iter().find(|(_, record)| record.holds) {
+                position = position.min(seq - 1);
+            }
+        }
+        position
+    }
+
+    /// Records and bytes in flight toward `node`, and whether the shard waits for it.
+    pub fn lag(&self, node: usize) -> (u64, u64, bool) {
+        self.followers.get(node).map_or((0, 0, false), |follower| {
+            (
+                follower.in_flight.len() as u64,
+                follower.bytes,
+                follower.degraded.is_some(),
+            )
+        })
+    }
+
+    /// The changes to log and count since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn degrade(&mut self, node: usize, why: Degraded) {
+        let Some(follower) = self.followers.get_mut(node) else {
+            return;
+        };
+        for record in follower.in_flight.values_mut() {
+            record.holds = false;
+        }
+        if follower.degraded.is_none() {
+            follower.degraded = Some(why);
+            self.events.push(Event::Degraded(node, why));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UP: (u64, bool) = (1, true);
+
+    #[test]
+    fn acknowledgements_wait_for_the_first_unacknowledged_record() {
+        let mut shipper = Shipper::new(true, 3);
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy);
+        shipper.shipped(1, 5, 100, 0, true);
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Record);
+        shipper.shipped(1, 6, 10, 0, true);
+        assert_eq!(shipper.prepare(2, UP, "b"), Ship::Copy);
+        shipper.shipped(2, 7, 10, 0, true);
+        assert_eq!(shipper.position(9), 4);
+        // Acknowledged out of order: the position moves only past the first.
+        shipper.acknowledged(1, &[6]);
+        assert_eq!(shipper.position(9), 4);
+        shipper.acknowledged(1, &[5]);
+        assert_eq!(shipper.position(9), 6);
+        assert_eq!(shipper.position(3), 3, "never past the local disk");
+        shipper.acknowledged(2, &[7]);
+        assert_eq!(shipper.position(9), 9);
+        assert!(shipper.take_events().is_empty());
+    }
+
+    #[test]
+    fn asynchronous_replication_never_holds() {
+        let mut shipper = Shipper::new(false, 2);
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy);
+        shipper.shipped(1, 5, 100, 0, true);
+        assert_eq!(shipper.position(9), 9);
+        assert_eq!(shipper.lag(1), (1, 100, false));
+    }
+
+    #[test]
+    fn a_lost_link_stops_the_wait_and_a_new_one_starts_with_copies() {
+        let mut shipper = Shipper::new(true, 2);
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy);
+        shipper.shipped(1, 5, 100, 0, true);
+        assert_eq!(shipper.position(9), 4);
+        assert_eq!(shipper.prepare(1, (1, false), "a"), Ship::Skip);
+        assert_eq!(shipper.position(9), 9);
+        assert_eq!(
+            shipper.take_events(),
+            vec![Event::Degraded(1, Degraded::LinkDown)]
+        );
+        // An acknowledgement of the old connection changes nothing.
+        shipper.acknowledged(1, &[5]);
+        assert_eq!(shipper.prepare(1, (2, true), "a"), Ship::Copy);
+        assert_eq!(shipper.take_events(), vec![Event::CaughtUp(1)]);
+        shipper.shipped(1, 8, 100, 0, true);
+        assert_eq!(shipper.position(9), 7, "waits again");
+    }
+
+    #[test]
+    fn a_silent_follower_is_waited_for_a_bounded_time() {
+        let mut shipper = Shipper::new(true, 2);
+        shipper.prepare(1, UP, "a");
+        shipper.shipped(1, 5, 100, 1_000, true);
+        shipper.check_timeouts(1_000 + ACK_TIMEOUT_MS);
+        assert_eq!(shipper.position(9), 4);
+        shipper.check_timeouts(1_001 + ACK_TIMEOUT_MS);
+        assert_eq!(shipper.position(9), 9);
+        // Until it has caught up, new records do not hold either.
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Record);
+        shipper.shipped(1, 10, 100, 5_000, true);
+        assert_eq!(shipper.position(12), 12);
+        shipper.acknowledged(1, &[5, 10]);
+        assert_eq!(
+            shipper.take_events(),
+            vec![Event::Degraded(1, Degraded::AckTimeout), Event::CaughtUp(1)]
+        );
+        shipper.prepare(1, UP, "a");
+        shipper.shipped(1, 13, 100, 6_000, true);
+        assert_eq!(shipper.position(14), 12);
+    }
+
+    #[test]
+    fn a_catch_up_copy_holds_nothing_and_its_records_follow_it() {
+        let mut shipper = Shipper::new(true, 2);
+        assert!(shipper.follow_link(1, UP));
+        shipper.copied(1, "a");
+        shipper.shipped(1, u64::MAX, 500, 0, false);
+        assert_eq!(shipper.position(9), 9);
+        assert_eq!(shipper.lag(1), (1, 500, false));
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Record);
+        shipper.acknowledged(1, &[u64::MAX]);
+        assert_eq!(shipper.lag(1), (0, 0, false));
+    }
+
+    #[test]
+    fn a_follower_too_far_behind_gets_nothing_more_until_it_catches_up() {
+        let mut shipper = Shipper::new(true, 2);
+        shipper.prepare(1, UP, "a");
+        shipper.shipped(1, 5, MAX_IN_FLIGHT_BYTES + 1, 0, true);
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Skip);
+        assert_eq!(shipper.position(9), 9);
+        shipper.acknowledged(1, &[5]);
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy, "a copy again");
+    }
+}
