@@ -298,7 +298,14 @@ describe('WebTransport with the --tls-cert certificate', { timeout: 60_000 }, ()
         const client = await import('/client.js');
         const live = await client.connect({ url, namespace: ns, token, certificateHashes: [hash] });
         const value = new Promise((resolve) => live.listen('rooms/r1/cursors/frank', (v) => v && resolve(v)));
-        await live.set('rooms/r1/cursors/frank', { x: 1, y: 2 });
+        // A push is a datagram, which a loaded machine may drop: the write is made again
+        // until the listener has seen it (a volatile write of the same value changes nothing).
+        let seen;
+        value.then((v) => { seen = v; });
+        while (seen === undefined) {
+          await live.set('rooms/r1/cursors/frank', { x: 1, y: 2 });
+          await Promise.race([value, new Promise((r) => setTimeout(r, 500))]);
+        }
         return { transport: live.transport, value: await value };
       },
       { url: `https://127.0.0.1:${tlsPort}`, ns: h.ns('wt'), token: token('frank'), hash: expected },

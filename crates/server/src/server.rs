@@ -194,6 +194,10 @@ impl Server {
                 edge_senders.extend(started.edges);
                 let lagged = started.nodes.clone();
                 observer.follow(Box::new(move || lagged.lags()));
+                let joining = started.nodes.clone();
+                observer
+                    .health
+                    .wait_to_join(Box::new(move || joining.joining()));
                 Some(started.nodes)
             }
             None => None,

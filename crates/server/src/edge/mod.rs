@@ -17,6 +17,7 @@
 //!   limits; `http_forward`: REST requests and event streams sent to the node that owns their
 //!   database.
 
+pub mod attach;
 mod conn;
 pub mod http;
 pub mod http_body;

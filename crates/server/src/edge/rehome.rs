@@ -16,9 +16,9 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
 use crate::close::CloseReason;
+use crate::edge::attach::{attach, send_to_owner};
 use crate::edge::side::OwnerSide;
 use crate::edge::upstream::Upstream;
-use crate::edge::websocket::{attach, send_to_owner};
 use crate::edge::EdgeConn;
 use crate::link::{MoveCause, ToOwner};
 use crate::offload::OFF_THREAD_PARSE_BYTES;

@@ -8,7 +8,6 @@ use hearth_wire::{
     encode_handshake, encode_shutdown, without_lone_surrogates, Assembled, MAX_MESSAGE_BYTES,
 };
 use tokio::io::AsyncWriteExt;
-use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
@@ -17,10 +16,11 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info, warn};
 
 use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE, UNWRITABLE_DROP};
+use crate::edge::attach::{attach, detach_session, send_to_owner};
 use crate::edge::rehome;
 pub(crate) use crate::edge::side::OwnerSide;
 use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
-use crate::edge::{EdgeConn, EdgeTarget};
+use crate::edge::EdgeConn;
 use crate::http_head::Head;
 use crate::link::ToOwner;
 use crate::metrics::labels::CloseCause;
@@ -29,8 +29,7 @@ use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{
     expire_auth, finish_deferred, on_large_decoded, on_message, Handled, LargeMessage,
 };
-use crate::owner::outbound::{encode_frames, Route};
-use crate::owner::sessions;
+use crate::owner::outbound::encode_frames;
 use crate::session::new_session_id;
 use crate::shard::Shard;
 use crate::time::now_ms;
@@ -242,50 +241,6 @@ fn count_close(shard: &Shard, ended: &Ended) {
     shard.counters.websocket_closed(cause);
 }
 
-/// Opens the session of a connection held by `edge` with the owner of `namespace`: here when
-/// this core owns it, else by a message to the owner (the connection's messages follow it
-/// there). `previous` names a session the client replaces (`ls`).
-pub(crate) fn attach(
-    shard: &Shard,
-    edge: &Rc<EdgeConn>,
-    namespace: String,
-    session_id: String,
-    previous: Option<&str>,
-) -> OwnerSide {
-    let id = edge.id();
-    let owner = shard.owner_of(&namespace);
-    if owner == shard.index {
-        if let Some(previous) = previous {
-            sessions::end_previous_session(shard, previous, &namespace);
-        }
-        let route = Route::Local(edge.clone());
-        OwnerSide::Local(sessions::open_session(
-            shard, id, &namespace, session_id, route,
-        ))
-    } else {
-        shard.edge.hold(id, EdgeTarget::Socket(edge.clone()));
-        shard.send_to_owner(
-            owner,
-            ToOwner::Open {
-                conn: id,
-                edge: shard.index,
-                namespace,
-                session_id,
-                previous: previous.map(str::to_owned),
-            },
-        );
-        OwnerSide::Remote(owner)
-    }
-}
-
-/// Ends the session that [`attach`] opened.
-pub(crate) fn detach_session(shard: &Shard, id: hearth_sync::ConnId, side: &OwnerSide) {
-    match side {
-        OwnerSide::Local(session) => sessions::close_connection(shard, session),
-        OwnerSide::Remote(owner) => shard.release_connection(id, *owner),
-    }
-}
-
 /// Tells a client that asked for a database that cannot exist why, and closes.
 async fn refuse<S: Source + 'static>(
     stream: Rc<S>,
@@ -445,42 +400,6 @@ async fn run<S: Source>(
             }
         }
     }
-}
-
-/// Hands whole messages to the owner of the connection's database, once it has room for
-/// them; after a large one, waits until the owner has handled it. `false` when the owner is
-/// gone (the server is stopping).
-pub(crate) async fn send_to_owner(
-    shard: &Shard,
-    edge: &EdgeConn,
-    owner: usize,
-    texts: Vec<String>,
-    large: bool,
-) -> bool {
-    let bytes = texts.iter().map(String::len).sum();
-    let Some(room) = shard.edge.owner_room(owner, bytes).await else {
-        return false;
-    };
-    let (done, handled) = if large {
-        let (done, handled) = oneshot::channel();
-        (Some(done), Some(handled))
-    } else {
-        (None, None)
-    };
-    shard.send_to_owner(
-        owner,
-        ToOwner::Messages {
-            conn: edge.id(),
-            texts,
-            done,
-            room,
-        },
-    );
-    if let Some(handled) = handled {
-        // Dropped unsent once the owner is done (or gone): either way, go on.
-        let _ = handled.await;
-    }
-    true
 }
 
 /// How a connection ended.

@@ -15,8 +15,10 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
 use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE};
+use crate::edge::attach::{attach, detach_session, send_to_owner};
+use crate::edge::side::OwnerSide;
 use crate::edge::socket::Transport;
-use crate::edge::websocket::{attach, detach_session, handshake, send_to_owner, OwnerSide};
+use crate::edge::websocket::handshake;
 use crate::edge::EdgeConn;
 use crate::link::ToOwner;
 use crate::longpoll::script::{self, script_answer};

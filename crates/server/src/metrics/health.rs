@@ -1,10 +1,12 @@
 //! Whether the server can take traffic, shared by every shard and the metrics listener: the
 //! shards that are running, the shards whose log failed, and whether the server is stopping.
 //! Written on rare events only (a shard starting, a disk failure, shutdown), so it is a few
-//! atomics and a mutex, never touched on the hot path.
+//! atomics and a mutex, never touched on the hot path. A node of a cluster is also not ready
+//! until it has joined: a load balancer that sent it clients before its links to the other
+//! nodes were up would see their databases' requests fail.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// Why the server is not ready.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +15,8 @@ pub enum NotReady {
     Recovering { started: usize, shards: usize },
     /// A shard's log failed: its databases are read-only until a restart.
     ReadOnly { shard: usize, failure: String },
+    /// A node of a cluster has not joined it yet (the reason says what it waits for).
+    Joining { reason: String },
     /// The server is shutting down.
     Stopping,
 }
@@ -29,6 +33,10 @@ impl NotReady {
                 "status": "read_only",
                 "reason": format!("shard {shard}'s write-ahead log failed ({failure}); its databases refuse writes until the server is restarted"),
             }),
+            NotReady::Joining { reason } => serde_json::json!({
+                "status": "joining",
+                "reason": reason,
+            }),
             NotReady::Stopping => serde_json::json!({
                 "status": "stopping",
                 "reason": "the server is shutting down",
@@ -41,7 +49,10 @@ impl NotReady {
 /// The body of `/readyz`'s 200 and `/healthz`'s.
 pub const OK_BODY: &str = "{\"status\":\"ok\"}";
 
-#[derive(Debug, Default)]
+/// What a node of a cluster still waits for before it can take clients; `None` once joined.
+pub type JoinCheck = Box<dyn Fn() -> Option<String> + Send + Sync>;
+
+#[derive(Default)]
 pub struct Health {
     /// Shards the server runs; 0 until the data directory told how many.
     shards: AtomicUsize,
@@ -49,6 +60,24 @@ pub struct Health {
     stopping: AtomicBool,
     /// The first failure of each failed shard's log.
     failures: Mutex<Vec<(usize, String)>>,
+    /// In a cluster: whether this node has joined it yet.
+    join: OnceLock<JoinCheck>,
+    /// Set the first time the join check passed: readiness then no longer follows the other
+    /// nodes, so that the loss of one (its links down until its lease expires) does not make
+    /// every other node unready at once and empty the load balancer.
+    joined: AtomicBool,
+}
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Health")
+            .field("shards", &self.shards)
+            .field("started", &self.started)
+            .field("stopping", &self.stopping)
+            .field("failures", &self.failures)
+            .field("joined", &self.joined)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Health {
@@ -68,6 +97,11 @@ impl Health {
                 failures.push((shard, failure.to_owned()));
             }
         }
+    }
+
+    /// This server is a node of a cluster: not ready until `check` passes once.
+    pub fn wait_to_join(&self, check: JoinCheck) {
+        let _ = self.join.set(check);
     }
 
     pub fn stopping(&self) {
@@ -90,6 +124,12 @@ impl Health {
         let started = self.started.load(Ordering::Acquire);
         if shards == 0 || started < shards {
             return Err(NotReady::Recovering { started, shards });
+        }
+        if !self.joined.load(Ordering::Acquire) {
+            if let Some(reason) = self.join.get().and_then(|check| check()) {
+                return Err(NotReady::Joining { reason });
+            }
+            self.joined.store(true, Ordering::Release);
         }
         Ok(())
     }
@@ -128,5 +168,31 @@ mod tests {
         assert_eq!(body["status"], "read_only");
         health.stopping();
         assert_eq!(health.ready(), Err(NotReady::Stopping));
+    }
+
+    #[test]
+    fn a_node_is_ready_once_it_joined_and_stays_so_when_a_peer_goes() {
+        use std::sync::Arc;
+        let health = Health::default();
+        health.expect_shards(1);
+        health.shard_started();
+        let links_up = Arc::new(AtomicBool::new(false));
+        let up = links_up.clone();
+        health.wait_to_join(Box::new(move || {
+            (!up.load(Ordering::Acquire)).then(|| "the link to node b is not up".to_owned())
+        }));
+        let not_ready = health.ready().expect_err("joining");
+        assert_eq!(
+            not_ready,
+            NotReady::Joining {
+                reason: "the link to node b is not up".to_owned()
+            }
+        );
+        let body: serde_json::Value = serde_json::from_str(&not_ready.json()).expect("JSON");
+        assert_eq!(body["status"], "joining");
+        links_up.store(true, Ordering::Release);
+        assert_eq!(health.ready(), Ok(()));
+        links_up.store(false, Ordering::Release);
+        assert_eq!(health.ready(), Ok(()), "a peer lost later: still ready");
     }
 }

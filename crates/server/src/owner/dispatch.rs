@@ -55,11 +55,12 @@ pub fn on_message(
     message: String,
 ) -> Result<Handled, CloseReason> {
     shard.counters.message_in();
-    fence_session_database(shard, handle);
+    let fenced = fence_session_database(shard, handle);
     let message = without_lone_surrogates(message);
-    if let Some(placement) = &shard.config.cluster {
+    if let Some(placement) = shard.config.cluster.as_ref().filter(|_| fenced) {
         // Nobody holds the database yet and it is placed here: this message and the
-        // connection's next wait for the claim instead of a write being refused.
+        // connection's next wait for the claim instead of a write being refused. (Looked
+        // at only while the fence refuses writes, so a claimed database pays nothing.)
         if placement.claim_pending(&handle.namespace) {
             return Ok(Handled::ParseOffThread(LargeMessage {
                 text: message,
@@ -98,12 +99,18 @@ pub fn on_message(
 
 /// A session's messages find its database without a lookup: the cluster's claim is checked
 /// before each (`cluster::fence`), so that a claim that lapsed refuses the next write and one
-/// made since the session opened lets it through.
-fn fence_session_database(shard: &Shard, handle: &ConnHandle) {
-    if shard.config.cluster.is_some() {
-        if let Some(database) = shard.owner.databases_mut().get_mut(&handle.namespace) {
+/// made since the session opened lets it through. Whether the fence refuses its writes now
+/// (a database not in memory counts as refused: the claim decides).
+fn fence_session_database(shard: &Shard, handle: &ConnHandle) -> bool {
+    if shard.config.cluster.is_none() {
+        return false;
+    }
+    match shard.owner.databases_mut().get_mut(&handle.namespace) {
+        Some(database) => {
             shard.fence(database);
+            database.fenced
         }
+        None => true,
     }
 }
 

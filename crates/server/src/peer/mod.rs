@@ -178,6 +178,29 @@ impl Nodes {
             .collect()
     }
 
+    /// What this node still waits for before it takes clients (`/readyz`), `None` once it
+    /// has: with etcd, its own key among the live nodes and a link up to every other live
+    /// node. A static list has no such wait: a node of it may stay down for good.
+    pub fn joining(&self) -> Option<String> {
+        let Membership::Etcd(placement) = &self.membership else {
+            return None;
+        };
+        let view = placement.view();
+        if !view.nodes.contains_key(placement.node_id()) {
+            return Some("this node is not among etcd's live nodes yet".to_owned());
+        }
+        view.nodes
+            .keys()
+            .filter(|id| ***id != *placement.node_id())
+            .find(|id| {
+                !self
+                    .directory
+                    .index_of(id)
+                    .is_some_and(|index| self.link_state(index).1)
+            })
+            .map(|id| format!("the link to node {id} is not up yet"))
+    }
+
     /// A node's id, for logs.
     pub fn id(&self, node: usize) -> Arc<str> {
         self.directory.id(node).unwrap_or_else(|| Arc::from("?"))

@@ -25,10 +25,10 @@ use wtransport::{Connection, RecvStream, SendStream, VarInt};
 use crate::close::{
     CloseReason, MAX_OUTBOUND_BYTES, SHUTDOWN_CLOSE, SLOW_READER_CLOSE, UNWRITABLE_DROP,
 };
+use crate::edge::attach::{attach, detach_session, send_to_owner};
+use crate::edge::side::OwnerSide;
 use crate::edge::socket::Transport;
-use crate::edge::websocket::{
-    attach, detach_session, handshake, send_to_owner, write_stalled, OwnerSide,
-};
+use crate::edge::websocket::{handshake, write_stalled};
 use crate::edge::EdgeConn;
 use crate::link::ToOwner;
 use crate::metrics::labels::{CloseCause, SessionTransport};

@@ -1,0 +1,95 @@
+//! A connection's session with its database's owner, from the core that holds its socket:
+//! opening it (here, or by a message to the owning core or node), ending it, and handing it
+//! the client's messages. Shared by the WebSocket loop, a session that moves to its
+//! database's next owner (`rehome`), long polling and WebTransport.
+
+use std::rc::Rc;
+
+use tokio::sync::oneshot;
+
+use crate::edge::side::OwnerSide;
+use crate::edge::{EdgeConn, EdgeTarget};
+use crate::link::ToOwner;
+use crate::owner::outbound::Route;
+use crate::owner::sessions;
+use crate::shard::Shard;
+
+/// Opens the session of a connection held by `edge` with the owner of `namespace`: here when
+/// this core owns it, else by a message to the owner (the connection's messages follow it
+/// there). `previous` names a session the client replaces (`ls`).
+pub(crate) fn attach(
+    shard: &Shard,
+    edge: &Rc<EdgeConn>,
+    namespace: String,
+    session_id: String,
+    previous: Option<&str>,
+) -> OwnerSide {
+    let id = edge.id();
+    let owner = shard.owner_of(&namespace);
+    if owner == shard.index {
+        if let Some(previous) = previous {
+            sessions::end_previous_session(shard, previous, &namespace);
+        }
+        let route = Route::Local(edge.clone());
+        OwnerSide::Local(sessions::open_session(
+            shard, id, &namespace, session_id, route,
+        ))
+    } else {
+        shard.edge.hold(id, EdgeTarget::Socket(edge.clone()));
+        shard.send_to_owner(
+            owner,
+            ToOwner::Open {
+                conn: id,
+                edge: shard.index,
+                namespace,
+                session_id,
+                previous: previous.map(str::to_owned),
+            },
+        );
+        OwnerSide::Remote(owner)
+    }
+}
+
+/// Ends the session that [`attach`] opened.
+pub(crate) fn detach_session(shard: &Shard, id: hearth_sync::ConnId, side: &OwnerSide) {
+    match side {
+        OwnerSide::Local(session) => sessions::close_connection(shard, session),
+        OwnerSide::Remote(owner) => shard.release_connection(id, *owner),
+    }
+}
+
+/// Hands whole messages to the owner of the connection's database, once it has room for
+/// them; after a large one, waits until the owner has handled it. `false` when the owner is
+/// gone (the server is stopping).
+pub(crate) async fn send_to_owner(
+    shard: &Shard,
+    edge: &EdgeConn,
+    owner: usize,
+    texts: Vec<String>,
+    large: bool,
+) -> bool {
+    let bytes = texts.iter().map(String::len).sum();
+    let Some(room) = shard.edge.owner_room(owner, bytes).await else {
+        return false;
+    };
+    let (done, handled) = if large {
+        let (done, handled) = oneshot::channel();
+        (Some(done), Some(handled))
+    } else {
+        (None, None)
+    };
+    shard.send_to_owner(
+        owner,
+        ToOwner::Messages {
+            conn: edge.id(),
+            texts,
+            done,
+            room,
+        },
+    );
+    if let Some(handled) = handled {
+        // Dropped unsent once the owner is done (or gone): either way, go on.
+        let _ = handled.await;
+    }
+    true
+}
