@@ -136,7 +136,7 @@ impl Server {
             listen: bound.clone(),
             ..config
         };
-        // Served by the first shard, as the edge of every session (see `webtransport`).
+        // Accepted by the first shard, served by all (see `webtransport`).
         let mut webtransport = match config.webtransport_listen {
             Some(listen) => Some(crate::webtransport::prepare(
                 listen,
@@ -154,6 +154,14 @@ impl Server {
             webtransport: webtransport
                 .as_ref()
                 .map(|prepared| prepared.reloader.clone()),
+        };
+        // The first shard accepts every session and hands each to a shard (`spread`).
+        let (mut spread, mut handed) = match &webtransport {
+            Some(_) => {
+                let (spread, handed) = crate::webtransport::spread::queues(shards);
+                (Some(spread), handed.into_iter().map(Some).collect())
+            }
+            None => (None, Vec::new()),
         };
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
@@ -207,7 +215,8 @@ impl Server {
             let senders = senders.clone();
             let observer = observer.clone();
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
-            let webtransport = webtransport.take();
+            let webtransport = webtransport.take().zip(spread.take());
+            let handed = handed.get_mut(index).and_then(Option::take);
             let nodes = nodes.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("hearth-shard-{index}"))
@@ -222,6 +231,7 @@ impl Server {
                         Sockets {
                             listeners,
                             webtransport,
+                            handed,
                         },
                         Links {
                             owner_rx: receiver,
@@ -360,11 +370,16 @@ fn log_recovery(shard: usize, recovered: &hearth_store::Recovered<ShardStorage>)
     }
 }
 
-/// What a shard serves clients on: its share of the TCP listeners, and the WebTransport
-/// endpoint (the first shard's, when there is one).
+/// What a shard serves clients on: its share of the TCP listeners, the WebTransport
+/// endpoint and the spread of its sessions (the first shard's, when there is one), and the
+/// WebTransport sessions handed to this shard.
 struct Sockets {
     listeners: Vec<TcpListener>,
-    webtransport: Option<crate::webtransport::Prepared>,
+    webtransport: Option<(
+        crate::webtransport::Prepared,
+        crate::webtransport::spread::Spread,
+    )>,
+    handed: Option<mpsc::UnboundedReceiver<crate::webtransport::spread::Handed>>,
 }
 
 /// A shard's channels to and from the other shards.
@@ -391,6 +406,7 @@ fn run_shard(
     let Sockets {
         listeners,
         webtransport,
+        handed,
     } = sockets;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -434,8 +450,11 @@ fn run_shard(
         tokio::task::spawn_local(commit_loop(shard.clone()));
         tokio::task::spawn_local(crate::replica::run(shard.clone()));
         tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.clone()));
-        if let Some(prepared) = webtransport {
-            tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared));
+        if let Some((prepared, spread)) = webtransport {
+            tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared, spread));
+        }
+        if let Some(handed) = handed {
+            tokio::task::spawn_local(crate::webtransport::serve_handed(shard.clone(), handed));
         }
         let mut accepting = Vec::new();
         for listener in listeners {

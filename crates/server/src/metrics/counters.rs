@@ -59,6 +59,8 @@ pub struct ShardCounters {
     rest_cache_misses: Cell<u64>,
     /// Bytes the cache holds now (a level, not a count).
     rest_cache_bytes: Cell<u64>,
+    /// WebTransport sessions this shard serves as their edge now (a level).
+    webtransport_sessions: Cell<u64>,
     log_sync: LocalHistogram,
     ack_latency: LocalHistogram,
     /// Writes whose acknowledgement waits for the log (`--durability strict`): their log
@@ -139,6 +141,16 @@ impl ShardCounters {
         self.rest_cache_bytes.set(bytes as u64);
     }
 
+    /// A WebTransport session began (`true`) or ended on this shard.
+    pub fn webtransport_session(&self, opened: bool) {
+        let now = self.webtransport_sessions.get();
+        self.webtransport_sessions.set(if opened {
+            now + 1
+        } else {
+            now.saturating_sub(1)
+        });
+    }
+
     pub fn snapshot_taken(&self) {
         add(&self.snapshots, 1);
     }
@@ -200,6 +212,7 @@ impl ShardCounters {
             rest_cache_hit_bytes: self.rest_cache_hit_bytes.get(),
             rest_cache_misses: self.rest_cache_misses.get(),
             rest_cache_bytes: self.rest_cache_bytes.get(),
+            webtransport_sessions: self.webtransport_sessions.get(),
             log_sync: self.log_sync.snapshot(),
             ack_latency: self.ack_latency.snapshot(),
         }
@@ -238,6 +251,7 @@ pub struct CounterSnapshot {
     pub rest_cache_misses: u64,
     /// Summed over the shards: the server's total.
     pub rest_cache_bytes: u64,
+    pub webtransport_sessions: u64,
     pub log_sync: HistogramSnapshot,
     pub ack_latency: HistogramSnapshot,
 }
@@ -284,6 +298,7 @@ impl CounterSnapshot {
         self.rest_cache_hit_bytes += other.rest_cache_hit_bytes;
         self.rest_cache_misses += other.rest_cache_misses;
         self.rest_cache_bytes += other.rest_cache_bytes;
+        self.webtransport_sessions += other.webtransport_sessions;
         self.log_sync.merge(&other.log_sync);
         self.ack_latency.merge(&other.ack_latency);
     }

@@ -475,6 +475,13 @@ impl Collector for Scraped {
         )?;
         family(
             e,
+            "shard_webtransport_sessions",
+            "Open WebTransport sessions each shard serves as their edge (the first shard accepts them all and hands each to the shard with the fewest).",
+            MetricType::Gauge,
+            per_shard(|shard| shard.counters.webtransport_sessions as usize),
+        )?;
+        family(
+            e,
             "shard_read_only",
             "1 when the shard's log failed and its databases are read-only.",
             MetricType::Gauge,

@@ -1,5 +1,6 @@
 //! Volatile traffic over WebTransport (`--webtransport-listen`): HTTP/3 sessions on a UDP port,
-//! served by the first shard as their edge (`wtransport`, quinn underneath).
+//! accepted by the first shard and each served by the shard with the fewest as its edge
+//! (`wtransport`, quinn underneath).
 //!
 //! A session is a connection like a WebSocket one: the same namespace selection (`?ns=` in
 //! the session's URL, else the host), the same Firebase requests (the client's `auth`,
@@ -9,23 +10,29 @@
 //!
 //! - `codec`: the datagram and line formats, and the session's rate bucket (pure);
 //! - `certificate`: the endpoint's certificate, made at start and again on SIGHUP;
+//! - `quic`: the UDP socket's buffers and the QUIC transport settings;
+//! - `spread`: handing each new connection to a shard;
 //! - `session`: one session, from its request to its end.
 
 pub mod certificate;
 pub mod codec;
+pub mod quic;
 mod session;
+pub mod spread;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 use wtransport::{Endpoint, ServerConfig};
 
 use crate::shard::Shard;
 use crate::tls::{TlsCerts, TlsError};
 use crate::webtransport::certificate::{Reloader, Reloads, Source};
+use crate::webtransport::spread::{Handed, Spread};
 
 /// The most WebTransport sessions open at once; more are refused (HTTP 429).
 pub const MAX_WEBTRANSPORT_SESSIONS: usize = 10_000;
@@ -75,6 +82,8 @@ pub enum WebTransportError {
     SelfSigned(String),
     #[error("the WebTransport endpoint has stopped")]
     Stopped,
+    #[error("WebTransport: {0}")]
+    Transport(#[from] quic::InvalidIdleTimeout),
 }
 
 /// A bound WebTransport endpoint, ready to be served by a shard.
@@ -110,6 +119,10 @@ pub fn prepare(
             address: listen,
             source,
         })?;
+    quic::enlarge_buffers(&socket).map_err(|source| WebTransportError::Bind {
+        address: listen,
+        source,
+    })?;
     let source = match tls {
         Some(certs) => Source::Files(certs.clone()),
         None => Source::SelfSigned(address),
@@ -117,13 +130,14 @@ pub fn prepare(
     let certificate = source.certificate()?;
     let (certificate_sha256, self_signed) = (certificate.sha256, certificate.self_signed);
     let (reloader, reloads) = certificate::reloader(source);
-    let config = ServerConfig::builder()
+    let mut config = ServerConfig::builder()
         .with_bind_socket(socket)
         .with_custom_tls(certificate.tls)
-        .keep_alive_interval(Some(keep_alive))
-        .max_idle_timeout(Some(idle_timeout))
-        .map_err(|_| WebTransportError::SelfSigned("idle timeout out of range".into()))?
         .build();
+    // Keep-alive, idle timeout and the datagram buffers; a reload keeps them (`serve`).
+    config
+        .quic_config_mut()
+        .transport_config(Arc::new(quic::transport_config(idle_timeout, keep_alive)?));
     Ok(Prepared {
         config,
         address,
@@ -139,8 +153,8 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// Accepts sessions until the server stops; each is served by its own task on this shard.
-pub async fn serve(shard: Rc<Shard>, prepared: Prepared) {
+/// Accepts connections until the server stops, handing each to a shard (see `spread`).
+pub async fn serve(shard: Rc<Shard>, prepared: Prepared, spread: Spread) {
     let Prepared {
         config,
         address,
@@ -165,7 +179,6 @@ pub async fn serve(shard: Rc<Shard>, prepared: Prepared) {
         "WebTransport listening on {address} (certificate sha-256 {})",
         hex(&certificate_sha256)
     );
-    let open = Rc::new(std::cell::Cell::new(0usize));
     let mut shutdown = shard.shutdown.clone();
     loop {
         let incoming = tokio::select! {
@@ -176,13 +189,24 @@ pub async fn serve(shard: Rc<Shard>, prepared: Prepared) {
                 continue;
             }
         };
-        tokio::task::spawn_local(session::serve_session(
-            shard.clone(),
-            incoming,
-            open.clone(),
-        ));
+        spread.hand(incoming);
     }
     // The sessions end themselves on shutdown (closing their connections); give their close
     // frames a moment to leave.
     let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+}
+
+/// Serves the sessions handed to this shard, each by its own task, until the server stops.
+pub async fn serve_handed(shard: Rc<Shard>, mut handed: mpsc::UnboundedReceiver<Handed>) {
+    let mut shutdown = shard.shutdown.clone();
+    loop {
+        let Handed { incoming, slot } = tokio::select! {
+            _ = shutdown.changed() => break,
+            handed = handed.recv() => match handed {
+                Some(handed) => handed,
+                None => break,
+            },
+        };
+        tokio::task::spawn_local(session::serve_session(shard.clone(), incoming, slot));
+    }
 }

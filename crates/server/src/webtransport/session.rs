@@ -32,6 +32,7 @@ use crate::edge::websocket::{handshake, write_stalled};
 use crate::edge::EdgeConn;
 use crate::link::ToOwner;
 use crate::metrics::labels::{CloseCause, SessionTransport};
+use crate::metrics::ShardCounters;
 use crate::namespace::resolve;
 use crate::owner::dispatch::{expire_auth, finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
@@ -43,6 +44,7 @@ use crate::webtransport::codec::{
     classify, listen_request, push_path, related, reply_number, sort_message, Bucket, FrameReader,
     LineReader, Outbound, Request,
 };
+use crate::webtransport::spread::Slot;
 use crate::webtransport::{
     MAX_DATAGRAMS_PER_SECOND, MAX_DATAGRAM_BURST, MAX_DATAGRAM_BYTES, MAX_LISTENS_PER_SESSION,
     MAX_STREAM_BACKLOG_BYTES, MAX_STREAM_MESSAGE_BYTES, MAX_WEBTRANSPORT_SESSIONS,
@@ -52,16 +54,24 @@ use crate::webtransport::{
 /// The close reason of a session that asked for more than [`MAX_LISTENS_PER_SESSION`].
 const TOO_MANY_LISTENS: &str = "too many listens on one WebTransport session";
 
-/// Counts a session among the open ones while it lives.
-struct OpenGuard(Rc<Cell<usize>>);
+/// Counts a session in its shard's `webtransport_sessions` while it lives.
+struct Counted(Rc<ShardCounters>);
 
-impl Drop for OpenGuard {
-    fn drop(&mut self) {
-        self.0.set(self.0.get().saturating_sub(1));
+impl Counted {
+    fn new(counters: Rc<ShardCounters>) -> Counted {
+        counters.webtransport_session(true);
+        Counted(counters)
     }
 }
 
-pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, open: Rc<Cell<usize>>) {
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.webtransport_session(false);
+    }
+}
+
+/// Serves one connection handed to this shard; `slot` counts it there until it ends.
+pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Slot) {
     let request = match incoming.await {
         Ok(request) => request,
         Err(error) => {
@@ -69,7 +79,8 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, open: Rc
             return;
         }
     };
-    if open.get() >= MAX_WEBTRANSPORT_SESSIONS {
+    // The slot counts this session too.
+    if slot.total() > MAX_WEBTRANSPORT_SESSIONS {
         request.too_many_requests().await;
         return;
     }
@@ -94,8 +105,7 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, open: Rc
     let Ok(connection) = request.accept().await else {
         return;
     };
-    open.set(open.get() + 1);
-    let _open = OpenGuard(open);
+    let _counted = Counted::new(shard.counters.clone());
     let Ok(Ok((send, recv))) =
         tokio::time::timeout(STREAM_OPEN_TIMEOUT, connection.accept_bi()).await
     else {
