@@ -1,22 +1,16 @@
 //! Opening the tester's TCP connections.
 
-use std::cell::Cell;
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 
 use tokio::net::{TcpSocket, TcpStream};
 
-/// Ports tried, one after another, before a connection from a source address gives up.
+/// Random ports tried before a connection from a source address gives up.
 const MAX_PORT_TRIES: usize = 256;
 
 /// The ephemeral ports when `/proc` does not say (Linux's default).
 const DEFAULT_PORTS: RangeInclusive<u16> = 32768..=60999;
-
-thread_local! {
-    /// This thread's random number state for source ports (xorshift64).
-    static PORT_RANDOM: Cell<u64> = Cell::new(seed());
-}
 
 /// A TCP connection to `address`, from `source` when given (several loopback source
 /// addresses multiply the ephemeral ports available).
@@ -43,10 +37,8 @@ pub async fn open_tcp(address: &str, source: Option<IpAddr>) -> anyhow::Result<T
 /// turn: the ports an earlier run left in TIME_WAIT lie in long runs.
 fn bound_to(ip: IpAddr) -> anyhow::Result<TcpSocket> {
     let ports = ephemeral_ports();
-    let span = u64::from(ports.end() - ports.start()) + 1;
-    let mut last = None;
     for _ in 0..MAX_PORT_TRIES {
-        let port = ports.start() + (next_random() % span) as u16;
+        let port = fastrand::u16(ports.clone());
         let socket = if ip.is_ipv4() {
             TcpSocket::new_v4()?
         } else {
@@ -54,34 +46,13 @@ fn bound_to(ip: IpAddr) -> anyhow::Result<TcpSocket> {
         };
         match socket.bind(SocketAddr::new(ip, port)) {
             Ok(()) => return Ok(socket),
-            Err(error) if error.kind() == ErrorKind::AddrInUse => last = Some(error),
+            Err(error) if error.kind() == ErrorKind::AddrInUse => continue,
             Err(error) => return Err(error.into()),
         }
     }
     Err(anyhow::anyhow!(
-        "no free source port on {ip} in {MAX_PORT_TRIES} tries: {}",
-        last.map_or_else(String::new, |error| error.to_string())
+        "no free source port on {ip} in {MAX_PORT_TRIES} tries (every one in use)"
     ))
-}
-
-/// The next number of this thread's xorshift64.
-fn next_random() -> u64 {
-    PORT_RANDOM.with(|state| {
-        let mut x = state.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        state.set(x);
-        x
-    })
-}
-
-/// A seed that differs between processes and runs (never 0, which xorshift keeps at 0).
-fn seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos() as u64);
-    (nanos ^ u64::from(std::process::id()).rotate_left(32)) | 1
 }
 
 /// The kernel's ephemeral port range (`net.ipv4.ip_local_port_range`): ports that no

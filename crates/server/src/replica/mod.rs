@@ -143,26 +143,7 @@ pub async fn run(shard: Rc<Shard>) {
 /// the follower resumed comes after the catch-up copies it queued are in the lag.
 fn report(shard: &Shard, replication: &Replication) {
     let nodes = &replication.nodes;
-    {
-        let shipper = replication.shipper.borrow();
-        let mut reported = replication.reported.borrow_mut();
-        for (node, last) in reported.iter_mut().enumerate() {
-            let now = shipper.lag(node);
-            if now == *last {
-                continue;
-            }
-            let lag = nodes.lag(node);
-            lag.records
-                .fetch_add(now.0.wrapping_sub(last.0), Ordering::Relaxed);
-            lag.bytes
-                .fetch_add(now.1.wrapping_sub(last.1), Ordering::Relaxed);
-            lag.degraded.fetch_add(
-                u64::from(now.2).wrapping_sub(u64::from(last.2)),
-                Ordering::Relaxed,
-            );
-            *last = now;
-        }
-    }
+    count_lag(replication);
     let events = replication.shipper.borrow_mut().take_events();
     for event in events {
         match event {
@@ -181,5 +162,28 @@ fn report(shard: &Shard, replication: &Replication) {
                 "replication to the follower resumed"
             ),
         }
+    }
+}
+
+/// Adds what the shard's lag toward each follower changed by to the node-wide counters.
+fn count_lag(replication: &Replication) {
+    let nodes = &replication.nodes;
+    let shipper = replication.shipper.borrow();
+    let mut reported = replication.reported.borrow_mut();
+    for (node, last) in reported.iter_mut().enumerate() {
+        let now = shipper.lag(node);
+        if now == *last {
+            continue;
+        }
+        let lag = nodes.lag(node);
+        lag.records
+            .fetch_add(now.0.wrapping_sub(last.0), Ordering::Relaxed);
+        lag.bytes
+            .fetch_add(now.1.wrapping_sub(last.1), Ordering::Relaxed);
+        lag.degraded.fetch_add(
+            u64::from(now.2).wrapping_sub(u64::from(last.2)),
+            Ordering::Relaxed,
+        );
+        *last = now;
     }
 }
