@@ -107,25 +107,33 @@ export async function logShows(server, pattern, label, { from = 0, ms = 15_000 }
 }
 
 /**
- * Starts etcd and one node per id of `ids` (a lease of `leaseSecs`, linked by a shared secret) under
- * `dir`: clients on 127.0.0.1, node i's link on 127.0.0.(2+i). Resolves with etcd's URL and
- * process and the nodes by id; `extraArgs` go to every node.
+ * Starts node `id` of an etcd cluster (a lease of `leaseSecs`, linked by the secret in `dir`):
+ * clients on 127.0.0.1, its link on 127.0.0.(2+index). Resolves with the node once it
+ * answers; `extraArgs` go to it.
  */
-export async function startEtcdCluster(dir, ids, extraArgs = [], { leaseSecs = 2 } = {}) {
+export async function startEtcdNode(dir, etcdUrl, id, index, extraArgs = [], { leaseSecs = 2 } = {}) {
   const secret = path.join(dir, 'secret');
-  fs.writeFileSync(secret, 'a shared secret of the test cluster\n');
+  if (!fs.existsSync(secret)) fs.writeFileSync(secret, 'a shared secret of the test cluster\n');
+  // The port is asked for on the link's own address: one free on 127.0.0.1 may be taken
+  // there (a load test's clients bind their source ports on those addresses).
+  const host = `127.0.0.${2 + index}`;
+  const link = `${host}:${await freePort(host)}`;
+  return HearthServer.start({
+    threads: 1,
+    extraArgs: ['--cluster-etcd', etcdUrl, '--node-id', id, '--advertise', link,
+      '--cluster-lease-ttl-secs', String(leaseSecs), '--cluster-secret-file', secret, ...extraArgs],
+  });
+}
+
+/**
+ * Starts etcd and one node per id of `ids` under `dir` (`startEtcdNode`). Resolves with
+ * etcd's URL and process and the nodes by id; `extraArgs` go to every node.
+ */
+export async function startEtcdCluster(dir, ids, extraArgs = [], options = {}) {
   const etcd = await startEtcd(dir);
   const nodes = {};
   for (const [i, id] of ids.entries()) {
-    // The port is asked for on the link's own address: one free on 127.0.0.1 may be taken
-    // there (a load test's clients bind their source ports on those addresses).
-    const host = `127.0.0.${2 + i}`;
-    const link = `${host}:${await freePort(host)}`;
-    nodes[id] = await HearthServer.start({
-      threads: 1,
-      extraArgs: ['--cluster-etcd', etcd.url, '--node-id', id, '--advertise', link,
-        '--cluster-lease-ttl-secs', String(leaseSecs), '--cluster-secret-file', secret, ...extraArgs],
-    });
+    nodes[id] = await startEtcdNode(dir, etcd.url, id, i, extraArgs, options);
   }
   return { etcd, nodes };
 }
@@ -133,11 +141,19 @@ export async function startEtcdCluster(dir, ids, extraArgs = [], { leaseSecs = 2
 /**
  * Registers a suite's `before` and `after`: etcd and the nodes of `ids` start in a temporary
  * directory (`startEtcdCluster`) and are stopped and removed at the end. Returns the running
- * cluster: `nodes` by id (filled once `before` ran) and `claimOf(ns)`, the database's entry
- * of `hearth cluster status --json` (owner, follower, epoch).
+ * cluster: `nodes` by id (filled once `before` ran), `claimOf(ns)`, the database's entry
+ * of `hearth cluster status --json` (owner, follower, epoch), and `join(id)`, which starts
+ * one more node with the same flags (stopped at the end too).
  */
 export function etcdClusterSuite(ids, extraArgs = [], options = {}) {
   const cluster = { nodes: {}, etcd: null, dir: null };
+  const joined = [];
+  cluster.join = async (id) => {
+    const index = ids.length + joined.length;
+    joined.push(id);
+    cluster.nodes[id] = await startEtcdNode(cluster.dir, cluster.etcd.url, id, index, extraArgs, options);
+    return cluster.nodes[id];
+  };
   cluster.claimOf = (ns) => {
     const out = execFileSync(hearthBinary(), ['cluster', 'status', '--etcd', cluster.etcd.url, '--json']);
     return JSON.parse(out.toString()).databases.find((d) => d.namespace === ns);
@@ -149,7 +165,7 @@ export function etcdClusterSuite(ids, extraArgs = [], options = {}) {
     Object.assign(cluster.nodes, started.nodes);
   }, { timeout: 40_000 });
   after(async () => {
-    await Promise.allSettled(ids.map((id) => cluster.nodes[id]?.stop()));
+    await Promise.allSettled([...ids, ...joined].map((id) => cluster.nodes[id]?.stop()));
     cluster.etcd?.proc.kill('SIGKILL');
     if (cluster.dir) fs.rmSync(cluster.dir, { recursive: true, force: true });
   }, { timeout: 20_000 });

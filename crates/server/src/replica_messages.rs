@@ -101,6 +101,9 @@ pub struct FollowerLag {
     pub degraded: AtomicU64,
     /// Times a shard stopped waiting for this follower.
     pub degradations: AtomicU64,
+    /// Full copies of a database shipped to it (its first record over a connection, or a
+    /// catch-up without a write).
+    pub copies: AtomicU64,
 }
 
 impl FollowerLag {
@@ -110,6 +113,7 @@ impl FollowerLag {
             bytes: AtomicU64::new(0),
             degraded: AtomicU64::new(0),
             degradations: AtomicU64::new(0),
+            copies: AtomicU64::new(0),
         }
     }
 }

@@ -119,6 +119,13 @@ fn replication(
         "Times a shard stopped waiting for the follower node.",
         MetricType::Counter,
         series(|f| Value::Count(f.degradations)),
+    )?;
+    family(
+        encoder,
+        "replication_copies",
+        "Full copies of a database shipped to the follower node (the first record of a database over a new link connection, or a catch-up when the node became its follower).",
+        MetricType::Counter,
+        series(|f| Value::Count(f.copies)),
     )
 }
 

@@ -86,6 +86,7 @@ pub struct FollowerSnapshot {
     /// Shards acknowledging writes without it now.
     pub degraded: u64,
     pub degradations: u64,
+    pub copies: u64,
 }
 
 impl FollowerSnapshot {
@@ -97,6 +98,7 @@ impl FollowerSnapshot {
             bytes: lag.bytes.load(Relaxed),
             degraded: lag.degraded.load(Relaxed),
             degradations: lag.degradations.load(Relaxed),
+            copies: lag.copies.load(Relaxed),
         }
     }
 }

@@ -130,6 +130,17 @@ impl Nodes {
         self.owner_node(namespace) == NodeRoute::Local
     }
 
+    /// Whether this node owns `namespace` by a claim of its own (with etcd) or by the static
+    /// list: what a copy made without a write needs (`replica::catch_up`).
+    pub fn claimed_here(&self, namespace: &str) -> bool {
+        self.membership.claimed_here(namespace)
+    }
+
+    /// Changes whenever the live nodes or the claims may have (`Membership::version`).
+    pub fn placement_version(&self) -> u64 {
+        self.membership.version()
+    }
+
     /// The node that follows `namespace` (`Placement::follower_node`).
     pub fn follower_node(&self, namespace: &str) -> Option<usize> {
         self.membership.follower(&self.directory, namespace)

@@ -69,6 +69,29 @@ impl Membership {
         }
     }
 
+    /// Whether this node may act as `namespace`'s owner toward its follower without a write
+    /// (a catch-up copy): with etcd, only under a claim of its own; the static list has no
+    /// claims, its owner is the one it places the database on.
+    pub fn claimed_here(&self, namespace: &str) -> bool {
+        match self {
+            Membership::Static(placement) => placement.owner_node(namespace) == NodeRoute::Local,
+            Membership::Etcd(placement) => placement
+                .view()
+                .claims
+                .get(namespace)
+                .is_some_and(|claim| *claim.node_id == *placement.node_id()),
+        }
+    }
+
+    /// A number that changes whenever the live nodes or the claims may have: etcd's view
+    /// version; the static list never changes.
+    pub fn version(&self) -> u64 {
+        match self {
+            Membership::Static(_) => 0,
+            Membership::Etcd(placement) => placement.view().version,
+        }
+    }
+
     /// The node that follows `namespace`: the runner-up of the static placement, or the
     /// etcd placement's runner-up among the live nodes; `None` when there is none, or it has
     /// no index.
@@ -169,5 +192,24 @@ mod tests {
         let membership = Membership::Etcd(lonely);
         let directory = membership.directory();
         assert_eq!(membership.route(&directory, "x"), NodeRoute::Local);
+    }
+
+    #[test]
+    fn only_a_claim_of_this_node_lets_it_copy_without_a_write() {
+        let nodes = ["a", "b"];
+        let claims = vec![
+            ("mine".to_owned(), claim("a", 1)),
+            ("theirs".to_owned(), claim("b", 1)),
+        ];
+        let placement = hearth_cluster::Placement::fixed("a", ADDRESS, &nodes, claims, None);
+        let membership = Membership::Etcd(placement);
+        assert!(membership.claimed_here("mine"));
+        assert!(!membership.claimed_here("theirs"));
+        // Placed here but not claimed yet: nobody wrote it under a claim of this node.
+        let unclaimed = (0..)
+            .map(|n| format!("db{n}"))
+            .find(|name| membership.route(&membership.directory(), name) == NodeRoute::Local)
+            .expect("a name placed on a");
+        assert!(!membership.claimed_here(&unclaimed));
     }
 }

@@ -7,14 +7,17 @@
 //! Under `--replication sync` the owner's gate then releases a message only up to
 //! [`Shipper::position`]: the local durable position, and for each follower with records in
 //! flight, the record before its first unacknowledged one. The first record of a database
-//! over a connection of the link is a full copy (its rules and its whole tree), so a follower
-//! that joins late, restarts or lost the link is caught up by the next write; and when a link
-//! comes up, the tick copies every database in memory that the node follows.
+//! over a connection of the link, and the first to a node that became its follower, is a full
+//! copy (its rules and its whole tree), so a follower that joins late, restarts or lost the
+//! link is caught up by the next write; and when a link comes up or the placement changes,
+//! the tick copies every database the node should follow and lacks, evicted ones included.
 //!
 //! - `replication`: what a shard holds (`Shard::replication`) and the shipping of a record;
 //! - `shipper`: the owner's decisions, pure; `pending`: the follower's acknowledgements;
+//! - `catch_up`: copies without a write;
 //! - `follower`: applying what arrives; this file: the link's messages and the tick.
 
+mod catch_up;
 mod follower;
 mod pending;
 pub mod replication;
@@ -110,6 +113,9 @@ pub async fn run(shard: Rc<Shard>) {
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The placement last caught up with, and whether copies are left for the next tick.
+    let mut placement = None;
+    let mut copies_left = false;
     loop {
         tick.tick().await;
         let nodes = &replication.nodes;
@@ -124,13 +130,11 @@ pub async fn run(shard: Rc<Shard>) {
             }
             shipper.check_timeouts(now_ms());
         }
-        let fresh = replication.fresh_links();
-        if !fresh.is_empty() {
-            let store = shard.owner.store();
-            for loaded in shard.owner.databases().values() {
-                let epoch = store.map_or(0, |store| store.logged_epoch(&loaded.name));
-                replication.catch_up(loaded, epoch, &fresh);
-            }
+        let links_changed = replication.links_changed();
+        let version = nodes.placement_version();
+        if links_changed || placement != Some(version) || copies_left {
+            placement = Some(version);
+            copies_left = !catch_up::run(&shard, replication);
         }
         report(&shard, replication);
         if replication.shipper.borrow().position(u64::MAX) != before {

@@ -3,6 +3,7 @@
 //! for its own log. Below the shard: it takes only the database a record is for.
 
 use std::cell::RefCell;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -32,7 +33,7 @@ pub struct Replication {
     pub(super) reported: RefCell<Vec<(u64, u64, bool)>>,
     /// The shard's index, which the owner's sequence numbers belong to.
     shard: u32,
-    /// Per node: the link generation whose loaded databases were all copied to it.
+    /// Per node: the last link generation `links_changed` saw up.
     copied: RefCell<Vec<u64>>,
     /// The label of the next copy made by a catch-up, counting down from the top so that it
     /// never meets a record's sequence number.
@@ -63,41 +64,55 @@ impl Replication {
         self.send(loaded, epoch, Some((seq, body)));
     }
 
-    /// The nodes whose link came up under a generation whose databases were not all copied
-    /// yet; they count as copied from now on (the caller copies them).
-    pub fn fresh_links(&self) -> Vec<usize> {
+    /// Whether a link came up under a generation not seen yet since the last call: its
+    /// node holds no current copy of anything (`replica::catch_up`).
+    pub fn links_changed(&self) -> bool {
         let mut copied = self.copied.borrow_mut();
-        let mut fresh = Vec::new();
+        let mut changed = false;
         for (node, done) in copied.iter_mut().enumerate() {
             let (generation, up) = self.nodes.link_state(node);
             if up && generation != *done && node != self.nodes.me() {
                 *done = generation;
-                fresh.push(node);
+                changed = true;
             }
         }
-        fresh
+        changed
     }
 
-    /// Copies `loaded` to its follower when that is one of `nodes`, without a write: a
-    /// follower that came back gets the databases written while it was away. Acknowledgements
-    /// to clients never wait for it.
-    pub fn catch_up(&self, loaded: &Loaded, epoch: u64, nodes: &[usize]) {
-        let follower = self.nodes.follower_node(&loaded.name);
-        // A database that never reached this node's disk (a read of an unknown name) is not
-        // made on the follower's either.
-        if loaded.on_disk && follower.is_some_and(|node| nodes.contains(&node)) {
-            self.send(loaded, epoch, None);
+    /// The follower `namespace` should have a copy on and has not: this node owns it (by its
+    /// own claim), replication is on, the follower's link is up and no copy went to it over
+    /// this connection since it became the follower.
+    pub fn lacks_copy(&self, namespace: &str) -> Option<usize> {
+        let nodes = &self.nodes;
+        if nodes.replication() == ReplicationMode::Off || !nodes.claimed_here(namespace) {
+            return None;
         }
+        let node = nodes.follower_node(namespace)?;
+        let (_, up) = nodes.link_state(node);
+        let shipper = self.shipper.borrow();
+        (up && !shipper.has_copy(node, namespace)).then_some(node)
     }
 
-    /// Ships `record` (or, without one, a copy that holds no acknowledgement).
-    fn send(&self, loaded: &Loaded, epoch: u64, record: Option<(u64, RecordRef<'_>)>) {
+    /// Bytes shipped to `node` and not acknowledged yet.
+    pub fn in_flight_bytes(&self, node: usize) -> u64 {
+        self.shipper.borrow().in_flight_bytes(node)
+    }
+
+    /// Copies `loaded` to its follower now, without a write, holding no acknowledgement to
+    /// clients; the bytes shipped.
+    pub fn copy(&self, loaded: &Loaded, epoch: u64) -> u64 {
+        self.send(loaded, epoch, None)
+    }
+
+    /// Ships `record` (or, without one, a copy that holds no acknowledgement); the bytes
+    /// shipped.
+    fn send(&self, loaded: &Loaded, epoch: u64, record: Option<(u64, RecordRef<'_>)>) -> u64 {
         let nodes = &self.nodes;
         if nodes.replication() == ReplicationMode::Off || !nodes.owns(&loaded.name) {
-            return;
+            return 0;
         }
         let Some(node) = nodes.follower_node(&loaded.name) else {
-            return;
+            return 0;
         };
         let link = nodes.link_state(node);
         let decision = match record {
@@ -114,9 +129,9 @@ impl Replication {
             }
         };
         let (reset, records) = match (decision, record) {
-            (Ship::Skip, _) => return,
+            (Ship::Skip, _) => return 0,
             (Ship::Record, Some((_, body))) => (false, encode(seq, epoch, &loaded.name, body)),
-            (Ship::Record, None) => return,
+            (Ship::Record, None) => return 0,
             (Ship::Copy, _) => {
                 self.shipper.borrow_mut().copied(node, &loaded.name);
                 (true, encode_copy(seq, epoch, loaded))
@@ -129,7 +144,7 @@ impl Replication {
                 "a record or copy is too large to ship; the follower keeps no copy of this database"
             );
             self.shipper.borrow_mut().forget(node, &loaded.name);
-            return;
+            return 0;
         };
         let bytes = records.len() as u64;
         nodes.send_replica(
@@ -143,9 +158,13 @@ impl Replication {
                 generation: link.0,
             }),
         );
+        if reset {
+            nodes.lag(node).copies.fetch_add(1, Ordering::Relaxed);
+        }
         self.shipper
             .borrow_mut()
             .shipped(node, seq, bytes, now_ms(), holds);
+        bytes
     }
 
     /// The log is durable up to `durable` on this node: the records followed for other

@@ -1,7 +1,12 @@
-//! The owner side of replication, as a pure state machine: per follower node, which databases
-//! have had their full copy shipped over the link's current connection, which shipped records
-//! are not acknowledged yet, and whether acknowledgements wait for them. Time and the link's
-//! state are arguments.
+//! The owner side of replication, as a pure state machine: which node holds each database's
+//! current copy (its full copy shipped over the link's current connection, and every record
+//! since), per follower node which shipped records are not acknowledged yet, and whether
+//! acknowledgements wait for them. Time and the link's state are arguments.
+//!
+//! A database has one copy that is kept current: when its follower changes (a node joined or
+//! left and placement names another), the next thing shipped to the new one is a full copy,
+//! and so is the next one to the old one if it becomes the follower again, since it missed
+//! what was written meanwhile.
 //!
 //! The rule the gate follows (`replica::gate_position`): a message tagged with shard sequence
 //! number `s` may leave once every record up to `s` is on this node's disk and, for each
@@ -9,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::FxHashMap;
 
 /// Shipped and unacknowledged bytes toward one follower, per shard, beyond which the shard
 /// stops waiting for it and ships nothing new until it has caught up: a slow follower must
@@ -60,7 +65,6 @@ struct InFlight {
 #[derive(Debug, Default)]
 struct Follower {
     generation: u64,
-    in_sync: FxHashSet<String>,
     in_flight: BTreeMap<u64, InFlight>,
     bytes: u64,
     degraded: Option<Degraded>,
@@ -79,6 +83,9 @@ pub struct Shipper {
     /// Whether acknowledgements wait for followers (`--replication sync`).
     sync: bool,
     followers: Vec<Follower>,
+    /// By database: the node whose copy is current (a full copy and every record since went
+    /// to it over its link's current connection).
+    copies: FxHashMap<String, usize>,
     events: Vec<Event>,
 }
 
@@ -87,6 +94,7 @@ impl Shipper {
         Shipper {
             sync,
             followers: (0..nodes).map(|_| Follower::default()).collect(),
+            copies: FxHashMap::default(),
             events: Vec::new(),
         }
     }
@@ -103,17 +111,33 @@ impl Shipper {
         };
         if follower.bytes > MAX_IN_FLIGHT_BYTES {
             self.degrade(node, Degraded::TooFarBehind);
-            if let Some(follower) = self.followers.get_mut(node) {
-                follower.in_sync.clear();
-            }
+            self.forget_node(node);
             return Ship::Skip;
         }
-        if follower.in_sync.contains(namespace) {
+        if self.has_copy(node, namespace) {
             Ship::Record
         } else {
-            follower.in_sync.insert(namespace.to_owned());
+            self.copied(node, namespace);
             Ship::Copy
         }
+    }
+
+    /// Whether `node` holds the current copy of `namespace`: its records may follow as they
+    /// are.
+    pub fn has_copy(&self, node: usize, namespace: &str) -> bool {
+        self.copies.get(namespace) == Some(&node)
+    }
+
+    /// Bytes shipped to `node` and not acknowledged yet.
+    pub fn in_flight_bytes(&self, node: usize) -> u64 {
+        self.followers
+            .get(node)
+            .map_or(0, |follower| follower.bytes)
+    }
+
+    /// No copy on `node` is current any more (its connection is gone, or it fell behind).
+    fn forget_node(&mut self, node: usize) {
+        self.copies.retain(|_, holder| *holder != node);
     }
 
     /// Notes the link's state toward `node`; whether it is up.
@@ -123,19 +147,19 @@ impl Shipper {
         };
         if follower.generation != generation {
             follower.generation = generation;
-            follower.in_sync.clear();
             follower.in_flight.clear();
             follower.bytes = 0;
             if follower.degraded.take().is_some() {
                 self.events.push(Event::CaughtUp(node));
             }
+            self.forget_node(node);
         }
         if !up {
             if let Some(follower) = self.followers.get_mut(node) {
-                follower.in_sync.clear();
                 follower.in_flight.clear();
                 follower.bytes = 0;
             }
+            self.forget_node(node);
             self.degrade(node, Degraded::LinkDown);
         }
         up
@@ -143,15 +167,15 @@ impl Shipper {
 
     /// A full copy of `namespace` goes to `node`: its records follow as they are.
     pub fn copied(&mut self, node: usize, namespace: &str) {
-        if let Some(follower) = self.followers.get_mut(node) {
-            follower.in_sync.insert(namespace.to_owned());
+        if node < self.followers.len() {
+            self.copies.insert(namespace.to_owned(), node);
         }
     }
 
     /// `namespace` could not be shipped to `node`: its next record tries a copy again.
     pub fn forget(&mut self, node: usize, namespace: &str) {
-        if let Some(follower) = self.followers.get_mut(node) {
-            follower.in_sync.remove(namespace);
+        if self.has_copy(node, namespace) {
+            self.copies.remove(namespace);
         }
     }
 
@@ -351,5 +375,27 @@ mod tests {
         assert_eq!(shipper.position(9), 9);
         shipper.acknowledged(1, &[5]);
         assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy, "a copy again");
+    }
+
+    #[test]
+    fn a_follower_that_changes_gets_a_copy_and_so_does_the_old_one_when_it_returns() {
+        let mut shipper = Shipper::new(true, 3);
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy);
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Record);
+        assert!(shipper.has_copy(1, "a"));
+        // A node joined and placement names it: the records written from now on go there.
+        assert_eq!(shipper.prepare(2, UP, "a"), Ship::Copy);
+        assert_eq!(shipper.prepare(2, UP, "a"), Ship::Record);
+        assert!(!shipper.has_copy(1, "a"));
+        // It left again: node 1 missed what node 2 got, so it starts from a copy.
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy);
+        // Another database's copy on node 2 is untouched by the first one's moves.
+        assert_eq!(shipper.prepare(2, UP, "b"), Ship::Copy);
+        assert_eq!(
+            shipper.prepare(1, (2, true), "a"),
+            Ship::Copy,
+            "a new connection"
+        );
+        assert!(shipper.has_copy(2, "b"));
     }
 }
