@@ -2,7 +2,9 @@
 //!
 //! An input whose first byte is odd is taken as the contents (database name, rules, root)
 //! and framed with correct checksums first, in frames whose sizes the second byte picks, so
-//! that the decoder runs across frame boundaries; any other input is read as a file as it is.
+//! that the decoder runs across frame boundaries, as version 2 with an epoch when the first
+//! byte's second bit is set and version 1 otherwise; any other input is read as a file as it
+//! is.
 #![no_main]
 
 use hearth_store::{
@@ -10,14 +12,16 @@ use hearth_store::{
 };
 use libfuzzer_sys::fuzz_target;
 
-/// A snapshot file around `contents`, as FORMAT.md describes it.
-fn framed(contents: &[u8], frame_bytes: usize) -> Vec<u8> {
+/// A snapshot file around `contents`, as FORMAT.md describes it; `epoch` 0 makes it version
+/// 1, which has none.
+fn framed(contents: &[u8], frame_bytes: usize, epoch: u64) -> Vec<u8> {
+    let version = if epoch == 0 { 1 } else { SNAPSHOT_FORMAT_VERSION };
     let mut file = Vec::new();
     file.extend_from_slice(&SNAPSHOT_MAGIC);
-    file.extend_from_slice(&SNAPSHOT_FORMAT_VERSION.to_le_bytes());
+    file.extend_from_slice(&version.to_le_bytes());
     file.extend_from_slice(&[0; 4]); // header checksum, below
     file.extend_from_slice(&7u64.to_le_bytes()); // covered sequence number
-    file.extend_from_slice(&[0; 8]);
+    file.extend_from_slice(&epoch.to_le_bytes());
     let mut crc = crc32c::crc32c_append(crc32c::crc32c(&file[..12]), &file[16..32]);
     file[12..16].copy_from_slice(&crc.to_le_bytes());
     for frame in contents.chunks(frame_bytes) {
@@ -38,7 +42,8 @@ fn framed(contents: &[u8], frame_bytes: usize) -> Vec<u8> {
 fuzz_target!(|data: &[u8]| {
     let (file, well_framed) = match data {
         [mode, size, contents @ ..] if mode & 1 == 1 => {
-            (framed(contents, usize::from(*size) + 1), true)
+            let epoch = u64::from(mode & 2) * 3;
+            (framed(contents, usize::from(*size) + 1, epoch), true)
         }
         _ => (data.to_vec(), false),
     };

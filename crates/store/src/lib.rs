@@ -58,8 +58,9 @@ pub use segment::{
     SEGMENT_HEADER_BYTES, SEGMENT_MAGIC, WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_EPOCH,
 };
 pub use snapshot::{
-    read_snapshot, verify_snapshot, write_snapshot, Snapshot, SnapshotInfo,
-    SNAPSHOT_FORMAT_VERSION, SNAPSHOT_FRAME_BYTES, SNAPSHOT_HEADER_BYTES, SNAPSHOT_MAGIC,
+    read_snapshot, verify_snapshot, write_snapshot, write_snapshot_with_epoch, Snapshot,
+    SnapshotHeader, SnapshotInfo, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_FRAME_BYTES,
+    SNAPSHOT_HEADER_BYTES, SNAPSHOT_MAGIC,
 };
 pub use storage::{Storage, StorageFile};
 pub use storage_fault::{

@@ -27,7 +27,7 @@ use crate::record::{Record, RecordBody};
 use crate::repair::resume;
 use crate::scan::{scan_wal, TailCut};
 use crate::segment::SegmentHeader;
-use crate::snapshot::{read_snapshot, verify_snapshot};
+use crate::snapshot::{read_snapshot, verify_snapshot, SnapshotHeader};
 use crate::storage::{Storage, StorageFile};
 use crate::writer::{WalOptions, WalWriter};
 
@@ -38,8 +38,8 @@ pub struct RecoveredDatabase {
     pub rules: Option<Arc<str>>,
     /// The last sequence number reflected in the state (snapshot or replayed record).
     pub seq: u64,
-    /// The highest fencing epoch among the database's records in the log (0 if none had
-    /// one: single-node, or no record left after truncation).
+    /// The highest fencing epoch of the database: its snapshot's, or among its records in
+    /// the log (0 if none had one: a single node).
     pub epoch: u64,
 }
 
@@ -120,13 +120,21 @@ fn recover<S: Storage>(
     let mut databases = BTreeMap::new();
     let mut on_disk = BTreeMap::new();
     let mut snapshots = SnapshotCatalog::new();
+    // The epochs the snapshots used carry: the log's records of them may be truncated.
+    let mut snapshot_epochs = BTreeMap::new();
     for (database, candidates) in SnapshotCatalog::candidates(&names) {
         let newest = candidates[0];
         let untouched = logged.get(database).is_none_or(|&last| last <= newest.0);
-        if lazy && untouched && verified(&*storage, newest)? {
+        let header = match lazy && untouched {
+            true => verified(&*storage, newest)?,
+            false => None,
+        };
+        if let Some(header) = header {
             on_disk.insert(Arc::from(database), newest.0);
+            snapshot_epochs.insert(Arc::from(database), header.epoch);
         } else {
             let state = load_newest(&*storage, database, &candidates, log_start, &mut report)?;
+            snapshot_epochs.insert(Arc::from(database), state.epoch);
             databases.insert(Arc::from(database), state);
         }
         // Unreadable snapshots stay on disk for inspection but never count for truncation.
@@ -156,6 +164,13 @@ fn recover<S: Storage>(
         Ok(())
     })?;
     report.tail_cut = scan.cut.clone();
+    let mut scan = scan;
+    for (database, epoch) in snapshot_epochs {
+        if epoch > 0 {
+            let highest = scan.epochs.entry(database).or_default();
+            *highest = (*highest).max(epoch);
+        }
+    }
     let next_seq = scan.log_last_seq.max(covered_max) + 1;
     let wal = resume(storage.clone(), scan, options, next_seq)?;
     let temporary: Vec<String> = names
@@ -187,13 +202,16 @@ fn last_logged<S: Storage>(
     Ok(last)
 }
 
-/// Whether the snapshot `(covered_seq, name)` passes its checksums. Damage is answered with
-/// false: the caller then loads the database, which reports the damage and falls back past
-/// the snapshot. An unreadable disk is an error.
-fn verified<S: Storage>(storage: &S, (covered_seq, name): (u64, &str)) -> Result<bool, StoreError> {
+/// The header of the snapshot `(covered_seq, name)` if it passes its checksums. Damage is
+/// answered with `None`: the caller then loads the database, which reports the damage and
+/// falls back past the snapshot. An unreadable disk is an error.
+fn verified<S: Storage>(
+    storage: &S,
+    (covered_seq, name): (u64, &str),
+) -> Result<Option<SnapshotHeader>, StoreError> {
     match verify_snapshot(storage, name) {
-        Ok(found) => Ok(found == covered_seq),
-        Err(StoreError::Corrupt { .. }) => Ok(false),
+        Ok(header) => Ok((header.covered_seq == covered_seq).then_some(header)),
+        Err(StoreError::Corrupt { .. }) => Ok(None),
         Err(error) => Err(error),
     }
 }
@@ -235,7 +253,7 @@ fn load_newest<S: Storage>(
                     root: snapshot.root,
                     rules: snapshot.rules,
                     seq: snapshot.covered_seq,
-                    epoch: 0,
+                    epoch: snapshot.epoch,
                 });
             }
             Err(error @ StoreError::Corrupt { .. }) => {
@@ -277,6 +295,13 @@ fn replay(
             seq: 0,
             epoch: 0,
         });
+    if record.seq <= state.seq {
+        // Covered by the snapshot, which already holds it; its epoch still counts: a later
+        // record older than it is stale all the same.
+        state.epoch = state.epoch.max(record.epoch);
+        report.records_skipped += 1;
+        return;
+    }
     if record.epoch < state.epoch {
         let stale = report
             .stale_epochs
@@ -287,13 +312,7 @@ fn replay(
         stale.superseded_by = state.epoch;
         return;
     }
-    // Records a snapshot covers still raise the epoch: a later record older than them is
-    // stale all the same.
     state.epoch = record.epoch;
-    if record.seq <= state.seq {
-        report.records_skipped += 1;
-        return;
-    }
     match record.body {
         RecordBody::Write(write) => state.root = write.apply(&state.root),
         RecordBody::Rules(rules) => state.rules = Some(rules),

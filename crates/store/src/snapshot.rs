@@ -3,10 +3,10 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic "HEARTHSN"
-//!      8     4  format version (u32 LE), 1
+//!      8     4  format version (u32 LE), 1 or 2
 //!     12     4  crc32c of bytes 0..12 and 16..32
 //!     16     8  covered sequence number: the state includes every record up to it
-//!     24     8  zero
+//!     24     8  version 1: zero; version 2: the database's fencing epoch (u64 LE)
 //!     32     …  frames:  length u32 | crc32c u32 | data   (length 1 ..= 256 KiB)
 //!      …    16  end:     0 u32     | crc32c u32 | total data bytes u64
 //! ```
@@ -15,6 +15,11 @@
 //! its length and data, so frames cannot be lost, repeated or reordered unnoticed; the end
 //! frame makes truncation visible. The frames' data, concatenated, is: the database name, the
 //! rules (tag 0, or tag 1 and the text), and the root in the value encoding of `codec.rs`.
+//!
+//! The fencing epoch (the highest the log held for the database when the snapshot was taken,
+//! see `writer.rs`) outlives the log records it came from: recovery takes it as the
+//! database's epoch when the log has been truncated past them. A snapshot without one
+//! (epoch 0: a single node) is written as version 1, which older builds read too.
 //!
 //! The writer encodes the tree depth first into a frame-sized buffer and writes each frame as
 //! it fills, so memory stays at one frame however large the tree; the tree itself is a clone
@@ -38,8 +43,12 @@ use crate::storage::{Storage, StorageFile};
 /// The first bytes of every snapshot.
 pub const SNAPSHOT_MAGIC: [u8; 8] = *b"HEARTHSN";
 
-/// The version of the snapshot format this build writes and reads.
-pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
+/// The newest version of the snapshot format, which this build writes for a snapshot with a
+/// fencing epoch (one without is written as version 1) and reads with every older one.
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 2;
+
+/// The snapshot format without an epoch.
+const VERSION_WITHOUT_EPOCH: u32 = 1;
 
 /// Bytes of the snapshot header.
 pub const SNAPSHOT_HEADER_BYTES: usize = 32;
@@ -65,16 +74,39 @@ pub struct SnapshotInfo {
 pub struct Snapshot {
     pub database: Arc<str>,
     pub covered_seq: u64,
+    /// The database's fencing epoch when it was taken (0 outside a cluster).
+    pub epoch: u64,
     pub rules: Option<Arc<str>>,
     pub root: Node,
 }
 
-/// Writes a snapshot of `database` whose state includes every record up to `covered_seq`.
-/// Blocking; meant for a thread other than the shard's.
+/// What a snapshot's header says, once its checksums were verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotHeader {
+    pub covered_seq: u64,
+    pub epoch: u64,
+}
+
+/// Writes a snapshot of `database` whose state includes every record up to `covered_seq`,
+/// without a fencing epoch. Blocking; meant for a thread other than the shard's.
 pub fn write_snapshot<S: Storage>(
     storage: &S,
     database: &str,
     covered_seq: u64,
+    rules: Option<&str>,
+    root: &Node,
+) -> Result<SnapshotInfo, StoreError> {
+    write_snapshot_with_epoch(storage, database, covered_seq, 0, rules, root)
+}
+
+/// Writes a snapshot of `database` whose state includes every record up to `covered_seq`,
+/// carrying the database's fencing epoch `epoch`. Blocking; meant for a thread other than
+/// the shard's.
+pub fn write_snapshot_with_epoch<S: Storage>(
+    storage: &S,
+    database: &str,
+    covered_seq: u64,
+    epoch: u64,
     rules: Option<&str>,
     root: &Node,
 ) -> Result<SnapshotInfo, StoreError> {
@@ -97,8 +129,14 @@ pub fn write_snapshot<S: Storage>(
         .map_err(io(&temporary, Operation::Create))?;
     let mut header = [0u8; SNAPSHOT_HEADER_BYTES];
     header[..8].copy_from_slice(&SNAPSHOT_MAGIC);
-    header[8..12].copy_from_slice(&SNAPSHOT_FORMAT_VERSION.to_le_bytes());
+    let version = if epoch == 0 {
+        VERSION_WITHOUT_EPOCH
+    } else {
+        SNAPSHOT_FORMAT_VERSION
+    };
+    header[8..12].copy_from_slice(&version.to_le_bytes());
     header[16..24].copy_from_slice(&covered_seq.to_le_bytes());
+    header[24..32].copy_from_slice(&epoch.to_le_bytes());
     let crc = header_crc(&header);
     header[12..16].copy_from_slice(&crc.to_le_bytes());
     file.write_at(0, &header)
@@ -210,7 +248,8 @@ pub fn read_snapshot<S: Storage>(storage: &S, name: &str) -> Result<Snapshot, St
     let file = storage
         .open(name)
         .map_err(|error| StoreError::io(name, Operation::Open, error))?;
-    let (mut frames, covered_seq) = FrameReader::start(&file, name)?;
+    let (mut frames, header) = FrameReader::start(&file, name)?;
+    let covered_seq = header.covered_seq;
     let decoded = (|| {
         let database = read_str(&mut frames, MAX_DATABASE_NAME_BYTES as u64)?;
         let rules = match read_u8(&mut frames)? {
@@ -235,20 +274,21 @@ pub fn read_snapshot<S: Storage>(storage: &S, name: &str) -> Result<Snapshot, St
     Ok(Snapshot {
         database,
         covered_seq,
+        epoch: header.epoch,
         rules,
         root,
     })
 }
 
 /// Checks a snapshot's checksums from its header to its end frame without decoding it, and
-/// returns the sequence number it covers. This costs a read of the file, not the memory and
+/// returns its header: the sequence number it covers and its epoch. This costs a read of the file, not the memory and
 /// time of building its tree: recovery uses it to leave a database on disk until first use
 /// while still knowing, at start, that its snapshot can be read.
-pub fn verify_snapshot<S: Storage>(storage: &S, name: &str) -> Result<u64, StoreError> {
+pub fn verify_snapshot<S: Storage>(storage: &S, name: &str) -> Result<SnapshotHeader, StoreError> {
     let file = storage
         .open(name)
         .map_err(|error| StoreError::io(name, Operation::Open, error))?;
-    let (mut frames, covered_seq) = FrameReader::start(&file, name)?;
+    let (mut frames, header) = FrameReader::start(&file, name)?;
     let verified = (|| {
         while frames.next_frame()? {}
         if frames.offset != frames.size {
@@ -262,7 +302,7 @@ pub fn verify_snapshot<S: Storage>(storage: &S, name: &str) -> Result<u64, Store
             StoreError::corrupt(name, frames.frame_offset, Corruption::Payload(error))
         }
     })?;
-    Ok(covered_seq)
+    Ok(header)
 }
 
 enum ReadError {
@@ -300,8 +340,11 @@ struct FrameReader<'a, F> {
 
 impl<'a, F: StorageFile> FrameReader<'a, F> {
     /// Checks the header of the snapshot `file` (named `name`) and returns a reader of its
-    /// frames, with the sequence number the snapshot covers.
-    fn start(file: &'a F, name: &'a str) -> Result<(FrameReader<'a, F>, u64), StoreError> {
+    /// frames, with what the header says.
+    fn start(
+        file: &'a F,
+        name: &'a str,
+    ) -> Result<(FrameReader<'a, F>, SnapshotHeader), StoreError> {
         let io = |operation| move |error| StoreError::io(name, operation, error);
         let size = file.size().map_err(io(Operation::Read))?;
         let mut header = [0u8; SNAPSHOT_HEADER_BYTES];
@@ -313,7 +356,7 @@ impl<'a, F: StorageFile> FrameReader<'a, F> {
             return Err(StoreError::corrupt(name, 0, Corruption::Magic));
         }
         let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
-        if version != SNAPSHOT_FORMAT_VERSION {
+        if !(VERSION_WITHOUT_EPOCH..=SNAPSHOT_FORMAT_VERSION).contains(&version) {
             return Err(StoreError::UnsupportedVersion {
                 file: name.to_owned(),
                 found: version,
@@ -321,7 +364,12 @@ impl<'a, F: StorageFile> FrameReader<'a, F> {
             });
         }
         let crc = header_crc(&header);
-        if crc.to_le_bytes() != header[12..16] || header[24..].iter().any(|&byte| byte != 0) {
+        let mut epoch = [0u8; 8];
+        epoch.copy_from_slice(&header[24..32]);
+        let epoch = u64::from_le_bytes(epoch);
+        // Version 1 has zeros where the epoch is; version 2 is written only with one.
+        let epoch_fits = (version == VERSION_WITHOUT_EPOCH) == (epoch == 0);
+        if crc.to_le_bytes() != header[12..16] || !epoch_fits {
             return Err(StoreError::corrupt(name, 0, Corruption::HeaderChecksum));
         }
         let mut covered = [0u8; 8];
@@ -338,7 +386,11 @@ impl<'a, F: StorageFile> FrameReader<'a, F> {
             total: 0,
             ended: false,
         };
-        Ok((frames, u64::from_le_bytes(covered)))
+        let header = SnapshotHeader {
+            covered_seq: u64::from_le_bytes(covered),
+            epoch,
+        };
+        Ok((frames, header))
     }
 
     fn corrupt(&self, reason: Corruption) -> ReadError {

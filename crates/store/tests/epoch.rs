@@ -1,13 +1,17 @@
 //! Fencing epochs in the log (log format 2): the writer stamps and checks them, recovery
 //! exposes the highest per database and skips a deposed owner's late records, and a log of
-//! format 1, written before records carried an epoch, still recovers unchanged.
+//! format 1, written before records carried an epoch, still recovers unchanged. Snapshots
+//! (snapshot format 2) keep a database's epoch once the log is truncated.
 
 mod common;
 
 use common::{record_offsets, reopen, root_of, set};
+use std::sync::Arc;
+
 use hearth_store::{
-    decode_record, encode_record, MemoryStorage, RecordRef, StaleEpochs, StoreError, WalOptions,
-    WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_EPOCH,
+    decode_record, encode_record, open_lazily, read_snapshot, verify_snapshot,
+    write_snapshot_with_epoch, MemoryStorage, RecordRef, StaleEpochs, StoreError, WalOptions,
+    SNAPSHOT_FORMAT_VERSION, WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_EPOCH,
 };
 use serde_json::json;
 
@@ -221,4 +225,125 @@ fn recovery_skips_a_deposed_owners_late_records() -> Result<(), StoreError> {
     );
     assert_eq!(recovered.databases["db"].epoch, 3);
     Ok(())
+}
+
+#[test]
+fn a_snapshot_keeps_the_epoch_once_the_log_is_truncated() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let mut wal = reopen(&storage, common::options())?.wal;
+    wal.append("db", 4, RecordRef::Write(&set("/a", json!(1))))?;
+    wal.append("db", 5, RecordRef::Write(&set("/b", json!(2))))?;
+    wal.append_write("solo", &set("/c", json!(3)))?;
+    wal.commit()?;
+    drop(wal);
+    let recovered = reopen(&storage, common::options())?;
+    let epoch = recovered.wal.epoch_of("db");
+    assert_eq!(epoch, 5);
+    let db = write_snapshot_with_epoch(&storage, "db", 2, epoch, None, &root_of(&recovered, "db"))?;
+    let solo =
+        write_snapshot_with_epoch(&storage, "solo", 3, 0, None, &root_of(&recovered, "solo"))?;
+    // On disk: version 2 with the epoch in header bytes 24..32; without one, version 1 and
+    // zeros, which builds from before the epoch read too.
+    let header = |name: &str| {
+        let bytes = storage.contents(name).expect("the snapshot");
+        let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+        let epoch = u64::from_le_bytes(bytes[24..32].try_into().expect("8 bytes"));
+        (version, epoch)
+    };
+    assert_eq!(header(&db.name), (SNAPSHOT_FORMAT_VERSION, 5));
+    assert_eq!(header(&solo.name), (1, 0));
+    assert_eq!(read_snapshot(&storage, &db.name)?.epoch, 5);
+    assert_eq!(verify_snapshot(&storage, &db.name)?.epoch, 5);
+    assert_eq!(read_snapshot(&storage, &solo.name)?.epoch, 0);
+
+    // The log truncated past every record: only the snapshots are left.
+    let truncated = MemoryStorage::new();
+    for name in [&db.name, &solo.name] {
+        truncated.set_contents(name, storage.contents(name).expect("the snapshot"));
+    }
+    let lazily = open_lazily(Arc::new(truncated.clone()), common::options())?;
+    assert!(
+        lazily.on_disk.contains_key("db"),
+        "left on disk, its header read"
+    );
+    assert_eq!(lazily.wal.epoch_of("db"), 5);
+    drop(lazily);
+    let recovered = reopen(&truncated, common::options())?;
+    assert_eq!(recovered.databases["db"].epoch, 5);
+    assert_eq!(
+        root_of(&recovered, "db").to_json(false),
+        json!({"a": 1, "b": 2})
+    );
+    let mut wal = recovered.wal;
+    assert_eq!((wal.epoch_of("db"), wal.epoch_of("solo")), (5, 0));
+    // The writer still refuses an older epoch, and a deposed owner's late record logged
+    // after the snapshot is skipped as stale at the next recovery.
+    let refused = wal.append("db", 4, RecordRef::Write(&set("/x", json!(0))));
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::StaleEpoch {
+                epoch: 4,
+                logged: 5,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    wal.append("db", 6, RecordRef::Write(&set("/e", json!(6))))?;
+    wal.commit()?;
+    drop(wal);
+    let recovered = reopen(&truncated, common::options())?;
+    assert_eq!(recovered.wal.epoch_of("db"), 6);
+    assert_eq!(
+        root_of(&recovered, "db").to_json(false),
+        json!({"a": 1, "b": 2, "e": 6})
+    );
+    assert!(recovered.report.stale_epochs.is_empty());
+    Ok(())
+}
+
+#[test]
+fn records_a_snapshot_covers_are_never_stale() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let mut wal = reopen(&storage, common::options())?.wal;
+    wal.append("db", 2, RecordRef::Write(&set("/a", json!(1))))?;
+    wal.append("db", 3, RecordRef::Write(&set("/b", json!(2))))?;
+    wal.append("db", 3, RecordRef::Write(&set("/c", json!(3))))?;
+    wal.commit()?;
+    drop(wal);
+    // A snapshot of epoch 3 covering records 1 and 2, the log not truncated yet: record 1,
+    // of epoch 2, is in the snapshot, not a deposed owner's late write.
+    write_snapshot_with_epoch(
+        &storage,
+        "db",
+        2,
+        3,
+        None,
+        &json_root(json!({"a": 1, "b": 2})),
+    )?;
+    let recovered = reopen(&storage, common::options())?;
+    assert!(
+        recovered.report.stale_epochs.is_empty(),
+        "{:?}",
+        recovered.report.stale_epochs
+    );
+    assert_eq!(
+        (
+            recovered.report.records_skipped,
+            recovered.report.records_replayed
+        ),
+        (2, 1)
+    );
+    assert_eq!(recovered.wal.epoch_of("db"), 3);
+    assert_eq!(recovered.databases["db"].epoch, 3);
+    assert_eq!(
+        root_of(&recovered, "db").to_json(false),
+        json!({"a": 1, "b": 2, "c": 3})
+    );
+    Ok(())
+}
+
+fn json_root(value: serde_json::Value) -> hearth_tree::Node {
+    hearth_tree::Node::from_json(&value).expect("a tree")
 }

@@ -119,7 +119,7 @@ fn damage_anywhere_is_detected() -> Result<(), StoreError> {
         );
     }
     storage.set_contents(&info.name, original.clone());
-    assert_eq!(verify_snapshot(&storage, &info.name)?, 3);
+    assert_eq!(verify_snapshot(&storage, &info.name)?.covered_seq, 3);
     let mut longer = original.clone();
     longer.extend_from_slice(&[0; 8]);
     storage.set_contents(&info.name, longer);

@@ -93,7 +93,7 @@ fn verified_files(from: &Path, shards: usize) -> Result<Vec<(usize, String)>> {
         for file in std::fs::read_dir(&dir).map_err(read(&dir))? {
             let file = file.map_err(read(&dir))?.file_name();
             let file = file.to_string_lossy().into_owned();
-            let covered = verify_snapshot(&storage, &file)?;
+            let covered = verify_snapshot(&storage, &file)?.covered_seq;
             // The name says which database and position recovery takes it for.
             if !file.starts_with("snap-") || !file.ends_with(&format!("-{covered:020}")) {
                 return Err(ToolsError::Usage(format!(

@@ -9,7 +9,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hearth_store::{remove_files, write_snapshot, SnapshotInfo, StoreError};
+use hearth_store::{remove_files, write_snapshot_with_epoch, SnapshotInfo, StoreError};
 use tracing::{debug, info, warn};
 
 use super::pipeline::{Chore, DatabaseFacts};
@@ -57,16 +57,23 @@ pub fn maintain(shard: &Rc<Shard>, now: u64) {
 struct Job {
     name: Arc<str>,
     covered: u64,
+    /// The highest fencing epoch the log holds for the database, which the snapshot keeps
+    /// once the log is truncated (a record of it may not be durable yet: an epoch this node
+    /// was granted all the same, so the fence is only stricter for it).
+    epoch: u64,
     state: DurableState,
 }
 
 fn job(shard: &Shard, name: &str, now: u64) -> Option<Job> {
-    let covered = shard.owner.store()?.pipeline.borrow().snapshot_covers();
+    let store = shard.owner.store()?;
+    let covered = store.pipeline.borrow().snapshot_covers();
+    let epoch = store.logged_epoch(name);
     let mut databases = shard.owner.databases_mut();
     let loaded = databases.get_mut(name)?;
     Some(Job {
         name: Arc::from(name),
         covered,
+        epoch,
         state: loaded.begin_snapshot(now),
     })
 }
@@ -97,10 +104,11 @@ pub fn start(shard: &Rc<Shard>, name: &str, now: u64) {
 }
 
 fn write(storage: &ShardStorage, job: &Job) -> Result<SnapshotInfo, StoreError> {
-    write_snapshot(
+    write_snapshot_with_epoch(
         storage,
         &job.name,
         job.covered,
+        job.epoch,
         job.state.rules.as_deref(),
         &job.state.root,
     )
