@@ -126,6 +126,21 @@ export async function startEtcdNode(dir, etcdUrl, id, index, extraArgs = [], { l
 }
 
 /**
+ * Resolves once `node` answers /readyz with 200: with etcd, its key is among the live nodes
+ * and its links to the other live nodes are up (docs/cluster.md "Health").
+ */
+export async function readyNode(node, ms = 15_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${node.port}/readyz`)).status === 200) return node;
+    } catch { /* not yet */ }
+    if (Date.now() > deadline) throw new Error(`node on ${node.port} not ready\n${node.logTail(20)}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/**
  * Starts etcd and one node per id of `ids` under `dir` (`startEtcdNode`). Resolves with
  * etcd's URL and process and the nodes by id; `extraArgs` go to every node.
  */
@@ -152,7 +167,7 @@ export function etcdClusterSuite(ids, extraArgs = [], options = {}) {
     const index = ids.length + joined.length;
     joined.push(id);
     cluster.nodes[id] = await startEtcdNode(cluster.dir, cluster.etcd.url, id, index, extraArgs, options);
-    return cluster.nodes[id];
+    return readyNode(cluster.nodes[id]);
   };
   cluster.claimOf = (ns) => {
     const out = execFileSync(hearthBinary(), ['cluster', 'status', '--etcd', cluster.etcd.url, '--json']);
@@ -163,6 +178,9 @@ export function etcdClusterSuite(ids, extraArgs = [], options = {}) {
     const started = await startEtcdCluster(cluster.dir, ids, extraArgs, options);
     cluster.etcd = started.etcd;
     Object.assign(cluster.nodes, started.nodes);
+    // Every node sees every other before a test routes a database: placement over fewer
+    // nodes would name another owner and move the first sessions.
+    await Promise.all(ids.map((id) => readyNode(cluster.nodes[id])));
   }, { timeout: 40_000 });
   after(async () => {
     await Promise.allSettled([...ids, ...joined].map((id) => cluster.nodes[id]?.stop()));

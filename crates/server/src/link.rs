@@ -94,7 +94,9 @@ pub enum MoveCause {
     OwnerLost,
     /// The session never reached its owner: the link to that node was down when it opened.
     OwnerUnreachable,
-    /// The owner node is stopping (SIGTERM) and hands its databases over.
+    /// The owner node is stopping (SIGTERM) and hands its databases over. It sends this only
+    /// once every request of the session it handled has its reply sent before, and handles
+    /// none after: what is still unanswered was never applied, and may be sent again.
     OwnerStopping,
 }
 

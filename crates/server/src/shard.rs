@@ -471,14 +471,40 @@ impl Shard {
     /// revoked only once the shards have stopped). Those nodes are asked to move them to
     /// the databases' next owners (`edge::rehome`), keeping their clients' sockets; they end
     /// them here at once, without their onDisconnect queues if they move.
+    ///
+    /// A session that moves is stopped first (nothing more of it is handled), and told to
+    /// move once the replies to what it handled have left, so that its edge may send again
+    /// what is still unanswered (`MoveCause::OwnerStopping`). One whose replies do not leave
+    /// within half of `limit` (the disk or the follower does not answer) is closed instead:
+    /// its SDK reconnects and sends its writes again itself, as after any lost connection.
     pub async fn drain(&self, limit: Duration) {
         self.close_all_streams();
+        let mut moving = Vec::new();
         for session in self.owner.all_sessions() {
-            if !session.move_away(self.shard_count) {
+            if session.stop_for_move(self.shard_count) {
+                moving.push(session);
+            } else {
                 session.close(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
             }
         }
-        let deadline = tokio::time::Instant::now() + limit;
+        let start = tokio::time::Instant::now();
+        let deadline = start + limit;
+        while !moving.is_empty() {
+            moving.retain(|session| {
+                let sent = session.replies_sent();
+                if sent {
+                    session.move_away();
+                }
+                !sent
+            });
+            if tokio::time::Instant::now() >= start + limit / 2 {
+                for session in moving.drain(..) {
+                    session.close(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
+                }
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         while (self.owner.session_counts() != (0, 0) || !self.edge.held().is_empty())
             && tokio::time::Instant::now() < deadline
         {

@@ -134,7 +134,9 @@ pub async fn finish(
         let Some(upstream) = upstream.as_mut() else {
             return Err(close);
         };
-        let resume = upstream.resume().map_err(|_| close.clone())?;
+        // An owner that stops on purpose handled nothing it left unanswered (`Shard::drain`).
+        let resend_writes = moving.cause == MoveCause::OwnerStopping;
+        let resume = upstream.resume(resend_writes).map_err(|_| close.clone())?;
         (
             upstream.namespace.clone(),
             upstream.session_id.clone(),

@@ -5,6 +5,12 @@
 //! client sends upstream ([`Upstream::note_sent`]) and the frames the owner sends back
 //! ([`Upstream::lets_through`]), and says what to replay and answer ([`Upstream::resume`]).
 //!
+//! The writes waiting for their reply are kept too (within [`MAX_KEPT_WRITE_BYTES`]): an owner
+//! that stops on purpose answers everything it handled before it says the session moves and
+//! handles nothing after, so those writes were never applied and are sent again to the next
+//! owner ([`Upstream::resume`] with `resend_writes`). After any other move they are answered
+//! `unavailable`: the old owner may have applied them.
+//!
 //! Replayed requests keep the client's own ids. The owner's replies to them are swallowed
 //! (the client had its answers long ago), except for requests that were still waiting: those
 //! replies are the ones the client waits for. A replayed request that the new owner refuses
@@ -28,6 +34,11 @@ pub const MAX_KEPT_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 /// The most requests of one connection waiting for their reply that are kept track of; past
 /// it, as past [`MAX_KEPT_REQUEST_BYTES`].
 pub const MAX_TRACKED_IN_FLIGHT: usize = 65_536;
+
+/// The most bytes of writes waiting for their reply kept for one connection, to be sent again
+/// after a planned move; past it, a write is answered `unavailable` on a move, as after any
+/// other.
+pub const MAX_KEPT_WRITE_BYTES: usize = 4 * 1024 * 1024;
 
 /// What the client is told of a request the old owner never answered.
 pub const MOVED_UNANSWERED: &str = "the database moved to another server while this request \
@@ -61,8 +72,9 @@ enum Pending {
     Auth,
     /// A read: replayed, since reading twice changes nothing.
     Get(String),
-    /// A write or a compare-and-set: never sent twice (the old owner may have applied it).
-    Write,
+    /// A write or a compare-and-set, with its text when kept: sent again only after a
+    /// planned move (the old owner then never applied it), never after another.
+    Write(Option<String>),
     OnDisconnect,
     /// Changes nothing a new session lacks (`n`, `unauth`, `s`, App Check): answered `ok`.
     Settled,
@@ -96,6 +108,8 @@ pub struct Upstream {
     on_disconnect_bytes: usize,
     /// Bytes of `auth`, `listens` and the reads in `in_flight`.
     kept_bytes: usize,
+    /// Bytes of the writes kept in `in_flight`.
+    write_bytes: usize,
     in_flight: FxHashMap<u64, Pending>,
     replayed: FxHashMap<u64, Replayed>,
     /// Why the connection cannot move any more (a limit passed).
@@ -113,6 +127,7 @@ impl Upstream {
             on_disconnect: Vec::new(),
             on_disconnect_bytes: 0,
             kept_bytes: 0,
+            write_bytes: 0,
             in_flight: FxHashMap::default(),
             replayed: FxHashMap::default(),
             untracked: None,
@@ -169,7 +184,8 @@ impl Upstream {
             .as_ref()
             .map(|(request, action)| (*request, action.as_str()))
         {
-            Some((request, "p" | "m")) => self.wait(request, Pending::Write),
+            // Too large to keep: answered `unavailable` on any move.
+            Some((request, "p" | "m")) => self.wait(request, Pending::Write(None)),
             Some((request, action @ ("o" | "om"))) => self.note(request, action, None, text),
             _ => self.untracked = Some("a large message of a form the edge does not follow"),
         }
@@ -178,7 +194,7 @@ impl Upstream {
     /// Keeps what request `request` (`action` for a write, else `decoded`) changes.
     fn note(&mut self, request: u64, action: &str, decoded: Option<ClientRequest>, text: &str) {
         let pending = match (action, decoded) {
-            ("p" | "m", _) => Pending::Write,
+            ("p" | "m", _) => self.keep_write(text),
             ("o" | "om", _) => self.queue_on_disconnect(request, text),
             (_, Some(ClientRequest::Data(data))) => match data {
                 Request::Listen { path, tag, .. } => {
@@ -199,7 +215,7 @@ impl Upstream {
                     self.kept_bytes += text.len();
                     Pending::Get(text.to_owned())
                 }
-                _ => Pending::Write,
+                _ => self.keep_write(text),
             },
             (_, Some(ClientRequest::Auth(_))) => {
                 self.forget_auth();
@@ -221,8 +237,29 @@ impl Upstream {
     }
 
     fn wait(&mut self, request: u64, pending: Pending) {
-        if let Some(Pending::Get(text)) = self.in_flight.insert(request, pending) {
-            self.kept_bytes = self.kept_bytes.saturating_sub(text.len());
+        let replaced = self.in_flight.insert(request, pending);
+        self.forget_pending(replaced);
+    }
+
+    /// A write waiting for its reply, kept while the connection's writes fit.
+    fn keep_write(&mut self, text: &str) -> Pending {
+        if self.write_bytes + text.len() > MAX_KEPT_WRITE_BYTES {
+            return Pending::Write(None);
+        }
+        self.write_bytes += text.len();
+        Pending::Write(Some(text.to_owned()))
+    }
+
+    /// Lets go of the bytes a request that no longer waits kept.
+    fn forget_pending(&mut self, pending: Option<Pending>) {
+        match pending {
+            Some(Pending::Get(text)) => {
+                self.kept_bytes = self.kept_bytes.saturating_sub(text.len())
+            }
+            Some(Pending::Write(Some(text))) => {
+                self.write_bytes = self.write_bytes.saturating_sub(text.len())
+            }
+            _ => {}
         }
     }
 
@@ -314,6 +351,7 @@ impl Upstream {
         self.on_disconnect = Vec::new();
         self.in_flight = FxHashMap::default();
         self.kept_bytes = 0;
+        self.write_bytes = 0;
         self.on_disconnect_bytes = 0;
     }
 
@@ -356,9 +394,7 @@ impl Upstream {
             return false;
         }
         match self.in_flight.remove(&request) {
-            Some(Pending::Get(text)) => {
-                self.kept_bytes = self.kept_bytes.saturating_sub(text.len())
-            }
+            pending @ Some(Pending::Get(_) | Pending::Write(_)) => self.forget_pending(pending),
             Some(Pending::Listen(key)) if !ok => self.drop_listen(&key, Some(request)),
             Some(Pending::Auth)
                 if !ok && self.auth.as_ref().is_some_and(|a| a.request == request) =>
@@ -378,16 +414,19 @@ impl Upstream {
 
     /// The session moves: what to answer the client now (requests the old owner never
     /// answered and that are not sent again), and what to send the new owner, in order (the
-    /// credential first, then the listens, onDisconnect operations and waiting reads in the
-    /// client's order). `Err` says why the connection cannot move.
-    pub fn resume(&mut self) -> Result<Resume, &'static str> {
+    /// credential first, then the listens, onDisconnect operations, waiting reads and, with
+    /// `resend_writes`, waiting writes, in the client's order). `resend_writes`: the old owner
+    /// handled none of the requests it left unanswered (it stopped on purpose). `Err` says
+    /// why the connection cannot move.
+    pub fn resume(&mut self, resend_writes: bool) -> Result<Resume, &'static str> {
         if let Some(why) = self.untracked {
             return Err(why);
         }
         let mut resume = Resume::default();
         let mut waiting: Vec<(u64, Pending)> = self.in_flight.drain().collect();
         waiting.sort_by_key(|(request, _)| *request);
-        let mut reads = Vec::new();
+        // Reads, and writes when sent again: their replies are the client's.
+        let mut again = Vec::new();
         for (request, pending) in waiting {
             let answer = match &pending {
                 Pending::Listen(key) => {
@@ -407,7 +446,15 @@ impl Upstream {
                     continue;
                 }
                 Pending::Get(text) => {
-                    reads.push(Kept {
+                    again.push(Kept {
+                        request,
+                        text: text.clone(),
+                    });
+                    self.in_flight.insert(request, pending);
+                    continue;
+                }
+                Pending::Write(Some(text)) if resend_writes => {
+                    again.push(Kept {
                         request,
                         text: text.clone(),
                     });
@@ -419,7 +466,8 @@ impl Upstream {
                     self.drop_on_disconnect(request);
                     encode_reply_status(request, "unavailable", MOVED_UNANSWERED)
                 }
-                Pending::Write | Pending::Other => {
+                Pending::Write(_) | Pending::Other => {
+                    self.forget_pending(Some(pending));
                     encode_reply_status(request, "unavailable", MOVED_UNANSWERED)
                 }
             };
@@ -437,7 +485,7 @@ impl Upstream {
             self.replayed.insert(op.request, Replayed::OnDisconnect);
             later.push(op.clone());
         }
-        later.extend(reads);
+        later.extend(again);
         later.sort_by_key(|kept| kept.request);
         if let Some(auth) = &self.auth {
             if !self.in_flight.contains_key(&auth.request) {

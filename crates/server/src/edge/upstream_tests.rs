@@ -57,7 +57,7 @@ fn a_move_replays_auth_listens_and_on_disconnect_and_swallows_their_replies() {
     // In flight when the owner changes: a write and a listen.
     up.note_sent(&request(6, "p", json!({"p": "/x", "d": 1})));
     up.note_sent(&request(7, "q", json!({"p": "/c", "h": ""})));
-    let resume = up.resume().expect("it can move");
+    let resume = up.resume(false).expect("it can move");
     assert_eq!(resume.answers.len(), 1);
     let answer = parsed(&resume.answers[0]);
     assert_eq!(answer["d"]["r"], 6);
@@ -97,7 +97,7 @@ fn a_refused_replay_is_reported_so_that_the_connection_closes() {
     up.note_sent(&request(2, "q", json!({"p": "/a", "h": ""})));
     assert!(up.lets_through(&reply(1, "ok")));
     assert!(up.lets_through(&reply(2, "ok")));
-    up.resume().expect("it can move");
+    up.resume(false).expect("it can move");
     assert!(!up.lets_through(&reply(1, "invalid_token")));
     assert!(up.take_refusal().is_some());
     assert!(up.take_refusal().is_none(), "reported once");
@@ -127,7 +127,7 @@ fn refused_and_revoked_requests_are_not_replayed() {
         up.lets_through(&cancel),
         "the client must see the revocation"
     );
-    let resume = up.resume().expect("it can move");
+    let resume = up.resume(false).expect("it can move");
     assert!(resume.answers.is_empty());
     assert_eq!(
         replayed(&resume.replay),
@@ -144,7 +144,7 @@ fn unanswered_requests_are_answered_and_reads_sent_again() {
     up.note_sent(&request(3, "g", json!({"p": "/g", "q": {}})));
     up.note_sent(&request(4, "unauth", json!({})));
     up.note_sent(&request(5, "s", json!({"c": {"sdk.js.12": 1}})));
-    let resume = up.resume().expect("it can move");
+    let resume = up.resume(false).expect("it can move");
     let answers: Vec<(u64, String)> = resume
         .answers
         .iter()
@@ -178,7 +178,7 @@ fn a_connection_past_a_limit_is_no_longer_kept() {
         up.note_sent(&request(r, "p", json!({"p": "/x", "d": r})));
     }
     assert!(up.cannot_move().is_some());
-    assert!(up.resume().is_err());
+    assert!(up.resume(false).is_err());
     // A large message of another form than the SDKs' cannot be followed either.
     let mut up = upstream();
     let data = "x".repeat(crate::offload::OFF_THREAD_PARSE_BYTES);
@@ -197,7 +197,7 @@ fn a_large_write_is_followed_from_its_head() {
     up.note_sent(&large_o);
     assert!(up.cannot_move().is_none());
     assert!(up.lets_through(&reply(10, "ok")));
-    let resume = up.resume().expect("it can move");
+    let resume = up.resume(false).expect("it can move");
     assert_eq!(resume.answers.len(), 1, "the write in flight");
     assert_eq!(replayed(&resume.replay), vec![(10, "o".into())]);
 }
@@ -232,7 +232,7 @@ fn a_connection_writes_no_reply_to_a_replay_and_closes_on_a_refused_one() {
     edge.owner_moved(MoveCause::OwnerLost);
     assert!(edge.closing().is_none(), "it moves instead");
     assert_eq!(edge.take_moving(), Some(MoveCause::OwnerLost));
-    let resume = edge.upstream().as_mut().expect("kept").resume();
+    let resume = edge.upstream().as_mut().expect("kept").resume(false);
     assert_eq!(resume.expect("it can move").replay.len(), 2);
     let push = encode_frames(r#"{"t":"d","d":{"a":"d","b":{"p":"/a","d":1}}}"#.into());
     edge.write([push.clone(), reply(1, "ok")]);
@@ -246,5 +246,73 @@ fn a_connection_writes_no_reply_to_a_replay_and_closes_on_a_refused_one() {
     assert!(
         edge.closing().is_some(),
         "a refused replay closes the connection"
+    );
+}
+
+#[test]
+fn after_a_planned_move_waiting_writes_are_sent_again_and_their_replies_reach_the_client() {
+    let mut up = upstream();
+    up.note_sent(&request(1, "auth", json!({"cred": "token"})));
+    up.note_sent(&request(2, "p", json!({"p": "/x", "d": 1})));
+    assert!(up.lets_through(&reply(1, "ok")));
+    assert!(up.lets_through(&reply(2, "ok")), "an answered write");
+    // In flight when the stopping owner says the session moves: it handled none of them.
+    up.note_sent(&request(3, "p", json!({"p": "/y", "d": 2})));
+    up.note_sent(&request(4, "q", json!({"p": "/y", "h": ""})));
+    up.note_sent(&request(5, "m", json!({"p": "/z", "d": {"a": 1}})));
+    let resume = up.resume(true).expect("it can move");
+    assert!(resume.answers.is_empty(), "nothing answered for the client");
+    assert_eq!(
+        replayed(&resume.replay),
+        vec![
+            (1, "auth".into()),
+            (3, "p".into()),
+            (4, "q".into()),
+            (5, "m".into())
+        ],
+        "the answered write is not sent again; the others go in the client's order"
+    );
+    assert_eq!(parsed(&resume.replay[1])["d"]["b"]["d"], 2);
+    assert!(
+        !up.lets_through(&reply(1, "ok")),
+        "the credential's reply swallowed"
+    );
+    for r in [3, 4, 5] {
+        assert!(
+            up.lets_through(&reply(r, "ok")),
+            "reply {r} is the client's"
+        );
+    }
+}
+
+#[test]
+fn writes_are_never_sent_again_after_another_move_nor_past_their_budget() {
+    use crate::edge::upstream::MAX_KEPT_WRITE_BYTES;
+    let mut up = upstream();
+    up.note_sent(&request(1, "p", json!({"p": "/x", "d": 1})));
+    let resume = up.resume(false).expect("it can move");
+    assert_eq!(parsed(&resume.answers[0])["d"]["b"]["s"], "unavailable");
+    assert!(resume.replay.is_empty());
+    // Past the budget of kept writes, a write is answered as after any other move; the
+    // connection itself can still move.
+    let mut up = upstream();
+    let big = "x".repeat(64 * 1024);
+    let size = request(1, "p", json!({"p": "/big", "d": big})).len();
+    let fit = MAX_KEPT_WRITE_BYTES / size;
+    for r in 1..=fit as u64 + 2 {
+        up.note_sent(&request(r, "p", json!({"p": "/big", "d": big})));
+    }
+    let resume = up.resume(true).expect("it can move");
+    assert_eq!(resume.replay.len(), fit, "those that fit are sent again");
+    let answered: Vec<u64> = resume
+        .answers
+        .iter()
+        .map(|answer| parsed(answer)["d"]["r"].as_u64().expect("r"))
+        .collect();
+    assert_eq!(answered, vec![fit as u64 + 1, fit as u64 + 2]);
+    assert_eq!(
+        parsed(&resume.answers[0])["d"]["b"]["s"],
+        "unavailable",
+        "past the budget: answered as after any other move"
     );
 }

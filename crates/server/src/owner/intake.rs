@@ -104,7 +104,14 @@ fn on_batch(shard: &Rc<Shard>, handle: Rc<ConnHandle>, batch: MessageBatch) {
     tokio::task::spawn_local(async move {
         let (mut deferred, mut texts, mut held) = (first, texts, (done, room));
         loop {
-            let outcome = match finish_deferred(deferred).await {
+            let decoded = finish_deferred(deferred).await;
+            if handle.is_closing() {
+                // Closed, or stopped for a move (whose edge then sends it again elsewhere),
+                // while it waited: nothing more of the connection is handled.
+                while handle.next_held().is_some() {}
+                return;
+            }
+            let outcome = match decoded {
                 Some(decoded) => on_large_decoded(&shard, &handle, decoded),
                 None => Err(CloseReason::new(
                     CloseCode::Error,

@@ -43,6 +43,10 @@ pub struct ConnHandle {
     route: Route,
     /// Set once the owner asked the connection to close: nothing more is queued.
     closing: Cell<bool>,
+    /// Set once the owner stopped handling the connection's requests for a move
+    /// ([`ConnHandle::stop_for_move`]): nothing more is queued either, but it may still be
+    /// closed instead.
+    stopped: Cell<bool>,
     /// When the connection's credential expires (seconds since the epoch), as the owner set it.
     auth_expires_at: Cell<Option<u64>>,
     /// While one of the connection's messages from another core waits to be finished (for
@@ -66,6 +70,7 @@ impl ConnHandle {
             queue: HeldQueue::new(id, tagger),
             route,
             closing: Cell::new(false),
+            stopped: Cell::new(false),
             auth_expires_at: Cell::new(None),
             held_batches: RefCell::new(None),
         }
@@ -185,15 +190,31 @@ impl ConnHandle {
         self.queue.clear();
     }
 
-    /// Asks the edge of a connection held by another node to move its session to the
-    /// database's next owner (this node is stopping: `Shard::drain`); `false`, and nothing
+    /// Stops handling the requests of a connection held by another node, whose session is to
+    /// move to the database's next owner (this node is stopping: `Shard::drain`); the replies
+    /// to what it handled still leave as their writes become durable
+    /// ([`ConnHandle::replies_sent`]), then [`ConnHandle::move_away`]. `false`, and nothing
     /// done, for a connection held by this node, whose socket closes with it.
-    pub fn move_away(&self, local_edges: usize) -> bool {
-        let Route::Remote { edge, outgoing } = &self.route else {
+    pub fn stop_for_move(&self, local_edges: usize) -> bool {
+        let Route::Remote { edge, .. } = &self.route else {
             return false;
         };
-        if *edge < local_edges || self.closing.replace(true) {
-            return false;
+        *edge >= local_edges && !self.closing.get() && !self.stopped.replace(true)
+    }
+
+    /// Whether every reply the connection was sent has left (none waits for the disk).
+    pub fn replies_sent(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Asks the edge of a connection stopped by [`ConnHandle::stop_for_move`] to move its
+    /// session; it comes after every reply sent before.
+    pub fn move_away(&self) {
+        let Route::Remote { edge, outgoing } = &self.route else {
+            return;
+        };
+        if self.closing.replace(true) {
+            return;
         }
         let cause = MoveCause::OwnerStopping;
         outgoing.push(
@@ -203,13 +224,14 @@ impl ConnHandle {
                 cause,
             },
         );
-        true
     }
 
     /// Whether the connection is closing: asked by the owner, or, on this core, by its
     /// socket's side.
     pub fn is_closing(&self) -> bool {
-        self.closing.get() || matches!(&self.route, Route::Local(edge) if edge.closing().is_some())
+        self.closing.get()
+            || self.stopped.get()
+            || matches!(&self.route, Route::Local(edge) if edge.closing().is_some())
     }
 
     pub fn set_auth_expiry(&self, expires_at: Option<u64>) {
