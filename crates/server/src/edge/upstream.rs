@@ -169,23 +169,16 @@ impl Upstream {
     }
 
     /// A large message is a write (or an onDisconnect write): its id and action are read from
-    /// its head as the SDKs write it, not parsed on the edge's thread. Another form cannot be
-    /// followed, and the connection is no longer kept.
+    /// its head as the SDKs write it (`r` and `a` before the body, in either order: the web
+    /// SDK writes `r` first, and the SDKs that build the message as a hash map need not), not
+    /// parsed on the edge's thread.
+    /// Another form cannot be followed, and the connection is no longer kept.
     fn large_to_owner(&mut self, text: &str) {
-        let head = text.get(..128.min(text.len())).unwrap_or("");
-        let parsed = head.strip_prefix(r#"{"t":"d","d":{"r":"#).and_then(|rest| {
-            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-            let request: u64 = rest[..digits].parse().ok()?;
-            let action = rest[digits..].strip_prefix(r#","a":""#)?;
-            let action = &action[..action.find('"')?];
-            Some((request, action.to_owned()))
-        });
-        match parsed
-            .as_ref()
-            .map(|(request, action)| (*request, action.as_str()))
-        {
-            // Too large to keep: answered `unavailable` on any move.
-            Some((request, "p" | "m")) => self.wait(request, Pending::Write(None)),
+        match large_head(text) {
+            Some((request, "p" | "m")) => {
+                let pending = self.keep_write(text);
+                self.wait(request, pending);
+            }
             Some((request, action @ ("o" | "om"))) => self.note(request, action, None, text),
             _ => self.untracked = Some("a large message of a form the edge does not follow"),
         }
@@ -498,4 +491,29 @@ impl Upstream {
             .extend(later.into_iter().map(|kept| kept.text));
         Ok(resume)
     }
+}
+
+/// The request id and action of a large client message, read from its head:
+/// `{"t":"d","d":{` then `"r":N` and `"a":"…"` in either order, before anything else.
+fn large_head(text: &str) -> Option<(u64, &str)> {
+    let head = text.get(..128.min(text.len()))?;
+    let mut rest = head.strip_prefix(r#"{"t":"d","d":{"#)?;
+    let (mut request, mut action) = (None, None);
+    while request.is_none() || action.is_none() {
+        if let Some(after) = rest.strip_prefix(r#""r":"#) {
+            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+            request = Some(after[..digits].parse::<u64>().ok()?);
+            rest = &after[digits..];
+        } else if let Some(after) = rest.strip_prefix(r#""a":""#) {
+            let end = after.find('"')?;
+            action = Some(&after[..end]);
+            rest = &after[end + 1..];
+        } else {
+            return None;
+        }
+        if request.is_none() || action.is_none() {
+            rest = rest.strip_prefix(',')?;
+        }
+    }
+    Some((request?, action?))
 }

@@ -197,9 +197,30 @@ fn a_large_write_is_followed_from_its_head() {
     up.note_sent(&large_o);
     assert!(up.cannot_move().is_none());
     assert!(up.lets_through(&reply(10, "ok")));
+    // The action first, as a serializer of a hash map may write it.
+    let large_java =
+        format!(r#"{{"t":"d","d":{{"a":"m","r":11,"b":{{"p":"/z","d":{{"k":"{data}"}}}}}}}}"#);
+    up.note_sent(&large_java);
+    assert!(up.cannot_move().is_none());
     let resume = up.resume(false).expect("it can move");
-    assert_eq!(resume.answers.len(), 1, "the write in flight");
+    assert_eq!(resume.answers.len(), 2, "the writes in flight");
     assert_eq!(replayed(&resume.replay), vec![(10, "o".into())]);
+    // After a planned move, large writes are sent again like any other.
+    let mut up = upstream();
+    up.note_sent(&large);
+    up.note_sent(&large_java);
+    let resume = up.resume(true).expect("it can move");
+    assert!(resume.answers.is_empty());
+    assert_eq!(
+        replayed(&resume.replay),
+        vec![(9, "p".into()), (11, "m".into())]
+    );
+    // Another form is not followed.
+    let mut up = upstream();
+    up.note_sent(&format!(
+        r#"{{"t":"d","d":{{"b":{{"p":"/x","d":"{data}"}},"r":1,"a":"p"}}}}"#
+    ));
+    assert!(up.cannot_move().is_some());
 }
 
 #[test]
