@@ -2,18 +2,21 @@
 //! from the tick, not only with the database's next write. A follower lacks one when its link
 //! came up (it started, restarted, or the connection was lost), or when placement made it the
 //! follower (a node joined between the owner and the old follower, or the old follower left).
-//! Databases evicted from the owner's memory are loaded from their snapshot for it: a node that
-//! became the follower of an idle database would otherwise have nothing of it when asked to
-//! take it over.
+//! Databases evicted from the owner's memory are read from their snapshot for it, and dropped
+//! again once copied: a node that became the follower of an idle database would otherwise
+//! have nothing of it when asked to take it over.
 //!
 //! Copies hold no acknowledgement. Each tick copies at most [`COPY_BYTES_PER_TICK`] and loads
 //! at most [`LOADS_PER_TICK`] evicted databases, and none toward a follower with
 //! [`MAX_COPY_IN_FLIGHT_BYTES`] unacknowledged, so that a join does not stall the shard or
 //! push the follower past its limit; the rest goes on the next tick.
 
+use crate::loaded::Loaded;
+use crate::persist::load_evicted;
 use crate::replica::replication::Replication;
 use crate::replica::shipper::MAX_IN_FLIGHT_BYTES;
 use crate::shard::Shard;
+use crate::time::now_ms;
 
 /// The most bytes of copies one shard ships in one tick (100 ms).
 pub const COPY_BYTES_PER_TICK: u64 = 16 * 1024 * 1024;
@@ -61,31 +64,34 @@ pub fn run(shard: &Shard, replication: &Replication) -> bool {
         {
             return false;
         }
-        let mut databases = shard.owner.databases_mut();
-        let loaded = if evicted {
+        if evicted {
+            // Read for the copy and dropped after it: loading every idle database a
+            // follower lacks into memory for the eviction delay could hold more than fits.
             loads += 1;
-            match shard.existing_database(&mut databases, name) {
-                Some(loaded) => loaded,
-                None => continue,
-            }
-        } else {
-            match databases.get_mut(name) {
-                Some(loaded) => loaded,
-                None => continue,
-            }
-        };
-        // Only what this node may write: a database fenced (its claim not confirmed) or
-        // locked (it could not be loaded) is no copy to overwrite the follower's with.
-        if loaded.engine.read_only_reason().is_some() {
-            continue;
+            let Some(mut loaded) = load_evicted(shard, name, now_ms()) else {
+                continue;
+            };
+            shard.fence(&mut loaded);
+            bytes += copy(shard, replication, &loaded);
+        } else if let Some(loaded) = shard.owner.databases().get(name) {
+            bytes += copy(shard, replication, loaded);
         }
-        let epoch = loaded.epoch.unwrap_or_else(|| {
-            shard
-                .owner
-                .store()
-                .map_or(0, |store| store.logged_epoch(&loaded.name))
-        });
-        bytes += replication.copy(loaded, epoch);
     }
     true
+}
+
+/// Copies `loaded` to its follower if this node may write it: a database fenced (its claim
+/// not confirmed) or locked (it could not be loaded) is no copy to overwrite the follower's
+/// with. The bytes shipped.
+fn copy(shard: &Shard, replication: &Replication, loaded: &Loaded) -> u64 {
+    if loaded.engine.read_only_reason().is_some() {
+        return 0;
+    }
+    let epoch = loaded.epoch.unwrap_or_else(|| {
+        shard
+            .owner
+            .store()
+            .map_or(0, |store| store.logged_epoch(&loaded.name))
+    });
+    replication.copy(loaded, epoch)
 }
