@@ -13,6 +13,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { startPair } from './cluster.mjs';
 
 const PER_CLIENT = 5000;
 const DEADLINE_MS = Number(process.env.IDLE_DEADLINE_MS || 180_000);
@@ -30,7 +31,7 @@ function textFrame(text) {
 }
 
 /** Opens one connection; resolves once the handshake (and the listen, if asked) is answered. */
-function connect(port, source, listen) {
+function connect(port, source, listen, ns) {
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host: '127.0.0.1', port, localAddress: source });
     let received = '';
@@ -38,7 +39,7 @@ function connect(port, source, listen) {
     socket.setNoDelay(true);
     socket.on('connect', () => {
       socket.write(
-        `GET /.ws?v=5&ns=idle HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\n` +
+        `GET /.ws?v=5&ns=${ns} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\n` +
           `Connection: Upgrade\r\nSec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\n` +
           'Sec-WebSocket-Version: 13\r\n\r\n',
       );
@@ -69,13 +70,13 @@ function connect(port, source, listen) {
   });
 }
 
-async function client([port, count, source, listen]) {
+async function client([port, count, source, listen, ns]) {
   const sockets = [];
   const n = Number(count);
   // A few hundred handshakes in flight at once: fast, and within the listen backlog.
   for (let i = 0; i < n; i += 200) {
     const batch = [];
-    for (let j = i; j < Math.min(n, i + 200); j++) batch.push(connect(Number(port), source, listen || null));
+    for (let j = i; j < Math.min(n, i + 200); j++) batch.push(connect(Number(port), source, listen || null, ns || 'idle'));
     sockets.push(...(await Promise.all(batch)));
   }
   process.stdout.write(`ready ${sockets.length}\n`);
@@ -109,12 +110,12 @@ async function httpOk(port, path) {
 }
 
 /** Starts clients for `n` connections; resolves when all report ready. */
-function openConnections(port, n, listen, children, group) {
+function openConnections(port, n, listen, children, group, ns = 'idle') {
   const waits = [];
   for (let opened = 0, i = 0; opened < n; opened += PER_CLIENT, i++) {
     const count = Math.min(PER_CLIENT, n - opened);
     const source = `127.0.${group}.${10 + i}`;
-    const child = spawn(process.execPath, [process.argv[1], '--client', String(port), String(count), source, listen || ''], {
+    const child = spawn(process.execPath, [process.argv[1], '--client', String(port), String(count), source, listen || '', ns], {
       stdio: ['pipe', 'pipe', 'inherit'],
     });
     children.push(child);
@@ -173,6 +174,36 @@ async function measure(bin, n, listen) {
   }
 }
 
+/**
+ * The edge mode: the connections go to node `b` of a two-node etcd cluster, whose database
+ * node `a` owns; both nodes' RSS growth per connection.
+ */
+async function measureEdge(bin, n, listen) {
+  const pair = await startPair(bin);
+  const children = [];
+  try {
+    const { owner, edge, ns } = pair;
+    if (listen) {
+      const res = await fetch(`http://127.0.0.1:${edge.port}${listen}.json?ns=${ns}`, { method: 'PUT', body: '{"a":1,"b":"small"}' });
+      if (!res.ok) throw new Error(`PUT ${listen}: ${res.status}`);
+    }
+    await openConnections(edge.port, 100, listen, children, 1, ns);
+    await sleep(300);
+    const before = [rssKib(edge.pid), rssKib(owner.pid)];
+    await openConnections(edge.port, n, listen, children, 2, ns);
+    await sleep(1_000); // the last replies written, the owner's sessions opened
+    const after = [rssKib(edge.pid), rssKib(owner.pid)];
+    const per = (i) => ((after[i] - before[i]) * 1024) / n;
+    return { edge: { before: before[0], after: after[0], perConn: per(0) }, owner: { before: before[1], after: after[1], perConn: per(1) } };
+  } finally {
+    const gone = children.map((child) => new Promise((r) => (child.exitCode !== null ? r() : child.on('exit', r))));
+    for (const child of children) child.stdin.end();
+    await Promise.race([Promise.all(gone), sleep(5_000)]);
+    for (const child of children) child.kill('SIGKILL');
+    await pair.stop();
+  }
+}
+
 async function main() {
   const bin = process.env.HEARTH_BIN;
   const n = Number(process.argv[2] || 19000);
@@ -181,9 +212,21 @@ async function main() {
     console.error(`bench-idle-connections: not done in ${DEADLINE_MS} ms`);
     process.exit(2);
   }, DEADLINE_MS);
+  const what = listen ? `handshake + listen on ${listen}` : 'handshake only';
+  if (process.env.IDLE_EDGE) {
+    const rows = await measureEdge(bin, n, listen);
+    clearTimeout(timer);
+    for (const [name, row] of Object.entries(rows)) {
+      console.log(
+        `${n} connections through an edge (${what}): the ${name}'s RSS ${(row.before / 1024).toFixed(1)} -> ${(row.after / 1024).toFixed(1)} MiB, ` +
+          `${(row.perConn / 1024).toFixed(2)} KiB per connection`,
+      );
+    }
+    console.log(JSON.stringify({ connections: n, listen: listen || null, edge_bytes_per_connection: Math.round(rows.edge.perConn), owner_bytes_per_connection: Math.round(rows.owner.perConn) }));
+    return;
+  }
   const row = await measure(bin, n, listen);
   clearTimeout(timer);
-  const what = listen ? `handshake + listen on ${listen}` : 'handshake only';
   console.log(
     `${n} connections (${what}): server RSS ${(row.before / 1024).toFixed(1)} -> ${(row.after / 1024).toFixed(1)} MiB, ` +
       `${(row.perConn / 1024).toFixed(2)} KiB per connection (kernel TCP buffers, not in RSS: ${(row.tcp / 1024).toFixed(2)} KiB)`,

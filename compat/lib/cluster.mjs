@@ -6,7 +6,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { uniqueNs } from './harness.mjs';
+import { set } from 'firebase/database';
+import { createClient, uniqueNs } from './harness.mjs';
 import { HearthServer, freePort, hearthBinary } from './server.mjs';
 
 /** The etcd placement's weight (`crates/cluster/src/rendezvous.rs`): FNV-1a, then SplitMix64's mixer. */
@@ -123,6 +124,28 @@ export async function startEtcdNode(dir, etcdUrl, id, index, extraArgs = [], { l
     extraArgs: ['--cluster-etcd', etcdUrl, '--node-id', id, '--advertise', link,
       '--cluster-lease-ttl-secs', String(leaseSecs), '--cluster-secret-file', secret, ...extraArgs],
   });
+}
+
+/**
+ * A first write to `ns` through `node` with the web SDK, tried until acknowledged: the
+ * database is claimed once it resolves.
+ */
+export async function firstWrite(node, ns, ms = 15_000) {
+  const probe = createClient(node, ns);
+  const deadline = Date.now() + ms;
+  try {
+    for (;;) {
+      try {
+        await set(probe.ref('probe'), true);
+        return;
+      } catch (error) {
+        if (Date.now() > deadline) throw new Error(`the first write to ${ns}: ${error.message}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  } finally {
+    await probe.dispose();
+  }
 }
 
 /**

@@ -16,23 +16,9 @@ import fs from 'node:fs';
 import { set } from 'firebase/database';
 import { createClient, uniqueNs } from '../lib/harness.mjs';
 import { valueWhere, waitFor } from '../lib/util.mjs';
-import { ETCD, etcdClusterSuite, etcdRanked } from '../lib/cluster.mjs';
+import { ETCD, etcdClusterSuite, etcdRanked, firstWrite } from '../lib/cluster.mjs';
 
 const IDS = ['n1', 'n2', 'n3'];
-
-/** A first write to `ns` through `node`, tried until acknowledged: the database is claimed. */
-async function firstWrite(node, ns) {
-  const probe = createClient(node, ns);
-  await waitFor(async () => {
-    try {
-      await set(probe.ref('probe'), true);
-      return true;
-    } catch {
-      return false;
-    }
-  }, 15_000, 'the first write');
-  await probe.dispose();
-}
 
 describe('failover on etcd keeps every acknowledged write', { skip: !fs.existsSync(ETCD) && 'no etcd' }, () => {
   const cluster = etcdClusterSuite(IDS, ['--durability', 'strict', '--replication', 'sync']);

@@ -86,6 +86,20 @@ enum ClusterCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Move one database to its follower while every node stays up (for maintenance of its
+    /// owner, or to spread the load): the owner stops its writes for a moment, waits until
+    /// the follower has every one, and hands its claim over; clients kept by other nodes
+    /// follow it, the owner's own clients reconnect. Exits with 1 if it did not move.
+    Move {
+        /// The etcd client URL (`http://127.0.0.1:2379`).
+        #[arg(long)]
+        etcd: String,
+        /// The database (namespace) to move.
+        namespace: String,
+        /// How long to wait for the follower's claim.
+        #[arg(long, default_value_t = 30)]
+        wait_secs: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -429,6 +443,11 @@ fn main() -> anyhow::Result<()> {
         Command::Cluster(ClusterCommand::Status { etcd, json }) => {
             return cluster_status(&etcd, json)
         }
+        Command::Cluster(ClusterCommand::Move {
+            etcd,
+            namespace,
+            wait_secs,
+        }) => return cluster_move(&etcd, &namespace, wait_secs),
     };
     if let Err(error) = tool {
         // The tools' errors are written for people: no "Error:" debug form, and an exit
@@ -445,6 +464,23 @@ fn cluster_status(url: &str, json: bool) -> anyhow::Result<()> {
     match hearth_cluster::status::read(&etcd) {
         Ok(status) if json => println!("{}", serde_json::to_string_pretty(&status)?),
         Ok(status) => print!("{status}"),
+        Err(error) => {
+            eprintln!("{error}");
+            std::process::exit(1);
+        }
+    }
+    Ok(())
+}
+
+/// `hearth cluster move`: exits with 1 when the database did not move.
+fn cluster_move(url: &str, namespace: &str, wait_secs: u64) -> anyhow::Result<()> {
+    let etcd = hearth_cluster::etcd::Etcd::new(url, Duration::from_secs(10));
+    let wait = Duration::from_secs(wait_secs.max(1));
+    match hearth_cluster::moves::request(&etcd, namespace, wait) {
+        Ok(moved) => println!(
+            "{namespace}: moved from {} to {} (epoch {})",
+            moved.from, moved.to, moved.epoch
+        ),
         Err(error) => {
             eprintln!("{error}");
             std::process::exit(1);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use crate::etcd::{Compare, Etcd, EtcdError, Put};
-use crate::keys::{self, ClaimValue, NodeValue};
+use crate::keys::{self, ClaimValue, MoveValue, NodeValue};
 use crate::placement::{
     Claim, ClusterConfig, Command, LeaseClock, NodeInfo, Placement, StartError, View,
 };
@@ -84,21 +84,48 @@ impl Agent {
             }
             let wait = next.saturating_duration_since(Instant::now());
             match inbox.recv_timeout(wait) {
-                Ok(first @ (Command::Refresh | Command::Claim(_))) => {
+                Ok(first @ (Command::Refresh | Command::Claim(_) | Command::HandOver { .. })) => {
                     // A burst of requests is one read, and one pass of claims.
                     let mut wanted = Vec::new();
                     let mut stop = false;
+                    let mut handed = false;
                     for command in std::iter::once(first).chain(inbox.try_iter()) {
                         match command {
                             Command::Claim(namespace) => wanted.push(namespace),
                             Command::Refresh => {}
+                            Command::HandOver {
+                                namespace,
+                                epoch,
+                                to,
+                                done,
+                            } => {
+                                let result = self.hand_over(&namespace, epoch, &to);
+                                // The view shows the new owner before the shard goes on.
+                                if let Err(error) = self.refresh() {
+                                    warn!(%error, "reading the cluster from etcd");
+                                }
+                                match &result {
+                                    Ok(next) => {
+                                        info!(namespace = %namespace, to = %to, epoch = next, "handed the database over")
+                                    }
+                                    Err(why) => {
+                                        warn!(namespace = %namespace, to = %to, why = %why, "could not hand the database over")
+                                    }
+                                }
+                                let _ = done.send(result);
+                                handed = true;
+                            }
                             Command::Stop => stop = true,
                         }
                     }
                     if stop {
                         break;
                     }
-                    if wanted.is_empty() {
+                    if handed && wanted.is_empty() {
+                        if let Err(error) = self.refresh() {
+                            warn!(%error, "reading the cluster from etcd");
+                        }
+                    } else if wanted.is_empty() {
                         if let Err(error) = self.refresh() {
                             warn!(%error, "reading the cluster from etcd");
                         }
@@ -166,9 +193,14 @@ impl Agent {
                 (namespace, claim)
             })
             .collect();
+        let moves: HashMap<String, MoveValue> = self
+            .read_prefix::<MoveValue>(keys::MOVES)?
+            .map(|(namespace, _, value)| (namespace, value))
+            .collect();
         let current = self.placement.view();
         let changed = current.nodes != nodes
             || current.claims != claims
+            || current.moves != moves
             || !current
                 .lease
                 .as_ref()
@@ -178,6 +210,7 @@ impl Agent {
                 version: 0,
                 nodes,
                 claims,
+                moves,
                 lease: Some(self.lease.clone()),
             });
         }
@@ -266,13 +299,7 @@ impl Agent {
         let mut puts = Vec::with_capacity(2 * namespaces.len());
         let mut epochs = Vec::with_capacity(namespaces.len());
         for ((namespace, epoch_key), kv) in namespaces.iter().zip(epoch_keys).zip(previous) {
-            let (last, revision) = kv.map_or((0, 0), |kv| {
-                let last = std::str::from_utf8(&kv.value)
-                    .ok()
-                    .and_then(|text| text.parse::<u64>().ok())
-                    .unwrap_or(0);
-                (last, kv.mod_revision)
-            });
+            let (last, revision) = last_epoch(kv.as_ref());
             let epoch = last + 1;
             let value = ClaimValue {
                 node: self.config.node_id.clone(),
@@ -297,6 +324,80 @@ impl Agent {
         let done = self.etcd.txn(&compares, &puts)?;
         Ok(done.then_some(epochs))
     }
+}
+
+impl Agent {
+    /// Gives this node's claim on `namespace`, held at `epoch`, to the live node `to` with the
+    /// next epoch: its owner key under `to`'s lease, in one transaction that holds only if
+    /// the claim, the epoch history and `to`'s registration are as read.
+    fn hand_over(&self, namespace: &str, epoch: u64, to: &str) -> Result<u64, String> {
+        let (owner_key, epoch_key, node_key) = (
+            keys::owner(namespace),
+            keys::epoch(namespace),
+            keys::node(to),
+        );
+        let read = self
+            .etcd
+            .get_many(&[owner_key.clone(), epoch_key.clone(), node_key.clone()])
+            .map_err(|error| error.to_string())?;
+        let [owner, last, target]: [Option<_>; 3] = read
+            .try_into()
+            .map_err(|_| "etcd answered another count of keys".to_owned())?;
+        let owner = owner.ok_or("this node holds no claim on it")?;
+        let claim: ClaimValue =
+            serde_json::from_slice(&owner.value).map_err(|error| error.to_string())?;
+        if claim.node != self.config.node_id || claim.epoch != epoch || owner.lease != self.lease.id
+        {
+            return Err(format!(
+                "the claim changed (node {}, epoch {})",
+                claim.node, claim.epoch
+            ));
+        }
+        let target = target.ok_or_else(|| format!("node {to} is not live"))?;
+        let node: NodeValue =
+            serde_json::from_slice(&target.value).map_err(|error| error.to_string())?;
+        let (last, revision) = last_epoch(last.as_ref());
+        let next = last.max(epoch) + 1;
+        let value = ClaimValue {
+            node: to.to_owned(),
+            advertise: node.advertise,
+            epoch: next,
+        };
+        let compares = [
+            Compare::ModRevision(owner_key.clone(), owner.mod_revision),
+            Compare::ModRevision(epoch_key.clone(), revision),
+            Compare::ModRevision(node_key, target.mod_revision),
+        ];
+        let puts = [
+            Put {
+                key: owner_key,
+                value: serde_json::to_vec(&value).unwrap_or_default(),
+                lease: target.lease,
+            },
+            Put {
+                key: epoch_key,
+                value: next.to_string().into_bytes(),
+                lease: 0,
+            },
+        ];
+        match self.etcd.txn(&compares, &puts) {
+            Ok(true) => Ok(next),
+            Ok(false) => Err("etcd changed between the read and the transaction".to_owned()),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+}
+
+/// The last epoch granted for a database and the revision of its key, from the key under
+/// `/hearth/epochs/` (`(0, 0)` when it does not exist yet).
+fn last_epoch(kv: Option<&crate::etcd::KeyValue>) -> (u64, i64) {
+    kv.map_or((0, 0), |kv| {
+        let last = std::str::from_utf8(&kv.value)
+            .ok()
+            .and_then(|text| text.parse::<u64>().ok())
+            .unwrap_or(0);
+        (last, kv.mod_revision)
+    })
 }
 
 /// Databases claimed in one etcd transaction: two comparisons and two puts each, within the

@@ -11,6 +11,9 @@ pub const OWNERS: &str = "/hearth/owners/";
 /// `<EPOCHS><namespace>` → the last epoch granted, in decimal, without a lease: it outlives
 /// every claim, so an epoch is never given twice.
 pub const EPOCHS: &str = "/hearth/epochs/";
+/// `<MOVES><namespace>` → [`MoveValue`], under a short lease of its own: an operator's request
+/// (`hearth cluster move`) that the owner hands the database to its follower.
+pub const MOVES: &str = "/hearth/moves/";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeValue {
@@ -23,6 +26,18 @@ pub struct ClaimValue {
     pub node: String,
     pub advertise: SocketAddr,
     pub epoch: u64,
+}
+
+/// A request to move a database: valid while its claim is still at `epoch`, to `to`, the
+/// follower the requester saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveValue {
+    pub epoch: u64,
+    pub to: String,
+}
+
+pub fn moves(namespace: &str) -> String {
+    format!("{MOVES}{namespace}")
 }
 
 pub fn node(id: &str) -> String {

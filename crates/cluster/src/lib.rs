@@ -12,6 +12,7 @@
 mod agent;
 pub mod etcd;
 pub mod keys;
+pub mod moves;
 mod placement;
 pub mod rendezvous;
 pub mod status;

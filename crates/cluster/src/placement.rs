@@ -102,6 +102,8 @@ pub struct View {
     pub nodes: BTreeMap<Arc<str>, NodeInfo>,
     /// Every claimed database's owner, by namespace.
     pub claims: HashMap<String, Claim>,
+    /// The moves operators asked for (`hearth cluster move`), by namespace.
+    pub moves: HashMap<String, crate::keys::MoveValue>,
     pub(crate) lease: Option<Arc<LeaseClock>>,
 }
 
@@ -131,6 +133,13 @@ impl View {
 /// What the shards ask of the agent thread.
 pub(crate) enum Command {
     Claim(String),
+    /// Hand the claim on a database over to its follower (`Placement::hand_over`).
+    HandOver {
+        namespace: String,
+        epoch: u64,
+        to: String,
+        done: tokio::sync::oneshot::Sender<Result<u64, String>>,
+    },
     /// Something under `/hearth/` changed (the watch): read it again.
     Refresh,
     Stop,
@@ -214,6 +223,7 @@ impl Placement {
             version: 0,
             nodes: nodes.iter().map(|id| (Arc::from(*id), info(id))).collect(),
             claims: claims.into_iter().collect(),
+            moves: HashMap::new(),
             lease: lease.map(|id| Arc::new(LeaseClock::new(id, Instant::now()))),
         });
         placement
@@ -348,6 +358,31 @@ impl Placement {
             .shared
             .commands
             .send(Command::Claim(namespace.to_owned()));
+    }
+
+    /// Asks the agent to give this node's claim on `namespace`, held at `epoch`, to node `to`
+    /// (a live node, under its lease) with the next epoch, in one etcd transaction; resolves
+    /// with that epoch, or why not. The caller stopped the writes first and made sure that
+    /// `to` has every one (`hearth cluster move`, decision 57).
+    pub fn hand_over(
+        &self,
+        namespace: &str,
+        epoch: u64,
+        to: &str,
+    ) -> tokio::sync::oneshot::Receiver<Result<u64, String>> {
+        let (done, result) = tokio::sync::oneshot::channel();
+        let command = Command::HandOver {
+            namespace: namespace.to_owned(),
+            epoch,
+            to: to.to_owned(),
+            done,
+        };
+        if let Err(std::sync::mpsc::SendError(Command::HandOver { done, .. })) =
+            self.shared.commands.send(command)
+        {
+            let _ = done.send(Err("the cluster thread has stopped".to_owned()));
+        }
+        result
     }
 
     /// Asks the agent to read etcd again; false once it has stopped.

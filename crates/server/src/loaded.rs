@@ -40,6 +40,10 @@ pub struct Loaded {
     /// writes; its log records carry it. `None` outside a cluster: records then carry the
     /// epoch the log last had for the database (0 unless the directory was a cluster node's).
     pub epoch: Option<u64>,
+    /// While this node hands the database over to its follower (`replica::hand_over`), the
+    /// epoch of the claim it hands over: the fence refuses writes for as long as this node's
+    /// claim is still at that epoch.
+    pub moving: Option<u64>,
     /// Writes applied since it was loaded (for the metrics' busiest databases).
     pub writes: u64,
 }
@@ -64,6 +68,7 @@ impl Loaded {
             announced: false,
             fenced: false,
             epoch: None,
+            moving: None,
             writes: 0,
         }
     }

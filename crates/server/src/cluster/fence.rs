@@ -37,15 +37,17 @@ pub fn apply(placement: &Placement, disk_failed: bool, logged_epoch: u64, loaded
     if other_reason {
         return;
     }
-    let refusal = placement.write_refusal(&loaded.name).or_else(|| {
-        match claim_epoch(placement, &loaded.name, logged_epoch) {
-            Ok(epoch) => {
-                loaded.epoch = Some(epoch);
-                None
-            }
-            Err(reason) => Some(reason),
-        }
-    });
+    let refusal = moving_refusal(placement, loaded)
+        .or_else(|| placement.write_refusal(&loaded.name))
+        .or_else(
+            || match claim_epoch(placement, &loaded.name, logged_epoch) {
+                Ok(epoch) => {
+                    loaded.epoch = Some(epoch);
+                    None
+                }
+                Err(reason) => Some(reason),
+            },
+        );
     match refusal {
         None if loaded.fenced => {
             loaded.fenced = false;
@@ -59,6 +61,26 @@ pub fn apply(placement: &Placement, disk_failed: bool, logged_epoch: u64, loaded
         }
     }
 }
+
+/// The reason writes are refused while the database is being handed over (`Loaded::moving`):
+/// until this node's claim at the epoch handed over is gone from its view, after which the
+/// usual checks refuse them (the claim is another node's) and the mark goes.
+fn moving_refusal(placement: &Placement, loaded: &mut Loaded) -> Option<String> {
+    let epoch = loaded.moving?;
+    let still_mine = placement
+        .owner_of(&loaded.name)
+        .is_some_and(|claim| *claim.node_id == *placement.node_id() && claim.epoch == epoch);
+    if still_mine {
+        Some(MOVING.to_owned())
+    } else {
+        loaded.moving = None;
+        None
+    }
+}
+
+/// Why writes are refused while a database moves to its follower.
+pub const MOVING: &str =
+    "writes are refused for a moment: the database is moving to another node; retry";
 
 /// The epoch of this node's claim on `namespace`, which `write_refusal` just allowed, or why
 /// writes are refused after all: the log holds a later epoch, or the view changed between
@@ -175,5 +197,33 @@ mod tests {
             .set_read_only(Some(Arc::from("the log failed")));
         apply(&placement, true, 0, &mut fenced);
         assert_eq!(fenced.engine.read_only_reason(), Some("the log failed"));
+    }
+
+    #[test]
+    fn a_database_being_moved_refuses_writes_until_its_claim_is_gone() {
+        let mine = vec![("db".to_owned(), claim("a", 7))];
+        let placement = Placement::fixed("a", ADDRESS, &["a", "b"], mine.clone(), Some(7));
+        let mut db = loaded("db");
+        db.moving = Some(3);
+        apply(&placement, false, 0, &mut db);
+        assert!(db.fenced);
+        assert_eq!(db.engine.read_only_reason(), Some(MOVING));
+        // Handed over: the view shows b's claim; the mark goes and b is named.
+        let theirs = vec![("db".to_owned(), claim("b", 8))];
+        let placement = Placement::fixed("a", ADDRESS, &["a", "b"], theirs, Some(7));
+        apply(&placement, false, 0, &mut db);
+        assert_eq!(db.moving, None);
+        assert!(db
+            .engine
+            .read_only_reason()
+            .is_some_and(|r| r.contains("owned by node b")));
+        // Given up instead: the mark is cleared by the move, and the fence lifts what it set.
+        let placement = Placement::fixed("a", ADDRESS, &["a", "b"], mine, Some(7));
+        let mut db = loaded("db");
+        db.moving = Some(3);
+        apply(&placement, false, 0, &mut db);
+        db.moving = None;
+        apply(&placement, false, 0, &mut db);
+        assert_eq!(db.engine.read_only_reason(), None);
     }
 }

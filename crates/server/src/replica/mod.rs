@@ -14,11 +14,12 @@
 //!
 //! - `replication`: what a shard holds (`Shard::replication`) and the shipping of a record;
 //! - `shipper`: the owner's decisions, pure; `pending`: the follower's acknowledgements;
-//! - `catch_up`: copies without a write;
+//! - `catch_up`: copies without a write; `hand_over`: moving one database to its follower;
 //! - `follower`: applying what arrives; this file: the link's messages and the tick.
 
 mod catch_up;
 mod follower;
+mod hand_over;
 mod pending;
 pub mod replication;
 pub mod shipper;
@@ -135,6 +136,7 @@ pub async fn run(shard: Rc<Shard>) {
         if links_changed || placement != Some(version) || copies_left {
             placement = Some(version);
             copies_left = !catch_up::run(&shard, replication);
+            hand_over::check(&shard, replication);
         }
         report(&shard, replication);
         if replication.shipper.borrow().position(u64::MAX) != before {

@@ -38,6 +38,9 @@ pub struct Replication {
     /// The label of the next copy made by a catch-up, counting down from the top so that it
     /// never meets a record's sequence number.
     next_copy: std::cell::Cell<u64>,
+    /// The moves asked for (`hearth cluster move`) that this shard started, by database and
+    /// epoch: each is tried once.
+    moves_tried: RefCell<rustc_hash::FxHashSet<(String, u64)>>,
 }
 
 impl Replication {
@@ -54,6 +57,7 @@ impl Replication {
             shard: shard as u32,
             copied: RefCell::new(vec![0; count]),
             next_copy: std::cell::Cell::new(u64::MAX),
+            moves_tried: RefCell::default(),
         }
     }
 
@@ -96,6 +100,19 @@ impl Replication {
     /// Bytes shipped to `node` and not acknowledged yet.
     pub fn in_flight_bytes(&self, node: usize) -> u64 {
         self.shipper.borrow().in_flight_bytes(node)
+    }
+
+    /// Whether follower `node` has `namespace` on its disk through record `seq`
+    /// (`Shipper::caught_up`).
+    pub fn caught_up(&self, node: usize, namespace: &str, seq: u64) -> bool {
+        self.shipper.borrow().caught_up(node, namespace, seq)
+    }
+
+    /// Whether the move of `namespace` asked at `epoch` is new to this shard (it is noted).
+    pub fn first_try(&self, namespace: &str, epoch: u64) -> bool {
+        self.moves_tried
+            .borrow_mut()
+            .insert((namespace.to_owned(), epoch))
     }
 
     /// Copies `loaded` to its follower now, without a write, holding no acknowledgement to

@@ -25,6 +25,10 @@ pub const MAX_IN_FLIGHT_BYTES: u64 = 64 * 1024 * 1024;
 /// waiting for the follower (a follower paused or stuck: its link is still up).
 pub const ACK_TIMEOUT_MS: u64 = 2_000;
 
+/// Labels from here up are copies made without a write (`Replication::copy`, counting down
+/// from the top), never a record's sequence number.
+pub const COPY_LABELS: u64 = u64::MAX / 2;
+
 /// What to send for a record of a database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ship {
@@ -126,6 +130,21 @@ impl Shipper {
     /// are.
     pub fn has_copy(&self, node: usize, namespace: &str) -> bool {
         self.copies.get(namespace) == Some(&node)
+    }
+
+    /// Whether `node` has `namespace` on its disk through the shard's record `seq`: it holds
+    /// the current copy, is not left behind, and has acknowledged every record up to `seq`
+    /// and every copy (labelled from the top of the sequence space, [`COPY_LABELS`]).
+    pub fn caught_up(&self, node: usize, namespace: &str, seq: u64) -> bool {
+        let Some(follower) = self.followers.get(node) else {
+            return false;
+        };
+        self.has_copy(node, namespace)
+            && follower.degraded.is_none()
+            && follower
+                .in_flight
+                .keys()
+                .all(|&label| label > seq && label < COPY_LABELS)
     }
 
     /// Bytes shipped to `node` and not acknowledged yet.
@@ -375,6 +394,29 @@ mod tests {
         assert_eq!(shipper.position(9), 9);
         shipper.acknowledged(1, &[5]);
         assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy, "a copy again");
+    }
+
+    #[test]
+    fn a_follower_is_caught_up_once_it_acknowledged_the_database_and_every_copy() {
+        let mut shipper = Shipper::new(true, 2);
+        assert!(!shipper.caught_up(1, "a", 5), "no copy yet");
+        assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy);
+        shipper.shipped(1, 5, 10, 0, true);
+        shipper.shipped(1, 7, 10, 0, true);
+        assert!(!shipper.caught_up(1, "a", 5));
+        shipper.acknowledged(1, &[5]);
+        assert!(shipper.caught_up(1, "a", 5), "record 7 comes after");
+        assert!(!shipper.caught_up(1, "a", 7));
+        // A copy made without a write, in flight: not caught up whatever the position.
+        shipper.shipped(1, u64::MAX, 10, 0, false);
+        shipper.acknowledged(1, &[7]);
+        assert!(!shipper.caught_up(1, "a", 7));
+        shipper.acknowledged(1, &[u64::MAX]);
+        assert!(shipper.caught_up(1, "a", 7));
+        assert!(
+            !shipper.caught_up(1, "b", 7),
+            "another database has no copy there"
+        );
     }
 
     #[test]

@@ -1,0 +1,163 @@
+//! Moving one database to its follower while every node stays up (`hearth cluster move`,
+//! docs/cluster.md "Moving one database"). The operator's request is a key in etcd that
+//! names the claim's epoch and the follower; the shard that owns the database:
+//!
+//! 1. stops its writes: the fence refuses them ([`crate::cluster::fence::MOVING`]), the
+//!    sessions other nodes hold stop being handled (`ConnHandle::stop_for_move`), the
+//!    sessions of this node and the event streams close (their clients reconnect);
+//! 2. waits until the replies to what those sessions sent have left, the database's last
+//!    record is on this node's disk, and the follower has acknowledged it (a copy is shipped
+//!    first if the follower lacks one), at most [`HAND_OVER_LIMIT`];
+//! 3. tells the edges to move those sessions (`MoveCause::OwnerStopping`: nothing they still
+//!    wait for was applied), and they wait for the next owner;
+//! 4. hands its claim to the follower with the next epoch in one etcd transaction
+//!    (`Placement::hand_over`); the follower's fence then lifts its copy's read-only, and the
+//!    edges open their sessions there and send again what was unanswered.
+//!
+//! Failing before 4, everything is undone and the moved sessions close (their SDKs reconnect
+//! and send their writes again); failing at 4, the edges' sessions close after their wait.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use hearth_cluster::keys::MoveValue;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::link::MoveCause;
+use crate::replica::replication::Replication;
+use crate::replica_messages::ReplicationMode;
+use crate::shard::Shard;
+
+/// The longest a database's writes stay stopped for a move before it is given up.
+pub const HAND_OVER_LIMIT: Duration = Duration::from_secs(5);
+
+/// How often the conditions of step 2 are looked at.
+const POLL: Duration = Duration::from_millis(5);
+
+/// Starts the moves asked for the databases this shard owns, each once (the replication
+/// tick calls it).
+pub fn check(shard: &Rc<Shard>, replication: &Replication) {
+    let Some(placement) = shard.config.cluster.as_ref() else {
+        return;
+    };
+    let view = placement.view();
+    for (namespace, request) in &view.moves {
+        let mine = view.claims.get(namespace).is_some_and(|claim| {
+            *claim.node_id == *placement.node_id() && claim.epoch == request.epoch
+        });
+        if !mine
+            || shard.owner_of(namespace) != shard.index
+            || !replication.first_try(namespace, request.epoch)
+        {
+            continue;
+        }
+        let (shard, namespace, request) = (shard.clone(), namespace.clone(), request.clone());
+        tokio::task::spawn_local(async move {
+            match hand_over(&shard, &namespace, &request).await {
+                Ok(epoch) => {
+                    info!(namespace, to = %request.to, epoch, "database moved to its follower")
+                }
+                Err(why) => warn!(namespace, to = %request.to, why, "database not moved"),
+            }
+        });
+    }
+}
+
+/// Steps 1 to 4 above; the new epoch, or why the database stays.
+async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Result<u64, String> {
+    let (Some(placement), Some(replication)) =
+        (shard.config.cluster.as_ref(), shard.replication.as_ref())
+    else {
+        return Err("this node is not in an etcd cluster".to_owned());
+    };
+    let nodes = &replication.nodes;
+    if nodes.replication() == ReplicationMode::Off {
+        return Err("--replication is off: no follower has its data".to_owned());
+    }
+    let follower = nodes
+        .follower_node(namespace)
+        .filter(|node| nodes.directory().id(*node).as_deref() == Some(request.to.as_str()))
+        .ok_or_else(|| format!("its follower is not {} any more", request.to))?;
+    let seq = {
+        let mut databases = shard.owner.databases_mut();
+        let loaded = shard
+            .existing_database(&mut databases, namespace)
+            .ok_or("the database is not on this node")?;
+        loaded.moving = Some(request.epoch);
+        shard.fence(loaded);
+        loaded.seq.clone()
+    };
+    let mut moving = Vec::new();
+    for session in shard.owner.all_sessions() {
+        if session.namespace != namespace {
+            continue;
+        }
+        if session.stop_for_move(shard.shard_count) {
+            moving.push(session);
+        } else {
+            session.close(MoveCause::Moved.close_reason());
+        }
+    }
+    for stream in shard.owner.all_streams() {
+        if stream.namespace == namespace {
+            stream.close();
+        }
+    }
+    let deadline = Instant::now() + HAND_OVER_LIMIT;
+    let undo = |why: String| {
+        for session in &moving {
+            session.close(MoveCause::Moved.close_reason());
+        }
+        if let Some(loaded) = shard.owner.databases_mut().get_mut(namespace) {
+            loaded.moving = None;
+            shard.fence(loaded);
+        }
+        Err(why)
+    };
+    loop {
+        let last = seq.get();
+        let durable = shard
+            .owner
+            .store()
+            .is_none_or(|store| store.durable_seq() >= last);
+        if replication.lacks_copy(namespace) == Some(follower) {
+            if let Some(loaded) = shard.owner.databases().get(namespace) {
+                replication.copy(loaded, loaded.epoch.unwrap_or(request.epoch));
+            }
+        }
+        let sent = moving.iter().all(|session| session.replies_sent());
+        if durable && sent && replication.caught_up(follower, namespace, last) {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return undo(format!(
+                "the follower did not have every write within {} s",
+                HAND_OVER_LIMIT.as_secs()
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    for session in &moving {
+        session.move_away();
+    }
+    let handed = tokio::time::timeout(
+        HAND_OVER_LIMIT,
+        placement.hand_over(namespace, request.epoch, &request.to),
+    )
+    .await;
+    let result = match handed {
+        Ok(Ok(Ok(epoch))) => Ok(epoch),
+        Ok(Ok(Err(why))) => Err(why),
+        Ok(Err(_)) => Err("the cluster thread has stopped".to_owned()),
+        Err(_) => Err("etcd did not answer in time".to_owned()),
+    };
+    if let Some(loaded) = shard.owner.databases_mut().get_mut(namespace) {
+        if result.is_err() {
+            loaded.moving = None;
+        }
+        // Handed over: the claim in the view is the follower's, and the fence says so.
+        shard.fence(loaded);
+    }
+    result
+}
