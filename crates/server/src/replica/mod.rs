@@ -103,13 +103,11 @@ fn release(shard: &Shard) {
 }
 
 /// Runs until the shard's runtime stops: follows the links' state, stops waiting for
-/// followers that are lost or too slow, and keeps the lag in `/metrics`.
+/// followers that are lost or too slow, keeps the lag in `/metrics`, copies what followers
+/// lack and starts the moves asked for (under `--replication off`, only the last, which
+/// are refused).
 pub async fn run(shard: Rc<Shard>) {
-    let Some(replication) = shard
-        .replication
-        .as_ref()
-        .filter(|replication| replication.nodes.replication() != ReplicationMode::Off)
-    else {
+    let Some(replication) = shard.replication.as_ref() else {
         return;
     };
     let mut tick = tokio::time::interval(TICK);
@@ -120,6 +118,15 @@ pub async fn run(shard: Rc<Shard>) {
     loop {
         tick.tick().await;
         let nodes = &replication.nodes;
+        if nodes.replication() == ReplicationMode::Off {
+            // Nothing is shipped; a move asked for is refused with the reason in the log.
+            let version = nodes.placement_version();
+            if placement != Some(version) {
+                placement = Some(version);
+                hand_over::check(&shard, replication);
+            }
+            continue;
+        }
         let before = replication.shipper.borrow().position(u64::MAX);
         {
             let mut shipper = replication.shipper.borrow_mut();
