@@ -28,9 +28,10 @@ const MAX_GROWTH_KB = 64 * 1024;
  * record of a 20 MB write (about 0.35 s of the shard's CPU) is what remains.
  */
 // 0.3-0.65 s measured alone when the bound was set; 1.0-2.2 s in the fresh-clone CI of
-// 2026-11-26, where other test files run beside this one on the same two cores (the 20 MB
-// writes were 7-15 s before they left the shard's thread, which this bound still catches).
-const MAX_ADMIN_MS = 3000;
+// 2026-11-26, where other test files run beside this one on the same two cores, and 3.01 s
+// once in that of 2026-11-27 (the WebSocket update); the 20 MB writes were 7-15 s before
+// they left the shard's thread, which this bound still catches.
+const MAX_ADMIN_MS = 4000;
 
 function statusKb(pid, field) {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
