@@ -126,6 +126,29 @@ export async function startEtcdNode(dir, etcdUrl, id, index, extraArgs = [], { l
   });
 }
 
+/** Writes new keys under `items` in `loops` loops until `stop()`; acknowledged and refused. */
+export function writer(client, prefix, loops) {
+  const state = { acked: new Map(), refused: [], stop: false, next: 0 };
+  const running = Array.from({ length: loops }, async () => {
+    while (!state.stop) {
+      const value = state.next++;
+      const key = `${prefix}${String(value).padStart(5, '0')}`;
+      try {
+        await set(client.ref(`items/${key}`), value);
+        state.acked.set(key, value);
+      } catch (error) {
+        state.refused.push(`${key}: ${error.message}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  });
+  state.end = async () => {
+    state.stop = true;
+    await Promise.all(running);
+  };
+  return state;
+}
+
 /**
  * A first write to `ns` through `node` with the web SDK, tried until acknowledged: the
  * database is claimed once it resolves.

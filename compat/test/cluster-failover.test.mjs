@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import { set } from 'firebase/database';
 import { createClient, uniqueNs } from '../lib/harness.mjs';
 import { valueWhere, waitFor } from '../lib/util.mjs';
-import { ETCD, etcdClusterSuite, etcdRanked, firstWrite } from '../lib/cluster.mjs';
+import { ETCD, etcdClusterSuite, etcdRanked, firstWrite, writer } from '../lib/cluster.mjs';
 
 const IDS = ['n1', 'n2', 'n3'];
 
@@ -121,26 +121,11 @@ describe('a planned move: an owner stopped with SIGTERM hands its databases over
     // The database claimed first, so that the writer's session starts on its owner.
     await firstWrite(nodes.n1, ns);
     await waitFor(() => claimOf(ns)?.owner === order[0], 10_000, 'the claim');
-    const writer = createClient(nodes.n1, ns);
-    const acked = new Map();
+    const client = createClient(nodes.n1, ns);
     // The stopping owner answers what it handled and handles nothing more; the edge sends
     // the rest to the next owner: no write of the kept socket fails.
-    const refused = [];
-    let stop = false;
-    let next = 0;
-    const loops = [0, 1, 2].map(async () => {
-      while (!stop) {
-        const value = next++;
-        const key = `k${String(value).padStart(5, '0')}`;
-        try {
-          await set(writer.ref(`items/${key}`), value);
-          acked.set(key, value);
-        } catch (error) {
-          refused.push(`${key}: ${error.message}`);
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      }
-    });
+    const writes = writer(client, 'k', 3);
+    const { acked, refused } = writes;
     try {
       await waitFor(() => acked.size >= 30, 20_000, 'writes before the move');
       assert.equal(claimOf(ns).owner, order[0]);
@@ -151,17 +136,15 @@ describe('a planned move: an owner stopped with SIGTERM hands its databases over
       await waitFor(() => acked.size >= before + 30, 20_000, 'writes after the move');
       const took = Date.now() - stoppedAt;
       assert.ok(took < (LEASE_SECS * 1000) / 2, `the move took ${took} ms, not much less than the lease`);
-      stop = true;
-      await Promise.all(loops);
+      await writes.end();
       const r = await fetch(`http://127.0.0.1:${nodes.n1.port}/items.json?ns=${ns}`);
       const served = (await r.json()) ?? {};
       const missing = [...acked.keys()].filter((key) => served[key] !== acked.get(key));
       assert.deepEqual(missing, [], `acknowledged writes lost (${acked.size} acknowledged)`);
       assert.deepEqual(refused, [], 'writes refused across the move');
     } finally {
-      stop = true;
-      await Promise.all(loops);
-      await writer.dispose();
+      await writes.end();
+      await client.dispose();
     }
   });
 });

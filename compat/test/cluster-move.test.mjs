@@ -14,36 +14,13 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { promisify } from 'node:util';
-import { onValue, set } from 'firebase/database';
+import { onValue } from 'firebase/database';
 import { createClient, uniqueNs } from '../lib/harness.mjs';
 import { waitFor } from '../lib/util.mjs';
 import { hearthBinary } from '../lib/server.mjs';
-import { ETCD, etcdClusterSuite, etcdRanked, firstWrite } from '../lib/cluster.mjs';
+import { ETCD, etcdClusterSuite, etcdRanked, firstWrite, writer } from '../lib/cluster.mjs';
 
 const IDS = ['n1', 'n2', 'n3'];
-
-/** Writes new keys under `items` in `loops` loops until `stop()`; acknowledged and refused. */
-function writer(client, prefix, loops) {
-  const state = { acked: new Map(), refused: [], stop: false, next: 0 };
-  const running = Array.from({ length: loops }, async () => {
-    while (!state.stop) {
-      const value = state.next++;
-      const key = `${prefix}${String(value).padStart(5, '0')}`;
-      try {
-        await set(client.ref(`items/${key}`), value);
-        state.acked.set(key, value);
-      } catch (error) {
-        state.refused.push(`${key}: ${error.message}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    }
-  });
-  state.end = async () => {
-    state.stop = true;
-    await Promise.all(running);
-  };
-  return state;
-}
 
 describe('moving one database to its follower while every node stays up', { skip: !fs.existsSync(ETCD) && 'no etcd' }, () => {
   const cluster = etcdClusterSuite(IDS, ['--durability', 'strict', '--replication', 'sync']);

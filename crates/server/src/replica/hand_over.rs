@@ -88,17 +88,11 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         shard.fence(loaded);
         loaded.seq.clone()
     };
-    let mut moving = Vec::new();
-    for session in shard.owner.all_sessions() {
-        if session.namespace != namespace {
-            continue;
-        }
-        if session.stop_for_move(shard.shard_count) {
-            moving.push(session);
-        } else {
-            session.close(MoveCause::Moved.close_reason());
-        }
-    }
+    let sessions = shard.owner.all_sessions().into_iter();
+    let moving = shard.stop_for_move(
+        sessions.filter(|session| session.namespace == namespace),
+        MoveCause::Moved.close_reason(),
+    );
     for stream in shard.owner.all_streams() {
         if stream.namespace == namespace {
             stream.close();
