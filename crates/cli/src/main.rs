@@ -320,11 +320,12 @@ struct ServeArgs {
     cluster_secret_file: Option<PathBuf>,
     /// With --cluster-peers or --cluster-etcd: how an owner ships its write-ahead log to each database's
     /// follower (the runner-up of the placement). sync: with --durability strict a write is
-    /// acknowledged once both nodes have it on disk; a follower that is down or does not
-    /// answer within 2 s is left behind (logged, `hearth_replication_degraded`) and writes are
-    /// acknowledged on the owner's disk alone until it has caught up. async: shipped, but
-    /// acknowledged at the owner's durability. off: nothing is shipped. Without a cluster it
-    /// means nothing.
+    /// acknowledged once both nodes have it on disk; with etcd, a follower that is down or
+    /// does not answer within 2 s is first taken out of the database's sync set in etcd (it
+    /// may then not take the database over) and writes go on without it until it has caught
+    /// up and is back in (docs/cluster.md). async: shipped, but acknowledged at the owner's
+    /// durability: a failover may lose the writes of the last moments. off: nothing is
+    /// shipped. Without a cluster it means nothing.
     #[arg(long, value_enum, default_value_t = ReplicationArg::Sync, env = "HEARTH_REPLICATION")]
     replication: ReplicationArg,
 }
@@ -756,6 +757,9 @@ fn start_cluster(args: &ServeArgs) -> anyhow::Result<Option<hearth_cluster::Plac
         node_id: node_id.clone(),
         advertise,
         lease_ttl: Duration::from_secs(args.cluster_lease_ttl_secs),
+        // The sync set guards failover only where logs are shipped (the link's secret).
+        sync_set: matches!(args.replication, ReplicationArg::Sync)
+            && args.cluster_secret_file.is_some(),
     })
     .with_context(|| format!("joining the cluster at {etcd}"))?;
     Ok(Some(placement))

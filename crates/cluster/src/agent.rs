@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use crate::etcd::{Compare, Etcd, EtcdError, Put};
-use crate::keys::{self, ClaimValue, MoveValue, NodeValue};
+use crate::keys::{self, ClaimValue, MoveValue, NodeValue, SyncValue};
 use crate::placement::{
-    Claim, ClusterConfig, Command, LeaseClock, NodeInfo, Placement, StartError, View,
+    Claim, ClusterConfig, Command, LeaseClock, MemberChange, NodeInfo, Placement, StartError, View,
 };
 
 impl Placement {
@@ -84,7 +84,12 @@ impl Agent {
             }
             let wait = next.saturating_duration_since(Instant::now());
             match inbox.recv_timeout(wait) {
-                Ok(first @ (Command::Refresh | Command::Claim(_) | Command::HandOver { .. })) => {
+                Ok(
+                    first @ (Command::Refresh
+                    | Command::Claim(_)
+                    | Command::HandOver { .. }
+                    | Command::SetMembers { .. }),
+                ) => {
                     // A burst of requests is one read, and one pass of claims.
                     let mut wanted = Vec::new();
                     let mut stop = false;
@@ -111,6 +116,15 @@ impl Agent {
                                     Err(why) => {
                                         warn!(namespace = %namespace, to = %to, why = %why, "could not hand the database over")
                                     }
+                                }
+                                let _ = done.send(result);
+                                handed = true;
+                            }
+                            Command::SetMembers { changes, done } => {
+                                let result = self.set_members(&changes);
+                                // The shard acts on the view: it shows the sets first.
+                                if let Err(error) = self.refresh() {
+                                    warn!(%error, "reading the cluster from etcd");
                                 }
                                 let _ = done.send(result);
                                 handed = true;
@@ -197,10 +211,18 @@ impl Agent {
             .read_prefix::<MoveValue>(keys::MOVES)?
             .map(|(namespace, _, value)| (namespace, value))
             .collect();
+        let sync: HashMap<String, SyncValue> = if self.config.sync_set {
+            self.read_prefix::<SyncValue>(keys::SYNC)?
+                .map(|(namespace, _, value)| (namespace, value))
+                .collect()
+        } else {
+            HashMap::new()
+        };
         let current = self.placement.view();
         let changed = current.nodes != nodes
             || current.claims != claims
             || current.moves != moves
+            || current.sync != sync
             || !current
                 .lease
                 .as_ref()
@@ -211,6 +233,7 @@ impl Agent {
                 nodes,
                 claims,
                 moves,
+                sync,
                 lease: Some(self.lease.clone()),
             });
         }
@@ -250,7 +273,9 @@ impl Agent {
             .iter()
             .map(String::as_str)
             .filter(|namespace| {
-                !view.claims.contains_key(*namespace) && view.placed_on(namespace) == Some(me)
+                !view.claims.contains_key(*namespace)
+                    && view.placed_on(namespace) == Some(me)
+                    && view.may_claim(namespace, me)
             })
             .collect();
         for chunk in wanted.chunks(CLAIMS_PER_TXN) {
@@ -292,14 +317,45 @@ impl Agent {
     /// key went with its lease) and their epoch histories are as read, each owner key under
     /// this node's lease and each next epoch, all together. Returns the epochs, or `None` if
     /// another node was faster for one of them.
+    ///
+    /// With sync sets (`--replication sync`), a database whose set does not name this node
+    /// is not claimed (it may lack acknowledged writes: the database waits for a member), and
+    /// the claim makes this node the set's only member, in the same transaction, since
+    /// nobody else is known to hold what it holds; the set must still be as read.
     fn claim_together(&self, namespaces: &[&str]) -> Result<Option<Vec<u64>>, EtcdError> {
-        let epoch_keys: Vec<String> = namespaces.iter().map(|ns| keys::epoch(ns)).collect();
-        let previous = self.etcd.get_many(&epoch_keys)?;
-        let mut compares = Vec::with_capacity(2 * namespaces.len());
-        let mut puts = Vec::with_capacity(2 * namespaces.len());
+        let sync_set = self.config.sync_set;
+        let mut read_keys: Vec<String> = namespaces.iter().map(|ns| keys::epoch(ns)).collect();
+        if sync_set {
+            read_keys.extend(namespaces.iter().map(|ns| keys::sync(ns)));
+        }
+        let mut previous = self.etcd.get_many(&read_keys)?;
+        let sets = previous.split_off(namespaces.len().min(previous.len()));
+        let me = self.config.node_id.as_str();
+        let mut compares = Vec::with_capacity(3 * namespaces.len());
+        let mut puts = Vec::with_capacity(3 * namespaces.len());
         let mut epochs = Vec::with_capacity(namespaces.len());
-        for ((namespace, epoch_key), kv) in namespaces.iter().zip(epoch_keys).zip(previous) {
+        for (index, ((namespace, epoch_key), kv)) in
+            namespaces.iter().zip(read_keys).zip(previous).enumerate()
+        {
             let (last, revision) = last_epoch(kv.as_ref());
+            if sync_set {
+                let set = sets.get(index).and_then(Option::as_ref);
+                let parsed = set.and_then(|kv| serde_json::from_slice::<SyncValue>(&kv.value).ok());
+                if set.is_some() && !parsed.as_ref().is_some_and(|value| value.has(me)) {
+                    // Another node may hold writes this one lacks.
+                    return Ok(None);
+                }
+                let sync_key = keys::sync(namespace);
+                compares.push(Compare::ModRevision(
+                    sync_key.clone(),
+                    set.map_or(0, |kv| kv.mod_revision),
+                ));
+                puts.push(Put {
+                    key: sync_key,
+                    value: sync_value(last + 1, vec![me.to_owned()]),
+                    lease: 0,
+                });
+            }
             let epoch = last + 1;
             let value = ClaimValue {
                 node: self.config.node_id.clone(),
@@ -368,7 +424,7 @@ impl Agent {
             Compare::ModRevision(epoch_key.clone(), revision),
             Compare::ModRevision(node_key, target.mod_revision),
         ];
-        let puts = [
+        let mut puts = vec![
             Put {
                 key: owner_key,
                 value: serde_json::to_vec(&value).unwrap_or_default(),
@@ -380,10 +436,90 @@ impl Agent {
                 lease: 0,
             },
         ];
+        if self.config.sync_set {
+            // The follower has every write (the caller waited for it): it alone may take
+            // the database over until its own follower has caught up.
+            puts.push(Put {
+                key: keys::sync(namespace),
+                value: sync_value(next, vec![to.to_owned()]),
+                lease: 0,
+            });
+        }
         match self.etcd.txn(&compares, &puts) {
             Ok(true) => Ok(next),
             Ok(false) => Err("etcd changed between the read and the transaction".to_owned()),
             Err(error) => Err(error.to_string()),
+        }
+    }
+}
+
+/// A sync set's value in etcd.
+fn sync_value(epoch: u64, members: Vec<String>) -> Vec<u8> {
+    serde_json::to_vec(&SyncValue { epoch, members }).unwrap_or_default()
+}
+
+/// Sync sets changed in one transaction: a comparison and a put each.
+const SETS_PER_TXN: usize = 60;
+
+impl Agent {
+    /// Sets the sync sets of `changes`, each only while this node's claim on the database
+    /// stands at the change's epoch under its current lease: the claim key's revision as read
+    /// is compared in the same transaction, so a set is never changed by a deposed owner.
+    /// A change whose claim is not this node's is left out, and so reported.
+    fn set_members(&self, changes: &[MemberChange]) -> Result<(), String> {
+        let mut refused = Vec::new();
+        for chunk in changes.chunks(SETS_PER_TXN) {
+            let owner_keys: Vec<String> = chunk
+                .iter()
+                .map(|change| keys::owner(&change.namespace))
+                .collect();
+            let read = self
+                .etcd
+                .get_many(&owner_keys)
+                .map_err(|error| error.to_string())?;
+            let mut compares = Vec::with_capacity(chunk.len());
+            let mut puts = Vec::with_capacity(chunk.len());
+            for ((change, key), kv) in chunk.iter().zip(owner_keys).zip(read) {
+                let held = kv.as_ref().is_some_and(|kv| {
+                    kv.lease == self.lease.id
+                        && serde_json::from_slice::<ClaimValue>(&kv.value).is_ok_and(|claim| {
+                            claim.node == self.config.node_id && claim.epoch == change.epoch
+                        })
+                });
+                match kv {
+                    Some(kv) if held => {
+                        compares.push(Compare::ModRevision(key, kv.mod_revision));
+                        puts.push(Put {
+                            key: keys::sync(&change.namespace),
+                            value: sync_value(change.epoch, change.members.clone()),
+                            lease: 0,
+                        });
+                    }
+                    _ => refused.push(change.namespace.as_str()),
+                }
+            }
+            if puts.is_empty() {
+                continue;
+            }
+            match self.etcd.txn(&compares, &puts) {
+                Ok(true) => {
+                    for change in chunk {
+                        debug!(namespace = %change.namespace, members = ?change.members, "sync set changed");
+                    }
+                }
+                Ok(false) => {
+                    return Err("a claim changed between the read and the transaction".to_owned())
+                }
+                Err(error) => return Err(error.to_string()),
+            }
+        }
+        if refused.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "this node holds no claim on {}",
+                refused.join(", ")
+            ))
         }
     }
 }
@@ -400,9 +536,10 @@ fn last_epoch(kv: Option<&crate::etcd::KeyValue>) -> (u64, i64) {
     })
 }
 
-/// Databases claimed in one etcd transaction: two comparisons and two puts each, within the
-/// 128 operations per transaction etcd allows by default (`--max-txn-ops`).
-const CLAIMS_PER_TXN: usize = 64;
+/// Databases claimed in one etcd transaction: up to three comparisons and three puts each
+/// (the sync set's with `--replication sync`), within the 128 operations per transaction
+/// etcd allows by default (`--max-txn-ops`).
+const CLAIMS_PER_TXN: usize = 40;
 
 fn grant_and_register(
     etcd: &Etcd,

@@ -14,6 +14,12 @@ pub const EPOCHS: &str = "/hearth/epochs/";
 /// `<MOVES><namespace>` → [`MoveValue`], under a short lease of its own: an operator's request
 /// (`hearth cluster move`) that the owner hands the database to its follower.
 pub const MOVES: &str = "/hearth/moves/";
+/// `<SYNC><namespace>` → [`SyncValue`], without a lease (it must outlive every node): under
+/// `--replication sync`, the nodes that hold every write of the database acknowledged so far,
+/// its owner and normally its follower. Only a member may claim the database next (decision
+/// 59); an owner removes a follower from it before it acknowledges a write without that
+/// follower.
+pub const SYNC: &str = "/hearth/sync/";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeValue {
@@ -34,6 +40,25 @@ pub struct ClaimValue {
 pub struct MoveValue {
     pub epoch: u64,
     pub to: String,
+}
+
+/// The sync set of a database: who may take it over (`SYNC`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncValue {
+    /// The epoch of the claim under which the owner last set it.
+    pub epoch: u64,
+    /// Node ids, the owner's first.
+    pub members: Vec<String>,
+}
+
+impl SyncValue {
+    pub fn has(&self, node: &str) -> bool {
+        self.members.iter().any(|member| member == node)
+    }
+}
+
+pub fn sync(namespace: &str) -> String {
+    format!("{SYNC}{namespace}")
 }
 
 pub fn moves(namespace: &str) -> String {

@@ -17,4 +17,4 @@ mod placement;
 pub mod rendezvous;
 pub mod status;
 
-pub use placement::{Claim, ClusterConfig, NodeInfo, Placement, StartError, View};
+pub use placement::{Claim, ClusterConfig, MemberChange, NodeInfo, Placement, StartError, View};

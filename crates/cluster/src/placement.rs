@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use crate::etcd::EtcdError;
+use crate::keys::SyncValue;
 use crate::rendezvous;
 
 /// `hearth serve --cluster-etcd URL --node-id ID --advertise ADDR`.
@@ -24,6 +25,9 @@ pub struct ClusterConfig {
     pub advertise: SocketAddr,
     /// The lease's time to live (`--cluster-lease-ttl-secs`).
     pub lease_ttl: Duration,
+    /// Whether claims follow each database's sync set (`keys::SYNC`): `--replication sync`
+    /// with the node link. Without it a claim looks at no set and writes none.
+    pub sync_set: bool,
 }
 
 /// The shortest lease etcd grants with its default timing (it raises shorter ones).
@@ -104,6 +108,8 @@ pub struct View {
     pub claims: HashMap<String, Claim>,
     /// The moves operators asked for (`hearth cluster move`), by namespace.
     pub moves: HashMap<String, crate::keys::MoveValue>,
+    /// Each database's sync set (`--replication sync`): the nodes that may claim it next.
+    pub sync: HashMap<String, SyncValue>,
     pub(crate) lease: Option<Arc<LeaseClock>>,
 }
 
@@ -128,6 +134,22 @@ impl View {
             .filter(|id| Some(*id) != owner);
         rendezvous::place(others, namespace)
     }
+
+    /// Whether `node` may claim `namespace`: always without a sync set for it, else only as
+    /// one of its members (they hold every write acknowledged so far).
+    pub fn may_claim(&self, namespace: &str, node: &str) -> bool {
+        self.sync.get(namespace).is_none_or(|set| set.has(node))
+    }
+}
+
+/// A change of a database's sync set asked by its owner (`Placement::set_members`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberChange {
+    pub namespace: String,
+    /// The epoch of the owner's claim: the change is made only while that claim stands.
+    pub epoch: u64,
+    /// The new members, the owner first.
+    pub members: Vec<String>,
 }
 
 /// What the shards ask of the agent thread.
@@ -139,6 +161,11 @@ pub(crate) enum Command {
         epoch: u64,
         to: String,
         done: tokio::sync::oneshot::Sender<Result<u64, String>>,
+    },
+    /// Set the sync sets of databases this node holds claims on (`Placement::set_members`).
+    SetMembers {
+        changes: Vec<MemberChange>,
+        done: tokio::sync::oneshot::Sender<Result<(), String>>,
     },
     /// Something under `/hearth/` changed (the watch): read it again.
     Refresh,
@@ -157,6 +184,7 @@ struct Shared {
     node_id: Arc<str>,
     advertise: SocketAddr,
     lease_ttl: Duration,
+    sync_set: bool,
     view: ArcSwap<View>,
     changes: watch::Sender<u64>,
     commands: mpsc::Sender<Command>,
@@ -190,6 +218,7 @@ impl Placement {
             node_id: Arc::from(config.node_id.as_str()),
             advertise: config.advertise,
             lease_ttl: config.lease_ttl.max(MIN_LEASE_TTL),
+            sync_set: config.sync_set,
             view: ArcSwap::from_pointee(View::default()),
             changes,
             commands,
@@ -213,6 +242,7 @@ impl Placement {
             node_id: node_id.to_owned(),
             advertise,
             lease_ttl: MIN_LEASE_TTL,
+            sync_set: false,
         };
         let (placement, _) = Placement::new(&config);
         let info = |_| NodeInfo {
@@ -224,6 +254,7 @@ impl Placement {
             nodes: nodes.iter().map(|id| (Arc::from(*id), info(id))).collect(),
             claims: claims.into_iter().collect(),
             moves: HashMap::new(),
+            sync: HashMap::new(),
             lease: lease.map(|id| Arc::new(LeaseClock::new(id, Instant::now()))),
         });
         placement
@@ -239,6 +270,39 @@ impl Placement {
 
     pub fn lease_ttl(&self) -> Duration {
         self.shared.lease_ttl
+    }
+
+    /// Whether claims follow the databases' sync sets (`ClusterConfig::sync_set`).
+    pub fn sync_set(&self) -> bool {
+        self.shared.sync_set
+    }
+
+    /// Whether this node's lease is surely gone from etcd: unconfirmed for longer than its
+    /// TTL (etcd counts it from after the last confirmation was sent), or known lost. Its
+    /// claims went with it.
+    pub fn lease_expired(&self) -> bool {
+        let view = self.shared.view.load();
+        view.lease.as_ref().is_none_or(|lease| {
+            lease.lost.load(Ordering::Acquire) || lease.age(Instant::now()) > self.lease_ttl()
+        })
+    }
+
+    /// Asks the agent to set the sync sets of `changes` (each only while this node's claim
+    /// at its epoch stands), in as few etcd transactions as fit; resolves once the view
+    /// shows them, or with why not.
+    pub fn set_members(
+        &self,
+        changes: Vec<MemberChange>,
+    ) -> tokio::sync::oneshot::Receiver<Result<(), String>> {
+        let (done, result) = tokio::sync::oneshot::channel();
+        if let Err(std::sync::mpsc::SendError(Command::SetMembers { done, .. })) = self
+            .shared
+            .commands
+            .send(Command::SetMembers { changes, done })
+        {
+            let _ = done.send(Err("the cluster thread has stopped".to_owned()));
+        }
+        result
     }
 
     /// How long a confirmation of the lease lets this node acknowledge writes: the TTL less
@@ -279,6 +343,23 @@ impl Placement {
             .count()
     }
 
+    /// The databases this node holds a claim on whose sync set names it alone (no other node
+    /// may take them over).
+    pub fn own_claims_alone(&self) -> usize {
+        let view = self.shared.view.load();
+        let me = &*self.shared.node_id;
+        view.claims
+            .iter()
+            .filter(|(namespace, claim)| {
+                &*claim.node_id == me
+                    && view
+                        .sync
+                        .get(*namespace)
+                        .is_some_and(|set| set.members.len() == 1 && set.has(me))
+            })
+            .count()
+    }
+
     /// `None` when this node may acknowledge a write to `namespace` now: it holds the
     /// database's claim, under its current lease, and that lease was confirmed within
     /// [`Placement::write_window`]. Otherwise why not, for the client; when placement
@@ -305,6 +386,18 @@ impl Placement {
                 claim.node_id, claim.advertise, claim.epoch
             )),
             None => match view.placed_on(namespace) {
+                Some(placed) if placed == me && !view.may_claim(namespace, me) => {
+                    let members = view
+                        .sync
+                        .get(namespace)
+                        .map(|set| set.members.join(", "))
+                        .unwrap_or_default();
+                    Some(format!(
+                        "writes are refused: node {me} may not take the database over, since \
+                         it may lack acknowledged writes; it waits for one of the nodes that \
+                         hold them all ({members}) to return"
+                    ))
+                }
                 Some(placed) if placed == me => {
                     self.ask_claim(namespace);
                     Some(format!(
@@ -329,6 +422,7 @@ impl Placement {
         let me = &*self.shared.node_id;
         !view.claims.contains_key(namespace)
             && view.placed_on(namespace) == Some(me)
+            && view.may_claim(namespace, me)
             && view
                 .lease
                 .as_ref()

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::etcd::{Etcd, EtcdError};
-use crate::keys::{self, ClaimValue, NodeValue};
+use crate::keys::{self, ClaimValue, NodeValue, SyncValue};
 
 #[derive(Debug, Serialize)]
 pub struct Status {
@@ -32,6 +32,9 @@ pub struct DatabaseStatus {
     /// nodes other than the owner, the one rendezvous hashing places it on. `None` when
     /// unclaimed or when the owner is alone.
     pub follower: Option<String>,
+    /// Under `--replication sync`: the nodes that hold every acknowledged write and so may
+    /// take the database over (its sync set, decision 58); `None` where none was recorded.
+    pub sync: Option<Vec<String>>,
 }
 
 /// Reads the nodes, their leases and every database's claim and epoch.
@@ -55,6 +58,7 @@ pub fn read(etcd: &Etcd) -> Result<Status, EtcdError> {
             namespace: kv.key[keys::EPOCHS.len()..].to_owned(),
             owner: None,
             follower: None,
+            sync: None,
             epoch: std::str::from_utf8(&kv.value)
                 .ok()
                 .and_then(|text| text.parse().ok())
@@ -76,7 +80,17 @@ pub fn read(etcd: &Etcd) -> Result<Status, EtcdError> {
                 owner: Some(claim.node),
                 epoch: claim.epoch,
                 follower: None,
+                sync: None,
             }),
+        }
+    }
+    for kv in etcd.range_prefix(keys::SYNC)? {
+        let namespace = &kv.key[keys::SYNC.len()..];
+        let Ok(set) = serde_json::from_slice::<SyncValue>(&kv.value) else {
+            continue;
+        };
+        if let Some(db) = databases.iter_mut().find(|db| db.namespace == namespace) {
+            db.sync = Some(set.members);
         }
     }
     for db in &mut databases {
@@ -105,16 +119,20 @@ impl std::fmt::Display for Status {
         writeln!(f)?;
         writeln!(
             f,
-            "{:<32} {:<16} {:<16} EPOCH",
-            "DATABASE", "OWNER", "FOLLOWER"
+            "{:<32} {:<16} {:<16} {:<6} MAY TAKE OVER",
+            "DATABASE", "OWNER", "FOLLOWER", "EPOCH"
         )?;
         for db in &self.databases {
             let owner = db.owner.as_deref().unwrap_or("(unclaimed)");
             let follower = db.follower.as_deref().unwrap_or("-");
+            let sync = db
+                .sync
+                .as_ref()
+                .map_or_else(|| "any".to_owned(), |members| members.join(","));
             writeln!(
                 f,
-                "{:<32} {:<16} {:<16} {}",
-                db.namespace, owner, follower, db.epoch
+                "{:<32} {:<16} {:<16} {:<6} {}",
+                db.namespace, owner, follower, db.epoch, sync
             )?;
         }
         writeln!(f)?;

@@ -384,6 +384,24 @@ impl Collector for Scraped {
             )?;
             let age = cluster.lease_age.map_or(-1.0, |age| age.as_secs_f64());
             ConstGauge::new(age).encode(metric)?;
+            gauge(
+                e,
+                "cluster_claims_alone",
+                "Databases this node holds the claim on whose sync set names this node alone (--replication sync): no other node may take them over, and each waits for this node if it fails.",
+                level(cluster.claims_alone),
+            )?;
+            counter(
+                e,
+                "replication_writes_given_up",
+                "Writes never acknowledged because this node lost the right to acknowledge them before they reached a copy that may take the database over (their clients were disconnected and send them again).",
+                cluster.writes_given_up,
+            )?;
+            counter(
+                e,
+                "replication_divergent_copies",
+                "Copies of a database this node held that a copy from a newer owner replaced while they differed (kept under the data directory's divergent/ folder).",
+                cluster.divergent_copies,
+            )?;
         }
         counter(
             e,

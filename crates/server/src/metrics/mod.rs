@@ -16,6 +16,7 @@ pub(crate) mod labels;
 mod listener;
 pub(crate) mod snapshot;
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -111,6 +112,9 @@ impl Observer {
             .map(|placement| snapshot::ClusterSnapshot {
                 claims: placement.own_claims(),
                 lease_age: placement.lease_age(),
+                claims_alone: placement.own_claims_alone(),
+                writes_given_up: crate::replica::WRITES_GIVEN_UP.load(Ordering::Relaxed),
+                divergent_copies: crate::replica::DIVERGENT_COPIES.load(Ordering::Relaxed),
             });
         server.followers = self.followers.get().map_or_else(Vec::new, |followers| {
             followers()

@@ -110,6 +110,12 @@ pub struct ClusterSnapshot {
     pub claims: usize,
     /// Since etcd last confirmed the node's lease; `None` while it has none.
     pub lease_age: Option<std::time::Duration>,
+    /// Claims whose sync set names this node alone.
+    pub claims_alone: usize,
+    /// Writes whose held acknowledgements were given up (`replica::sync_set`).
+    pub writes_given_up: u64,
+    /// Copies replaced while they differed (`replica::divergent`).
+    pub divergent_copies: u64,
 }
 
 impl ServerSnapshot {

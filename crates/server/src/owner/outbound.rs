@@ -160,6 +160,12 @@ impl ConnHandle {
         self.queue.discard_held();
     }
 
+    /// Drops the messages that depend on a write from `first` on, which will never be
+    /// acknowledged (`HeldQueue::discard_from`); whether any was dropped.
+    pub fn discard_from(&self, first: u64) -> bool {
+        self.queue.discard_from(first)
+    }
+
     /// Asks the connection's edge to close it.
     pub fn close(&self, reason: CloseReason) {
         self.close_with(reason, false);

@@ -155,6 +155,35 @@ impl Nodes {
         self.replication
     }
 
+    /// The etcd placement, when its databases have sync sets (`--replication sync` with
+    /// etcd, decision 58).
+    pub fn sync_placement(&self) -> Option<&hearth_cluster::Placement> {
+        match &self.membership {
+            Membership::Etcd(placement)
+                if self.replication == ReplicationMode::Sync && placement.sync_set() =>
+            {
+                Some(placement)
+            }
+            _ => None,
+        }
+    }
+
+    /// The other members of `namespace`'s sync set as etcd last said, as node indexes
+    /// ([`UNKNOWN_MEMBER`] for an id that has none); `None` without sync sets or without a
+    /// set for the database.
+    pub fn sync_members(&self, namespace: &str) -> Option<Vec<usize>> {
+        let placement = self.sync_placement()?;
+        let view = placement.view();
+        let set = view.sync.get(namespace)?;
+        Some(
+            set.members
+                .iter()
+                .filter(|id| **id != *placement.node_id())
+                .map(|id| self.directory.index_of(id).unwrap_or(UNKNOWN_MEMBER))
+                .collect(),
+        )
+    }
+
     /// The link toward `node`: its generation and whether it is up.
     pub fn link_state(&self, node: usize) -> (u64, bool) {
         self.links.get(node).map_or((0, false), |state| state.get())
@@ -217,6 +246,10 @@ impl Nodes {
         self.directory.id(node).unwrap_or_else(|| Arc::from("?"))
     }
 }
+
+/// The index standing for a member of a sync set that has no index here: nothing is ever
+/// sent to it, so the records of its database wait until it leaves the set.
+pub const UNKNOWN_MEMBER: usize = usize::MAX;
 
 /// The owner-side id of connection `conn` of edge node `node`.
 pub fn remote_conn(node: usize, conn: ConnId) -> ConnId {

@@ -212,7 +212,7 @@ pub fn release_durable(
     durable: u64,
     released: u64,
 ) -> Vec<ConnId> {
-    for (name, state) in store.release(durable) {
+    for (name, state) in store.release(durable, released) {
         if let Some(loaded) = databases.get_mut(&*name) {
             loaded.durable = state;
         }

@@ -29,7 +29,14 @@ pub struct Gate {
     waiting: RefCell<Vec<ConnId>>,
     /// Woken when the position advances, for REST answers that wait for it.
     advanced: tokio::sync::Notify,
+    /// Records whose acknowledgements replication gave up (`replica::sync_set`), with when:
+    /// a REST answer that waited for one is an error, not a success. Kept for
+    /// [`ABANDONED_KEPT_MS`], long enough for every waiter to have woken.
+    abandoned: RefCell<Vec<(u64, Vec<u64>)>>,
 }
+
+/// How long the gate remembers records whose acknowledgements were given up.
+pub const ABANDONED_KEPT_MS: u64 = 10_000;
 
 impl Gate {
     pub fn new(enforced: bool, durable: u64) -> Gate {
@@ -38,6 +45,7 @@ impl Gate {
             durable: Cell::new(durable),
             waiting: RefCell::new(Vec::new()),
             advanced: tokio::sync::Notify::new(),
+            abandoned: RefCell::new(Vec::new()),
         }
     }
 
@@ -80,6 +88,22 @@ impl Gate {
             }
             advanced.await;
         }
+    }
+
+    /// Notes that the acknowledgements of records `seqs` (sorted) will never be sent.
+    pub fn abandon(&self, seqs: &[u64]) {
+        let now = crate::time::now_ms();
+        let mut abandoned = self.abandoned.borrow_mut();
+        abandoned.retain(|(at, _)| now.saturating_sub(*at) < ABANDONED_KEPT_MS);
+        abandoned.push((now, seqs.to_vec()));
+    }
+
+    /// Whether the acknowledgement of record `seq` was given up (`Gate::abandon`).
+    pub fn was_abandoned(&self, seq: u64) -> bool {
+        self.abandoned
+            .borrow()
+            .iter()
+            .any(|(_, seqs)| seqs.binary_search(&seq).is_ok())
     }
 
     /// Registers `conn` to be woken when the durable position advances.

@@ -117,6 +117,18 @@ impl<T: Outbound> HeldQueue<T> {
             .set(items.iter().map(|(_, item)| item.byte_len()).sum());
     }
 
+    /// Drops the items that depend on a write from sequence number `first` on, whose
+    /// acknowledgement must never be sent (replication gave it up: `replica::sync_set`).
+    /// Whether any was dropped.
+    pub fn discard_from(&self, first: u64) -> bool {
+        let mut items = self.items.borrow_mut();
+        let before = items.len();
+        items.retain(|(tag, _)| *tag < first);
+        self.bytes
+            .set(items.iter().map(|(_, item)| item.byte_len()).sum());
+        items.len() != before
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.borrow().is_empty()
     }

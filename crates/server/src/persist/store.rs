@@ -252,10 +252,19 @@ impl ShardStore {
 
     /// The log is durable up to `durable`: returns the new durable state of each database
     /// that had writes up to there (the last one of each, in order).
-    pub fn release(&self, durable: u64) -> Vec<(Rc<str>, DurableState)> {
+    ///
+    /// `released`: how far acknowledgements may go (at most `durable`; with `--replication
+    /// sync`, what the followers have too): the states handed back are those up to there, so
+    /// that a database whose later writes are given up goes back to what its clients may
+    /// have seen (`replica::sync_set`).
+    pub fn release(&self, durable: u64, released: u64) -> Vec<(Rc<str>, DurableState)> {
+        let released_to = released.min(durable);
         let mut released = Vec::new();
         let mut undurable = self.undurable.borrow_mut();
-        while undurable.front().is_some_and(|write| write.seq <= durable) {
+        while undurable
+            .front()
+            .is_some_and(|write| write.seq <= released_to)
+        {
             if let Some(write) = undurable.pop_front() {
                 released.push((write.database, write.state));
             }
@@ -265,6 +274,14 @@ impl ShardStore {
             progress.durable = progress.durable.max(durable);
         });
         released
+    }
+
+    /// Forgets the states after `namespace`'s writes from `first` on, which will never be
+    /// acknowledged: the database goes back to the state before them.
+    pub fn forget_from(&self, namespace: &str, first: u64) {
+        self.undurable
+            .borrow_mut()
+            .retain(|write| write.seq < first || &*write.database != namespace);
     }
 
     /// The log failed: nothing more will become durable.

@@ -16,8 +16,10 @@ pub const FOLLOWER_READ_ONLY: &str =
     "this node keeps a replica of the database; writes go to the node that owns it";
 
 /// Applies `records` (log records of `namespace`) to this node's copy and appends them to its
-/// log. Returns the local sequence number of the last, `None` when they were refused.
-pub fn apply(shard: &Shard, namespace: &str, records: &[u8]) -> Option<u64> {
+/// log. `reset`: they are a full copy, which replaces this node's (a differing one from an
+/// older owner is kept first: `divergent`). Returns the local sequence number of the last,
+/// `None` when they were refused.
+pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Option<u64> {
     let mut decoded = Vec::new();
     let mut rest = records;
     while !rest.is_empty() {
@@ -52,6 +54,9 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8]) -> Option<u64> {
     let now = now_ms();
     let mut databases = shard.owner.databases_mut();
     let loaded = shard.database(&mut databases, namespace);
+    if reset && shard.owner.store().is_some() {
+        super::divergent::keep_replaced(&shard.config.data_dir, loaded, logged, &decoded);
+    }
     let mut failure = None;
     for record in decoded {
         // Logged under the owner's epoch, so that this copy's log tells owners apart too

@@ -18,14 +18,16 @@
 //! - `follower`: applying what arrives; this file: the link's messages and the tick.
 
 mod catch_up;
+mod divergent;
 mod follower;
 mod hand_over;
 mod pending;
 pub mod replication;
 pub mod shipper;
+mod sync_set;
 
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tracing::{info, warn};
@@ -35,6 +37,12 @@ use crate::shard::Shard;
 use crate::time::now_ms;
 use replication::Replication;
 use shipper::Event;
+
+/// Writes whose held acknowledgements were given up, server-wide (`sync_set`, `/metrics`).
+pub static WRITES_GIVEN_UP: AtomicU64 = AtomicU64::new(0);
+
+/// Copies of a database replaced while they differed, server-wide (`divergent`).
+pub static DIVERGENT_COPIES: AtomicU64 = AtomicU64::new(0);
 
 /// How often a shard looks at its links, its followers' timeouts and its lag.
 const TICK: Duration = Duration::from_millis(100);
@@ -50,7 +58,7 @@ pub fn on_message(shard: &Shard, message: ReplicaIn) {
             shard: origin,
             seq,
             namespace,
-            reset: _,
+            reset,
             records,
         } => {
             if replication.nodes.owns(&namespace) {
@@ -64,7 +72,7 @@ pub fn on_message(shard: &Shard, message: ReplicaIn) {
                 );
                 return;
             }
-            let appended = follower::apply(shard, &namespace, &records);
+            let appended = follower::apply(shard, &namespace, &records, reset);
             match appended {
                 Some(local) => {
                     replication
@@ -115,6 +123,7 @@ pub async fn run(shard: Rc<Shard>) {
     // The placement last caught up with, and whether copies are left for the next tick.
     let mut placement = None;
     let mut copies_left = false;
+    let mut sets = sync_set::SetState::default();
     loop {
         tick.tick().await;
         let nodes = &replication.nodes;
@@ -125,6 +134,7 @@ pub async fn run(shard: Rc<Shard>) {
                 placement = Some(version);
                 hand_over::check(&shard, replication);
             }
+            sync_set::tick(&shard, replication, &mut sets);
             continue;
         }
         let before = replication.shipper.borrow().position(u64::MAX);
@@ -145,6 +155,7 @@ pub async fn run(shard: Rc<Shard>) {
             copies_left = !catch_up::run(&shard, replication);
             hand_over::check(&shard, replication);
         }
+        sync_set::tick(&shard, replication, &mut sets);
         report(&shard, replication);
         if replication.shipper.borrow().position(u64::MAX) != before {
             release(&shard);
@@ -162,12 +173,21 @@ fn report(shard: &Shard, replication: &Replication) {
         match event {
             Event::Degraded(node, why) => {
                 nodes.lag(node).degradations.fetch_add(1, Ordering::Relaxed);
-                warn!(
-                    shard = shard.index,
-                    follower = &*nodes.id(node),
-                    reason = why.reason(),
-                    "replication degraded: writes are acknowledged without the follower until it has caught up"
-                );
+                if nodes.sync_placement().is_some() {
+                    warn!(
+                        shard = shard.index,
+                        follower = &*nodes.id(node),
+                        reason = why.reason(),
+                        "replication degraded: the follower leaves the sync sets of this shard's databases, then writes are acknowledged without it until it has caught up"
+                    );
+                } else {
+                    warn!(
+                        shard = shard.index,
+                        follower = &*nodes.id(node),
+                        reason = why.reason(),
+                        "replication degraded: writes are acknowledged without the follower until it has caught up"
+                    );
+                }
             }
             Event::CaughtUp(node) => info!(
                 shard = shard.index,

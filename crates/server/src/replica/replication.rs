@@ -3,6 +3,7 @@
 //! for its own log. Below the shard: it takes only the database a record is for.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -41,24 +42,62 @@ pub struct Replication {
     /// The moves asked for (`hearth cluster move`) that this shard started, by database and
     /// epoch: each is tried once.
     moves_tried: RefCell<rustc_hash::FxHashSet<(String, u64)>>,
+    /// Sync-set changes asked of etcd and not answered yet, by database: the members asked
+    /// for (node indexes, this node left out). Records of the database hold for them as for
+    /// members already, so that a node being added has every write acknowledged after it.
+    pub(super) pending_sets: RefCell<rustc_hash::FxHashMap<Rc<str>, Vec<usize>>>,
+    /// Followers on their way into a database's sync set, by database: the node and the
+    /// shard's sequence number when it started. Records after it hold for the node; once it
+    /// has acknowledged everything up to it, it is asked into the set (`sync_set`).
+    pub(super) joining: RefCell<rustc_hash::FxHashMap<Rc<str>, (usize, u64)>>,
+    /// An answer to a sync-set change came in since the tick last looked.
+    pub(super) sets_answered: std::cell::Cell<bool>,
 }
 
 impl Replication {
     pub fn new(nodes: &Arc<Nodes>, shard: usize) -> Replication {
         let count = nodes.count();
+        let mut shipper = Shipper::new(nodes.replication() == ReplicationMode::Sync, count);
+        if nodes.sync_placement().is_some() {
+            shipper = shipper.with_sets();
+        }
         Replication {
             nodes: nodes.clone(),
-            shipper: RefCell::new(Shipper::new(
-                nodes.replication() == ReplicationMode::Sync,
-                count,
-            )),
+            shipper: RefCell::new(shipper),
             pending: RefCell::new(Pending::default()),
             reported: RefCell::new(vec![(0, 0, false); count]),
             shard: shard as u32,
             copied: RefCell::new(vec![0; count]),
             next_copy: std::cell::Cell::new(u64::MAX),
             moves_tried: RefCell::default(),
+            pending_sets: RefCell::default(),
+            joining: RefCell::default(),
+            sets_answered: std::cell::Cell::new(false),
         }
+    }
+
+    /// The nodes a record of `namespace` must reach before it is acknowledged, this node left
+    /// out: the members of its sync set and those being added; `None` without sync sets.
+    /// A database without a set (claimed before sets, or by a node without them) is `None`
+    /// too: its follower holds as without sets, until the owner writes one.
+    pub fn members(&self, namespace: &str) -> Option<Vec<usize>> {
+        let mut members = self.nodes.sync_members(namespace)?;
+        if let Some(adding) = self.pending_sets.borrow().get(namespace) {
+            members.extend(adding.iter().copied());
+        }
+        if let Some((node, _)) = self.joining.borrow().get(namespace) {
+            members.push(*node);
+        }
+        members.sort_unstable();
+        members.dedup();
+        Some(members)
+    }
+
+    /// Whether a record of `namespace` must reach `node` before it is acknowledged: `node`
+    /// is (or is being made) a member of its sync set, or the database has none yet.
+    pub fn is_member(&self, namespace: &str, node: usize) -> bool {
+        self.members(namespace)
+            .is_none_or(|members| members.contains(&node))
     }
 
     /// Ships the record `seq` just appended for `loaded` (its engine already applied it) to
@@ -128,9 +167,88 @@ impl Replication {
         if nodes.replication() == ReplicationMode::Off || !nodes.owns(&loaded.name) {
             return 0;
         }
-        let Some(node) = nodes.follower_node(&loaded.name) else {
-            return 0;
+        // With sync sets, a write's record holds for every member; those it does not reach
+        // keep it back until they leave the set (`Shipper::block`).
+        let follower = nodes.follower_node(&loaded.name);
+        let members = match record {
+            Some((seq, _)) => self.members_joining(&loaded.name, follower, seq),
+            None => None,
         };
+        let (bytes, reached) = match follower {
+            Some(node) => self.send_to(node, loaded, epoch, record, members.as_deref()),
+            None => (0, false),
+        };
+        if let (Some(members), Some((seq, _))) = (members, record) {
+            let mut shipper = self.shipper.borrow_mut();
+            for member in members {
+                if !(reached && Some(member) == follower) {
+                    shipper.block(seq, member, &loaded.name);
+                }
+            }
+            for node in self.entering(&loaded.name) {
+                shipper.wait_for_join(seq, node, &loaded.name);
+            }
+        }
+        bytes
+    }
+
+    /// [`Replication::members`] for record `seq`, after starting the follower's way into
+    /// the set when it is not in it: from this record on, records hold for it and wait for
+    /// its entry (`sync_set`), so that the node that has an acknowledged write may also
+    /// take the database over without waiting for a tick.
+    fn members_joining(
+        &self,
+        namespace: &Rc<str>,
+        follower: Option<usize>,
+        seq: u64,
+    ) -> Option<Vec<usize>> {
+        let mut members = self.members(namespace)?;
+        // Only a follower that keeps up: one that lags joins once it has caught up.
+        let keeps_up = |node: &usize| {
+            self.nodes.link_state(*node).1 && self.shipper.borrow().healthy(*node, namespace)
+        };
+        if let Some(node) = follower.filter(|node| !members.contains(node) && keeps_up(node)) {
+            self.joining
+                .borrow_mut()
+                .insert(namespace.clone(), (node, seq.saturating_sub(1)));
+            members.push(node);
+        }
+        Some(members)
+    }
+
+    /// The nodes on their way into `namespace`'s set and not in etcd's yet.
+    pub fn entering(&self, namespace: &str) -> Vec<usize> {
+        let in_set = self.nodes.sync_members(namespace).unwrap_or_default();
+        let mut nodes: Vec<usize> = self
+            .joining
+            .borrow()
+            .get(namespace)
+            .map(|(node, _)| *node)
+            .into_iter()
+            .chain(
+                self.pending_sets
+                    .borrow()
+                    .get(namespace)
+                    .into_iter()
+                    .flatten()
+                    .copied(),
+            )
+            .filter(|node| !in_set.contains(node))
+            .collect();
+        nodes.dedup();
+        nodes
+    }
+
+    /// Ships to `node`; the bytes shipped, and whether the record went.
+    fn send_to(
+        &self,
+        node: usize,
+        loaded: &Loaded,
+        epoch: u64,
+        record: Option<(u64, RecordRef<'_>)>,
+        members: Option<&[usize]>,
+    ) -> (u64, bool) {
+        let nodes = &self.nodes;
         let link = nodes.link_state(node);
         let decision = match record {
             Some(_) => self.shipper.borrow_mut().prepare(node, link, &loaded.name),
@@ -138,7 +256,7 @@ impl Replication {
             None => Ship::Skip,
         };
         let (seq, holds) = match record {
-            Some((seq, _)) => (seq, true),
+            Some((seq, _)) => (seq, members.is_none_or(|members| members.contains(&node))),
             None => {
                 let label = self.next_copy.get();
                 self.next_copy.set(label - 1);
@@ -146,9 +264,9 @@ impl Replication {
             }
         };
         let (reset, records) = match (decision, record) {
-            (Ship::Skip, _) => return 0,
+            (Ship::Skip, _) => return (0, false),
             (Ship::Record, Some((_, body))) => (false, encode(seq, epoch, &loaded.name, body)),
-            (Ship::Record, None) => return 0,
+            (Ship::Record, None) => return (0, false),
             (Ship::Copy, _) => {
                 self.shipper.borrow_mut().copied(node, &loaded.name);
                 (true, encode_copy(seq, epoch, loaded))
@@ -161,7 +279,7 @@ impl Replication {
                 "a record or copy is too large to ship; the follower keeps no copy of this database"
             );
             self.shipper.borrow_mut().forget(node, &loaded.name);
-            return 0;
+            return (0, false);
         };
         let bytes = records.len() as u64;
         nodes.send_replica(
@@ -178,10 +296,11 @@ impl Replication {
         if reset {
             nodes.lag(node).copies.fetch_add(1, Ordering::Relaxed);
         }
+        let namespace = record.map(|_| &loaded.name);
         self.shipper
             .borrow_mut()
-            .shipped(node, seq, bytes, now_ms(), holds);
-        bytes
+            .shipped(node, seq, bytes, now_ms(), holds, namespace);
+        (bytes, true)
     }
 
     /// The log is durable up to `durable` on this node: the records followed for other

@@ -10,9 +10,20 @@
 //!
 //! The rule the gate follows (`replica::gate_position`): a message tagged with shard sequence
 //! number `s` may leave once every record up to `s` is on this node's disk and, for each
-//! follower with records in flight that hold acknowledgements, `s` is below the first of them.
+//! follower with records in flight that hold acknowledgements, `s` is below the first of them,
+//! and below the first record kept back for a member of its database's sync set.
+//!
+//! With sync sets (an etcd cluster under `--replication sync`, decision 58) a record holds for
+//! each member of its database's set: until that member acknowledges it, or until the set in
+//! etcd no longer names the member ([`Shipper::release_excluded`]). A member that is not sent
+//! the record at all (it is not the follower now, its link is down, it is too far behind)
+//! keeps it back the same way ([`Shipper::block`]). Giving up on a follower (a timeout) never
+//! releases anything by itself: the owner first takes the follower out of the set, so that it
+//! can no longer take the database over without those writes. Without sets (the static
+//! list) a follower given up stops holding at once, as before.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
@@ -58,12 +69,14 @@ impl Degraded {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct InFlight {
     bytes: u64,
     shipped_ms: u64,
     /// Whether acknowledgements to clients wait for it.
     holds: bool,
+    /// The database it is of (a record; a catch-up copy holds nothing and needs none).
+    namespace: Option<Rc<str>>,
 }
 
 #[derive(Debug, Default)]
@@ -86,6 +99,16 @@ pub enum Event {
 pub struct Shipper {
     /// Whether acknowledgements wait for followers (`--replication sync`).
     sync: bool,
+    /// Whether a hold ends only by an acknowledgement or the follower's leaving the sync
+    /// set (an etcd cluster); otherwise a follower given up stops holding at once.
+    sets: bool,
+    /// Records kept back for a member of their database's sync set that was not sent them,
+    /// by (sequence number, member): they wait until it leaves the set.
+    blocked: BTreeMap<(u64, usize), Rc<str>>,
+    /// Records kept back until a follower on its way into their database's set is in it
+    /// (or gives up joining), by (sequence number, follower): so that once a write is
+    /// acknowledged, the follower that has it may also take the database over.
+    joins: BTreeMap<(u64, usize), Rc<str>>,
     followers: Vec<Follower>,
     /// By database: the node whose copy is current (a full copy and every record since went
     /// to it over its link's current connection).
@@ -97,10 +120,19 @@ impl Shipper {
     pub fn new(sync: bool, nodes: usize) -> Shipper {
         Shipper {
             sync,
+            sets: false,
+            blocked: BTreeMap::new(),
+            joins: BTreeMap::new(),
             followers: (0..nodes).map(|_| Follower::default()).collect(),
             copies: FxHashMap::default(),
             events: Vec::new(),
         }
+    }
+
+    /// Holds end only by an acknowledgement or the follower's leaving the sync set.
+    pub fn with_sets(mut self) -> Shipper {
+        self.sets = true;
+        self
     }
 
     /// What to ship to `node` for a record of `namespace`, given its link's `(generation,
@@ -166,22 +198,142 @@ impl Shipper {
         };
         if follower.generation != generation {
             follower.generation = generation;
-            follower.in_flight.clear();
-            follower.bytes = 0;
-            if follower.degraded.take().is_some() {
-                self.events.push(Event::CaughtUp(node));
+            self.lose_in_flight(node);
+            if let Some(follower) = self.followers.get_mut(node) {
+                if follower.degraded.take().is_some() {
+                    self.events.push(Event::CaughtUp(node));
+                }
             }
             self.forget_node(node);
         }
         if !up {
-            if let Some(follower) = self.followers.get_mut(node) {
-                follower.in_flight.clear();
-                follower.bytes = 0;
-            }
+            self.lose_in_flight(node);
             self.forget_node(node);
             self.degrade(node, Degraded::LinkDown);
         }
         up
+    }
+
+    /// What was in flight toward `node` went with its connection: a record that held
+    /// acknowledgements is kept back until the node acknowledges nothing more of it, that is
+    /// until it leaves its database's sync set.
+    fn lose_in_flight(&mut self, node: usize) {
+        let Some(follower) = self.followers.get_mut(node) else {
+            return;
+        };
+        let lost = std::mem::take(&mut follower.in_flight);
+        follower.bytes = 0;
+        if self.sets {
+            for (seq, record) in lost {
+                if let (true, Some(namespace)) = (record.holds, record.namespace) {
+                    self.blocked.insert((seq, node), namespace);
+                }
+            }
+        }
+    }
+
+    /// Record `seq` of `namespace` was not sent to `member`, a member of the database's sync
+    /// set: it is kept back until `member` leaves the set.
+    pub fn block(&mut self, seq: u64, member: usize, namespace: &Rc<str>) {
+        if self.sync && self.sets {
+            self.blocked.insert((seq, member), namespace.clone());
+        }
+    }
+
+    /// Record `seq` of `namespace` waits until `node`, joining its sync set, is in it.
+    pub fn wait_for_join(&mut self, seq: u64, node: usize, namespace: &Rc<str>) {
+        if self.sync && self.sets {
+            self.joins.insert((seq, node), namespace.clone());
+        }
+    }
+
+    /// Records waiting for a join that `waits(namespace, node)` no longer says is under way
+    /// (the node is in the set, or gave up joining) go on. Whether any did.
+    pub fn release_joined(&mut self, waits: impl Fn(&str, usize) -> bool) -> bool {
+        let before = self.joins.len();
+        self.joins
+            .retain(|(_, node), namespace| waits(namespace, *node));
+        self.joins.len() != before
+    }
+
+    /// Whether records wait for a join.
+    pub fn has_joins(&self) -> bool {
+        !self.joins.is_empty()
+    }
+
+    /// The sync sets changed (or a change was given up): holds and blocked records for a
+    /// node that `is_member(namespace, node)` no longer names end. Whether any did.
+    pub fn release_excluded(&mut self, is_member: impl Fn(&str, usize) -> bool) -> bool {
+        let mut released = false;
+        for (node, follower) in self.followers.iter_mut().enumerate() {
+            for record in follower.in_flight.values_mut() {
+                if record.holds
+                    && !record
+                        .namespace
+                        .as_ref()
+                        .is_some_and(|namespace| is_member(namespace, node))
+                {
+                    record.holds = false;
+                    released = true;
+                }
+            }
+        }
+        let before = self.blocked.len();
+        self.blocked
+            .retain(|(_, member), namespace| is_member(namespace, *member));
+        released || self.blocked.len() != before
+    }
+
+    /// The databases with records that hold acknowledgements or are kept back.
+    pub fn held_databases(&self) -> Vec<Rc<str>> {
+        let mut names: Vec<Rc<str>> = self
+            .followers
+            .iter()
+            .flat_map(|follower| follower.in_flight.values())
+            .filter(|record| record.holds)
+            .filter_map(|record| record.namespace.clone())
+            .chain(self.blocked.values().cloned())
+            .chain(self.joins.values().cloned())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// Gives up every hold of `namespace` (this node may no longer acknowledge its writes):
+    /// the sequence numbers whose acknowledgements must never be sent.
+    pub fn abandon(&mut self, namespace: &str) -> Vec<u64> {
+        let mut seqs = Vec::new();
+        for follower in &mut self.followers {
+            for (seq, record) in &mut follower.in_flight {
+                if record.holds && record.namespace.as_deref() == Some(namespace) {
+                    record.holds = false;
+                    seqs.push(*seq);
+                }
+            }
+        }
+        for held in [&mut self.blocked, &mut self.joins] {
+            held.retain(|(seq, _), held| {
+                let keep = &**held != namespace;
+                if !keep {
+                    seqs.push(*seq);
+                }
+                keep
+            });
+        }
+        seqs.sort_unstable();
+        seqs.dedup();
+        seqs
+    }
+
+    /// Whether `node` holds the current copy of `namespace` and keeps up: records of it may
+    /// hold for it.
+    pub fn healthy(&self, node: usize, namespace: &str) -> bool {
+        self.has_copy(node, namespace)
+            && self
+                .followers
+                .get(node)
+                .is_some_and(|follower| follower.degraded.is_none())
     }
 
     /// A full copy of `namespace` goes to `node`: its records follow as they are.
@@ -199,13 +351,22 @@ impl Shipper {
     }
 
     /// Records were shipped to `node` as `seq`, `bytes` long, at `now_ms`. `holds`: whether
-    /// acknowledgements wait for it (a write's record; not an eager copy).
-    pub fn shipped(&mut self, node: usize, seq: u64, bytes: u64, now_ms: u64, holds: bool) {
-        let sync = self.sync;
+    /// acknowledgements wait for it (a write's record to a member of its sync set, or to the
+    /// follower without sets; not an eager copy). `namespace`: the database of a record.
+    pub fn shipped(
+        &mut self,
+        node: usize,
+        seq: u64,
+        bytes: u64,
+        now_ms: u64,
+        holds: bool,
+        namespace: Option<&Rc<str>>,
+    ) {
+        let (sync, sets) = (self.sync, self.sets);
         let Some(follower) = self.followers.get_mut(node) else {
             return;
         };
-        let holds = holds && sync && follower.degraded.is_none();
+        let holds = holds && sync && (sets || follower.degraded.is_none());
         follower.bytes += bytes;
         follower.in_flight.insert(
             seq,
@@ -213,6 +374,7 @@ impl Shipper {
                 bytes,
                 shipped_ms: now_ms,
                 holds,
+                namespace: namespace.cloned(),
             },
         );
     }
@@ -255,6 +417,11 @@ impl Shipper {
     /// position.
     pub fn position(&self, local_durable: u64) -> u64 {
         let mut position = local_durable;
+        for held in [&self.blocked, &self.joins] {
+            if let Some(((seq, _), _)) = held.first_key_value() {
+                position = position.min(seq - 1);
+            }
+        }
         for follower in &self.followers {
             if let Some((seq, _)) = follower.in_flight.iter().find(|(_, record)| record.holds) {
                 position = position.min(seq - 1);
@@ -280,11 +447,14 @@ impl Shipper {
     }
 
     fn degrade(&mut self, node: usize, why: Degraded) {
+        let sets = self.sets;
         let Some(follower) = self.followers.get_mut(node) else {
             return;
         };
-        for record in follower.in_flight.values_mut() {
-            record.holds = false;
+        if !sets {
+            for record in follower.in_flight.values_mut() {
+                record.holds = false;
+            }
         }
         if follower.degraded.is_none() {
             follower.degraded = Some(why);
@@ -303,11 +473,11 @@ mod tests {
     fn acknowledgements_wait_for_the_first_unacknowledged_record() {
         let mut shipper = Shipper::new(true, 3);
         assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy);
-        shipper.shipped(1, 5, 100, 0, true);
+        shipper.shipped(1, 5, 100, 0, true, None);
         assert_eq!(shipper.prepare(1, UP, "a"), Ship::Record);
-        shipper.shipped(1, 6, 10, 0, true);
+        shipper.shipped(1, 6, 10, 0, true, None);
         assert_eq!(shipper.prepare(2, UP, "b"), Ship::Copy);
-        shipper.shipped(2, 7, 10, 0, true);
+        shipper.shipped(2, 7, 10, 0, true, None);
         assert_eq!(shipper.position(9), 4);
         // Acknowledged out of order: the position moves only past the first.
         shipper.acknowledged(1, &[6]);
@@ -324,7 +494,7 @@ mod tests {
     fn asynchronous_replication_never_holds() {
         let mut shipper = Shipper::new(false, 2);
         assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy);
-        shipper.shipped(1, 5, 100, 0, true);
+        shipper.shipped(1, 5, 100, 0, true, None);
         assert_eq!(shipper.position(9), 9);
         assert_eq!(shipper.lag(1), (1, 100, false));
     }
@@ -333,7 +503,7 @@ mod tests {
     fn a_lost_link_stops_the_wait_and_a_new_one_starts_with_copies() {
         let mut shipper = Shipper::new(true, 2);
         assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy);
-        shipper.shipped(1, 5, 100, 0, true);
+        shipper.shipped(1, 5, 100, 0, true, None);
         assert_eq!(shipper.position(9), 4);
         assert_eq!(shipper.prepare(1, (1, false), "a"), Ship::Skip);
         assert_eq!(shipper.position(9), 9);
@@ -345,7 +515,7 @@ mod tests {
         shipper.acknowledged(1, &[5]);
         assert_eq!(shipper.prepare(1, (2, true), "a"), Ship::Copy);
         assert_eq!(shipper.take_events(), vec![Event::CaughtUp(1)]);
-        shipper.shipped(1, 8, 100, 0, true);
+        shipper.shipped(1, 8, 100, 0, true, None);
         assert_eq!(shipper.position(9), 7, "waits again");
     }
 
@@ -353,14 +523,14 @@ mod tests {
     fn a_silent_follower_is_waited_for_a_bounded_time() {
         let mut shipper = Shipper::new(true, 2);
         shipper.prepare(1, UP, "a");
-        shipper.shipped(1, 5, 100, 1_000, true);
+        shipper.shipped(1, 5, 100, 1_000, true, None);
         shipper.check_timeouts(1_000 + ACK_TIMEOUT_MS);
         assert_eq!(shipper.position(9), 4);
         shipper.check_timeouts(1_001 + ACK_TIMEOUT_MS);
         assert_eq!(shipper.position(9), 9);
         // Until it has caught up, new records do not hold either.
         assert_eq!(shipper.prepare(1, UP, "a"), Ship::Record);
-        shipper.shipped(1, 10, 100, 5_000, true);
+        shipper.shipped(1, 10, 100, 5_000, true, None);
         assert_eq!(shipper.position(12), 12);
         shipper.acknowledged(1, &[5, 10]);
         assert_eq!(
@@ -368,7 +538,7 @@ mod tests {
             vec![Event::Degraded(1, Degraded::AckTimeout), Event::CaughtUp(1)]
         );
         shipper.prepare(1, UP, "a");
-        shipper.shipped(1, 13, 100, 6_000, true);
+        shipper.shipped(1, 13, 100, 6_000, true, None);
         assert_eq!(shipper.position(14), 12);
     }
 
@@ -377,7 +547,7 @@ mod tests {
         let mut shipper = Shipper::new(true, 2);
         assert!(shipper.follow_link(1, UP));
         shipper.copied(1, "a");
-        shipper.shipped(1, u64::MAX, 500, 0, false);
+        shipper.shipped(1, u64::MAX, 500, 0, false, None);
         assert_eq!(shipper.position(9), 9);
         assert_eq!(shipper.lag(1), (1, 500, false));
         assert_eq!(shipper.prepare(1, UP, "a"), Ship::Record);
@@ -389,7 +559,7 @@ mod tests {
     fn a_follower_too_far_behind_gets_nothing_more_until_it_catches_up() {
         let mut shipper = Shipper::new(true, 2);
         shipper.prepare(1, UP, "a");
-        shipper.shipped(1, 5, MAX_IN_FLIGHT_BYTES + 1, 0, true);
+        shipper.shipped(1, 5, MAX_IN_FLIGHT_BYTES + 1, 0, true, None);
         assert_eq!(shipper.prepare(1, UP, "a"), Ship::Skip);
         assert_eq!(shipper.position(9), 9);
         shipper.acknowledged(1, &[5]);
@@ -401,14 +571,14 @@ mod tests {
         let mut shipper = Shipper::new(true, 2);
         assert!(!shipper.caught_up(1, "a", 5), "no copy yet");
         assert_eq!(shipper.prepare(1, UP, "a"), Ship::Copy);
-        shipper.shipped(1, 5, 10, 0, true);
-        shipper.shipped(1, 7, 10, 0, true);
+        shipper.shipped(1, 5, 10, 0, true, None);
+        shipper.shipped(1, 7, 10, 0, true, None);
         assert!(!shipper.caught_up(1, "a", 5));
         shipper.acknowledged(1, &[5]);
         assert!(shipper.caught_up(1, "a", 5), "record 7 comes after");
         assert!(!shipper.caught_up(1, "a", 7));
         // A copy made without a write, in flight: not caught up whatever the position.
-        shipper.shipped(1, u64::MAX, 10, 0, false);
+        shipper.shipped(1, u64::MAX, 10, 0, false, None);
         shipper.acknowledged(1, &[7]);
         assert!(!shipper.caught_up(1, "a", 7));
         shipper.acknowledged(1, &[u64::MAX]);
@@ -439,5 +609,94 @@ mod tests {
             "a new connection"
         );
         assert!(shipper.has_copy(2, "b"));
+    }
+}
+
+#[cfg(test)]
+mod set_tests {
+    use super::*;
+
+    const UP: (u64, bool) = (1, true);
+
+    fn name(text: &str) -> Rc<str> {
+        Rc::from(text)
+    }
+
+    #[test]
+    fn a_timeout_releases_nothing_until_the_follower_leaves_the_set() {
+        let a = name("a");
+        let mut shipper = Shipper::new(true, 2).with_sets();
+        shipper.prepare(1, UP, "a");
+        shipper.shipped(1, 5, 100, 1_000, true, Some(&a));
+        shipper.check_timeouts(1_001 + ACK_TIMEOUT_MS);
+        assert_eq!(
+            shipper.take_events(),
+            vec![Event::Degraded(1, Degraded::AckTimeout)]
+        );
+        assert_eq!(shipper.position(9), 4, "given up, yet still held");
+        assert_eq!(shipper.held_databases(), vec![a.clone()]);
+        // etcd still names it: nothing changes.
+        assert!(!shipper.release_excluded(|_, _| true));
+        assert_eq!(shipper.position(9), 4);
+        // Out of the set: released.
+        assert!(shipper.release_excluded(|_, _| false));
+        assert_eq!(shipper.position(9), 9);
+        assert!(shipper.held_databases().is_empty());
+    }
+
+    #[test]
+    fn a_lost_link_keeps_its_held_records_back_until_the_member_leaves() {
+        let a = name("a");
+        let mut shipper = Shipper::new(true, 2).with_sets();
+        shipper.prepare(1, UP, "a");
+        shipper.shipped(1, 5, 100, 0, true, Some(&a));
+        shipper.shipped(1, 6, 100, 0, false, Some(&a));
+        assert_eq!(shipper.prepare(1, (1, false), "a"), Ship::Skip);
+        assert_eq!(shipper.position(9), 4, "record 5 never reached the member");
+        // A new connection changes nothing for what the old one lost.
+        assert_eq!(shipper.prepare(1, (2, true), "a"), Ship::Copy);
+        assert_eq!(shipper.position(9), 4);
+        assert!(shipper.release_excluded(|_, node| node != 1));
+        assert_eq!(shipper.position(9), 9);
+    }
+
+    #[test]
+    fn a_record_kept_from_a_member_waits_and_can_be_abandoned() {
+        let (a, b) = (name("a"), name("b"));
+        let mut shipper = Shipper::new(true, 3).with_sets();
+        shipper.block(7, 2, &a);
+        shipper.prepare(1, UP, "b");
+        shipper.shipped(1, 8, 10, 0, true, Some(&b));
+        assert_eq!(shipper.position(9), 6);
+        assert_eq!(shipper.held_databases(), vec![a.clone(), b.clone()]);
+        assert_eq!(shipper.abandon("a"), vec![7]);
+        assert_eq!(shipper.position(9), 7, "b's record still waits for node 1");
+        shipper.acknowledged(1, &[8]);
+        assert_eq!(shipper.position(9), 9);
+    }
+
+    #[test]
+    fn without_sets_a_given_up_follower_stops_holding_at_once() {
+        let a = name("a");
+        let mut shipper = Shipper::new(true, 2);
+        shipper.prepare(1, UP, "a");
+        shipper.shipped(1, 5, 100, 1_000, true, Some(&a));
+        shipper.block(6, 1, &a);
+        shipper.check_timeouts(1_001 + ACK_TIMEOUT_MS);
+        assert_eq!(shipper.position(9), 9);
+    }
+
+    #[test]
+    fn a_healthy_member_has_the_current_copy_and_keeps_up() {
+        let a = name("a");
+        let mut shipper = Shipper::new(true, 2).with_sets();
+        assert!(!shipper.healthy(1, "a"));
+        shipper.prepare(1, UP, "a");
+        assert!(shipper.healthy(1, "a"));
+        shipper.shipped(1, 5, 100, 0, true, Some(&a));
+        shipper.check_timeouts(1 + ACK_TIMEOUT_MS);
+        assert!(!shipper.healthy(1, "a"));
+        shipper.acknowledged(1, &[5]);
+        assert!(shipper.healthy(1, "a"));
     }
 }

@@ -145,6 +145,13 @@ pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
             }
             // On this node's disk; with `--replication sync`, on the follower's too.
             shard.owner.gate().reached(seq).await;
+            if shard.owner.gate().was_abandoned(seq) {
+                return RestResponse::error(
+                    503,
+                    "unavailable: this node lost its claim on the database before the write \
+                     reached a copy that may take over; it may or may not have been applied",
+                );
+            }
         }
     }
     if let Some(late) = late {

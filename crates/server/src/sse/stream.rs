@@ -175,6 +175,15 @@ impl StreamHandle {
         }
     }
 
+    /// Drops the events that depend on a write from `first` on, which replication gave up
+    /// (`HeldQueue::discard_from`); whether any was dropped.
+    pub fn discard_from(&self, first: u64) -> bool {
+        let queued = self.queue.bytes();
+        let dropped = self.queue.discard_from(first);
+        self.give_back(queued - self.queue.bytes());
+        dropped
+    }
+
     /// Drops the events that wait for writes that will never be durable (the log failed).
     pub fn discard_held(&self) {
         let queued = self.queue.bytes();

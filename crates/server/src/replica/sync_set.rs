@@ -1,0 +1,306 @@
+//! Keeping each database's sync set in etcd true (decision 58), the owner's side: a
+//! database's set names the nodes that hold every write of it acknowledged so far, and only
+//! they may claim it next (`hearth_cluster`'s claim checks it). The replication tick:
+//!
+//! - **reconciles** each database this shard owns by its own claim: its set should be this
+//!   node and its follower, when the follower keeps up (it holds the current copy, its link
+//!   is up and it is not given up). A follower that is not a member yet is added once it has
+//!   acknowledged every record of the database; from the moment that is asked, the
+//!   database's records hold for it as for a member. A member that falls behind, loses its
+//!   link or stops being the follower is taken out, in a transaction that holds only while
+//!   this node's claim does: only then are the writes it lacks acknowledged without it;
+//! - **releases** the holds the sets no longer justify once etcd's answer is in the view;
+//! - **gives up** the holds of a database this node may no longer acknowledge (the fence
+//!   refuses its writes: the lease is not confirmed, or the claim is another node's): those
+//!   writes are never acknowledged. The messages that depend on them are dropped, and the
+//!   database's sessions close once the rest has left, so that their SDKs reconnect and send
+//!   their writes again, to the database's next owner;
+//! - **closes the sessions stranded** on a database this node no longer serves.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use hearth_cluster::MemberChange;
+use rustc_hash::FxHashSet;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::{info, warn};
+
+use crate::close::{CloseReason, OWNER_MOVED_CLOSE};
+use crate::owner::outbound::ConnHandle;
+use crate::replica::replication::Replication;
+use crate::shard::Shard;
+
+/// Why a session of a database whose held writes were given up is closed.
+pub const GIVEN_UP_CLOSE: &str = "this node lost its claim on the database before its writes \
+     reached a copy that may take over; writes not acknowledged may or may not have been \
+     applied, and the SDK sends them again to the next owner";
+
+/// The most sync-set changes asked of etcd in one tick.
+const CHANGES_PER_TICK: usize = 256;
+
+/// What the tick keeps between its turns.
+#[derive(Default)]
+pub struct SetState {
+    /// The view version the holds were last checked against.
+    checked_version: Option<u64>,
+    /// Sessions to close once their replies have left (held writes given up).
+    closing: Vec<(Rc<ConnHandle>, u64)>,
+}
+
+/// One turn: reconcile, release, give up, close.
+pub fn tick(shard: &Rc<Shard>, replication: &Replication, state: &mut SetState) {
+    let Some(placement) = replication.nodes.sync_placement() else {
+        close_stranded(shard, &mut state.closing);
+        return;
+    };
+    let version = placement.view().version;
+    let answered = replication.sets_answered.replace(false);
+    if answered || state.checked_version != Some(version) {
+        state.checked_version = Some(version);
+        let released = replication
+            .shipper
+            .borrow_mut()
+            .release_excluded(|namespace, node| replication.is_member(namespace, node));
+        if released {
+            super::release(shard);
+        }
+    }
+    reconcile(shard, replication);
+    let joined = {
+        let mut shipper = replication.shipper.borrow_mut();
+        shipper.has_joins()
+            && shipper
+                .release_joined(|namespace, node| replication.entering(namespace).contains(&node))
+    };
+    if joined {
+        super::release(shard);
+    }
+    give_up(shard, replication, &mut state.closing);
+    close_stranded(shard, &mut state.closing);
+}
+
+/// Asks etcd for the sets that differ from what this shard's databases should have.
+fn reconcile(shard: &Rc<Shard>, replication: &Replication) {
+    let nodes = &replication.nodes;
+    let Some(placement) = nodes.sync_placement() else {
+        return;
+    };
+    let view = placement.view();
+    let me = placement.node_id();
+    let mut changes = Vec::new();
+    let mut adding = Vec::new();
+    {
+        let pending = replication.pending_sets.borrow();
+        let mut joining = replication.joining.borrow_mut();
+        let databases = shard.owner.databases();
+        let shipper = replication.shipper.borrow();
+        for (namespace, claim) in &view.claims {
+            if *claim.node_id != *me
+                || pending.contains_key(namespace.as_str())
+                || shard.owner_of(namespace) != shard.index
+            {
+                continue;
+            }
+            let current = view.sync.get(namespace);
+            let last = databases
+                .get(namespace)
+                .map_or(0, |loaded| loaded.seq.get());
+            let keeps_up =
+                |node: usize| nodes.link_state(node).1 && shipper.healthy(node, namespace);
+            let is_member = |node: usize| current.is_some_and(|set| set.has(&nodes.id(node)));
+            let follower = nodes
+                .follower_node(namespace)
+                .filter(|node| keeps_up(*node));
+            // A newcomer joins in two steps: the records from now on hold for it, and once
+            // it has acknowledged everything before them, it is asked into the set.
+            let joined = match (follower, joining.get(namespace.as_str()).copied()) {
+                (Some(node), _) if is_member(node) => {
+                    joining.remove(namespace.as_str());
+                    Some(node)
+                }
+                (Some(node), Some((candidate, since))) if candidate == node => {
+                    shipper.caught_up(node, namespace, since).then_some(node)
+                }
+                (Some(node), _) => {
+                    joining.insert(Rc::from(namespace.as_str()), (node, last));
+                    shipper.caught_up(node, namespace, last).then_some(node)
+                }
+                (None, _) => {
+                    // The follower does not keep up: it does not join (the records that
+                    // waited for it go on, `tick`).
+                    joining.remove(namespace.as_str());
+                    None
+                }
+            };
+            let mut members = vec![me.to_owned()];
+            members.extend(joined.map(|node| nodes.id(node).to_string()));
+            let same = current.is_some_and(|set| {
+                set.members.len() == members.len() && members.iter().all(|member| set.has(member))
+            });
+            if same {
+                continue;
+            }
+            let added: Vec<usize> = joined
+                .filter(|node| !is_member(*node))
+                .into_iter()
+                .collect();
+            adding.push((Rc::<str>::from(namespace.as_str()), added));
+            changes.push(MemberChange {
+                namespace: namespace.clone(),
+                epoch: claim.epoch,
+                members,
+            });
+            if changes.len() == CHANGES_PER_TICK {
+                break;
+            }
+        }
+    }
+    if changes.is_empty() {
+        return;
+    }
+    {
+        let mut pending = replication.pending_sets.borrow_mut();
+        let mut joining = replication.joining.borrow_mut();
+        for (namespace, added) in adding {
+            joining.remove(&namespace);
+            pending.insert(namespace, added);
+        }
+    }
+    let names: Vec<String> = changes.iter().map(|c| c.namespace.clone()).collect();
+    let answer = placement.set_members(changes);
+    let shard = shard.clone();
+    tokio::task::spawn_local(async move {
+        let result = answer
+            .await
+            .unwrap_or_else(|_| Err("the cluster thread has stopped".to_owned()));
+        if let Err(why) = result {
+            warn!(
+                why,
+                databases = names.len(),
+                "changing sync sets in etcd; tried again"
+            );
+        }
+        if let Some(replication) = &shard.replication {
+            let mut pending = replication.pending_sets.borrow_mut();
+            for name in &names {
+                pending.remove(name.as_str());
+            }
+            replication.sets_answered.set(true);
+        }
+    });
+}
+
+/// Gives up the holds of databases whose writes this node may no longer acknowledge.
+fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
+    let Some(placement) = replication.nodes.sync_placement() else {
+        return;
+    };
+    let held = replication.shipper.borrow().held_databases();
+    let mut given_up = false;
+    for namespace in held {
+        let Some(refusal) = placement.write_refusal(&namespace) else {
+            continue;
+        };
+        let seqs = replication.shipper.borrow_mut().abandon(&namespace);
+        let Some(&first) = seqs.first() else {
+            continue;
+        };
+        given_up = true;
+        shard.owner.gate().abandon(&seqs);
+        roll_back(shard, &namespace, first);
+        super::WRITES_GIVEN_UP.fetch_add(seqs.len() as u64, Ordering::Relaxed);
+        warn!(
+            namespace = &*namespace,
+            writes = seqs.len(),
+            why = refusal,
+            "writes given up: they reached no copy that may take the database over before \
+             this node lost the right to acknowledge them; their clients are disconnected \
+             and send them again"
+        );
+        for session in shard.owner.all_sessions() {
+            if *session.namespace == *namespace {
+                session.discard_from(first);
+                closing.push((session, crate::time::now_ms()));
+            }
+        }
+        for stream in shard.owner.all_streams() {
+            if *stream.namespace == *namespace {
+                stream.discard_from(first);
+                stream.close();
+            }
+        }
+    }
+    if given_up {
+        super::release(shard);
+    }
+}
+
+/// Takes `namespace` back to its state before its writes from `first` on, which were given
+/// up: no read may see them (its log keeps them; a copy from the next owner replaces them,
+/// `divergent`).
+fn roll_back(shard: &Shard, namespace: &str, first: u64) {
+    if let Some(store) = shard.owner.store() {
+        store.forget_from(namespace, first);
+    }
+    let now = crate::time::now_ms();
+    let mut databases = shard.owner.databases_mut();
+    if let Some(loaded) = databases.get_mut(namespace) {
+        let rules = loaded.roll_back(first.saturating_sub(1));
+        shard.apply_rules(loaded, rules, now);
+    }
+}
+
+/// The longest a session whose writes were given up waits for its other replies to leave
+/// before it is closed anyway.
+const CLOSE_AFTER_MS: u64 = 2_000;
+
+/// Closes the sessions waiting for it, and those of databases this node no longer serves:
+/// a client must not stay on a node that refuses its writes for good.
+fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
+    let now = crate::time::now_ms();
+    closing.retain(|(session, since)| {
+        let done = session.replies_sent() || now.saturating_sub(*since) > CLOSE_AFTER_MS;
+        if done {
+            session.close(CloseReason::new(CloseCode::Again, GIVEN_UP_CLOSE));
+        }
+        !done
+    });
+    let Some(nodes) = &shard.nodes else {
+        return;
+    };
+    let lease_gone = nodes
+        .sync_placement()
+        .or(shard.config.cluster.as_ref())
+        .is_some_and(|placement| placement.lease_expired());
+    let mut moved: FxHashSet<String> = FxHashSet::default();
+    let mut served: FxHashSet<String> = FxHashSet::default();
+    let mut closed = 0usize;
+    for session in shard.owner.all_sessions() {
+        if session.is_closing() {
+            continue;
+        }
+        let namespace = &session.namespace;
+        if served.contains(namespace) {
+            continue;
+        }
+        if !moved.contains(namespace) {
+            if !lease_gone && nodes.owns(namespace) {
+                served.insert(namespace.clone());
+                continue;
+            }
+            moved.insert(namespace.clone());
+        }
+        session.close(CloseReason::new(CloseCode::Again, OWNER_MOVED_CLOSE));
+        closed += 1;
+    }
+    if closed > 0 {
+        info!(
+            shard = shard.index,
+            sessions = closed,
+            databases = moved.len(),
+            lease_gone,
+            "sessions of databases this node no longer serves closed: their clients reconnect \
+             to the owner"
+        );
+    }
+}
