@@ -26,6 +26,7 @@ const { values: opt } = parseArgs({
     results: { type: 'string' },
     checker: { type: 'string' },
     etcd: { type: 'string', default: '/usr/bin/etcd' },
+    lease: { type: 'string', default: '5' },
   },
 });
 
@@ -33,7 +34,9 @@ const SEED = Number.parseInt(opt.seed, 10) >>> 0;
 const HEARTH = opt.hearth;
 const WORK = opt.work;
 const RESULTS = opt.results;
-const LEASE_SECS = 5;
+// The nodes' etcd lease (--cluster-lease-ttl-secs): 5 s as docs/cluster.md starts a cluster,
+// 2 s (the shortest) puts the fence before the 2 s wait for a silent follower.
+const LEASE_SECS = Number.parseInt(opt.lease, 10);
 const IDS = ['n1', 'n2', 'n3'];
 const ETCD_HOST = '127.0.0.100';
 const ETCD_URL = `http://${ETCD_HOST}:2379`;
@@ -561,6 +564,19 @@ async function main() {
   try { finalStatus = await status(); } catch (e) { warnings.push(`status before stopping: ${e.message}`); }
   summary.finalStatus = finalStatus;
   for (const id of IDS) await stopNode(id, 'SIGKILL');
+  // Divergence is never silent: a node that gave up writes (never acknowledged) keeps them
+  // under its data dir's divergent/ folder.
+  summary.divergent = {};
+  for (const id of IDS) {
+    const logText = fs.readFileSync(path.join(RESULTS, `${id}.log`), 'utf8');
+    const gaveUp = [...logText.matchAll(/writes given up.*?namespace="?([\w.-]+)"?/g)].map((m) => m[1]);
+    let kept = [];
+    try { kept = fs.readdirSync(path.join(nodes[id].dataDir, 'divergent')); } catch { /* none */ }
+    summary.divergent[id] = { gaveUp: [...new Set(gaveUp)], kept };
+    for (const ns of new Set(gaveUp)) {
+      if (!kept.some((f) => f.startsWith(`${ns}.`))) violations.push(`${id} gave up writes of ${ns} but kept no divergent copy of it`);
+    }
+  }
   summary.replicas = {};
   for (const ns of dbs) {
     const d = finalStatus?.databases?.find((x) => x.namespace === ns);
@@ -662,6 +678,12 @@ async function main() {
     flush();
   }
   summary.strandedClients = stranded.filter((s) => s.to - s.from >= 2000).sort((a, b) => (b.to - b.from) - (a.to - a.from));
+  // A node that lost a database closes its clients' sessions so that they reconnect to the
+  // owner: refusals "owned by" for longer than a lease (and a reconnect) strand a client.
+  const strandLimit = LEASE_SECS * 1000 + 3000;
+  for (const s of summary.strandedClients.filter((x) => x.to - x.from > strandLimit)) {
+    violations.push(`client ${s.client} stranded on ${s.node} (${s.db}): refused "owned by" ${s.refusals} times over ${((s.to - s.from) / 1000).toFixed(1)} s (${s.fault})`);
+  }
 
   summary.faults = faults.map((f) => ({ ...f, availability: f.skipped ? null : availability(f) }));
   summary.violations = violations;

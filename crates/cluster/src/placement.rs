@@ -413,6 +413,45 @@ impl Placement {
         }
     }
 
+    /// `None` when this node may answer reads of `namespace` from its copy: it holds the
+    /// claim under a lease confirmed within [`Placement::write_window`] (no other node can
+    /// have taken the database over and acknowledged a write since), or nobody holds it and
+    /// placement gives it to this node, which may claim it (its copy then has every
+    /// acknowledged write). Otherwise why not: another node may hold newer data.
+    pub fn read_refusal(&self, namespace: &str) -> Option<String> {
+        let view = self.shared.view.load();
+        let me = &*self.shared.node_id;
+        let valid = view
+            .lease
+            .as_ref()
+            .is_some_and(|lease| lease.valid(Instant::now(), self.write_window()));
+        match view.claims.get(namespace) {
+            Some(claim) if &*claim.node_id == me => {
+                let held = valid && view.lease.as_ref().is_some_and(|l| l.id == claim.lease);
+                (!held).then(|| {
+                    format!(
+                        "reads are refused: node {me} cannot confirm its claim on the database \
+                         with etcd, and another node may hold newer data; retry"
+                    )
+                })
+            }
+            Some(claim) => Some(format!(
+                "reads are refused here: the database is owned by node {}",
+                claim.node_id
+            )),
+            None if valid
+                && view.placed_on(namespace) == Some(me)
+                && view.may_claim(namespace, me) =>
+            {
+                None
+            }
+            None => Some(
+                "reads are refused here: this node may lack acknowledged writes of the database"
+                    .to_owned(),
+            ),
+        }
+    }
+
     /// True while a write to `namespace` here waits only for this node's claim: nobody holds
     /// the database, placement gives it to this node, and this node's lease is valid. A
     /// request then waits for the claim ([`Placement::claim_settled`]) rather than being

@@ -25,7 +25,7 @@ mod http_forward;
 pub mod http_unsent;
 mod intake;
 mod rehome;
-mod reply_scan;
+pub(crate) mod reply_scan;
 pub mod request_body;
 pub mod side;
 pub mod socket;

@@ -274,6 +274,14 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
         },
         ClientRequest::Data(request) => {
             let kind = RequestKind::of(&request);
+            if let Some(reply) = refuse_read(shard, handle, request_id, &request) {
+                counters.request(kind, Outcome::Denied);
+                match reply {
+                    Some(reply) => handle.send_text(reply),
+                    None => handle.refuse_reads(),
+                }
+                return;
+            }
             let mut effects = Effects::new();
             let reply = {
                 let mut databases = shard.owner.databases_mut();
@@ -301,6 +309,30 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
         }
     };
     handle.send_text(reply);
+}
+
+/// A read this node may not answer from its copy (`Placement::read_refusal`: it cannot
+/// confirm its claim, or another node may hold newer data): a get is answered
+/// `unavailable`; a listen is not answered, and the session closes once its other replies
+/// have left (`replica::sync_set`), so that the SDK listens again where the database is.
+/// `None` for anything else.
+fn refuse_read(
+    shard: &Shard,
+    handle: &ConnHandle,
+    request_id: u64,
+    request: &hearth_sync::Request,
+) -> Option<Option<String>> {
+    let is_get = match request {
+        hearth_sync::Request::Get { .. } => true,
+        hearth_sync::Request::Listen { .. } => false,
+        _ => return None,
+    };
+    let reason = shard
+        .config
+        .cluster
+        .as_ref()?
+        .read_refusal(&handle.namespace)?;
+    Some(is_get.then(|| encode_reply_status(request_id, "unavailable", &reason)))
 }
 
 /// The connection's credential expired: the client is told (`ac`), and from now on it is

@@ -49,6 +49,9 @@ pub struct ConnHandle {
     stopped: Cell<bool>,
     /// When the connection's credential expires (seconds since the epoch), as the owner set it.
     auth_expires_at: Cell<Option<u64>>,
+    /// A read was refused (`owner::dispatch::refuse_read`): the session is to close once its
+    /// replies have left.
+    refused_reads: Cell<bool>,
     /// While one of the connection's messages from another core waits to be finished (for
     /// its database's claim, or its decoding off the thread: `owner::intake`), the batches
     /// that arrive after it, to be handled after it in order. `None` while nothing waits.
@@ -72,8 +75,19 @@ impl ConnHandle {
             closing: Cell::new(false),
             stopped: Cell::new(false),
             auth_expires_at: Cell::new(None),
+            refused_reads: Cell::new(false),
             held_batches: RefCell::new(None),
         }
+    }
+
+    /// Marks the session to be closed: a listen was left unanswered.
+    pub fn refuse_reads(&self) {
+        self.refused_reads.set(true);
+    }
+
+    /// Whether a read of the session was refused.
+    pub fn reads_refused(&self) -> bool {
+        self.refused_reads.get()
     }
 
     /// Keeps `batch` for later if a message of the connection waits (see
@@ -160,10 +174,29 @@ impl ConnHandle {
         self.queue.discard_held();
     }
 
-    /// Drops the messages that depend on a write from `first` on, which will never be
-    /// acknowledged (`HeldQueue::discard_from`); whether any was dropped.
-    pub fn discard_from(&self, first: u64) -> bool {
-        self.queue.discard_from(first)
+    /// The messages that depend on a write from `first` on, which will never be
+    /// acknowledged (`replica::sync_set`): the acknowledgement of a write becomes an
+    /// `unavailable` reply that says it may or may not have been applied (so that the SDK
+    /// does not send it again, as it would after a lost connection, to be refused there
+    /// while this attempt survives on a copy), and everything else is dropped (pushes and
+    /// answers that show the writes). Whether anything changed.
+    pub fn give_up_from(&self, first: u64) -> bool {
+        self.queue.replace_from(first, |frames| {
+            let crate::edge::reply_scan::FromOwner::Reply { request, status } =
+                crate::edge::reply_scan::read(frames)
+            else {
+                return None;
+            };
+            // A write's acknowledgement is `ok` with an empty text (`ReplyData::EmptyText`).
+            let write_ack = status == "ok" && frames.ends_with(br#","d":""}}}"#);
+            write_ack.then(|| {
+                encode_frames(hearth_wire::encode_reply_status(
+                    request,
+                    "unavailable",
+                    GIVEN_UP_REPLY,
+                ))
+            })
+        })
     }
 
     /// Asks the connection's edge to close it.
@@ -267,6 +300,10 @@ impl ConnHandle {
         }
     }
 }
+
+/// What a client is told of a write whose acknowledgement was given up.
+pub const GIVEN_UP_REPLY: &str = "this node lost the right to acknowledge the write before it \
+     reached a copy that may take the database over; it may or may not have been applied";
 
 /// One message as the bytes of its WebSocket frames: one text frame, or a count frame and
 /// its chunks. Server frames are not masked, so the bytes are the same for every listener.
@@ -515,6 +552,32 @@ mod tests {
             texts(&recorder.written.borrow()),
             vec!["before", "after the write", "and another"]
         );
+    }
+
+    #[test]
+    fn a_given_up_write_is_answered_unavailable_and_what_shows_it_is_dropped() {
+        let recorder = Recorder::new(1 << 20);
+        let tagger = strict_tagger();
+        let handle = handle(tagger.clone(), &recorder);
+        tagger.database_seq.set(2);
+        handle.send_text(r#"{"t":"d","d":{"r":4,"b":{"s":"ok","d":""}}}"#.into());
+        tagger.database_seq.set(3);
+        handle.send_text(r#"{"t":"d","d":{"b":{"p":"a","d":1},"a":"d"}}"#.into());
+        handle.send_text(r#"{"t":"d","d":{"r":5,"b":{"s":"ok","d":""}}}"#.into());
+        handle.send_text(r#"{"t":"d","d":{"r":6,"b":{"s":"ok","d":{"a":1}}}}"#.into());
+        // Record 2 reached a copy that may take over; 3 did not and is given up.
+        assert!(handle.give_up_from(3));
+        tagger.gate.advance(3);
+        handle.wake_after_disk();
+        let sent = texts(&recorder.written.borrow());
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        assert_eq!(sent[0], r#"{"t":"d","d":{"r":4,"b":{"s":"ok","d":""}}}"#);
+        let reply: serde_json::Value = serde_json::from_str(&sent[1]).expect("json");
+        assert_eq!(reply["d"]["r"], 5);
+        assert_eq!(reply["d"]["b"]["s"], "unavailable");
+        assert!(reply["d"]["b"]["d"]
+            .as_str()
+            .is_some_and(|text| text.contains("may or may not have been applied")));
     }
 
     #[test]

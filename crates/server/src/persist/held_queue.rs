@@ -121,12 +121,28 @@ impl<T: Outbound> HeldQueue<T> {
     /// acknowledgement must never be sent (replication gave it up: `replica::sync_set`).
     /// Whether any was dropped.
     pub fn discard_from(&self, first: u64) -> bool {
+        self.replace_from(first, |_| None)
+    }
+
+    /// Replaces each item that depends on a write from `first` on with what `instead` makes
+    /// of it (`None` drops it); whether anything changed.
+    pub fn replace_from(&self, first: u64, mut instead: impl FnMut(&T) -> Option<T>) -> bool {
         let mut items = self.items.borrow_mut();
-        let before = items.len();
-        items.retain(|(tag, _)| *tag < first);
+        let mut changed = false;
+        let kept: VecDeque<(u64, T)> = std::mem::take(&mut *items)
+            .into_iter()
+            .filter_map(|(tag, item)| {
+                if tag < first {
+                    return Some((tag, item));
+                }
+                changed = true;
+                instead(&item).map(|item| (tag, item))
+            })
+            .collect();
+        *items = kept;
         self.bytes
             .set(items.iter().map(|(_, item)| item.byte_len()).sum());
-        items.len() != before
+        changed
     }
 
     pub fn is_empty(&self) -> bool {

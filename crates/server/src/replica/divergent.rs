@@ -8,13 +8,16 @@
 //! copy is written, in export form, to `<data-dir>/divergent/<namespace>.epoch-<E>.<ms>.json`
 //! (`E`: the epoch of the last record this node held). A copy that merely lacks the new
 //! owner's later writes differs too and is kept the same way: comparing the file with the
-//! database tells the two apart.
+//! database tells the two apart. An owner that gives up writes at its fence (`sync_set`)
+//! keeps the database with them the same way, as `<namespace>.given-up.<ms>.json`, before
+//! it goes back to its state without them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use hearth_store::{Record, RecordBody};
 use hearth_sync::Change;
+use hearth_tree::Node;
 use tracing::warn;
 
 use crate::loaded::Loaded;
@@ -48,23 +51,13 @@ pub fn keep_replaced(data_dir: &Path, loaded: &Loaded, logged_epoch: u64, record
         return;
     }
     super::DIVERGENT_COPIES.fetch_add(1, Ordering::Relaxed);
-    let dir = data_dir.join(DIVERGENT_DIR);
-    let file = dir.join(format!(
-        "{}.epoch-{logged_epoch}.{}.json",
-        loaded.name,
-        crate::time::now_ms()
-    ));
-    let written = if folder_bytes(&dir) > MAX_DIVERGENT_BYTES {
-        Err(std::io::Error::other(format!(
-            "the folder holds more than {MAX_DIVERGENT_BYTES} bytes"
-        )))
-    } else {
-        let mut json = Vec::new();
-        held.write_json(&mut json, true);
-        std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, json))
-    };
-    match written {
-        Ok(()) => warn!(
+    match keep(
+        data_dir,
+        &loaded.name,
+        &format!("epoch-{logged_epoch}"),
+        held,
+    ) {
+        Ok(file) => warn!(
             namespace = %loaded.name,
             held_epoch = logged_epoch,
             owner_epoch = epoch,
@@ -81,6 +74,39 @@ pub fn keep_replaced(data_dir: &Path, loaded: &Loaded, logged_epoch: u64, record
              it could not be kept"
         ),
     }
+}
+
+/// Before a database whose writes from some point on were given up goes back to its state
+/// before them (`sync_set`): keeps its state with them, where an operator finds them.
+pub fn keep_given_up(data_dir: &Path, loaded: &Loaded) {
+    match keep(data_dir, &loaded.name, "given-up", loaded.engine.root()) {
+        Ok(file) => warn!(
+            namespace = %loaded.name,
+            file = %file.display(),
+            "the database with the writes given up is kept in the file"
+        ),
+        Err(error) => warn!(
+            namespace = %loaded.name,
+            %error,
+            "the database with the writes given up could not be kept"
+        ),
+    }
+}
+
+/// Writes `tree` in export form to `<data_dir>/divergent/<name>.<label>.<ms>.json`.
+fn keep(data_dir: &Path, name: &str, label: &str, tree: &Node) -> std::io::Result<PathBuf> {
+    let dir = data_dir.join(DIVERGENT_DIR);
+    let file = dir.join(format!("{name}.{label}.{}.json", crate::time::now_ms()));
+    if folder_bytes(&dir) > MAX_DIVERGENT_BYTES {
+        return Err(std::io::Error::other(format!(
+            "the folder holds more than {MAX_DIVERGENT_BYTES} bytes"
+        )));
+    }
+    let mut json = Vec::new();
+    tree.write_json(&mut json, true);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(&file, json)?;
+    Ok(file)
 }
 
 fn folder_bytes(dir: &Path) -> u64 {

@@ -21,7 +21,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use hearth_cluster::MemberChange;
-use rustc_hash::FxHashSet;
+use rustc_hash::FxHashMap;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{info, warn};
 
@@ -219,7 +219,7 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
         );
         for session in shard.owner.all_sessions() {
             if *session.namespace == *namespace {
-                session.discard_from(first);
+                session.give_up_from(first);
                 closing.push((session, crate::time::now_ms()));
             }
         }
@@ -245,6 +245,7 @@ fn roll_back(shard: &Shard, namespace: &str, first: u64) {
     let now = crate::time::now_ms();
     let mut databases = shard.owner.databases_mut();
     if let Some(loaded) = databases.get_mut(namespace) {
+        super::divergent::keep_given_up(&shard.config.data_dir, loaded);
         let rules = loaded.roll_back(first.saturating_sub(1));
         shard.apply_rules(loaded, rules, now);
     }
@@ -272,32 +273,35 @@ fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
         .sync_placement()
         .or(shard.config.cluster.as_ref())
         .is_some_and(|placement| placement.lease_expired());
-    let mut moved: FxHashSet<String> = FxHashSet::default();
-    let mut served: FxHashSet<String> = FxHashSet::default();
+    // Per database: whether its sessions must go (decided once per tick).
+    let mut stranded: FxHashMap<String, bool> = FxHashMap::default();
     let mut closed = 0usize;
     for session in shard.owner.all_sessions() {
         if session.is_closing() {
             continue;
         }
         let namespace = &session.namespace;
-        if served.contains(namespace) {
-            continue;
+        let strand = session.reads_refused()
+            || *stranded.entry(namespace.clone()).or_insert_with(|| {
+                lease_gone
+                    || !nodes.owns(namespace)
+                    || shard
+                        .config
+                        .cluster
+                        .as_ref()
+                        .is_some_and(|placement| placement.read_refusal(namespace).is_some())
+            });
+        // Its replies leave first: a write acknowledged but not yet told would otherwise be
+        // sent again by the SDK, and refused where it reconnects.
+        if strand && session.replies_sent() {
+            session.close(CloseReason::new(CloseCode::Again, OWNER_MOVED_CLOSE));
+            closed += 1;
         }
-        if !moved.contains(namespace) {
-            if !lease_gone && nodes.owns(namespace) {
-                served.insert(namespace.clone());
-                continue;
-            }
-            moved.insert(namespace.clone());
-        }
-        session.close(CloseReason::new(CloseCode::Again, OWNER_MOVED_CLOSE));
-        closed += 1;
     }
     if closed > 0 {
         info!(
             shard = shard.index,
             sessions = closed,
-            databases = moved.len(),
             lease_gone,
             "sessions of databases this node no longer serves closed: their clients reconnect \
              to the owner"

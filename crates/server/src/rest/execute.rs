@@ -127,6 +127,12 @@ pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
             CallOp::RulesPut { .. } => true,
             CallOp::RulesGet { .. } | CallOp::Coverage { .. } => false,
         };
+        // A read this node may not answer from its copy (another node may hold newer data).
+        if !writes {
+            if let Some(reason) = placement.read_refusal(&namespace) {
+                return RestResponse::error(503, reason);
+            }
+        }
         if writes && placement.claim_pending(&namespace) {
             placement
                 .claim_settled(&namespace, crate::cluster::fence::CLAIM_WAIT_LIMIT)
