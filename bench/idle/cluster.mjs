@@ -62,7 +62,8 @@ export async function startPair(bin) {
       const port = await freePort();
       const child = spawn(bin, ['serve', '--dev', '--listen', `127.0.0.1:${port}`,
         '--data-dir', join(dir, id), '--cluster-etcd', etcdUrl, '--node-id', id,
-        '--advertise', `${host}:${await freePort(host)}`, '--cluster-secret-file', secret],
+        '--advertise', `${host}:${await freePort(host)}`, '--cluster-secret-file', secret,
+        '--cluster-plaintext'],
       { stdio: ['ignore', 'ignore', 'ignore'] });
       processes.push(child);
       nodes[id] = { port, pid: child.pid };

@@ -116,7 +116,7 @@ function startNode(id) {
   const args = ['--reuid', uid, '--regid', uid, '--clear-groups', HEARTH, 'serve', '--dev',
     '--listen', `${host(id)}:${clientPort(id)}`, '--threads', '1', '--data-dir', n.dataDir,
     '--cluster-etcd', ETCD_URL, '--node-id', id, '--advertise', `${host(id)}:${linkPort(id)}`,
-    '--cluster-lease-ttl-secs', String(LEASE_SECS), '--cluster-secret-file', path.join(WORK, id, 'secret'),
+    '--cluster-lease-ttl-secs', String(LEASE_SECS), '--cluster-secret-file', path.join(WORK, id, 'secret'), '--cluster-plaintext',
     '--replication', 'sync', '--durability', 'strict'];
   const proc = spawn('setpriv', args, { stdio: ['ignore', out, out], env: cleanEnv() });
   n.proc = proc;

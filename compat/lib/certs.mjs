@@ -45,3 +45,23 @@ export function makeServerCert(ca, name) {
   const fingerprint = new X509Certificate(fs.readFileSync(cert)).fingerprint256;
   return { cert, key, fingerprint };
 }
+
+/**
+ * A node certificate of the node-to-node link signed by `ca`: its SAN DNS name is the node id,
+ * usable as a TLS server and client certificate (docs/cluster-link.md, "Certificates").
+ * Written as `<id>.pem` and `<id>-key.pem` in the authority's directory: { cert, key }.
+ */
+export function makeNodeCert(ca, id) {
+  const key = path.join(ca.dir, `${id}-key.pem`);
+  const cert = path.join(ca.dir, `${id}.pem`);
+  const csr = path.join(ca.dir, `${id}.csr`);
+  const ext = path.join(ca.dir, `${id}.ext`);
+  openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', key]);
+  openssl(['req', '-new', '-key', key, '-subj', `/CN=${id}`, '-out', csr]);
+  fs.writeFileSync(ext, `subjectAltName=DNS:${id}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n`);
+  openssl([
+    'x509', '-req', '-in', csr, '-CA', ca.cert, '-CAkey', ca.key, '-set_serial', `0x1${randomBytes(8).toString('hex')}`,
+    '-days', '2', '-extfile', ext, '-out', cert,
+  ]);
+  return { cert, key };
+}

@@ -110,7 +110,7 @@ export async function logShows(server, pattern, label, { from = 0, ms = 15_000 }
 /**
  * Starts node `id` of an etcd cluster (a lease of `leaseSecs`, linked by the secret in `dir`):
  * clients on 127.0.0.1, its link on 127.0.0.(2+index). Resolves with the node once it
- * answers; `extraArgs` go to it.
+ * answers; `extraArgs` go to it. The link is plain text unless they hold --cluster-tls-cert.
  */
 export async function startEtcdNode(dir, etcdUrl, id, index, extraArgs = [], { leaseSecs = 2 } = {}) {
   const secret = path.join(dir, 'secret');
@@ -119,10 +119,11 @@ export async function startEtcdNode(dir, etcdUrl, id, index, extraArgs = [], { l
   // there (a load test's clients bind their source ports on those addresses).
   const host = `127.0.0.${2 + index}`;
   const link = `${host}:${await freePort(host)}`;
+  const plain = extraArgs.includes('--cluster-tls-cert') ? [] : ['--cluster-plaintext'];
   return HearthServer.start({
     threads: 1,
     extraArgs: ['--cluster-etcd', etcdUrl, '--node-id', id, '--advertise', link,
-      '--cluster-lease-ttl-secs', String(leaseSecs), '--cluster-secret-file', secret, ...extraArgs],
+      '--cluster-lease-ttl-secs', String(leaseSecs), '--cluster-secret-file', secret, ...plain, ...extraArgs],
   });
 }
 

@@ -85,6 +85,7 @@ const SERVE_ENV = [
   'HEARTH_TLS_CERT', 'HEARTH_TLS_KEY',
   'HEARTH_METRICS_LISTEN', 'HEARTH_METRICS_PUBLIC',
   'HEARTH_CLUSTER_PEERS', 'HEARTH_NODE_ID', 'HEARTH_CLUSTER_SECRET_FILE',
+  'HEARTH_CLUSTER_TLS_CERT', 'HEARTH_CLUSTER_TLS_KEY', 'HEARTH_CLUSTER_CA', 'HEARTH_CLUSTER_PLAINTEXT',
 ];
 
 /** The environment of a spawned `hearth`: this process's, minus the serve defaults, plus `extra`. */

@@ -34,7 +34,8 @@ describe('two nodes over the node-to-node link', () => {
   async function startNode(id, peers) {
     const server = await HearthServer.start({
       threads: 2,
-      extraArgs: ['--cluster-peers', peers, '--node-id', id, '--cluster-secret-file', secretFile],
+      extraArgs: ['--cluster-peers', peers, '--node-id', id, '--cluster-secret-file', secretFile,
+        '--cluster-plaintext'],
     });
     return server;
   }

@@ -47,7 +47,8 @@ describe('/readyz of a node of a cluster', { skip: !fs.existsSync(ETCD) && 'no e
       threads: 1,
       extraArgs: ['--cluster-etcd', etcd.url, '--node-id', id,
         '--advertise', `${address}:${await freePort(address)}`,
-        '--cluster-lease-ttl-secs', '2', '--cluster-secret-file', secret],
+        '--cluster-lease-ttl-secs', '2', '--cluster-secret-file', secret,
+        '--cluster-plaintext'],
     });
     running.push(node);
     return node;

@@ -56,7 +56,8 @@ describe('REST and event streams through a node that does not own the database',
     for (const id of IDS) {
       nodes[id] = await HearthServer.start({
         threads: 2,
-        extraArgs: ['--cluster-peers', peers, '--node-id', id, '--cluster-secret-file', secretFile],
+        extraArgs: ['--cluster-peers', peers, '--node-id', id, '--cluster-secret-file', secretFile,
+        '--cluster-plaintext'],
       });
     }
     await logShows(nodes.a, /node link up/, 'the link on a');

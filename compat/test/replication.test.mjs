@@ -43,7 +43,8 @@ describe('log shipping to a follower node', () => {
   async function startNode(id) {
     nodes[id] = await HearthServer.start({
       threads: 2,
-      extraArgs: ['--cluster-peers', peers, '--node-id', id, '--cluster-secret-file', secretFile],
+      extraArgs: ['--cluster-peers', peers, '--node-id', id, '--cluster-secret-file', secretFile,
+        '--cluster-plaintext'],
     });
   }
 

@@ -1,5 +1,6 @@
 //! The `hearth` command.
 
+mod cluster_link;
 mod config_file;
 mod firebase_json;
 mod layers;
@@ -315,9 +316,30 @@ struct ServeArgs {
     /// A file with the secret every node of the cluster shares (16 to 4096 bytes), for the
     /// node-to-node link of --cluster-peers or --cluster-etcd: a node proves it on the link's
     /// handshake, so that whoever reaches the link's port cannot act as any client. The link
-    /// is not encrypted: keep it on a private network.
+    /// also needs either --cluster-tls-cert, --cluster-tls-key and --cluster-ca (mutual TLS)
+    /// or --cluster-plaintext.
     #[arg(long, env = "HEARTH_CLUSTER_SECRET_FILE")]
     cluster_secret_file: Option<PathBuf>,
+    /// This node's certificate for the node-to-node link (PEM, the node's own certificate
+    /// first): issued by --cluster-ca, with a SAN DNS name equal to --node-id, usable as a
+    /// TLS server and client certificate (docs/cluster-link.md). The link then runs over TLS
+    /// 1.3 and both ends check each other's certificate. Read again on SIGHUP.
+    #[arg(long, env = "HEARTH_CLUSTER_TLS_CERT")]
+    cluster_tls_cert: Option<PathBuf>,
+    /// The private key of --cluster-tls-cert (PEM: PKCS#8, PKCS#1 or SEC1). Read again on
+    /// SIGHUP.
+    #[arg(long, env = "HEARTH_CLUSTER_TLS_KEY")]
+    cluster_tls_key: Option<PathBuf>,
+    /// The cluster's CA certificate (PEM; several are all trusted): a node's link accepts
+    /// only peers whose certificate it issued and that name the node they announce, and dials
+    /// only peers whose certificate it issued for the node dialed. Read again on SIGHUP.
+    #[arg(long, env = "HEARTH_CLUSTER_CA")]
+    cluster_ca: Option<PathBuf>,
+    /// Run the node-to-node link unencrypted, without certificates (the shared secret alone
+    /// proves the peers): for tests on one machine, never across a network. Not with
+    /// --cluster-tls-cert.
+    #[arg(long, env = "HEARTH_CLUSTER_PLAINTEXT")]
+    cluster_plaintext: bool,
     /// With --cluster-peers or --cluster-etcd: how an owner ships its write-ahead log to each database's
     /// follower (the runner-up of the placement). sync: with --durability strict a write is
     /// acknowledged once both nodes have it on disk; with etcd, a follower that is down or
@@ -573,10 +595,11 @@ fn apply_firebase_json(
 fn cluster_config(
     args: &ServeArgs,
     secret: Option<Vec<u8>>,
+    security: Option<hearth_server::peer::LinkSecurity>,
     etcd: Option<&hearth_cluster::Placement>,
 ) -> anyhow::Result<Option<std::sync::Arc<hearth_server::peer::ClusterConfig>>> {
     use hearth_server::peer::{placement, ClusterConfig, Membership, Placement};
-    let Some(secret) = secret else {
+    let (Some(secret), Some(security)) = (secret, security) else {
         return Ok(None);
     };
     let membership = match etcd {
@@ -600,6 +623,7 @@ fn cluster_config(
     Ok(Some(std::sync::Arc::new(ClusterConfig {
         membership,
         secret,
+        security,
         replication: args.replication.into(),
     })))
 }
@@ -670,8 +694,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let webtransport_listen =
         first_address("--webtransport-listen", args.webtransport_listen.as_deref())?;
     let secret = cluster_secret(&args)?;
+    let security = cluster_link::security(&cluster_link::Flags::of(&args))?;
     let cluster = start_cluster(&args)?;
-    let peers = match cluster_config(&args, secret, cluster.as_ref()) {
+    let peers = match cluster_config(&args, secret, security, cluster.as_ref()) {
         Ok(peers) => peers,
         Err(error) => {
             if let Some(cluster) = &cluster {

@@ -3,12 +3,15 @@
 //! endpoint's self-signed development certificate is made anew (a new key, 13 more days),
 //! since browsers pin it by hash and refuse it once it expires. Connections and sessions
 //! already open keep the certificate they have; a pair that cannot be used is logged and the
-//! certificate in force stays, on both kinds of listener.
+//! certificate in force stays, on both kinds of listener. The node link's certificate, key
+//! and CA (`--cluster-tls-cert`, `--cluster-tls-key`, `--cluster-ca`) are read again too, for
+//! the link's connections made from then on; the links already up keep theirs.
 
 use std::sync::Arc;
 
 use tracing::{info, warn};
 
+use crate::peer::LinkTls;
 use crate::tls::TlsCerts;
 use crate::webtransport::certificate::Reloader;
 
@@ -16,10 +19,28 @@ use crate::webtransport::certificate::Reloader;
 pub(crate) struct Certificates {
     pub tls: Option<Arc<TlsCerts>>,
     pub webtransport: Option<Reloader>,
+    /// The node link's mutual TLS.
+    pub cluster: Option<Arc<LinkTls>>,
 }
 
 impl Certificates {
     pub fn reload(&self) {
+        // Independent of the client certificates: one failing leaves the other renewed.
+        if let Some(cluster) = &self.cluster {
+            let [cert, key, ca] = cluster.files();
+            match cluster.reload() {
+                Ok(()) => info!(
+                    cert = %cert.display(),
+                    key = %key.display(),
+                    ca = %ca.display(),
+                    "SIGHUP: node link certificate and CA reloaded; new link connections use them"
+                ),
+                Err(error) => warn!(
+                    %error,
+                    "SIGHUP: node link certificate not reloaded; the previous one stays in use"
+                ),
+            }
+        }
         if let Some(tls) = &self.tls {
             match tls.reload() {
                 Ok(()) => info!(
@@ -40,8 +61,8 @@ impl Certificates {
                     warn!(%error, "SIGHUP: WebTransport certificate not reloaded; the previous one stays in use");
                 }
             }
-            None if self.tls.is_none() => {
-                info!("SIGHUP: nothing to reload (no --tls-cert, no --webtransport-listen)");
+            None if self.tls.is_none() && self.cluster.is_none() => {
+                info!("SIGHUP: nothing to reload (no --tls-cert, no --webtransport-listen, no --cluster-tls-cert)");
             }
             None => {}
         }

@@ -151,6 +151,13 @@ impl Server {
             .map(|prepared| (prepared.address, prepared.certificate_sha256));
         let certificates = crate::reload::Certificates {
             tls: config.tls.clone(),
+            cluster: config
+                .peers
+                .as_ref()
+                .and_then(|peers| match &peers.security {
+                    crate::peer::LinkSecurity::Tls(tls) => Some(tls.clone()),
+                    crate::peer::LinkSecurity::Plaintext => None,
+                }),
             webtransport: webtransport
                 .as_ref()
                 .map(|prepared| prepared.reloader.clone()),

@@ -146,7 +146,7 @@ impl Loaded {
     }
 }
 
-fn read_pair(
+pub(crate) fn read_pair(
     cert: &Path,
     key: &Path,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
@@ -175,7 +175,7 @@ fn read_pair(
     Ok((chain, private_key))
 }
 
-fn mismatch(cert: &Path, key: &Path, error: rustls::Error) -> TlsError {
+pub(crate) fn mismatch(cert: &Path, key: &Path, error: rustls::Error) -> TlsError {
     TlsError::Mismatch {
         cert: cert.to_owned(),
         key: key.to_owned(),

@@ -8,7 +8,9 @@
 //! nonce; the listening node answers with its own nonce and an HMAC-SHA256 over both nonces
 //! and both ids; the dialer checks it and sends its own HMAC (a different label, so that one
 //! side's proof cannot be played back as the other's). Fresh nonces on both sides make a
-//! recorded handshake useless. The link is not encrypted: run it on a private network.
+//! recorded handshake useless. With TLS (`link_tls`) this runs inside the encrypted stream,
+//! after both certificates were checked: a stolen certificate alone, or the secret alone,
+//! opens no link.
 
 use std::time::Duration;
 
@@ -45,6 +47,10 @@ pub enum HandshakeError {
     Id,
     #[error("the handshake took too long")]
     Timeout,
+    #[error("TLS handshake failed: {0}")]
+    Tls(std::io::Error),
+    #[error("certificate refused: {0}")]
+    Certificate(String),
 }
 
 /// The dialing side: reaches node `peer` and proves this is node `me`.
@@ -78,12 +84,13 @@ pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The listening side, node `me`: the index of the node that proved who it is, which
-/// `index_of` gives for the ids of the nodes that may link to this one (`None` for others).
+/// `index_of` gives for the ids of the nodes that may link to this one (an error for others:
+/// an unknown node, or with TLS a certificate that names another).
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     me: &str,
     secret: &[u8],
-    index_of: impl FnOnce(&str) -> Option<usize>,
+    index_of: impl FnOnce(&str) -> Result<usize, HandshakeError>,
 ) -> Result<usize, HandshakeError> {
     let mut magic = [0; 8];
     stream.read_exact(&mut magic).await?;
@@ -100,9 +107,7 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     if dialer == me {
         return Err(HandshakeError::Unknown(dialer));
     }
-    let Some(peer) = index_of(&dialer) else {
-        return Err(HandshakeError::Unknown(dialer));
-    };
+    let peer = index_of(&dialer)?;
     let mine = nonce()?;
     let proof = mac(
         secret,
@@ -179,8 +184,11 @@ mod tests {
     use super::*;
 
     /// The nodes `a` and `b`, numbered as a static list would.
-    fn index_of(id: &str) -> Option<usize> {
-        ["a", "b"].iter().position(|node| *node == id)
+    fn index_of(id: &str) -> Result<usize, HandshakeError> {
+        ["a", "b"]
+            .iter()
+            .position(|node| *node == id)
+            .ok_or_else(|| HandshakeError::Unknown(id.to_owned()))
     }
 
     async fn run(dial_secret: &[u8], accept_secret: &[u8]) -> (bool, Option<usize>) {

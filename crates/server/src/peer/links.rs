@@ -9,7 +9,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
@@ -17,6 +16,7 @@ use crate::inbox::ShardMessage;
 use crate::link::{ToEdge, ToOwner};
 use crate::peer::context::{Context, Forward, RestSettings};
 use crate::peer::handshake;
+use crate::peer::link_tls::{self, LinkSecurity, LinkStream};
 use crate::peer::node_link::{NodeLink, Peer, Receivers};
 use crate::replica_messages::{LinkState, ReplicaOut};
 
@@ -36,12 +36,13 @@ pub struct Slot {
 struct Running {
     ctx: Rc<Context>,
     /// Where the accept loop hands the connections its peer dialed.
-    accepted: mpsc::Sender<TcpStream>,
+    accepted: mpsc::Sender<LinkStream>,
 }
 
 pub struct Links {
     me: Arc<str>,
     secret: Arc<[u8]>,
+    security: LinkSecurity,
     owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
     edges: Vec<mpsc::UnboundedSender<ToEdge>>,
     rest: Arc<RestSettings>,
@@ -55,6 +56,7 @@ impl Links {
     pub fn new(
         me: Arc<str>,
         secret: Arc<[u8]>,
+        security: LinkSecurity,
         owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
         rest: Arc<RestSettings>,
@@ -64,6 +66,7 @@ impl Links {
         Links {
             me,
             secret,
+            security,
             owners,
             edges,
             rest,
@@ -90,6 +93,7 @@ impl Links {
                 state: slot.state,
             },
             self.secret.clone(),
+            self.security.clone(),
             self.owners.clone(),
             self.edges.clone(),
             self.rest.clone(),
@@ -123,7 +127,7 @@ impl Links {
         self.running.iter().flatten().map(|running| &running.ctx)
     }
 
-    fn accepted(&self, index: usize) -> Option<mpsc::Sender<TcpStream>> {
+    fn accepted(&self, index: usize) -> Option<mpsc::Sender<LinkStream>> {
         let running = self.running.get(index)?.as_ref()?;
         Some(running.accepted.clone())
     }
@@ -133,8 +137,9 @@ impl Links {
 /// the listed (or live) nodes.
 pub type Admit = Box<dyn Fn(&str) -> Option<(usize, Option<SocketAddr>)>>;
 
-/// Takes the links other nodes dial, each once it passed the handshake, to their node's
-/// link (started now if it was not). A refused peer is logged and dropped.
+/// Takes the links other nodes dial, each once it passed the handshakes (TLS, then the
+/// shared secret, within `HANDSHAKE_TIMEOUT` together), to their node's link (started now if
+/// it was not). A refused peer is logged and dropped.
 pub async fn accept_loop(
     listener: tokio::net::TcpListener,
     links: Rc<RefCell<Links>>,
@@ -152,7 +157,7 @@ pub async fn accept_loop(
             }
             accepted = listener.accept() => accepted,
         };
-        let (mut stream, from) = match accepted {
+        let (stream, from) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
                 warn!(%error, "node link accept failed");
@@ -160,9 +165,13 @@ pub async fn accept_loop(
                 continue;
             }
         };
-        let (me, secret) = {
+        let (me, secret, security) = {
             let links = links.borrow();
-            (links.me.clone(), links.secret.clone())
+            (
+                links.me.clone(),
+                links.secret.clone(),
+                links.security.clone(),
+            )
         };
         let links = links.clone();
         let admit = admit.clone();
@@ -177,12 +186,12 @@ pub async fn accept_loop(
             };
             let shaken = tokio::time::timeout(
                 handshake::HANDSHAKE_TIMEOUT,
-                handshake::accept(&mut stream, &me, &secret, index_of),
+                link_tls::accept(&security, stream, &me, &secret, index_of),
             )
             .await
             .unwrap_or(Err(handshake::HandshakeError::Timeout));
             match (shaken, peer) {
-                (Ok(index), Some(peer)) => {
+                (Ok((stream, index)), Some(peer)) => {
                     let link = {
                         let mut links = links.borrow_mut();
                         links.ensure(index, &peer, address);

@@ -9,6 +9,7 @@
 //! - `route`: which node serves a database, by the static placement of `--cluster-peers`
 //!   (`placement`) or by etcd's (`--cluster-etcd`); `directory`: each node's index;
 //! - `codec`: the link's frames and messages; `handshake`: the shared-secret proof;
+//!   `link_tls`: mutual TLS with the cluster's CA around it (or `--cluster-plaintext`);
 //! - `links`: the link thread's links and the accept loop; `follow`: the links follow etcd's
 //!   live nodes, and connections whose database moved are closed;
 //! - `node_link`: one peer's link: dialing or accepting, reconnecting, and what is lost with
@@ -25,6 +26,7 @@ pub mod directory;
 mod follow;
 mod forward;
 pub mod handshake;
+pub mod link_tls;
 mod links;
 mod node_link;
 pub mod placement;
@@ -47,6 +49,7 @@ use crate::replica_messages::{FollowerLag, LinkState, ReplicaOut, ReplicationMod
 pub use context::{Forward, RemoteAnswer, RestSettings};
 use directory::Directory;
 pub use forward::{MAX_FORWARDED_BODY_BYTES, MAX_FORWARDED_REQUESTS};
+pub use link_tls::{LinkSecurity, LinkTls, LinkTlsError};
 use links::{Admit, Links, Slot};
 pub use placement::{NodeRoute, Placement};
 pub use route::Membership;
@@ -58,6 +61,8 @@ pub struct ClusterConfig {
     pub membership: Membership,
     /// Every node's shared secret: only a peer that proves it may use the link.
     pub secret: Vec<u8>,
+    /// Mutual TLS, or plain text for tests.
+    pub security: LinkSecurity,
     /// How owners ship their logs to followers (`--replication`).
     pub replication: ReplicationMode,
 }
@@ -326,6 +331,7 @@ pub fn start(
     let me: Arc<str> = Arc::from(membership.my_id());
     let rest = Arc::new(rest);
     let secret: Arc<[u8]> = config.secret.clone().into();
+    let security = config.security.clone();
     let followed = nodes.clone();
     spawn_local_thread("hearth-peers", "node link", move || async move {
         let listener = match tokio::net::TcpListener::from_std(listener) {
@@ -337,7 +343,7 @@ pub fn start(
         };
         info!(%address, node = &*me, "node link listening");
         let links = Rc::new(RefCell::new(Links::new(
-            me, secret, owners, edges, rest, idle,
+            me, secret, security, owners, edges, rest, idle,
         )));
         let admit: Admit = match membership {
             Membership::Static(placement) => {

@@ -20,6 +20,7 @@ use crate::link::{Credit, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::peer::context::{unreachable_owner, Context, Forward, RestSettings};
 use crate::peer::forward;
 use crate::peer::handshake::{self, HANDSHAKE_TIMEOUT};
+use crate::peer::link_tls::{self, LinkSecurity, LinkStream};
 use crate::peer::remote_conn;
 use crate::peer::session::{self, Ended};
 use crate::replica_messages::{LinkState, ReplicaOut};
@@ -36,6 +37,7 @@ pub struct NodeLink {
     /// This node's id.
     me: Arc<str>,
     secret: Arc<[u8]>,
+    security: LinkSecurity,
     ctx: Rc<Context>,
     /// The link's generation and whether it is up, as the shards read it (`replica`).
     state: Arc<LinkState>,
@@ -48,7 +50,7 @@ pub struct Receivers {
     pub to_replica: mpsc::UnboundedReceiver<ReplicaOut>,
     /// REST requests and event streams (`forward.rs`).
     pub forwards: mpsc::UnboundedReceiver<Forward>,
-    pub accepted: mpsc::Receiver<TcpStream>,
+    pub accepted: mpsc::Receiver<LinkStream>,
 }
 
 /// The node at the other end of a link.
@@ -67,6 +69,7 @@ impl NodeLink {
         me: Arc<str>,
         peer: Peer,
         secret: Arc<[u8]>,
+        security: LinkSecurity,
         owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
         rest: Arc<RestSettings>,
@@ -81,6 +84,7 @@ impl NodeLink {
         NodeLink {
             me,
             secret,
+            security,
             ctx: Rc::new(Context {
                 node,
                 peer,
@@ -143,7 +147,7 @@ impl NodeLink {
                     }
                 }
             };
-            keep_alive(&stream);
+            keep_alive(stream.tcp());
             let generation = self.state.connected();
             info!(peer = &*peer, generation, "node link up");
             let queues = session::Queues {
@@ -177,7 +181,7 @@ impl NodeLink {
     /// A connection to the peer that passed the handshake: dialed, with backoff, when this
     /// node's id sorts first (and only while the peer is live); else the next one the peer
     /// dials.
-    async fn connect(&self, accepted: &mut mpsc::Receiver<TcpStream>) -> TcpStream {
+    async fn connect(&self, accepted: &mut mpsc::Receiver<LinkStream>) -> LinkStream {
         if *self.me > *self.ctx.peer {
             return match accepted.recv().await {
                 Some(stream) => stream,
@@ -199,9 +203,9 @@ impl NodeLink {
                 continue;
             };
             let attempt = async {
-                let mut stream = TcpStream::connect(address).await?;
-                handshake::dial(&mut stream, &self.me, peer, &self.secret).await?;
-                Ok::<_, handshake::HandshakeError>(stream)
+                // TLS and the shared secret, within `HANDSHAKE_TIMEOUT` with the connect.
+                let stream = TcpStream::connect(address).await?;
+                link_tls::dial(&self.security, stream, &self.me, peer, &self.secret).await
             };
             let outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt)
                 .await

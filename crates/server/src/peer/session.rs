@@ -9,9 +9,7 @@ use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use rustc_hash::FxHashMap;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -22,6 +20,7 @@ use crate::namespace::owner_shard;
 use crate::peer::codec::{split_frame, LinkMessage, WireItem, MAX_FRAME_BYTES};
 use crate::peer::context::{unreachable_owner, Context, Forward, RemoteAnswer, Reply};
 use crate::peer::forward::{self, Outbox};
+use crate::peer::link_tls::LinkStream;
 use crate::peer::{remote_conn, wire_conn};
 use crate::replica_messages::{ReplicaIn, ReplicaOut};
 
@@ -39,7 +38,7 @@ pub enum Ended {
     /// It failed or the peer closed it.
     Lost(String),
     /// The peer dialed again: this one is stale.
-    Replaced(TcpStream),
+    Replaced(LinkStream),
     /// The peer left the cluster's live nodes, or moved: its link must be dropped.
     Departed,
     /// The local shards are gone.
@@ -54,13 +53,13 @@ pub struct Queues<'a> {
     pub to_replica: &'a mut mpsc::UnboundedReceiver<ReplicaOut>,
     /// REST requests and event streams (`forward.rs`).
     pub forwards: &'a mut mpsc::UnboundedReceiver<Forward>,
-    pub accepted: &'a mut mpsc::Receiver<TcpStream>,
+    pub accepted: &'a mut mpsc::Receiver<LinkStream>,
 }
 
 /// Serves the link over `stream`, the link's connection number `generation`, until it ends.
 pub async fn run(
     ctx: &Rc<Context>,
-    stream: TcpStream,
+    stream: LinkStream,
     queues: Queues<'_>,
     generation: u64,
 ) -> Ended {
@@ -71,7 +70,8 @@ pub async fn run(
         forwards,
         accepted,
     } = queues;
-    let (read, mut write) = stream.into_split();
+    // One lock shared by the halves (a TLS session is one state for both directions).
+    let (read, mut write) = tokio::io::split(stream);
     let (replies_tx, mut replies_rx) = mpsc::unbounded_channel();
     let mut reader = tokio::task::spawn_local(read_loop(ctx.clone(), read, replies_tx));
     let mut address = ctx.address.subscribe();
@@ -139,7 +139,11 @@ pub async fn run(
                 state.serving = state.serving.saturating_sub(1);
             }
             if !out.is_empty() {
+                // The flush sends what TLS still holds of it (a no-op on plain TCP).
                 if let Err(error) = write.write_all(&out).await {
+                    return Ended::Lost(error.to_string());
+                }
+                if let Err(error) = write.flush().await {
                     return Ended::Lost(error.to_string());
                 }
                 out.clear();
@@ -326,7 +330,7 @@ fn encode_batch(batch: &ToEdge, out: &mut BytesMut) {
 /// Reads the peer's frames until the connection ends; the error says why.
 async fn read_loop(
     ctx: Rc<Context>,
-    mut read: OwnedReadHalf,
+    mut read: ReadHalf<LinkStream>,
     replies: mpsc::UnboundedSender<Reply>,
 ) -> Result<(), String> {
     let mut buffer = BytesMut::with_capacity(64 * 1024);
