@@ -4,7 +4,7 @@
 // schedule, heals, checks, and writes everything under --results. Exit status: 0 no
 // violation, 1 violation(s), 2 the run itself failed (setup, timeouts).
 
-import { spawn, execFile } from 'node:child_process';
+import { spawn, execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import fs from 'node:fs';
@@ -32,6 +32,13 @@ const { values: opt } = parseArgs({
 
 const SEED = Number.parseInt(opt.seed, 10) >>> 0;
 const HEARTH = opt.hearth;
+// The node link in plain text (its own namespace, one machine); builds from before the link's
+// TLS had no such flag, and the suite runs against them too (to show what they lose).
+const PLAINTEXT = (() => {
+  try {
+    return execFileSync(HEARTH, ['serve', '--help'], { encoding: 'utf8' }).includes('--cluster-plaintext') ? ['--cluster-plaintext'] : [];
+  } catch { return ['--cluster-plaintext']; }
+})();
 const WORK = opt.work;
 const RESULTS = opt.results;
 // The nodes' etcd lease (--cluster-lease-ttl-secs): 5 s as docs/cluster.md starts a cluster,
@@ -116,7 +123,7 @@ function startNode(id) {
   const args = ['--reuid', uid, '--regid', uid, '--clear-groups', HEARTH, 'serve', '--dev',
     '--listen', `${host(id)}:${clientPort(id)}`, '--threads', '1', '--data-dir', n.dataDir,
     '--cluster-etcd', ETCD_URL, '--node-id', id, '--advertise', `${host(id)}:${linkPort(id)}`,
-    '--cluster-lease-ttl-secs', String(LEASE_SECS), '--cluster-secret-file', path.join(WORK, id, 'secret'), '--cluster-plaintext',
+    '--cluster-lease-ttl-secs', String(LEASE_SECS), '--cluster-secret-file', path.join(WORK, id, 'secret'), ...PLAINTEXT,
     '--replication', 'sync', '--durability', 'strict'];
   const proc = spawn('setpriv', args, { stdio: ['ignore', out, out], env: cleanEnv() });
   n.proc = proc;
@@ -554,6 +561,12 @@ async function main() {
       summary.checks[ns].appends.lostByFault = byFault;
       violations.push(`${ns}: ${lost.length} acknowledged appends lost: ${Object.entries(byFault).map(([f, n]) => `${n} acknowledged during ${f}`).join('; ')} (e.g. ${lost.slice(0, 3).map((o) => `${o.key} acked at ${o.complete} ms via ${o.node}`).join(', ')})`);
     }
+    // Writes that reached an owner and are not stored: each must be kept under some node's
+    // divergent/ folder (checked once the nodes are stopped), never dropped silently.
+    const givenUp = (o) => o.outcome === 'indeterminate' && /lost the right to acknowledge/.test(o.error ?? '');
+    summary.checks[ns].notStored = ops
+      .filter((o) => (o.outcome === 'ok' || givenUp(o)) && appends[o.key.slice('appends/'.length)] === undefined)
+      .map((o) => ({ key: o.key.slice('appends/'.length), outcome: o.outcome, fault: faultName(faultAt(o.complete ?? o.invoke)) }));
     if (ghost.length) violations.push(`${ns}: ${ghost.length} appends refused but stored (e.g. ${ghost.slice(0, 3).map((o) => `${o.key}: ${o.error}`).join(', ')})`);
     if (counter < acked) violations.push(`${ns}: counter ${counter} < ${acked} acknowledged increments (${acked - counter} acknowledged increments lost; ${indet} indeterminate)`);
     if (counter > acked + indet) violations.push(`${ns}: counter ${counter} > ${acked} acknowledged + ${indet} indeterminate increments`);
@@ -575,6 +588,24 @@ async function main() {
     summary.divergent[id] = { gaveUp: [...new Set(gaveUp)], kept };
     for (const ns of new Set(gaveUp)) {
       if (!kept.some((f) => f.startsWith(`${ns}.`))) violations.push(`${id} gave up writes of ${ns} but kept no divergent copy of it`);
+    }
+  }
+  for (const [ns, check] of Object.entries(summary.checks)) {
+    const missing = check.notStored ?? [];
+    if (!missing.length) continue;
+    const keptKeys = new Set();
+    for (const id of IDS) {
+      for (const file of summary.divergent[id].kept.filter((f) => f.startsWith(`${ns}.`))) {
+        try {
+          const tree = JSON.parse(fs.readFileSync(path.join(nodes[id].dataDir, 'divergent', file), 'utf8'));
+          for (const key of Object.keys(tree?.appends ?? {})) keptKeys.add(key);
+        } catch { /* unreadable: counts as not kept */ }
+      }
+    }
+    const silent = missing.filter((m) => !keptKeys.has(m.key));
+    check.droppedSilently = silent.length;
+    if (silent.length) {
+      violations.push(`${ns}: ${silent.length} writes that reached an owner are neither stored nor kept under divergent/ (silently overwritten; e.g. ${silent.slice(0, 3).map((m) => `${m.key} (${m.outcome}, ${m.fault})`).join(', ')})`);
     }
   }
   summary.replicas = {};

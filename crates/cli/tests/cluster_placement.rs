@@ -402,9 +402,6 @@ fn an_owner_cut_off_from_etcd_stops_acknowledging_on_its_own_clock() {
     // read goes to whoever holds it) and reads go on.
     let last = if acknowledged > 0 { "during" } else { "before" };
     wait_for("reads go on", Duration::from_secs(15), || {
-        nodes
-            .iter()
-            .any(|node| get(node, ns) == Value::from(last))
-            .then_some(())
+        nodes.iter().any(|node| get(node, ns) == last).then_some(())
     });
 }

@@ -12,15 +12,18 @@
 //! - **releases** the holds the sets no longer justify once etcd's answer is in the view;
 //! - **gives up** the holds of a database this node may no longer acknowledge (the fence
 //!   refuses its writes: the lease is not confirmed, or the claim is another node's): those
-//!   writes are never acknowledged. The messages that depend on them are dropped, and the
-//!   database's sessions close once the rest has left, so that their SDKs reconnect and send
-//!   their writes again, to the database's next owner;
+//!   writes are never acknowledged. Their clients are told they may or may not have been
+//!   applied, what shows them is dropped, the database goes back to its state before them
+//!   (logged and copied to the follower), and its sessions close once the rest has left;
 //! - **closes the sessions stranded** on a database this node no longer serves.
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use hearth_cluster::MemberChange;
+use hearth_store::RecordRef;
+use hearth_sync::{Change, Write, WriteOp};
+use hearth_tree::Path;
 use rustc_hash::FxHashMap;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{info, warn};
@@ -207,15 +210,15 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
         };
         given_up = true;
         shard.owner.gate().abandon(&seqs);
-        roll_back(shard, &namespace, first);
+        roll_back(shard, replication, &namespace, first);
         super::WRITES_GIVEN_UP.fetch_add(seqs.len() as u64, Ordering::Relaxed);
         warn!(
             namespace = &*namespace,
             writes = seqs.len(),
             why = refusal,
             "writes given up: they reached no copy that may take the database over before \
-             this node lost the right to acknowledge them; their clients are disconnected \
-             and send them again"
+             this node lost the right to acknowledge them; their clients are told they may or \
+             may not have been applied, and the database goes back to its state before them"
         );
         for session in shard.owner.all_sessions() {
             if *session.namespace == *namespace {
@@ -236,19 +239,43 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
 }
 
 /// Takes `namespace` back to its state before its writes from `first` on, which were given
-/// up: no read may see them (its log keeps them; a copy from the next owner replaces them,
-/// `divergent`).
-fn roll_back(shard: &Shard, namespace: &str, first: u64) {
-    if let Some(store) = shard.owner.store() {
-        store.forget_from(namespace, first);
-    }
+/// up, so that no read sees them here, and so do the log and the follower: the state
+/// without them is logged as one record (recovery replays it after them) and shipped to the
+/// follower as a full copy, which holds no acknowledgement. A follower that did store them
+/// and took the database over keeps them, and its copy replaces this one (`divergent`).
+fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u64) {
+    let Some(store) = shard.owner.store() else {
+        return;
+    };
+    store.forget_from(namespace, first);
     let now = crate::time::now_ms();
     let mut databases = shard.owner.databases_mut();
-    if let Some(loaded) = databases.get_mut(namespace) {
-        super::divergent::keep_given_up(&shard.config.data_dir, loaded);
-        let rules = loaded.roll_back(first.saturating_sub(1));
-        shard.apply_rules(loaded, rules, now);
+    let Some(loaded) = databases.get_mut(namespace) else {
+        return;
+    };
+    super::divergent::keep_given_up(&shard.config.data_dir, loaded);
+    let rules = loaded.roll_back(first.saturating_sub(1));
+    shard.apply_rules(loaded, rules, now);
+    let tree = Write {
+        base: Path::root(),
+        ops: vec![WriteOp {
+            path: Path::root(),
+            change: Change::Set(loaded.engine.root().clone()),
+        }],
+    };
+    if let Err(error) = store.log(loaded, RecordRef::Write(&tree)) {
+        drop(databases);
+        crate::persist::report_failure(shard, error.to_string());
+        return;
     }
+    let epoch = loaded
+        .epoch
+        .unwrap_or_else(|| store.logged_epoch(namespace));
+    let nodes = &replication.nodes;
+    if let Some(node) = nodes.follower_node(namespace) {
+        replication.shipper.borrow_mut().forget(node, namespace);
+    }
+    replication.copy(loaded, epoch);
 }
 
 /// The longest a session whose writes were given up waits for its other replies to leave
