@@ -97,8 +97,9 @@ const uidOf = (id) => 42000 + Number(id.slice(1));
 const nodes = {}; // id -> { proc, pid, exited, dataDir, log }
 let etcdProc = null;
 
-function cleanEnv() {
+function cleanEnv(id) {
   const env = { RUST_BACKTRACE: '1', RUST_LOG: process.env.RUST_LOG || 'info' };
+  if (id) env.HEARTH_TEST_SYNC_DELAY_FILE = syncDelayFile(id);
   for (const k of ['PATH', 'LANG']) if (process.env[k]) env[k] = process.env[k];
   return env;
 }
@@ -125,7 +126,8 @@ function startNode(id) {
     '--cluster-etcd', ETCD_URL, '--node-id', id, '--advertise', `${host(id)}:${linkPort(id)}`,
     '--cluster-lease-ttl-secs', String(LEASE_SECS), '--cluster-secret-file', path.join(WORK, id, 'secret'), ...PLAINTEXT,
     '--replication', 'sync', '--durability', 'strict'];
-  const proc = spawn('setpriv', args, { stdio: ['ignore', out, out], env: cleanEnv() });
+  if (!fs.existsSync(syncDelayFile(id))) slowDisk(id, 0);
+  const proc = spawn('setpriv', args, { stdio: ['ignore', out, out], env: cleanEnv(id) });
   n.proc = proc;
   n.exited = null;
   n.exitPromise = new Promise((resolve) => proc.on('exit', (code, signal) => {
@@ -284,8 +286,16 @@ async function roles(ns) {
   return c;
 }
 
+// The slow-disk fault: each node reads this file before every sync of its data files
+// (HEARTH_TEST_SYNC_DELAY_FILE, crates/server/src/persist/storage.rs): milliseconds to wait.
+const syncDelayFile = (id) => path.join(WORK, id, 'sync-delay');
+function slowDisk(id, ms) {
+  fs.writeFileSync(syncDelayFile(id), String(ms));
+}
+
 async function healAll() {
   await healNet();
+  for (const id of IDS) slowDisk(id, 0);
   for (const id of IDS) {
     const n = nodes[id];
     if (n?.proc && !n.exited) {
@@ -310,7 +320,8 @@ async function stopNode(id, signal, ms = 20_000) {
 }
 
 const FAULT_TYPES = ['partition-owner', 'cut-follower', 'etcd-down', 'oneway-owner-to-follower',
-  'oneway-follower-to-owner', 'sigstop-owner', 'sigkill-owner', 'sigterm-node'];
+  'oneway-follower-to-owner', 'sigstop-owner', 'sigkill-owner', 'sigterm-node', 'slow-disk-owner',
+  'slow-disk-follower'];
 
 async function runFault(type, db, holdMs) {
   const c = await roles(db);
@@ -353,6 +364,18 @@ async function runFault(type, db, holdMs) {
       break;
     case 'sigkill-owner':
       await stopNode(owner, 'SIGKILL');
+      await sleep(holdMs);
+      break;
+    // Every sync of the owner's log takes 2 s longer: acknowledgements slow down, nothing
+    // else may change.
+    case 'slow-disk-owner':
+      slowDisk(owner, 2000);
+      await sleep(holdMs);
+      break;
+    // The follower's syncs take 3 s longer, past the owner's 2 s wait for an acknowledgement:
+    // it leaves the sync set and comes back once the disk is fast again.
+    case 'slow-disk-follower':
+      slowDisk(follower, 3000);
       await sleep(holdMs);
       break;
     case 'sigterm-node': {
@@ -408,6 +431,8 @@ function schedule() {
       ['sigstop-owner', 1, 8000],
       ['sigkill-owner', 2, 6000],
       ['sigterm-node', 0, 3000],
+      ['slow-disk-owner', 1, 6000],
+      ['slow-disk-follower', 2, 7000],
       // The owner's partition once more, on another database and later epochs.
       ['partition-owner', 2, 8000],
     ];

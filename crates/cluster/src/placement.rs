@@ -468,6 +468,25 @@ impl Placement {
                 .is_some_and(|lease| lease.valid(Instant::now(), self.write_window()))
     }
 
+    /// Whether this node's view names another node as `namespace`'s owner.
+    pub fn claimed_elsewhere(&self, namespace: &str) -> bool {
+        let view = self.shared.view.load();
+        view.claims
+            .get(namespace)
+            .is_some_and(|claim| *claim.node_id != *self.shared.node_id)
+    }
+
+    /// Asks the agent to read etcd again and waits until it publishes a new view, or
+    /// `limit` passes (it publishes only what changed).
+    pub async fn refreshed(&self, limit: Duration) {
+        let mut changes = self.changes();
+        changes.borrow_and_update();
+        if !self.ask_refresh() {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, changes.changed()).await;
+    }
+
     /// Asks for the claim on `namespace` and waits until it is no longer pending (this node
     /// or another holds it, or placement moved it) or `limit` passes; the caller then checks
     /// the claim as for any request.

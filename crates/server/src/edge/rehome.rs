@@ -80,6 +80,31 @@ pub fn begin(
     })
 }
 
+/// Before a connection that could not move closes: when its old owner may have applied the
+/// writes it left unanswered (it died, or lost the claim), they are answered `unavailable`
+/// ("may or may not have been applied"). Left unanswered, the SDK would send them again
+/// after it reconnects, and a refusal there would read as final while the first attempt
+/// survives on the owner's follower. An owner that stopped on purpose applied none of them,
+/// and one never reached applied nothing: the SDK may send those again.
+pub fn answer_unanswered(edge: &Rc<EdgeConn>, cause: MoveCause) {
+    if !matches!(cause, MoveCause::OwnerLost | MoveCause::Moved) {
+        return;
+    }
+    let answers = edge
+        .upstream()
+        .as_mut()
+        .and_then(|upstream| upstream.resume(false).ok())
+        .map(|resume| resume.answers);
+    if let Some(answers) = answers {
+        edge.write(answers.into_iter().map(encode_frames));
+    }
+}
+
+/// Why a move under way ended without a new owner, for [`answer_unanswered`].
+pub fn cause(moving: &Moving) -> MoveCause {
+    moving.cause
+}
+
 /// The owner the session can go to now, as an owner index; `None` to wait on. `Err`: the
 /// wait is over, and the connection closes.
 pub fn next_owner(

@@ -294,7 +294,11 @@ async fn run<S: Source>(
             if moving.is_none() {
                 match rehome::begin(shard, edge, side, cause) {
                     Ok(started) => moving = Some(started),
-                    Err(reason) => return Ended::Closed(reason),
+                    Err(reason) => {
+                        rehome::answer_unanswered(edge, cause);
+                        let _ = drain(edge, write_timeout).await;
+                        return Ended::Closed(reason);
+                    }
                 }
             }
         }
@@ -326,14 +330,23 @@ async fn run<S: Source>(
                         let Some(waiting) = moving.take() else { continue };
                         // Boxed: a move is rare, and an idle connection's task must not
                         // carry its state (`server::tests`).
+                        let cause = rehome::cause(&waiting);
                         match Box::pin(rehome::finish(shard, edge, waiting, owner)).await {
                             Ok(next) => *side = next,
-                            Err(reason) => return Ended::Closed(reason),
+                            Err(reason) => {
+                                rehome::answer_unanswered(edge, cause);
+                                let _ = drain(edge, write_timeout).await;
+                                return Ended::Closed(reason);
+                            }
                         }
                         // The client was not read meanwhile: its silence proves nothing.
                         last_seen = Instant::now();
                     }
-                    Err(reason) => return Ended::Closed(reason),
+                    Err(reason) => {
+                        rehome::answer_unanswered(edge, rehome::cause(waiting));
+                        let _ = drain(edge, write_timeout).await;
+                        return Ended::Closed(reason);
+                    }
                 }
             }
             message = socket.next(), if moving.is_none() => {

@@ -34,7 +34,16 @@ pub struct LargeMessage {
     precheck: Option<WritePrecheck>,
     /// The claim to wait for first, and on which database.
     claim: Option<(hearth_cluster::Placement, String)>,
+    /// Whether to read etcd again first: another node sent the message here as to the
+    /// database's owner while this node's view names another one.
+    refresh: bool,
 }
+
+/// How long a message another node sent here as to its database's owner waits for this
+/// node's view of etcd to be read again, when that view names another owner: the two nodes'
+/// views differ for a moment after a claim changes hands (a planned move), and the edge's
+/// may be the newer one.
+pub const VIEW_REFRESH_LIMIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// What the off-thread decoding of a [`LargeMessage`] gives.
 pub enum LargeDecoded {
@@ -61,11 +70,14 @@ pub fn on_message(
         // Nobody holds the database yet and it is placed here: this message and the
         // connection's next wait for the claim instead of a write being refused. (Looked
         // at only while the fence refuses writes, so a claimed database pays nothing.)
-        if placement.claim_pending(&handle.namespace) {
+        let forwarded = handle.id & (1 << 63) != 0;
+        let refresh = forwarded && placement.claimed_elsewhere(&handle.namespace);
+        if refresh || placement.claim_pending(&handle.namespace) {
             return Ok(Handled::ParseOffThread(LargeMessage {
                 text: message,
                 precheck: None,
                 claim: Some((placement.clone(), handle.namespace.to_string())),
+                refresh,
             }));
         }
     }
@@ -81,6 +93,7 @@ pub fn on_message(
             text: message,
             precheck,
             claim: None,
+            refresh: false,
         }));
     }
     let decoded = match decode_lazy(&message) {
@@ -119,6 +132,9 @@ fn fence_session_database(shard: &Shard, handle: &ConnHandle) -> bool {
 /// if the decoding thread failed.
 pub async fn finish_deferred(mut message: LargeMessage) -> Option<LargeDecoded> {
     if let Some((placement, namespace)) = message.claim.take() {
+        if message.refresh {
+            placement.refreshed(VIEW_REFRESH_LIMIT).await;
+        }
         placement.claim_settled(&namespace, CLAIM_WAIT_LIMIT).await;
     }
     if message.text.len() > OFF_THREAD_PARSE_BYTES {
@@ -371,6 +387,7 @@ mod tests {
             text: message,
             precheck: None,
             claim: None,
+            refresh: false,
         };
         match decode_large(message) {
             LargeDecoded::Decoded(Ok(ClientMessage::Request {
@@ -396,6 +413,7 @@ mod tests {
             text,
             precheck,
             claim: None,
+            refresh: false,
         }) {
             LargeDecoded::Refused { reply, .. } => assert_eq!(
                 reply,

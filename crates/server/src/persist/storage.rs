@@ -4,9 +4,30 @@
 //! costs nothing next to the IO.
 
 use std::io;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use hearth_store::{FaultFile, FaultStorage, FileStorage, RealFile, Storage, StorageFile};
+
+/// The environment variable of the slow-disk fault (test only, `scripts/chaos`): it names a
+/// file holding a number of milliseconds that every sync of a data file waits first.
+pub const SYNC_DELAY_FILE_VAR: &str = "HEARTH_TEST_SYNC_DELAY_FILE";
+
+/// The longest injected wait, whatever the file says.
+const MAX_SYNC_DELAY: Duration = Duration::from_secs(30);
+
+/// The wait the slow-disk fault asks of a sync now: the file named by
+/// [`SYNC_DELAY_FILE_VAR`] is read at each sync while the variable is set (the fault is
+/// turned on and off by writing it), and nothing is looked at when it is not.
+fn injected_sync_delay() -> Option<Duration> {
+    static FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let file = FILE
+        .get_or_init(|| std::env::var_os(SYNC_DELAY_FILE_VAR).map(PathBuf::from))
+        .as_ref()?;
+    let millis: u64 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
+    (millis > 0).then(|| Duration::from_millis(millis).min(MAX_SYNC_DELAY))
+}
 
 /// A shard's storage.
 pub enum ShardStorage {
@@ -98,7 +119,12 @@ impl StorageFile for ShardFile {
 
     fn sync_data(&self) -> io::Result<()> {
         match self {
-            ShardFile::Files(file) => file.sync_data(),
+            ShardFile::Files(file) => {
+                if let Some(delay) = injected_sync_delay() {
+                    std::thread::sleep(delay);
+                }
+                file.sync_data()
+            }
             ShardFile::Faults(file) => file.sync_data(),
         }
     }

@@ -95,6 +95,12 @@ fn reconcile(shard: &Rc<Shard>, replication: &Replication) {
     {
         let pending = replication.pending_sets.borrow();
         let mut joining = replication.joining.borrow_mut();
+        // A database this node no longer holds has no follower joining it here.
+        joining.retain(|namespace, _| {
+            view.claims
+                .get(&**namespace)
+                .is_some_and(|claim| *claim.node_id == *me)
+        });
         let databases = shard.owner.databases();
         let shipper = replication.shipper.borrow();
         for (namespace, claim) in &view.claims {
