@@ -117,3 +117,10 @@ impl FollowerLag {
         }
     }
 }
+
+/// Writes whose held acknowledgements were given up, server-wide (`replica::sync_set`,
+/// `/metrics`).
+pub static WRITES_GIVEN_UP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Copies of a database replaced while they differed, server-wide (`replica::divergent`).
+pub static DIVERGENT_COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

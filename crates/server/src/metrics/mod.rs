@@ -113,8 +113,8 @@ impl Observer {
                 claims: placement.own_claims(),
                 lease_age: placement.lease_age(),
                 claims_alone: placement.own_claims_alone(),
-                writes_given_up: crate::replica::WRITES_GIVEN_UP.load(Ordering::Relaxed),
-                divergent_copies: crate::replica::DIVERGENT_COPIES.load(Ordering::Relaxed),
+                writes_given_up: crate::replica_messages::WRITES_GIVEN_UP.load(Ordering::Relaxed),
+                divergent_copies: crate::replica_messages::DIVERGENT_COPIES.load(Ordering::Relaxed),
             });
         server.followers = self.followers.get().map_or_else(Vec::new, |followers| {
             followers()

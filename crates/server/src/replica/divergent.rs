@@ -50,7 +50,7 @@ pub fn keep_replaced(data_dir: &Path, loaded: &Loaded, logged_epoch: u64, record
     if logged_epoch == 0 || epoch <= logged_epoch || held == tree || held.is_empty() {
         return;
     }
-    super::DIVERGENT_COPIES.fetch_add(1, Ordering::Relaxed);
+    crate::replica_messages::DIVERGENT_COPIES.fetch_add(1, Ordering::Relaxed);
     match keep(
         data_dir,
         &loaded.name,

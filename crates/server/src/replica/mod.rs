@@ -27,7 +27,7 @@ pub mod shipper;
 mod sync_set;
 
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tracing::{info, warn};
@@ -37,12 +37,6 @@ use crate::shard::Shard;
 use crate::time::now_ms;
 use replication::Replication;
 use shipper::Event;
-
-/// Writes whose held acknowledgements were given up, server-wide (`sync_set`, `/metrics`).
-pub static WRITES_GIVEN_UP: AtomicU64 = AtomicU64::new(0);
-
-/// Copies of a database replaced while they differed, server-wide (`divergent`).
-pub static DIVERGENT_COPIES: AtomicU64 = AtomicU64::new(0);
 
 /// How often a shard looks at its links, its followers' timeouts and its lag.
 const TICK: Duration = Duration::from_millis(100);

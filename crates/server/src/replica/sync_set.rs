@@ -217,7 +217,7 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
         given_up = true;
         shard.owner.gate().abandon(&seqs);
         roll_back(shard, replication, &namespace, first);
-        super::WRITES_GIVEN_UP.fetch_add(seqs.len() as u64, Ordering::Relaxed);
+        crate::replica_messages::WRITES_GIVEN_UP.fetch_add(seqs.len() as u64, Ordering::Relaxed);
         warn!(
             namespace = &*namespace,
             writes = seqs.len(),
