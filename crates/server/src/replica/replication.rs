@@ -50,8 +50,6 @@ pub struct Replication {
     /// shard's sequence number when it started. Records after it hold for the node; once it
     /// has acknowledged everything up to it, it is asked into the set (`sync_set`).
     pub(super) joining: RefCell<rustc_hash::FxHashMap<Rc<str>, (usize, u64)>>,
-    /// An answer to a sync-set change came in since the tick last looked.
-    pub(super) sets_answered: std::cell::Cell<bool>,
 }
 
 impl Replication {
@@ -72,7 +70,6 @@ impl Replication {
             moves_tried: RefCell::default(),
             pending_sets: RefCell::default(),
             joining: RefCell::default(),
-            sets_answered: std::cell::Cell::new(false),
         }
     }
 

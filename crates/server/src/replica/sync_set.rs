@@ -44,29 +44,24 @@ const CHANGES_PER_TICK: usize = 256;
 /// What the tick keeps between its turns.
 #[derive(Default)]
 pub struct SetState {
-    /// The view version the holds were last checked against.
-    checked_version: Option<u64>,
     /// Sessions to close once their replies have left (held writes given up).
     closing: Vec<(Rc<ConnHandle>, u64)>,
 }
 
 /// One turn: reconcile, release, give up, close.
 pub fn tick(shard: &Rc<Shard>, replication: &Replication, state: &mut SetState) {
-    let Some(placement) = replication.nodes.sync_placement() else {
+    if replication.nodes.sync_placement().is_none() {
         close_stranded(shard, &mut state.closing);
         return;
-    };
-    let version = placement.view().version;
-    let answered = replication.sets_answered.replace(false);
-    if answered || state.checked_version != Some(version) {
-        state.checked_version = Some(version);
-        let released = replication
-            .shipper
-            .borrow_mut()
-            .release_excluded(|namespace, node| replication.is_member(namespace, node));
-        if released {
-            super::release(shard);
-        }
+    }
+    // Every tick, not only when etcd's sets change: a follower that stops joining (it fell
+    // behind, or its link went down) releases what waited for it without any change there.
+    let released = replication
+        .shipper
+        .borrow_mut()
+        .release_excluded(|namespace, node| replication.is_member(namespace, node));
+    if released {
+        super::release(shard);
     }
     reconcile(shard, replication);
     let joined = {
@@ -194,7 +189,6 @@ fn reconcile(shard: &Rc<Shard>, replication: &Replication) {
             for name in &names {
                 pending.remove(name.as_str());
             }
-            replication.sets_answered.set(true);
         }
     });
 }
