@@ -114,9 +114,18 @@ pub struct View {
 }
 
 impl View {
-    /// The live node that rendezvous hashing places `namespace` on.
+    /// The live node that rendezvous hashing places `namespace` on: among the members of its
+    /// sync set that are alive when it has one (only they may claim it, so requests must
+    /// reach one of them), else among all the live nodes (the database then waits for a
+    /// member, and the node it is placed on says so).
     pub fn placed_on(&self, namespace: &str) -> Option<&str> {
-        rendezvous::place(self.nodes.keys().map(|id| &**id), namespace)
+        let live = || self.nodes.keys().map(|id| &**id);
+        if let Some(set) = self.sync.get(namespace) {
+            if let Some(member) = rendezvous::place(live().filter(|id| set.has(id)), namespace) {
+                return Some(member);
+            }
+        }
+        rendezvous::place(live(), namespace)
     }
 
     /// The live node that follows `namespace` (keeps a copy of its log): of the live nodes
@@ -575,6 +584,38 @@ impl Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unclaimed_database_is_placed_on_a_live_member_of_its_sync_set() {
+        let info = NodeInfo {
+            advertise: "127.0.0.1:1".parse().expect("address"),
+            lease: 1,
+        };
+        let mut view = View::default();
+        for id in ["a", "b", "c"] {
+            view.nodes.insert(Arc::from(id), info.clone());
+        }
+        let ns = "db";
+        let top = view.placed_on(ns).expect("a node").to_owned();
+        let other = ["a", "b", "c"]
+            .into_iter()
+            .find(|id| *id != top)
+            .expect("another node");
+        // Only `other` holds every acknowledged write: requests must reach it, so that it
+        // claims the database, rather than the top node, which may not.
+        let set = SyncValue {
+            epoch: 2,
+            members: vec![other.to_owned(), "gone".to_owned()],
+        };
+        view.sync.insert(ns.to_owned(), set);
+        assert_eq!(view.placed_on(ns), Some(other));
+        assert!(view.may_claim(ns, other));
+        assert!(!view.may_claim(ns, &top));
+        // No member alive: placed as without a set, and nobody may claim it.
+        view.nodes.remove(other);
+        assert!(view.placed_on(ns).is_some_and(|node| node != other));
+        assert!(!view.may_claim(ns, view.placed_on(ns).expect("a node")));
+    }
 
     #[test]
     fn a_lease_is_valid_only_within_the_window_after_its_last_confirmation() {
