@@ -295,9 +295,10 @@ async fn run<S: Source>(
                 match rehome::begin(shard, edge, side, cause) {
                     Ok(started) => moving = Some(started),
                     Err(reason) => {
+                        // Answered first; the loop's top writes them out, then closes.
                         rehome::answer_unanswered(edge, cause);
-                        let _ = drain(edge, write_timeout).await;
-                        return Ended::Closed(reason);
+                        edge.close(reason);
+                        continue;
                     }
                 }
             }
@@ -335,8 +336,8 @@ async fn run<S: Source>(
                             Ok(next) => *side = next,
                             Err(reason) => {
                                 rehome::answer_unanswered(edge, cause);
-                                let _ = drain(edge, write_timeout).await;
-                                return Ended::Closed(reason);
+                                edge.close(reason);
+                                continue;
                             }
                         }
                         // The client was not read meanwhile: its silence proves nothing.
@@ -344,8 +345,9 @@ async fn run<S: Source>(
                     }
                     Err(reason) => {
                         rehome::answer_unanswered(edge, rehome::cause(waiting));
-                        let _ = drain(edge, write_timeout).await;
-                        return Ended::Closed(reason);
+                        moving = None;
+                        edge.close(reason);
+                        continue;
                     }
                 }
             }
