@@ -70,12 +70,15 @@ describe('log shipping to a follower node', () => {
     try {
       await set(writer.ref('first'), 1);
       nodes.c.proc.kill('SIGSTOP');
+      // When each was acknowledged, after how long: the owner may stop waiting for a silent
+      // follower only after 2 s (ACK_TIMEOUT_MS), however busy the machine is.
+      const sent = Date.now();
       let acked = false;
-      const write = set(writer.ref('held'), 2).then(() => (acked = true));
+      const write = set(writer.ref('held'), 2).then(() => (acked = Date.now() - sent));
       // A REST write waits the same way.
       let answered = false;
       const put = fetch(`http://${nodes.b.host}/rest.json?ns=${ns}&auth=owner`, { method: 'PUT', body: '7' })
-        .then((res) => { answered = true; return res; });
+        .then((res) => { answered = Date.now() - sent; return res; });
       try {
         // Shipped and not acknowledged: the lag shows it (a barrier), and the write waits.
         const deadline = Date.now() + 5_000;
@@ -85,8 +88,10 @@ describe('log shipping to a follower node', () => {
         }
         // Well inside the 2 s the owner waits for a silent follower.
         await new Promise((r) => setTimeout(r, 500));
-        assert.equal(acked, false, 'acknowledged before the follower had it');
-        assert.equal(answered, false, 'a REST write answered before the follower had it');
+        // A busy machine may delay this check past the 2 s; an answer before them is a
+        // write acknowledged without the follower.
+        assert.ok(acked === false || acked >= 1_900, `acknowledged after ${acked} ms, before the follower had it`);
+        assert.ok(answered === false || answered >= 1_900, `a REST write answered after ${answered} ms, before the follower had it`);
       } finally {
         nodes.c.proc.kill('SIGCONT');
       }
