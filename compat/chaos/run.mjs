@@ -722,7 +722,7 @@ async function main() {
     let last = null;
     let count = 0;
     const flush = () => {
-      if (first) stranded.push({ client: c.index, node: c.node, db: c.ns, from: first.invoke, to: last.complete, refusals: count,
+      if (first) stranded.push({ client: c.index, node: c.node, db: c.ns, from: first.complete, to: last.complete, refusals: count,
         fault: faultName(faultById(first.fault) ?? faultAt(first.invoke)), message: first.error.slice(0, 120) });
       first = null; count = 0;
     };
@@ -736,6 +736,8 @@ async function main() {
   summary.strandedClients = stranded.filter((s) => s.to - s.from >= 2000).sort((a, b) => (b.to - b.from) - (a.to - a.from));
   // A node that lost a database closes its clients' sessions so that they reconnect to the
   // owner: refusals "owned by" for longer than a lease (and a reconnect) strand a client.
+  // Measured from the first refusal's answer: a write held by a paused node and refused
+  // when it resumes waited, but was not stranded.
   const strandLimit = LEASE_SECS * 1000 + 3000;
   for (const s of summary.strandedClients.filter((x) => x.to - x.from > strandLimit)) {
     violations.push(`client ${s.client} stranded on ${s.node} (${s.db}): refused "owned by" ${s.refusals} times over ${((s.to - s.from) / 1000).toFixed(1)} s (${s.fault})`);
