@@ -215,6 +215,10 @@ impl Replication {
 
     /// The nodes on their way into `namespace`'s set and not in etcd's yet.
     pub fn entering(&self, namespace: &str) -> Vec<usize> {
+        // Nothing is joining most of the time: no lookup of the set on every record then.
+        if self.joining.borrow().is_empty() && self.pending_sets.borrow().is_empty() {
+            return Vec::new();
+        }
         let in_set = self.nodes.sync_members(namespace).unwrap_or_default();
         let mut nodes: Vec<usize> = self
             .joining
@@ -318,6 +322,18 @@ fn encode(seq: u64, epoch: u64, namespace: &str, body: RecordRef<'_>) -> Option<
 }
 
 /// A full copy: the rules set through the API (if any), then the whole tree as one write.
+/// The database's whole tree as one write at the root: a full copy's record, and the record
+/// that logs a rollback (`sync_set`).
+pub fn whole_tree(loaded: &Loaded) -> Write {
+    Write {
+        base: Path::root(),
+        ops: vec![WriteOp {
+            path: Path::root(),
+            change: Change::Set(loaded.engine.root().clone()),
+        }],
+    }
+}
+
 fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
     let mut out = Vec::new();
     if let Some(rules) = &loaded.rules {
@@ -331,13 +347,7 @@ fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
         )
         .ok()?;
     }
-    let tree = Write {
-        base: Path::root(),
-        ops: vec![WriteOp {
-            path: Path::root(),
-            change: Change::Set(loaded.engine.root().clone()),
-        }],
-    };
+    let tree = whole_tree(loaded);
     encode_record(
         &mut out,
         seq,

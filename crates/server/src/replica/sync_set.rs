@@ -22,8 +22,6 @@ use std::sync::atomic::Ordering;
 
 use hearth_cluster::MemberChange;
 use hearth_store::RecordRef;
-use hearth_sync::{Change, Write, WriteOp};
-use hearth_tree::Path;
 use rustc_hash::FxHashMap;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{info, warn};
@@ -256,13 +254,7 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
     super::divergent::keep_given_up(&shard.config.data_dir, loaded);
     let rules = loaded.roll_back(first.saturating_sub(1));
     shard.apply_rules(loaded, rules, now);
-    let tree = Write {
-        base: Path::root(),
-        ops: vec![WriteOp {
-            path: Path::root(),
-            change: Change::Set(loaded.engine.root().clone()),
-        }],
-    };
+    let tree = super::replication::whole_tree(loaded);
     if let Err(error) = store.log(loaded, RecordRef::Write(&tree)) {
         drop(databases);
         crate::persist::report_failure(shard, error.to_string());
@@ -296,9 +288,10 @@ fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
     let Some(nodes) = &shard.nodes else {
         return;
     };
-    let lease_gone = nodes
-        .sync_placement()
-        .or(shard.config.cluster.as_ref())
+    let lease_gone = shard
+        .config
+        .cluster
+        .as_ref()
         .is_some_and(|placement| placement.lease_expired());
     // Per database: whether its sessions must go (decided once per tick).
     let mut stranded: FxHashMap<String, bool> = FxHashMap::default();
