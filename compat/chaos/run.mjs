@@ -238,10 +238,11 @@ function databaseURL(id, ns) {
   return `http://${host(id)}:${clientPort(id)}?ns=${ns}`;
 }
 
+let appCount = 0;
 function makeClient(index, id, ns) {
   const app = initializeApp({ databaseURL: databaseURL(id, ns), projectId: 'demo-hearth', apiKey: 'fake-api-key' },
-    `chaos-${index}-${Date.now()}`);
-  return { index, node: id, ns, app, db: getDatabase(app), generation: 0, n: 0 };
+    `chaos-${index}-${Date.now()}-${appCount++}`);
+  return { index, node: id, ns, app, db: getDatabase(app), generation: 0, n: 0, retired: [] };
 }
 
 async function clientLoop(c) {
@@ -269,7 +270,15 @@ async function clientLoop(c) {
     }
     const done = track(op, p);
     const timedOut = await Promise.race([done.then(() => false), sleep(OP_WAIT_MS).then(() => true)]);
-    if (timedOut) c.generation++; // a new process id: this one's op is still open
+    if (timedOut) {
+      // A new process: a fresh SDK app with its own connection. The old app stays alive so
+      // that its open op still completes or fails on record; reusing it would not do, as
+      // the SDK answers get() from its own pending set at that path (syncTreeGetServerValue
+      // builds the view from the pending write tree), which is no read of the server.
+      c.generation++;
+      c.retired.push(c.app);
+      Object.assign(c, makeClient(c.index, c.node, c.ns), { generation: c.generation, n: c.n, retired: c.retired });
+    }
     if (op.outcome !== 'ok') await sleep(100 + r() * 200);
     await sleep(40 + r() * 80);
   }
@@ -768,7 +777,7 @@ async function main() {
   for (const w of warnings) log(`WARNING: ${w}`);
   for (const v of violations) log(`VIOLATION: ${v}`);
   log(violations.length ? `FAIL: ${violations.length} violation(s); results in ${RESULTS}` : `PASS; results in ${RESULTS}`);
-  for (const c of clients) await deleteApp(c.app).catch(() => {});
+  for (const c of clients) for (const app of [c.app, ...c.retired]) await deleteApp(app).catch(() => {});
   return violations.length ? 1 : 0;
 }
 

@@ -32,6 +32,12 @@ const MAX_GROWTH_KB = 64 * 1024;
 // once in that of 2026-11-27 (the WebSocket update); the 20 MB writes were 7-15 s before
 // they left the shard's thread, which this bound still catches.
 const MAX_ADMIN_MS = 4000;
+// On a machine so busy that the attack itself takes many seconds, the bound is half of the
+// attack's own time, measured in the same test: a shard held for the whole of the large write
+// (the defect) makes the slowest admin write about as long as the attack.
+const adminBound = (attackMs) => Math.max(MAX_ADMIN_MS, attackMs / 2);
+/** How long the client waits for a 20 MB write's answer: liveness, not speed. */
+const ANSWER_WAIT_MS = 60_000;
 
 function statusKb(pid, field) {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -60,20 +66,23 @@ async function whileAdminWrites(server, otherNs, attack) {
     }
   })();
   try {
+    const started = performance.now();
     const result = await attack();
+    const attackMs = performance.now() - started;
     done = true;
     await admin;
-    return { result, slowest };
+    return { result, slowest, attackMs };
   } finally {
     done = true;
     await admin.catch(() => {});
   }
 }
 
-function checkAfter(server, baseKb, slowest, what) {
+function checkAfter(server, baseKb, { slowest, attackMs }, what) {
   const grownKb = statusKb(server.pid, 'VmHWM') - baseKb;
   assert.ok(grownKb < MAX_GROWTH_KB, `${what}: the server's peak memory grew by ${grownKb} kB`);
-  assert.ok(slowest < MAX_ADMIN_MS, `${what}: an admin write on the same shard took ${slowest.toFixed(0)} ms`);
+  assert.ok(slowest < adminBound(attackMs),
+    `${what}: an admin write on the same shard took ${slowest.toFixed(0)} ms, the attack ${attackMs.toFixed(0)} ms`);
 }
 
 async function rawClient(server, ns) {
@@ -88,12 +97,12 @@ describe('attacks: refused writes cost nothing (locked server)', () => {
   it('an anonymous 20 MB REST PUT is refused without being parsed', T, async () => {
     const [ns, other] = [h.ns('victim'), h.ns('other')];
     const baseKb = statusKb(h.server.pid, 'VmHWM');
-    const { result, slowest } = await whileAdminWrites(h.server, other, () =>
+    const { result, ...timing } = await whileAdminWrites(h.server, other, () =>
       http(h.server.url(ns, 'big'), { method: 'PUT', raw: true, body: HUGE_ARRAY }),
     );
     assert.equal(result.status, 401, result.text);
     assert.deepEqual(result.json, DENIED_REST);
-    checkAfter(h.server, baseKb, slowest, 'REST PUT');
+    checkAfter(h.server, baseKb, timing, 'REST PUT');
     const stored = await http(h.server.url(ns, 'big'), { headers: BEARER });
     assert.equal(stored.text, 'null');
   });
@@ -107,13 +116,13 @@ describe('attacks: refused writes cost nothing (locked server)', () => {
       ['p', '/big', HUGE_ARRAY],
       ['m', '/', `{"big":${HUGE_ARRAY}}`],
     ]) {
-      const { result, slowest } = await whileAdminWrites(h.server, other, async () => {
+      const { result, ...timing } = await whileAdminWrites(h.server, other, async () => {
         const r = c.nextR();
         c.sendSplitText(`{"t":"d","d":{"r":${r},"a":"${a}","b":{"p":"${p}","d":${d}}}}`);
-        return (await c.response(r, 15_000)).body;
+        return (await c.response(r, ANSWER_WAIT_MS)).body;
       });
       assert.deepEqual(result, DENIED_WS, a);
-      checkAfter(h.server, baseKb, slowest, `WebSocket ${a}`);
+      checkAfter(h.server, baseKb, timing, `WebSocket ${a}`);
     }
     assert.equal(c.closed, null, 'the connection stays open');
     const get = await http(h.server.url(ns, 'big'), { headers: BEARER });
@@ -142,7 +151,7 @@ describe('attacks: large allowed writes do not stall their shard', () => {
     const c = await rawClient(h.server, ns);
     h.defer(() => c.terminate());
     assert.equal((await c.request('auth', { cred: ADMIN_TOKEN })).s, 'ok');
-    const slowest = { REST: rest.slowest };
+    const slowest = { REST: rest };
     for (const [a, p, d, written] of [
       ['p', '/ws', HUGE_ARRAY, 'ws'],
       ['m', '/', `{"upd":${HUGE_ARRAY}}`, 'upd'],
@@ -154,16 +163,17 @@ describe('attacks: large allowed writes do not stall their shard', () => {
       const ws = await whileAdminWrites(h.server, other, async () => {
         c.ws.send(String(frames.length));
         for (const frame of frames) c.ws.send(frame);
-        return (await c.response(r, 15_000)).body;
+        return (await c.response(r, ANSWER_WAIT_MS)).body;
       });
       assert.deepEqual(ws.result, { s: 'ok', d: '' }, a);
       const last = await http(h.server.url(ns, `${written}/9999999`), { headers: BEARER });
       assert.equal(last.text, '1', a);
-      slowest[`WebSocket ${a}`] = ws.slowest;
+      slowest[`WebSocket ${a}`] = ws;
     }
-    console.log('slowest admin write (ms):', JSON.stringify(slowest, (_, v) => (typeof v === 'number' ? Math.round(v) : v)));
-    for (const [what, ms] of Object.entries(slowest)) {
-      assert.ok(ms < MAX_ADMIN_MS, `${what}: an admin write took ${ms.toFixed(0)} ms`);
+    const times = Object.fromEntries(Object.entries(slowest).map(([what, t]) => [what, [Math.round(t.slowest), Math.round(t.attackMs)]]));
+    console.log('slowest admin write, the large write (ms):', JSON.stringify(times));
+    for (const [what, { slowest: ms, attackMs }] of Object.entries(slowest)) {
+      assert.ok(ms < adminBound(attackMs), `${what}: an admin write took ${ms.toFixed(0)} ms, the large write ${attackMs.toFixed(0)} ms`);
     }
   });
 });
@@ -181,15 +191,15 @@ describe('attacks: refused writes cost nothing (rules)', () => {
     const c = await rawClient(h.server, ns);
     h.defer(() => c.terminate());
     const baseKb = statusKb(h.server.pid, 'VmHWM');
-    const { result, slowest } = await whileAdminWrites(h.server, other, async () => {
+    const { result, ...timing } = await whileAdminWrites(h.server, other, async () => {
       const r = c.nextR();
       c.sendSplitText(`{"t":"d","d":{"r":${r},"a":"m","b":{"p":"/users","d":{"alice":${HUGE_ARRAY}}}}}`);
-      return (await c.response(r, 15_000)).body;
+      return (await c.response(r, ANSWER_WAIT_MS)).body;
     });
     assert.deepEqual(result, DENIED_WS);
     const rest = await http(h.server.url(ns, 'users/alice'), { method: 'PUT', raw: true, body: HUGE_ARRAY });
     assert.equal(rest.status, 401, rest.text);
     assert.deepEqual(rest.json, DENIED_REST);
-    checkAfter(h.server, baseKb, slowest, 'rules');
+    checkAfter(h.server, baseKb, timing, 'rules');
   });
 });
