@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use hearth_sync::Database;
 
-use crate::persist::{DatabaseFacts, DurableState};
+use crate::persist::{DatabaseFacts, DurableState, ShardStore};
 
 /// A loaded database.
 pub struct Loaded {
@@ -73,11 +73,27 @@ impl Loaded {
         }
     }
 
-    /// A log record for it was appended.
-    pub fn logged(&mut self, appended: hearth_store::Appended) {
-        self.seq.set(appended.seq);
-        self.wal_bytes += appended.bytes;
-        self.on_disk = true;
+    /// Appends a record for it to `store`'s log, after its engine applied the change. If the
+    /// log cannot take it, its last record becomes unreachable (`u64::MAX`), so its clients
+    /// are held (the change is in memory but will never be durable) until the failure is
+    /// handled; the caller reports the error.
+    pub fn log_to(
+        &mut self,
+        store: &ShardStore,
+        body: hearth_store::RecordRef<'_>,
+    ) -> Result<(), hearth_store::StoreError> {
+        match store.append(&self.name, self.epoch, body, self.state()) {
+            Ok(appended) => {
+                self.seq.set(appended.seq);
+                self.wal_bytes += appended.bytes;
+                self.on_disk = true;
+                Ok(())
+            }
+            Err(error) => {
+                self.seq.set(u64::MAX);
+                Err(error)
+            }
+        }
     }
 
     /// A snapshot of it starts at `now`: returns the durable state it writes.

@@ -24,11 +24,11 @@ use crate::listener::{bind_listeners, Bound};
 use crate::metrics::labels::{CloseCause, HttpRefusal};
 use crate::metrics::{bind_metrics_listener, serve_metrics, Observer};
 use crate::namespace::resolve;
+use crate::owner::durability::{commit_loop, flush_at_shutdown, snapshot_all};
 use crate::owner::rest_precheck::refuse_early;
 use crate::persist::data_dir::{DataDir, DataDirError};
 use crate::persist::{
-    commit_loop, flush_at_shutdown, open_shard_dir, open_storage, snapshot_all, Durability,
-    Loading, Opened, ShardStorage, ShardStore,
+    open_shard_dir, open_storage, Durability, Loading, Opened, ShardStorage, ShardStore,
 };
 use crate::port_claim::PortClaim;
 use crate::rest::execute::execute_durable;

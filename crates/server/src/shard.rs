@@ -156,7 +156,7 @@ impl Shard {
         let loaded = match databases.entry(namespace.to_owned()) {
             Entry::Occupied(entry) => entry.into_mut(),
             Entry::Vacant(entry) => {
-                let loaded = crate::persist::load_evicted(self, namespace, now)
+                let loaded = crate::owner::durability::load_evicted(self, namespace, now)
                     .unwrap_or_else(|| self.new_database(namespace, now));
                 entry.insert(loaded)
             }
@@ -176,9 +176,9 @@ impl Shard {
         let now = now_ms();
         let loaded = match databases.entry(namespace.to_owned()) {
             Entry::Occupied(entry) => entry.into_mut(),
-            Entry::Vacant(entry) => {
-                entry.insert(crate::persist::load_evicted(self, namespace, now)?)
-            }
+            Entry::Vacant(entry) => entry.insert(crate::owner::durability::load_evicted(
+                self, namespace, now,
+            )?),
         };
         loaded.last_used_ms = now;
         self.fence(loaded);
@@ -308,7 +308,7 @@ impl Shard {
             );
         }
         let store = self.owner.store()?;
-        match store.log(loaded, body) {
+        match loaded.log_to(store, body) {
             Ok(()) => {
                 if let Some(replication) = &self.replication {
                     // The epoch the record was just logged under, as `ShardStore::append`
@@ -322,7 +322,7 @@ impl Shard {
             }
             Err(error) => {
                 drop(databases);
-                crate::persist::report_failure(self, error.to_string());
+                crate::owner::durability::report_failure(self, error.to_string());
                 None
             }
         }

@@ -11,9 +11,12 @@
 //! - `intake`: the messages edges send about connections they hold;
 //! - `rest_precheck`: whether a REST write is refused before its body is read;
 //! - `volatile`: the tick that pushes volatile changes and then the replies they held;
-//!   `volatile_ticks`: what waits for it.
+//!   `volatile_ticks`: what waits for it;
+//! - `durability`: the commit task, snapshots, eviction and a failed log, over `persist`'s
+//!   pipeline.
 
 pub mod dispatch;
+pub mod durability;
 pub mod effects;
 mod intake;
 pub mod outbound;

@@ -13,16 +13,10 @@
 //!                          gate advances ─ held acks, pushes and REST answers go out
 //! ```
 
-mod commit;
 pub mod data_dir;
-mod evict;
-mod failure;
 mod gate;
 mod held_queue;
 mod pipeline;
-#[cfg(test)]
-mod sim;
-mod snapshots;
 mod storage;
 mod store;
 
@@ -30,13 +24,9 @@ use std::time::Duration;
 
 use hearth_store::SnapshotPolicy;
 
-pub use commit::{commit_loop, flush_at_shutdown, on_durable};
-pub use evict::load_evicted;
-pub use failure::report_failure;
 pub use gate::{Gate, Tagger};
 pub use held_queue::{HeldQueue, Pushed};
 pub use pipeline::{BatchResult, Chore, DatabaseFacts, Pipeline, Release};
-pub use snapshots::snapshot_all;
 pub use storage::{ShardFile, ShardStorage};
 pub use store::{open_shard_dir, open_storage, DurableState, Loading, Opened, ShardStore};
 

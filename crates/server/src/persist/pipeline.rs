@@ -4,7 +4,7 @@
 //! clocks; this machine owns what they decide from: when a batch may start, how far the
 //! durable position moves and what that releases, what a failure rolls back, and which
 //! databases a tick snapshots or evicts. It reads no clock (time is an argument) and touches
-//! no file, so the seeded simulation (`persist/sim.rs`) drives exactly the logic the server
+//! no file, so the seeded simulation (`owner/durability/sim.rs`) drives exactly the logic the server
 //! runs, against the store's fault-injecting storage.
 //!
 //! Inputs: [`Pipeline::appended`], [`Pipeline::batch_started`], [`Pipeline::batch_done`],

@@ -17,7 +17,6 @@ use tokio::sync::{watch, Notify};
 use super::pipeline::{BatchResult, Pipeline, Release};
 use super::storage::ShardStorage;
 use super::PersistConfig;
-use crate::loaded::Loaded;
 
 /// What a database looks like at some position of the log: its tree and the rules set
 /// through the API (`None`: the server's default rules apply).
@@ -155,23 +154,6 @@ impl ShardStore {
         });
         self.appended.notify_one();
         Ok(appended)
-    }
-
-    /// Appends a record for the database `loaded`, after its engine applied the change. If
-    /// the log cannot take it, the database's last record becomes unreachable (`u64::MAX`),
-    /// so its clients are held (the change is in memory but will never be durable) until the
-    /// failure is handled; the caller reports the error.
-    pub fn log(&self, loaded: &mut Loaded, body: RecordRef<'_>) -> Result<(), StoreError> {
-        match self.append(&loaded.name, loaded.epoch, body, loaded.state()) {
-            Ok(appended) => {
-                loaded.logged(appended);
-                Ok(())
-            }
-            Err(error) => {
-                loaded.seq.set(u64::MAX);
-                Err(error)
-            }
-        }
     }
 
     /// The highest fencing epoch the log holds for `database` (0 if none): the fence refuses

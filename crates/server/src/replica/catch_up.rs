@@ -12,7 +12,7 @@
 //! push the follower past its limit; the rest goes on the next tick.
 
 use crate::loaded::Loaded;
-use crate::persist::load_evicted;
+use crate::owner::durability::load_evicted;
 use crate::replica::replication::Replication;
 use crate::replica::shipper::MAX_IN_FLIGHT_BYTES;
 use crate::shard::Shard;

@@ -69,14 +69,14 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
                 shard
                     .owner
                     .store()
-                    .map(|store| store.log(loaded, RecordRef::Write(write)))
+                    .map(|store| loaded.log_to(store, RecordRef::Write(write)))
             }
             RecordBody::Rules(text) => {
                 shard.apply_rules(loaded, Some(Arc::clone(text)), now);
                 shard
                     .owner
                     .store()
-                    .map(|store| store.log(loaded, RecordRef::Rules(text)))
+                    .map(|store| loaded.log_to(store, RecordRef::Rules(text)))
             }
             _ => None,
         };
@@ -96,7 +96,7 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
     let local = loaded.seq.get();
     drop(databases);
     if let Some(reason) = failure {
-        crate::persist::report_failure(shard, reason);
+        crate::owner::durability::report_failure(shard, reason);
         return None;
     }
     Some(local)

@@ -101,7 +101,7 @@ fn release(shard: &Shard) {
         return;
     };
     let durable = store.pipeline.borrow().durable();
-    crate::persist::on_durable(shard, durable);
+    crate::owner::durability::on_durable(shard, durable);
 }
 
 /// Runs until the shard's runtime stops: follows the links' state, stops waiting for

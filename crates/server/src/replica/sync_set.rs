@@ -255,9 +255,9 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
     let rules = loaded.roll_back(first.saturating_sub(1));
     shard.apply_rules(loaded, rules, now);
     let tree = super::replication::whole_tree(loaded);
-    if let Err(error) = store.log(loaded, RecordRef::Write(&tree)) {
+    if let Err(error) = loaded.log_to(store, RecordRef::Write(&tree)) {
         drop(databases);
-        crate::persist::report_failure(shard, error.to_string());
+        crate::owner::durability::report_failure(shard, error.to_string());
         return;
     }
     let epoch = loaded

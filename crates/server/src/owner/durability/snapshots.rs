@@ -12,9 +12,7 @@ use std::sync::Arc;
 use hearth_store::{remove_files, write_snapshot_with_epoch, SnapshotInfo, StoreError};
 use tracing::{debug, info, warn};
 
-use super::pipeline::{Chore, DatabaseFacts};
-use super::storage::ShardStorage;
-use super::DurableState;
+use crate::persist::{Chore, DatabaseFacts, DurableState, ShardStorage};
 use crate::shard::Shard;
 use crate::time::now_ms;
 

@@ -15,11 +15,11 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::failure::{handle_failure, report_failure};
-use super::pipeline::Release;
 use super::snapshots::maintain;
-use super::{Durability, Gate, ShardStore};
 use crate::loaded::Loaded;
 use crate::owner::Session;
+use crate::persist::Release;
+use crate::persist::{Durability, Gate, ShardStore};
 use crate::shard::Shard;
 use crate::time::now_ms;
 
@@ -144,7 +144,7 @@ pub async fn commit_pending(shard: &Shard) {
 
 /// A batch being written and synced on a blocking thread, with its size and start.
 type InFlight = (
-    tokio::task::JoinHandle<hearth_store::BatchDone<super::storage::ShardStorage>>,
+    tokio::task::JoinHandle<hearth_store::BatchDone<crate::persist::ShardStorage>>,
     u64,
     Instant,
 );

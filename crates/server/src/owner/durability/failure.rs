@@ -21,10 +21,10 @@ use std::sync::Arc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::error;
 
-use super::ShardStore;
 use crate::close::{CloseReason, DISK_FAILED_CLOSE};
 use crate::loaded::Loaded;
 use crate::owner::Session;
+use crate::persist::ShardStore;
 use crate::shard::{read_only_reason, Shard};
 use crate::time::now_ms;
 

@@ -2,7 +2,7 @@
 //!
 //! It runs the shard's real pieces without threads, sockets or clocks: the engine
 //! (`Database`), the log writer and snapshot catalog of a [`ShardStore`] on the store's
-//! fault-injecting storage, the gate and the held queues, and the [`super::Pipeline`] that
+//! fault-injecting storage, the gate and the held queues, and the [`crate::persist::Pipeline`] that
 //! decides. Where the runtime awaits a blocking thread, the simulation holds the job and
 //! finishes it at a random later step, so writes, batches, snapshots, ticks, sessions and
 //! injected disk failures interleave in every order the runtime allows. After every step it
@@ -28,12 +28,11 @@ use serde_json::json;
 
 use super::commit::release_durable;
 use super::failure::roll_back_databases;
-use super::pipeline::{Chore, Release};
-use super::{
-    Durability, DurableState, Gate, HeldQueue, Opened, PersistConfig, ShardStorage, ShardStore,
-    Tagger,
-};
 use crate::loaded::Loaded;
+use crate::persist::{
+    Chore, Durability, DurableState, Gate, HeldQueue, Opened, PersistConfig, Release, ShardStorage,
+    ShardStore, Tagger,
+};
 
 /// Seeds that `cargo test` runs.
 const FIXED_SEEDS: u64 = 48;
@@ -370,7 +369,7 @@ impl Sim {
         };
         // As `Shard::log`: a refused append (the log failed) leaves the write in memory
         // with an unreachable tag, and reports the failure.
-        let seq = match self.store.log(loaded, RecordRef::Write(&body)) {
+        let seq = match loaded.log_to(&self.store, RecordRef::Write(&body)) {
             Ok(()) => loaded.seq.get(),
             Err(_) => {
                 self.report_failure();
