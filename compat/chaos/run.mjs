@@ -296,7 +296,7 @@ async function roles(ns) {
 }
 
 // The slow-disk fault: each node reads this file before every sync of its data files
-// (HEARTH_TEST_SYNC_DELAY_FILE, crates/server/src/persist/storage.rs): milliseconds to wait.
+// (HEARTH_TEST_SYNC_DELAY_FILE, crates/persist/src/storage.rs): milliseconds to wait.
 const syncDelayFile = (id) => path.join(WORK, id, 'sync-delay');
 function slowDisk(id, ms) {
   fs.writeFileSync(syncDelayFile(id), String(ms));

@@ -5,11 +5,12 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-/// The most bytes that may wait in one connection's queue. A client that reads slower than
-/// its data arrives is disconnected rather than allowed to grow the server's memory: it gets
-/// [`SLOW_READER_CLOSE`] (1008), as it does when its queued bytes do not fit in the server's
-/// answer budget (`budget::DEFAULT_ANSWER_BUDGET_BYTES`).
-pub const MAX_OUTBOUND_BYTES: usize = 64 * 1024 * 1024;
+/// The most bytes that may wait in one connection's queue (the held queue's limit, in
+/// `hearth-persist`). A client that reads slower than its data arrives is disconnected rather
+/// than allowed to grow the server's memory: it gets [`SLOW_READER_CLOSE`] (1008), as it does
+/// when its queued bytes do not fit in the server's answer budget
+/// (`budget::DEFAULT_ANSWER_BUDGET_BYTES`).
+pub use hearth_persist::MAX_OUTBOUND_BYTES;
 
 /// The close reason of a connection closed for reading too slowly.
 pub const SLOW_READER_CLOSE: &str = "the client reads too slowly: outbound queue limit reached";

@@ -10,8 +10,8 @@ use hearth_rules::Rules;
 use crate::auth::AuthConfig;
 use crate::budget::SharedBudgets;
 use crate::jwks::JwksSource;
-use crate::persist::PersistConfig;
 use crate::tls::TlsCerts;
+use hearth_persist::PersistConfig;
 
 /// Everything `hearth serve` was told, resolved to concrete values.
 #[derive(Debug, Clone)]

@@ -37,7 +37,6 @@ pub mod offline;
 mod offload;
 mod owner;
 pub mod peer;
-pub mod persist;
 mod port_claim;
 pub mod query_string;
 mod reload;
@@ -55,6 +54,8 @@ mod verify_key;
 pub mod webtransport;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
+/// The durability settings of [`ServeConfig`], and the data directory the offline tools open.
+pub use hearth_persist as persist;
 pub use listener::resolve_listen;
 pub use owner::volatile::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};
 pub use rest::cache::DEFAULT_REST_CACHE_BYTES;

@@ -26,7 +26,7 @@ use crate::edge::socket::Outbox;
 use crate::edge::EdgeConn;
 use crate::link::{EdgeItem, Outgoing, ToEdge};
 use crate::owner::outbound::{ConnHandle, Route};
-use crate::persist::{Gate, Tagger};
+use hearth_persist::{Gate, Tagger};
 
 const FIXED_SEEDS: u64 = 64;
 const STEPS: usize = 600;

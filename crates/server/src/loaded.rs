@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use hearth_sync::Database;
 
-use crate::persist::{DatabaseFacts, DurableState, ShardStore};
+use hearth_persist::{DatabaseFacts, DurableState, ShardStore};
 
 /// A loaded database.
 pub struct Loaded {
@@ -120,7 +120,7 @@ impl Loaded {
         self.durable.rules.clone()
     }
 
-    /// What the durability pipeline decides from (see `persist::pipeline`).
+    /// What the durability pipeline decides from (see `hearth_persist::Pipeline`).
     pub fn facts<'a>(&self, name: &'a str, newest_snapshot: Option<u64>) -> DatabaseFacts<'a> {
         DatabaseFacts {
             name,

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use hearth_store::StoreError;
 
 use crate::namespace::NamespaceError;
-use crate::persist::data_dir::{DataDir, DataDirError};
-use crate::persist::{open_shard_dir, Loading, Opened};
+use hearth_persist::data_dir::{DataDir, DataDirError};
+use hearth_persist::{open_shard_dir, Loading, Opened};
 
 /// Why [`open_database`] failed. The first two read exactly as the underlying errors do.
 #[derive(Debug, thiserror::Error)]

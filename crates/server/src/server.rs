@@ -26,15 +26,15 @@ use crate::metrics::{bind_metrics_listener, serve_metrics, Observer};
 use crate::namespace::resolve;
 use crate::owner::durability::{commit_loop, flush_at_shutdown, snapshot_all};
 use crate::owner::rest_precheck::refuse_early;
-use crate::persist::data_dir::{DataDir, DataDirError};
-use crate::persist::{
-    open_shard_dir, open_storage, Durability, Loading, Opened, ShardStorage, ShardStore,
-};
 use crate::port_claim::PortClaim;
 use crate::rest::execute::execute_durable;
 use crate::shard::Shard;
 use crate::tls::handshake;
 use crate::{edge, owner};
+use hearth_persist::data_dir::{DataDir, DataDirError};
+use hearth_persist::{
+    open_shard_dir, open_storage, Durability, Loading, Opened, ShardStorage, ShardStore,
+};
 
 /// How long shutdown waits for connections to close and run their onDisconnect queues.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

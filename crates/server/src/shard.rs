@@ -31,11 +31,11 @@ use crate::loaded::Loaded;
 use crate::metrics::snapshot::{top, DatabaseLoad};
 use crate::metrics::{Observer, ShardCounters, ShardSnapshot};
 use crate::owner::Owner;
-use crate::persist::{Gate, ShardStore, Tagger};
 use crate::rest::precheck::WriteCheck;
 use crate::rest::{RestCall, RestResponse};
 use crate::rules_file::default_access;
 use crate::time::now_ms;
+use hearth_persist::{Gate, ShardStore, Tagger};
 
 /// What clients are told while writes are refused.
 pub fn read_only_reason(failure: &str) -> String {
@@ -92,7 +92,7 @@ impl Shard {
         store: Option<ShardStore>,
         observer: Arc<Observer>,
     ) -> Shard {
-        let strict = config.persist.durability == crate::persist::Durability::Strict;
+        let strict = config.persist.durability == hearth_persist::Durability::Strict;
         let gate = match &store {
             Some(store) => Gate::new(strict, store.durable_seq()),
             None => Gate::open(),

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::archive::{ArchiveWriter, MAX_CHUNK_BYTES};
-use crate::persist::{DurableState, ShardStorage};
+use hearth_persist::{DurableState, ShardStorage};
 
 /// What the backup writer needs of one shard (taken by `cut::take` on the shard's thread).
 pub struct ShardCut {

@@ -1,5 +1,5 @@
 //! A connection's outbound side on the core that owns its database. Each message, encoded once
-//! as WebSocket frames, carries its durability tag (see `persist::gate`): it waits in the held
+//! as WebSocket frames, carries its durability tag (see `hearth_persist::Gate`): it waits in the held
 //! queue until its write is on disk, then goes to the socket at once when the socket is on
 //! this core, or into this core's next batch for the core that holds the socket (`link`).
 
@@ -16,7 +16,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 use crate::close::{CloseReason, SLOW_READER_CLOSE};
 use crate::edge::EdgeConn;
 use crate::link::{EdgeItem, MessageBatch, MoveCause, Outgoing};
-use crate::persist::{HeldQueue, Pushed, Tagger};
+use hearth_persist::{HeldQueue, Pushed, Tagger};
 
 /// Where a connection's messages go once they may leave.
 pub enum Route {
@@ -382,7 +382,7 @@ mod tests {
 
     fn strict_tagger() -> Tagger {
         Tagger {
-            gate: Rc::new(crate::persist::Gate::new(true, 0)),
+            gate: Rc::new(hearth_persist::Gate::new(true, 0)),
             database_seq: Rc::new(Cell::new(0)),
         }
     }
@@ -537,7 +537,7 @@ mod tests {
     fn messages_wait_for_their_write_to_be_durable() {
         let recorder = Recorder::new(1 << 20);
         let tagger = Tagger {
-            gate: Rc::new(crate::persist::Gate::new(true, 0)),
+            gate: Rc::new(hearth_persist::Gate::new(true, 0)),
             database_seq: Rc::new(Cell::new(0)),
         };
         let handle = handle(tagger.clone(), &recorder);

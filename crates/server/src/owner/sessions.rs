@@ -11,11 +11,11 @@ use tracing::debug;
 use crate::close::{CloseReason, REPLACED_CLOSE};
 use crate::owner::effects::route_effects;
 use crate::owner::outbound::{ConnHandle, Route};
-use crate::persist::Tagger;
 use crate::session::may_replace;
 use crate::shard::Shard;
 use crate::sse::stream::StreamHandle;
 use crate::time::now_ms;
+use hearth_persist::Tagger;
 
 /// Opens a session of `namespace` (creating the database on first use) for a connection whose
 /// messages go by `route`.

@@ -2,7 +2,7 @@
 //! their sessions (WebSocket connections and event streams, wherever their sockets are), the
 //! batches for other cores' edges and what waits for the volatile tick. Only this thread
 //! touches it, through the methods below; the code that acts on it is the rest of `owner/`
-//! (and `persist/` for the log).
+//! (and `durability/`, over `hearth-persist`, for the log).
 
 use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::collections::HashMap;
@@ -17,8 +17,8 @@ use crate::loaded::Loaded;
 use crate::metrics::ShardCounters;
 use crate::owner::outbound::ConnHandle;
 use crate::owner::volatile_ticks::VolatileTicks;
-use crate::persist::{Gate, ShardStore};
 use crate::sse::stream::StreamHandle;
+use hearth_persist::{Gate, ShardStore};
 
 /// One session of a database: a WebSocket connection (on this core or another) or an event
 /// stream.

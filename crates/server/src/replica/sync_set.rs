@@ -207,7 +207,7 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
             continue;
         };
         given_up = true;
-        shard.owner.gate().abandon(&seqs);
+        shard.owner.gate().abandon(&seqs, crate::time::now_ms());
         roll_back(shard, replication, &namespace, first);
         crate::replica_messages::WRITES_GIVEN_UP.fetch_add(seqs.len() as u64, Ordering::Relaxed);
         warn!(

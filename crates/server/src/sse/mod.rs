@@ -26,11 +26,11 @@ use crate::edge::EdgeTarget;
 use crate::link::ToOwner;
 use crate::owner::effects::route_effects;
 use crate::owner::sessions;
-use crate::persist::Tagger;
 use crate::rest::execute::reply_error;
 use crate::rest::{DataRequest, RestRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
 use crate::shard::Shard;
 use crate::time::now_ms;
+use hearth_persist::Tagger;
 
 /// The tag of a stream's filtered listen. A stream holds exactly one listen, so any constant
 /// will do; the engine needs a tag to tell filtered listens apart.

@@ -20,7 +20,7 @@ use crate::close::CloseReason;
 use crate::link::{EdgeItem, Outgoing};
 use crate::metrics::labels::StreamEnd;
 use crate::metrics::ShardCounters;
-use crate::persist::{HeldQueue, Pushed, Tagger};
+use hearth_persist::{HeldQueue, Pushed, Tagger};
 
 /// The shard's handle on one open event stream.
 pub struct StreamHandle {
@@ -30,7 +30,7 @@ pub struct StreamHandle {
     pub path: Path,
     /// `format=export`: data keeps its priorities.
     pub export: bool,
-    /// Chunks with their durability tags (see `persist::gate`).
+    /// Chunks with their durability tags (see `hearth_persist::Gate`).
     queue: HeldQueue<Bytes>,
     /// The server's answer budget, which the queued chunks are counted in (see
     /// `http_unsent`); `None` in tests of the queue alone.

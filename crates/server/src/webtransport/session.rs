@@ -484,7 +484,7 @@ mod tests {
     use super::*;
     use crate::budget::{HttpBudgets, ShardBudget};
     use crate::owner::outbound::{ConnHandle, Route};
-    use crate::persist::Tagger;
+    use hearth_persist::Tagger;
 
     #[derive(Default)]
     struct Recorder(Rc<RefCell<Vec<Bytes>>>);

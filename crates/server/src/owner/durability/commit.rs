@@ -18,10 +18,9 @@ use super::failure::{handle_failure, report_failure};
 use super::snapshots::maintain;
 use crate::loaded::Loaded;
 use crate::owner::Session;
-use crate::persist::Release;
-use crate::persist::{Durability, Gate, ShardStore};
 use crate::shard::Shard;
 use crate::time::now_ms;
+use hearth_persist::{Durability, Gate, Release, ShardStore};
 
 /// The pause after each synced mebibyte of a spare segment: 64 MiB take about a second and
 /// never hold a log sync up by more than one small flush.
@@ -144,7 +143,7 @@ pub async fn commit_pending(shard: &Shard) {
 
 /// A batch being written and synced on a blocking thread, with its size and start.
 type InFlight = (
-    tokio::task::JoinHandle<hearth_store::BatchDone<crate::persist::ShardStorage>>,
+    tokio::task::JoinHandle<hearth_store::BatchDone<hearth_persist::ShardStorage>>,
     u64,
     Instant,
 );

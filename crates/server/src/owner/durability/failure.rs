@@ -24,9 +24,9 @@ use tracing::error;
 use crate::close::{CloseReason, DISK_FAILED_CLOSE};
 use crate::loaded::Loaded;
 use crate::owner::Session;
-use crate::persist::ShardStore;
 use crate::shard::{read_only_reason, Shard};
 use crate::time::now_ms;
+use hearth_persist::ShardStore;
 
 /// Records a log failure; the commit task handles it.
 pub fn report_failure(shard: &Shard, reason: String) {

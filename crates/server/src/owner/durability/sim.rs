@@ -2,7 +2,7 @@
 //!
 //! It runs the shard's real pieces without threads, sockets or clocks: the engine
 //! (`Database`), the log writer and snapshot catalog of a [`ShardStore`] on the store's
-//! fault-injecting storage, the gate and the held queues, and the [`crate::persist::Pipeline`] that
+//! fault-injecting storage, the gate and the held queues, and the [`hearth_persist::Pipeline`] that
 //! decides. Where the runtime awaits a blocking thread, the simulation holds the job and
 //! finishes it at a random later step, so writes, batches, snapshots, ticks, sessions and
 //! injected disk failures interleave in every order the runtime allows. After every step it
@@ -29,7 +29,7 @@ use serde_json::json;
 use super::commit::release_durable;
 use super::failure::roll_back_databases;
 use crate::loaded::Loaded;
-use crate::persist::{
+use hearth_persist::{
     Chore, Durability, DurableState, Gate, HeldQueue, Opened, PersistConfig, Release, ShardStorage,
     ShardStore, Tagger,
 };

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use hearth_store::{remove_files, write_snapshot_with_epoch, SnapshotInfo, StoreError};
 use tracing::{debug, info, warn};
 
-use crate::persist::{Chore, DatabaseFacts, DurableState, ShardStorage};
 use crate::shard::Shard;
 use crate::time::now_ms;
+use hearth_persist::{Chore, DatabaseFacts, DurableState, ShardStorage};
 
 /// Runs the chores of a maintenance tick: snapshots the policy asks for, evictions of idle
 /// databases, and the snapshots eviction needs first (the pipeline decides which).

@@ -90,9 +90,9 @@ impl Gate {
         }
     }
 
-    /// Notes that the acknowledgements of records `seqs` (sorted) will never be sent.
-    pub fn abandon(&self, seqs: &[u64]) {
-        let now = crate::time::now_ms();
+    /// Notes, at `now` (ms since the epoch), that the acknowledgements of records `seqs`
+    /// (sorted) will never be sent.
+    pub fn abandon(&self, seqs: &[u64], now: u64) {
         let mut abandoned = self.abandoned.borrow_mut();
         abandoned.retain(|(at, _)| now.saturating_sub(*at) < ABANDONED_KEPT_MS);
         abandoned.push((now, seqs.to_vec()));

@@ -211,7 +211,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "hearth-data-dir-{name}-{}-{}",
             std::process::id(),
-            crate::time::now_ms()
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_nanos())
         ));
         let _ = std::fs::remove_dir_all(&dir);
         dir

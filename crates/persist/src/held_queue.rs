@@ -7,10 +7,15 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use hearth_sync::ConnId;
-use tokio_tungstenite::tungstenite::Message;
+use tungstenite::Message;
 
 use super::Tagger;
-use crate::close::MAX_OUTBOUND_BYTES;
+
+/// The most bytes that may wait in one client's queue. A client that reads slower than its
+/// data arrives is disconnected rather than allowed to grow the server's memory (the server
+/// closes a WebSocket connection with 1008 and ends an event stream, `close.rs` there); the
+/// server's own answer budget may end it sooner.
+pub const MAX_OUTBOUND_BYTES: usize = 64 * 1024 * 1024;
 
 /// What a queue holds: anything with a size, for the [`MAX_OUTBOUND_BYTES`] limit.
 pub trait Outbound: Clone {
@@ -154,8 +159,7 @@ impl<T: Outbound> HeldQueue<T> {
         self.bytes.get()
     }
 
-    /// A copy of the item at `index` (tests look at shared buffers).
-    #[cfg(test)]
+    /// A copy of the item at `index` (the server's tests look at shared buffers).
     pub fn peek(&self, index: usize) -> Option<T> {
         self.items.borrow().get(index).map(|(_, item)| item.clone())
     }

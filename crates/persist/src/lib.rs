@@ -1,7 +1,8 @@
 //! Durability: the shard's side of the write-ahead log, group commit, snapshots and the data
-//! directory. The byte formats and recovery live in `hearth-store`; this module decides when
+//! directory. The byte formats and recovery live in `hearth-store`; this crate decides when
 //! to append, sync and snapshot, and holds back every message that depends on a write until
-//! that write is on disk.
+//! that write is on disk. It knows no database, session or shard: the server's owner drives
+//! it (`server/src/owner/durability/`: the commit task, snapshots, eviction, a failed log).
 //!
 //! The flow of one write under `--durability strict`:
 //!
@@ -25,7 +26,7 @@ use std::time::Duration;
 use hearth_store::SnapshotPolicy;
 
 pub use gate::{Gate, Tagger};
-pub use held_queue::{HeldQueue, Pushed};
+pub use held_queue::{HeldQueue, Pushed, MAX_OUTBOUND_BYTES};
 pub use pipeline::{BatchResult, Chore, DatabaseFacts, Pipeline, Release};
 pub use storage::{ShardFile, ShardStorage};
 pub use store::{open_shard_dir, open_storage, DurableState, Loading, Opened, ShardStore};
