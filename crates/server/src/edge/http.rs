@@ -34,8 +34,8 @@ use crate::edge::request_body::read_body;
 use crate::metrics::answer_on_main_port;
 use crate::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
 use crate::metrics::ShardCounters;
+use crate::owner::rest::execute_durable;
 use crate::owner::rest_precheck::refuse_early;
-use crate::rest::execute::execute_durable;
 use crate::rest::precheck::write_check;
 use crate::rest::{
     build_call, parse_request, DataMethod, DataRequest, Endpoint, RestRequest, RestResponse,

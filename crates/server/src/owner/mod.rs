@@ -9,6 +9,7 @@
 //! - `sessions`: sessions opening and ending (onDisconnect, `ls`);
 //! - `outbound`: a session's held queue and the route of its messages;
 //! - `intake`: the messages edges send about connections they hold;
+//! - `rest`: a REST call run on its database, and the rules endpoints;
 //! - `rest_precheck`: whether a REST write is refused before its body is read;
 //! - `volatile`: the tick that pushes volatile changes and then the replies they held;
 //!   `volatile_ticks`: what waits for it;
@@ -20,6 +21,7 @@ pub mod durability;
 pub mod effects;
 mod intake;
 pub mod outbound;
+pub mod rest;
 pub mod rest_precheck;
 pub mod sessions;
 mod state;

@@ -1,6 +1,6 @@
 //! The owner's side of a REST write's pre-check (`rest::precheck`).
 
-use crate::rest::execute::reply_error;
+use crate::owner::rest::reply_error;
 use crate::rest::precheck::WriteCheck;
 use crate::rest::RestResponse;
 use crate::shard::Shard;

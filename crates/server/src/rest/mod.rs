@@ -6,22 +6,16 @@
 //! (every parameter checked, the credential resolved) without touching a database, so it can
 //! run on whichever shard the connection lives on. The HTTP layer then reads the body within
 //! the request's size limit and builds a [`RestCall`], plain data that may cross to the shard
-//! that owns the database. There `execute` applies it and returns a [`RestResponse`], again
-//! plain data.
+//! that owns the database. There the owner's `execute` (`owner/rest/`) applies it and returns
+//! a [`RestResponse`], again plain data. This module is that vocabulary and the parsing: it
+//! knows no database, shard or role, so every role may use it. `cache` holds the serialized
+//! answers the owner keeps.
 
 pub mod cache;
-#[cfg(test)]
-mod cache_tests;
-pub mod execute;
-#[cfg(test)]
-mod oracle_tests;
 mod params;
 mod parse;
 pub mod precheck;
-#[cfg(test)]
-mod prepared_tests;
 mod response;
-mod settings;
 
 use std::time::{Duration, Instant};
 
@@ -32,7 +26,7 @@ use serde_json::Value;
 
 pub use params::WriteSizeLimit;
 pub use parse::{parse_request, require_admin, DATA_METHODS};
-pub use response::RestResponse;
+pub use response::{RestResponse, JAVASCRIPT};
 
 /// The largest request body accepted for a write, whatever `writeSizeLimit` says: production's
 /// REST limit (spec §17).

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use hearth_rules::Rules;
 use hearth_sync::{Access, Effects};
 
-use super::response::RestResponse;
 use crate::owner::effects::route_effects;
+use crate::rest::RestResponse;
 use crate::shard::Shard;
 use crate::time::now_ms;
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::execute::tests::{call_prepared, shard, value_at};
 use super::execute::OFF_THREAD_ANSWER_BYTES;
-use super::{make_call, parse_request, prepare_large_put, CallOp, RestCall};
+use crate::rest::{make_call, parse_request, prepare_large_put, CallOp, RestCall};
 use crate::shard::Shard;
 use std::time::Instant;
 

@@ -19,11 +19,13 @@ use hearth_wire::{
 };
 use serde_json::Value;
 
-use super::cache::{Form, Hit, Lookup};
-use super::response::{RestResponse, JAVASCRIPT};
 use super::settings::{coverage, get_rules, put_rules};
-use super::{CallOp, DataMethod, DataRequest, RestCall, MAX_REST_RESPONSE_BYTES};
 use crate::owner::effects::route_effects;
+use crate::rest::cache::{Form, Hit, Lookup};
+use crate::rest::{
+    CallOp, DataMethod, DataRequest, RestCall, RestResponse, INVALID_JSON, JAVASCRIPT,
+    MAX_REST_RESPONSE_BYTES,
+};
 use crate::shard::Shard;
 use crate::time::now_ms;
 
@@ -391,11 +393,11 @@ impl Write<'_> {
                 (DataMethod::Delete, ..) => Sent::Put(Value::Null),
                 (_, _, Some(prepared)) => Sent::Prepared(prepared),
                 (_, Some(value), None) => Sent::Put(value),
-                (_, None, None) => return RestResponse::error(400, super::INVALID_JSON),
+                (_, None, None) => return RestResponse::error(400, INVALID_JSON),
             },
             DataMethod::Post => {
                 let Some(value) = body else {
-                    return RestResponse::error(400, super::INVALID_JSON);
+                    return RestResponse::error(400, INVALID_JSON);
                 };
                 let name = shard.owner.next_push_id(now);
                 let Ok(key) = Key::new(&name) else {

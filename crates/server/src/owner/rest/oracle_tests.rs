@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::execute::tests::{call, etag, json_body, shard, value_at};
 use super::execute::NULL_ETAG;
-use super::response::RestResponse;
+use crate::rest::RestResponse;
 use crate::shard::Shard;
 
 const NS: &str = "t";
