@@ -83,11 +83,9 @@ mod tests {
         assert_eq!(local_databases(&shard), Vec::new());
         let root = Node::from_json(&serde_json::json!({"a": "xyz", "b": 12})).expect("a tree");
         let bytes = root.estimated_bytes() as u64;
-        {
-            let mut databases = shard.owner.databases_mut();
-            let loaded = shard.database(&mut databases, "shop");
+        shard.with_database("shop", |loaded| {
             loaded.engine = hearth_sync::Database::with_root(root);
-        }
+        });
         assert_eq!(
             local_databases(&shard),
             vec![DatabaseInfo {

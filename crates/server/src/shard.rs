@@ -145,9 +145,28 @@ impl Shard {
         id * self.shard_count.max(1) as u64 + self.index as u64
     }
 
-    /// The database of `namespace`: loaded from its snapshot if it was evicted, created on
-    /// first use.
-    pub fn database<'a>(
+    /// Runs `f` on the database of `namespace`: loaded from its snapshot if it was evicted,
+    /// created on first use. The owner's map is borrowed only while `f` runs
+    /// ([`Owner::with_loaded`]).
+    pub fn with_database<R>(&self, namespace: &str, f: impl FnOnce(&mut Loaded) -> R) -> R {
+        self.owner
+            .with_all(|databases| f(self.database_in(databases, namespace)))
+    }
+
+    /// Runs `f` on the database of `namespace` if it exists, in memory or on disk (then it
+    /// is loaded): for reads, which must not make a database of a mistyped name.
+    pub fn with_existing_database<R>(
+        &self,
+        namespace: &str,
+        f: impl FnOnce(&mut Loaded) -> R,
+    ) -> Option<R> {
+        self.owner
+            .with_all(|databases| self.existing_database_in(databases, namespace).map(f))
+    }
+
+    /// The database of `namespace` in `databases`: loaded from its snapshot if it was
+    /// evicted, created on first use.
+    pub fn database_in<'a>(
         &self,
         databases: &'a mut HashMap<String, Loaded>,
         namespace: &str,
@@ -166,9 +185,9 @@ impl Shard {
         loaded
     }
 
-    /// The database of `namespace` if it exists, in memory or on disk (then it is loaded):
-    /// for reads, which must not make a database of a mistyped name.
-    pub fn existing_database<'a>(
+    /// The database of `namespace` in `databases` if it exists, in memory or on disk (then
+    /// it is loaded).
+    fn existing_database_in<'a>(
         &self,
         databases: &'a mut HashMap<String, Loaded>,
         namespace: &str,
@@ -204,22 +223,23 @@ impl Shard {
         recovered: std::collections::BTreeMap<Arc<str>, hearth_store::RecoveredDatabase>,
     ) {
         let now = now_ms();
-        let mut databases = self.owner.databases_mut();
-        for (name, state) in recovered {
-            let mut loaded = Loaded::new(
-                Rc::from(&*name),
-                Database::with_root(state.root),
-                state.seq,
-                now,
-            );
-            self.apply_rules(&mut loaded, state.rules, now);
-            // Volatile data that reached the log inside a durable write above its mark does
-            // not survive a restart.
-            loaded.engine.drop_volatile_data();
-            loaded.durable = loaded.state();
-            loaded.on_disk = true;
-            databases.insert(name.to_string(), loaded);
-        }
+        self.owner.with_all(|databases| {
+            for (name, state) in recovered {
+                let mut loaded = Loaded::new(
+                    Rc::from(&*name),
+                    Database::with_root(state.root),
+                    state.seq,
+                    now,
+                );
+                self.apply_rules(&mut loaded, state.rules, now);
+                // Volatile data that reached the log inside a durable write above its mark does
+                // not survive a restart.
+                loaded.engine.drop_volatile_data();
+                loaded.durable = loaded.state();
+                loaded.on_disk = true;
+                databases.insert(name.to_string(), loaded);
+            }
+        });
     }
 
     /// A new, empty database with the server's default rules. It is announced in the log
@@ -268,11 +288,10 @@ impl Shard {
 
     /// The tagger for the outbound queue of a client of `namespace`.
     pub fn tagger(&self, namespace: &str) -> Tagger {
-        let mut databases = self.owner.databases_mut();
-        let loaded = self.database(&mut databases, namespace);
+        let database_seq = self.with_database(namespace, |loaded| loaded.seq.clone());
         Tagger {
             gate: self.owner.gate().clone(),
-            database_seq: loaded.seq.clone(),
+            database_seq,
         }
     }
 
@@ -294,8 +313,26 @@ impl Shard {
     /// it, the database's clients are held (the change is in memory but will never be
     /// durable) until the failure is handled.
     fn log(&self, namespace: &str, body: RecordRef<'_>) -> Option<u64> {
-        let mut databases = self.owner.databases_mut();
-        let loaded = databases.get_mut(namespace)?;
+        let logged = self
+            .owner
+            .with_loaded(namespace, |loaded| self.log_loaded(loaded, namespace, body))?;
+        match logged {
+            Ok(seq) => seq,
+            Err(error) => {
+                crate::owner::durability::report_failure(self, error.to_string());
+                None
+            }
+        }
+    }
+
+    /// [`Shard::log`] for a loaded database: its record's position (`None` without a log),
+    /// or the log's error, which the caller reports once the database is let go.
+    fn log_loaded(
+        &self,
+        loaded: &mut Loaded,
+        namespace: &str,
+        body: RecordRef<'_>,
+    ) -> Result<Option<u64>, hearth_store::StoreError> {
         if matches!(body, RecordRef::Write(_)) {
             loaded.writes += 1;
         }
@@ -307,25 +344,19 @@ impl Shard {
                 "database created by its first write"
             );
         }
-        let store = self.owner.store()?;
-        match loaded.log_to(store, body) {
-            Ok(()) => {
-                if let Some(replication) = &self.replication {
-                    // The epoch the record was just logged under, as `ShardStore::append`
-                    // chose it: the claim's, else the log's last for the database.
-                    let epoch = loaded
-                        .epoch
-                        .unwrap_or_else(|| store.logged_epoch(namespace));
-                    replication.ship(loaded, loaded.seq.get(), epoch, body);
-                }
-                Some(loaded.seq.get())
-            }
-            Err(error) => {
-                drop(databases);
-                crate::owner::durability::report_failure(self, error.to_string());
-                None
-            }
+        let Some(store) = self.owner.store() else {
+            return Ok(None);
+        };
+        loaded.log_to(store, body)?;
+        if let Some(replication) = &self.replication {
+            // The epoch the record was just logged under, as `ShardStore::append` chose it:
+            // the claim's, else the log's last for the database.
+            let epoch = loaded
+                .epoch
+                .unwrap_or_else(|| store.logged_epoch(namespace));
+            replication.ship(loaded, loaded.seq.get(), epoch, body);
         }
+        Ok(Some(loaded.seq.get()))
     }
 
     /// A connection this core held for another core's database ended; its owner is told.

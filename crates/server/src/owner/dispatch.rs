@@ -118,13 +118,13 @@ fn fence_session_database(shard: &Shard, handle: &ConnHandle) -> bool {
     if shard.config.cluster.is_none() {
         return false;
     }
-    match shard.owner.databases_mut().get_mut(&handle.namespace) {
-        Some(database) => {
+    shard
+        .owner
+        .with_loaded(&handle.namespace, |database| {
             shard.fence(database);
             database.fenced
-        }
-        None => true,
-    }
+        })
+        .unwrap_or(true)
 }
 
 /// Finishes a message [`on_message`] deferred: waits for the claim it waits for (at most
@@ -299,13 +299,12 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
                 return;
             }
             let mut effects = Effects::new();
-            let reply = {
-                let mut databases = shard.owner.databases_mut();
-                let Some(database) = databases.get_mut(&handle.namespace) else {
-                    return;
-                };
+            let handled = shard.owner.with_loaded(&handle.namespace, |database| {
                 database.last_used_ms = now_ms();
                 database.handle(handle.id, request, now_ms(), &mut effects)
+            });
+            let Some(reply) = handled else {
+                return;
             };
             counters.request(kind, Outcome::of_status(reply.status));
             // A volatile write's reply waits for the tick's push of its value.
@@ -366,9 +365,9 @@ pub fn expire_auth(shard: &Shard, handle: &ConnHandle) {
 /// cancel pushes precede the auth reply.
 fn set_auth(shard: &Shard, handle: &ConnHandle, auth: AuthState) {
     let mut effects = Effects::new();
-    if let Some(database) = shard.owner.databases_mut().get_mut(&handle.namespace) {
+    shard.owner.with_loaded(&handle.namespace, |database| {
         database.set_auth(handle.id, auth, now_ms(), &mut effects);
-    }
+    });
     route_effects(shard, &handle.namespace, effects);
 }
 

@@ -8,8 +8,6 @@ use crate::shard::Shard;
 /// The answer to a write that the rules refuse whatever its body, or `None` when the body must
 /// be read and the full check decide.
 pub fn refuse_early(shard: &Shard, check: &WriteCheck) -> Option<RestResponse> {
-    let mut databases = shard.owner.databases_mut();
-    let database = shard.database(&mut databases, &check.namespace);
     // A new database of a cluster that this node is claiming: the write waits for the claim
     // (`execute_durable`) and is checked in full then.
     let claiming = shard
@@ -20,9 +18,12 @@ pub fn refuse_early(shard: &Shard, check: &WriteCheck) -> Option<RestResponse> {
     if claiming {
         return None;
     }
-    database
-        .engine
-        .precheck_write_as(&check.auth, &check.path, check.scope)
+    shard
+        .with_database(&check.namespace, |database| {
+            database
+                .engine
+                .precheck_write_as(&check.auth, &check.path, check.scope)
+        })
         .err()
         .map(reply_error)
 }

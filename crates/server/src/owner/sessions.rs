@@ -26,14 +26,13 @@ pub fn open_session(
     session_id: String,
     route: Route,
 ) -> Rc<ConnHandle> {
-    let tagger = {
-        let mut databases = shard.owner.databases_mut();
-        let loaded = shard.database(&mut databases, namespace);
+    let database_seq = shard.with_database(namespace, |loaded| {
         loaded.connect(id);
-        Tagger {
-            gate: shard.owner.gate().clone(),
-            database_seq: loaded.seq.clone(),
-        }
+        loaded.seq.clone()
+    });
+    let tagger = Tagger {
+        gate: shard.owner.gate().clone(),
+        database_seq,
     };
     let handle = Rc::new(ConnHandle::new(
         id,
@@ -62,10 +61,10 @@ pub fn close_connection(shard: &Shard, handle: &ConnHandle) {
 pub fn move_connection(shard: &Shard, handle: &ConnHandle) {
     handle.detach();
     if shard.owner.remove_session(handle) {
-        if let Some(database) = shard.owner.databases_mut().get_mut(&handle.namespace) {
+        shard.owner.with_loaded(&handle.namespace, |database| {
             database.leave(handle.id);
             database.last_used_ms = now_ms();
-        }
+        });
     }
 }
 
@@ -78,10 +77,10 @@ pub fn close_stream(shard: &Shard, handle: &StreamHandle) {
 
 fn end_session(shard: &Shard, namespace: &str, id: ConnId) {
     let mut effects = Effects::new();
-    if let Some(database) = shard.owner.databases_mut().get_mut(namespace) {
+    shard.owner.with_loaded(namespace, |database| {
         database.disconnect(id, now_ms(), &mut effects);
         database.last_used_ms = now_ms();
-    }
+    });
     route_effects(shard, namespace, effects);
 }
 

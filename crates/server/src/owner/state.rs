@@ -4,7 +4,7 @@
 //! touches it, through the methods below; the code that acts on it is the rest of `owner/`
 //! (and `durability/`, over `hearth-persist`, for the log).
 
-use std::cell::{Cell, Ref, RefCell, RefMut};
+use std::cell::{Cell, Ref, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -100,10 +100,22 @@ impl Owner {
         self.databases.borrow()
     }
 
-    /// The loaded databases, borrowed for a change: held across no `await` and no call that
-    /// borrows them again.
-    pub fn databases_mut(&self) -> RefMut<'_, HashMap<String, Loaded>> {
-        self.databases.borrow_mut()
+    /// Runs `f` on the database `namespace` if it is loaded. The map is borrowed only while
+    /// `f` runs, which cannot await, so no borrow outlives a step of the database; `f` must
+    /// not reach the map again (through `Shard::with_database` and the like).
+    pub fn with_loaded<R>(&self, namespace: &str, f: impl FnOnce(&mut Loaded) -> R) -> Option<R> {
+        self.databases.borrow_mut().get_mut(namespace).map(f)
+    }
+
+    /// Runs `f` on the whole map of loaded databases (recovery, loading, eviction, a failed
+    /// log): borrowed as in [`Owner::with_loaded`].
+    pub fn with_all<R>(&self, f: impl FnOnce(&mut HashMap<String, Loaded>) -> R) -> R {
+        f(&mut self.databases.borrow_mut())
+    }
+
+    /// Drops a loaded database from memory (evicted, or moved to another node).
+    pub fn remove_database(&self, namespace: &str) -> Option<Loaded> {
+        self.databases.borrow_mut().remove(namespace)
     }
 
     /// The shard's log and snapshots; `None` with `--durability none`.

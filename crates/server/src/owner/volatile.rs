@@ -39,9 +39,9 @@ pub fn flush(shard: &Shard) {
     }
     for namespace in dirty {
         let mut effects = Effects::new();
-        if let Some(database) = shard.owner.databases_mut().get_mut(&namespace) {
-            database.flush_volatile(&mut effects);
-        }
+        shard
+            .owner
+            .with_loaded(&namespace, |database| database.flush_volatile(&mut effects));
         route_effects(shard, &namespace, effects);
         for (conn, reply) in shard.owner.volatile().take_held(&namespace) {
             // A connection that ended meanwhile has nobody to tell.

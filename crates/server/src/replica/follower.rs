@@ -52,49 +52,49 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
         return None;
     }
     let now = now_ms();
-    let mut databases = shard.owner.databases_mut();
-    let loaded = shard.database(&mut databases, namespace);
-    if reset && shard.owner.store().is_some() {
-        super::divergent::keep_replaced(&shard.config.data_dir, loaded, logged, &decoded);
-    }
-    let mut failure = None;
-    for record in decoded {
-        // Logged under the owner's epoch, so that this copy's log tells owners apart too
-        // and a claim here later must be newer (`cluster::fence`).
-        loaded.epoch = Some(record.epoch);
-        let appended = match &record.body {
-            RecordBody::Write(write) => {
-                loaded.engine.apply_replicated(write);
-                shard.counters.write_applied();
-                shard
-                    .owner
-                    .store()
-                    .map(|store| loaded.log_to(store, RecordRef::Write(write)))
-            }
-            RecordBody::Rules(text) => {
-                shard.apply_rules(loaded, Some(Arc::clone(text)), now);
-                shard
-                    .owner
-                    .store()
-                    .map(|store| loaded.log_to(store, RecordRef::Rules(text)))
-            }
-            _ => None,
-        };
-        if let Some(Err(error)) = appended {
-            failure = Some(error.to_string());
-            break;
+    let (failure, local) = shard.with_database(namespace, |loaded| {
+        if reset && shard.owner.store().is_some() {
+            super::divergent::keep_replaced(&shard.config.data_dir, loaded, logged, &decoded);
         }
-    }
-    if loaded.engine.read_only_reason().is_none() {
-        loaded
-            .engine
-            .set_read_only(Some(Arc::from(FOLLOWER_READ_ONLY)));
-        // A reason of the cluster's, like the fence's own: under etcd, the fence lifts it
-        // once this node claims the database (failover), and not before.
-        loaded.fenced = true;
-    }
-    let local = loaded.seq.get();
-    drop(databases);
+        let mut failure = None;
+        for record in decoded {
+            // Logged under the owner's epoch, so that this copy's log tells owners apart too
+            // and a claim here later must be newer (`cluster::fence`).
+            loaded.epoch = Some(record.epoch);
+            let appended = match &record.body {
+                RecordBody::Write(write) => {
+                    loaded.engine.apply_replicated(write);
+                    shard.counters.write_applied();
+                    shard
+                        .owner
+                        .store()
+                        .map(|store| loaded.log_to(store, RecordRef::Write(write)))
+                }
+                RecordBody::Rules(text) => {
+                    shard.apply_rules(loaded, Some(Arc::clone(text)), now);
+                    shard
+                        .owner
+                        .store()
+                        .map(|store| loaded.log_to(store, RecordRef::Rules(text)))
+                }
+                _ => None,
+            };
+            if let Some(Err(error)) = appended {
+                failure = Some(error.to_string());
+                break;
+            }
+        }
+        if loaded.engine.read_only_reason().is_none() {
+            loaded
+                .engine
+                .set_read_only(Some(Arc::from(FOLLOWER_READ_ONLY)));
+            // A reason of the cluster's, like the fence's own: under etcd, the fence lifts it
+            // once this node claims the database (failover), and not before.
+            loaded.fenced = true;
+        }
+        let local = loaded.seq.get();
+        (failure, local)
+    });
     if let Some(reason) = failure {
         crate::owner::durability::report_failure(shard, reason);
         return None;

@@ -79,15 +79,13 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         .follower_node(namespace)
         .filter(|node| nodes.directory().id(*node).as_deref() == Some(request.to.as_str()))
         .ok_or_else(|| format!("its follower is not {} any more", request.to))?;
-    let seq = {
-        let mut databases = shard.owner.databases_mut();
-        let loaded = shard
-            .existing_database(&mut databases, namespace)
-            .ok_or("the database is not on this node")?;
-        loaded.moving = Some(request.epoch);
-        shard.fence(loaded);
-        loaded.seq.clone()
-    };
+    let seq = shard
+        .with_existing_database(namespace, |loaded| {
+            loaded.moving = Some(request.epoch);
+            shard.fence(loaded);
+            loaded.seq.clone()
+        })
+        .ok_or("the database is not on this node")?;
     let sessions = shard.owner.all_sessions().into_iter();
     let moving = shard.stop_for_move(
         sessions.filter(|session| session.namespace == namespace),
@@ -103,10 +101,10 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         for session in &moving {
             session.close(MoveCause::Moved.close_reason());
         }
-        if let Some(loaded) = shard.owner.databases_mut().get_mut(namespace) {
+        shard.owner.with_loaded(namespace, |loaded| {
             loaded.moving = None;
             shard.fence(loaded);
-        }
+        });
         Err(why)
     };
     loop {
@@ -146,12 +144,12 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         Ok(Err(_)) => Err("the cluster thread has stopped".to_owned()),
         Err(_) => Err("etcd did not answer in time".to_owned()),
     };
-    if let Some(loaded) = shard.owner.databases_mut().get_mut(namespace) {
+    shard.owner.with_loaded(namespace, |loaded| {
         if result.is_err() {
             loaded.moving = None;
         }
         // Handed over: the claim in the view is the follower's, and the fence says so.
         shard.fence(loaded);
-    }
+    });
     result
 }

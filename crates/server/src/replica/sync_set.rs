@@ -247,27 +247,25 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
     };
     store.forget_from(namespace, first);
     let now = crate::time::now_ms();
-    let mut databases = shard.owner.databases_mut();
-    let Some(loaded) = databases.get_mut(namespace) else {
-        return;
-    };
-    super::divergent::keep_given_up(&shard.config.data_dir, loaded);
-    let rules = loaded.roll_back(first.saturating_sub(1));
-    shard.apply_rules(loaded, rules, now);
-    let tree = super::replication::whole_tree(loaded);
-    if let Err(error) = loaded.log_to(store, RecordRef::Write(&tree)) {
-        drop(databases);
+    let rolled_back = shard.owner.with_loaded(namespace, |loaded| {
+        super::divergent::keep_given_up(&shard.config.data_dir, loaded);
+        let rules = loaded.roll_back(first.saturating_sub(1));
+        shard.apply_rules(loaded, rules, now);
+        let tree = super::replication::whole_tree(loaded);
+        loaded.log_to(store, RecordRef::Write(&tree))?;
+        let epoch = loaded
+            .epoch
+            .unwrap_or_else(|| store.logged_epoch(namespace));
+        let nodes = &replication.nodes;
+        if let Some(node) = nodes.follower_node(namespace) {
+            replication.shipper.borrow_mut().forget(node, namespace);
+        }
+        replication.copy(loaded, epoch);
+        Ok::<(), hearth_store::StoreError>(())
+    });
+    if let Some(Err(error)) = rolled_back {
         crate::owner::durability::report_failure(shard, error.to_string());
-        return;
     }
-    let epoch = loaded
-        .epoch
-        .unwrap_or_else(|| store.logged_epoch(namespace));
-    let nodes = &replication.nodes;
-    if let Some(node) = nodes.follower_node(namespace) {
-        replication.shipper.borrow_mut().forget(node, namespace);
-    }
-    replication.copy(loaded, epoch);
 }
 
 /// The longest a session whose writes were given up waits for its other replies to leave

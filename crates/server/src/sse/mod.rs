@@ -201,9 +201,7 @@ fn start(
         .unwrap_or_default();
     let tag = query.is_filtered().then_some(STREAM_TAG);
     let mut effects = Effects::new();
-    let reply = {
-        let mut databases = shard.owner.databases_mut();
-        let database = shard.database(&mut databases, &namespace);
+    let reply = shard.with_database(&namespace, |database| {
         database.connect(id);
         database.set_auth(id, auth, now_ms(), &mut effects);
         let listen = Request::Listen {
@@ -214,7 +212,7 @@ fn start(
             hash: None,
         };
         database.handle(id, listen, now_ms(), &mut effects)
-    };
+    });
     route_effects(shard, &namespace, effects);
     if !reply.is_ok() {
         sessions::close_stream(shard, &handle);

@@ -178,13 +178,9 @@ pub fn on_durable(shard: &Shard, durable: u64) {
     // The gate may pass only what the followers have too (`replica`).
     let released =
         (shard.replication.as_ref()).map_or(durable, |replication| replication.on_durable(durable));
-    let waiting = release_durable(
-        store,
-        &mut shard.owner.databases_mut(),
-        shard.owner.gate(),
-        durable,
-        released,
-    );
+    let waiting = shard.owner.with_all(|databases| {
+        release_durable(store, databases, shard.owner.gate(), durable, released)
+    });
     shard.counters.durable(durable);
     if waiting.is_empty() {
         return;

@@ -56,12 +56,11 @@ pub fn handle_failure(shard: &Shard) {
     };
     let read_only: Arc<str> = Arc::from(read_only_reason(&reason));
     let now = now_ms();
-    let rolled_back = roll_back_databases(
-        store,
-        &mut shard.owner.databases_mut(),
-        &read_only,
-        |loaded, rules| shard.apply_rules(loaded, rules, now),
-    );
+    let rolled_back = shard.owner.with_all(|databases| {
+        roll_back_databases(store, databases, &read_only, |loaded, rules| {
+            shard.apply_rules(loaded, rules, now)
+        })
+    });
     let close = CloseReason::new(CloseCode::Error, DISK_FAILED_CLOSE);
     for session in shard.owner.sessions().all() {
         match session {

@@ -36,7 +36,7 @@ pub fn maintain(shard: &Rc<Shard>, now: u64) {
         match chore {
             Chore::Snapshot(name) => start(shard, &name, now),
             Chore::Evict(name) => {
-                shard.owner.databases_mut().remove(&name);
+                shard.owner.remove_database(&name);
                 // Its cached answers would hold its old tree in memory.
                 shard.rest_cache.forget(&name);
                 shard
@@ -66,13 +66,14 @@ fn job(shard: &Shard, name: &str, now: u64) -> Option<Job> {
     let store = shard.owner.store()?;
     let covered = store.pipeline.borrow().snapshot_covers();
     let epoch = store.logged_epoch(name);
-    let mut databases = shard.owner.databases_mut();
-    let loaded = databases.get_mut(name)?;
+    let state = shard
+        .owner
+        .with_loaded(name, |loaded| loaded.begin_snapshot(now))?;
     Some(Job {
         name: Arc::from(name),
         covered,
         epoch,
-        state: loaded.begin_snapshot(now),
+        state,
     })
 }
 
@@ -88,9 +89,9 @@ pub fn start(shard: &Rc<Shard>, name: &str, now: u64) {
         let storage = store.storage.clone();
         let name = job.name.clone();
         let written = tokio::task::spawn_blocking(move || write(&storage, &job)).await;
-        if let Some(loaded) = shard.owner.databases_mut().get_mut(&*name) {
-            loaded.snapshot_running = false;
-        }
+        shard
+            .owner
+            .with_loaded(&name, |loaded| loaded.snapshot_running = false);
         match written {
             Ok(Ok(info)) => after_snapshot(&shard, &info).await,
             Ok(Err(error)) => {

@@ -20,6 +20,7 @@ use hearth_wire::{
 use serde_json::Value;
 
 use super::settings::{coverage, get_rules, put_rules};
+use crate::loaded::Loaded;
 use crate::owner::effects::route_effects;
 use crate::rest::cache::{Form, Hit, Lookup};
 use crate::rest::{
@@ -188,25 +189,23 @@ fn read(
         .query
         .as_ref()
         .map_or(&unfiltered, |query| &query.params);
-    let mut databases = shard.owner.databases_mut();
+    // The rules see the query, so a rule that allows only some queries is honoured. Access
+    // is decided here, for this caller, before the cache is consulted.
+    let checked_read = |database: &mut Loaded| {
+        database
+            .check_query_read_as(auth, path, params, now_ms())
+            .map(|()| database.root().get(path))
+    };
     // A database that does not exist is read as a new one would be, with the server's
     // default rules (open or locked) applied, but it is not kept: reading a mistyped name
     // must not make a database of it.
-    let mut unknown;
-    let database = match shard.existing_database(&mut databases, namespace) {
-        Some(database) => database,
-        None => {
-            unknown = shard.new_database(namespace, now_ms());
-            &mut unknown
-        }
+    let read = shard
+        .with_existing_database(namespace, checked_read)
+        .unwrap_or_else(|| checked_read(&mut shard.new_database(namespace, now_ms())));
+    let node = match read {
+        Ok(node) => node,
+        Err(reply) => return reply_error(reply),
     };
-    // The rules see the query, so a rule that allows only some queries is honoured. Access
-    // is decided here, for this caller, before the cache is consulted.
-    if let Err(reply) = database.check_query_read_as(auth, path, params, now_ms()) {
-        return reply_error(reply);
-    }
-    let node = database.root().get(path);
-    drop(databases);
     let matches_nothing = request
         .query
         .as_ref()
@@ -352,11 +351,9 @@ impl Write<'_> {
         let namespace = self.namespace;
         let mut effects = Effects::new();
         let mut late = None;
-        let response = {
-            let mut databases = shard.owner.databases_mut();
-            let database = shard.database(&mut databases, self.namespace);
+        let response = shard.with_database(namespace, |database| {
             self.apply(shard, database, &mut effects, &mut late)
-        };
+        });
         route_effects(shard, namespace, effects);
         (response, late)
     }

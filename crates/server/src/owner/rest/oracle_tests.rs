@@ -29,16 +29,14 @@ fn rules(text: &str) -> Access {
 /// A shard whose database `t` holds `{"secret": secret}` under `access`.
 fn shard_with(access: Access, secret: Value) -> Shard {
     let shard = shard();
-    {
-        let mut databases = shard.owner.databases_mut();
-        let database = shard.database(&mut databases, NS);
+    shard.with_database(NS, |database| {
         let mut out = Effects::new();
         let target = WriteTarget::whole(Path::parse("/secret").expect("valid"));
         database
             .put(&target, &secret, None, 0, &mut out)
             .expect("an admin write");
         database.set_access(access, 0, &mut out);
-    }
+    });
     shard
 }
 

@@ -23,12 +23,10 @@ const RULES: &str =
 
 fn shard_with_rules() -> Shard {
     let shard = shard();
-    {
-        let mut databases = shard.owner.databases_mut();
-        let database = shard.database(&mut databases, NS);
+    shard.with_database(NS, |database| {
         let rules = hearth_rules::Rules::parse(RULES).expect("valid test rules");
         database.set_access(Access::Rules(Arc::new(rules)), 0, &mut Effects::new());
-    }
+    });
     shard
 }
 

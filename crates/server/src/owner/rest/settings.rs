@@ -18,14 +18,12 @@ const LOCKED_RULES: &str = "{\"rules\":{\".read\":false,\".write\":false}}";
 
 /// `GET`: the text as uploaded, or with `format=strict` as plain JSON without comments.
 pub fn get_rules(shard: &Shard, namespace: &str, strict: bool) -> RestResponse {
-    let mut databases = shard.owner.databases_mut();
-    let database = shard.database(&mut databases, namespace);
-    let text = match database.access() {
+    let text = shard.with_database(namespace, |database| match database.access() {
         Access::Open => OPEN_RULES.to_owned(),
         Access::Locked => LOCKED_RULES.to_owned(),
         Access::Rules(rules) if strict => rules.strict_json().to_owned(),
         Access::Rules(rules) => rules.source().to_owned(),
-    };
+    });
     RestResponse::json(200, text)
 }
 
@@ -37,14 +35,16 @@ pub fn put_rules(shard: &Shard, namespace: &str, text: String) -> RestResponse {
         Err(error) => return RestResponse::error(400, error.to_string()),
     };
     let mut effects = Effects::new();
-    {
-        let mut databases = shard.owner.databases_mut();
-        let database = shard.database(&mut databases, namespace);
-        if let Some(reason) = database.read_only_reason() {
-            return RestResponse::error(503, reason);
+    let read_only = shard.with_database(namespace, |database| {
+        let reason = database.read_only_reason().map(str::to_owned);
+        if reason.is_none() {
+            database.set_access(Access::Rules(Arc::new(rules)), now_ms(), &mut effects);
+            database.rules = Some(Arc::from(text.as_str()));
         }
-        database.set_access(Access::Rules(Arc::new(rules)), now_ms(), &mut effects);
-        database.rules = Some(Arc::from(text.as_str()));
+        reason
+    });
+    if let Some(reason) = read_only {
+        return RestResponse::error(503, reason);
     }
     shard.log_rules(namespace, &text);
     route_effects(shard, namespace, effects);
@@ -60,10 +60,8 @@ pub fn coverage(shard: &Shard, namespace: &str, html: bool) -> RestResponse {
             "rules coverage is kept only in development mode (hearth serve --dev)",
         );
     }
-    let mut databases = shard.owner.databases_mut();
-    let database = shard.database(&mut databases, namespace);
     let title = html.then_some(namespace);
-    match database.engine.coverage_report(title) {
+    match shard.with_database(namespace, |database| database.engine.coverage_report(title)) {
         Some(report) if html => RestResponse {
             content_type: Some("text/html; charset=utf-8"),
             ..RestResponse::json(200, report)
