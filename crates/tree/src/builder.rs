@@ -11,12 +11,14 @@
 //! [`Node::from_children`] makes of the same children: same form, same hash, same JSON.
 
 use crate::chunked::Chunked;
+use crate::estimate::{number_bytes, priority_bytes, ENTRY_OVERHEAD};
 use crate::key::Key;
-use crate::node::{
-    number_bytes, packing_enabled, priority_bytes, Leaf, Node, ObjectData, ENTRY_OVERHEAD,
-};
+use crate::leaf::Leaf;
+use crate::node::{Node, ObjectData};
 use crate::packed::{self, Packed, HEADER_ROOM, PACK_MAX_BYTES};
+use crate::packing;
 use crate::priority::{normalize_zero, Priority};
+use crate::update::packing_enabled;
 
 /// An object under construction from children given in strictly ascending key order. Reusable:
 /// [`ObjectBuilder::finish`] and [`ObjectBuilder::push_object`] leave the builder empty with
@@ -129,7 +131,7 @@ impl ObjectBuilder {
         let estimate = child.estimated_bytes();
         if self.packing() {
             let start = self.entries.len();
-            if packed::put_entry(&mut self.entries, key, &child).is_some() {
+            if packing::put_entry(&mut self.entries, key, &child).is_some() {
                 self.added(key, estimate);
                 return;
             }
@@ -335,9 +337,9 @@ mod tests {
             let value = json!({"v": value, "w": 1});
             let original = Node::from_json(&value).expect("generated values are valid");
             assert_same(&rebuild(&original), &original);
-            let plain = crate::node::without_packing(|| Node::from_json(&value))
+            let plain = crate::update::without_packing(|| Node::from_json(&value))
                 .expect("generated values are valid");
-            let rebuilt = crate::node::without_packing(|| rebuild(&plain));
+            let rebuilt = crate::update::without_packing(|| rebuild(&plain));
             assert_same(&rebuilt, &plain);
         }
     }

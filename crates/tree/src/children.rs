@@ -16,7 +16,6 @@ use imbl::shared_ptr::DefaultSharedPtr;
 use imbl::OrdMap;
 
 use crate::key::Key;
-use crate::node::Node;
 
 /// Most children kept in the slice shape.
 pub(crate) const SMALL_MAX: usize = 16;
@@ -24,37 +23,40 @@ pub(crate) const SMALL_MAX: usize = 16;
 /// Size at or below which a shrinking large map returns to the slice shape.
 pub(crate) const DEMOTE_AT: usize = 8;
 
-/// Key-ordered children. Never holds an empty node.
+/// Key-ordered children. An object's map (`ChildMap<Node>`) never holds an empty node.
+///
+/// Generic over the child so that the map stands below the node that holds it: a node is
+/// made of maps of nodes, and the map needs nothing of a node but to clone and compare it.
 #[derive(Clone)]
-pub(crate) enum ChildMap {
+pub(crate) enum ChildMap<V> {
     /// Sorted by key, keys unique, at most [`SMALL_MAX`] entries.
-    Small(Arc<[(Key, Node)]>),
-    Large(OrdMap<Key, Node>),
+    Small(Arc<[(Key, V)]>),
+    Large(OrdMap<Key, V>),
 }
 
-type MapIter<'a> = imbl::ordmap::Iter<'a, Key, Node, DefaultSharedPtr>;
-type MapRange<'a> = imbl::ordmap::RangedIter<'a, Key, Node, DefaultSharedPtr>;
+type MapIter<'a, V> = imbl::ordmap::Iter<'a, Key, V, DefaultSharedPtr>;
+type MapRange<'a, V> = imbl::ordmap::RangedIter<'a, Key, V, DefaultSharedPtr>;
 
 /// Iterator over (a range of) a [`ChildMap`], in key order, from either end.
-pub(crate) enum ChildIter<'a> {
-    Slice(std::slice::Iter<'a, (Key, Node)>),
-    Map(MapIter<'a>),
-    Range(MapRange<'a>),
+pub(crate) enum ChildIter<'a, V> {
+    Slice(std::slice::Iter<'a, (Key, V)>),
+    Map(MapIter<'a, V>),
+    Range(MapRange<'a, V>),
 }
 
-impl ChildMap {
+impl<V: Clone> ChildMap<V> {
     /// A map of one child.
-    pub(crate) fn single(key: Key, node: Node) -> ChildMap {
+    pub(crate) fn single(key: Key, node: V) -> ChildMap<V> {
         ChildMap::Small(Arc::new([(key, node)]))
     }
 
     /// A map of `entries` in any order; of duplicate keys the last one wins.
-    pub(crate) fn from_entries(entries: Vec<(Key, Node)>) -> ChildMap {
+    pub(crate) fn from_entries(entries: Vec<(Key, V)>) -> ChildMap<V> {
         ChildMap::from_sorted(sorted_unique(entries))
     }
 
     /// A map of `entries`, sorted by key with no key twice ([`sorted_unique`]).
-    pub(crate) fn from_sorted(entries: Vec<(Key, Node)>) -> ChildMap {
+    pub(crate) fn from_sorted(entries: Vec<(Key, V)>) -> ChildMap<V> {
         if entries.len() <= SMALL_MAX {
             ChildMap::Small(entries.into())
         } else {
@@ -73,7 +75,7 @@ impl ChildMap {
         self.len() == 0
     }
 
-    pub(crate) fn get(&self, key: &Key) -> Option<&Node> {
+    pub(crate) fn get(&self, key: &Key) -> Option<&V> {
         match self {
             ChildMap::Small(entries) => entries
                 .binary_search_by(|(k, _)| k.cmp(key))
@@ -84,7 +86,7 @@ impl ChildMap {
     }
 
     /// A copy with `key` set to `node` (a non-empty node).
-    pub(crate) fn insert(&self, key: &Key, node: Node) -> ChildMap {
+    pub(crate) fn insert(&self, key: &Key, node: V) -> ChildMap<V> {
         match self {
             ChildMap::Small(entries) => match entries.binary_search_by(|(k, _)| k.cmp(key)) {
                 Ok(at) => {
@@ -104,7 +106,7 @@ impl ChildMap {
                     ChildMap::Small(inserted.collect())
                 }
                 Err(_) => {
-                    let mut map: OrdMap<Key, Node> = entries.iter().cloned().collect();
+                    let mut map: OrdMap<Key, V> = entries.iter().cloned().collect();
                     map.insert(key.clone(), node);
                     ChildMap::Large(map)
                 }
@@ -114,7 +116,7 @@ impl ChildMap {
     }
 
     /// A copy without `key` (the same map, shared, if `key` is absent).
-    pub(crate) fn remove(&self, key: &Key) -> ChildMap {
+    pub(crate) fn remove(&self, key: &Key) -> ChildMap<V> {
         match self {
             ChildMap::Small(entries) => match entries.binary_search_by(|(k, _)| k.cmp(key)) {
                 Ok(at) => {
@@ -137,7 +139,7 @@ impl ChildMap {
         }
     }
 
-    pub(crate) fn iter(&self) -> ChildIter<'_> {
+    pub(crate) fn iter(&self) -> ChildIter<'_, V> {
         match self {
             ChildMap::Small(entries) => ChildIter::Slice(entries.iter()),
             ChildMap::Large(map) => ChildIter::Map(map.iter()),
@@ -145,7 +147,7 @@ impl ChildMap {
     }
 
     /// The children with keys between the bounds; nothing if the range is inverted.
-    pub(crate) fn range(&self, from: Bound<&Key>, to: Bound<&Key>) -> ChildIter<'_> {
+    pub(crate) fn range(&self, from: Bound<&Key>, to: Bound<&Key>) -> ChildIter<'_, V> {
         if is_inverted(from, to) {
             return ChildIter::Slice([].iter());
         }
@@ -174,7 +176,7 @@ impl ChildMap {
 /// half empty: about 94 bytes per entry instead of 50. Inserting every other entry first and
 /// then the rest fills each half-full leaf up to its capacity without another split.
 /// `entries` sorted by key; of duplicate keys the last one wins.
-pub(crate) fn sorted_unique(mut entries: Vec<(Key, Node)>) -> Vec<(Key, Node)> {
+pub(crate) fn sorted_unique<V>(mut entries: Vec<(Key, V)>) -> Vec<(Key, V)> {
     // Stable sort: duplicates stay in arrival order, and `dedup_by` then moves the last
     // value into the first slot before dropping the later one.
     entries.sort_by(|a, b| a.0.cmp(&b.0));
@@ -189,7 +191,7 @@ pub(crate) fn sorted_unique(mut entries: Vec<(Key, Node)>) -> Vec<(Key, Node)> {
     entries
 }
 
-fn full_map(entries: Vec<(Key, Node)>) -> OrdMap<Key, Node> {
+fn full_map<V: Clone>(entries: Vec<(Key, V)>) -> OrdMap<Key, V> {
     let mut map = OrdMap::new();
     let every_other = |first: usize| entries.iter().skip(first).step_by(2);
     for (key, node) in every_other(0).chain(every_other(1)) {
@@ -211,8 +213,8 @@ pub(crate) fn is_inverted(from: Bound<&Key>, to: Bound<&Key>) -> bool {
 
 /// Equal when the same keys map to equal nodes, whatever the shapes. Shared structure is
 /// recognised by identity and skipped.
-impl PartialEq for ChildMap {
-    fn eq(&self, other: &ChildMap) -> bool {
+impl<V: Clone + PartialEq> PartialEq for ChildMap<V> {
+    fn eq(&self, other: &ChildMap<V>) -> bool {
         match (self, other) {
             (ChildMap::Small(a), ChildMap::Small(b)) => Arc::ptr_eq(a, b) || a[..] == b[..],
             (ChildMap::Large(a), ChildMap::Large(b)) => a == b,
@@ -221,8 +223,8 @@ impl PartialEq for ChildMap {
     }
 }
 
-impl<'a> Iterator for ChildIter<'a> {
-    type Item = (&'a Key, &'a Node);
+impl<'a, V> Iterator for ChildIter<'a, V> {
+    type Item = (&'a Key, &'a V);
 
     fn next(&mut self) -> Option<Self::Item> {
         match self {
@@ -241,7 +243,7 @@ impl<'a> Iterator for ChildIter<'a> {
     }
 }
 
-impl DoubleEndedIterator for ChildIter<'_> {
+impl<V> DoubleEndedIterator for ChildIter<'_, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
         match self {
             ChildIter::Slice(it) => it.next_back().map(|(k, v)| (k, v)),
@@ -254,7 +256,8 @@ impl DoubleEndedIterator for ChildIter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::Leaf;
+    use crate::leaf::Leaf;
+    use crate::node::Node;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -266,7 +269,7 @@ mod tests {
         Node::leaf(Leaf::Number(f64::from(n)))
     }
 
-    fn contents(map: &ChildMap) -> Vec<(String, Node)> {
+    fn contents(map: &ChildMap<Node>) -> Vec<(String, Node)> {
         map.iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect()

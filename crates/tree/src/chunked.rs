@@ -13,15 +13,18 @@
 //! Hashing keeps writes cheap: each chunk caches the digests of its children once computed,
 //! so rehashing the collection after a write digests the rewritten chunk's children only, and
 //! the collection's hash text is streamed from the cached digests as for a map of nodes.
+//!
+//! Like `packed`, this file knows encoded entries but not nodes, so that a node can hold a
+//! `Chunked`: a collection is built, written to and read as nodes by `packing`.
 
 use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
 use imbl::OrdMap;
 
-use crate::hash;
+use crate::digest;
+use crate::estimate::ENTRY_OVERHEAD;
 use crate::key::Key;
-use crate::node::Node;
 use crate::packed::{self, Packed, HEADER_ROOM};
 
 /// Largest encoded size of a chunk of two entries or more: a write copies one chunk, and the
@@ -147,20 +150,21 @@ impl Chunk {
         Chunk(Packed::from_entries(count, entries))
     }
 
-    fn packed(&self) -> &Packed<OnceLock<Box<[[u8; 20]]>>> {
+    /// The chunk's entries, as one packed object.
+    pub(crate) fn packed(&self) -> &Packed<OnceLock<Box<[[u8; 20]]>>> {
         &self.0
     }
 
     fn digests(&self) -> &[[u8; 20]] {
         self.0
             .cache()
-            .get_or_init(|| hash::packed_child_digests(self.0.bytes()))
+            .get_or_init(|| digest::packed_child_digests(self.0.bytes()))
     }
 }
 
 /// Collects encoded entries into chunks of at most [`CHUNK_MAX_BYTES`] (a single entry may be
 /// larger).
-struct Builder {
+pub(crate) struct Builder {
     chunks: Vec<(Key, Chunk)>,
     entries: Vec<u8>,
     first: Option<Key>,
@@ -168,13 +172,26 @@ struct Builder {
 }
 
 impl Builder {
-    fn new() -> Builder {
+    pub(crate) fn new() -> Builder {
         Builder {
             chunks: Vec::new(),
             entries: Vec::with_capacity(CHUNK_MAX_BYTES),
             first: None,
             count: 0,
         }
+    }
+
+    /// Adds the entry `key` whose bytes `encode` appends, or gives up (`None`) when `encode`
+    /// does.
+    pub(crate) fn push(
+        &mut self,
+        key: &Key,
+        encode: impl FnOnce(&mut Vec<u8>) -> Option<()>,
+    ) -> Option<()> {
+        let start = self.entries.len();
+        encode(&mut self.entries)?;
+        self.added(key, start);
+        Some(())
     }
 
     /// Adds the entry `key` whose bytes were just appended to `self.entries` from `start`.
@@ -203,35 +220,24 @@ impl Builder {
         self.flush();
         self.chunks
     }
-}
 
-impl Chunked {
-    /// `children` (in key order, `len` of them, `bytes` estimated) in chunks, or `None` when
-    /// one of them cannot be packed.
-    pub(crate) fn encode<'a>(
-        children: impl Iterator<Item = (&'a Key, &'a Node)>,
-        len: usize,
-        bytes: usize,
-    ) -> Option<Chunked> {
-        let mut builder = Builder::new();
-        for (key, child) in children {
-            let start = builder.entries.len();
-            packed::put_entry(&mut builder.entries, key, child)?;
-            builder.added(key, start);
-        }
-        Some(Chunked {
-            chunks: Index::from_vec(builder.finish()),
+    /// The collection of the entries added, `len` of them with `bytes` estimated.
+    pub(crate) fn into_chunked(self, len: usize, bytes: usize) -> Chunked {
+        Chunked {
+            chunks: Index::from_vec(self.finish()),
             len,
             bytes,
             hash: OnceLock::new(),
-        })
+        }
     }
+}
 
+impl Chunked {
     /// The collection of `count` children already encoded one after the other in
     /// `buffer[HEADER_ROOM..]` (keys ascending; `bytes` estimated), cut into chunks as
-    /// [`Chunked::encode`] cuts them, without a node per child, each chunk copied once (its
-    /// header goes in front of its entries, over bytes of the chunk before, already copied).
-    /// `None` if the entries do not parse, which is a bug of the caller.
+    /// `Chunked::encode` (in `packing`) cuts them, without a node per child, each chunk
+    /// copied once (its header goes in front of its entries, over bytes of the chunk before,
+    /// already copied). `None` if the entries do not parse, which is a bug of the caller.
     pub(crate) fn from_encoded(buffer: &mut [u8], count: usize, bytes: usize) -> Option<Chunked> {
         let mut chunks = Vec::new();
         let mut first: Option<(Key, usize)> = None;
@@ -284,22 +290,14 @@ impl Chunked {
     }
 
     /// The chunk that holds `key` if anything does: the last one starting at or before it.
-    fn chunk_for(&self, key: &Key) -> Option<(&Key, &Chunk)> {
+    pub(crate) fn chunk_for(&self, key: &Key) -> Option<(&Key, &Chunk)> {
         self.chunks.at_or_before(key)
     }
 
-    pub(crate) fn get(&self, key: &Key) -> Option<Node> {
-        self.chunk_for(key)?.1.packed().get(key)
-    }
-
-    /// A copy with child `key` set to `child` (removed when empty). `None` when `child` cannot
-    /// be packed, or the chunk does not decode; the caller then holds the collection as nodes.
-    /// The result may be empty (`len` 0).
-    pub(crate) fn with_child(&self, key: &Key, child: &Node) -> Option<Chunked> {
-        let mut value = Vec::new();
-        if !child.is_empty() {
-            packed::put_node(&mut value, child)?;
-        }
+    /// A copy with entry `key` set to `value` (its encoded value and the estimated JSON size
+    /// of its node), or removed when `value` is `None`. `None` when the chunk does not decode;
+    /// the caller then holds the collection as nodes. The result may be empty (`len` 0).
+    pub(crate) fn with_entry(&self, key: &Key, value: Option<(&[u8], usize)>) -> Option<Chunked> {
         // The chunk to change: the one holding `key`, or the first when `key` precedes all.
         let (first, chunk) = self.chunk_for(key).or_else(|| self.chunks.first())?;
         let mut entries = chunk.packed().raw_entries()?;
@@ -314,9 +312,9 @@ impl Chunked {
             entries.remove(at);
             len -= 1;
         }
-        if !child.is_empty() {
-            bytes += key.as_str().len() + ENTRY_OVERHEAD + child.estimated_bytes();
-            entries.insert(at, (key.as_str(), &value));
+        if let Some((value, estimate)) = value {
+            bytes += key.as_str().len() + ENTRY_OVERHEAD + estimate;
+            entries.insert(at, (key.as_str(), value));
             len += 1;
         }
         let mut builder = Builder::new();
@@ -333,18 +331,17 @@ impl Chunked {
         })
     }
 
-    /// Every child, decoded, in key order, chunk by chunk as the iterator advances.
-    pub(crate) fn iter(&self) -> ChunkedIter<'_> {
-        ChunkedIter(Box::new(
-            self.chunks
-                .iter()
-                .flat_map(|(_, chunk)| chunk.packed().entries()),
-        ))
+    /// Every chunk, in key order.
+    pub(crate) fn all_chunks(&self) -> impl DoubleEndedIterator<Item = &Chunk> {
+        self.chunks.iter().map(|(_, chunk)| chunk)
     }
 
-    /// The children with keys between the bounds (not inverted), decoded chunk by chunk, in
-    /// key order.
-    pub(crate) fn range(&self, from: Bound<&Key>, to: Bound<&Key>) -> ChunkedIter<'_> {
+    /// The chunks that may hold keys between the bounds (not inverted), in key order.
+    pub(crate) fn chunks_between(
+        &self,
+        from: Bound<&Key>,
+        to: Bound<&Key>,
+    ) -> impl DoubleEndedIterator<Item = &Chunk> {
         // The first chunk that may hold keys in range starts at or before `from`; a chunk
         // starting past `to` holds nothing in range.
         let start = match from {
@@ -355,15 +352,9 @@ impl Chunked {
             }
             Bound::Unbounded => Bound::Unbounded,
         };
-        let (from, to) = (from.cloned(), to.cloned());
-        let chunks = self.chunks.range(start, to.clone());
-        ChunkedIter(Box::new(
-            chunks
-                .flat_map(|(_, chunk)| chunk.packed().entries())
-                .filter(move |(key, _)| {
-                    packed::after(key, from.as_ref()) && packed::before(key, to.as_ref())
-                }),
-        ))
+        self.chunks
+            .range(start, to.cloned())
+            .map(|(_, chunk)| chunk)
     }
 
     /// The chunks' bytes in key order, for serialization straight from them.
@@ -391,7 +382,7 @@ impl Chunked {
     pub(crate) fn hash(&self) -> Arc<str> {
         self.hash
             .get_or_init(|| {
-                hash::chunked_hash(
+                digest::chunked_hash(
                     self.chunks
                         .iter()
                         .map(|(_, chunk)| (chunk.packed().bytes(), chunk.digests())),
@@ -402,25 +393,5 @@ impl Chunked {
 
     pub(crate) fn cached_hash(&self) -> Option<&Arc<str>> {
         self.hash.get()
-    }
-}
-
-/// Rough JSON overhead of one object entry, as `node` counts it.
-const ENTRY_OVERHEAD: usize = 4;
-
-/// Children of a chunked collection, decoded one chunk at a time from either end.
-pub(crate) struct ChunkedIter<'a>(Box<dyn DoubleEndedIterator<Item = (Key, Node)> + 'a>);
-
-impl Iterator for ChunkedIter<'_> {
-    type Item = (Key, Node);
-
-    fn next(&mut self) -> Option<(Key, Node)> {
-        self.0.next()
-    }
-}
-
-impl DoubleEndedIterator for ChunkedIter<'_> {
-    fn next_back(&mut self) -> Option<(Key, Node)> {
-        self.0.next_back()
     }
 }

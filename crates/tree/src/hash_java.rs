@@ -20,12 +20,28 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 #[cfg(test)]
-use crate::hash::push_priority_prefix;
-use crate::hash::{client_double_bits, leaf_text, object_text_hash, sha1_text};
+use crate::digest::push_priority_prefix;
+use crate::digest::{client_double_bits, leaf_text, object_text_hash, sha1_text};
 use crate::key::{compare_utf16, integer_like, Key};
-use crate::node::{Leaf, Node};
+use crate::leaf::Leaf;
+use crate::node::Node;
 use crate::packed::{self, Value};
 use crate::priority::Priority;
+
+impl Node {
+    /// Whether `hash` is this node's hash as a client computes it: the JS client's form
+    /// ([`Node::hash`], cached) or else the Java client's, which differs only for some numbers
+    /// and keys and is computed only when the first does not match.
+    pub fn hash_matches(&self, hash: &str) -> bool {
+        *self.hash() == *hash || java_hash(self).is_some_and(|java| *java == *hash)
+    }
+
+    /// The node hash as the Java (Android) client computes it; equal to [`Node::hash`] unless
+    /// the subtree holds a number or key the two clients hash differently.
+    pub fn java_hash(&self) -> Arc<str> {
+        java_hash(self).unwrap_or_else(|| self.hash())
+    }
+}
 
 /// The longest key the Java client reads as an integer (`Utilities.tryParseInt` gives up on
 /// longer text, whatever its value). The JS client allows any number of leading zeros.
@@ -311,7 +327,7 @@ mod tests {
             let n = node(value.clone());
             assert_eq!(&*n.java_hash(), *hash, "{value}");
             assert!(n.hash_matches(hash), "{value}");
-            let unpacked = crate::node::without_packing(|| node(value.clone()));
+            let unpacked = crate::update::without_packing(|| node(value.clone()));
             assert_eq!(&*unpacked.java_hash(), *hash, "{value}");
         }
     }
@@ -350,7 +366,7 @@ mod tests {
         let v = json!({"a": 1, "b": {"c": 281474976710655u64}});
         let packed = node(v.clone());
         assert!(packed.packed().is_some());
-        let unpacked = crate::node::without_packing(|| node(v));
+        let unpacked = crate::update::without_packing(|| node(v));
         assert!(unpacked.packed().is_none());
         assert_eq!(java_hash(&packed), java_hash(&unpacked));
         assert_eq!(
@@ -416,7 +432,7 @@ mod tests {
             let lazy = java_hash(&n);
             let js = n.hash();
             proptest::prop_assert_eq!(lazy.as_deref().unwrap_or(&js), expected.as_str());
-            let unpacked = crate::node::without_packing(|| node(v));
+            let unpacked = crate::update::without_packing(|| node(v));
             proptest::prop_assert_eq!(java_hash(&unpacked), lazy);
             proptest::prop_assert!(n.hash_matches(&expected));
             proptest::prop_assert!(n.hash_matches(&n.hash()));

@@ -3,7 +3,8 @@
 use std::cmp::Ordering;
 
 use crate::key::compare_utf16;
-use crate::node::{Leaf, Node};
+use crate::leaf::Leaf;
+use crate::node::Node;
 use crate::priority::compare_f64;
 
 /// Compares two nodes by value: empty < `false` < `true` < numbers (ascending) < strings

@@ -7,7 +7,10 @@
 //! inline. Reads decode what they touch (one child, or one level of children) without keeping
 //! the decoded form, and serialization and hashing walk the bytes directly, so a packed record
 //! never grows back to its node form. A write below a packed object unpacks one level, and the
-//! new object is packed again when it still qualifies (see `Node`'s `object_node`).
+//! new object is packed again when it still qualifies (see `update`'s `object_node`).
+//!
+//! This file knows bytes, keys and numbers but not nodes, so that a node can hold a `Packed`:
+//! turning a node into an entry and an entry back into a node is the work of `packing`.
 //!
 //! The encoding lives only in memory; it is produced here and read here, so a malformed buffer
 //! is a bug. Readers still stop at the first byte that does not parse rather than panic.
@@ -26,13 +29,12 @@
 //! that does not come back bit for bit keeps its eight bytes.
 
 use std::ops::Bound;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use triomphe::HeaderSlice;
 
-use crate::children::ChildMap;
+use crate::estimate::number_bytes;
 use crate::key::Key;
-use crate::node::{number_bytes, Leaf, Node};
 
 /// Largest estimated JSON size (bytes) of an object that is kept packed. Every write below a
 /// packed object re-encodes it, so the bound keeps that O(record), not O(collection). 4 KiB
@@ -82,26 +84,9 @@ pub(crate) enum Value<'a> {
 }
 
 impl Packed {
-    /// Packs `children` (at most [`PACK_MAX_BYTES`] estimated), or gives up when a child
-    /// carries a priority or is an object that is not packed itself.
-    pub(crate) fn encode(children: &ChildMap, estimate: usize) -> Option<Packed> {
-        let mut out = Vec::with_capacity(estimate);
-        put_varint(&mut out, estimate as u64);
-        put_varint(&mut out, children.len() as u64);
-        for (key, child) in children.iter() {
-            put_entry(&mut out, key, child)?;
-        }
-        Some(Packed::from_slice(&out))
-    }
-
     /// The SHA-1 of the object's hash text, computed by `digest` on first use.
     pub(crate) fn digest(&self, digest: impl FnOnce(&[u8]) -> [u8; 20]) -> [u8; 20] {
         *self.0.header.get_or_init(|| digest(self.bytes()))
-    }
-
-    /// The children as a map, to build an updated object from.
-    pub(crate) fn child_map(&self) -> ChildMap {
-        ChildMap::from_entries(self.entries())
     }
 }
 
@@ -135,13 +120,13 @@ impl<H: Default> Packed<H> {
     /// `estimate` (as [`Packed::encode`] records it).
     pub(crate) fn from_encoded(estimate: usize, count: usize, entries: &[u8]) -> Packed<H> {
         let mut out = Vec::with_capacity(entries.len() + 20);
-        put_varint(&mut out, estimate as u64);
-        put_varint(&mut out, count as u64);
+        put_header(&mut out, estimate, count);
         out.extend_from_slice(entries);
         Packed::from_slice(&out)
     }
 
-    fn from_slice(bytes: &[u8]) -> Packed<H> {
+    /// The packed object whose whole encoding (header and entries) is `bytes`.
+    pub(crate) fn from_slice(bytes: &[u8]) -> Packed<H> {
         Packed(triomphe::Arc::from_header_and_slice(H::default(), bytes))
     }
 }
@@ -182,37 +167,20 @@ impl<H> Packed<H> {
         header(self.bytes()).map_or(0, |(_, count, _)| count)
     }
 
-    /// The child named `key`, decoded. The scan compares raw key bytes and skips the other
-    /// values unread, since it sits under every query's index lookup.
-    pub(crate) fn get(&self, key: &Key) -> Option<Node> {
+    /// The value of the child named `key`, undecoded. The scan compares raw key bytes and
+    /// skips the other values unread, since it sits under every query's index lookup.
+    pub(crate) fn child_value(&self, key: &Key) -> Option<Value<'_>> {
         let bytes = self.bytes();
         let (_, count, mut at) = header(bytes)?;
         let wanted = key.as_str().as_bytes();
         for _ in 0..count {
             let (name, next) = read_bytes(bytes, at)?;
             if name == wanted {
-                return read_value(bytes, next).map(|(value, _)| value_node(value));
+                return read_value(bytes, next).map(|(value, _)| value);
             }
             at = skip_value(bytes, next)?;
         }
         None
-    }
-
-    /// Every child, decoded, in key order.
-    pub(crate) fn entries(&self) -> Vec<(Key, Node)> {
-        let mut entries = Vec::with_capacity(self.len());
-        for_each(self.bytes(), |name, value| {
-            entries.push((Key::new_unchecked(name), value_node(value)));
-            true
-        });
-        entries
-    }
-
-    /// The children with keys between the bounds, decoded, in key order.
-    pub(crate) fn range(&self, from: Bound<&Key>, to: Bound<&Key>) -> Vec<(Key, Node)> {
-        let mut entries = self.entries();
-        entries.retain(|(key, _)| after(key, from) && before(key, to));
-        entries
     }
 }
 
@@ -233,6 +201,8 @@ pub(crate) fn before(key: &Key, to: Bound<&Key>) -> bool {
 }
 
 /// The estimated JSON size of an encoded value (as [`Node::estimated_bytes`] of its node).
+///
+/// [`Node::estimated_bytes`]: crate::Node::estimated_bytes
 pub(crate) fn value_estimate(encoded: &[u8]) -> usize {
     match read_value(encoded, 0) {
         Some((Value::Object(inner), _)) => header(inner).map_or(0, |(estimate, _, _)| estimate),
@@ -244,26 +214,10 @@ pub(crate) fn value_estimate(encoded: &[u8]) -> usize {
     }
 }
 
-/// Appends one entry, `key` and its value; nothing useful when `child` cannot be packed (it
-/// carries a priority or is an object that is not packed itself), which returns `None`.
-pub(crate) fn put_entry(out: &mut Vec<u8>, key: &Key, child: &Node) -> Option<()> {
-    put_str(out, key.as_str());
-    put_node(out, child)
-}
-
 /// Appends an entry whose value is already encoded.
 pub(crate) fn put_raw_entry(out: &mut Vec<u8>, key: &str, encoded: &[u8]) {
     put_str(out, key);
     out.extend_from_slice(encoded);
-}
-
-fn value_node(value: Value<'_>) -> Node {
-    match value {
-        Value::Bool(b) => Node::scalar(Leaf::Bool(b)),
-        Value::Number(n) => Node::scalar(Leaf::Number(n)),
-        Value::Str(s) => Node::scalar(Leaf::String(Arc::from(s))),
-        Value::Object(bytes) => Node::from_packed(Packed::from_slice(bytes)),
-    }
 }
 
 /// Calls `visit` with every child of the packed object `bytes` in key order, until it
@@ -329,21 +283,11 @@ fn header(bytes: &[u8]) -> Option<(usize, usize, usize)> {
     ))
 }
 
-pub(crate) fn put_node(out: &mut Vec<u8>, node: &Node) -> Option<()> {
-    if !node.priority().is_none() {
-        return None;
-    }
-    if let Some(leaf) = node.leaf_value() {
-        match leaf {
-            Leaf::Bool(b) => put_bool(out, *b),
-            Leaf::Number(n) => put_number(out, *n),
-            Leaf::String(text) => put_string(out, text),
-        }
-        return Some(());
-    }
-    let packed = node.packed()?;
-    put_object(out, packed.bytes());
-    Some(())
+/// Appends the header of a packed object: its estimated JSON size and its count of entries,
+/// which follow.
+pub(crate) fn put_header(out: &mut Vec<u8>, estimate: usize, count: usize) {
+    put_varint(out, estimate as u64);
+    put_varint(out, count as u64);
 }
 
 /// Appends a boolean value.
@@ -588,11 +532,7 @@ mod tests {
             5e-324,
         ] {
             let mut out = Vec::new();
-            put_node(
-                &mut out,
-                &Node::leaf_raw(Leaf::Number(n), crate::Priority::None),
-            )
-            .expect("a plain leaf packs");
+            put_number(&mut out, n);
             let Some((Value::Number(back), _)) = read_value(&out, 0) else {
                 panic!("a number decodes");
             };
@@ -604,7 +544,7 @@ mod tests {
     fn decimal_fractions_take_their_short_form() {
         let size = |n: f64| {
             let mut out = Vec::new();
-            put_node(&mut out, &Node::leaf(Leaf::Number(n))).expect("a plain leaf packs");
+            put_number(&mut out, n);
             out.len()
         };
         // A tag, the scale and a varint of the mantissa, against a tag and eight bytes.

@@ -4,10 +4,10 @@
 //! [`Node`](crate::Node) allocates both (and copies a nested object's bytes), which made
 //! serializing a collection of a thousand records cost a thousand of each. Writers walk these
 //! borrowed views instead: keys and strings are slices of the encoded bytes, nested objects
-//! stay encoded.
+//! stay encoded. The views stand below nodes, which lend them (`Node::raw_object`);
+//! `json_write` writes them as JSON, as it writes nodes.
 
 use crate::chunked::Chunked;
-use crate::json;
 use crate::packed::{self, Value};
 
 /// An object held encoded: a packed object or a collection in chunks. It carries no
@@ -63,34 +63,6 @@ impl<'a> RawObject<'a> {
                 chunks: Some(Box::new(chunked.chunks())),
                 current: packed::Entries::new(&[]),
             },
-        }
-    }
-
-    /// Appends the object as JSON, as [`Node::write_json`](crate::Node::write_json) writes it
-    /// (plain and export form are the same without priorities).
-    pub fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'{');
-        for (index, (key, value)) in self.entries().enumerate() {
-            if index > 0 {
-                out.push(b',');
-            }
-            json::write_string(out, key);
-            out.push(b':');
-            value.write_json(out);
-        }
-        out.push(b'}');
-    }
-}
-
-impl RawValue<'_> {
-    /// Appends the value as JSON, as [`Node::write_json`](crate::Node::write_json) writes it.
-    pub fn write_json(&self, out: &mut Vec<u8>) {
-        match self {
-            RawValue::Bool(true) => out.extend_from_slice(b"true"),
-            RawValue::Bool(false) => out.extend_from_slice(b"false"),
-            RawValue::Number(n) => crate::number::write_number(out, *n),
-            RawValue::String(text) => json::write_string(out, text),
-            RawValue::Object(object) => object.write_json(out),
         }
     }
 }
