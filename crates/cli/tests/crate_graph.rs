@@ -1,6 +1,6 @@
 //! The workspace's crate graph, checked against every member's Cargo.toml.
 //!
-//! ARCHITECTURE.md ("Overview") states the rule: dependencies point one way,
+//! ARCHITECTURE.md ("The crates and their rules") states the rule: dependencies point one way,
 //! `tree ← query ← rules ← sync ← wire ← server ← tools ← cli`, with `store` beside `wire`,
 //! `cluster`, `load`, `alloc` and `uring` on their own, and `bench/ws` outside the product.
 //! Reviews kept finding edges that broke it; this test finds them first. It lives in the
@@ -129,7 +129,7 @@ const PURE: &[&str] = &[
 
 const RULE: &str = "dependencies point one way: tree ← query ← rules ← sync ← wire ← server ← \
                     tools ← cli, store beside wire, persist between store and server, cluster, load, alloc and uring on their own, \
-                    bench/ws depended on by nothing (ARCHITECTURE.md, Overview)";
+                    bench/ws depended on by nothing (ARCHITECTURE.md, The crates and their rules)";
 
 const TABLE: &str = "crates/cli/tests/crate_graph.rs";
 
