@@ -80,6 +80,11 @@ describe('a node that joins between owner and follower is caught up', { skip: !f
       await waitFor(async () => await followerMetric(nodes[owner], 'replication_copies_total', 'n3') >= 2
         && await followerMetric(nodes[owner], 'replication_lag_records', 'n3') === 0,
       15_000, 'the copies on n3');
+      // n3 may take over only once the owner has put it in each database's sync set in etcd
+      // (decision 58), which follows its acknowledgement of the copy: on a busy machine that
+      // etcd transaction can come later than the metrics above.
+      await waitFor(() => names.every((ns) => claimOf(ns)?.sync?.includes('n3')), 15_000,
+        'n3 in the sync sets');
       assert.ok(joined.running);
 
       await nodes[owner].kill('SIGKILL');
