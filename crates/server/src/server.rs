@@ -18,23 +18,25 @@ use crate::edge::socket::Accepted;
 use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
 use crate::inbox::ShardMessage;
-use crate::jwks::{JwksError, JwksRefresher};
+use crate::jwks::JwksRefresher;
 use crate::link::ToEdge;
-use crate::listener::{bind_listeners, Bound};
+use crate::listener::Bound;
 use crate::metrics::labels::{CloseCause, HttpRefusal};
-use crate::metrics::{bind_metrics_listener, serve_metrics, Observer};
+use crate::metrics::Observer;
 use crate::namespace::resolve;
 use crate::owner::durability::{commit_loop, flush_at_shutdown, snapshot_all};
 use crate::owner::rest::execute_durable;
 use crate::owner::rest_precheck::refuse_early;
 use crate::port_claim::PortClaim;
 use crate::shard::Shard;
+use crate::startup::{
+    bind, certificates, open_data_dir, prepare_webtransport, spread_queues, start_jwks,
+    start_metrics, start_peers, StartError,
+};
 use crate::tls::handshake;
 use crate::{edge, owner};
-use hearth_persist::data_dir::{DataDir, DataDirError};
-use hearth_persist::{
-    open_shard_dir, open_storage, Durability, Loading, Opened, ShardStorage, ShardStore,
-};
+use hearth_persist::data_dir::DataDir;
+use hearth_persist::{Opened, ShardStore};
 
 /// How long shutdown waits for connections to close and run their onDisconnect queues.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -61,30 +63,6 @@ pub struct Server {
     certificates: crate::reload::Certificates,
 }
 
-/// Why the server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error("cannot listen on {addresses}: {source}")]
-    Bind {
-        addresses: String,
-        source: std::io::Error,
-    },
-    #[error("cannot start shard thread: {0}")]
-    Thread(std::io::Error),
-    #[error(transparent)]
-    DataDir(#[from] DataDirError),
-    #[error("--webtransport-listen: {0}")]
-    WebTransport(#[from] crate::webtransport::WebTransportError),
-    #[error("--firebase-jwks-url: {0}")]
-    Jwks(#[from] JwksError),
-    #[error("cannot recover shard {shard} from {dir}: {source}")]
-    Recovery {
-        shard: usize,
-        dir: String,
-        source: hearth_store::StoreError,
-    },
-}
-
 impl Server {
     /// Binds the listeners and starts one pinned thread per shard.
     pub fn start(config: ServeConfig) -> Result<Server, StartError> {
@@ -92,84 +70,33 @@ impl Server {
         let observer = Observer::new(config.http.clone());
         // Bound and served before the data directory is recovered: `/readyz` says so
         // meanwhile. A failed start drops `shutdown`, which stops it.
-        let metrics_thread = match config.metrics.listen {
-            Some(address) => {
-                let listener =
-                    bind_metrics_listener(address).map_err(|source| StartError::Bind {
-                        addresses: format!("--metrics-listen {address}"),
-                        source,
-                    })?;
-                let metrics_address = listener.local_addr().ok();
-                let thread = serve_metrics(listener, observer.clone(), shutdown_rx.clone())
-                    .map_err(StartError::Thread)?;
-                Some((thread, metrics_address))
-            }
-            None => None,
-        };
-        let (data_dir, mut opened) = open_data_dir(&config)?;
+        let metrics_thread = start_metrics(&config, &observer, &shutdown_rx)?;
+        let (data_dir, opened) = open_data_dir(&config)?;
         // Before the listeners: the first tokens find the keys in place.
-        let jwks = match &config.firebase_jwks {
-            Some(source) => Some(crate::jwks::start(
-                source.clone(),
-                data_dir.as_ref().map(|dir| dir.root().to_owned()),
-            )?),
-            None => None,
-        };
+        let jwks = start_jwks(&config, data_dir.as_ref())?;
         let shards = data_dir
             .as_ref()
             .map_or(config.threads.max(1), DataDir::shards);
-        let Bound {
-            per_shard: listeners,
-            addresses: bound,
-            claims,
-        } = bind_listeners(&config.listen, shards).map_err(|source| StartError::Bind {
-            addresses: format!("{:?}", config.listen),
-            source,
-        })?;
-        let Some(&address) = bound.first() else {
-            return Err(StartError::Bind {
-                addresses: format!("{:?}", config.listen),
-                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address"),
-            });
-        };
+        let (
+            address,
+            Bound {
+                per_shard: listeners,
+                addresses: bound,
+                claims,
+            },
+        ) = bind(&config, shards)?;
         let config = ServeConfig {
             listen: bound.clone(),
             ..config
         };
         // Accepted by the first shard, served by all (see `webtransport`).
-        let mut webtransport = match config.webtransport_listen {
-            Some(listen) => Some(crate::webtransport::prepare(
-                listen,
-                config.tls.as_ref(),
-                config.idle_timeout,
-                config.ping_interval,
-            )?),
-            None => None,
-        };
+        let webtransport = prepare_webtransport(&config)?;
         let webtransport_info = webtransport
             .as_ref()
             .map(|prepared| (prepared.address, prepared.certificate_sha256));
-        let certificates = crate::reload::Certificates {
-            tls: config.tls.clone(),
-            cluster: config
-                .peers
-                .as_ref()
-                .and_then(|peers| match &peers.security {
-                    crate::peer::LinkSecurity::Tls(tls) => Some(tls.clone()),
-                    crate::peer::LinkSecurity::Plaintext => None,
-                }),
-            webtransport: webtransport
-                .as_ref()
-                .map(|prepared| prepared.reloader.clone()),
-        };
+        let certificates = certificates(&config, webtransport.as_ref());
         // The first shard accepts every session and hands each to a shard (`spread`).
-        let (mut spread, mut handed) = match &webtransport {
-            Some(_) => {
-                let (spread, handed) = crate::webtransport::spread::queues(shards);
-                (Some(spread), handed.into_iter().map(Some).collect())
-            }
-            None => (None, Vec::new()),
-        };
+        let (spread, handed) = spread_queues(webtransport.as_ref(), shards);
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         observer.connect(senders.clone());
@@ -179,83 +106,32 @@ impl Server {
         let (mut edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         // The other nodes are edges of every shard's owner role after the local shards.
-        let nodes = match &config.peers {
-            Some(cluster) => {
-                let rest = crate::peer::RestSettings {
-                    auth: config.auth.clone(),
-                    default_namespace: config.default_namespace.clone(),
-                };
-                let started = crate::peer::start(
-                    cluster,
-                    rest,
-                    senders.clone(),
-                    edge_senders.clone(),
-                    shutdown_rx.clone(),
-                )
-                .map_err(|source| StartError::Bind {
-                    addresses: format!(
-                        "the node link (this node's --cluster-peers entry or --advertise): {source}"
-                    ),
-                    source,
-                })?;
-                edge_senders.extend(started.edges);
-                let lagged = started.nodes.clone();
-                observer.follow(Box::new(move || lagged.lags()));
-                let joining = started.nodes.clone();
-                observer
-                    .health
-                    .wait_to_join(Box::new(move || joining.joining()));
-                Some(started.nodes)
-            }
-            None => None,
+        let nodes = start_peers(
+            &config,
+            &observer,
+            &senders,
+            &mut edge_senders,
+            &shutdown_rx,
+        )?;
+        let shared = Shared {
+            config,
+            owners: senders,
+            edges: edge_senders,
+            nodes,
+            shutdown: shutdown_rx,
+            observer: observer.clone(),
         };
-        let cores = core_affinity::get_core_ids().unwrap_or_default();
-        let mut threads = Vec::with_capacity(shards);
         let channels = receivers.into_iter().zip(edge_receivers);
-        for (index, (listeners, (receiver, edge_receiver))) in
-            listeners.into_iter().zip(channels).enumerate()
-        {
-            let config = config.clone();
-            let edge_senders = edge_senders.clone();
-            let opened = opened.get_mut(index).and_then(Option::take);
-            let shutdown_rx = shutdown_rx.clone();
-            let senders = senders.clone();
-            let observer = observer.clone();
-            let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
-            let webtransport = webtransport.take().zip(spread.take());
-            let handed = handed.get_mut(index).and_then(Option::take);
-            let nodes = nodes.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("hearth-shard-{index}"))
-                .spawn(move || {
-                    if let Some(core) = core {
-                        core_affinity::set_for_current(core);
-                    }
-                    run_shard(
-                        index,
-                        config,
-                        opened,
-                        Sockets {
-                            listeners,
-                            webtransport,
-                            handed,
-                        },
-                        Links {
-                            owner_rx: receiver,
-                            owners: senders,
-                            edge_rx: edge_receiver,
-                            edges: edge_senders,
-                            nodes,
-                        },
-                        shutdown_rx,
-                        observer,
-                    );
-                })
-                .map_err(StartError::Thread)?;
-            threads.push(thread);
-        }
+        let threads = spawn_shards(
+            &shared,
+            listeners,
+            channels,
+            opened,
+            webtransport.zip(spread),
+            handed,
+        )?;
         for address in &bound {
-            info!(%address, shards, dev = config.dev, "listening on {address}");
+            info!(%address, shards, dev = shared.config.dev, "listening on {address}");
         }
         let (metrics_address, threads) = match metrics_thread {
             Some((thread, address)) => (address, threads.into_iter().chain([thread]).collect()),
@@ -293,88 +169,75 @@ impl Server {
     }
 }
 
-/// Opens and locks the data directory and recovers every shard's store, the shards in
-/// parallel. Nothing is opened with `--durability none`.
-fn open_data_dir(
-    config: &ServeConfig,
-) -> Result<(Option<DataDir>, Vec<Option<Opened>>), StartError> {
-    if config.persist.durability == Durability::None {
-        return Ok((None, Vec::new()));
-    }
-    let requested = config.threads_from_flag.then_some(config.threads);
-    let data_dir = DataDir::open(&config.data_dir, requested, config.threads.max(1))?;
-    if config.persist.fault_storage.is_some() && data_dir.shards() != 1 {
-        // One in-memory directory cannot stand for several shards' directories.
-        return Err(DataDirError::BadShardCount(data_dir.shards()).into());
-    }
-    let started = Instant::now();
-    let results: Vec<Result<Opened, StartError>> = std::thread::scope(|scope| {
-        let tasks: Vec<_> = (0..data_dir.shards())
-            .map(|shard| {
-                let dir = data_dir.shard_dir(shard);
-                let faults = config.persist.fault_storage.clone();
-                scope.spawn(move || {
-                    let opened = match faults {
-                        Some(faults) => {
-                            open_storage(ShardStorage::Faults(faults), Loading::OnFirstUse)
-                        }
-                        None => open_shard_dir(&dir, Loading::OnFirstUse),
-                    };
-                    opened.map_err(|source| StartError::Recovery {
-                        shard,
-                        dir: dir.display().to_string(),
-                        source,
-                    })
-                })
-            })
-            .collect();
-        tasks
-            .into_iter()
-            .map(|task| {
-                task.join().unwrap_or_else(|_| {
-                    Err(StartError::Thread(std::io::Error::other(
-                        "a recovery thread panicked",
-                    )))
-                })
-            })
-            .collect()
-    });
-    let mut opened = Vec::with_capacity(results.len());
-    for (shard, result) in results.into_iter().enumerate() {
-        let result = result?;
-        log_recovery(shard, &result.recovered);
-        opened.push(Some(result));
-    }
-    info!(
-        data_dir = %data_dir.root().display(),
-        shards = data_dir.shards(),
-        durability = ?config.persist.durability,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "data directory recovered"
-    );
-    Ok((Some(data_dir), opened))
+/// What every shard's thread is given a copy of: the configuration, the channels to the
+/// other shards and nodes, and the server's shutdown and observer.
+#[derive(Clone)]
+struct Shared {
+    config: ServeConfig,
+    owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
+    edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+    nodes: Option<Arc<crate::peer::Nodes>>,
+    shutdown: watch::Receiver<bool>,
+    observer: Arc<Observer>,
 }
 
-fn log_recovery(shard: usize, recovered: &hearth_store::Recovered<ShardStorage>) {
-    let report = &recovered.report;
-    info!(
-        shard,
-        databases_loaded = recovered.databases.len(),
-        databases_on_disk = recovered.on_disk.len(),
-        snapshots = report.snapshots_loaded.len(),
-        records_replayed = report.records_replayed,
-        records_skipped = report.records_skipped,
-        "shard recovered (databases on disk are loaded from their snapshot on first use)"
-    );
-    if let Some(cut) = &report.tail_cut {
-        warn!(shard, ?cut, "recovery cut a torn or corrupt tail off the log (records after the last valid one, never acknowledged)");
+/// The receiving ends of a shard's channels: as an owner, and as an edge.
+type Receivers = (
+    mpsc::UnboundedReceiver<ShardMessage>,
+    mpsc::UnboundedReceiver<ToEdge>,
+);
+
+/// Starts one pinned thread per shard, each with its share: its listeners, its recovered
+/// store, its channels' receiving ends and, for the first shard, the WebTransport endpoint.
+fn spawn_shards(
+    shared: &Shared,
+    listeners: Vec<Vec<TcpListener>>,
+    channels: impl Iterator<Item = Receivers>,
+    mut opened: Vec<Option<Opened>>,
+    mut webtransport: Option<(
+        crate::webtransport::Prepared,
+        crate::webtransport::spread::Spread,
+    )>,
+    mut handed: Vec<Option<mpsc::UnboundedReceiver<crate::webtransport::spread::Handed>>>,
+) -> Result<Vec<JoinHandle<()>>, StartError> {
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let mut threads = Vec::with_capacity(listeners.len());
+    for (index, (listeners, (receiver, edge_receiver))) in
+        listeners.into_iter().zip(channels).enumerate()
+    {
+        let shared = shared.clone();
+        let opened = opened.get_mut(index).and_then(Option::take);
+        let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
+        let sockets = Sockets {
+            listeners,
+            webtransport: webtransport.take(),
+            handed: handed.get_mut(index).and_then(Option::take),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("hearth-shard-{index}"))
+            .spawn(move || {
+                if let Some(core) = core {
+                    core_affinity::set_for_current(core);
+                }
+                let links = Links {
+                    owner_rx: receiver,
+                    owners: shared.owners,
+                    edge_rx: edge_receiver,
+                    edges: shared.edges,
+                    nodes: shared.nodes,
+                };
+                let Shared {
+                    config,
+                    shutdown,
+                    observer,
+                    ..
+                } = shared;
+                run_shard(index, config, opened, sockets, links, shutdown, observer);
+            })
+            .map_err(StartError::Thread)?;
+        threads.push(thread);
     }
-    for (name, reason) in &report.snapshots_unreadable {
-        warn!(shard, snapshot = %name, %reason, "unreadable snapshot skipped; an older one and the log were used");
-    }
-    if !report.temporary_files_removed.is_empty() {
-        info!(shard, files = ?report.temporary_files_removed, "removed leftover temporary files (unfinished snapshots, the spare log segment)");
-    }
+    Ok(threads)
 }
 
 /// What a shard serves clients on: its share of the TCP listeners, the WebTransport

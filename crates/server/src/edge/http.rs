@@ -249,42 +249,12 @@ async fn answer(
             return refusal.into_http();
         }
     }
-    let bytes = match (parsed.endpoint.body_limit(), body.as_mut()) {
-        (Some(limit), Some(incoming)) => {
-            match read_body(incoming, &parts.headers, limit, &shard.config.http.bodies).await {
-                Ok(bytes) => {
-                    *body = None;
-                    Some(bytes)
-                }
-                Err(response) => {
-                    if let Some(refusal) = body_refusal(response.status) {
-                        shard.counters.http_refused(refusal);
-                    }
-                    return response.into_http();
-                }
-            }
-        }
-        _ => None,
+    let bytes = match read_needed_body(&shard, parts, &parsed, body).await {
+        Ok(bytes) => bytes,
+        Err(response) => return response,
     };
     let timeout = parsed.read_timeout();
-    let work = async {
-        if let Some(node) = remote {
-            return forward_rest(&shard, node, parts, bytes).await;
-        }
-        let call = match build_call(parsed, bytes, started).await {
-            Ok(call) => call,
-            Err(response) => return response.into_http(),
-        };
-        let response = if owner == shard.index {
-            execute_durable(&shard, call).await
-        } else {
-            shard
-                .forward(owner, call)
-                .await
-                .unwrap_or_else(|_| RestResponse::error(503, "the database's shard is unavailable"))
-        };
-        response.into_http()
-    };
+    let work = run_call(&shard, parts, parsed, bytes, started, owner, remote);
     // A read's `timeout` counts from its arrival, whichever shard or node owns the database:
     // the queue to the owner, the wait for earlier writes to be durable and the
     // serialization.
@@ -297,6 +267,62 @@ async fn answer(
         }
         None => work.await,
     }
+}
+
+/// Reads the request's body when its endpoint takes one, and takes `body` then; `Err` with
+/// the answer that refused it (counted).
+async fn read_needed_body(
+    shard: &Shard,
+    parts: &hyper::http::request::Parts,
+    parsed: &RestRequest,
+    body: &mut Option<Incoming>,
+) -> Result<Option<Vec<u8>>, Response<HearthBody>> {
+    match (parsed.endpoint.body_limit(), body.as_mut()) {
+        (Some(limit), Some(incoming)) => {
+            match read_body(incoming, &parts.headers, limit, &shard.config.http.bodies).await {
+                Ok(bytes) => {
+                    *body = None;
+                    Ok(Some(bytes))
+                }
+                Err(response) => {
+                    if let Some(refusal) = body_refusal(response.status) {
+                        shard.counters.http_refused(refusal);
+                    }
+                    Err(response.into_http())
+                }
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Runs the call where its database is: on another node (the request as received), on this
+/// shard, or on the shard that owns it; the answer.
+async fn run_call(
+    shard: &Shard,
+    parts: &hyper::http::request::Parts,
+    parsed: RestRequest,
+    bytes: Option<Vec<u8>>,
+    started: Instant,
+    owner: usize,
+    remote: Option<usize>,
+) -> Response<HearthBody> {
+    if let Some(node) = remote {
+        return forward_rest(shard, node, parts, bytes).await;
+    }
+    let call = match build_call(parsed, bytes, started).await {
+        Ok(call) => call,
+        Err(response) => return response.into_http(),
+    };
+    let response = if owner == shard.index {
+        execute_durable(shard, call).await
+    } else {
+        shard
+            .forward(owner, call)
+            .await
+            .unwrap_or_else(|_| RestResponse::error(503, "the database's shard is unavailable"))
+    };
+    response.into_http()
 }
 
 /// How long an unneeded request body is drained after the answer.

@@ -100,9 +100,77 @@ pub fn answer_unanswered(edge: &Rc<EdgeConn>, cause: MoveCause) {
     }
 }
 
-/// Why a move under way ended without a new owner, for [`answer_unanswered`].
-pub fn cause(moving: &Moving) -> MoveCause {
-    moving.cause
+/// Starts moving the session of `edge` when its owner asked for it and no move is under way
+/// ([`begin`]); `false` when it cannot move, and the connection closes.
+pub fn begin_if_asked(
+    shard: &Shard,
+    edge: &Rc<EdgeConn>,
+    side: &OwnerSide,
+    moving: &mut Option<Moving>,
+) -> bool {
+    let Some(cause) = edge.take_moving() else {
+        return true;
+    };
+    if moving.is_none() {
+        match begin(shard, edge, side, cause) {
+            Ok(started) => *moving = Some(started),
+            Err(reason) => {
+                // Answered first; the loop's top writes them out, then closes.
+                answer_unanswered(edge, cause);
+                edge.close(reason);
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// The owner that the moving session can go to now ([`next_owner`]), with the move taken out
+/// of `moving` to finish it; `None` to wait on, or when the wait is over and the connection
+/// closes.
+fn ready_to_move(
+    shard: &Shard,
+    edge: &Rc<EdgeConn>,
+    moving: &mut Option<Moving>,
+) -> Option<(Moving, usize)> {
+    let waiting = moving.as_ref()?;
+    match next_owner(shard, edge, waiting) {
+        Ok(None) => None,
+        Ok(Some(owner)) => moving.take().map(|waiting| (waiting, owner)),
+        Err(reason) => {
+            answer_unanswered(edge, waiting.cause);
+            *moving = None;
+            edge.close(reason);
+            None
+        }
+    }
+}
+
+/// Moves the moving session to its database's next owner once that one is known; `true`
+/// when it moved (`false` meanwhile, and when it could not move and the connection closes).
+pub async fn move_on(
+    shard: &Shard,
+    edge: &Rc<EdgeConn>,
+    side: &mut OwnerSide,
+    moving: &mut Option<Moving>,
+) -> bool {
+    let Some((waiting, owner)) = ready_to_move(shard, edge, moving) else {
+        return false;
+    };
+    // Boxed: a move is rare, and an idle connection's task must not carry its state
+    // (`server::tests`).
+    let cause = waiting.cause;
+    match Box::pin(finish(shard, edge, waiting, owner)).await {
+        Ok(next) => {
+            *side = next;
+            true
+        }
+        Err(reason) => {
+            answer_unanswered(edge, cause);
+            edge.close(reason);
+            false
+        }
+    }
 }
 
 /// The owner the session can go to now, as an owner index; `None` to wait on. `Err`: the

@@ -27,7 +27,7 @@ use crate::metrics::labels::CloseCause;
 use crate::namespace::NamespaceError;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{
-    expire_auth, finish_deferred, on_large_decoded, on_message, Handled, LargeMessage,
+    expire_auth, finish_deferred, on_deferred_decoded, on_message, Handled, LargeMessage,
 };
 use crate::owner::outbound::encode_frames;
 use crate::session::new_session_id;
@@ -290,18 +290,8 @@ async fn run<S: Source>(
         if edge.write_failed() {
             return Ended::ByClient;
         }
-        if let Some(cause) = edge.take_moving() {
-            if moving.is_none() {
-                match rehome::begin(shard, edge, side, cause) {
-                    Ok(started) => moving = Some(started),
-                    Err(reason) => {
-                        // Answered first; the loop's top writes them out, then closes.
-                        rehome::answer_unanswered(edge, cause);
-                        edge.close(reason);
-                        continue;
-                    }
-                }
-            }
+        if !rehome::begin_if_asked(shard, edge, side, &mut moving) {
+            continue;
         }
         tokio::select! {
             biased;
@@ -324,31 +314,9 @@ async fn run<S: Source>(
                 }
             }
             _ = tokio::time::sleep(rehome::MOVE_POLL), if moving.is_some() => {
-                let Some(waiting) = moving.as_ref() else { continue };
-                match rehome::next_owner(shard, edge, waiting) {
-                    Ok(None) => {}
-                    Ok(Some(owner)) => {
-                        let Some(waiting) = moving.take() else { continue };
-                        // Boxed: a move is rare, and an idle connection's task must not
-                        // carry its state (`server::tests`).
-                        let cause = rehome::cause(&waiting);
-                        match Box::pin(rehome::finish(shard, edge, waiting, owner)).await {
-                            Ok(next) => *side = next,
-                            Err(reason) => {
-                                rehome::answer_unanswered(edge, cause);
-                                edge.close(reason);
-                                continue;
-                            }
-                        }
-                        // The client was not read meanwhile: its silence proves nothing.
-                        last_seen = Instant::now();
-                    }
-                    Err(reason) => {
-                        rehome::answer_unanswered(edge, rehome::cause(waiting));
-                        moving = None;
-                        edge.close(reason);
-                        continue;
-                    }
+                if rehome::move_on(shard, edge, side, &mut moving).await {
+                    // The client was not read meanwhile: its silence proves nothing.
+                    last_seen = Instant::now();
                 }
             }
             message = socket.next(), if moving.is_none() => {
@@ -358,21 +326,9 @@ async fn run<S: Source>(
                     // on what they sent it.
                     shard.owner.outgoing().room().await;
                 }
-                // The answers to a burst of requests leave in one write.
-                edge.cork();
-                let mut forward = Vec::new();
-                // The pushes the burst makes to this core's other sockets leave together.
-                let batch = shard.edge.send_batch();
-                let outcome = read_burst(shard, edge, side, socket, &mut assembler, message, &mut forward);
-                drop(batch);
-                edge.uncork();
-                if let OwnerSide::Remote(owner) = side {
-                    if !forward.is_empty() {
-                        let large = matches!(outcome, Burst::ForwardLarge);
-                        if !send_to_owner(shard, edge, *owner, forward, large).await {
-                            return Ended::Closed(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
-                        }
-                    }
+                let (outcome, forward) = read_burst(shard, edge, side, socket, &mut assembler, message);
+                if !forward_burst(shard, edge, side, forward, &outcome).await {
+                    return Ended::Closed(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
                 }
                 match outcome {
                     Burst::Continue | Burst::ForwardLarge => {}
@@ -385,24 +341,13 @@ async fn run<S: Source>(
                         // The shard serves everyone else meanwhile; this connection's next
                         // message is read only after this one is handled.
                         let decoded = finish_deferred(message).await;
-                        let Some(decoded) = decoded else {
-                            return Ended::Closed(CloseReason::new(CloseCode::Error, "a message could not be decoded"));
-                        };
-                        if let Err(reason) = on_large_decoded(shard, session, decoded) {
+                        if let Err(reason) = on_deferred_decoded(shard, session, decoded) {
                             return Ended::Closed(reason);
                         }
                     }
                 }
             }
-            _ = auth_expiry(edge.auth_expiry()), if moving.is_none() => match side {
-                OwnerSide::Local(session) => expire_auth(shard, session),
-                OwnerSide::Remote(owner) => {
-                    // The owner checks its own record: the client may have authenticated
-                    // again meanwhile.
-                    edge.set_auth_expiry(None);
-                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id() });
-                }
-            },
+            _ = auth_expiry(edge.auth_expiry()), if moving.is_none() => auth_expired(shard, edge, side),
             _ = ping.tick() => {
                 // A moving connection's pongs are not read: its silence proves nothing.
                 if moving.is_none() && last_seen.elapsed() > config.idle_timeout {
@@ -413,6 +358,37 @@ async fn run<S: Source>(
                     return Ended::ByClient;
                 }
             }
+        }
+    }
+}
+
+/// Sends the whole messages of a burst to the owner of a session another core or node owns;
+/// `false` when the owner is gone (the server stops).
+async fn forward_burst(
+    shard: &Shard,
+    edge: &EdgeConn,
+    side: &OwnerSide,
+    forward: Vec<String>,
+    outcome: &Burst,
+) -> bool {
+    match side {
+        OwnerSide::Remote(owner) if !forward.is_empty() => {
+            let large = matches!(outcome, Burst::ForwardLarge);
+            send_to_owner(shard, edge, *owner, forward, large).await
+        }
+        _ => true,
+    }
+}
+
+/// Tells the session's owner that the connection's credential expired by this edge's clock.
+pub(crate) fn auth_expired(shard: &Shard, edge: &EdgeConn, side: &OwnerSide) {
+    match side {
+        OwnerSide::Local(session) => expire_auth(shard, session),
+        OwnerSide::Remote(owner) => {
+            // The owner checks its own record: the client may have authenticated again
+            // meanwhile.
+            edge.set_auth_expiry(None);
+            shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id() });
         }
     }
 }
@@ -441,8 +417,8 @@ enum Burst {
 }
 
 /// Handles `first` and the messages already received after it, up to
-/// [`MAX_MESSAGES_PER_TURN`] in all, stopping early at a message to parse off the thread.
-/// Whole messages for another core's database are collected in `forward`.
+/// [`MAX_MESSAGES_PER_TURN`] in all, stopping early at a message to parse off the thread;
+/// with the whole messages for another core's database, to forward.
 fn read_burst<S: Source>(
     shard: &Shard,
     edge: &EdgeConn,
@@ -450,27 +426,34 @@ fn read_burst<S: Source>(
     socket: &mut Socket<S>,
     assembler: &mut hearth_wire::FrameAssembler,
     first: Option<Result<Message, WsError>>,
-    forward: &mut Vec<String>,
-) -> Burst {
+) -> (Burst, Vec<String>) {
+    // The answers to a burst of requests leave in one write.
+    edge.cork();
+    let mut forward = Vec::new();
+    // The pushes the burst makes to this core's other sockets leave together.
+    let batch = shard.edge.send_batch();
     let mut next = first;
     let mut handled = 0;
-    loop {
-        match inbound(shard, edge, side, assembler, next, forward) {
+    let outcome = loop {
+        match inbound(shard, edge, side, assembler, next, &mut forward) {
             Inbound::Continue => {}
-            Inbound::Close(reason) => return Burst::End(reason),
-            Inbound::ParseOffThread(message) => return Burst::ParseOffThread(message),
-            Inbound::ForwardLarge => return Burst::ForwardLarge,
+            Inbound::Close(reason) => break Burst::End(reason),
+            Inbound::ParseOffThread(message) => break Burst::ParseOffThread(message),
+            Inbound::ForwardLarge => break Burst::ForwardLarge,
         }
         handled += 1;
         // Checked before taking another message: one taken would be lost.
         if handled >= MAX_MESSAGES_PER_TURN {
-            return Burst::Continue;
+            break Burst::Continue;
         }
         match socket.next().now_or_never() {
             Some(message) => next = message,
-            None => return Burst::Continue,
+            None => break Burst::Continue,
         }
-    }
+    };
+    drop(batch);
+    edge.uncork();
+    (outcome, forward)
 }
 
 /// Completes when the connection's socket may have taken no byte for `timeout`: when the time

@@ -107,47 +107,56 @@ pub fn start(
     let answer = script::start(callback, &session.public_id, &session.password, &first);
     shard.long_polls.insert(session.clone());
     debug!(conn, "long-polling session opened");
-    let shard = shard.clone();
-    tokio::task::spawn_local(async move {
-        let reason = match run(&shard, &session, &side).await {
-            Outcome::Ended(reason) => reason,
-            Outcome::Switched(handover) => {
-                debug!(
-                    conn = session.conn,
-                    "long-polling session moved to a WebSocket"
-                );
-                let edge = session.edge.clone();
-                if let Err(Handover { side, .. }) = handover.send(Handover { edge, side }) {
-                    // Its WebSocket's task is gone (it drops its place before it goes, so
-                    // this is only a safeguard): nobody can serve the session any more.
-                    detach_session(&shard, session.conn, &side);
-                    session.edge.detach();
-                }
-                linger(&shard, &session).await;
-                shard.long_polls.remove(&session.public_id);
-                return;
-            }
-        };
-        // A WebSocket waiting to take the session over is refused now.
-        session.secondary.borrow_mut().take();
-        session.answer_close();
-        shard.long_polls.remove(&session.public_id);
-        detach_session(&shard, session.conn, &side);
-        let cause = reason.as_ref().map_or(CloseCause::Client, |reason| {
-            CloseCause::of_reason(&reason.text)
-        });
-        shard
-            .counters
-            .session_closed(SessionTransport::LongPoll, cause);
-        match reason {
-            Some(reason) if reason.text != SHUTDOWN_CLOSE => {
-                info!(conn = session.conn, reason = %reason.text, "closing long-polling session");
-            }
-            _ => debug!(conn = session.conn, "long-polling session ended"),
-        }
-        session.edge.detach();
-    });
+    tokio::task::spawn_local(serve_to_end(shard.clone(), session, side));
     script_answer(answer)
+}
+
+/// The session's task: serves it until it ends, then ends it, or until it moves to a
+/// WebSocket, then hands it over.
+async fn serve_to_end(shard: Rc<Shard>, session: Rc<LpSession>, side: OwnerSide) {
+    let reason = match run(&shard, &session, &side).await {
+        Outcome::Ended(reason) => reason,
+        Outcome::Switched(handover) => {
+            debug!(
+                conn = session.conn,
+                "long-polling session moved to a WebSocket"
+            );
+            let edge = session.edge.clone();
+            if let Err(Handover { side, .. }) = handover.send(Handover { edge, side }) {
+                // Its WebSocket's task is gone (it drops its place before it goes, so this
+                // is only a safeguard): nobody can serve the session any more.
+                detach_session(&shard, session.conn, &side);
+                session.edge.detach();
+            }
+            linger(&shard, &session).await;
+            shard.long_polls.remove(&session.public_id);
+            return;
+        }
+    };
+    end(&shard, &session, &side, reason);
+}
+
+/// Ends a session that the client left or the server closed (with `reason`): with the owner,
+/// in the counters and the log.
+fn end(shard: &Shard, session: &LpSession, side: &OwnerSide, reason: Option<CloseReason>) {
+    // A WebSocket waiting to take the session over is refused now.
+    session.secondary.borrow_mut().take();
+    session.answer_close();
+    shard.long_polls.remove(&session.public_id);
+    detach_session(shard, session.conn, side);
+    let cause = reason.as_ref().map_or(CloseCause::Client, |reason| {
+        CloseCause::of_reason(&reason.text)
+    });
+    shard
+        .counters
+        .session_closed(SessionTransport::LongPoll, cause);
+    match reason {
+        Some(reason) if reason.text != SHUTDOWN_CLOSE => {
+            info!(conn = session.conn, reason = %reason.text, "closing long-polling session");
+        }
+        _ => debug!(conn = session.conn, "long-polling session ended"),
+    }
+    session.edge.detach();
 }
 
 /// How a session's loop ended.

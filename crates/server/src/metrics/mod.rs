@@ -7,6 +7,7 @@
 //! thread ([`ShardSnapshot`]), and the scraper sums the copies ([`ServerSnapshot`]) and encodes
 //! them ([`encode`]). Histograms are per shard too and merged bucket by bucket.
 
+mod cluster_series;
 mod counters;
 mod encode;
 mod endpoint;
@@ -14,6 +15,7 @@ mod health;
 mod histogram;
 pub(crate) mod labels;
 mod listener;
+mod series;
 pub(crate) mod snapshot;
 
 use std::sync::atomic::Ordering;

@@ -172,6 +172,22 @@ pub fn decode_large(message: LargeMessage) -> LargeDecoded {
     LargeDecoded::Decoded(decoded)
 }
 
+/// Handles a large message decoded off the shard's thread ([`finish_deferred`]); one that
+/// could not be decoded closes the connection.
+pub fn on_deferred_decoded(
+    shard: &Shard,
+    handle: &ConnHandle,
+    decoded: Option<LargeDecoded>,
+) -> Result<(), CloseReason> {
+    match decoded {
+        Some(decoded) => on_large_decoded(shard, handle, decoded),
+        None => Err(CloseReason::new(
+            CloseCode::Error,
+            "a message could not be decoded",
+        )),
+    }
+}
+
 /// Handles what [`decode_large`] gave.
 pub fn on_large_decoded(
     shard: &Shard,

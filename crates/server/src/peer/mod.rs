@@ -13,7 +13,7 @@
 //! - `links`: the link thread's links and the accept loop; `follow`: the links follow etcd's
 //!   live nodes, and connections whose database moved are closed;
 //! - `node_link`: one peer's link: dialing or accepting, reconnecting, and what is lost with
-//!   it; `session`: one live connection of it, reader and writer;
+//!   it; `session`: one live connection of it, its writer, and `reader` its reader;
 //! - `forward`: REST requests and event streams for a database the peer owns.
 //!
 //! Connection ids: an edge node sends its own ids (below [`codec::MAX_WIRE_CONN`]); the owner
@@ -30,6 +30,7 @@ pub mod link_tls;
 mod links;
 mod node_link;
 pub mod placement;
+mod reader;
 pub mod route;
 mod session;
 

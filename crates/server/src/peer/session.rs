@@ -1,28 +1,27 @@
-//! One live connection of a node link: a reader task and a writer loop, so that neither side
-//! waits on its own writes to read (two nodes that both send much would otherwise stall each
-//! other with full buffers). The writer gathers whatever is ready into one buffer per write;
-//! a message's room (`ToOwner::Messages`) and a batch's credit (`ToEdge`) are let go once
-//! the bytes are in the kernel, from where TCP's flow control takes over, and the reader of
-//! the other side takes the next frame only when its own room and credits allow.
+//! One live connection of a node link: a reader task (`reader`) and a writer loop, so that
+//! neither side waits on its own writes to read (two nodes that both send much would
+//! otherwise stall each other with full buffers). The writer gathers whatever is ready into
+//! one buffer per write; a message's room (`ToOwner::Messages`) and a batch's credit
+//! (`ToEdge`) are let go once the bytes are in the kernel, from where TCP's flow control
+//! takes over, and the reader of the other side takes the next frame only when its own room
+//! and credits allow.
 
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use rustc_hash::FxHashMap;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf};
-use tokio::sync::{mpsc, oneshot};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::close::CloseReason;
-use crate::inbox::ShardMessage;
-use crate::link::{EdgeItem, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
-use crate::namespace::owner_shard;
-use crate::peer::codec::{split_frame, LinkMessage, WireItem, MAX_FRAME_BYTES};
-use crate::peer::context::{unreachable_owner, Context, Forward, RemoteAnswer, Reply};
+use crate::link::{EdgeItem, ToEdge, ToOwner};
+use crate::peer::codec::{LinkMessage, WireItem, MAX_FRAME_BYTES};
+use crate::peer::context::{unreachable_owner, Context, Forward, Reply};
 use crate::peer::forward::{self, Outbox};
 use crate::peer::link_tls::LinkStream;
-use crate::peer::{remote_conn, wire_conn};
-use crate::replica_messages::{ReplicaIn, ReplicaOut};
+use crate::peer::reader::read_loop;
+use crate::peer::wire_conn;
+use crate::replica_messages::ReplicaOut;
 
 /// The bytes the writer gathers before it writes them.
 const GATHER_BYTES: usize = 1024 * 1024;
@@ -60,16 +59,9 @@ pub struct Queues<'a> {
 pub async fn run(
     ctx: &Rc<Context>,
     stream: LinkStream,
-    queues: Queues<'_>,
+    mut queues: Queues<'_>,
     generation: u64,
 ) -> Ended {
-    let Queues {
-        to_owner,
-        to_edge,
-        to_replica,
-        forwards,
-        accepted,
-    } = queues;
     // One lock shared by the halves (a TLS session is one state for both directions).
     let (read, mut write) = tokio::io::split(stream);
     let (replies_tx, mut replies_rx) = mpsc::unbounded_channel();
@@ -77,86 +69,123 @@ pub async fn run(
     let mut address = ctx.address.subscribe();
     address.mark_unchanged();
     let ended = async {
-        let mut out = BytesMut::new();
-        let mut rooms = Vec::new();
-        let mut batches = Vec::new();
-        let mut outbox = Outbox::default();
+        let mut writer = Writer::default();
         loop {
+            let Writer {
+                out,
+                rooms,
+                batches,
+                outbox,
+            } = &mut writer;
             tokio::select! {
                 biased;
-                read = &mut reader => {
-                    return Ended::Lost(match read {
-                        Ok(Err(why)) => why,
-                        Ok(Ok(())) => "the reader ended".into(),
-                        Err(error) => error.to_string(),
-                    });
-                }
-                Some(stream) = accepted.recv() => return Ended::Replaced(stream),
+                read = &mut reader => return reader_ended(read),
+                Some(stream) = queues.accepted.recv() => return Ended::Replaced(stream),
                 Ok(()) = address.changed() => return Ended::Departed,
-                Some(reply) = replies_rx.recv() => encode_reply(reply, &mut out, &mut outbox),
-                message = to_owner.recv() => match message {
-                    Some(message) => encode_to_owner(ctx, message, &mut out, &mut rooms),
+                Some(reply) = replies_rx.recv() => encode_reply(reply, out, outbox),
+                message = queues.to_owner.recv() => match message {
+                    Some(message) => encode_to_owner(ctx, message, out, rooms),
                     None => return Ended::Closed,
                 },
-                batch = to_edge.recv() => match batch {
+                batch = queues.to_edge.recv() => match batch {
                     Some(batch) => {
-                        encode_batch(&batch, &mut out);
+                        encode_batch(&batch, out);
                         batches.push(batch);
                     }
                     None => return Ended::Closed,
                 },
-                forward = forwards.recv() => match forward {
-                    Some(forward) => forward::send(ctx, forward, &mut out, &mut outbox),
+                forward = queues.forwards.recv() => match forward {
+                    Some(forward) => forward::send(ctx, forward, out, outbox),
                     None => return Ended::Closed,
                 },
-                replica = to_replica.recv() => match replica {
-                    Some(replica) => encode_replica(replica, generation, &mut out),
+                replica = queues.to_replica.recv() => match replica {
+                    Some(replica) => encode_replica(replica, generation, out),
                     None => return Ended::Closed,
                 },
                 // A frame of a REST request or answer on its way (below).
                 _ = std::future::ready(()), if !outbox.is_empty() => {}
             }
             // Everything else that is ready leaves with it.
-            while out.len() < GATHER_BYTES {
-                if let Ok(reply) = replies_rx.try_recv() {
-                    encode_reply(reply, &mut out, &mut outbox);
-                } else if let Ok(message) = to_owner.try_recv() {
-                    encode_to_owner(ctx, message, &mut out, &mut rooms);
-                } else if let Ok(batch) = to_edge.try_recv() {
-                    encode_batch(&batch, &mut out);
-                    batches.push(batch);
-                } else if let Ok(forward) = forwards.try_recv() {
-                    forward::send(ctx, forward, &mut out, &mut outbox);
-                } else if let Ok(replica) = to_replica.try_recv() {
-                    encode_replica(replica, generation, &mut out);
-                } else {
-                    break;
-                }
-            }
+            writer.gather(ctx, &mut queues, &mut replies_rx, generation);
             // One frame of the REST transfers each turn: a large one never holds up the rest.
-            if outbox.encode_next(&mut out) {
+            if writer.outbox.encode_next(&mut writer.out) {
                 let mut state = ctx.state.borrow_mut();
                 state.serving = state.serving.saturating_sub(1);
             }
-            if !out.is_empty() {
+            if !writer.out.is_empty() {
                 // The flush sends what TLS still holds of it (a no-op on plain TCP).
-                if let Err(error) = write.write_all(&out).await {
+                if let Err(error) = write.write_all(&writer.out).await {
                     return Ended::Lost(error.to_string());
                 }
                 if let Err(error) = write.flush().await {
                     return Ended::Lost(error.to_string());
                 }
-                out.clear();
+                writer.out.clear();
             }
-            rooms.clear();
-            for batch in batches.drain(..) {
-                batch.written();
-            }
+            writer.let_go();
         }
     };
     let ended = ended.await;
     reader.abort();
     ended
+}
+
+/// How the link's connection ended when its reader did.
+fn reader_ended(read: Result<Result<(), String>, tokio::task::JoinError>) -> Ended {
+    Ended::Lost(match read {
+        Ok(Err(why)) => why,
+        Ok(Ok(())) => "the reader ended".into(),
+        Err(error) => error.to_string(),
+    })
+}
+
+/// What the writer holds: the bytes it gathers for its next write, what is let go once they
+/// are in the kernel (the messages' room, the batches' credit), and the REST transfers under
+/// way.
+#[derive(Default)]
+struct Writer {
+    out: BytesMut,
+    rooms: Vec<tokio::sync::OwnedSemaphorePermit>,
+    batches: Vec<ToEdge>,
+    outbox: Outbox,
+}
+
+impl Writer {
+    /// Encodes whatever else is ready, until [`GATHER_BYTES`] are gathered: it leaves in the
+    /// same write.
+    fn gather(
+        &mut self,
+        ctx: &Context,
+        queues: &mut Queues<'_>,
+        replies: &mut mpsc::UnboundedReceiver<Reply>,
+        generation: u64,
+    ) {
+        let out = &mut self.out;
+        while out.len() < GATHER_BYTES {
+            if let Ok(reply) = replies.try_recv() {
+                encode_reply(reply, out, &mut self.outbox);
+            } else if let Ok(message) = queues.to_owner.try_recv() {
+                encode_to_owner(ctx, message, out, &mut self.rooms);
+            } else if let Ok(batch) = queues.to_edge.try_recv() {
+                encode_batch(&batch, out);
+                self.batches.push(batch);
+            } else if let Ok(forward) = queues.forwards.try_recv() {
+                forward::send(ctx, forward, out, &mut self.outbox);
+            } else if let Ok(replica) = queues.to_replica.try_recv() {
+                encode_replica(replica, generation, out);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Lets go of the room and the credit of what the last write carried.
+    fn let_go(&mut self) {
+        self.rooms.clear();
+        for batch in self.batches.drain(..) {
+            batch.written();
+        }
+    }
 }
 
 /// Encodes what the reader has the writer send back.
@@ -327,224 +356,14 @@ fn encode_batch(batch: &ToEdge, out: &mut BytesMut) {
     }
 }
 
-/// Reads the peer's frames until the connection ends; the error says why.
-async fn read_loop(
-    ctx: Rc<Context>,
-    mut read: ReadHalf<LinkStream>,
-    replies: mpsc::UnboundedSender<Reply>,
-) -> Result<(), String> {
-    let mut buffer = BytesMut::with_capacity(64 * 1024);
-    loop {
-        while let Some(body) = split_frame(&mut buffer).map_err(|error| error.to_string())? {
-            let message = LinkMessage::decode(body).map_err(|error| error.to_string())?;
-            on_message(&ctx, message, &replies).await?;
-        }
-        if buffer.capacity() - buffer.len() < 16 * 1024 {
-            buffer.reserve(64 * 1024);
-        }
-        match read.read_buf(&mut buffer).await {
-            Ok(0) => return Err("the peer closed the link".into()),
-            Ok(_) => {}
-            Err(error) => return Err(error.to_string()),
-        }
-    }
-}
-
-/// Carries out one message of the peer: as the owner of a session of its connection, or as
-/// the edge of a connection of ours. The error says how the peer broke the protocol.
-async fn on_message(
-    ctx: &Rc<Context>,
-    message: LinkMessage,
-    replies: &mpsc::UnboundedSender<Reply>,
-) -> Result<(), String> {
-    let shards = ctx.owners.len();
-    let to_owner = |shard: usize, message: ToOwner| {
-        if let Some(owner) = ctx.owners.get(shard) {
-            let _ = owner.send(ShardMessage::Owner(message));
-        }
-    };
-    match message {
-        LinkMessage::Open {
-            conn,
-            namespace,
-            session_id,
-            previous,
-        } => {
-            let shard = owner_shard(&namespace, shards);
-            ctx.state.borrow_mut().sessions.insert(conn, shard);
-            let open = ToOwner::Open {
-                conn: remote_conn(ctx.node, conn),
-                // The peer is one more edge of every local owner, after the local shards.
-                edge: shards + ctx.node,
-                namespace,
-                session_id,
-                previous,
-            };
-            to_owner(shard, open);
-        }
-        LinkMessage::Messages { conn, texts, large } => {
-            let Some(shard) = ctx.state.borrow().sessions.get(&conn).copied() else {
-                return Ok(());
-            };
-            let bytes: usize = texts.iter().map(String::len).sum();
-            let bytes = bytes.clamp(1, MAX_LINK_BYTES) as u32;
-            // Nothing more is read from the peer until the local owners have room.
-            let Ok(room) = ctx.owner_room.clone().acquire_many_owned(bytes).await else {
-                return Ok(());
-            };
-            let done = large.then(|| {
-                let (done, finished) = oneshot::channel::<()>();
-                let replies = replies.clone();
-                tokio::task::spawn_local(async move {
-                    // Dropped, unsent, once the owner handled the message.
-                    let _ = finished.await;
-                    let _ = replies.send(Reply::Handled(conn));
-                });
-                done
-            });
-            let conn = remote_conn(ctx.node, conn);
-            to_owner(
-                shard,
-                ToOwner::Messages {
-                    conn,
-                    texts,
-                    done,
-                    room,
-                },
-            );
-        }
-        LinkMessage::AuthExpired { conn } => {
-            if let Some(shard) = ctx.state.borrow().sessions.get(&conn).copied() {
-                let conn = remote_conn(ctx.node, conn);
-                to_owner(shard, ToOwner::AuthExpired { conn });
-            }
-        }
-        LinkMessage::Closed { conn } => {
-            if let Some(shard) = ctx.state.borrow_mut().sessions.remove(&conn) {
-                let conn = remote_conn(ctx.node, conn);
-                to_owner(shard, ToOwner::Closed { conn });
-            }
-        }
-        LinkMessage::Moved { conn } => {
-            if let Some(shard) = ctx.state.borrow_mut().sessions.remove(&conn) {
-                let conn = remote_conn(ctx.node, conn);
-                to_owner(shard, ToOwner::Moved { conn });
-            }
-        }
-        LinkMessage::Handled { conn } => {
-            ctx.state.borrow_mut().waiting.remove(&conn);
-        }
-        LinkMessage::Batch { frames, items } => on_batch(ctx, &frames, items).await,
-        LinkMessage::Request {
-            id,
-            head,
-            body,
-            more,
-        } => return forward::on_request(ctx, id, head, body, more, replies),
-        LinkMessage::RequestMore { id, body, more } => {
-            return forward::on_request_more(ctx, id, body, more, replies)
-        }
-        LinkMessage::Answer {
-            id,
-            head,
-            body,
-            more,
-        } => return forward::on_answer(ctx, id, Some(head), body, more),
-        LinkMessage::AnswerMore { id, body, more } => {
-            return forward::on_answer(ctx, id, None, body, more)
-        }
-        LinkMessage::OpenStream { conn, head } => forward::on_open_stream(ctx, conn, head, replies),
-        LinkMessage::StreamOpened { conn, refusal } => {
-            let refusal = refusal.map(|(head, body)| RemoteAnswer { head, body });
-            forward::on_stream_opened(ctx, conn, refusal);
-        }
-        LinkMessage::Replicate {
-            shard,
-            seq,
-            namespace,
-            reset,
-            records,
-        } => {
-            let local = owner_shard(&namespace, shards);
-            let message = ReplicaIn::Records {
-                from: ctx.node,
-                shard,
-                seq,
-                namespace,
-                reset,
-                records,
-            };
-            if let Some(owner) = ctx.owners.get(local) {
-                let _ = owner.send(ShardMessage::Replica(message));
-            }
-        }
-        LinkMessage::ReplicaAck { shard, seqs } => {
-            if let Some(owner) = ctx.owners.get(shard as usize) {
-                let message = ReplicaIn::Ack {
-                    from: ctx.node,
-                    seqs,
-                };
-                let _ = owner.send(ShardMessage::Replica(message));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Hands the owner's batch to the local shards that hold its connections (a connection's id
-/// names its shard), in order, each once it has room.
-async fn on_batch(ctx: &Context, frames: &[Bytes], items: Vec<WireItem>) {
-    let shards = ctx.edges.len().max(1);
-    let mut groups: Vec<Vec<EdgeItem>> = (0..shards).map(|_| Vec::new()).collect();
-    for item in items {
-        let (conn, item) = match item {
-            WireItem::Frames { conn, frame } => {
-                // The decoder checked the index.
-                let Some(frames) = frames.get(frame as usize) else {
-                    continue;
-                };
-                let frames = frames.clone();
-                (conn, EdgeItem::Frames { conn, frames })
-            }
-            WireItem::Close {
-                conn,
-                code,
-                text,
-                shed,
-            } => {
-                let reason = CloseReason::new(CloseCode::from(code), text);
-                (conn, EdgeItem::Close { conn, reason, shed })
-            }
-            WireItem::AuthExpiry { conn, expires_at } => {
-                (conn, EdgeItem::AuthExpiry { conn, expires_at })
-            }
-            WireItem::Moved { conn } => {
-                let cause = MoveCause::OwnerStopping;
-                (conn, EdgeItem::Moved { conn, cause })
-            }
-        };
-        groups[(conn % shards as u64) as usize].push(item);
-    }
-    for (shard, items) in groups.into_iter().enumerate() {
-        if items.is_empty() {
-            continue;
-        }
-        let (Some(edge), Some(credit)) = (ctx.edges.get(shard), ctx.credits.get(shard)) else {
-            continue;
-        };
-        credit.has_room().await;
-        if let Err(unsent) = edge.send(ToEdge::new(items, credit)) {
-            unsent.0.written();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use super::*;
     use crate::link::Credit;
+    use crate::peer::codec::split_frame;
+    use crate::peer::remote_conn;
     use hearth_sync::ConnId;
 
     fn frames(conn: ConnId, frames: &Bytes) -> EdgeItem {

@@ -20,7 +20,7 @@
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
-use hearth_cluster::MemberChange;
+use hearth_cluster::{MemberChange, Placement};
 use hearth_store::RecordRef;
 use rustc_hash::FxHashMap;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -29,6 +29,7 @@ use tracing::{info, warn};
 use crate::close::{CloseReason, OWNER_MOVED_CLOSE};
 use crate::owner::outbound::ConnHandle;
 use crate::replica::replication::Replication;
+use crate::replica::shipper::Shipper;
 use crate::shard::Shard;
 
 /// Why a session of a database whose held writes were given up is closed.
@@ -81,82 +82,7 @@ fn reconcile(shard: &Rc<Shard>, replication: &Replication) {
     let Some(placement) = nodes.sync_placement() else {
         return;
     };
-    let view = placement.view();
-    let me = placement.node_id();
-    let mut changes = Vec::new();
-    let mut adding = Vec::new();
-    {
-        let pending = replication.pending_sets.borrow();
-        let mut joining = replication.joining.borrow_mut();
-        // A database this node no longer holds has no follower joining it here.
-        joining.retain(|namespace, _| {
-            view.claims
-                .get(&**namespace)
-                .is_some_and(|claim| *claim.node_id == *me)
-        });
-        let databases = shard.owner.databases();
-        let shipper = replication.shipper.borrow();
-        for (namespace, claim) in &view.claims {
-            if *claim.node_id != *me
-                || pending.contains_key(namespace.as_str())
-                || shard.owner_of(namespace) != shard.index
-            {
-                continue;
-            }
-            let current = view.sync.get(namespace);
-            let last = databases
-                .get(namespace)
-                .map_or(0, |loaded| loaded.seq.get());
-            let keeps_up =
-                |node: usize| nodes.link_state(node).1 && shipper.healthy(node, namespace);
-            let is_member = |node: usize| current.is_some_and(|set| set.has(&nodes.id(node)));
-            let follower = nodes
-                .follower_node(namespace)
-                .filter(|node| keeps_up(*node));
-            // A newcomer joins in two steps: the records from now on hold for it, and once
-            // it has acknowledged everything before them, it is asked into the set.
-            let joined = match (follower, joining.get(namespace.as_str()).copied()) {
-                (Some(node), _) if is_member(node) => {
-                    joining.remove(namespace.as_str());
-                    Some(node)
-                }
-                (Some(node), Some((candidate, since))) if candidate == node => {
-                    shipper.caught_up(node, namespace, since).then_some(node)
-                }
-                (Some(node), _) => {
-                    joining.insert(Rc::from(namespace.as_str()), (node, last));
-                    shipper.caught_up(node, namespace, last).then_some(node)
-                }
-                (None, _) => {
-                    // The follower does not keep up: it does not join (the records that
-                    // waited for it go on, `tick`).
-                    joining.remove(namespace.as_str());
-                    None
-                }
-            };
-            let mut members = vec![me.to_owned()];
-            members.extend(joined.map(|node| nodes.id(node).to_string()));
-            let same = current.is_some_and(|set| {
-                set.members.len() == members.len() && members.iter().all(|member| set.has(member))
-            });
-            if same {
-                continue;
-            }
-            let added: Vec<usize> = joined
-                .filter(|node| !is_member(*node))
-                .into_iter()
-                .collect();
-            adding.push((Rc::<str>::from(namespace.as_str()), added));
-            changes.push(MemberChange {
-                namespace: namespace.clone(),
-                epoch: claim.epoch,
-                members,
-            });
-            if changes.len() == CHANGES_PER_TICK {
-                break;
-            }
-        }
-    }
+    let (changes, adding) = differing_sets(shard, replication, placement);
     if changes.is_empty() {
         return;
     }
@@ -189,6 +115,107 @@ fn reconcile(shard: &Rc<Shard>, replication: &Replication) {
             }
         }
     });
+}
+
+/// A database whose set changes, and the followers the change adds.
+type Added = (Rc<str>, Vec<usize>);
+
+/// The changes of the sets that differ from what this shard's databases, claimed by this
+/// node, should have (at most [`CHANGES_PER_TICK`]), each with the followers it adds.
+fn differing_sets(
+    shard: &Shard,
+    replication: &Replication,
+    placement: &Placement,
+) -> (Vec<MemberChange>, Vec<Added>) {
+    let nodes = &replication.nodes;
+    let view = placement.view();
+    let me = placement.node_id();
+    let mut changes = Vec::new();
+    let mut adding = Vec::new();
+    let pending = replication.pending_sets.borrow();
+    let mut joining = replication.joining.borrow_mut();
+    // A database this node no longer holds has no follower joining it here.
+    joining.retain(|namespace, _| {
+        view.claims
+            .get(&**namespace)
+            .is_some_and(|claim| *claim.node_id == *me)
+    });
+    let databases = shard.owner.databases();
+    let shipper = replication.shipper.borrow();
+    for (namespace, claim) in &view.claims {
+        if *claim.node_id != *me
+            || pending.contains_key(namespace.as_str())
+            || shard.owner_of(namespace) != shard.index
+        {
+            continue;
+        }
+        let current = view.sync.get(namespace);
+        let last = databases
+            .get(namespace)
+            .map_or(0, |loaded| loaded.seq.get());
+        let keeps_up = |node: usize| nodes.link_state(node).1 && shipper.healthy(node, namespace);
+        let is_member = |node: usize| current.is_some_and(|set| set.has(&nodes.id(node)));
+        let follower = nodes
+            .follower_node(namespace)
+            .filter(|node| keeps_up(*node));
+        let joined = joined(&shipper, &mut joining, namespace, follower, is_member, last);
+        let mut members = vec![me.to_owned()];
+        members.extend(joined.map(|node| nodes.id(node).to_string()));
+        let same = current.is_some_and(|set| {
+            set.members.len() == members.len() && members.iter().all(|member| set.has(member))
+        });
+        if same {
+            continue;
+        }
+        let added: Vec<usize> = joined
+            .filter(|node| !is_member(*node))
+            .into_iter()
+            .collect();
+        adding.push((Rc::<str>::from(namespace.as_str()), added));
+        changes.push(MemberChange {
+            namespace: namespace.clone(),
+            epoch: claim.epoch,
+            members,
+        });
+        if changes.len() == CHANGES_PER_TICK {
+            break;
+        }
+    }
+    (changes, adding)
+}
+
+/// The follower that belongs in the set of `namespace` with this node now, if any: a member
+/// already, or a newcomer (`joining` says since when) that has acknowledged every record
+/// before it started joining. A follower that does not keep up does not join.
+fn joined(
+    shipper: &Shipper,
+    joining: &mut FxHashMap<Rc<str>, (usize, u64)>,
+    namespace: &str,
+    follower: Option<usize>,
+    is_member: impl Fn(usize) -> bool,
+    last: u64,
+) -> Option<usize> {
+    // A newcomer joins in two steps: the records from now on hold for it, and once it has
+    // acknowledged everything before them, it is asked into the set.
+    match (follower, joining.get(namespace).copied()) {
+        (Some(node), _) if is_member(node) => {
+            joining.remove(namespace);
+            Some(node)
+        }
+        (Some(node), Some((candidate, since))) if candidate == node => {
+            shipper.caught_up(node, namespace, since).then_some(node)
+        }
+        (Some(node), _) => {
+            joining.insert(Rc::from(namespace), (node, last));
+            shipper.caught_up(node, namespace, last).then_some(node)
+        }
+        (None, _) => {
+            // The follower does not keep up: it does not join (the records that waited for
+            // it go on, `tick`).
+            joining.remove(namespace);
+            None
+        }
+    }
 }
 
 /// Gives up the holds of databases whose writes this node may no longer acknowledge.

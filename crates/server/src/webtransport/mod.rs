@@ -16,6 +16,7 @@
 
 pub mod certificate;
 pub mod codec;
+mod outlet;
 pub mod quic;
 mod session;
 pub mod spread;

@@ -5,33 +5,20 @@
 //! comparison, the size that `writeSizeLimit` counts, the value an answer shows) is decided
 //! only after the access checks, so that a refused request learns nothing of hidden data.
 
-use std::time::Instant;
-
-use bytes::Bytes;
-use hearth_query::QueryParams;
 use hearth_sync::{
-    AuthState, Change, Condition, Database, Effects, PreparedSet, Reply, ReplyData, Status,
-    WriteTarget,
+    AuthState, Change, Condition, Database, Effects, PreparedSet, Status, WriteTarget,
 };
 use hearth_tree::{Key, Node, Path};
-use hearth_wire::{
-    write_rest_json, write_rest_object, write_shallow_json, write_value, JsonStyle, Member,
-};
+use hearth_wire::{write_rest_json, write_rest_object, write_value, JsonStyle, Member};
 use serde_json::Value;
 
+use super::answer::{etag_of, reply_error, NULL_ETAG};
+use super::read::read;
 use super::settings::{coverage, get_rules, put_rules};
-use crate::loaded::Loaded;
 use crate::owner::effects::route_effects;
-use crate::rest::cache::{Form, Hit, Lookup};
-use crate::rest::{
-    CallOp, DataMethod, DataRequest, RestCall, RestResponse, INVALID_JSON, JAVASCRIPT,
-    MAX_REST_RESPONSE_BYTES,
-};
+use crate::rest::{CallOp, DataMethod, DataRequest, RestCall, RestResponse, INVALID_JSON};
 use crate::shard::Shard;
 use crate::time::now_ms;
-
-/// The ETag of an empty location (spec §15.4).
-pub const NULL_ETAG: &str = "null_etag";
 
 /// The node hash that an `If-Match` ETag stands for: an empty location's hash is the empty
 /// string, its ETag [`NULL_ETAG`]. An empty ETag stands for no hash at all, so it is mapped to
@@ -43,19 +30,6 @@ fn hash_of_etag(etag: &str) -> &str {
         other => other,
     }
 }
-
-/// The ETag of a value: its node hash (spec §10), or [`NULL_ETAG`] when it is empty.
-pub fn etag_of(node: &Node) -> String {
-    if node.is_empty() {
-        NULL_ETAG.to_owned()
-    } else {
-        node.hash().to_string()
-    }
-}
-
-/// Production's answer to a read larger than one response may carry.
-const TOO_LARGE_TO_READ: &str =
-    "Data requested exceeds the maximum size that can be accessed with a single request.";
 
 /// A write's answer larger than this is serialized on tokio's blocking pool, after the
 /// shard's part of the call is done, so that the other databases of the shard are served
@@ -172,151 +146,6 @@ pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
     response
 }
 
-pub fn permission_denied() -> RestResponse {
-    RestResponse::error(401, "Permission denied")
-}
-
-fn read(
-    shard: &Shard,
-    namespace: &str,
-    auth: &AuthState,
-    request: &DataRequest,
-    started: Instant,
-) -> RestResponse {
-    let path = &request.target.path;
-    let unfiltered = QueryParams::default();
-    let params = request
-        .query
-        .as_ref()
-        .map_or(&unfiltered, |query| &query.params);
-    // The rules see the query, so a rule that allows only some queries is honoured. Access
-    // is decided here, for this caller, before the cache is consulted.
-    let checked_read = |database: &mut Loaded| {
-        database
-            .check_query_read_as(auth, path, params, now_ms())
-            .map(|()| database.root().get(path))
-    };
-    // A database that does not exist is read as a new one would be, with the server's
-    // default rules (open or locked) applied, but it is not kept: reading a mistyped name
-    // must not make a database of it.
-    let read = shard
-        .with_existing_database(namespace, checked_read)
-        .unwrap_or_else(|| checked_read(&mut shard.new_database(namespace, now_ms())));
-    let node = match read {
-        Ok(node) => node,
-        Err(reply) => return reply_error(reply),
-    };
-    let matches_nothing = request
-        .query
-        .as_ref()
-        .is_some_and(|query| query.matches_nothing);
-    // A JSONP wrapper, a priority or no body at all is not worth keeping.
-    let cached = shard.rest_cache.is_enabled()
-        && !(matches_nothing
-            || request.target.priority_only
-            || request.callback.is_some()
-            || request.silent);
-    let lookup = Lookup {
-        namespace,
-        path,
-        query: request.query.as_ref().map(|query| &query.params),
-        form: Form {
-            export: request.style.export,
-            pretty: request.style.pretty,
-            shallow: request.shallow,
-        },
-    };
-    let hit = cached
-        .then(|| shard.rest_cache.get(&lookup, &node))
-        .flatten();
-    if let Some(hit) = &hit {
-        shard.counters.rest_cache_hit(hit.body.len());
-    }
-    let (result, body) = match hit {
-        Some(hit) => (hit.result, Some(hit.body)),
-        None if matches_nothing => (Node::empty(), None),
-        None => (params.apply(&node), None),
-    };
-    // The ETag of a query's answer is the hash of what it shows, not of the whole location.
-    let conditional = request.want_etag || request.if_none_match.is_some();
-    let etag = conditional.then(|| etag_of(&result));
-    if let (Some(expected), Some(etag)) = (&request.if_none_match, &etag) {
-        if expected == etag {
-            return RestResponse::empty(304).with_header("etag", etag.clone());
-        }
-    }
-    let body = match body {
-        Some(body) => body,
-        None => {
-            if result.estimated_bytes() > MAX_REST_RESPONSE_BYTES {
-                return RestResponse::error(400, TOO_LARGE_TO_READ);
-            }
-            let body = Bytes::from(render_read(request, &result));
-            // Only answers worth keeping count as misses: small ones are never looked for.
-            if cached && shard.rest_cache.would_keep(body.len()) {
-                let hit = Hit {
-                    body: body.clone(),
-                    result,
-                };
-                shard.rest_cache.put(&lookup, node, hit);
-                shard.counters.rest_cache_miss();
-                shard
-                    .counters
-                    .rest_cache_held(shard.rest_cache.stats().bytes);
-            }
-            body
-        }
-    };
-    if let Some(timeout) = request.timeout {
-        if started.elapsed() > timeout {
-            return RestResponse::timed_out(timeout);
-        }
-    }
-    let mut response = if request.silent {
-        RestResponse::empty(204)
-    } else {
-        let mut response = RestResponse::json(200, body);
-        if request.callback.is_some() {
-            response.content_type = Some(JAVASCRIPT);
-        }
-        response
-    };
-    if let Some(etag) = etag {
-        response = response.with_header("etag", etag);
-    }
-    if let Some(name) = &request.download {
-        response = response.with_header(
-            "content-disposition",
-            format!("attachment; filename=\"{name}\""),
-        );
-    }
-    response
-}
-
-/// The answer to a read whose result is `result`, in the request's form.
-fn render_read(request: &DataRequest, result: &Node) -> Vec<u8> {
-    let mut body = Vec::new();
-    if let Some(callback) = &request.callback {
-        body.extend_from_slice(callback.as_bytes());
-        body.push(b'(');
-    }
-    if request.target.priority_only {
-        write_value(
-            &result.priority().to_json(),
-            request.style.pretty,
-            &mut body,
-        );
-    } else if request.shallow {
-        write_shallow_json(result, request.style, &mut body);
-    } else {
-        write_rest_json(result, request.style, &mut body);
-    }
-    if request.callback.is_some() {
-        body.extend_from_slice(b");");
-    }
-    body
-}
-
 /// One REST write.
 struct Write<'a> {
     namespace: &'a str,
@@ -385,52 +214,9 @@ impl Write<'_> {
         // The engine checks access (and, with If-Match, the right to read) before the hash and
         // before this function looks at the current data, so that a refused caller gets 401
         // whatever the data holds.
-        let sent = match request.method {
-            DataMethod::Put | DataMethod::Delete => match (request.method, body, prepared) {
-                (DataMethod::Delete, ..) => Sent::Put(Value::Null),
-                (_, _, Some(prepared)) => Sent::Prepared(prepared),
-                (_, Some(value), None) => Sent::Put(value),
-                (_, None, None) => return RestResponse::error(400, INVALID_JSON),
-            },
-            DataMethod::Post => {
-                let Some(value) = body else {
-                    return RestResponse::error(400, INVALID_JSON);
-                };
-                let name = shard.owner.next_push_id(now);
-                let Ok(key) = Key::new(&name) else {
-                    return RestResponse::error(500, "could not make a push id");
-                };
-                let target = WriteTarget::whole(path.child(key));
-                Sent::Post {
-                    value,
-                    target,
-                    name,
-                }
-            }
-            DataMethod::Patch => {
-                let Some(Value::Object(map)) = body else {
-                    return RestResponse::error(
-                        400,
-                        "Invalid data; a PATCH body must be a JSON object whose keys are paths.",
-                    );
-                };
-                let mut names = Vec::with_capacity(map.len());
-                let mut entries = Vec::with_capacity(map.len());
-                for (name, value) in map {
-                    match WriteTarget::parse(&name) {
-                        Ok(target) => entries.push((target, value)),
-                        Err(error) => {
-                            return RestResponse::error(
-                                400,
-                                format!("Invalid path {name:?} in the update: {error}"),
-                            )
-                        }
-                    }
-                    names.push(name);
-                }
-                Sent::Patch { names, entries }
-            }
-            DataMethod::Get => return RestResponse::error(500, "a read is not a write"),
+        let sent = match self.sent(shard, body, prepared, now) {
+            Ok(sent) => sent,
+            Err(response) => return response,
         };
         let checked = match &sent {
             Sent::Put(value) => {
@@ -476,6 +262,43 @@ impl Write<'_> {
             response = response.with_header("etag", etag_of(&root.get(path)));
         }
         response
+    }
+
+    /// What the write sets, from the request's method and body (a POST's new push id made
+    /// now); the answer to a body that cannot be written.
+    fn sent(
+        &self,
+        shard: &Shard,
+        body: Option<Value>,
+        prepared: Option<PreparedSet>,
+        now: u64,
+    ) -> Result<Sent, RestResponse> {
+        let request = self.request;
+        Ok(match request.method {
+            DataMethod::Put | DataMethod::Delete => match (request.method, body, prepared) {
+                (DataMethod::Delete, ..) => Sent::Put(Value::Null),
+                (_, _, Some(prepared)) => Sent::Prepared(prepared),
+                (_, Some(value), None) => Sent::Put(value),
+                (_, None, None) => return Err(RestResponse::error(400, INVALID_JSON)),
+            },
+            DataMethod::Post => {
+                let Some(value) = body else {
+                    return Err(RestResponse::error(400, INVALID_JSON));
+                };
+                let name = shard.owner.next_push_id(now);
+                let Ok(key) = Key::new(&name) else {
+                    return Err(RestResponse::error(500, "could not make a push id"));
+                };
+                let target = WriteTarget::whole(request.target.path.child(key));
+                Sent::Post {
+                    value,
+                    target,
+                    name,
+                }
+            }
+            DataMethod::Patch => patch(body)?,
+            DataMethod::Get => return Err(RestResponse::error(500, "a read is not a write")),
+        })
     }
 
     /// The bytes of the current data that the write replaces (none for a new push id).
@@ -603,6 +426,32 @@ impl Write<'_> {
     }
 }
 
+/// What a PATCH sets: its body's entries, each at the path its name gives; the answer to a
+/// body that is not an object of paths.
+fn patch(body: Option<Value>) -> Result<Sent, RestResponse> {
+    let Some(Value::Object(map)) = body else {
+        return Err(RestResponse::error(
+            400,
+            "Invalid data; a PATCH body must be a JSON object whose keys are paths.",
+        ));
+    };
+    let mut names = Vec::with_capacity(map.len());
+    let mut entries = Vec::with_capacity(map.len());
+    for (name, value) in map {
+        match WriteTarget::parse(&name) {
+            Ok(target) => entries.push((target, value)),
+            Err(error) => {
+                return Err(RestResponse::error(
+                    400,
+                    format!("Invalid path {name:?} in the update: {error}"),
+                ))
+            }
+        }
+        names.push(name);
+    }
+    Ok(Sent::Patch { names, entries })
+}
+
 /// Writes the value now at `target` (or its priority) in REST form.
 fn write_location(root: &Node, target: &WriteTarget, style: JsonStyle, out: &mut Vec<u8>) {
     let node = root.get(&target.path);
@@ -611,22 +460,6 @@ fn write_location(root: &Node, target: &WriteTarget, style: JsonStyle, out: &mut
     } else {
         write_rest_json(&node, style, out);
     }
-}
-
-/// The HTTP answer to a request the engine refused.
-pub fn reply_error(reply: Reply) -> RestResponse {
-    let status = match reply.status {
-        Status::PermissionDenied => return permission_denied(),
-        Status::TooBig => 413,
-        Status::DataStale => 412,
-        Status::Unavailable => 503,
-        _ => 400,
-    };
-    let message = match reply.data {
-        ReplyData::Text(text) => text,
-        _ => reply.status.as_str().to_owned(),
-    };
-    RestResponse::error(status, message)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use hearth_tree::Path;
 use hyper::Request;
 use serde_json::json;
 use std::rc::Rc;
+use std::time::Instant;
 use tokio::sync::{mpsc, watch};
 
 /// The value (export form) at `path` of `namespace`.

@@ -1,9 +1,11 @@
 //! The REST API's calls run on the shard that owns their database: `execute` answers a
-//! [`crate::rest::RestCall`] (reads, writes, rules) from the database, `settings` the rules
-//! endpoints. What a call is, how a request becomes one and how an answer is written are in
+//! [`crate::rest::RestCall`] (reads, writes, rules) from the database, `read` its reads,
+//! `answer` what the answers of reads and writes share, `settings` the rules endpoints. What a call is, how a request becomes one and how an answer is written are in
 //! `crate::rest`, which runs wherever the request arrived and knows no database.
 
+mod answer;
 pub mod execute;
+mod read;
 mod settings;
 
 #[cfg(test)]
@@ -13,4 +15,5 @@ mod oracle_tests;
 #[cfg(test)]
 mod prepared_tests;
 
-pub use execute::{execute_durable, reply_error};
+pub use answer::reply_error;
+pub use execute::execute_durable;

@@ -7,8 +7,8 @@ use hearth_sync::{Access, Effects, WriteTarget};
 use hearth_tree::{Node, Path};
 use serde_json::{json, Value};
 
+use super::answer::NULL_ETAG;
 use super::execute::tests::{call, etag, json_body, shard, value_at};
-use super::execute::NULL_ETAG;
 use crate::rest::RestResponse;
 use crate::shard::Shard;
 

@@ -1,0 +1,92 @@
+//! The series of a node in a cluster: its claims and lease, and the replication toward its
+//! follower nodes.
+
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+
+use super::series::{counter, family, gauge, level, Result2, Value};
+use super::snapshot::{ClusterSnapshot, FollowerSnapshot};
+
+/// Replication lag toward each follower node (`replica`).
+pub(super) fn replication(
+    encoder: &mut DescriptorEncoder,
+    followers: &[FollowerSnapshot],
+) -> Result2 {
+    let series = |value: fn(&FollowerSnapshot) -> Value| {
+        followers
+            .iter()
+            .map(move |follower| ([("follower", follower.node.clone())], value(follower)))
+    };
+    family(
+        encoder,
+        "replication_lag_records",
+        "Log records shipped to the follower node and not yet acknowledged as on its disk.",
+        MetricType::Gauge,
+        series(|f| Value::Level(f.records as i64)),
+    )?;
+    family(
+        encoder,
+        "replication_lag_bytes",
+        "Bytes of log records shipped to the follower node and not yet acknowledged.",
+        MetricType::Gauge,
+        series(|f| Value::Level(f.bytes as i64)),
+    )?;
+    family(
+        encoder,
+        "replication_degraded",
+        "Shards acknowledging writes without the follower node now (it is down, or was too slow, until it catches up).",
+        MetricType::Gauge,
+        series(|f| Value::Level(f.degraded as i64)),
+    )?;
+    family(
+        encoder,
+        "replication_degradations",
+        "Times a shard stopped waiting for the follower node.",
+        MetricType::Counter,
+        series(|f| Value::Count(f.degradations)),
+    )?;
+    family(
+        encoder,
+        "replication_copies",
+        "Full copies of a database shipped to the follower node (the first record of a database over a new link connection, or a catch-up when the node became its follower).",
+        MetricType::Counter,
+        series(|f| Value::Count(f.copies)),
+    )
+}
+
+/// This node's claims and lease, and the writes it gave up or replaced.
+pub(super) fn cluster_node(e: &mut DescriptorEncoder, cluster: &ClusterSnapshot) -> Result2 {
+    gauge(
+        e,
+        "cluster_claims",
+        "Databases this node holds the etcd claim on (it acknowledges writes only to them).",
+        level(cluster.claims),
+    )?;
+    let metric = e.encode_descriptor(
+        "cluster_lease_age_seconds",
+        "Seconds since etcd last confirmed this node's lease (writes are refused past two thirds of its TTL); -1 without a lease.",
+        None,
+        MetricType::Gauge,
+    )?;
+    let age = cluster.lease_age.map_or(-1.0, |age| age.as_secs_f64());
+    ConstGauge::new(age).encode(metric)?;
+    gauge(
+        e,
+        "cluster_claims_alone",
+        "Databases this node holds the claim on whose sync set names this node alone (--replication sync): no other node may take them over, and each waits for this node if it fails.",
+        level(cluster.claims_alone),
+    )?;
+    counter(
+        e,
+        "replication_writes_given_up",
+        "Writes never acknowledged because this node lost the right to acknowledge them before they reached a copy that may take the database over (their clients were disconnected and send them again).",
+        cluster.writes_given_up,
+    )?;
+    counter(
+        e,
+        "replication_divergent_copies",
+        "Copies of a database this node held that a copy from a newer owner replaced while they differed (kept under the data directory's divergent/ folder).",
+        cluster.divergent_copies,
+    )
+}

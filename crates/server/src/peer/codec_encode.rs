@@ -1,0 +1,235 @@
+//! Encoding [`LinkMessage`]s into frames (`codec`).
+
+use bytes::{BufMut, Bytes, BytesMut};
+use hearth_sync::ConnId;
+
+use super::{
+    AnswerHead, LinkMessage, RequestHead, WireItem, ANSWER, ANSWER_MORE, AUTH_EXPIRED, BATCH,
+    CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY, ITEM_FRAMES, ITEM_MOVED, MESSAGES, MOVED, OPEN,
+    OPEN_STREAM, REPLICATE, REPLICA_ACK, REQUEST, REQUEST_MORE, STREAM_OPENED,
+};
+
+impl LinkMessage {
+    /// Appends the message as one frame (length prefix included) to `out`.
+    pub fn encode(&self, out: &mut BytesMut) {
+        let start = out.len();
+        out.put_u32(0);
+        match self {
+            LinkMessage::Open {
+                conn,
+                namespace,
+                session_id,
+                previous,
+            } => put_open(out, *conn, namespace, session_id, previous.as_deref()),
+            LinkMessage::Messages { conn, texts, large } => put_messages(out, *conn, texts, *large),
+            LinkMessage::AuthExpired { conn } => put_conn(out, AUTH_EXPIRED, *conn),
+            LinkMessage::Closed { conn } => put_conn(out, CLOSED, *conn),
+            LinkMessage::Moved { conn } => put_conn(out, MOVED, *conn),
+            LinkMessage::Handled { conn } => put_conn(out, HANDLED, *conn),
+            LinkMessage::Batch { frames, items } => put_batch(out, frames, items),
+            LinkMessage::Request {
+                id,
+                head,
+                body,
+                more,
+            } => {
+                put_id(out, REQUEST, *id);
+                put_request_head(out, head);
+                put_chunk(out, body, *more);
+            }
+            LinkMessage::RequestMore { id, body, more } => {
+                put_id(out, REQUEST_MORE, *id);
+                put_chunk(out, body, *more);
+            }
+            LinkMessage::Answer {
+                id,
+                head,
+                body,
+                more,
+            } => {
+                put_id(out, ANSWER, *id);
+                put_answer_head(out, head);
+                put_chunk(out, body, *more);
+            }
+            LinkMessage::AnswerMore { id, body, more } => {
+                put_id(out, ANSWER_MORE, *id);
+                put_chunk(out, body, *more);
+            }
+            LinkMessage::OpenStream { conn, head } => {
+                put_conn(out, OPEN_STREAM, *conn);
+                put_request_head(out, head);
+            }
+            LinkMessage::StreamOpened { conn, refusal } => {
+                put_stream_opened(out, *conn, refusal.as_ref());
+            }
+            LinkMessage::Replicate {
+                shard,
+                seq,
+                namespace,
+                reset,
+                records,
+            } => put_replicate(out, *shard, *seq, namespace, *reset, records),
+            LinkMessage::ReplicaAck { shard, seqs } => put_replica_ack(out, *shard, seqs),
+        }
+        let length = (out.len() - start - 4) as u32;
+        out[start..start + 4].copy_from_slice(&length.to_be_bytes());
+    }
+}
+
+/// The fields of [`LinkMessage::Open`].
+fn put_open(
+    out: &mut BytesMut,
+    conn: ConnId,
+    namespace: &str,
+    session_id: &str,
+    previous: Option<&str>,
+) {
+    out.put_u8(OPEN);
+    out.put_u64_le(conn);
+    put_str(out, namespace);
+    put_str(out, session_id);
+    match previous {
+        Some(previous) => {
+            out.put_u8(1);
+            put_str(out, previous);
+        }
+        None => out.put_u8(0),
+    }
+}
+
+/// The fields of [`LinkMessage::Messages`].
+fn put_messages(out: &mut BytesMut, conn: ConnId, texts: &[String], large: bool) {
+    out.put_u8(MESSAGES);
+    out.put_u64_le(conn);
+    out.put_u8(u8::from(large));
+    out.put_u32_le(texts.len() as u32);
+    for text in texts {
+        put_str(out, text);
+    }
+}
+
+/// The fields of [`LinkMessage::Batch`]: each frame, then the items that name them.
+fn put_batch(out: &mut BytesMut, frames: &[Bytes], items: &[WireItem]) {
+    out.put_u8(BATCH);
+    out.put_u32_le(frames.len() as u32);
+    for frame in frames {
+        out.put_u32_le(frame.len() as u32);
+        out.put_slice(frame);
+    }
+    out.put_u32_le(items.len() as u32);
+    for item in items {
+        encode_item(item, out);
+    }
+}
+
+/// The fields of [`LinkMessage::StreamOpened`].
+fn put_stream_opened(out: &mut BytesMut, conn: ConnId, refusal: Option<&(AnswerHead, Bytes)>) {
+    put_conn(out, STREAM_OPENED, conn);
+    match refusal {
+        Some((head, body)) => {
+            out.put_u8(1);
+            put_answer_head(out, head);
+            put_chunk(out, body, false);
+        }
+        None => out.put_u8(0),
+    }
+}
+
+/// The fields of [`LinkMessage::Replicate`].
+fn put_replicate(
+    out: &mut BytesMut,
+    shard: u32,
+    seq: u64,
+    namespace: &str,
+    reset: bool,
+    records: &Bytes,
+) {
+    out.put_u8(REPLICATE);
+    out.put_u32_le(shard);
+    out.put_u64_le(seq);
+    put_str(out, namespace);
+    out.put_u8(u8::from(reset));
+    out.put_u32_le(records.len() as u32);
+    out.put_slice(records);
+}
+
+/// The fields of [`LinkMessage::ReplicaAck`].
+fn put_replica_ack(out: &mut BytesMut, shard: u32, seqs: &[u64]) {
+    out.put_u8(REPLICA_ACK);
+    out.put_u32_le(shard);
+    out.put_u32_le(seqs.len() as u32);
+    for seq in seqs {
+        out.put_u64_le(*seq);
+    }
+}
+
+fn encode_item(item: &WireItem, out: &mut BytesMut) {
+    match item {
+        WireItem::Frames { conn, frame } => {
+            put_conn(out, ITEM_FRAMES, *conn);
+            out.put_u32_le(*frame);
+        }
+        WireItem::Close {
+            conn,
+            code,
+            text,
+            shed,
+        } => {
+            put_conn(out, ITEM_CLOSE, *conn);
+            out.put_u16_le(*code);
+            put_str(out, text);
+            out.put_u8(u8::from(*shed));
+        }
+        WireItem::AuthExpiry { conn, expires_at } => {
+            put_conn(out, ITEM_EXPIRY, *conn);
+            match expires_at {
+                Some(at) => {
+                    out.put_u8(1);
+                    out.put_u64_le(*at);
+                }
+                None => out.put_u8(0),
+            }
+        }
+        WireItem::Moved { conn } => put_conn(out, ITEM_MOVED, *conn),
+    }
+}
+
+fn put_conn(out: &mut BytesMut, tag: u8, conn: ConnId) {
+    out.put_u8(tag);
+    out.put_u64_le(conn);
+}
+
+fn put_id(out: &mut BytesMut, tag: u8, id: u64) {
+    out.put_u8(tag);
+    out.put_u64_le(id);
+}
+
+fn put_headers(out: &mut BytesMut, headers: &[(String, String)]) {
+    out.put_u32_le(headers.len() as u32);
+    for (name, value) in headers {
+        put_str(out, name);
+        put_str(out, value);
+    }
+}
+
+fn put_request_head(out: &mut BytesMut, head: &RequestHead) {
+    put_str(out, &head.method);
+    put_str(out, &head.target);
+    put_headers(out, &head.headers);
+}
+
+fn put_answer_head(out: &mut BytesMut, head: &AnswerHead) {
+    out.put_u16_le(head.status);
+    put_headers(out, &head.headers);
+}
+
+fn put_chunk(out: &mut BytesMut, body: &Bytes, more: bool) {
+    out.put_u32_le(body.len() as u32);
+    out.put_slice(body);
+    out.put_u8(u8::from(more));
+}
+
+fn put_str(out: &mut BytesMut, text: &str) {
+    out.put_u32_le(text.len() as u32);
+    out.put_slice(text.as_bytes());
+}
