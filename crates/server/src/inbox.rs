@@ -3,12 +3,13 @@
 //! thread, so that no shard reads another's state. `link::ToEdge` batches, which go
 //! the other way, have a queue of their own (`link`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use hearth_persist::{DurableState, ShardStorage};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::backup::stream::ShardCut;
 use crate::link::ToOwner;
 use crate::metrics::snapshot::ShardSnapshot;
 use crate::rest::precheck::WriteCheck;
@@ -42,10 +43,10 @@ pub enum ShardMessage {
     /// The owner's databases, for `GET /.admin/databases`.
     Databases(oneshot::Sender<Vec<DatabaseInfo>>),
     /// A long poll for a session whose home is this shard (`longpoll`).
-    LongPoll(Box<crate::longpoll::request::Forwarded>),
+    LongPoll(Box<crate::longpoll_request::Forwarded>),
     /// A WebSocket that takes over a session whose home is this shard
     /// (`longpoll::secondary`).
-    Upgrade(Box<crate::longpoll::request::MovedUpgrade>),
+    Upgrade(Box<crate::longpoll_request::MovedUpgrade>),
     /// Replication from or to another node (`replica`).
     Replica(crate::replica_messages::ReplicaIn),
 }
@@ -93,4 +94,39 @@ pub struct DatabaseInfo {
     pub clients: usize,
     /// The shard (core) that owns it.
     pub shard: usize,
+}
+
+/// What the backup writer needs of one shard (taken by `backup::cut::take` on the shard's thread, the answer to
+/// [`ShardMessage::BackupCut`]).
+pub struct ShardCut {
+    pub shard: usize,
+    /// The log position the cut is taken at: every state below holds every record up to it.
+    pub covered: u64,
+    /// Loaded databases, as of `covered`.
+    pub states: Vec<(Arc<str>, DurableState)>,
+    /// Databases only on disk: the name of the newest snapshot file of each.
+    pub files: Vec<(Arc<str>, String)>,
+    /// The shard's storage, to read `files` from.
+    pub storage: Arc<ShardStorage>,
+    /// Keeps the shard from removing snapshot files until the cut is dropped.
+    pub _pin: Pin,
+}
+
+/// While it lives, the shard removes no snapshot file (so `files` stay readable); dropping
+/// it, on any thread, runs its release, which tells the shard through its queue. The release
+/// is a closure so that the writer, which only reads cuts, needs to know nothing of shards.
+pub struct Pin(Option<Box<dyn FnOnce() + Send>>);
+
+impl Pin {
+    pub fn new(release: Option<impl FnOnce() + Send + 'static>) -> Pin {
+        Pin(release.map(|release| Box::new(release) as Box<dyn FnOnce() + Send>))
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        if let Some(release) = self.0.take() {
+            release();
+        }
+    }
 }

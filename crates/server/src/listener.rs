@@ -9,6 +9,13 @@ use tracing::warn;
 
 use crate::port_claim::{claim_port, PortClaim};
 
+/// An accepted stream on its way to another core: out of this core's runtime, with its TLS
+/// session (and the bytes that session already read) when it has one.
+pub enum Movable {
+    Plain(std::net::TcpStream),
+    Tls(std::net::TcpStream, Box<rustls::ServerConnection>),
+}
+
 /// Pending connections the kernel may hold for each listener.
 const LISTEN_BACKLOG: i32 = 4096;
 

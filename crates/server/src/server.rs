@@ -22,12 +22,12 @@ use crate::jwks::JwksRefresher;
 use crate::link::ToEdge;
 use crate::listener::Bound;
 use crate::metrics::labels::{CloseCause, HttpRefusal};
-use crate::metrics::Observer;
 use crate::namespace::resolve;
 use crate::owner::durability::{commit_loop, flush_at_shutdown, snapshot_all};
 use crate::owner::rest::execute_durable;
 use crate::owner::rest_precheck::refuse_early;
 use crate::port_claim::PortClaim;
+use crate::scrape::Observer;
 use crate::shard::Shard;
 use crate::startup::{
     bind, certificates, open_data_dir, prepare_webtransport, spread_queues, start_jwks,

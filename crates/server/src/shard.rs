@@ -20,20 +20,21 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
-use crate::backup::stream::ShardCut;
 use crate::budget::ShardBudget;
 use crate::close::{CloseReason, SHUTDOWN_CLOSE};
 use crate::config::ServeConfig;
 use crate::edge::Edge;
+use crate::inbox::ShardCut;
 use crate::inbox::{ask_every_shard, DatabaseInfo, Forwarded, Precheck, ShardMessage};
 use crate::link::{Outgoing, ToEdge, ToOwner};
 use crate::loaded::Loaded;
 use crate::metrics::snapshot::{top, DatabaseLoad};
-use crate::metrics::{Observer, ShardCounters, ShardSnapshot};
+use crate::metrics::{ShardCounters, ShardSnapshot};
 use crate::owner::Owner;
 use crate::rest::precheck::WriteCheck;
 use crate::rest::{RestCall, RestResponse};
 use crate::rules_file::default_access;
+use crate::scrape::Observer;
 use crate::time::now_ms;
 use hearth_persist::{Gate, ShardStore, Tagger};
 
@@ -421,7 +422,7 @@ impl Shard {
 
     /// Sends a long poll to the shard that holds its session. A failed send (that shard is
     /// gone) drops the reply, which the caller reports as an error.
-    pub fn forward_long_poll(&self, home: usize, forwarded: crate::longpoll::request::Forwarded) {
+    pub fn forward_long_poll(&self, home: usize, forwarded: crate::longpoll_request::Forwarded) {
         if let Some(sender) = self.peers.get(home) {
             let _ = sender.send(ShardMessage::LongPoll(Box::new(forwarded)));
         }
@@ -429,7 +430,7 @@ impl Shard {
 
     /// Sends a WebSocket that takes a long-polling session over to the shard that holds the
     /// session. A failed send (that shard is gone) drops the socket.
-    pub fn forward_upgrade(&self, home: usize, moved: crate::longpoll::request::MovedUpgrade) {
+    pub fn forward_upgrade(&self, home: usize, moved: crate::longpoll_request::MovedUpgrade) {
         if let Some(sender) = self.peers.get(home) {
             let _ = sender.send(ShardMessage::Upgrade(Box::new(moved)));
         }

@@ -15,7 +15,7 @@ use crate::inbox::ShardMessage;
 use crate::jwks::{JwksError, JwksRefresher};
 use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
-use crate::metrics::{bind_metrics_listener, serve_metrics, Observer};
+use crate::scrape::{bind_metrics_listener, serve_metrics, Observer};
 use hearth_persist::data_dir::{DataDir, DataDirError};
 use hearth_persist::{open_shard_dir, open_storage, Durability, Loading, Opened, ShardStorage};
 

@@ -11,7 +11,7 @@ mod common;
 
 use hearth_server::auth::AuthConfig;
 use hearth_server::budget::HttpBudgets;
-use hearth_server::metrics::MetricsConfig;
+use hearth_server::config::MetricsConfig;
 use hearth_server::persist::{Durability, PersistConfig};
 use hearth_server::{ServeConfig, Server};
 use hearth_store::{Fault, FaultPoint, FaultRule, FaultStorage};

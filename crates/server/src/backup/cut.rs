@@ -17,8 +17,8 @@ use std::sync::Arc;
 use hearth_store::{remove_files, snapshot_name};
 use tracing::warn;
 
-use super::stream::{Pin, ShardCut};
 use crate::inbox::ShardMessage;
+use crate::inbox::{Pin, ShardCut};
 use crate::shard::Shard;
 
 /// A backup's cut of this shard was dropped: removes the snapshot files kept back for it,

@@ -12,41 +12,8 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::archive::{ArchiveWriter, MAX_CHUNK_BYTES};
-use hearth_persist::{DurableState, ShardStorage};
-
-/// What the backup writer needs of one shard (taken by `cut::take` on the shard's thread).
-pub struct ShardCut {
-    pub shard: usize,
-    /// The log position the cut is taken at: every state below holds every record up to it.
-    pub covered: u64,
-    /// Loaded databases, as of `covered`.
-    pub states: Vec<(Arc<str>, DurableState)>,
-    /// Databases only on disk: the name of the newest snapshot file of each.
-    pub files: Vec<(Arc<str>, String)>,
-    /// The shard's storage, to read `files` from.
-    pub storage: Arc<ShardStorage>,
-    /// Keeps the shard from removing snapshot files until the cut is dropped.
-    pub(super) _pin: Pin,
-}
-
-/// While it lives, the shard removes no snapshot file (so `files` stay readable); dropping
-/// it, on any thread, runs its release, which tells the shard through its queue. The release
-/// is a closure so that the writer, which only reads cuts, needs to know nothing of shards.
-pub(super) struct Pin(Option<Box<dyn FnOnce() + Send>>);
-
-impl Pin {
-    pub(super) fn new(release: Option<impl FnOnce() + Send + 'static>) -> Pin {
-        Pin(release.map(|release| Box::new(release) as Box<dyn FnOnce() + Send>))
-    }
-}
-
-impl Drop for Pin {
-    fn drop(&mut self) {
-        if let Some(release) = self.0.take() {
-            release();
-        }
-    }
-}
+use crate::inbox::ShardCut;
+use hearth_persist::ShardStorage;
 
 /// Chunks of [`MAX_CHUNK_BYTES`] (plus framing) queued between the writer and the socket.
 pub const QUEUE_CHUNKS: usize = 8;

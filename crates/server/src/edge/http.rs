@@ -31,7 +31,6 @@ use crate::edge::http_body::HearthBody;
 use crate::edge::http_forward::{forward_rest, forward_stream};
 use crate::edge::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
 use crate::edge::request_body::read_body;
-use crate::metrics::answer_on_main_port;
 use crate::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
 use crate::metrics::ShardCounters;
 use crate::owner::rest::execute_durable;
@@ -40,6 +39,7 @@ use crate::rest::precheck::write_check;
 use crate::rest::{
     build_call, parse_request, DataMethod, DataRequest, Endpoint, RestRequest, RestResponse,
 };
+use crate::scrape::answer_on_main_port;
 use crate::shard::Shard;
 use crate::sse::{open_remote_stream, open_stream};
 

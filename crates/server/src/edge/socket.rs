@@ -471,12 +471,9 @@ impl Accepted for TcpStream {
     }
 }
 
-/// An accepted stream on its way to another core: out of this core's runtime, with its TLS
-/// session (and the bytes that session already read) when it has one.
-pub enum Movable {
-    Plain(std::net::TcpStream),
-    Tls(std::net::TcpStream, Box<rustls::ServerConnection>),
-}
+/// An accepted stream on its way to another core (defined with the listeners, so that the
+/// messages that carry one need not know the edge).
+pub use crate::listener::Movable;
 
 /// Bytes a read takes from a socket at most. They land in the shard thread's scratch buffer
 /// ([`SCRATCH`]); a connection keeps only what its reader has not taken yet.

@@ -2,8 +2,9 @@
 //! (`forceLongPolling()`, or a WebSocket that failed before on this browser), a JSONP-style
 //! protocol of script-tag GETs. User documentation: `docs/long-polling.md`.
 //!
-//! - `request`: a request's query read into a start, a poll, the disconnect frame or a
-//!   disconnect;
+//! - `crate::longpoll_request` (beside this folder, so that a shard's inbox can carry a
+//!   request without knowing long polling): a request's query read into a start, a poll, the
+//!   disconnect frame or a disconnect;
 //! - `segments`: the client's messages put back together from the segments of its polls;
 //! - `script`: the answers (scripts that call the page's callbacks) and the messages taken
 //!   out of the frames the owner encodes;
@@ -17,7 +18,6 @@
 //! everything but the transport (rules, listens, onDisconnect, budgets, durability) is the
 //! WebSocket path's.
 
-pub mod request;
 pub mod script;
 pub mod secondary;
 pub mod segments;
@@ -31,8 +31,8 @@ use hyper::http::request::Parts;
 use hyper::Method;
 use tokio::sync::oneshot;
 
-use crate::longpoll::request::{parse, Forwarded, LpRequest, SessionRef};
 use crate::longpoll::script::script_answer;
+use crate::longpoll_request::{parse, Forwarded, LpRequest, SessionRef};
 use crate::namespace::resolve;
 use crate::query_string::QueryString;
 use crate::rest::RestResponse;

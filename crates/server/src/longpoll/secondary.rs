@@ -32,8 +32,8 @@ use crate::edge::websocket::{
 };
 use crate::edge::Settled;
 use crate::http_head::Head;
-use crate::longpoll::request::MovedUpgrade;
 use crate::longpoll::session::{Handover, LpSession, Secondary};
+use crate::longpoll_request::MovedUpgrade;
 use crate::namespace::NamespaceError;
 use crate::owner::outbound::encode_frames;
 use crate::shard::Shard;

@@ -22,9 +22,9 @@ use crate::close::{CloseReason, MAX_OUTBOUND_BYTES};
 use crate::edge::side::OwnerSide;
 use crate::edge::socket::{Outbox, Transport};
 use crate::edge::EdgeConn;
-use crate::longpoll::request::Segment;
 use crate::longpoll::script::{self, script_answer, FrameReader};
 use crate::longpoll::segments::Reassembler;
+use crate::longpoll_request::Segment;
 use crate::rest::RestResponse;
 
 /// The most bytes of messages in one answer (one message larger than it goes alone). The

@@ -1,5 +1,7 @@
-//! Metrics and health: `GET /metrics` in the Prometheus text format, `GET /healthz` and
-//! `GET /readyz`, on the main port and, with `--metrics-listen`, on an address of their own.
+//! Metrics and health: what is counted, and the Prometheus text format it is encoded in. A
+//! scrape, `GET /healthz` and `GET /readyz` are answered by the `scrape` module, which asks the
+//! shards through their inboxes; this module imports nothing of the shard or its roles, so
+//! the inbox can carry its [`ShardSnapshot`].
 //!
 //! Counting costs the hot path a few plain adds: each shard owns its [`ShardCounters`] (cells
 //! written only by its thread, no atomics, no locks). A scrape sends every shard a request
@@ -10,120 +12,15 @@
 mod cluster_series;
 mod counters;
 mod encode;
-mod endpoint;
 mod health;
 mod histogram;
 pub(crate) mod labels;
-mod listener;
 mod series;
 pub(crate) mod snapshot;
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
-
-use tokio::sync::mpsc;
-
 pub(crate) use counters::ShardCounters;
-pub(crate) use endpoint::answer_on_main_port;
 pub use health::{Health, NotReady};
-pub(crate) use listener::{bind_metrics_listener, serve_metrics};
 pub(crate) use snapshot::{ServerSnapshot, ShardSnapshot};
 
-use crate::budget::SharedBudgets;
-use crate::inbox::{ask_every_shard, ShardMessage};
-
-pub use crate::config::MetricsConfig;
-
-/// How long a scrape waits for the shards' answers; a shard that has not answered by then is
-/// reported in `hearth_shards_unanswered` instead of holding the scrape.
-pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// What the shards, the scrapes and the health checks share: the shards' inboxes, the HTTP
-/// budgets and the server's health.
-pub struct Observer {
-    pub health: Health,
-    http: SharedBudgets,
-    shards: OnceLock<Vec<mpsc::UnboundedSender<ShardMessage>>>,
-    /// This node's placement, in a cluster: its claims and lease age are scraped from it.
-    cluster: OnceLock<hearth_cluster::Placement>,
-    /// The follower nodes of this node's databases and the replication lag toward each, as
-    /// the cluster knows them at the scrape (etcd's nodes come and go).
-    followers: OnceLock<Followers>,
-}
-
-/// The other nodes' ids and the replication lag toward each, read at every scrape.
-pub type Followers =
-    Box<dyn Fn() -> Vec<(String, Arc<crate::replica_messages::FollowerLag>)> + Send + Sync>;
-
-impl std::fmt::Debug for Observer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Observer")
-            .field("health", &self.health)
-            .field("http", &self.http)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Observer {
-    pub fn new(http: SharedBudgets) -> Arc<Observer> {
-        Arc::new(Observer {
-            health: Health::default(),
-            http,
-            shards: OnceLock::new(),
-            cluster: OnceLock::new(),
-            followers: OnceLock::new(),
-        })
-    }
-
-    /// The shards' inboxes, once they exist.
-    pub fn connect(&self, shards: Vec<mpsc::UnboundedSender<ShardMessage>>) {
-        self.health.expect_shards(shards.len());
-        let _ = self.shards.set(shards);
-    }
-
-    /// The cluster this node joined.
-    pub fn join_cluster(&self, placement: hearth_cluster::Placement) {
-        let _ = self.cluster.set(placement);
-    }
-
-    /// The other nodes of the cluster, whose replication lag is scraped.
-    pub fn follow(&self, followers: Followers) {
-        let _ = self.followers.set(followers);
-    }
-
-    /// Every shard's numbers, summed.
-    pub async fn scrape(&self) -> ServerSnapshot {
-        let shards = self.shards.get().map_or(&[][..], Vec::as_slice);
-        let answers = ask_every_shard(shards, ShardMessage::Metrics, Some(SCRAPE_TIMEOUT)).await;
-        let mut answered = Vec::with_capacity(answers.len());
-        let mut missing = Vec::new();
-        for (shard, answer) in answers.into_iter().enumerate() {
-            match answer {
-                Some(snapshot) => answered.push(snapshot),
-                None => missing.push(shard),
-            }
-        }
-        let mut server = ServerSnapshot::new(answered, missing);
-        server.body_bytes_in_flight = self.http.bodies.used();
-        server.answer_bytes_unsent = self.http.answers.used();
-        server.ready = self.health.ready().is_ok();
-        server.cluster = self
-            .cluster
-            .get()
-            .map(|placement| snapshot::ClusterSnapshot {
-                claims: placement.own_claims(),
-                lease_age: placement.lease_age(),
-                claims_alone: placement.own_claims_alone(),
-                writes_given_up: crate::replica_messages::WRITES_GIVEN_UP.load(Ordering::Relaxed),
-                divergent_copies: crate::replica_messages::DIVERGENT_COPIES.load(Ordering::Relaxed),
-            });
-        server.followers = self.followers.get().map_or_else(Vec::new, |followers| {
-            followers()
-                .iter()
-                .map(|(node, lag)| snapshot::FollowerSnapshot::read(node, lag))
-                .collect()
-        });
-        server
-    }
-}
+pub(crate) use encode::{encode, CONTENT_TYPE};
+pub(crate) use health::OK_BODY;

@@ -6,11 +6,10 @@ use hearth_wire::AuthRequest;
 use hyper::http::request::Parts;
 use hyper::Method;
 
-use super::encode::{encode, CONTENT_TYPE};
-use super::health::OK_BODY;
 use super::Observer;
 use crate::auth::{authenticate_with, now_secs, AuthConfig};
 use crate::config::ServeConfig;
+use crate::metrics::{encode, CONTENT_TYPE, OK_BODY};
 use crate::rest::RestResponse;
 
 /// The paths served here.

@@ -14,8 +14,8 @@
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use crate::edge::socket::Movable;
 use crate::http_head::Head;
+use crate::listener::Movable;
 use crate::namespace::NamespaceError;
 use crate::query_string::QueryString;
 use crate::rest::RestResponse;
