@@ -10,7 +10,7 @@ use hearth_persist::{DurableState, ShardStorage};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::link::ToOwner;
+use crate::cross_core::ToOwner;
 use crate::metrics::snapshot::ShardSnapshot;
 use crate::rest::precheck::WriteCheck;
 use crate::rest::{RestCall, RestResponse};

@@ -18,15 +18,15 @@ mod close;
 mod cluster;
 pub mod config;
 mod console;
+mod cross_core;
+#[cfg(test)]
+mod cross_core_sim;
 mod edge;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http_head;
 mod inbox;
 pub mod jwks;
-mod link;
-#[cfg(test)]
-mod link_sim;
 mod listener;
 mod loaded;
 mod local_thread;
@@ -47,7 +47,7 @@ mod rest;
 pub mod rules_file;
 mod scrape;
 mod server;
-mod session;
+mod session_id;
 mod shard;
 mod sse;
 mod startup;

@@ -13,13 +13,13 @@ use tracing::{debug, info, warn};
 
 use crate::accept_backoff::AcceptBackoff;
 use crate::config::ServeConfig;
+use crate::cross_core::ToEdge;
 use crate::edge::http::serve_http;
 use crate::edge::socket::Accepted;
 use crate::edge::websocket::serve_websocket;
 use crate::http_head::{read_head, HeadError};
 use crate::inbox::ShardMessage;
 use crate::jwks::JwksRefresher;
-use crate::link::ToEdge;
 use crate::listener::Bound;
 use crate::metrics::labels::{CloseCause, HttpRefusal};
 use crate::namespace::resolve;

@@ -11,9 +11,9 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::config::ServeConfig;
+use crate::cross_core::ToEdge;
 use crate::inbox::ShardMessage;
 use crate::jwks::{JwksError, JwksRefresher};
-use crate::link::ToEdge;
 use crate::listener::{bind_listeners, Bound};
 use crate::scrape::{bind_metrics_listener, serve_metrics, Observer};
 use hearth_persist::data_dir::{DataDir, DataDirError};

@@ -7,9 +7,9 @@ use std::rc::Rc;
 
 use tokio::sync::oneshot;
 
+use crate::cross_core::ToOwner;
 use crate::edge::side::OwnerSide;
 use crate::edge::{EdgeConn, EdgeTarget};
-use crate::link::ToOwner;
 use crate::owner::outbound::Route;
 use crate::owner::sessions;
 use crate::shard::Shard;

@@ -14,10 +14,10 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::budget::ShardBudget;
 use crate::close::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
+use crate::cross_core::MoveCause;
 use crate::edge::socket::{Deferred, Outbox, Sent, Transport};
 use crate::edge::upstream::Upstream;
 use crate::edge::uring::{Batched, SendRing};
-use crate::link::MoveCause;
 use crate::metrics::labels::Channel;
 use crate::metrics::ShardCounters;
 

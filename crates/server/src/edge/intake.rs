@@ -6,8 +6,8 @@ use bytes::Bytes;
 use hearth_sync::ConnId;
 use rustc_hash::FxHashMap;
 
+use crate::cross_core::{EdgeItem, ToEdge};
 use crate::edge::EdgeTarget;
-use crate::link::{EdgeItem, ToEdge};
 use crate::shard::Shard;
 
 /// Carries out `batch`, then tells its owner that the bytes are written (or queued in the

@@ -16,11 +16,11 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
 use crate::close::CloseReason;
+use crate::cross_core::{MoveCause, ToOwner};
 use crate::edge::attach::{attach, send_to_owner};
 use crate::edge::side::OwnerSide;
 use crate::edge::upstream::Upstream;
 use crate::edge::EdgeConn;
-use crate::link::{MoveCause, ToOwner};
 use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;

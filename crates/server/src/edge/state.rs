@@ -13,9 +13,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
 
 use crate::budget::ShardBudget;
+use crate::cross_core::MAX_LINK_BYTES;
 use crate::edge::conn::EdgeConn;
 use crate::edge::uring::{SendBatch, SendRing};
-use crate::link::MAX_LINK_BYTES;
 use crate::metrics::ShardCounters;
 use crate::sse::stream::StreamHandle;
 

@@ -228,9 +228,9 @@ fn a_connection_writes_no_reply_to_a_replay_and_closes_on_a_refused_one() {
     use std::rc::Rc;
 
     use crate::budget::{HttpBudgets, ShardBudget};
+    use crate::cross_core::MoveCause;
     use crate::edge::socket::tests::Recorder;
     use crate::edge::EdgeConn;
-    use crate::link::MoveCause;
 
     let recorder = Recorder::new(usize::MAX);
     let transport: Rc<dyn crate::edge::socket::Transport> = recorder.clone();

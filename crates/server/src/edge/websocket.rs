@@ -16,13 +16,13 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info, warn};
 
 use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE, UNWRITABLE_DROP};
+use crate::cross_core::ToOwner;
 use crate::edge::attach::{attach, detach_session, send_to_owner};
 use crate::edge::rehome;
 pub(crate) use crate::edge::side::OwnerSide;
 use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use crate::edge::EdgeConn;
 use crate::http_head::Head;
-use crate::link::ToOwner;
 use crate::metrics::labels::CloseCause;
 use crate::namespace::NamespaceError;
 use crate::offload::OFF_THREAD_PARSE_BYTES;
@@ -30,7 +30,7 @@ use crate::owner::dispatch::{
     expire_auth, finish_deferred, on_deferred_decoded, on_message, Handled, LargeMessage,
 };
 use crate::owner::outbound::encode_frames;
-use crate::session::new_session_id;
+use crate::session_id::new_session_id;
 use crate::shard::Shard;
 use crate::time::now_ms;
 

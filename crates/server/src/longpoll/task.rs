@@ -15,12 +15,12 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
 use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE};
+use crate::cross_core::ToOwner;
 use crate::edge::attach::{attach, detach_session, send_to_owner};
 use crate::edge::side::OwnerSide;
 use crate::edge::socket::Transport;
 use crate::edge::websocket::handshake;
 use crate::edge::EdgeConn;
-use crate::link::ToOwner;
 use crate::longpoll::script::{self, script_answer};
 use crate::longpoll::session::{Handover, LpSession, Mailbox};
 use crate::longpoll::switch::linger;
@@ -29,7 +29,7 @@ use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{expire_auth, finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
 use crate::rest::RestResponse;
-use crate::session::new_session_id;
+use crate::session_id::new_session_id;
 use crate::shard::Shard;
 use crate::time::now_ms;
 

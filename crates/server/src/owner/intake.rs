@@ -8,7 +8,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
 use crate::close::CloseReason;
-use crate::link::{MessageBatch, ToOwner};
+use crate::cross_core::{MessageBatch, ToOwner};
 use crate::owner::dispatch::{
     expire_auth, finish_deferred, on_large_decoded, on_message, Handled, LargeMessage,
 };

@@ -14,8 +14,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, O
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
 use crate::close::{CloseReason, SLOW_READER_CLOSE};
+use crate::cross_core::{EdgeItem, MessageBatch, MoveCause, Outgoing};
 use crate::edge::EdgeConn;
-use crate::link::{EdgeItem, MessageBatch, MoveCause, Outgoing};
 use hearth_persist::{HeldQueue, Pushed, Tagger};
 
 /// Where a connection's messages go once they may leave.

@@ -11,7 +11,7 @@ use tracing::debug;
 use crate::close::{CloseReason, REPLACED_CLOSE};
 use crate::owner::effects::route_effects;
 use crate::owner::outbound::{ConnHandle, Route};
-use crate::session::may_replace;
+use crate::session_id::may_replace;
 use crate::shard::Shard;
 use crate::sse::stream::StreamHandle;
 use crate::time::now_ms;

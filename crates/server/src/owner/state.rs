@@ -12,7 +12,7 @@ use hearth_sync::ConnId;
 use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
 use rustc_hash::FxHashMap;
 
-use crate::link::Outgoing;
+use crate::cross_core::Outgoing;
 use crate::loaded::Loaded;
 use crate::metrics::ShardCounters;
 use crate::owner::outbound::ConnHandle;

@@ -1,4 +1,4 @@
-//! What one node-to-node link shares between its reader (`session.rs`) and its writer
+//! What one node-to-node link shares between its reader (`reader.rs`) and its writer
 //! (`node_link.rs`), below both so that neither imports the other.
 
 use std::cell::RefCell;
@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 use crate::auth::AuthConfig;
 use crate::close::OWNER_NODE_LOST_CLOSE;
+use crate::cross_core::{Credit, EdgeItem, MoveCause, ToEdge};
 use crate::inbox::ShardMessage;
-use crate::link::{Credit, EdgeItem, MoveCause, ToEdge};
 use crate::peer::codec::{AnswerHead, RequestHead};
 use crate::rest::RestResponse;
 
@@ -24,7 +24,7 @@ pub struct Context {
     /// The peer's id.
     pub peer: Arc<str>,
     /// Where the peer's link listens; `None` while it is not a live node (its etcd lease
-    /// ended). A change ends the live connection of the link (`session.rs`).
+    /// ended). A change ends the live connection of the link (`connection.rs`).
     pub address: watch::Sender<Option<SocketAddr>>,
     /// The local shards' inboxes (their owner roles).
     pub owners: Vec<mpsc::UnboundedSender<ShardMessage>>,

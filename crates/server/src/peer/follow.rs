@@ -16,7 +16,7 @@ use hearth_sync::ConnId;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tracing::{info, warn};
 
-use crate::link::MoveCause;
+use crate::cross_core::MoveCause;
 use crate::peer::links::Links;
 use crate::peer::placement::{NodeRoute, MAX_NODES};
 use crate::peer::Nodes;

@@ -18,8 +18,8 @@ use hearth_sync::ConnId;
 use hyper::http::request::Parts;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::cross_core::ToOwner;
 use crate::inbox::{Forwarded, ShardMessage};
-use crate::link::ToOwner;
 use crate::namespace::owner_shard;
 use crate::peer::codec::{LinkMessage, RequestHead, MAX_CHUNK_BYTES};
 use crate::peer::context::{unreachable_owner, Awaited, Context, Forward, RemoteAnswer, Reply};

@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
+use crate::cross_core::{ToEdge, ToOwner};
 use crate::inbox::ShardMessage;
-use crate::link::{ToEdge, ToOwner};
 use crate::peer::context::{Context, Forward, RestSettings};
 use crate::peer::handshake;
 use crate::peer::link_tls::{self, LinkSecurity, LinkStream};

@@ -21,6 +21,7 @@
 //! index above them, so that they never meet its own connections' ids (top bit clear).
 
 pub mod codec;
+mod connection;
 mod context;
 pub mod directory;
 mod follow;
@@ -32,7 +33,6 @@ mod node_link;
 pub mod placement;
 mod reader;
 pub mod route;
-mod session;
 
 use std::cell::RefCell;
 use std::net::TcpListener;
@@ -44,8 +44,8 @@ use hearth_sync::ConnId;
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
+use crate::cross_core::{ToEdge, ToOwner};
 use crate::inbox::ShardMessage;
-use crate::link::{ToEdge, ToOwner};
 use crate::replica_messages::{FollowerLag, LinkState, ReplicaOut, ReplicationMode};
 pub use context::{Forward, RemoteAnswer, RestSettings};
 use directory::Directory;

@@ -15,14 +15,14 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{info, warn};
 
+use crate::cross_core::{Credit, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::inbox::ShardMessage;
-use crate::link::{Credit, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
+use crate::peer::connection::{self, Ended};
 use crate::peer::context::{unreachable_owner, Context, Forward, RestSettings};
 use crate::peer::forward;
 use crate::peer::handshake::{self, HANDSHAKE_TIMEOUT};
 use crate::peer::link_tls::{self, LinkSecurity, LinkStream};
 use crate::peer::remote_conn;
-use crate::peer::session::{self, Ended};
 use crate::replica_messages::{LinkState, ReplicaOut};
 
 /// The first pause before dialing a peer again, doubled up to [`MAX_BACKOFF`].
@@ -150,14 +150,14 @@ impl NodeLink {
             keep_alive(stream.tcp());
             let generation = self.state.connected();
             info!(peer = &*peer, generation, "node link up");
-            let queues = session::Queues {
+            let queues = connection::Queues {
                 to_owner: &mut to_owner,
                 to_edge: &mut to_edge,
                 to_replica: &mut to_replica,
                 forwards: &mut forwards,
                 accepted: &mut accepted,
             };
-            let ended = session::run(&self.ctx, stream, queues, generation).await;
+            let ended = connection::run(&self.ctx, stream, queues, generation).await;
             self.state.lost();
             let why = match ended {
                 Ended::Replaced(stream) => {

@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::close::CloseReason;
+use crate::cross_core::{EdgeItem, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::inbox::ShardMessage;
-use crate::link::{EdgeItem, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
 use crate::namespace::owner_shard;
 use crate::peer::codec::{split_frame, LinkMessage, WireItem};
 use crate::peer::context::{Context, RemoteAnswer, Reply};

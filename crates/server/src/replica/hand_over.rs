@@ -24,7 +24,7 @@ use hearth_cluster::keys::MoveValue;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::link::MoveCause;
+use crate::cross_core::MoveCause;
 use crate::replica::replication::Replication;
 use crate::replica_messages::ReplicationMode;
 use crate::shard::Shard;

@@ -21,9 +21,9 @@ use tokio::sync::oneshot;
 pub use body::{OnEnd, StreamBody};
 pub use stream::StreamHandle;
 
+use crate::cross_core::ToOwner;
 use crate::edge::http_body::HearthBody;
 use crate::edge::EdgeTarget;
-use crate::link::ToOwner;
 use crate::owner::effects::route_effects;
 use crate::owner::rest::reply_error;
 use crate::owner::sessions;

@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::budget::SharedBudgets;
 use crate::close::CloseReason;
-use crate::link::{EdgeItem, Outgoing};
+use crate::cross_core::{EdgeItem, Outgoing};
 use crate::metrics::labels::StreamEnd;
 use crate::metrics::ShardCounters;
 use hearth_persist::{HeldQueue, Pushed, Tagger};

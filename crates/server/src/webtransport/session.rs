@@ -29,7 +29,7 @@ use crate::namespace::resolve;
 use crate::owner::dispatch::{finish_deferred, on_deferred_decoded, on_message, Handled};
 use crate::owner::outbound::{encode_frames, ConnHandle};
 use crate::query_string::QueryString;
-use crate::session::new_session_id;
+use crate::session_id::new_session_id;
 use crate::shard::Shard;
 use crate::time::now_ms;
 use crate::webtransport::codec::{classify, listen_request, Bucket, LineReader, Request};

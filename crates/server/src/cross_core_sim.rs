@@ -6,7 +6,7 @@
 //! was durable; at the end, that every connection got exactly the owner's messages for it, in
 //! the owner's order.
 //!
-//! `cargo test -p hearth-server link_sim` runs [`FIXED_SEEDS`] seeds; `SIM_SEEDS=<count>`
+//! `cargo test -p hearth-server cross_core_sim` runs [`FIXED_SEEDS`] seeds; `SIM_SEEDS=<count>`
 //! runs that many; `SEED=<n>` replays one.
 
 use std::cell::Cell;
@@ -21,10 +21,10 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
 use crate::budget::{HttpBudgets, ShardBudget};
+use crate::cross_core::{EdgeItem, Outgoing, ToEdge};
 use crate::edge::socket::tests::Recorder;
 use crate::edge::socket::Outbox;
 use crate::edge::EdgeConn;
-use crate::link::{EdgeItem, Outgoing, ToEdge};
 use crate::owner::outbound::{ConnHandle, Route};
 use hearth_persist::{Gate, Tagger};
 
@@ -315,7 +315,7 @@ fn env_number(name: &str) -> Option<u64> {
 }
 
 #[test]
-fn link_sim_per_connection_order_is_the_owners_and_nothing_leaves_before_it_is_durable() {
+fn cross_core_sim_per_connection_order_is_the_owners_and_nothing_leaves_before_it_is_durable() {
     if let Some(seed) = env_number("SEED") {
         run_seed(seed);
         return;

@@ -14,7 +14,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::link::{EdgeItem, ToEdge, ToOwner};
+use crate::cross_core::{EdgeItem, ToEdge, ToOwner};
 use crate::peer::codec::{LinkMessage, WireItem, MAX_FRAME_BYTES};
 use crate::peer::context::{unreachable_owner, Context, Forward, Reply};
 use crate::peer::forward::{self, Outbox};
@@ -361,7 +361,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::link::Credit;
+    use crate::cross_core::Credit;
     use crate::peer::codec::split_frame;
     use crate::peer::remote_conn;
     use hearth_sync::ConnId;
