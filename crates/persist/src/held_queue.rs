@@ -9,7 +9,7 @@ use bytes::Bytes;
 use hearth_sync::ConnId;
 use tungstenite::Message;
 
-use super::Tagger;
+use super::gate::Tagger;
 
 /// The most bytes that may wait in one client's queue. A client that reads slower than its
 /// data arrives is disconnected rather than allowed to grow the server's memory (the server

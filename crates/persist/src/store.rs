@@ -14,9 +14,9 @@ use hearth_store::{
 use hearth_tree::Node;
 use tokio::sync::{watch, Notify};
 
+use super::config::PersistConfig;
 use super::pipeline::{BatchResult, Pipeline, Release};
 use super::storage::ShardStorage;
-use super::PersistConfig;
 
 /// What a database looks like at some position of the log: its tree and the rules set
 /// through the API (`None`: the server's default rules apply).
