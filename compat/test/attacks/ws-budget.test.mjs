@@ -14,7 +14,7 @@ import { RawClient } from '../../lib/raw.mjs';
 import { sleep } from '../../lib/util.mjs';
 
 const MIB = 1024 * 1024;
-// SLOW_READER_CLOSE in crates/server/src/close.rs.
+// SLOW_READER_CLOSE in crates/ground/src/close.rs.
 const SLOW_READER_CLOSE = 'the client reads too slowly: outbound queue limit reached';
 
 /** A field of /proc/<pid>/status, in bytes. */

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { useHearth, T } from '../../lib/harness.mjs';
 import { RawHttp, rawRequest, rest, restURL } from './rest-client.mjs';
 
-// Must match MAX_REST_BODY_BYTES in crates/server/src/rest/mod.rs.
+// Must match MAX_REST_BODY_BYTES in crates/ground/src/rest/mod.rs.
 const MAX_REST_BODY_BYTES = 256 * 1024 * 1024;
 const TINY = 1024 * 1024;
 

@@ -42,7 +42,7 @@ export async function rest(url, { method = 'GET', body, raw = false, headers = {
 }
 
 /**
- * The shard of a namespace, as the server computes it (crates/server/src/namespace.rs):
+ * The shard of a namespace, as the server computes it (crates/ground/src/namespace.rs):
  * FNV-1a, then the 64-bit MurmurHash3 finalizer, modulo the shard count.
  */
 export function ownerShard(ns, shards) {

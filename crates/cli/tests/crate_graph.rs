@@ -46,9 +46,43 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "hearth-persist",
         &["hearth-tree", "hearth-sync", "hearth-store"],
     ),
-    // The server puts IO around the pure crates and drives the durability pipeline; it also
-    // needs cluster membership and the io_uring sends of its edge. It knows nothing of the
-    // command line.
+    // Network plumbing that knows no database: listeners, TLS, HTTP heads, answer budgets,
+    // the wall clock. It knows nothing of ours, so any role may stand on it.
+    ("hearth-net", &[]),
+    // Credentials: tokens checked against keys, and the auth object the rules see (the
+    // state machine's `AuthState`, the protocol's `AuthRequest`).
+    ("hearth-auth", &["hearth-sync", "hearth-wire", "hearth-net"]),
+    // The values that cross cores and nodes, and the counters every role writes. It holds
+    // no shard's state, so it may not depend on a role (`peer`, `server`).
+    (
+        "hearth-ground",
+        &[
+            "hearth-tree",
+            "hearth-query",
+            "hearth-rules",
+            "hearth-sync",
+            "hearth-wire",
+            "hearth-persist",
+            "hearth-net",
+            "hearth-auth",
+        ],
+    ),
+    // The node link carries the ground's messages between nodes and follows placement; it
+    // never reaches into a shard (the server hands it queues).
+    (
+        "hearth-peer",
+        &[
+            "hearth-sync",
+            "hearth-store",
+            "hearth-cluster",
+            "hearth-net",
+            "hearth-auth",
+            "hearth-ground",
+        ],
+    ),
+    // The server assembles the roles around the pure crates and drives the durability
+    // pipeline; it also needs the io_uring sends of its edge. It knows nothing of the command
+    // line.
     (
         "hearth-server",
         &[
@@ -61,6 +95,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-persist",
             "hearth-cluster",
             "hearth-uring",
+            "hearth-net",
+            "hearth-auth",
+            "hearth-ground",
+            "hearth-peer",
         ],
     ),
     // export, import and the admin CLI use the server library through a few public entry
@@ -128,7 +166,8 @@ const PURE: &[&str] = &[
 ];
 
 const RULE: &str = "dependencies point one way: tree ← query ← rules ← sync ← wire ← server ← \
-                    tools ← cli, store beside wire, persist between store and server, cluster, load, alloc and uring on their own, \
+                    tools ← cli, store beside wire, persist between store and server, net, auth, ground and peer \
+                    below server in that order, cluster, load, alloc and uring on their own, \
                     bench/ws depended on by nothing (ARCHITECTURE.md, The crates and their rules)";
 
 const TABLE: &str = "crates/cli/tests/crate_graph.rs";

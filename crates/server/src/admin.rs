@@ -9,9 +9,9 @@
 use hearth_store::{snapshot_name, Storage, StorageFile};
 use serde::Serialize;
 
-use crate::inbox::DatabaseInfo;
-use crate::rest::RestResponse;
 use crate::shard::Shard;
+use hearth_ground::inbox::DatabaseInfo;
+use hearth_ground::rest::RestResponse;
 
 /// The answer of `GET /.admin/databases`: `{"databases": [...]}`, sorted by name.
 pub async fn databases(shard: &Shard) -> RestResponse {

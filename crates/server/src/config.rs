@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use hearth_rules::Rules;
 
-use crate::auth::AuthConfig;
-use crate::budget::SharedBudgets;
-use crate::jwks::JwksSource;
-use crate::tls::TlsCerts;
+use hearth_auth::jwks::JwksSource;
+use hearth_auth::AuthConfig;
+use hearth_net::budget::SharedBudgets;
+use hearth_net::tls::TlsCerts;
 use hearth_persist::PersistConfig;
 
 /// Everything `hearth serve` was told, resolved to concrete values.
@@ -67,7 +67,7 @@ pub struct ServeConfig {
     /// (`--io-uring-sends`, `edge::uring`) rather than with one `write` per connection.
     pub io_uring_sends: bool,
     /// The other nodes of a cluster and the link's secret (`--cluster-peers`, `peer`).
-    pub peers: Option<Arc<crate::peer::ClusterConfig>>,
+    pub peers: Option<Arc<hearth_peer::ClusterConfig>>,
 }
 
 impl ServeConfig {
@@ -93,7 +93,7 @@ impl ServeConfig {
             tls: None,
             metrics: MetricsConfig::default(),
             volatile_hz: DEFAULT_VOLATILE_HZ,
-            rest_cache_bytes: crate::rest::cache::DEFAULT_REST_CACHE_BYTES,
+            rest_cache_bytes: hearth_ground::rest::cache::DEFAULT_REST_CACHE_BYTES,
             webtransport_listen: None,
             cluster: None,
             io_uring_sends: false,

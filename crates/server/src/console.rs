@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 
 use crate::edge::http_body::HearthBody;
 use crate::edge::request_body::read_body;
-use crate::rest::{require_admin, RestResponse};
 use crate::shard::Shard;
+use hearth_ground::rest::{require_admin, RestResponse};
 
 /// Where the console lives; everything under it is the console's.
 pub const CONSOLE_PATH: &str = "/_/console";

@@ -20,12 +20,12 @@ use hearth_sync::ConnId;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
-use crate::budget::{HttpBudgets, ShardBudget};
-use crate::cross_core::{EdgeItem, Outgoing, ToEdge};
 use crate::edge::socket::tests::Recorder;
 use crate::edge::socket::Outbox;
 use crate::edge::EdgeConn;
 use crate::owner::outbound::{ConnHandle, Route};
+use hearth_ground::cross_core::{EdgeItem, Outgoing, ToEdge};
+use hearth_net::budget::{HttpBudgets, ShardBudget};
 use hearth_persist::{Gate, Tagger};
 
 const FIXED_SEEDS: u64 = 64;

@@ -2,8 +2,8 @@
 
 use hyper::Request;
 
-use crate::auth::AuthConfig;
-use crate::rest::parse_request;
+use hearth_auth::AuthConfig;
+use hearth_ground::rest::parse_request;
 
 /// Runs the REST request parser on a request made of `method`, `uri` and `headers`, as hyper
 /// would hand it over; parts that hyper itself would refuse are skipped. Returns whether the

@@ -9,58 +9,41 @@
 //! the two over bounded queues (`link`). Within a shard nothing is locked: state lives in
 //! `RefCell`s touched only by that thread.
 
-mod accept_backoff;
 mod admin;
-pub mod auth;
 pub mod backup;
-pub mod budget;
-mod close;
 mod cluster;
 pub mod config;
 mod console;
-mod cross_core;
 #[cfg(test)]
 mod cross_core_sim;
 mod edge;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod http_head;
-mod inbox;
-pub mod jwks;
-mod listener;
 mod loaded;
-mod local_thread;
 mod longpoll;
-mod longpoll_request;
-pub mod metrics;
-pub mod namespace;
 pub mod offline;
-mod offload;
 mod owner;
-pub mod peer;
-mod port_claim;
-pub mod query_string;
 mod reload;
 mod replica;
-pub mod replica_messages;
-mod rest;
 pub mod rules_file;
 mod scrape;
 mod server;
-mod session_id;
 mod shard;
 mod sse;
 mod startup;
-mod time;
-pub mod tls;
-mod verify_key;
 pub mod webtransport;
 
 pub use config::{ServeConfig, DEFAULT_NAMESPACE};
+// The crates the server is assembled from, under the names the command and the tools use.
+pub use hearth_auth as auth;
+pub use hearth_auth::jwks;
+pub use hearth_ground::rest::cache::DEFAULT_REST_CACHE_BYTES;
+pub use hearth_ground::{metrics, namespace, replica_messages};
+pub use hearth_net::listener::resolve_listen;
+pub use hearth_net::{budget, http_head, query_string, tls};
+pub use hearth_peer as peer;
 /// The durability settings of [`ServeConfig`], and the data directory the offline tools open.
 pub use hearth_persist as persist;
-pub use listener::resolve_listen;
 pub use owner::volatile::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};
-pub use rest::cache::DEFAULT_REST_CACHE_BYTES;
 pub use server::Server;
 pub use startup::StartError;

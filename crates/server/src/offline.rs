@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use hearth_store::StoreError;
 
-use crate::namespace::NamespaceError;
+use hearth_ground::namespace::NamespaceError;
 use hearth_persist::data_dir::{DataDir, DataDirError};
 use hearth_persist::{open_shard_dir, Loading, Opened};
 
@@ -38,7 +38,7 @@ pub fn open_database(
     threads: Option<usize>,
     create: bool,
 ) -> Result<(DataDir, Opened), OfflineError> {
-    crate::namespace::validate_name(db)?;
+    hearth_ground::namespace::validate_name(db)?;
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let data_dir = if create {
         DataDir::open(dir, threads, cores)?
@@ -53,7 +53,7 @@ pub fn open_database(
         }
         data_dir
     };
-    let shard = crate::namespace::owner_shard(db, data_dir.shards());
+    let shard = hearth_ground::namespace::owner_shard(db, data_dir.shards());
     let opened = open_shard_dir(&data_dir.shard_dir(shard), Loading::All).map_err(|source| {
         OfflineError::Recovery {
             shard,

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use tracing::{info, warn};
 
-use crate::peer::LinkTls;
-use crate::tls::TlsCerts;
 use crate::webtransport::certificate::Reloader;
+use hearth_net::tls::TlsCerts;
+use hearth_peer::LinkTls;
 
 /// What a reload renews.
 pub(crate) struct Certificates {

@@ -11,30 +11,30 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::LocalSet;
 use tracing::{debug, info, warn};
 
-use crate::accept_backoff::AcceptBackoff;
 use crate::config::ServeConfig;
-use crate::cross_core::ToEdge;
 use crate::edge::http::serve_http;
 use crate::edge::socket::Accepted;
 use crate::edge::websocket::serve_websocket;
-use crate::http_head::{read_head, HeadError};
-use crate::inbox::ShardMessage;
-use crate::jwks::JwksRefresher;
-use crate::listener::Bound;
-use crate::metrics::labels::{CloseCause, HttpRefusal};
-use crate::namespace::resolve;
 use crate::owner::durability::{commit_loop, flush_at_shutdown, snapshot_all};
 use crate::owner::rest::execute_durable;
 use crate::owner::rest_precheck::refuse_early;
-use crate::port_claim::PortClaim;
 use crate::scrape::Observer;
 use crate::shard::Shard;
 use crate::startup::{
     bind, certificates, open_data_dir, prepare_webtransport, spread_queues, start_jwks,
     start_metrics, start_peers, StartError,
 };
-use crate::tls::handshake;
 use crate::{edge, owner};
+use hearth_auth::jwks::JwksRefresher;
+use hearth_ground::cross_core::ToEdge;
+use hearth_ground::inbox::ShardMessage;
+use hearth_ground::metrics::labels::{CloseCause, HttpRefusal};
+use hearth_ground::namespace::resolve;
+use hearth_net::accept_backoff::AcceptBackoff;
+use hearth_net::http_head::{read_head, HeadError};
+use hearth_net::listener::Bound;
+use hearth_net::port_claim::PortClaim;
+use hearth_net::tls::handshake;
 use hearth_persist::data_dir::DataDir;
 use hearth_persist::{Opened, ShardStore};
 
@@ -176,7 +176,7 @@ struct Shared {
     config: ServeConfig,
     owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
     edges: Vec<mpsc::UnboundedSender<ToEdge>>,
-    nodes: Option<Arc<crate::peer::Nodes>>,
+    nodes: Option<Arc<hearth_peer::Nodes>>,
     shutdown: watch::Receiver<bool>,
     observer: Arc<Observer>,
 }
@@ -261,7 +261,7 @@ struct Links {
     edge_rx: mpsc::UnboundedReceiver<ToEdge>,
     edges: Vec<mpsc::UnboundedSender<ToEdge>>,
     /// The other nodes of a cluster, whose links are owners and edges past the shards.
-    nodes: Option<Arc<crate::peer::Nodes>>,
+    nodes: Option<Arc<hearth_peer::Nodes>>,
 }
 
 fn run_shard(
@@ -542,7 +542,7 @@ mod tests {
     use tokio::net::TcpStream;
 
     use super::*;
-    use crate::http_head::Head;
+    use hearth_net::http_head::Head;
 
     fn future_bytes<A, B, F: Future>(_: impl Fn(A, B) -> F) -> usize {
         std::mem::size_of::<F>()

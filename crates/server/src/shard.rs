@@ -20,22 +20,22 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
-use crate::budget::ShardBudget;
-use crate::close::{CloseReason, SHUTDOWN_CLOSE};
 use crate::config::ServeConfig;
-use crate::cross_core::{Outgoing, ToEdge, ToOwner};
 use crate::edge::Edge;
-use crate::inbox::ShardCut;
-use crate::inbox::{ask_every_shard, DatabaseInfo, Forwarded, Precheck, ShardMessage};
 use crate::loaded::Loaded;
-use crate::metrics::snapshot::{top, DatabaseLoad};
-use crate::metrics::{ShardCounters, ShardSnapshot};
 use crate::owner::Owner;
-use crate::rest::precheck::WriteCheck;
-use crate::rest::{RestCall, RestResponse};
 use crate::rules_file::default_access;
 use crate::scrape::Observer;
-use crate::time::now_ms;
+use hearth_ground::close::{CloseReason, SHUTDOWN_CLOSE};
+use hearth_ground::cross_core::{Outgoing, ToEdge, ToOwner};
+use hearth_ground::inbox::ShardCut;
+use hearth_ground::inbox::{ask_every_shard, DatabaseInfo, Forwarded, Precheck, ShardMessage};
+use hearth_ground::metrics::snapshot::{top, DatabaseLoad};
+use hearth_ground::metrics::{ShardCounters, ShardSnapshot};
+use hearth_ground::rest::precheck::WriteCheck;
+use hearth_ground::rest::{RestCall, RestResponse};
+use hearth_net::budget::ShardBudget;
+use hearth_net::time::now_ms;
 use hearth_persist::{Gate, ShardStore, Tagger};
 
 /// What clients are told while writes are refused.
@@ -60,11 +60,11 @@ pub struct Shard {
     /// Every shard's inbox (this one's too), by index.
     peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
     /// Serialized answers of large REST reads, served while their data is unchanged.
-    pub rest_cache: crate::rest::cache::RestCache,
+    pub rest_cache: hearth_ground::rest::cache::RestCache,
     /// The long-polling sessions this core holds (their edge).
     pub long_polls: crate::longpoll::session::Registry,
     /// The other nodes of a cluster (`--cluster-peers`), when there are any.
-    pub nodes: Option<Arc<crate::peer::Nodes>>,
+    pub nodes: Option<Arc<hearth_peer::Nodes>>,
     /// Log shipping to followers and from owners, in a cluster (`replica`).
     pub replication: Option<crate::replica::replication::Replication>,
 }
@@ -119,7 +119,7 @@ impl Shard {
             counters.clone(),
             config.io_uring_sends,
         );
-        let rest_cache = crate::rest::cache::RestCache::new(config.rest_cache_bytes);
+        let rest_cache = hearth_ground::rest::cache::RestCache::new(config.rest_cache_bytes);
         Shard {
             index,
             shard_count: peers.len(),
@@ -380,11 +380,11 @@ impl Shard {
     /// local shard count plus the index of the node that owns it (`peer`).
     pub fn owner_of(&self, namespace: &str) -> usize {
         if let Some(nodes) = &self.nodes {
-            if let crate::peer::NodeRoute::Remote(node) = nodes.owner_node(namespace) {
+            if let hearth_peer::NodeRoute::Remote(node) = nodes.owner_node(namespace) {
                 return self.peers.len() + node;
             }
         }
-        crate::namespace::owner_shard(namespace, self.shard_count)
+        hearth_ground::namespace::owner_shard(namespace, self.shard_count)
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -422,7 +422,11 @@ impl Shard {
 
     /// Sends a long poll to the shard that holds its session. A failed send (that shard is
     /// gone) drops the reply, which the caller reports as an error.
-    pub fn forward_long_poll(&self, home: usize, forwarded: crate::longpoll_request::Forwarded) {
+    pub fn forward_long_poll(
+        &self,
+        home: usize,
+        forwarded: hearth_ground::longpoll_request::Forwarded,
+    ) {
         if let Some(sender) = self.peers.get(home) {
             let _ = sender.send(ShardMessage::LongPoll(Box::new(forwarded)));
         }
@@ -430,7 +434,11 @@ impl Shard {
 
     /// Sends a WebSocket that takes a long-polling session over to the shard that holds the
     /// session. A failed send (that shard is gone) drops the socket.
-    pub fn forward_upgrade(&self, home: usize, moved: crate::longpoll_request::MovedUpgrade) {
+    pub fn forward_upgrade(
+        &self,
+        home: usize,
+        moved: hearth_ground::longpoll_request::MovedUpgrade,
+    ) {
         if let Some(sender) = self.peers.get(home) {
             let _ = sender.send(ShardMessage::Upgrade(Box::new(moved)));
         }

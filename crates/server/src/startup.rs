@@ -11,11 +11,11 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::config::ServeConfig;
-use crate::cross_core::ToEdge;
-use crate::inbox::ShardMessage;
-use crate::jwks::{JwksError, JwksRefresher};
-use crate::listener::{bind_listeners, Bound};
 use crate::scrape::{bind_metrics_listener, serve_metrics, Observer};
+use hearth_auth::jwks::{JwksError, JwksRefresher};
+use hearth_ground::cross_core::ToEdge;
+use hearth_ground::inbox::ShardMessage;
+use hearth_net::listener::{bind_listeners, Bound};
 use hearth_persist::data_dir::{DataDir, DataDirError};
 use hearth_persist::{open_shard_dir, open_storage, Durability, Loading, Opened, ShardStorage};
 
@@ -72,7 +72,7 @@ pub(crate) fn start_jwks(
     data_dir: Option<&DataDir>,
 ) -> Result<Option<JwksRefresher>, StartError> {
     Ok(match &config.firebase_jwks {
-        Some(source) => Some(crate::jwks::start(
+        Some(source) => Some(hearth_auth::jwks::start(
             source.clone(),
             data_dir.map(|dir| dir.root().to_owned()),
         )?),
@@ -140,8 +140,8 @@ pub(crate) fn certificates(
             .peers
             .as_ref()
             .and_then(|peers| match &peers.security {
-                crate::peer::LinkSecurity::Tls(tls) => Some(tls.clone()),
-                crate::peer::LinkSecurity::Plaintext => None,
+                hearth_peer::LinkSecurity::Tls(tls) => Some(tls.clone()),
+                hearth_peer::LinkSecurity::Plaintext => None,
             }),
         webtransport: webtransport.map(|prepared| prepared.reloader.clone()),
     }
@@ -155,15 +155,15 @@ pub(crate) fn start_peers(
     senders: &[mpsc::UnboundedSender<ShardMessage>],
     edge_senders: &mut Vec<mpsc::UnboundedSender<ToEdge>>,
     shutdown_rx: &watch::Receiver<bool>,
-) -> Result<Option<Arc<crate::peer::Nodes>>, StartError> {
+) -> Result<Option<Arc<hearth_peer::Nodes>>, StartError> {
     let Some(cluster) = &config.peers else {
         return Ok(None);
     };
-    let rest = crate::peer::RestSettings {
+    let rest = hearth_peer::RestSettings {
         auth: config.auth.clone(),
         default_namespace: config.default_namespace.clone(),
     };
-    let started = crate::peer::start(
+    let started = hearth_peer::start(
         cluster,
         rest,
         senders.to_vec(),

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use hearth_store::{remove_files, snapshot_name};
 use tracing::warn;
 
-use crate::inbox::ShardMessage;
-use crate::inbox::{Pin, ShardCut};
 use crate::shard::Shard;
+use hearth_ground::inbox::ShardMessage;
+use hearth_ground::inbox::{Pin, ShardCut};
 
 /// A backup's cut of this shard was dropped: removes the snapshot files kept back for it,
 /// once no other backup holds the shard.

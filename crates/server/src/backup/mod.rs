@@ -27,8 +27,8 @@ use tracing::info;
 pub use stream::{DESCRIPTION, QUEUE_CHUNKS};
 
 use crate::edge::http_body::HearthBody;
-use crate::rest::RestResponse;
 use crate::shard::Shard;
+use hearth_ground::rest::RestResponse;
 
 /// The media type of the archive.
 pub const CONTENT_TYPE: &str = "application/vnd.hearth.backup";

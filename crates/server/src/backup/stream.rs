@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::archive::{ArchiveWriter, MAX_CHUNK_BYTES};
-use crate::inbox::ShardCut;
+use hearth_ground::inbox::ShardCut;
 use hearth_persist::ShardStorage;
 
 /// Chunks of [`MAX_CHUNK_BYTES`] (plus framing) queued between the writer and the socket.
@@ -79,7 +79,7 @@ fn write(shards: usize, cuts: &[ShardCut], queue: mpsc::Sender<Bytes>) -> io::Re
     let description = json!({
         "format": 1,
         "shards": shards,
-        "created_ms": crate::time::now_ms(),
+        "created_ms": hearth_net::time::now_ms(),
         "hearth": env!("CARGO_PKG_VERSION"),
         "cuts": cuts.iter().map(|cut| json!({
             "shard": cut.shard,

@@ -12,14 +12,14 @@ use hearth_sync::ConnId;
 use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::budget::ShardBudget;
-use crate::close::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
-use crate::cross_core::MoveCause;
 use crate::edge::socket::{Deferred, Outbox, Sent, Transport};
 use crate::edge::upstream::Upstream;
 use crate::edge::uring::{Batched, SendRing};
-use crate::metrics::labels::Channel;
-use crate::metrics::ShardCounters;
+use hearth_ground::close::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
+use hearth_ground::cross_core::MoveCause;
+use hearth_ground::metrics::labels::Channel;
+use hearth_ground::metrics::ShardCounters;
+use hearth_net::budget::ShardBudget;
 
 pub struct EdgeConn {
     /// The connection's id on its owner; a new one each time its session moves to another

@@ -31,17 +31,17 @@ use crate::edge::http_body::HearthBody;
 use crate::edge::http_forward::{forward_rest, forward_stream};
 use crate::edge::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
 use crate::edge::request_body::read_body;
-use crate::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
-use crate::metrics::ShardCounters;
 use crate::owner::rest::execute_durable;
 use crate::owner::rest_precheck::refuse_early;
-use crate::rest::precheck::write_check;
-use crate::rest::{
-    build_call, parse_request, DataMethod, DataRequest, Endpoint, RestRequest, RestResponse,
-};
 use crate::scrape::answer_on_main_port;
 use crate::shard::Shard;
 use crate::sse::{open_remote_stream, open_stream};
+use hearth_ground::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
+use hearth_ground::metrics::ShardCounters;
+use hearth_ground::rest::precheck::write_check;
+use hearth_ground::rest::{
+    build_call, parse_request, DataMethod, DataRequest, Endpoint, RestRequest, RestResponse,
+};
 
 /// How long a kept-alive connection may stay idle, or a client may take to send a request
 /// head, before the connection is closed.
@@ -384,7 +384,7 @@ fn preflight(request_headers: Option<&str>) -> RestResponse {
     RestResponse::empty(204)
         .with_header(
             "access-control-allow-methods",
-            crate::rest::DATA_METHODS.to_owned(),
+            hearth_ground::rest::DATA_METHODS.to_owned(),
         )
         .with_header("access-control-allow-headers", allowed_headers.to_owned())
         .with_header("access-control-max-age", "3600")

@@ -12,11 +12,11 @@ use hyper::{Response, StatusCode};
 use tokio::sync::oneshot;
 
 use crate::edge::http_body::HearthBody;
-use crate::peer::codec::RequestHead;
-use crate::peer::{Forward, RemoteAnswer};
-use crate::rest::{DataRequest, RestRequest, RestResponse};
 use crate::shard::Shard;
 use crate::sse::{hold_remote_stream, StreamHandle};
+use hearth_ground::rest::{DataRequest, RestRequest, RestResponse};
+use hearth_peer::codec::RequestHead;
+use hearth_peer::{Forward, RemoteAnswer};
 
 /// The answer when the owner node's link is down, or was lost before the answer came.
 const OWNER_UNREACHABLE: &str = "the node that owns the database is unreachable";

@@ -1,6 +1,6 @@
 //! Answers that a client has not read yet. Every REST answer is counted from the moment it is
 //! produced until its bytes are written into the socket (or the connection ends), per
-//! connection and against the server's answer budget ([`crate::budget`]); the socket wrapper
+//! connection and against the server's answer budget ([`hearth_net::budget`]); the socket wrapper
 //! closes a connection whose answer makes no progress for the write timeout. Without this a
 //! client that sends GETs of a large value and never reads holds the answers in memory forever.
 
@@ -13,14 +13,14 @@ use std::task::{Context, Poll};
 
 use tokio::time::Sleep;
 
-use crate::budget::SharedBudgets;
+use hearth_net::budget::SharedBudgets;
 
 /// The most answer bytes one HTTP connection may hold unsent beyond its current answer. hyper
 /// answers one request at a time but reads the next as soon as an answer is handed over, so a
 /// client that pipelines requests without reading piles answers up; past this (the WebSocket
 /// limit, `outbound::MAX_OUTBOUND_BYTES`) the connection is closed. One answer on its own may be
 /// as large as `rest::MAX_REST_RESPONSE_BYTES`.
-pub const MAX_CONN_UNSENT_BYTES: usize = crate::close::MAX_OUTBOUND_BYTES;
+pub const MAX_CONN_UNSENT_BYTES: usize = hearth_ground::close::MAX_OUTBOUND_BYTES;
 
 /// What a client is told when the server's answer budget is spent.
 pub const ANSWERS_BUSY: &str =
@@ -179,11 +179,11 @@ impl WriteGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::HttpBudgets;
     use crate::edge::http::admit;
     use crate::edge::http_body::HearthBody;
-    use crate::rest::RestResponse;
     use bytes::Bytes;
+    use hearth_ground::rest::RestResponse;
+    use hearth_net::budget::HttpBudgets;
     use hyper::Response;
 
     fn budgets(answers: usize) -> SharedBudgets {

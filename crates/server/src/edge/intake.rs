@@ -6,9 +6,9 @@ use bytes::Bytes;
 use hearth_sync::ConnId;
 use rustc_hash::FxHashMap;
 
-use crate::cross_core::{EdgeItem, ToEdge};
 use crate::edge::EdgeTarget;
 use crate::shard::Shard;
+use hearth_ground::cross_core::{EdgeItem, ToEdge};
 
 /// Carries out `batch`, then tells its owner that the bytes are written (or queued in the
 /// connections' outboxes, where the server's answer budget counts them).

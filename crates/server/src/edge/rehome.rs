@@ -15,16 +15,16 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use crate::close::CloseReason;
-use crate::cross_core::{MoveCause, ToOwner};
 use crate::edge::attach::{attach, send_to_owner};
 use crate::edge::side::OwnerSide;
 use crate::edge::upstream::Upstream;
 use crate::edge::EdgeConn;
-use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
 use crate::shard::Shard;
+use hearth_ground::close::CloseReason;
+use hearth_ground::cross_core::{MoveCause, ToOwner};
+use hearth_net::offload::OFF_THREAD_PARSE_BYTES;
 
 /// How long a connection waits for its database's next owner before it closes as before
 /// (a dead owner's database is claimed again within its lease TTL plus a quarter of it).
@@ -259,7 +259,7 @@ async fn replay(
     side: &OwnerSide,
     texts: Vec<String>,
 ) -> Result<(), CloseReason> {
-    let stopping = || CloseReason::new(CloseCode::Away, crate::close::SHUTDOWN_CLOSE);
+    let stopping = || CloseReason::new(CloseCode::Away, hearth_ground::close::SHUTDOWN_CLOSE);
     match side {
         OwnerSide::Remote(owner) => {
             // A large message goes last in its batch: the owner decodes it off its thread,

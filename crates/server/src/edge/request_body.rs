@@ -9,8 +9,8 @@ use bytes::Bytes;
 use hyper::body::Body;
 use hyper::HeaderMap;
 
-use crate::budget::{ByteBudget, Held};
-use crate::rest::RestResponse;
+use hearth_ground::rest::RestResponse;
+use hearth_net::budget::{ByteBudget, Held};
 
 /// How long a client may pause while sending a request body.
 pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);

@@ -23,7 +23,7 @@ use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::budget::{Charge, ShardBudget};
+use hearth_net::budget::{Charge, ShardBudget};
 
 /// Most buffers handed to one `writev`.
 const MAX_IOVECS: usize = 64;
@@ -473,7 +473,7 @@ impl Accepted for TcpStream {
 
 /// An accepted stream on its way to another core (defined with the listeners, so that the
 /// messages that carry one need not know the edge).
-pub use crate::listener::Movable;
+pub use hearth_net::listener::Movable;
 
 /// Bytes a read takes from a socket at most. They land in the shard thread's scratch buffer
 /// ([`SCRATCH`]); a connection keeps only what its reader has not taken yet.

@@ -95,7 +95,7 @@ fn any_progress_restarts_the_blocked_time() {
 
 #[test]
 fn waiting_bytes_count_in_the_budget_and_the_overflow_is_flagged() {
-    let budgets = crate::budget::HttpBudgets::for_answers(10);
+    let budgets = hearth_net::budget::HttpBudgets::for_answers(10);
     let recorder = Recorder::new(3);
     let shard = ShardBudget::new(budgets.clone());
     let outbox = Outbox::new(recorder.clone(), Some(shard.clone()));
@@ -153,7 +153,7 @@ fn enlist(outbox: &Outbox, items: &[&str]) -> Vec<u8> {
 
 #[test]
 fn a_batched_send_taken_whole_counts_nothing() {
-    let budgets = crate::budget::HttpBudgets::for_answers(100);
+    let budgets = hearth_net::budget::HttpBudgets::for_answers(100);
     let recorder = Recorder::new(100);
     let outbox = Outbox::new(recorder.clone(), Some(ShardBudget::new(budgets.clone())));
     assert_eq!(enlist(&outbox, &["ab", "cd"]), b"abcd");
@@ -171,7 +171,7 @@ fn a_batched_send_taken_whole_counts_nothing() {
 
 #[test]
 fn a_partly_taken_batched_send_writes_the_rest_in_order_then_waits() {
-    let budgets = crate::budget::HttpBudgets::for_answers(100);
+    let budgets = hearth_net::budget::HttpBudgets::for_answers(100);
     let recorder = Recorder::new(2);
     let outbox = Outbox::new(recorder.clone(), Some(ShardBudget::new(budgets.clone())));
     assert_eq!(enlist(&outbox, &["abc", "def"]), b"abcdef");
@@ -189,7 +189,7 @@ fn a_partly_taken_batched_send_writes_the_rest_in_order_then_waits() {
 
 #[test]
 fn a_refused_batched_send_waits_for_the_socket_and_counts() {
-    let budgets = crate::budget::HttpBudgets::for_answers(4);
+    let budgets = hearth_net::budget::HttpBudgets::for_answers(4);
     let recorder = Recorder::new(0);
     let outbox = Outbox::new(recorder.clone(), Some(ShardBudget::new(budgets.clone())));
     enlist(&outbox, &["abc"]);

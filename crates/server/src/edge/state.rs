@@ -12,12 +12,12 @@ use rustc_hash::FxHashMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
 
-use crate::budget::ShardBudget;
-use crate::cross_core::MAX_LINK_BYTES;
 use crate::edge::conn::EdgeConn;
 use crate::edge::uring::{SendBatch, SendRing};
-use crate::metrics::ShardCounters;
 use crate::sse::stream::StreamHandle;
+use hearth_ground::cross_core::MAX_LINK_BYTES;
+use hearth_ground::metrics::ShardCounters;
+use hearth_net::budget::ShardBudget;
 
 /// What this core holds for a database another core owns.
 pub enum EdgeTarget {

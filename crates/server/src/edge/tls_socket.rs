@@ -9,7 +9,7 @@
 //! byte but the last one taken is reported written, and that last byte is *owed* (it stays in
 //! the outbox, which offers it again with the next write; it is skipped then, once the records
 //! before it are out). The outbox is never empty while records wait, and what waits outside
-//! its count is at most one session buffer ([`crate::tls::MAX_TLS_BUFFER_BYTES`]).
+//! its count is at most one session buffer ([`hearth_net::tls::MAX_TLS_BUFFER_BYTES`]).
 //!
 //! [`Outbox`]: crate::edge::socket::Outbox
 
@@ -53,10 +53,10 @@ pub enum Settled {
     Tls(Rc<TlsSocket>),
 }
 
-impl Movable {
-    /// Registers the stream with this core's runtime.
-    pub fn settle(self) -> io::Result<Settled> {
-        Ok(match self {
+impl Settled {
+    /// Registers a stream another core accepted with this core's runtime.
+    pub fn from_movable(stream: Movable) -> io::Result<Settled> {
+        Ok(match stream {
             Movable::Plain(tcp) => Settled::Plain(Rc::new(TcpStream::from_std(tcp)?)),
             Movable::Tls(tcp, tls) => {
                 Settled::Tls(Rc::new(TlsSocket::new(TcpStream::from_std(tcp)?, *tls)))
@@ -217,14 +217,20 @@ impl Write for Kernel<'_> {
 mod tests {
     use super::*;
     use crate::edge::socket::{Outbox, Sent, SharedStream};
-    use crate::tls::tests::testdata;
-    use crate::tls::{handshake, TlsCerts};
     use bytes::Bytes;
+    use hearth_net::tls::{handshake, TlsCerts};
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, ServerName};
     use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio_rustls::client::TlsStream as ClientStream;
+
+    /// The test certificates of the TLS crate (`crates/net/testdata/tls`).
+    fn testdata(name: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../net/testdata/tls")
+            .join(name)
+    }
 
     /// A TLS connection over loopback: the client's stream and the server's socket.
     async fn connected() -> (ClientStream<TcpStream>, Rc<TlsSocket>) {
@@ -303,9 +309,12 @@ mod tests {
             .tls
             .borrow_mut()
             .writer()
-            .write(&vec![0u8; 4 * crate::tls::MAX_TLS_BUFFER_BYTES])
+            .write(&vec![0u8; 4 * hearth_net::tls::MAX_TLS_BUFFER_BYTES])
             .expect("a write");
-        assert!(taken <= crate::tls::MAX_TLS_BUFFER_BYTES, "took {taken}");
+        assert!(
+            taken <= hearth_net::tls::MAX_TLS_BUFFER_BYTES,
+            "took {taken}"
+        );
     }
 
     #[tokio::test]

@@ -25,7 +25,7 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use crate::edge::reply_scan::{self, FromOwner};
-use crate::offload::OFF_THREAD_PARSE_BYTES;
+use hearth_net::offload::OFF_THREAD_PARSE_BYTES;
 
 /// The most bytes of listens, credential and reads kept for one connection. A client past it
 /// is no longer kept across a move: its connection closes as before, and the SDK reconnects.

@@ -181,7 +181,7 @@ fn a_connection_past_a_limit_is_no_longer_kept() {
     assert!(up.resume(false).is_err());
     // A large message of another form than the SDKs' cannot be followed either.
     let mut up = upstream();
-    let data = "x".repeat(crate::offload::OFF_THREAD_PARSE_BYTES);
+    let data = "x".repeat(hearth_net::offload::OFF_THREAD_PARSE_BYTES);
     let large = json!({"t": "d", "d": {"b": {"p": "/x", "d": data}, "a": "p", "r": 1}});
     up.note_sent(&large.to_string());
     assert!(up.cannot_move().is_some());
@@ -190,7 +190,7 @@ fn a_connection_past_a_limit_is_no_longer_kept() {
 #[test]
 fn a_large_write_is_followed_from_its_head() {
     let mut up = upstream();
-    let data = "x".repeat(crate::offload::OFF_THREAD_PARSE_BYTES);
+    let data = "x".repeat(hearth_net::offload::OFF_THREAD_PARSE_BYTES);
     let large = format!(r#"{{"t":"d","d":{{"r":9,"a":"p","b":{{"p":"/x","d":"{data}"}}}}}}"#);
     up.note_sent(&large);
     let large_o = format!(r#"{{"t":"d","d":{{"r":10,"a":"o","b":{{"p":"/y","d":"{data}"}}}}}}"#);
@@ -227,10 +227,10 @@ fn a_large_write_is_followed_from_its_head() {
 fn a_connection_writes_no_reply_to_a_replay_and_closes_on_a_refused_one() {
     use std::rc::Rc;
 
-    use crate::budget::{HttpBudgets, ShardBudget};
-    use crate::cross_core::MoveCause;
     use crate::edge::socket::tests::Recorder;
     use crate::edge::EdgeConn;
+    use hearth_ground::cross_core::MoveCause;
+    use hearth_net::budget::{HttpBudgets, ShardBudget};
 
     let recorder = Recorder::new(usize::MAX);
     let transport: Rc<dyn crate::edge::socket::Transport> = recorder.clone();

@@ -15,24 +15,24 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info, warn};
 
-use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE, UNWRITABLE_DROP};
-use crate::cross_core::ToOwner;
 use crate::edge::attach::{attach, detach_session, send_to_owner};
 use crate::edge::rehome;
 pub(crate) use crate::edge::side::OwnerSide;
 use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use crate::edge::EdgeConn;
-use crate::http_head::Head;
-use crate::metrics::labels::CloseCause;
-use crate::namespace::NamespaceError;
-use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{
     expire_auth, finish_deferred, on_deferred_decoded, on_message, Handled, LargeMessage,
 };
 use crate::owner::outbound::encode_frames;
-use crate::session_id::new_session_id;
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_ground::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE, UNWRITABLE_DROP};
+use hearth_ground::cross_core::ToOwner;
+use hearth_ground::metrics::labels::CloseCause;
+use hearth_ground::namespace::NamespaceError;
+use hearth_ground::session_id::new_session_id;
+use hearth_net::http_head::Head;
+use hearth_net::offload::OFF_THREAD_PARSE_BYTES;
+use hearth_net::time::now_ms;
 
 /// Messages handled from one connection before its replies are flushed, so that a burst is
 /// answered with one write without starving the writer.
@@ -469,7 +469,7 @@ pub(crate) async fn write_stalled(edge: &EdgeConn, timeout: Duration) {
 pub(crate) async fn auth_expiry(expires_at: Option<u64>) {
     match expires_at {
         Some(expires_at) => {
-            let now = crate::time::now_ms();
+            let now = hearth_net::time::now_ms();
             let left = expires_at.saturating_mul(1000).saturating_sub(now);
             tokio::time::sleep(Duration::from_millis(left)).await;
         }

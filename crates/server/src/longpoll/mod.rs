@@ -2,7 +2,7 @@
 //! (`forceLongPolling()`, or a WebSocket that failed before on this browser), a JSONP-style
 //! protocol of script-tag GETs. User documentation: `docs/long-polling.md`.
 //!
-//! - `crate::longpoll_request` (beside this folder, so that a shard's inbox can carry a
+//! - `hearth_ground::longpoll_request` (beside this folder, so that a shard's inbox can carry a
 //!   request without knowing long polling): a request's query read into a start, a poll, the
 //!   disconnect frame or a disconnect;
 //! - `segments`: the client's messages put back together from the segments of its polls;
@@ -32,11 +32,11 @@ use hyper::Method;
 use tokio::sync::oneshot;
 
 use crate::longpoll::script::script_answer;
-use crate::longpoll_request::{parse, Forwarded, LpRequest, SessionRef};
-use crate::namespace::resolve;
-use crate::query_string::QueryString;
-use crate::rest::RestResponse;
 use crate::shard::Shard;
+use hearth_ground::longpoll_request::{parse, Forwarded, LpRequest, SessionRef};
+use hearth_ground::namespace::resolve;
+use hearth_ground::rest::RestResponse;
+use hearth_net::query_string::QueryString;
 
 /// The path of every long-polling request.
 pub const LONG_POLL_PATH: &str = "/.lp";

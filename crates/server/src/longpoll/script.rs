@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 
-use crate::rest::RestResponse;
+use hearth_ground::rest::RestResponse;
 
 /// The content type of every script answer.
 pub const SCRIPT_TYPE: &str = "application/javascript; charset=utf-8";

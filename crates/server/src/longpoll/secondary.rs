@@ -25,18 +25,18 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
-use crate::close::{CloseReason, SHUTDOWN_CLOSE, UPGRADE_REFUSED_CLOSE};
 use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use crate::edge::websocket::{
     accept_response, end_socket, serve_session, websocket_config, Ended, Socket, BAD_UPGRADE,
 };
 use crate::edge::Settled;
-use crate::http_head::Head;
 use crate::longpoll::session::{Handover, LpSession, Secondary};
-use crate::longpoll_request::MovedUpgrade;
-use crate::namespace::NamespaceError;
 use crate::owner::outbound::encode_frames;
 use crate::shard::Shard;
+use hearth_ground::close::{CloseReason, SHUTDOWN_CLOSE, UPGRADE_REFUSED_CLOSE};
+use hearth_ground::longpoll_request::MovedUpgrade;
+use hearth_ground::namespace::NamespaceError;
+use hearth_net::http_head::Head;
 
 /// How long a WebSocket may wait for the client to switch to it. The SDK gives up on a move
 /// after 60 s; it switches within a few round trips.
@@ -87,7 +87,7 @@ pub async fn serve_moved(shard: Rc<Shard>, moved: MovedUpgrade) {
         leftover,
         namespace,
     } = moved;
-    match stream.settle() {
+    match Settled::from_movable(stream) {
         Ok(Settled::Plain(socket)) => serve_here(shard, socket, head, leftover, namespace).await,
         Ok(Settled::Tls(socket)) => serve_here(shard, socket, head, leftover, namespace).await,
         Err(error) => debug!(%error, "a WebSocket moved here could not be registered; dropped"),

@@ -11,7 +11,7 @@ use base64::Engine;
 use hearth_wire::MAX_MESSAGE_BYTES;
 use thiserror::Error;
 
-use crate::longpoll_request::Segment;
+use hearth_ground::longpoll_request::Segment;
 
 /// The most segments held while an earlier one is missing. The SDK has at most two polls in
 /// flight, each with at most 63 segments.

@@ -18,14 +18,14 @@ use tokio::sync::{oneshot, Notify};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use crate::close::{CloseReason, MAX_OUTBOUND_BYTES};
 use crate::edge::side::OwnerSide;
 use crate::edge::socket::{Outbox, Transport};
 use crate::edge::EdgeConn;
 use crate::longpoll::script::{self, script_answer, FrameReader};
 use crate::longpoll::segments::Reassembler;
-use crate::longpoll_request::Segment;
-use crate::rest::RestResponse;
+use hearth_ground::close::{CloseReason, MAX_OUTBOUND_BYTES};
+use hearth_ground::longpoll_request::Segment;
+use hearth_ground::rest::RestResponse;
 
 /// The most bytes of messages in one answer (one message larger than it goes alone). The
 /// SDK polls again as soon as an answer is loaded.

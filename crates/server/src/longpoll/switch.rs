@@ -113,12 +113,12 @@ mod tests {
     use tokio::sync::Notify;
 
     use super::*;
-    use crate::budget::{HttpBudgets, ShardBudget};
     use crate::edge::socket::tests::Recorder;
     use crate::edge::EdgeConn;
     use crate::longpoll::session::Mailbox;
-    use crate::metrics::ShardCounters;
     use crate::owner::outbound::encode_frames;
+    use hearth_ground::metrics::ShardCounters;
+    use hearth_net::budget::{HttpBudgets, ShardBudget};
 
     /// A session whose edge writes into its mailbox, as `task::start` makes it.
     fn session() -> (Rc<EdgeConn>, LpSession) {

@@ -14,8 +14,6 @@ use tokio::sync::{oneshot, Notify};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
-use crate::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE};
-use crate::cross_core::ToOwner;
 use crate::edge::attach::{attach, detach_session, send_to_owner};
 use crate::edge::side::OwnerSide;
 use crate::edge::socket::Transport;
@@ -24,14 +22,16 @@ use crate::edge::EdgeConn;
 use crate::longpoll::script::{self, script_answer};
 use crate::longpoll::session::{Handover, LpSession, Mailbox};
 use crate::longpoll::switch::linger;
-use crate::metrics::labels::{CloseCause, SessionTransport};
-use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::dispatch::{expire_auth, finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
-use crate::rest::RestResponse;
-use crate::session_id::new_session_id;
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_ground::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE};
+use hearth_ground::cross_core::ToOwner;
+use hearth_ground::metrics::labels::{CloseCause, SessionTransport};
+use hearth_ground::rest::RestResponse;
+use hearth_ground::session_id::new_session_id;
+use hearth_net::offload::OFF_THREAD_PARSE_BYTES;
+use hearth_net::time::now_ms;
 
 /// The most long-polling sessions one core holds; a start past it is refused with 503 (the
 /// SDK retries with back-off). Each costs a task and its buffers, like a WebSocket

@@ -7,15 +7,15 @@ use hearth_wire::{
 };
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::auth::{authenticate_with, now_secs};
-use crate::close::CloseReason;
 use crate::cluster::fence::CLAIM_WAIT_LIMIT;
-use crate::metrics::labels::{Outcome, RequestKind};
-use crate::offload::OFF_THREAD_PARSE_BYTES;
 use crate::owner::effects::route_effects;
 use crate::owner::outbound::ConnHandle;
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_auth::{authenticate_with, now_secs};
+use hearth_ground::close::CloseReason;
+use hearth_ground::metrics::labels::{Outcome, RequestKind};
+use hearth_net::offload::OFF_THREAD_PARSE_BYTES;
+use hearth_net::time::now_ms;
 
 /// What became of an inbound frame.
 pub enum Handled {

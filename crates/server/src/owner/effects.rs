@@ -5,11 +5,11 @@ use bytes::Bytes;
 use hearth_sync::{Effect, Effects};
 use hearth_wire::{encode_cancel, encode_push, EncodedPush};
 
-use crate::metrics::labels::Channel;
 use crate::owner::outbound::encode_frames;
 use crate::owner::Session;
 use crate::shard::Shard;
 use crate::sse::stream::SseFanout;
+use hearth_ground::metrics::labels::Channel;
 
 /// Delivers the effects of a step of `namespace`'s database in order: a write goes to the log
 /// first, so that the messages that follow it are tagged to wait for it. Each push is

@@ -7,8 +7,6 @@ use std::rc::Rc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use crate::close::CloseReason;
-use crate::cross_core::{MessageBatch, ToOwner};
 use crate::owner::dispatch::{
     expire_auth, finish_deferred, on_large_decoded, on_message, Handled, LargeMessage,
 };
@@ -16,7 +14,9 @@ use crate::owner::outbound::{ConnHandle, Route};
 use crate::owner::sessions;
 use crate::shard::Shard;
 use crate::sse::open_stream_for_edge;
-use crate::time::now_ms;
+use hearth_ground::close::CloseReason;
+use hearth_ground::cross_core::{MessageBatch, ToOwner};
+use hearth_net::time::now_ms;
 
 pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
     match message {

@@ -13,9 +13,9 @@ use hearth_wire::split_frames;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
-use crate::close::{CloseReason, SLOW_READER_CLOSE};
-use crate::cross_core::{EdgeItem, MessageBatch, MoveCause, Outgoing};
 use crate::edge::EdgeConn;
+use hearth_ground::close::{CloseReason, SLOW_READER_CLOSE};
+use hearth_ground::cross_core::{EdgeItem, MessageBatch, MoveCause, Outgoing};
 use hearth_persist::{HeldQueue, Pushed, Tagger};
 
 /// Where a connection's messages go once they may leave.

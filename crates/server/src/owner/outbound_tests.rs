@@ -3,10 +3,10 @@ use std::io::Cursor;
 use std::sync::Arc;
 
 use super::*;
-use crate::budget::{HttpBudgets, ShardBudget, SharedBudgets};
-use crate::close::MAX_OUTBOUND_BYTES;
 use crate::edge::socket::tests::Recorder;
 use crate::edge::socket::Sent;
+use hearth_ground::close::MAX_OUTBOUND_BYTES;
+use hearth_net::budget::{HttpBudgets, ShardBudget, SharedBudgets};
 
 /// The payloads of the text frames in `bytes`.
 fn texts(bytes: &[u8]) -> Vec<String> {

@@ -1,9 +1,9 @@
 //! The owner's side of a REST write's pre-check (`rest::precheck`).
 
 use crate::owner::rest::reply_error;
-use crate::rest::precheck::WriteCheck;
-use crate::rest::RestResponse;
 use crate::shard::Shard;
+use hearth_ground::rest::precheck::WriteCheck;
+use hearth_ground::rest::RestResponse;
 
 /// The answer to a write that the rules refuse whatever its body, or `None` when the body must
 /// be read and the full check decide.

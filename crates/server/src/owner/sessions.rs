@@ -8,13 +8,13 @@ use hearth_sync::{ConnId, Effects};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use crate::close::{CloseReason, REPLACED_CLOSE};
 use crate::owner::effects::route_effects;
 use crate::owner::outbound::{ConnHandle, Route};
-use crate::session_id::may_replace;
 use crate::shard::Shard;
 use crate::sse::stream::StreamHandle;
-use crate::time::now_ms;
+use hearth_ground::close::{CloseReason, REPLACED_CLOSE};
+use hearth_ground::session_id::may_replace;
+use hearth_net::time::now_ms;
 use hearth_persist::Tagger;
 
 /// Opens a session of `namespace` (creating the database on first use) for a connection whose

@@ -12,12 +12,12 @@ use hearth_sync::ConnId;
 use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
 use rustc_hash::FxHashMap;
 
-use crate::cross_core::Outgoing;
 use crate::loaded::Loaded;
-use crate::metrics::ShardCounters;
 use crate::owner::outbound::ConnHandle;
 use crate::owner::volatile_ticks::VolatileTicks;
 use crate::sse::stream::StreamHandle;
+use hearth_ground::cross_core::Outgoing;
+use hearth_ground::metrics::ShardCounters;
 use hearth_persist::{Gate, ShardStore};
 
 /// One session of a database: a WebSocket connection (on this core or another) or an event

@@ -15,7 +15,7 @@ use hearth_sync::Effects;
 
 use crate::owner::effects::route_effects;
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_net::time::now_ms;
 
 pub use crate::config::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};
 

@@ -16,7 +16,7 @@ use crate::owner::durability::load_evicted;
 use crate::replica::replication::Replication;
 use crate::replica::shipper::MAX_IN_FLIGHT_BYTES;
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_net::time::now_ms;
 
 /// The most bytes of copies one shard ships in one tick (100 ms).
 pub const COPY_BYTES_PER_TICK: u64 = 16 * 1024 * 1024;

@@ -50,7 +50,7 @@ pub fn keep_replaced(data_dir: &Path, loaded: &Loaded, logged_epoch: u64, record
     if logged_epoch == 0 || epoch <= logged_epoch || held == tree || held.is_empty() {
         return;
     }
-    crate::replica_messages::DIVERGENT_COPIES.fetch_add(1, Ordering::Relaxed);
+    hearth_ground::replica_messages::DIVERGENT_COPIES.fetch_add(1, Ordering::Relaxed);
     match keep(
         data_dir,
         &loaded.name,
@@ -96,7 +96,10 @@ pub fn keep_given_up(data_dir: &Path, loaded: &Loaded) {
 /// Writes `tree` in export form to `<data_dir>/divergent/<name>.<label>.<ms>.json`.
 fn keep(data_dir: &Path, name: &str, label: &str, tree: &Node) -> std::io::Result<PathBuf> {
     let dir = data_dir.join(DIVERGENT_DIR);
-    let file = dir.join(format!("{name}.{label}.{}.json", crate::time::now_ms()));
+    let file = dir.join(format!(
+        "{name}.{label}.{}.json",
+        hearth_net::time::now_ms()
+    ));
     if folder_bytes(&dir) > MAX_DIVERGENT_BYTES {
         return Err(std::io::Error::other(format!(
             "the folder holds more than {MAX_DIVERGENT_BYTES} bytes"

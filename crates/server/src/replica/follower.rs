@@ -8,7 +8,7 @@ use hearth_store::{decode_record, RecordBody, RecordRef};
 use tracing::warn;
 
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_net::time::now_ms;
 
 /// Why a follower refuses writes to its copy: the owner takes them (clients reach it through
 /// the link anyway). Claiming the database under etcd (failover, `cluster::fence`) lifts it.

@@ -24,10 +24,10 @@ use hearth_cluster::keys::MoveValue;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::cross_core::MoveCause;
 use crate::replica::replication::Replication;
-use crate::replica_messages::ReplicationMode;
 use crate::shard::Shard;
+use hearth_ground::cross_core::MoveCause;
+use hearth_ground::replica_messages::ReplicationMode;
 
 /// The longest a database's writes stay stopped for a move before it is given up.
 pub const HAND_OVER_LIMIT: Duration = Duration::from_secs(5);

@@ -32,9 +32,9 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::replica_messages::{ReplicaIn, ReplicationMode};
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_ground::replica_messages::{ReplicaIn, ReplicationMode};
+use hearth_net::time::now_ms;
 use replication::Replication;
 use shipper::Event;
 

@@ -3,8 +3,8 @@
 
 use std::collections::VecDeque;
 
-use crate::peer::codec::MAX_ACKS_PER_MESSAGE as MAX_ACKS;
-use crate::replica_messages::ToOwnerNode;
+use hearth_ground::replica_messages::ToOwnerNode;
+use hearth_peer::codec::MAX_ACKS_PER_MESSAGE as MAX_ACKS;
 
 /// Replicated records appended to this node's log and not yet synced.
 #[derive(Debug, Default)]

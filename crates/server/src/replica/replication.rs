@@ -16,13 +16,13 @@ use tracing::warn;
 use super::pending::Pending;
 use super::shipper::{Ship, Shipper};
 use crate::loaded::Loaded;
-use crate::peer::Nodes;
-use crate::replica_messages::{ReplicaOut, ReplicationMode, ToFollower};
-use crate::time::now_ms;
+use hearth_ground::replica_messages::{ReplicaOut, ReplicationMode, ToFollower};
+use hearth_net::time::now_ms;
+use hearth_peer::Nodes;
 
 /// The most bytes of records one message carries: a full copy larger than this is not
 /// shipped (the follower keeps no copy of that database; logged).
-pub const MAX_SHIPPED_BYTES: usize = crate::peer::codec::MAX_FRAME_BYTES - 64 * 1024;
+pub const MAX_SHIPPED_BYTES: usize = hearth_peer::codec::MAX_FRAME_BYTES - 64 * 1024;
 
 /// A shard's replication: as an owner toward its databases' followers, and as a follower of
 /// other nodes' databases.

@@ -26,11 +26,11 @@ use rustc_hash::FxHashMap;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{info, warn};
 
-use crate::close::{CloseReason, OWNER_MOVED_CLOSE};
 use crate::owner::outbound::ConnHandle;
 use crate::replica::replication::Replication;
 use crate::replica::shipper::Shipper;
 use crate::shard::Shard;
+use hearth_ground::close::{CloseReason, OWNER_MOVED_CLOSE};
 
 /// Why a session of a database whose held writes were given up is closed.
 pub const GIVEN_UP_CLOSE: &str = "this node lost its claim on the database before its writes \
@@ -234,9 +234,13 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
             continue;
         };
         given_up = true;
-        shard.owner.gate().abandon(&seqs, crate::time::now_ms());
+        shard
+            .owner
+            .gate()
+            .abandon(&seqs, hearth_net::time::now_ms());
         roll_back(shard, replication, &namespace, first);
-        crate::replica_messages::WRITES_GIVEN_UP.fetch_add(seqs.len() as u64, Ordering::Relaxed);
+        hearth_ground::replica_messages::WRITES_GIVEN_UP
+            .fetch_add(seqs.len() as u64, Ordering::Relaxed);
         warn!(
             namespace = &*namespace,
             writes = seqs.len(),
@@ -248,7 +252,7 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
         for session in shard.owner.all_sessions() {
             if *session.namespace == *namespace {
                 session.give_up_from(first);
-                closing.push((session, crate::time::now_ms()));
+                closing.push((session, hearth_net::time::now_ms()));
             }
         }
         for stream in shard.owner.all_streams() {
@@ -273,7 +277,7 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
         return;
     };
     store.forget_from(namespace, first);
-    let now = crate::time::now_ms();
+    let now = hearth_net::time::now_ms();
     let rolled_back = shard.owner.with_loaded(namespace, |loaded| {
         super::divergent::keep_given_up(&shard.config.data_dir, loaded);
         let rules = loaded.roll_back(first.saturating_sub(1));
@@ -302,7 +306,7 @@ const CLOSE_AFTER_MS: u64 = 2_000;
 /// Closes the sessions waiting for it, and those of databases this node no longer serves:
 /// a client must not stay on a node that refuses its writes for good.
 fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
-    let now = crate::time::now_ms();
+    let now = hearth_net::time::now_ms();
     closing.retain(|(session, since)| {
         let done = session.replies_sent() || now.saturating_sub(*since) > CLOSE_AFTER_MS;
         if done {

@@ -7,10 +7,10 @@ use hyper::http::request::Parts;
 use hyper::Method;
 
 use super::Observer;
-use crate::auth::{authenticate_with, now_secs, AuthConfig};
 use crate::config::ServeConfig;
-use crate::metrics::{encode, CONTENT_TYPE, OK_BODY};
-use crate::rest::RestResponse;
+use hearth_auth::{authenticate_with, now_secs, AuthConfig};
+use hearth_ground::metrics::{encode, CONTENT_TYPE, OK_BODY};
+use hearth_ground::rest::RestResponse;
 
 /// The paths served here.
 pub const METRICS_PATH: &str = "/metrics";

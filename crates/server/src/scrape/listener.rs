@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::local_thread::spawn_local_thread;
+use hearth_net::local_thread::spawn_local_thread;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use super::endpoint::{answer, Caller};
 use super::Observer;
 use crate::edge::http_body::HearthBody;
-use crate::rest::RestResponse;
+use hearth_ground::rest::RestResponse;
 
 /// How long a metrics connection may stay idle or take to send a request head.
 const METRICS_IDLE_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,7 +1,7 @@
 //! Answering a scrape: `GET /metrics` in the Prometheus text format, `GET /healthz` and
 //! `GET /readyz`, on the main port (`endpoint`) and, with `--metrics-listen`, on an address of
 //! their own (`listener`). The [`Observer`] asks every shard for its numbers through its inbox
-//! and sums them (`crate::metrics` counts and encodes).
+//! and sums them (`hearth_ground::metrics` counts and encodes).
 
 mod endpoint;
 mod listener;
@@ -15,10 +15,10 @@ use tokio::sync::mpsc;
 pub(crate) use endpoint::answer_on_main_port;
 pub(crate) use listener::{bind_metrics_listener, serve_metrics};
 
-use crate::budget::SharedBudgets;
-use crate::inbox::{ask_every_shard, ShardMessage};
-use crate::metrics::snapshot;
-use crate::metrics::{Health, ServerSnapshot};
+use hearth_ground::inbox::{ask_every_shard, ShardMessage};
+use hearth_ground::metrics::snapshot;
+use hearth_ground::metrics::{Health, ServerSnapshot};
+use hearth_net::budget::SharedBudgets;
 
 /// How long a scrape waits for the shards' answers; a shard that has not answered by then is
 /// reported in `hearth_shards_unanswered` instead of holding the scrape.
@@ -39,7 +39,7 @@ pub struct Observer {
 
 /// The other nodes' ids and the replication lag toward each, read at every scrape.
 pub type Followers =
-    Box<dyn Fn() -> Vec<(String, Arc<crate::replica_messages::FollowerLag>)> + Send + Sync>;
+    Box<dyn Fn() -> Vec<(String, Arc<hearth_ground::replica_messages::FollowerLag>)> + Send + Sync>;
 
 impl std::fmt::Debug for Observer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,8 +100,10 @@ impl Observer {
                 claims: placement.own_claims(),
                 lease_age: placement.lease_age(),
                 claims_alone: placement.own_claims_alone(),
-                writes_given_up: crate::replica_messages::WRITES_GIVEN_UP.load(Ordering::Relaxed),
-                divergent_copies: crate::replica_messages::DIVERGENT_COPIES.load(Ordering::Relaxed),
+                writes_given_up: hearth_ground::replica_messages::WRITES_GIVEN_UP
+                    .load(Ordering::Relaxed),
+                divergent_copies: hearth_ground::replica_messages::DIVERGENT_COPIES
+                    .load(Ordering::Relaxed),
             });
         server.followers = self.followers.get().map_or_else(Vec::new, |followers| {
             followers()

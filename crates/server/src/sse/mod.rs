@@ -21,15 +21,15 @@ use tokio::sync::oneshot;
 pub use body::{OnEnd, StreamBody};
 pub use stream::StreamHandle;
 
-use crate::cross_core::ToOwner;
 use crate::edge::http_body::HearthBody;
 use crate::edge::EdgeTarget;
 use crate::owner::effects::route_effects;
 use crate::owner::rest::reply_error;
 use crate::owner::sessions;
-use crate::rest::{DataRequest, RestRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_ground::cross_core::ToOwner;
+use hearth_ground::rest::{DataRequest, RestRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
+use hearth_net::time::now_ms;
 use hearth_persist::Tagger;
 
 /// The tag of a stream's filtered listen. A stream holds exactly one listen, so any constant

@@ -15,11 +15,11 @@ use tracing::info;
 
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::budget::SharedBudgets;
-use crate::close::CloseReason;
-use crate::cross_core::{EdgeItem, Outgoing};
-use crate::metrics::labels::StreamEnd;
-use crate::metrics::ShardCounters;
+use hearth_ground::close::CloseReason;
+use hearth_ground::cross_core::{EdgeItem, Outgoing};
+use hearth_ground::metrics::labels::StreamEnd;
+use hearth_ground::metrics::ShardCounters;
+use hearth_net::budget::SharedBudgets;
 use hearth_persist::{HeldQueue, Pushed, Tagger};
 
 /// The shard's handle on one open event stream.
@@ -106,7 +106,7 @@ impl StreamHandle {
     }
 
     /// Queues the chunks of one event. A client that reads slower than its events arrive is
-    /// cut off at [`crate::close::MAX_OUTBOUND_BYTES`], as WebSocket clients are, and a
+    /// cut off at [`hearth_ground::close::MAX_OUTBOUND_BYTES`], as WebSocket clients are, and a
     /// stream whose event does not fit in the server's answer budget is ended; the client
     /// reconnects and starts again from a fresh `put`.
     pub fn send(&self, chunks: &[Bytes]) {
@@ -358,7 +358,8 @@ mod tests {
         let slow = open();
         slow.send(&[Bytes::from(vec![
             b'x';
-            crate::close::MAX_OUTBOUND_BYTES + 1
+            hearth_ground::close::MAX_OUTBOUND_BYTES
+                + 1
         ])]);
         let closed_by_client = open();
         closed_by_client.close();
@@ -387,7 +388,7 @@ mod tests {
 
     #[test]
     fn queued_chunks_are_counted_in_the_answer_budget() {
-        let budgets = crate::budget::HttpBudgets::for_answers(100);
+        let budgets = hearth_net::budget::HttpBudgets::for_answers(100);
         let handle = StreamHandle::new(1, "ns".into(), Path::root(), false, Tagger::open())
             .counted_in(budgets.clone());
         handle.send(&[Bytes::from(vec![b'x'; 60])]);
@@ -404,10 +405,10 @@ mod tests {
             0,
             "a dropped stream gives its queue back"
         );
-        let roomy = crate::budget::HttpBudgets::for_answers(usize::MAX);
+        let roomy = hearth_net::budget::HttpBudgets::for_answers(usize::MAX);
         let overflowing = StreamHandle::new(2, "ns".into(), Path::root(), false, Tagger::open())
             .counted_in(roomy.clone());
-        let big = Bytes::from(vec![b'x'; crate::close::MAX_OUTBOUND_BYTES]);
+        let big = Bytes::from(vec![b'x'; hearth_ground::close::MAX_OUTBOUND_BYTES]);
         overflowing.send(&[Bytes::from(vec![b'x'; 60])]);
         overflowing.send(&[big]);
         assert!(overflowing.is_closing());
@@ -422,7 +423,7 @@ mod tests {
     fn slow_streams_are_cut_off() {
         let handle = StreamHandle::new(1, "ns".into(), Path::root(), false, Tagger::open());
         let big = Bytes::from(vec![b'x'; 1024 * 1024]);
-        for _ in 0..=(crate::close::MAX_OUTBOUND_BYTES / big.len()) {
+        for _ in 0..=(hearth_ground::close::MAX_OUTBOUND_BYTES / big.len()) {
             handle.send(std::slice::from_ref(&big));
         }
         assert!(handle.is_closing());

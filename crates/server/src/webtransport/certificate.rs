@@ -15,8 +15,8 @@ use tracing::{info, warn};
 use wtransport::quinn::crypto::rustls::QuicServerConfig;
 use wtransport::{Endpoint, Identity, ServerConfig};
 
-use crate::tls::TlsCerts;
 use crate::webtransport::{hex, WebTransportError, SELF_SIGNED_VALIDITY_DAYS};
+use hearth_net::tls::TlsCerts;
 
 /// Where the endpoint's certificate comes from.
 #[derive(Clone)]

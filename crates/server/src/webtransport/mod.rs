@@ -31,9 +31,9 @@ use tracing::{info, warn};
 use wtransport::{Endpoint, ServerConfig};
 
 use crate::shard::Shard;
-use crate::tls::{TlsCerts, TlsError};
 use crate::webtransport::certificate::{Reloader, Reloads, Source};
 use crate::webtransport::spread::{Handed, Spread};
+use hearth_net::tls::{TlsCerts, TlsError};
 
 /// The most WebTransport sessions open at once; more are refused (HTTP 429).
 pub const MAX_WEBTRANSPORT_SESSIONS: usize = 10_000;

@@ -12,13 +12,13 @@ use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use wtransport::{Connection, SendStream};
 
-use crate::close::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
 use crate::edge::socket::Transport;
 use crate::edge::EdgeConn;
 use crate::webtransport::codec::{
     push_path, related, reply_number, sort_message, FrameReader, Outbound,
 };
 use crate::webtransport::MAX_STREAM_BACKLOG_BYTES;
+use hearth_ground::close::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
 
 /// Writes the outlet's stream lines as they come, until the session ends.
 pub(super) async fn write_lines(outlet: Rc<Outlet>, edge: Rc<EdgeConn>, mut send: SendStream) {
@@ -205,8 +205,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::budget::{HttpBudgets, ShardBudget};
     use crate::owner::outbound::{encode_frames, ConnHandle, Route};
+    use hearth_net::budget::{HttpBudgets, ShardBudget};
     use hearth_persist::Tagger;
 
     #[derive(Default)]

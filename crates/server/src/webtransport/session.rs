@@ -17,21 +17,14 @@ use tracing::{debug, info};
 use wtransport::endpoint::IncomingSession;
 use wtransport::{Connection, RecvStream, VarInt};
 
-use crate::close::{CloseReason, SHUTDOWN_CLOSE, SLOW_READER_CLOSE, UNWRITABLE_DROP};
 use crate::edge::attach::{attach, detach_session, send_to_owner};
 use crate::edge::side::OwnerSide;
 use crate::edge::socket::Transport;
 use crate::edge::websocket::{auth_expired, auth_expiry, handshake, write_stalled};
 use crate::edge::EdgeConn;
-use crate::metrics::labels::{CloseCause, SessionTransport};
-use crate::metrics::ShardCounters;
-use crate::namespace::resolve;
 use crate::owner::dispatch::{finish_deferred, on_deferred_decoded, on_message, Handled};
 use crate::owner::outbound::{encode_frames, ConnHandle};
-use crate::query_string::QueryString;
-use crate::session_id::new_session_id;
 use crate::shard::Shard;
-use crate::time::now_ms;
 use crate::webtransport::codec::{classify, listen_request, Bucket, LineReader, Request};
 use crate::webtransport::outlet::{write_lines, Outlet};
 use crate::webtransport::spread::Slot;
@@ -39,6 +32,13 @@ use crate::webtransport::{
     MAX_DATAGRAMS_PER_SECOND, MAX_DATAGRAM_BURST, MAX_DATAGRAM_BYTES, MAX_LISTENS_PER_SESSION,
     MAX_STREAM_MESSAGE_BYTES, MAX_WEBTRANSPORT_SESSIONS, STREAM_OPEN_TIMEOUT,
 };
+use hearth_ground::close::{CloseReason, SHUTDOWN_CLOSE, SLOW_READER_CLOSE, UNWRITABLE_DROP};
+use hearth_ground::metrics::labels::{CloseCause, SessionTransport};
+use hearth_ground::metrics::ShardCounters;
+use hearth_ground::namespace::resolve;
+use hearth_ground::session_id::new_session_id;
+use hearth_net::query_string::QueryString;
+use hearth_net::time::now_ms;
 
 /// The close reason of a session that asked for more than [`MAX_LISTENS_PER_SESSION`].
 const TOO_MANY_LISTENS: &str = "too many listens on one WebTransport session";

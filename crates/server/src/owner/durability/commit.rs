@@ -19,7 +19,7 @@ use super::snapshots::maintain;
 use crate::loaded::Loaded;
 use crate::owner::Session;
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_net::time::now_ms;
 use hearth_persist::{Durability, Gate, Release, ShardStore};
 
 /// The pause after each synced mebibyte of a spare segment: 64 MiB take about a second and

@@ -21,11 +21,11 @@ use std::sync::Arc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::error;
 
-use crate::close::{CloseReason, DISK_FAILED_CLOSE};
 use crate::loaded::Loaded;
 use crate::owner::Session;
 use crate::shard::{read_only_reason, Shard};
-use crate::time::now_ms;
+use hearth_ground::close::{CloseReason, DISK_FAILED_CLOSE};
+use hearth_net::time::now_ms;
 use hearth_persist::ShardStore;
 
 /// Records a log failure; the commit task handles it.

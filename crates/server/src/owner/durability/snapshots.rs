@@ -13,7 +13,7 @@ use hearth_store::{remove_files, write_snapshot_with_epoch, SnapshotInfo, StoreE
 use tracing::{debug, info, warn};
 
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_net::time::now_ms;
 use hearth_persist::{Chore, DatabaseFacts, DurableState, ShardStorage};
 
 /// Runs the chores of a maintenance tick: snapshots the policy asks for, evictions of idle

@@ -4,7 +4,7 @@
 use hearth_sync::{Reply, ReplyData, Status};
 use hearth_tree::Node;
 
-use crate::rest::RestResponse;
+use hearth_ground::rest::RestResponse;
 
 /// The ETag of an empty location (spec §15.4).
 pub const NULL_ETAG: &str = "null_etag";

@@ -9,8 +9,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::execute::tests::{call, etag};
 use crate::config::ServeConfig;
-use crate::rest::RestResponse;
 use crate::shard::Shard;
+use hearth_ground::rest::RestResponse;
 
 fn shard_with_cache(bytes: usize) -> Shard {
     let (_shutdown, receiver) = watch::channel(false);

@@ -16,9 +16,9 @@ use super::answer::{etag_of, reply_error, NULL_ETAG};
 use super::read::read;
 use super::settings::{coverage, get_rules, put_rules};
 use crate::owner::effects::route_effects;
-use crate::rest::{CallOp, DataMethod, DataRequest, RestCall, RestResponse, INVALID_JSON};
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_ground::rest::{CallOp, DataMethod, DataRequest, RestCall, RestResponse, INVALID_JSON};
+use hearth_net::time::now_ms;
 
 /// The node hash that an `If-Match` ETag stands for: an empty location's hash is the empty
 /// string, its ETag [`NULL_ETAG`]. An empty ETag stands for no hash at all, so it is mapped to

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::config::ServeConfig;
-use crate::rest::{make_call, parse_request, RestRequest};
+use hearth_ground::rest::{make_call, parse_request, RestRequest};
 use hearth_tree::Path;
 use hyper::Request;
 use serde_json::json;
@@ -63,12 +63,12 @@ pub(crate) fn call_prepared(
     }
     let parts = builder.body(()).expect("valid test request").into_parts().0;
     let request: RestRequest =
-        match parse_request(&parts, &crate::auth::AuthConfig::development(), "default") {
+        match parse_request(&parts, &hearth_auth::AuthConfig::development(), "default") {
             Ok(request) => request,
             Err(response) => return response,
         };
     match make_call(request, body.map(|b| b.as_bytes().to_vec()), Instant::now()) {
-        Ok(call) if prepare => execute(shard, crate::rest::prepare_large_put(call)),
+        Ok(call) if prepare => execute(shard, hearth_ground::rest::prepare_large_put(call)),
         Ok(call) => execute(shard, call),
         Err(response) => response,
     }

@@ -1,7 +1,7 @@
 //! The REST API's calls run on the shard that owns their database: `execute` answers a
-//! [`crate::rest::RestCall`] (reads, writes, rules) from the database, `read` its reads,
+//! [`hearth_ground::rest::RestCall`] (reads, writes, rules) from the database, `read` its reads,
 //! `answer` what the answers of reads and writes share, `settings` the rules endpoints. What a call is, how a request becomes one and how an answer is written are in
-//! `crate::rest`, which runs wherever the request arrived and knows no database.
+//! `hearth_ground::rest`, which runs wherever the request arrived and knows no database.
 
 mod answer;
 pub mod execute;

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use super::answer::NULL_ETAG;
 use super::execute::tests::{call, etag, json_body, shard, value_at};
-use crate::rest::RestResponse;
 use crate::shard::Shard;
+use hearth_ground::rest::RestResponse;
 
 const NS: &str = "t";
 

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::execute::tests::{call_prepared, shard, value_at};
 use super::execute::OFF_THREAD_ANSWER_BYTES;
-use crate::rest::{make_call, parse_request, prepare_large_put, CallOp, RestCall};
 use crate::shard::Shard;
+use hearth_ground::rest::{make_call, parse_request, prepare_large_put, CallOp, RestCall};
 use std::time::Instant;
 
 const NS: &str = "t";
@@ -91,7 +91,7 @@ fn prepared_call(method: &str, uri: &str, body: &str) -> RestCall {
         .expect("valid test request")
         .into_parts()
         .0;
-    let request = parse_request(&parts, &crate::auth::AuthConfig::development(), "default")
+    let request = parse_request(&parts, &hearth_auth::AuthConfig::development(), "default")
         .expect("a valid request");
     let call =
         make_call(request, Some(body.as_bytes().to_vec()), Instant::now()).expect("a valid call");

@@ -11,10 +11,10 @@ use hearth_wire::{write_rest_json, write_shallow_json, write_value};
 
 use super::answer::{etag_of, reply_error};
 use crate::loaded::Loaded;
-use crate::rest::cache::{Form, Hit, Lookup};
-use crate::rest::{DataRequest, RestResponse, JAVASCRIPT, MAX_REST_RESPONSE_BYTES};
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_ground::rest::cache::{Form, Hit, Lookup};
+use hearth_ground::rest::{DataRequest, RestResponse, JAVASCRIPT, MAX_REST_RESPONSE_BYTES};
+use hearth_net::time::now_ms;
 
 /// Production's answer to a read larger than one response may carry.
 const TOO_LARGE_TO_READ: &str =

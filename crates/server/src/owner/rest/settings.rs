@@ -8,9 +8,9 @@ use hearth_rules::Rules;
 use hearth_sync::{Access, Effects};
 
 use crate::owner::effects::route_effects;
-use crate::rest::RestResponse;
 use crate::shard::Shard;
-use crate::time::now_ms;
+use hearth_ground::rest::RestResponse;
+use hearth_net::time::now_ms;
 
 /// What `GET` shows for a database without a rules document.
 const OPEN_RULES: &str = "{\"rules\":{\".read\":true,\".write\":true}}";
