@@ -9,13 +9,14 @@
 //! - `rest`: a REST request as it crosses (`RestCall`), its parsing, and its answer;
 //! - `longpoll_request`: a long-polling request forwarded to the core that holds its session;
 //! - `replica_messages`: what an owner and its followers tell each other;
-//! - `close`, `session_id`, `namespace`: why a connection ends, the id a client is told, and
-//!   which core owns a database;
+//! - `close`, `session_id`, `conn_ids`, `namespace`: why a connection ends, the id a client is
+//!   told, the ids a core gives its connections, and which core owns a database;
 //! - `metrics`: the counters each core writes and their encoding for a scrape.
 //!
 //! Nothing here holds a shard's state or does IO of its own.
 
 pub mod close;
+pub mod conn_ids;
 pub mod cross_core;
 pub mod inbox;
 pub mod longpoll_request;

@@ -83,7 +83,7 @@ mod tests {
         assert_eq!(local_databases(&shard), Vec::new());
         let root = Node::from_json(&serde_json::json!({"a": "xyz", "b": 12})).expect("a tree");
         let bytes = root.estimated_bytes() as u64;
-        shard.with_database("shop", |loaded| {
+        shard.owner.with_database("shop", |loaded| {
             loaded.engine = hearth_sync::Database::with_root(root);
         });
         assert_eq!(

@@ -25,6 +25,7 @@ pub mod offline;
 mod owner;
 mod reload;
 mod replica;
+mod replication;
 pub mod rules_file;
 mod scrape;
 mod server;

@@ -19,7 +19,7 @@ use crate::owner::durability::{commit_loop, flush_at_shutdown, snapshot_all};
 use crate::owner::rest::execute_durable;
 use crate::owner::rest_precheck::refuse_early;
 use crate::scrape::Observer;
-use crate::shard::Shard;
+use crate::shard::{Queues, Shard};
 use crate::startup::{
     bind, certificates, open_data_dir, prepare_webtransport, spread_queues, start_jwks,
     start_metrics, start_peers, StartError,
@@ -296,20 +296,21 @@ fn run_shard(
         }
         None => (None, Default::default()),
     };
-    let mut shard = Shard::with_store(
+    let queues = Queues {
+        peers: links.owners,
+        edges: links.edges,
+    };
+    let shard = Shard::with_store(
         index,
         Rc::new(config),
         shutdown,
-        links.owners,
-        links.edges,
+        queues,
         store,
         observer,
+        links.nodes,
     );
-    shard.replication = (links.nodes.as_ref())
-        .map(|nodes| crate::replica::replication::Replication::new(nodes, index));
-    shard.nodes = links.nodes;
     let shard = Rc::new(shard);
-    shard.add_recovered(recovered);
+    shard.owner.add_recovered(recovered);
     shard.observer.health.shard_started();
     let local = LocalSet::new();
     local.block_on(&runtime, async move {
@@ -317,9 +318,9 @@ fn run_shard(
         tokio::task::spawn_local(receive_batches(shard.clone(), links.edge_rx));
         let outgoing = shard.owner.outgoing().clone();
         tokio::task::spawn_local(async move { outgoing.run().await });
-        tokio::task::spawn_local(commit_loop(shard.clone()));
+        tokio::task::spawn_local(commit_loop(shard.owner.clone()));
         tokio::task::spawn_local(crate::replica::run(shard.clone()));
-        tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.clone()));
+        tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.owner.clone()));
         if let Some((prepared, spread)) = webtransport {
             tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared, spread));
         }
@@ -340,8 +341,8 @@ fn run_shard(
             let _ = task.await;
         }
         shard.drain(SHUTDOWN_GRACE).await;
-        flush_at_shutdown(&shard).await;
-        snapshot_all(&shard);
+        flush_at_shutdown(&shard.owner).await;
+        snapshot_all(&shard.owner);
         let counters = shard.counters.snapshot();
         let closes: Vec<_> = CloseCause::ALL
             .iter()
@@ -416,7 +417,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
             ShardMessage::Owner(message) => {
                 // The pushes it makes to this core's sockets leave together.
                 let _sends = shard.edge.send_batch();
-                owner::on_link_message(&shard, message);
+                owner::on_link_message(&shard.owner, message);
             }
             ShardMessage::Metrics(reply) => {
                 let _ = reply.send(shard.metrics_snapshot(receiver.len()));
@@ -425,7 +426,9 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 let _ = reply.send(crate::admin::local_databases(&shard));
             }
             ShardMessage::Precheck(precheck) => {
-                let _ = precheck.reply.send(refuse_early(&shard, &precheck.check));
+                let _ = precheck
+                    .reply
+                    .send(refuse_early(&shard.owner, &precheck.check));
             }
             ShardMessage::BackupCut(reply) => {
                 let shard = shard.clone();
@@ -453,7 +456,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 let forwarded = *forwarded;
                 let shard = shard.clone();
                 tokio::task::spawn_local(async move {
-                    let response = execute_durable(&shard, forwarded.call).await;
+                    let response = execute_durable(&shard.owner, forwarded.call).await;
                     let _ = forwarded.reply.send(response);
                 });
             }

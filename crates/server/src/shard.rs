@@ -2,31 +2,27 @@
 //! databases whose names hash to it and their sessions; [`Edge`]: the connections it accepted
 //! for other shards' databases), what both share (settings, counters, the shutdown signal) and
 //! the inboxes of every shard (`inbox`). Nothing in a shard is shared with another thread: what
-//! crosses is plain data (`inbox`, `link`). The methods here are those that need more than one
-//! role: a database's lifecycle (loaded from disk, created, logged) and the messages to other
-//! shards.
+//! crosses is plain data (`inbox`, `cross_core`). The methods here are those that need more
+//! than one role, such as the messages to other shards; a database's lifecycle is the owner's
+//! (`owner/databases.rs`).
 
-use std::cell::Cell;
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_store::RecordRef;
-use hearth_sync::{Access, ConnId, Database, Effects, Write};
+use hearth_sync::ConnId;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tracing::{debug, info, warn};
 
 use crate::config::ServeConfig;
 use crate::edge::Edge;
 use crate::loaded::Loaded;
-use crate::owner::Owner;
-use crate::rules_file::default_access;
+use crate::owner::{Owner, OwnerParts};
+use crate::replication::Replication;
 use crate::scrape::Observer;
 use hearth_ground::close::{CloseReason, SHUTDOWN_CLOSE};
+use hearth_ground::conn_ids::ConnIds;
 use hearth_ground::cross_core::{Outgoing, ToEdge, ToOwner};
 use hearth_ground::inbox::ShardCut;
 use hearth_ground::inbox::{ask_every_shard, DatabaseInfo, Forwarded, Precheck, ShardMessage};
@@ -36,11 +32,13 @@ use hearth_ground::rest::precheck::WriteCheck;
 use hearth_ground::rest::{RestCall, RestResponse};
 use hearth_net::budget::ShardBudget;
 use hearth_net::time::now_ms;
-use hearth_persist::{Gate, ShardStore, Tagger};
+use hearth_peer::Nodes;
+use hearth_persist::{Gate, ShardStore};
 
-/// What clients are told while writes are refused.
-pub fn read_only_reason(failure: &str) -> String {
-    format!("writes are refused: the server's write-ahead log failed ({failure}); reads go on")
+/// Every shard's queues: their inboxes (this one's too) and their edges' batches, by index.
+pub struct Queues {
+    pub peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
+    pub edges: Vec<mpsc::UnboundedSender<ToEdge>>,
 }
 
 pub struct Shard {
@@ -48,10 +46,11 @@ pub struct Shard {
     pub shard_count: usize,
     pub config: Rc<ServeConfig>,
     /// The owner role: this core's databases, their log and their sessions.
-    pub owner: Owner,
+    pub owner: Rc<Owner>,
     /// The edge role: the connections this core holds for other cores' databases.
     pub edge: Edge,
-    next_conn: Cell<u64>,
+    /// The core's connection ids, shared by its two roles.
+    ids: Rc<ConnIds>,
     /// What the shard counts for `/metrics`; written only by this thread.
     pub counters: Rc<ShardCounters>,
     /// Health and the scrapes' way to every shard, shared by the whole server.
@@ -59,14 +58,10 @@ pub struct Shard {
     pub shutdown: watch::Receiver<bool>,
     /// Every shard's inbox (this one's too), by index.
     peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
-    /// Serialized answers of large REST reads, served while their data is unchanged.
-    pub rest_cache: hearth_ground::rest::cache::RestCache,
     /// The long-polling sessions this core holds (their edge).
     pub long_polls: crate::longpoll::session::Registry,
     /// The other nodes of a cluster (`--cluster-peers`), when there are any.
-    pub nodes: Option<Arc<hearth_peer::Nodes>>,
-    /// Log shipping to followers and from owners, in a cluster (`replica`).
-    pub replication: Option<crate::replica::replication::Replication>,
+    pub nodes: Option<Arc<Nodes>>,
 }
 
 impl Shard {
@@ -79,20 +74,22 @@ impl Shard {
         edges: Vec<mpsc::UnboundedSender<ToEdge>>,
     ) -> Shard {
         let observer = Observer::new(config.http.clone());
-        Shard::with_store(index, config, shutdown, peers, edges, None, observer)
+        let queues = Queues { peers, edges };
+        Shard::with_store(index, config, shutdown, queues, None, observer, None)
     }
 
-    /// A shard with a store; its recovered databases must be added with
-    /// [`Shard::add_recovered`].
+    /// A shard with a store (its recovered databases are added with
+    /// [`Owner::add_recovered`]) and, in a cluster, the other nodes.
     pub fn with_store(
         index: usize,
         config: Rc<ServeConfig>,
         shutdown: watch::Receiver<bool>,
-        peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
-        edges: Vec<mpsc::UnboundedSender<ToEdge>>,
+        queues: Queues,
         store: Option<ShardStore>,
         observer: Arc<Observer>,
+        nodes: Option<Arc<Nodes>>,
     ) -> Shard {
+        let Queues { peers, edges } = queues;
         let strict = config.persist.durability == hearth_persist::Durability::Strict;
         let gate = match &store {
             Some(store) => Gate::new(strict, store.durable_seq()),
@@ -104,260 +101,49 @@ impl Shard {
         seed.write_u64(now_ms());
         seed.write_usize(index);
         let counters = Rc::new(ShardCounters::default());
+        let ids = Rc::new(ConnIds::new(index, peers.len()));
         // An edge needs room toward every owner: the local shards, then the other nodes.
         let owners = peers.len().max(edges.len());
-        let owner = Owner::new(
-            store,
-            gate,
-            Outgoing::new(edges),
-            seed.finish(),
-            counters.clone(),
-        );
         let edge = Edge::new(
             owners,
             ShardBudget::new(config.http.clone()),
             counters.clone(),
             config.io_uring_sends,
         );
-        let rest_cache = hearth_ground::rest::cache::RestCache::new(config.rest_cache_bytes);
+        let owner = Owner::new(OwnerParts {
+            index,
+            config: config.clone(),
+            store,
+            gate,
+            outgoing: Outgoing::new(edges),
+            seed: seed.finish(),
+            counters: counters.clone(),
+            ids: ids.clone(),
+            health: observer.health.clone(),
+            shutdown: shutdown.clone(),
+            sends: edge.send_ring(),
+            replication: nodes.as_ref().map(|nodes| Replication::new(nodes, index)),
+        });
         Shard {
             index,
             shard_count: peers.len(),
             config,
-            owner,
+            owner: Rc::new(owner),
             edge,
-            next_conn: Cell::new(1),
+            ids,
             counters,
             observer,
             shutdown,
             peers,
-            rest_cache,
             long_polls: Default::default(),
-            nodes: None,
-            replication: None,
+            nodes,
         }
     }
 
     /// A new session id, unique in the server: the shards' sequences interleave, so that an
     /// owner can key the sessions of connections held by every core by their id.
     pub fn next_conn_id(&self) -> ConnId {
-        let id = self.next_conn.get();
-        self.next_conn.set(id + 1);
-        id * self.shard_count.max(1) as u64 + self.index as u64
-    }
-
-    /// Runs `f` on the database of `namespace`: loaded from its snapshot if it was evicted,
-    /// created on first use. The owner's map is borrowed only while `f` runs
-    /// ([`Owner::with_loaded`]).
-    pub fn with_database<R>(&self, namespace: &str, f: impl FnOnce(&mut Loaded) -> R) -> R {
-        self.owner
-            .with_all(|databases| f(self.database_in(databases, namespace)))
-    }
-
-    /// Runs `f` on the database of `namespace` if it exists, in memory or on disk (then it
-    /// is loaded): for reads, which must not make a database of a mistyped name.
-    pub fn with_existing_database<R>(
-        &self,
-        namespace: &str,
-        f: impl FnOnce(&mut Loaded) -> R,
-    ) -> Option<R> {
-        self.owner
-            .with_all(|databases| self.existing_database_in(databases, namespace).map(f))
-    }
-
-    /// The database of `namespace` in `databases`: loaded from its snapshot if it was
-    /// evicted, created on first use.
-    pub fn database_in<'a>(
-        &self,
-        databases: &'a mut HashMap<String, Loaded>,
-        namespace: &str,
-    ) -> &'a mut Loaded {
-        let now = now_ms();
-        let loaded = match databases.entry(namespace.to_owned()) {
-            Entry::Occupied(entry) => entry.into_mut(),
-            Entry::Vacant(entry) => {
-                let loaded = crate::owner::durability::load_evicted(self, namespace, now)
-                    .unwrap_or_else(|| self.new_database(namespace, now));
-                entry.insert(loaded)
-            }
-        };
-        loaded.last_used_ms = now;
-        self.fence(loaded);
-        loaded
-    }
-
-    /// The database of `namespace` in `databases` if it exists, in memory or on disk (then
-    /// it is loaded).
-    fn existing_database_in<'a>(
-        &self,
-        databases: &'a mut HashMap<String, Loaded>,
-        namespace: &str,
-    ) -> Option<&'a mut Loaded> {
-        let now = now_ms();
-        let loaded = match databases.entry(namespace.to_owned()) {
-            Entry::Occupied(entry) => entry.into_mut(),
-            Entry::Vacant(entry) => entry.insert(crate::owner::durability::load_evicted(
-                self, namespace, now,
-            )?),
-        };
-        loaded.last_used_ms = now;
-        self.fence(loaded);
-        Some(loaded)
-    }
-
-    /// In a cluster, lets the database take writes only while this node's claim on it is
-    /// valid (`cluster::fence`); checked at every lookup, so a claim that lapses refuses the
-    /// next write.
-    pub fn fence(&self, loaded: &mut Loaded) {
-        let Some(placement) = self.config.cluster.as_ref() else {
-            return;
-        };
-        let store = self.owner.store();
-        let disk_failed = store.is_some_and(|store| store.failure().is_some());
-        let logged_epoch = store.map_or(0, |store| store.logged_epoch(&loaded.name));
-        crate::cluster::fence::apply(placement, disk_failed, logged_epoch, loaded);
-    }
-
-    /// Adds the databases recovered from the store at start.
-    pub fn add_recovered(
-        &self,
-        recovered: std::collections::BTreeMap<Arc<str>, hearth_store::RecoveredDatabase>,
-    ) {
-        let now = now_ms();
-        self.owner.with_all(|databases| {
-            for (name, state) in recovered {
-                let mut loaded = Loaded::new(
-                    Rc::from(&*name),
-                    Database::with_root(state.root),
-                    state.seq,
-                    now,
-                );
-                self.apply_rules(&mut loaded, state.rules, now);
-                // Volatile data that reached the log inside a durable write above its mark does
-                // not survive a restart.
-                loaded.engine.drop_volatile_data();
-                loaded.durable = loaded.state();
-                loaded.on_disk = true;
-                databases.insert(name.to_string(), loaded);
-            }
-        });
-    }
-
-    /// A new, empty database with the server's default rules. It is announced in the log
-    /// only with its first write (`log`): a listener alone leaves nothing behind.
-    pub fn new_database(&self, namespace: &str, now: u64) -> Loaded {
-        debug!(
-            namespace,
-            shard = self.index,
-            "new database opened in memory"
-        );
-        let mut loaded = Loaded::new(Rc::from(namespace), Database::new(), 0, now);
-        loaded.seq.set(self.owner.gate().durable());
-        self.apply_rules(&mut loaded, None, now);
-        loaded
-    }
-
-    /// Gives a database the rules `text` set through the API, or the server's default.
-    pub fn apply_rules(&self, loaded: &mut Loaded, text: Option<Arc<str>>, now: u64) {
-        let access = match text.as_deref().map(hearth_rules::Rules::parse) {
-            Some(Ok(rules)) => Access::Rules(Arc::new(rules)),
-            Some(Err(error)) => {
-                warn!(namespace = %loaded.name, %error, "stored rules do not compile; using the default rules");
-                default_access(self.config.default_rules.clone(), self.config.dev)
-            }
-            None => default_access(self.config.default_rules.clone(), self.config.dev),
-        };
-        // Called before the database has subscribers, or with the effects routed by the
-        // caller: nothing to revoke here.
-        let mut effects = Effects::new();
-        loaded.engine.set_access(access, now, &mut effects);
-        // In development the log says which rule refused a request, where in the rules, and
-        // the emulator's rules coverage report is kept.
-        if self.config.dev {
-            loaded
-                .engine
-                .explain_refusals(Some(Arc::from(&*loaded.name)));
-            loaded.engine.record_coverage();
-        }
-        loaded.rules = text;
-        if let Some(reason) = self.owner.store().and_then(ShardStore::failure) {
-            loaded
-                .engine
-                .set_read_only(Some(Arc::from(read_only_reason(&reason))));
-        }
-    }
-
-    /// The tagger for the outbound queue of a client of `namespace`.
-    pub fn tagger(&self, namespace: &str) -> Tagger {
-        let database_seq = self.with_database(namespace, |loaded| loaded.seq.clone());
-        Tagger {
-            gate: self.owner.gate().clone(),
-            database_seq,
-        }
-    }
-
-    /// Sends an applied write to the log.
-    pub fn log_write(&self, namespace: &str, write: &Write) {
-        self.counters.write_applied();
-        let logged = self.log(namespace, RecordRef::Write(write));
-        if let Some(seq) = logged.filter(|_| self.owner.gate().is_strict()) {
-            self.counters.awaiting_ack(seq);
-        }
-    }
-
-    /// Sends a change of rules set through the API to the log.
-    pub fn log_rules(&self, namespace: &str, text: &str) {
-        self.log(namespace, RecordRef::Rules(text));
-    }
-
-    /// Appends a record for `namespace` and returns its position. If the log cannot take
-    /// it, the database's clients are held (the change is in memory but will never be
-    /// durable) until the failure is handled.
-    fn log(&self, namespace: &str, body: RecordRef<'_>) -> Option<u64> {
-        let logged = self
-            .owner
-            .with_loaded(namespace, |loaded| self.log_loaded(loaded, namespace, body))?;
-        match logged {
-            Ok(seq) => seq,
-            Err(error) => {
-                crate::owner::durability::report_failure(self, error.to_string());
-                None
-            }
-        }
-    }
-
-    /// [`Shard::log`] for a loaded database: its record's position (`None` without a log),
-    /// or the log's error, which the caller reports once the database is let go.
-    fn log_loaded(
-        &self,
-        loaded: &mut Loaded,
-        namespace: &str,
-        body: RecordRef<'_>,
-    ) -> Result<Option<u64>, hearth_store::StoreError> {
-        if matches!(body, RecordRef::Write(_)) {
-            loaded.writes += 1;
-        }
-        if !loaded.on_disk && !loaded.announced {
-            loaded.announced = true;
-            info!(
-                namespace,
-                shard = self.index,
-                "database created by its first write"
-            );
-        }
-        let Some(store) = self.owner.store() else {
-            return Ok(None);
-        };
-        loaded.log_to(store, body)?;
-        if let Some(replication) = &self.replication {
-            // The epoch the record was just logged under, as `ShardStore::append` chose it:
-            // the claim's, else the log's last for the database.
-            let epoch = loaded
-                .epoch
-                .unwrap_or_else(|| store.logged_epoch(namespace));
-            replication.ship(loaded, loaded.seq.get(), epoch, body);
-        }
-        Ok(Some(loaded.seq.get()))
+        self.ids.next()
     }
 
     /// A connection this core held for another core's database ended; its owner is told.

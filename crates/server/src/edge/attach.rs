@@ -28,11 +28,15 @@ pub(crate) fn attach(
     let owner = shard.owner_of(&namespace);
     if owner == shard.index {
         if let Some(previous) = previous {
-            sessions::end_previous_session(shard, previous, &namespace);
+            sessions::end_previous_session(&shard.owner, previous, &namespace);
         }
         let route = Route::Local(edge.clone());
         OwnerSide::Local(sessions::open_session(
-            shard, id, &namespace, session_id, route,
+            &shard.owner,
+            id,
+            &namespace,
+            session_id,
+            route,
         ))
     } else {
         shard.edge.hold(id, EdgeTarget::Socket(edge.clone()));
@@ -53,7 +57,7 @@ pub(crate) fn attach(
 /// Ends the session that [`attach`] opened.
 pub(crate) fn detach_session(shard: &Shard, id: hearth_sync::ConnId, side: &OwnerSide) {
     match side {
-        OwnerSide::Local(session) => sessions::close_connection(shard, session),
+        OwnerSide::Local(session) => sessions::close_connection(&shard.owner, session),
         OwnerSide::Remote(owner) => shard.release_connection(id, *owner),
     }
 }

@@ -241,7 +241,7 @@ async fn answer(
     // (Another node checks a write's rules once its body arrived.)
     if let Some(check) = write_check(&parsed).filter(|_| remote.is_none()) {
         let refusal = if owner == shard.index {
-            refuse_early(&shard, &check)
+            refuse_early(&shard.owner, &check)
         } else {
             shard.precheck(owner, check).await
         };
@@ -315,7 +315,7 @@ async fn run_call(
         Err(response) => return response.into_http(),
     };
     let response = if owner == shard.index {
-        execute_durable(shard, call).await
+        execute_durable(&shard.owner, call).await
     } else {
         shard
             .forward(owner, call)

@@ -34,7 +34,7 @@ mod tls_socket;
 pub mod upstream;
 #[cfg(test)]
 mod upstream_tests;
-mod uring;
+pub mod uring;
 pub mod websocket;
 
 pub use conn::EdgeConn;

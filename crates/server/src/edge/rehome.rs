@@ -280,14 +280,14 @@ async fn replay(
         }
         OwnerSide::Local(session) => {
             for text in texts {
-                if let Handled::ParseOffThread(message) = on_message(shard, session, text)? {
+                if let Handled::ParseOffThread(message) = on_message(&shard.owner, session, text)? {
                     let Some(decoded) = finish_deferred(message).await else {
                         return Err(CloseReason::new(
                             CloseCode::Error,
                             "a message could not be decoded",
                         ));
                     };
-                    on_large_decoded(shard, session, decoded)?;
+                    on_large_decoded(&shard.owner, session, decoded)?;
                 }
             }
         }

@@ -74,6 +74,11 @@ impl Edge {
         self.ring.as_ref().map(SendRing::batch)
     }
 
+    /// The ring of batched sends, for the owner of this core to open batches on too.
+    pub fn send_ring(&self) -> Option<Rc<SendRing>> {
+        self.ring.clone()
+    }
+
     /// Lets `conn`, a plain TCP socket of this core, join the batched sends.
     pub fn batch_sends_of(&self, conn: &EdgeConn) {
         if let Some(ring) = &self.ring {

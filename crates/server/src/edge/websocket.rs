@@ -341,7 +341,7 @@ async fn run<S: Source>(
                         // The shard serves everyone else meanwhile; this connection's next
                         // message is read only after this one is handled.
                         let decoded = finish_deferred(message).await;
-                        if let Err(reason) = on_deferred_decoded(shard, session, decoded) {
+                        if let Err(reason) = on_deferred_decoded(&shard.owner, session, decoded) {
                             return Ended::Closed(reason);
                         }
                     }
@@ -383,7 +383,7 @@ async fn forward_burst(
 /// Tells the session's owner that the connection's credential expired by this edge's clock.
 pub(crate) fn auth_expired(shard: &Shard, edge: &EdgeConn, side: &OwnerSide) {
     match side {
-        OwnerSide::Local(session) => expire_auth(shard, session),
+        OwnerSide::Local(session) => expire_auth(&shard.owner, session),
         OwnerSide::Remote(owner) => {
             // The owner checks its own record: the client may have authenticated again
             // meanwhile.
@@ -495,7 +495,7 @@ fn inbound(
     match message {
         Some(Ok(Message::Text(text))) => match assembler.push(text.as_str()) {
             Ok(Assembled::Message(message)) => match side {
-                OwnerSide::Local(session) => match on_message(shard, session, message) {
+                OwnerSide::Local(session) => match on_message(&shard.owner, session, message) {
                     Ok(Handled::Done) => Inbound::Continue,
                     Ok(Handled::ParseOffThread(message)) => Inbound::ParseOffThread(message),
                     Err(reason) => Inbound::Close(Some(reason)),

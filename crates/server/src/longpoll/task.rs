@@ -238,7 +238,7 @@ async fn serve(
                 }
             }
             _ = auth_expiry(edge.auth_expiry()) => match side {
-                OwnerSide::Local(handle) => expire_auth(shard, handle),
+                OwnerSide::Local(handle) => expire_auth(&shard.owner, handle),
                 OwnerSide::Remote(owner) => {
                     edge.set_auth_expiry(None);
                     shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: session.conn });
@@ -316,7 +316,7 @@ async fn hand_over(
             OwnerSide::Local(handle) => {
                 shard.owner.outgoing().room().await;
                 session.edge.cork();
-                let handled = on_message(shard, handle, message);
+                let handled = on_message(&shard.owner, handle, message);
                 session.edge.uncork();
                 match handled? {
                     Handled::Done => {}
@@ -324,7 +324,7 @@ async fn hand_over(
                         let decoded = finish_deferred(large).await.ok_or_else(|| {
                             CloseReason::new(CloseCode::Error, "a message could not be decoded")
                         })?;
-                        on_large_decoded(shard, handle, decoded)?;
+                        on_large_decoded(&shard.owner, handle, decoded)?;
                     }
                 }
             }

@@ -10,7 +10,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use crate::cluster::fence::CLAIM_WAIT_LIMIT;
 use crate::owner::effects::route_effects;
 use crate::owner::outbound::ConnHandle;
-use crate::shard::Shard;
+use crate::owner::Owner;
 use hearth_auth::{authenticate_with, now_secs};
 use hearth_ground::close::CloseReason;
 use hearth_ground::metrics::labels::{Outcome, RequestKind};
@@ -59,14 +59,14 @@ pub enum LargeDecoded {
 /// socket may be here or on another core. An error means the connection must close with that
 /// reason.
 pub fn on_message(
-    shard: &Shard,
+    owner: &Owner,
     handle: &ConnHandle,
     message: String,
 ) -> Result<Handled, CloseReason> {
-    shard.counters.message_in();
-    let fenced = fence_session_database(shard, handle);
+    owner.counters().message_in();
+    let fenced = fence_session_database(owner, handle);
     let message = without_lone_surrogates(message);
-    if let Some(placement) = shard.config.cluster.as_ref().filter(|_| fenced) {
+    if let Some(placement) = owner.config().cluster.as_ref().filter(|_| fenced) {
         // Nobody holds the database yet and it is placed here: this message and the
         // connection's next wait for the claim instead of a write being refused. (Looked
         // at only while the fence refuses writes, so a claimed database pays nothing.)
@@ -84,8 +84,7 @@ pub fn on_message(
     if message.len() > OFF_THREAD_PARSE_BYTES {
         // Even the syntax check that finds a write's path costs O(size): all of it is done
         // off the thread, with the precheck of the moment.
-        let precheck = shard
-            .owner
+        let precheck = owner
             .databases()
             .get(&handle.namespace)
             .and_then(|database| database.engine.write_precheck(handle.id));
@@ -99,7 +98,7 @@ pub fn on_message(
     let decoded = match decode_lazy(&message) {
         Ok(Decoded::Message(message)) => Ok(message),
         Ok(Decoded::Write(write)) => {
-            if let Some(refusal) = refuse_early(shard, handle, &write) {
+            if let Some(refusal) = refuse_early(owner, handle, &write) {
                 handle.send_text(refusal);
                 return Ok(Handled::Done);
             }
@@ -107,21 +106,20 @@ pub fn on_message(
         }
         Err(error) => Err(error),
     };
-    on_decoded(shard, handle, decoded).map(|()| Handled::Done)
+    on_decoded(owner, handle, decoded).map(|()| Handled::Done)
 }
 
 /// A session's messages find its database without a lookup: the cluster's claim is checked
 /// before each (`cluster::fence`), so that a claim that lapsed refuses the next write and one
 /// made since the session opened lets it through. Whether the fence refuses its writes now
 /// (a database not in memory counts as refused: the claim decides).
-fn fence_session_database(shard: &Shard, handle: &ConnHandle) -> bool {
-    if shard.config.cluster.is_none() {
+fn fence_session_database(owner: &Owner, handle: &ConnHandle) -> bool {
+    if owner.config().cluster.is_none() {
         return false;
     }
-    shard
-        .owner
+    owner
         .with_loaded(&handle.namespace, |database| {
-            shard.fence(database);
+            owner.fence(database);
             database.fenced
         })
         .unwrap_or(true)
@@ -175,12 +173,12 @@ pub fn decode_large(message: LargeMessage) -> LargeDecoded {
 /// Handles a large message decoded off the shard's thread ([`finish_deferred`]); one that
 /// could not be decoded closes the connection.
 pub fn on_deferred_decoded(
-    shard: &Shard,
+    owner: &Owner,
     handle: &ConnHandle,
     decoded: Option<LargeDecoded>,
 ) -> Result<(), CloseReason> {
     match decoded {
-        Some(decoded) => on_large_decoded(shard, handle, decoded),
+        Some(decoded) => on_large_decoded(owner, handle, decoded),
         None => Err(CloseReason::new(
             CloseCode::Error,
             "a message could not be decoded",
@@ -190,19 +188,19 @@ pub fn on_deferred_decoded(
 
 /// Handles what [`decode_large`] gave.
 pub fn on_large_decoded(
-    shard: &Shard,
+    owner: &Owner,
     handle: &ConnHandle,
     decoded: LargeDecoded,
 ) -> Result<(), CloseReason> {
     // The claim may have changed while the message waited.
-    fence_session_database(shard, handle);
+    fence_session_database(owner, handle);
     match decoded {
         LargeDecoded::Refused { reply, kind } => {
-            shard.counters.request(kind, Outcome::Denied);
+            owner.counters().request(kind, Outcome::Denied);
             handle.send_text(reply);
             Ok(())
         }
-        LargeDecoded::Decoded(decoded) => on_decoded(shard, handle, decoded),
+        LargeDecoded::Decoded(decoded) => on_decoded(owner, handle, decoded),
     }
 }
 
@@ -238,7 +236,7 @@ fn prepare_write(decoded: ClientMessage) -> ClientMessage {
 
 /// Handles a decoded message, or answers the error that stopped its decoding.
 pub fn on_decoded(
-    shard: &Shard,
+    owner: &Owner,
     handle: &ConnHandle,
     decoded: Result<ClientMessage, WireError>,
 ) -> Result<(), CloseReason> {
@@ -248,11 +246,11 @@ pub fn on_decoded(
         Ok(ClientMessage::Request {
             request_id,
             request,
-        }) => on_request(shard, handle, request_id, *request),
+        }) => on_request(owner, handle, request_id, *request),
         Err(error) => match error.request_id {
             Some(request_id) => {
                 let outcome = Outcome::of_status_word(error.status);
-                shard.counters.request(RequestKind::Unknown, outcome);
+                owner.counters().request(RequestKind::Unknown, outcome);
                 handle.send_text(encode_reply_status(request_id, error.status, &error.reason))
             }
             None => return Err(CloseReason::new(CloseCode::Policy, error.reason)),
@@ -263,23 +261,23 @@ pub fn on_decoded(
 
 /// The reply to a write that its connection could never be allowed, whatever its data: the
 /// full check's reply, given before the data (up to a whole message) is parsed.
-fn refuse_early(shard: &Shard, handle: &ConnHandle, write: &PendingWrite<'_>) -> Option<String> {
+fn refuse_early(owner: &Owner, handle: &ConnHandle, write: &PendingWrite<'_>) -> Option<String> {
     let (path, scope) = write.scope()?;
-    let databases = shard.owner.databases();
+    let databases = owner.databases();
     let database = databases.get(&handle.namespace)?;
     let reply = database
         .engine
         .precheck_write(handle.id, path, scope)
         .err()?;
     let kind = RequestKind::of_write_action(write.action());
-    shard
-        .counters
+    owner
+        .counters()
         .request(kind, Outcome::of_status(reply.status));
     Some(encode_reply(write.request_id, &reply))
 }
 
-fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: ClientRequest) {
-    let counters = &shard.counters;
+fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: ClientRequest) {
+    let counters = &owner.counters();
     let reply = match request {
         ClientRequest::Stats | ClientRequest::AppCheck => {
             counters.request(RequestKind::Stats, Outcome::Ok);
@@ -288,25 +286,26 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
         ClientRequest::Unauth => {
             counters.request(RequestKind::Unauth, Outcome::Ok);
             handle.set_auth_expiry(None);
-            set_auth(shard, handle, AuthState::Anonymous);
+            set_auth(owner, handle, AuthState::Anonymous);
             encode_reply_status(request_id, "ok", "")
         }
-        ClientRequest::Auth(auth) => match authenticate_with(&auth, &shard.config.auth, now_secs())
-        {
-            Ok(authenticated) => {
-                counters.request(RequestKind::Auth, Outcome::Ok);
-                handle.set_auth_expiry(authenticated.expires_at);
-                set_auth(shard, handle, authenticated.state);
-                encode_reply_value(request_id, "ok", &authenticated.reply)
+        ClientRequest::Auth(auth) => {
+            match authenticate_with(&auth, &owner.config().auth, now_secs()) {
+                Ok(authenticated) => {
+                    counters.request(RequestKind::Auth, Outcome::Ok);
+                    handle.set_auth_expiry(authenticated.expires_at);
+                    set_auth(owner, handle, authenticated.state);
+                    encode_reply_value(request_id, "ok", &authenticated.reply)
+                }
+                Err(error) => {
+                    counters.request(RequestKind::Auth, Outcome::Invalid);
+                    encode_reply_status(request_id, "invalid_token", &error.to_string())
+                }
             }
-            Err(error) => {
-                counters.request(RequestKind::Auth, Outcome::Invalid);
-                encode_reply_status(request_id, "invalid_token", &error.to_string())
-            }
-        },
+        }
         ClientRequest::Data(request) => {
             let kind = RequestKind::of(&request);
-            if let Some(reply) = refuse_read(shard, handle, request_id, &request) {
+            if let Some(reply) = refuse_read(owner, handle, request_id, &request) {
                 counters.request(kind, Outcome::Denied);
                 match reply {
                     Some(reply) => handle.send_text(reply),
@@ -315,7 +314,7 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
                 return;
             }
             let mut effects = Effects::new();
-            let handled = shard.owner.with_loaded(&handle.namespace, |database| {
+            let handled = owner.with_loaded(&handle.namespace, |database| {
                 database.last_used_ms = now_ms();
                 database.handle(handle.id, request, now_ms(), &mut effects)
             });
@@ -327,11 +326,10 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
             let volatile = effects
                 .iter()
                 .any(|effect| matches!(effect, Effect::Volatile));
-            route_effects(shard, &handle.namespace, effects);
+            route_effects(owner, &handle.namespace, effects);
             if volatile {
                 let reply = encode_reply(request_id, &reply);
-                shard
-                    .owner
+                owner
                     .volatile()
                     .hold_reply(&handle.namespace, handle.id, reply);
                 return;
@@ -348,7 +346,7 @@ fn on_request(shard: &Shard, handle: &ConnHandle, request_id: u64, request: Clie
 /// have left (`replica::sync_set`), so that the SDK listens again where the database is.
 /// `None` for anything else.
 fn refuse_read(
-    shard: &Shard,
+    owner: &Owner,
     handle: &ConnHandle,
     request_id: u64,
     request: &hearth_sync::Request,
@@ -358,8 +356,8 @@ fn refuse_read(
         hearth_sync::Request::Listen { .. } => false,
         _ => return None,
     };
-    let reason = shard
-        .config
+    let reason = owner
+        .config()
         .cluster
         .as_ref()?
         .read_refusal(&handle.namespace)?;
@@ -368,23 +366,23 @@ fn refuse_read(
 
 /// The connection's credential expired: the client is told (`ac`), and from now on it is
 /// anonymous, so listens it may no longer read are revoked.
-pub fn expire_auth(shard: &Shard, handle: &ConnHandle) {
+pub fn expire_auth(owner: &Owner, handle: &ConnHandle) {
     handle.set_auth_expiry(None);
     handle.send_text(encode_auth_revoked(
         "expired_token",
         "Auth token is expired.",
     ));
-    set_auth(shard, handle, AuthState::Anonymous);
+    set_auth(owner, handle, AuthState::Anonymous);
 }
 
 /// Changes the connection's identity; listens it may no longer read are revoked first, so the
 /// cancel pushes precede the auth reply.
-fn set_auth(shard: &Shard, handle: &ConnHandle, auth: AuthState) {
+fn set_auth(owner: &Owner, handle: &ConnHandle, auth: AuthState) {
     let mut effects = Effects::new();
-    shard.owner.with_loaded(&handle.namespace, |database| {
+    owner.with_loaded(&handle.namespace, |database| {
         database.set_auth(handle.id, auth, now_ms(), &mut effects);
     });
-    route_effects(shard, &handle.namespace, effects);
+    route_effects(owner, &handle.namespace, effects);
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@ use hearth_sync::{Effect, Effects};
 use hearth_wire::{encode_cancel, encode_push, EncodedPush};
 
 use crate::owner::outbound::encode_frames;
+use crate::owner::Owner;
 use crate::owner::Session;
-use crate::shard::Shard;
 use crate::sse::stream::SseFanout;
 use hearth_ground::metrics::labels::Channel;
 
@@ -16,11 +16,11 @@ use hearth_ground::metrics::labels::Channel;
 /// serialized once per transport: WebSocket listeners share the same frame bytes (filtered
 /// ones get the same text with their tag spliced in), and event streams share the same data
 /// bytes (see `SseFanout`).
-pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
+pub fn route_effects(owner: &Owner, namespace: &str, effects: Effects) {
     if effects.is_empty() {
         return;
     }
-    let sessions = shard.owner.sessions();
+    let sessions = owner.sessions();
     for effect in effects {
         match effect {
             Effect::Push { push, targets } => {
@@ -39,12 +39,12 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
                                 }
                                 Some(tag) => handle.send_text(encoded.tagged(tag)),
                             }
-                            shard.counters.pushed(Channel::Websocket);
+                            owner.counters().pushed(Channel::Websocket);
                         }
                         // A stream holds one listen, so its tag (if any) needs no echo.
                         Some(Session::Stream(stream)) => {
                             fanout.deliver(stream);
-                            shard.counters.pushed(Channel::Http);
+                            owner.counters().pushed(Channel::Http);
                         }
                         None => {}
                     }
@@ -67,9 +67,9 @@ pub fn route_effects(shard: &Shard, namespace: &str, effects: Effects) {
             }
             // A write's record comes before its pushes in the list, so they are queued after
             // the database's sequence number moved and wait for the record to be durable.
-            Effect::Log(write) => shard.log_write(namespace, &write),
+            Effect::Log(write) => owner.log_write(namespace, &write),
             // Its pushes wait for the owner's next tick.
-            Effect::Volatile => shard.owner.volatile().mark(namespace),
+            Effect::Volatile => owner.volatile().mark(namespace),
         }
     }
 }

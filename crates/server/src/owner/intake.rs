@@ -12,13 +12,13 @@ use crate::owner::dispatch::{
 };
 use crate::owner::outbound::{ConnHandle, Route};
 use crate::owner::sessions;
-use crate::shard::Shard;
-use crate::sse::open_stream_for_edge;
+use crate::owner::streams::open_stream_for_edge;
+use crate::owner::Owner;
 use hearth_ground::close::CloseReason;
 use hearth_ground::cross_core::{MessageBatch, ToOwner};
 use hearth_net::time::now_ms;
 
-pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
+pub fn on_link_message(owner: &Rc<Owner>, message: ToOwner) {
     match message {
         ToOwner::Open {
             conn,
@@ -28,13 +28,13 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
             previous,
         } => {
             if let Some(previous) = previous {
-                sessions::end_previous_session(shard, &previous, &namespace);
+                sessions::end_previous_session(owner, &previous, &namespace);
             }
             let route = Route::Remote {
                 edge,
-                outgoing: shard.owner.outgoing().clone(),
+                outgoing: owner.outgoing().clone(),
             };
-            sessions::open_session(shard, conn, &namespace, session_id, route);
+            sessions::open_session(owner, conn, &namespace, session_id, route);
         }
         ToOwner::Messages {
             conn,
@@ -42,16 +42,16 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
             done,
             room,
         } => {
-            let Some(handle) = shard.owner.session(conn) else {
+            let Some(handle) = owner.session(conn) else {
                 return;
             };
             let batch = MessageBatch { texts, done, room };
             if let Some(batch) = handle.hold_if_waiting(batch) {
-                on_batch(shard, handle, batch);
+                on_batch(owner, handle, batch);
             }
         }
         ToOwner::AuthExpired { conn } => {
-            let Some(handle) = shard.owner.session(conn) else {
+            let Some(handle) = owner.session(conn) else {
                 return;
             };
             // The client may have authenticated again since the edge's timer was set.
@@ -59,7 +59,7 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
                 .auth_expiry()
                 .is_some_and(|expires_at| expires_at.saturating_mul(1000) <= now_ms());
             if expired {
-                expire_auth(shard, &handle);
+                expire_auth(owner, &handle);
             }
         }
         ToOwner::OpenStream {
@@ -70,20 +70,20 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
             request,
             opened,
         } => {
-            let outcome = open_stream_for_edge(shard, conn, edge, &namespace, auth, &request);
+            let outcome = open_stream_for_edge(owner, conn, edge, &namespace, auth, &request);
             // An edge that is gone lets go of the stream when its body drops.
             let _ = opened.send(outcome);
         }
         ToOwner::Closed { conn } => {
-            if let Some(handle) = shard.owner.session(conn) {
-                sessions::close_connection(shard, &handle);
-            } else if let Some(stream) = shard.owner.stream(conn) {
-                sessions::close_stream(shard, &stream);
+            if let Some(handle) = owner.session(conn) {
+                sessions::close_connection(owner, &handle);
+            } else if let Some(stream) = owner.stream(conn) {
+                sessions::close_stream(owner, &stream);
             }
         }
         ToOwner::Moved { conn } => {
-            if let Some(handle) = shard.owner.session(conn) {
-                sessions::move_connection(shard, &handle);
+            if let Some(handle) = owner.session(conn) {
+                sessions::move_connection(owner, &handle);
             }
         }
     }
@@ -93,14 +93,14 @@ pub fn on_link_message(shard: &Rc<Shard>, message: ToOwner) {
 /// large one, or one waiting for the cluster's claim on its database), the rest of the batch
 /// and the batches that arrive meanwhile wait behind it, and the edge's room and signal are
 /// held until the batch is handled.
-fn on_batch(shard: &Rc<Shard>, handle: Rc<ConnHandle>, batch: MessageBatch) {
+fn on_batch(owner: &Rc<Owner>, handle: Rc<ConnHandle>, batch: MessageBatch) {
     let MessageBatch { texts, done, room } = batch;
     let mut texts = texts.into_iter();
-    let Some(first) = handle_until_deferred(shard, &handle, &mut texts) else {
+    let Some(first) = handle_until_deferred(owner, &handle, &mut texts) else {
         return;
     };
     handle.start_holding();
-    let shard = shard.clone();
+    let owner = owner.clone();
     tokio::task::spawn_local(async move {
         let (mut deferred, mut texts, mut held) = (first, texts, (done, room));
         loop {
@@ -112,7 +112,7 @@ fn on_batch(shard: &Rc<Shard>, handle: Rc<ConnHandle>, batch: MessageBatch) {
                 return;
             }
             let outcome = match decoded {
-                Some(decoded) => on_large_decoded(&shard, &handle, decoded),
+                Some(decoded) => on_large_decoded(&owner, &handle, decoded),
                 None => Err(CloseReason::new(
                     CloseCode::Error,
                     "a message could not be decoded",
@@ -125,7 +125,7 @@ fn on_batch(shard: &Rc<Shard>, handle: Rc<ConnHandle>, batch: MessageBatch) {
             }
             // The rest of this batch, then the held ones, up to the next deferred message.
             loop {
-                if let Some(next) = handle_until_deferred(&shard, &handle, &mut texts) {
+                if let Some(next) = handle_until_deferred(&owner, &handle, &mut texts) {
                     deferred = next;
                     break;
                 }
@@ -143,7 +143,7 @@ fn on_batch(shard: &Rc<Shard>, handle: Rc<ConnHandle>, batch: MessageBatch) {
 /// Handles `texts` in order until one must be finished later (a large one, or one waiting for
 /// the cluster's claim on its database), which is returned; the rest stay in `texts`.
 fn handle_until_deferred(
-    shard: &Shard,
+    owner: &Owner,
     handle: &ConnHandle,
     texts: &mut std::vec::IntoIter<String>,
 ) -> Option<LargeMessage> {
@@ -151,7 +151,7 @@ fn handle_until_deferred(
         if handle.is_closing() {
             return None;
         }
-        match on_message(shard, handle, text) {
+        match on_message(owner, handle, text) {
             Ok(Handled::Done) => {}
             Ok(Handled::ParseOffThread(message)) => return Some(message),
             Err(reason) => {

@@ -4,9 +4,12 @@
 //!
 //! - `state`: what the owner holds ([`Owner`]): its databases, their log and gate, their
 //!   sessions ([`Session`]) and the batches for other cores' edges;
+//! - `databases`: a database's lifecycle: found, loaded after an eviction, created, fenced,
+//!   given its rules, logged;
 //! - `dispatch`: one request of a session, handled by its database;
 //! - `effects`: the pushes, cancels and log records a step of a database produced, delivered;
-//! - `sessions`: sessions opening and ending (onDisconnect, `ls`);
+//! - `sessions`: sessions opening and ending (onDisconnect, `ls`); `streams`: an event
+//!   stream's session opened on its database;
 //! - `outbound`: a session's held queue and the route of its messages;
 //! - `intake`: the messages edges send about connections they hold;
 //! - `rest`: a REST call run on its database, and the rules endpoints;
@@ -16,6 +19,7 @@
 //! - `durability`: the commit task, snapshots, eviction and a failed log, over `persist`'s
 //!   pipeline.
 
+mod databases;
 pub mod dispatch;
 pub mod durability;
 pub mod effects;
@@ -25,8 +29,10 @@ pub mod rest;
 pub mod rest_precheck;
 pub mod sessions;
 mod state;
+pub mod streams;
 pub mod volatile;
 pub mod volatile_ticks;
 
+pub use databases::read_only_reason;
 pub use intake::on_link_message;
-pub use state::{Owner, Session};
+pub use state::{Owner, OwnerParts, Session};

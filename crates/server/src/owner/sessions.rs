@@ -10,7 +10,7 @@ use tracing::debug;
 
 use crate::owner::effects::route_effects;
 use crate::owner::outbound::{ConnHandle, Route};
-use crate::shard::Shard;
+use crate::owner::Owner;
 use crate::sse::stream::StreamHandle;
 use hearth_ground::close::{CloseReason, REPLACED_CLOSE};
 use hearth_ground::session_id::may_replace;
@@ -20,18 +20,18 @@ use hearth_persist::Tagger;
 /// Opens a session of `namespace` (creating the database on first use) for a connection whose
 /// messages go by `route`.
 pub fn open_session(
-    shard: &Shard,
+    owner: &Owner,
     id: ConnId,
     namespace: &str,
     session_id: String,
     route: Route,
 ) -> Rc<ConnHandle> {
-    let database_seq = shard.with_database(namespace, |loaded| {
+    let database_seq = owner.with_database(namespace, |loaded| {
         loaded.connect(id);
         loaded.seq.clone()
     });
     let tagger = Tagger {
-        gate: shard.owner.gate().clone(),
+        gate: owner.gate().clone(),
         database_seq,
     };
     let handle = Rc::new(ConnHandle::new(
@@ -41,15 +41,15 @@ pub fn open_session(
         tagger,
         route,
     ));
-    shard.owner.add_session(handle.clone());
+    owner.add_session(handle.clone());
     handle
 }
 
 /// Ends a connection's session: its listens go, and its onDisconnect queue runs now. Calling it
 /// twice is harmless.
-pub fn close_connection(shard: &Shard, handle: &ConnHandle) {
-    if shard.owner.remove_session(handle) {
-        end_session(shard, &handle.namespace, handle.id);
+pub fn close_connection(owner: &Owner, handle: &ConnHandle) {
+    if owner.remove_session(handle) {
+        end_session(owner, &handle.namespace, handle.id);
     }
 }
 
@@ -58,10 +58,10 @@ pub fn close_connection(shard: &Shard, handle: &ConnHandle) {
 /// onDisconnect queue does not run, since its client did not disconnect (the edge sets the
 /// queue up again on the new owner, which runs it when the client does go). Calling it twice,
 /// or after [`close_connection`], is harmless.
-pub fn move_connection(shard: &Shard, handle: &ConnHandle) {
+pub fn move_connection(owner: &Owner, handle: &ConnHandle) {
     handle.detach();
-    if shard.owner.remove_session(handle) {
-        shard.owner.with_loaded(&handle.namespace, |database| {
+    if owner.remove_session(handle) {
+        owner.with_loaded(&handle.namespace, |database| {
             database.leave(handle.id);
             database.last_used_ms = now_ms();
         });
@@ -69,27 +69,27 @@ pub fn move_connection(shard: &Shard, handle: &ConnHandle) {
 }
 
 /// Ends an event stream's session. Calling it twice is harmless.
-pub fn close_stream(shard: &Shard, handle: &StreamHandle) {
-    if shard.owner.remove_stream(handle.id) {
-        end_session(shard, &handle.namespace, handle.id);
+pub fn close_stream(owner: &Owner, handle: &StreamHandle) {
+    if owner.remove_stream(handle.id) {
+        end_session(owner, &handle.namespace, handle.id);
     }
 }
 
-fn end_session(shard: &Shard, namespace: &str, id: ConnId) {
+fn end_session(owner: &Owner, namespace: &str, id: ConnId) {
     let mut effects = Effects::new();
-    shard.owner.with_loaded(namespace, |database| {
+    owner.with_loaded(namespace, |database| {
         database.disconnect(id, now_ms(), &mut effects);
         database.last_used_ms = now_ms();
     });
-    route_effects(shard, namespace, effects);
+    route_effects(owner, namespace, effects);
 }
 
 /// A client reconnected to `namespace` naming its previous session: if that socket still looks
 /// open (half-open TCP), end it now so that its onDisconnect queue runs before the new
 /// connection's requests. An unknown id, or a session of another database, is ignored alike.
 /// The id is a secret, so it is not logged.
-pub fn end_previous_session(shard: &Shard, previous: &str, namespace: &str) {
-    let Some(handle) = shard.owner.session_by_secret(previous) else {
+pub fn end_previous_session(owner: &Owner, previous: &str, namespace: &str) {
+    let Some(handle) = owner.session_by_secret(previous) else {
         return;
     };
     if !may_replace(&handle.namespace, namespace) {
@@ -100,6 +100,6 @@ pub fn end_previous_session(shard: &Shard, previous: &str, namespace: &str) {
         return;
     }
     debug!(conn = handle.id, "previous session replaced by a reconnect");
-    close_connection(shard, &handle);
+    close_connection(owner, &handle);
     handle.close(CloseReason::new(CloseCode::Away, REPLACED_CLOSE));
 }

@@ -7,17 +7,24 @@
 use std::cell::{Cell, Ref, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use hearth_sync::ConnId;
 use hearth_wire::{PushIdGenerator, PUSH_ID_RANDOM_CHARS};
 use rustc_hash::FxHashMap;
+use tokio::sync::watch;
 
+use crate::config::ServeConfig;
+use crate::edge::uring::{SendBatch, SendRing};
 use crate::loaded::Loaded;
 use crate::owner::outbound::ConnHandle;
 use crate::owner::volatile_ticks::VolatileTicks;
+use crate::replication::Replication;
 use crate::sse::stream::StreamHandle;
+use hearth_ground::conn_ids::ConnIds;
 use hearth_ground::cross_core::Outgoing;
-use hearth_ground::metrics::ShardCounters;
+use hearth_ground::metrics::{Health, ShardCounters};
+use hearth_ground::rest::cache::RestCache;
 use hearth_persist::{Gate, ShardStore};
 
 /// One session of a database: a WebSocket connection (on this core or another) or an event
@@ -47,7 +54,31 @@ impl Sessions<'_> {
     }
 }
 
+/// What an owner is made of, given by the shard that assembles it.
+pub struct OwnerParts {
+    /// The shard's index, which its log's sequence numbers belong to.
+    pub index: usize,
+    pub config: Rc<ServeConfig>,
+    pub store: Option<ShardStore>,
+    pub gate: Gate,
+    pub outgoing: Outgoing,
+    /// Seeds the randomness of push ids.
+    pub seed: u64,
+    pub counters: Rc<ShardCounters>,
+    /// The core's connection ids, shared with its edge.
+    pub ids: Rc<ConnIds>,
+    /// The server's health, which a failed log marks.
+    pub health: Arc<Health>,
+    pub shutdown: watch::Receiver<bool>,
+    /// The core's batched socket sends (`--io-uring-sends`), shared with its edge.
+    pub sends: Option<Rc<SendRing>>,
+    /// Log shipping to followers and from owners, in a cluster (`replica`).
+    pub replication: Option<Replication>,
+}
+
 pub struct Owner {
+    index: usize,
+    config: Rc<ServeConfig>,
     databases: RefCell<HashMap<String, Loaded>>,
     /// The shard's log and snapshots; `None` with `--durability none`.
     store: Option<ShardStore>,
@@ -69,30 +100,84 @@ pub struct Owner {
     /// Volatile changes and the replies they hold, until the owner's next tick.
     volatile: VolatileTicks,
     counters: Rc<ShardCounters>,
+    ids: Rc<ConnIds>,
+    /// Serialized answers of large REST reads, served while their data is unchanged.
+    rest_cache: RestCache,
+    health: Arc<Health>,
+    shutdown: watch::Receiver<bool>,
+    sends: Option<Rc<SendRing>>,
+    replication: Option<Replication>,
 }
 
 impl Owner {
-    /// An owner of no database yet; `seed` seeds its push ids' randomness.
-    pub fn new(
-        store: Option<ShardStore>,
-        gate: Gate,
-        outgoing: Outgoing,
-        seed: u64,
-        counters: Rc<ShardCounters>,
-    ) -> Owner {
+    /// An owner of no database yet.
+    pub fn new(parts: OwnerParts) -> Owner {
         Owner {
+            index: parts.index,
+            rest_cache: RestCache::new(parts.config.rest_cache_bytes),
+            config: parts.config,
             databases: RefCell::new(HashMap::new()),
-            store,
-            gate: Rc::new(gate),
+            store: parts.store,
+            gate: Rc::new(parts.gate),
             conns: RefCell::new(FxHashMap::default()),
             streams: RefCell::new(FxHashMap::default()),
             by_secret: RefCell::new(HashMap::new()),
-            outgoing: Rc::new(outgoing),
+            outgoing: Rc::new(parts.outgoing),
             push_ids: RefCell::new(PushIdGenerator::new()),
-            random: Cell::new(seed),
+            random: Cell::new(parts.seed),
             volatile: VolatileTicks::default(),
-            counters,
+            counters: parts.counters,
+            ids: parts.ids,
+            health: parts.health,
+            shutdown: parts.shutdown,
+            sends: parts.sends,
+            replication: parts.replication,
         }
+    }
+
+    /// The shard's index, which the log's sequence numbers and connection ids belong to.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    pub fn config(&self) -> &Rc<ServeConfig> {
+        &self.config
+    }
+
+    /// What the shard counts for `/metrics`.
+    pub fn counters(&self) -> &Rc<ShardCounters> {
+        &self.counters
+    }
+
+    /// A new connection or event-stream id, unique in the server.
+    pub fn next_conn_id(&self) -> ConnId {
+        self.ids.next()
+    }
+
+    /// Serialized answers of large REST reads, served while their data is unchanged.
+    pub fn rest_cache(&self) -> &RestCache {
+        &self.rest_cache
+    }
+
+    /// The server's health, which a failed log marks.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// The shutdown signal, for the owner's tasks.
+    pub fn shutdown(&self) -> watch::Receiver<bool> {
+        self.shutdown.clone()
+    }
+
+    /// Opens a batch of socket sends: what is written to this core's sockets until it is
+    /// dropped leaves together (`edge::uring`); `None` without `--io-uring-sends`.
+    pub fn send_batch(&self) -> Option<SendBatch> {
+        self.sends.as_ref().map(SendRing::batch)
+    }
+
+    /// Log shipping to followers and from owners, in a cluster.
+    pub fn replication(&self) -> Option<&Replication> {
+        self.replication.as_ref()
     }
 
     /// The loaded databases, borrowed for reading.
@@ -102,7 +187,7 @@ impl Owner {
 
     /// Runs `f` on the database `namespace` if it is loaded. The map is borrowed only while
     /// `f` runs, which cannot await, so no borrow outlives a step of the database; `f` must
-    /// not reach the map again (through `Shard::with_database` and the like).
+    /// not reach the map again (through [`Owner::with_database`] and the like).
     pub fn with_loaded<R>(&self, namespace: &str, f: impl FnOnce(&mut Loaded) -> R) -> Option<R> {
         self.databases.borrow_mut().get_mut(namespace).map(f)
     }
@@ -230,5 +315,32 @@ impl Owner {
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
+    }
+}
+
+#[cfg(test)]
+impl Owner {
+    /// The owner of shard 0 of 1, in memory, for tests: its batches for other cores go
+    /// nowhere and its shutdown never comes.
+    pub fn for_tests(config: ServeConfig) -> Rc<Owner> {
+        use std::hash::{BuildHasher, Hasher};
+        let seed = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let (_stop, shutdown) = watch::channel(false);
+        Rc::new(Owner::new(OwnerParts {
+            index: 0,
+            config: Rc::new(config),
+            store: None,
+            gate: Gate::open(),
+            outgoing: Outgoing::new(vec![tokio::sync::mpsc::unbounded_channel().0]),
+            seed,
+            counters: Rc::default(),
+            ids: Rc::new(ConnIds::new(0, 1)),
+            health: Arc::default(),
+            shutdown,
+            sends: None,
+            replication: None,
+        }))
     }
 }

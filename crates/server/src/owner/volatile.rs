@@ -14,7 +14,7 @@ use std::time::Duration;
 use hearth_sync::Effects;
 
 use crate::owner::effects::route_effects;
-use crate::shard::Shard;
+use crate::owner::Owner;
 use hearth_net::time::now_ms;
 
 pub use crate::config::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};
@@ -32,20 +32,18 @@ pub fn next_tick(now_ms: u64, period_ms: u64) -> u64 {
 }
 
 /// Pushes the volatile changes of every database of this owner, then the replies they held.
-pub fn flush(shard: &Shard) {
-    let dirty = shard.owner.volatile().take_dirty();
+pub fn flush(owner: &Owner) {
+    let dirty = owner.volatile().take_dirty();
     if dirty.is_empty() {
         return;
     }
     for namespace in dirty {
         let mut effects = Effects::new();
-        shard
-            .owner
-            .with_loaded(&namespace, |database| database.flush_volatile(&mut effects));
-        route_effects(shard, &namespace, effects);
-        for (conn, reply) in shard.owner.volatile().take_held(&namespace) {
+        owner.with_loaded(&namespace, |database| database.flush_volatile(&mut effects));
+        route_effects(owner, &namespace, effects);
+        for (conn, reply) in owner.volatile().take_held(&namespace) {
             // A connection that ended meanwhile has nobody to tell.
-            if let Some(handle) = shard.owner.session(conn) {
+            if let Some(handle) = owner.session(conn) {
                 handle.send_text(reply);
             }
         }
@@ -54,13 +52,13 @@ pub fn flush(shard: &Shard) {
 
 /// The owner's tick: sleeps while nothing is dirty, else flushes on each tick boundary. Ends
 /// with the server, after a last flush.
-pub async fn tick_loop(shard: Rc<Shard>) {
-    let period = period_ms(shard.config.volatile_hz);
-    let mut shutdown = shard.shutdown.clone();
+pub async fn tick_loop(owner: Rc<Owner>) {
+    let period = period_ms(owner.config().volatile_hz);
+    let mut shutdown = owner.shutdown();
     loop {
-        if shard.owner.volatile().is_idle() {
+        if owner.volatile().is_idle() {
             tokio::select! {
-                _ = shard.owner.volatile().woken() => {}
+                _ = owner.volatile().woken() => {}
                 _ = shutdown.changed() => break,
             }
         }
@@ -70,9 +68,9 @@ pub async fn tick_loop(shard: Rc<Shard>) {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             _ = shutdown.changed() => break,
         }
-        flush(&shard);
+        flush(&owner);
     }
-    flush(&shard);
+    flush(&owner);
 }
 
 #[cfg(test)]

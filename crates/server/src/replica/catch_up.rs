@@ -13,8 +13,8 @@
 
 use crate::loaded::Loaded;
 use crate::owner::durability::load_evicted;
-use crate::replica::replication::Replication;
-use crate::replica::shipper::MAX_IN_FLIGHT_BYTES;
+use crate::replication::shipper::MAX_IN_FLIGHT_BYTES;
+use crate::replication::Replication;
 use crate::shard::Shard;
 use hearth_net::time::now_ms;
 
@@ -68,10 +68,10 @@ pub fn run(shard: &Shard, replication: &Replication) -> bool {
             // Read for the copy and dropped after it: loading every idle database a
             // follower lacks into memory for the eviction delay could hold more than fits.
             loads += 1;
-            let Some(mut loaded) = load_evicted(shard, name, now_ms()) else {
+            let Some(mut loaded) = load_evicted(&shard.owner, name, now_ms()) else {
                 continue;
             };
-            shard.fence(&mut loaded);
+            shard.owner.fence(&mut loaded);
             bytes += copy(shard, replication, &loaded);
         } else if let Some(loaded) = shard.owner.databases().get(name) {
             bytes += copy(shard, replication, loaded);

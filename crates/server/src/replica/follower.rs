@@ -52,7 +52,7 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
         return None;
     }
     let now = now_ms();
-    let (failure, local) = shard.with_database(namespace, |loaded| {
+    let (failure, local) = shard.owner.with_database(namespace, |loaded| {
         if reset && shard.owner.store().is_some() {
             super::divergent::keep_replaced(&shard.config.data_dir, loaded, logged, &decoded);
         }
@@ -71,7 +71,7 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
                         .map(|store| loaded.log_to(store, RecordRef::Write(write)))
                 }
                 RecordBody::Rules(text) => {
-                    shard.apply_rules(loaded, Some(Arc::clone(text)), now);
+                    shard.owner.apply_rules(loaded, Some(Arc::clone(text)), now);
                     shard
                         .owner
                         .store()
@@ -96,7 +96,7 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
         (failure, local)
     });
     if let Some(reason) = failure {
-        crate::owner::durability::report_failure(shard, reason);
+        crate::owner::durability::report_failure(&shard.owner, reason);
         return None;
     }
     Some(local)

@@ -24,7 +24,7 @@ use hearth_cluster::keys::MoveValue;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::replica::replication::Replication;
+use crate::replication::Replication;
 use crate::shard::Shard;
 use hearth_ground::cross_core::MoveCause;
 use hearth_ground::replica_messages::ReplicationMode;
@@ -67,7 +67,7 @@ pub fn check(shard: &Rc<Shard>, replication: &Replication) {
 /// Steps 1 to 4 above; the new epoch, or why the database stays.
 async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Result<u64, String> {
     let (Some(placement), Some(replication)) =
-        (shard.config.cluster.as_ref(), shard.replication.as_ref())
+        (shard.config.cluster.as_ref(), shard.owner.replication())
     else {
         return Err("this node is not in an etcd cluster".to_owned());
     };
@@ -80,9 +80,10 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         .filter(|node| nodes.directory().id(*node).as_deref() == Some(request.to.as_str()))
         .ok_or_else(|| format!("its follower is not {} any more", request.to))?;
     let seq = shard
+        .owner
         .with_existing_database(namespace, |loaded| {
             loaded.moving = Some(request.epoch);
-            shard.fence(loaded);
+            shard.owner.fence(loaded);
             loaded.seq.clone()
         })
         .ok_or("the database is not on this node")?;
@@ -103,7 +104,7 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         }
         shard.owner.with_loaded(namespace, |loaded| {
             loaded.moving = None;
-            shard.fence(loaded);
+            shard.owner.fence(loaded);
         });
         Err(why)
     };
@@ -149,7 +150,7 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
             loaded.moving = None;
         }
         // Handed over: the claim in the view is the follower's, and the fence says so.
-        shard.fence(loaded);
+        shard.owner.fence(loaded);
     });
     result
 }

@@ -21,9 +21,6 @@ mod catch_up;
 mod divergent;
 mod follower;
 mod hand_over;
-mod pending;
-pub mod replication;
-pub mod shipper;
 mod sync_set;
 
 use std::rc::Rc;
@@ -32,18 +29,18 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
+use crate::replication::shipper::Event;
+use crate::replication::Replication;
 use crate::shard::Shard;
 use hearth_ground::replica_messages::{ReplicaIn, ReplicationMode};
 use hearth_net::time::now_ms;
-use replication::Replication;
-use shipper::Event;
 
 /// How often a shard looks at its links, its followers' timeouts and its lag.
 const TICK: Duration = Duration::from_millis(100);
 
 /// What the link brought for replication.
 pub fn on_message(shard: &Shard, message: ReplicaIn) {
-    let Some(replication) = &shard.replication else {
+    let Some(replication) = shard.owner.replication() else {
         return;
     };
     match message {
@@ -101,7 +98,7 @@ fn release(shard: &Shard) {
         return;
     };
     let durable = store.pipeline.borrow().durable();
-    crate::owner::durability::on_durable(shard, durable);
+    crate::owner::durability::on_durable(&shard.owner, durable);
 }
 
 /// Runs until the shard's runtime stops: follows the links' state, stops waiting for
@@ -109,7 +106,7 @@ fn release(shard: &Shard) {
 /// lack and starts the moves asked for (under `--replication off`, only the last, which
 /// are refused).
 pub async fn run(shard: Rc<Shard>) {
-    let Some(replication) = shard.replication.as_ref() else {
+    let Some(replication) = shard.owner.replication() else {
         return;
     };
     let mut tick = tokio::time::interval(TICK);

@@ -27,8 +27,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{info, warn};
 
 use crate::owner::outbound::ConnHandle;
-use crate::replica::replication::Replication;
-use crate::replica::shipper::Shipper;
+use crate::replication::shipper::Shipper;
+use crate::replication::Replication;
 use crate::shard::Shard;
 use hearth_ground::close::{CloseReason, OWNER_MOVED_CLOSE};
 
@@ -108,7 +108,7 @@ fn reconcile(shard: &Rc<Shard>, replication: &Replication) {
                 "changing sync sets in etcd; tried again"
             );
         }
-        if let Some(replication) = &shard.replication {
+        if let Some(replication) = shard.owner.replication() {
             let mut pending = replication.pending_sets.borrow_mut();
             for name in &names {
                 pending.remove(name.as_str());
@@ -281,8 +281,8 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
     let rolled_back = shard.owner.with_loaded(namespace, |loaded| {
         super::divergent::keep_given_up(&shard.config.data_dir, loaded);
         let rules = loaded.roll_back(first.saturating_sub(1));
-        shard.apply_rules(loaded, rules, now);
-        let tree = super::replication::whole_tree(loaded);
+        shard.owner.apply_rules(loaded, rules, now);
+        let tree = crate::replication::whole_tree(loaded);
         loaded.log_to(store, RecordRef::Write(&tree))?;
         let epoch = loaded
             .epoch
@@ -295,7 +295,7 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
         Ok::<(), hearth_store::StoreError>(())
     });
     if let Some(Err(error)) = rolled_back {
-        crate::owner::durability::report_failure(shard, error.to_string());
+        crate::owner::durability::report_failure(&shard.owner, error.to_string());
     }
 }
 

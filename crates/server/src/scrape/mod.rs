@@ -27,7 +27,7 @@ pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 /// What the shards, the scrapes and the health checks share: the shards' inboxes, the HTTP
 /// budgets and the server's health.
 pub struct Observer {
-    pub health: Health,
+    pub health: Arc<Health>,
     http: SharedBudgets,
     shards: OnceLock<Vec<mpsc::UnboundedSender<ShardMessage>>>,
     /// This node's placement, in a cluster: its claims and lease age are scraped from it.
@@ -53,7 +53,7 @@ impl std::fmt::Debug for Observer {
 impl Observer {
     pub fn new(http: SharedBudgets) -> Arc<Observer> {
         Arc::new(Observer {
-            health: Health::default(),
+            health: Arc::new(Health::default()),
             http,
             shards: OnceLock::new(),
             cluster: OnceLock::new(),

@@ -13,7 +13,7 @@ pub mod stream;
 use std::rc::Rc;
 use std::time::Duration;
 
-use hearth_sync::{AuthState, ConnId, Effects, Request};
+use hearth_sync::{AuthState, ConnId};
 use hyper::header::HeaderValue;
 use hyper::Response;
 use tokio::sync::oneshot;
@@ -23,18 +23,13 @@ pub use stream::StreamHandle;
 
 use crate::edge::http_body::HearthBody;
 use crate::edge::EdgeTarget;
-use crate::owner::effects::route_effects;
-use crate::owner::rest::reply_error;
 use crate::owner::sessions;
+use crate::owner::streams::{new_handle, start};
 use crate::shard::Shard;
 use hearth_ground::cross_core::ToOwner;
-use hearth_ground::rest::{DataRequest, RestRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
+use hearth_ground::rest::{DataRequest, RestRequest, RestResponse};
 use hearth_net::time::now_ms;
 use hearth_persist::Tagger;
-
-/// The tag of a stream's filtered listen. A stream holds exactly one listen, so any constant
-/// will do; the engine needs a tag to tell filtered listens apart.
-const STREAM_TAG: u64 = 1;
 
 /// Opens a stream whose database this shard owns, for an HTTP connection on this shard. The
 /// first event is the `put` of the whole current value (or query result) at the stream's
@@ -49,33 +44,19 @@ pub fn open_stream(
     request: &DataRequest,
 ) -> Result<Response<HearthBody>, RestResponse> {
     let id = shard.next_conn_id();
-    let handle = new_handle(shard, id, namespace, request)?.counted_in(shard.config.http.clone());
+    let handle =
+        new_handle(&shard.owner, id, namespace, request)?.counted_in(shard.config.http.clone());
     let handle = Rc::new(handle);
     // From here on, dropping the body ends the session.
-    let owner = shard.clone();
+    let owner = shard.owner.clone();
     let body = StreamBody::new(
         handle.clone(),
         Box::new(move |handle: &StreamHandle| sessions::close_stream(&owner, handle)),
         shard.config.sse_keep_alive,
         expires_in(auth_expires_at),
     );
-    start(shard, handle, auth, request)?;
+    start(&shard.owner, handle, auth, request)?;
     Ok(response(body))
-}
-
-/// Opens the session of a stream whose HTTP connection core `edge` holds (`link::ToOwner`):
-/// its released events go to that core's queue for the stream.
-pub fn open_stream_for_edge(
-    shard: &Rc<Shard>,
-    id: ConnId,
-    edge: usize,
-    namespace: &str,
-    auth: AuthState,
-    request: &DataRequest,
-) -> Result<(), RestResponse> {
-    let handle =
-        new_handle(shard, id, namespace, request)?.held_by(edge, shard.owner.outgoing().clone());
-    start(shard, Rc::new(handle), auth, request)
 }
 
 /// Opens a stream whose database another shard owns, for an HTTP connection on this shard:
@@ -152,73 +133,6 @@ pub fn hold_remote_stream(
 fn expires_in(auth_expires_at: Option<u64>) -> Option<Duration> {
     auth_expires_at
         .map(|at| Duration::from_millis(at.saturating_mul(1000).saturating_sub(now_ms())))
-}
-
-/// The owner's queue of a new stream, unless what it would start with is too large.
-fn new_handle(
-    shard: &Shard,
-    id: ConnId,
-    namespace: &str,
-    request: &DataRequest,
-) -> Result<StreamHandle, RestResponse> {
-    let path = &request.target.path;
-    let current_bytes = shard
-        .owner
-        .databases()
-        .get(namespace)
-        .map_or(0, |database| database.root().get(path).estimated_bytes());
-    if current_bytes > MAX_REST_RESPONSE_BYTES {
-        return Err(RestResponse::error(
-            400,
-            "Data requested exceeds the maximum size that can be accessed with a single request.",
-        ));
-    }
-    Ok(StreamHandle::new(
-        id,
-        namespace.to_owned(),
-        path.clone(),
-        request.style.export,
-        shard.tagger(namespace),
-    )
-    .counted_by(shard.counters.clone()))
-}
-
-/// Registers the stream as a session of its database and listens at its path; the first
-/// event is queued. A refused listen ends the session at once.
-fn start(
-    shard: &Rc<Shard>,
-    handle: Rc<StreamHandle>,
-    auth: AuthState,
-    request: &DataRequest,
-) -> Result<(), RestResponse> {
-    let id = handle.id;
-    let namespace = handle.namespace.clone();
-    shard.owner.add_stream(handle.clone());
-    let query = request
-        .query
-        .as_ref()
-        .map(|query| query.params.clone())
-        .unwrap_or_default();
-    let tag = query.is_filtered().then_some(STREAM_TAG);
-    let mut effects = Effects::new();
-    let reply = shard.with_database(&namespace, |database| {
-        database.connect(id);
-        database.set_auth(id, auth, now_ms(), &mut effects);
-        let listen = Request::Listen {
-            path: handle.path.clone(),
-            query,
-            query_wire: None,
-            tag,
-            hash: None,
-        };
-        database.handle(id, listen, now_ms(), &mut effects)
-    });
-    route_effects(shard, &namespace, effects);
-    if !reply.is_ok() {
-        sessions::close_stream(shard, &handle);
-        return Err(reply_error(reply));
-    }
-    Ok(())
 }
 
 /// The answer that starts an event stream.

@@ -280,7 +280,7 @@ async fn handle_here(
     edge.cork();
     let mut refused = None;
     for message in messages {
-        let handled = match on_message(shard, session, message) {
+        let handled = match on_message(&shard.owner, session, message) {
             Ok(Handled::Done) => Ok(()),
             // A message waiting for the cluster's claim on its database (none is longer
             // than the stream's limit): the next ones wait behind it.
@@ -288,7 +288,7 @@ async fn handle_here(
                 edge.uncork();
                 let decoded = finish_deferred(deferred).await;
                 edge.cork();
-                on_deferred_decoded(shard, session, decoded)
+                on_deferred_decoded(&shard.owner, session, decoded)
             }
             Err(reason) => Err(reason),
         };

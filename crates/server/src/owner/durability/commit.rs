@@ -17,8 +17,8 @@ use tracing::warn;
 use super::failure::{handle_failure, report_failure};
 use super::snapshots::maintain;
 use crate::loaded::Loaded;
+use crate::owner::Owner;
 use crate::owner::Session;
-use crate::shard::Shard;
 use hearth_net::time::now_ms;
 use hearth_persist::{Durability, Gate, Release, ShardStore};
 
@@ -33,8 +33,8 @@ const SLOW_SYNC: Duration = Duration::from_millis(100);
 const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
 
 /// Runs until the shard's runtime stops.
-pub async fn commit_loop(shard: Rc<Shard>) {
-    let Some(store) = shard.owner.store() else {
+pub async fn commit_loop(owner: Rc<Owner>) {
+    let Some(store) = owner.store() else {
         return;
     };
     let batch_interval = match store.config.durability {
@@ -46,19 +46,19 @@ pub async fn commit_loop(shard: Rc<Shard>) {
     // Paced even the first time: until the spare is ready, a rollover makes a small segment
     // on the commit path (milliseconds), which is better than every sync of the first second
     // queueing behind 64 MiB of zeros.
-    make_spare(&shard, SPARE_FILL_PAUSE);
+    make_spare(&owner, SPARE_FILL_PAUSE);
     loop {
         tokio::select! {
             _ = store.appended.notified() => {}
             _ = maintenance.tick() => {
-                maintain(&shard, now_ms());
+                maintain(&owner, now_ms());
                 continue;
             }
         }
         if store.pipeline.borrow().is_failed() {
             let handle = store.pipeline.borrow_mut().take_failure_handling();
             if handle {
-                handle_failure(&shard);
+                handle_failure(&owner);
             }
             continue;
         }
@@ -66,23 +66,23 @@ pub async fn commit_loop(shard: Rc<Shard>) {
             tokio::time::sleep_until(last_sync + interval).await;
             last_sync = Instant::now();
         }
-        commit_pending(&shard).await;
-        make_spare(&shard, SPARE_FILL_PAUSE);
+        commit_pending(&owner).await;
+        make_spare(&owner, SPARE_FILL_PAUSE);
     }
 }
 
 /// Makes the next log segment ahead of time on a blocking thread, so that a rollover renames
 /// a zero-filled file instead of writing 64 MiB of zeros on the commit path.
-fn make_spare(shard: &Rc<Shard>, pause: Duration) {
-    let Some(store) = shard.owner.store() else {
+fn make_spare(owner: &Rc<Owner>, pause: Duration) {
+    let Some(store) = owner.store() else {
         return;
     };
     let Some(job) = store.wal.borrow_mut().prepare_spare() else {
         return;
     };
-    let shard = shard.clone();
+    let owner = owner.clone();
     tokio::task::spawn_local(async move {
-        let Some(store) = shard.owner.store() else {
+        let Some(store) = owner.store() else {
             return;
         };
         match tokio::task::spawn_blocking(move || job.execute_paced(pause)).await {
@@ -97,25 +97,25 @@ fn make_spare(shard: &Rc<Shard>, pause: Duration) {
 }
 
 /// Writes and syncs batches until nothing is pending.
-pub async fn commit_pending(shard: &Shard) {
-    let Some(store) = shard.owner.store() else {
+pub async fn commit_pending(owner: &Owner) {
+    let Some(store) = owner.store() else {
         return;
     };
-    let mut in_flight = start_batch(shard);
+    let mut in_flight = start_batch(owner);
     while let Some((job, bytes, started)) = in_flight.take() {
         let done = match job.await {
             Ok(done) => done,
             Err(error) => {
                 warn!(%error, "the log's sync thread failed");
-                report_failure(shard, format!("the sync thread failed: {error}"));
+                report_failure(owner, format!("the sync thread failed: {error}"));
                 return;
             }
         };
         let elapsed = started.elapsed();
-        shard.counters.log_synced(bytes, elapsed);
+        owner.counters().log_synced(bytes, elapsed);
         if elapsed >= SLOW_SYNC {
             warn!(
-                shard = shard.index,
+                shard = owner.index(),
                 elapsed_ms = elapsed.as_millis() as u64,
                 bytes,
                 "slow log sync: acknowledgements waited for the disk"
@@ -129,12 +129,12 @@ pub async fn commit_pending(shard: &Shard) {
                 // The next sync starts before the released messages are written to their
                 // sockets, so that those writes overlap the disk instead of delaying it.
                 if start_next {
-                    in_flight = start_batch(shard);
+                    in_flight = start_batch(owner);
                 }
-                on_durable(shard, durable);
+                on_durable(owner, durable);
             }
             Err(reason) => {
-                report_failure(shard, reason);
+                report_failure(owner, reason);
                 return;
             }
         }
@@ -150,8 +150,8 @@ type InFlight = (
 
 /// Hands everything appended so far to a blocking thread; `None` when nothing is pending or
 /// the log has failed.
-fn start_batch(shard: &Shard) -> Option<InFlight> {
-    let store = shard.owner.store()?;
+fn start_batch(owner: &Owner) -> Option<InFlight> {
+    let store = owner.store()?;
     match store.prepare_batch() {
         Ok(Some(batch)) => {
             let bytes = batch.byte_len();
@@ -163,7 +163,7 @@ fn start_batch(shard: &Shard) -> Option<InFlight> {
         }
         Ok(None) => None,
         Err(error) => {
-            report_failure(shard, error.to_string());
+            report_failure(owner, error.to_string());
             None
         }
     }
@@ -171,23 +171,23 @@ fn start_batch(shard: &Shard) -> Option<InFlight> {
 
 /// The log is durable up to `durable`: databases remember their durable state, and every
 /// client holding messages up to there is woken.
-pub fn on_durable(shard: &Shard, durable: u64) {
-    let Some(store) = shard.owner.store() else {
+pub fn on_durable(owner: &Owner, durable: u64) {
+    let Some(store) = owner.store() else {
         return;
     };
     // The gate may pass only what the followers have too (`replica`).
-    let released =
-        (shard.replication.as_ref()).map_or(durable, |replication| replication.on_durable(durable));
-    let waiting = shard.owner.with_all(|databases| {
-        release_durable(store, databases, shard.owner.gate(), durable, released)
-    });
-    shard.counters.durable(durable);
+    let released = owner
+        .replication()
+        .map_or(durable, |replication| replication.on_durable(durable));
+    let waiting = owner
+        .with_all(|databases| release_durable(store, databases, owner.gate(), durable, released));
+    owner.counters().durable(durable);
     if waiting.is_empty() {
         return;
     }
     // The released messages to this core's sockets leave together (`--io-uring-sends`).
-    let _sends = shard.edge.send_batch();
-    let sessions = shard.owner.sessions();
+    let _sends = owner.send_batch();
+    let sessions = owner.sessions();
     for id in waiting {
         match sessions.get(id) {
             Some(Session::Socket(handle)) => handle.wake_after_disk(),
@@ -217,8 +217,8 @@ pub fn release_durable(
 
 /// At shutdown: waits for the batch in flight, then writes and syncs what is left on this
 /// thread.
-pub async fn flush_at_shutdown(shard: &Shard) {
-    let Some(store) = shard.owner.store() else {
+pub async fn flush_at_shutdown(owner: &Owner) {
+    let Some(store) = owner.store() else {
         return;
     };
     // A bounded wait: a sync that never returns must not keep the process alive forever.
@@ -231,14 +231,14 @@ pub async fn flush_at_shutdown(shard: &Shard) {
         match committed {
             Ok(durable) => {
                 let durable = store.pipeline.borrow_mut().synced_inline(durable);
-                on_durable(shard, durable);
+                on_durable(owner, durable);
                 return;
             }
             Err(hearth_store::StoreError::Misuse(_)) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             Err(error) => {
-                report_failure(shard, error.to_string());
+                report_failure(owner, error.to_string());
                 return;
             }
         }

@@ -13,11 +13,11 @@ use hearth_sync::{Access, Database, Effects};
 use tracing::{error, info};
 
 use crate::loaded::Loaded;
-use crate::shard::Shard;
+use crate::owner::Owner;
 
 /// Loads `namespace` from its newest snapshot if it was evicted; `None` if it has none.
-pub fn load_evicted(shard: &Shard, namespace: &str, now: u64) -> Option<Loaded> {
-    let store = shard.owner.store()?;
+pub fn load_evicted(owner: &Owner, namespace: &str, now: u64) -> Option<Loaded> {
+    let store = owner.store()?;
     let covered = store.catalog.borrow().newest(namespace)?;
     let started = Instant::now();
     let name = snapshot_name(namespace, covered);
@@ -29,14 +29,14 @@ pub fn load_evicted(shard: &Shard, namespace: &str, now: u64) -> Option<Loaded> 
                 covered,
                 now,
             );
-            shard.apply_rules(&mut loaded, snapshot.rules, now);
+            owner.apply_rules(&mut loaded, snapshot.rules, now);
             // Snapshots hold no volatile data, but an import's snapshot may.
             loaded.engine.drop_volatile_data();
             loaded.durable = loaded.state();
             loaded.on_disk = true;
             info!(
                 namespace,
-                shard = shard.index,
+                shard = owner.index(),
                 elapsed_us = started.elapsed().as_micros() as u64,
                 "database loaded from its snapshot"
             );

@@ -23,32 +23,32 @@ use tracing::error;
 
 use crate::loaded::Loaded;
 use crate::owner::Session;
-use crate::shard::{read_only_reason, Shard};
+use crate::owner::{read_only_reason, Owner};
 use hearth_ground::close::{CloseReason, DISK_FAILED_CLOSE};
 use hearth_net::time::now_ms;
 use hearth_persist::ShardStore;
 
 /// Records a log failure; the commit task handles it.
-pub fn report_failure(shard: &Shard, reason: String) {
-    let Some(store) = shard.owner.store() else {
+pub fn report_failure(owner: &Owner, reason: String) {
+    let Some(store) = owner.store() else {
         return;
     };
     if store.failure().is_none() {
         error!(
-            shard = shard.index,
+            shard = owner.index(),
             "the write-ahead log failed: {reason}. Writes are refused from now on and reads go \
              on; restart the server once the disk is fixed"
         );
-        shard.observer.health.shard_failed(shard.index, &reason);
+        owner.health().shard_failed(owner.index(), &reason);
         store.fail(reason);
-        shard.counters.never_acked();
+        owner.counters().never_acked();
     }
     store.appended.notify_one();
 }
 
 /// Makes every database read-only and rolls back the ones with writes that are not durable.
-pub fn handle_failure(shard: &Shard) {
-    let Some(store) = shard.owner.store() else {
+pub fn handle_failure(owner: &Owner) {
+    let Some(store) = owner.store() else {
         return;
     };
     let Some(reason) = store.failure() else {
@@ -56,13 +56,13 @@ pub fn handle_failure(shard: &Shard) {
     };
     let read_only: Arc<str> = Arc::from(read_only_reason(&reason));
     let now = now_ms();
-    let rolled_back = shard.owner.with_all(|databases| {
+    let rolled_back = owner.with_all(|databases| {
         roll_back_databases(store, databases, &read_only, |loaded, rules| {
-            shard.apply_rules(loaded, rules, now)
+            owner.apply_rules(loaded, rules, now)
         })
     });
     let close = CloseReason::new(CloseCode::Error, DISK_FAILED_CLOSE);
-    for session in shard.owner.sessions().all() {
+    for session in owner.sessions().all() {
         match session {
             Session::Socket(handle) if rolled_back.contains(&handle.namespace) => {
                 handle.discard_held();
@@ -76,7 +76,7 @@ pub fn handle_failure(shard: &Shard) {
         }
     }
     error!(
-        shard = shard.index,
+        shard = owner.index(),
         rolled_back = ?rolled_back,
         "databases are read-only; those with writes that did not reach the disk went back to \
          their durable state and their clients were disconnected"

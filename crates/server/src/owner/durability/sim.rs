@@ -255,7 +255,7 @@ impl Sim {
     }
 
     /// The database `name`, loaded from its snapshot if it was evicted (as
-    /// `Shard::database` does).
+    /// `Owner::with_database` does).
     fn database(&mut self, name: &str) -> &mut Loaded {
         if !self.databases.contains_key(name) {
             let loaded = self.load(name);
@@ -370,7 +370,7 @@ impl Sim {
         let Some(body) = body else {
             panic!("an applied write leaves a log record");
         };
-        // As `Shard::log`: a refused append (the log failed) leaves the write in memory
+        // As `Owner::log`: a refused append (the log failed) leaves the write in memory
         // with an unreachable tag, and reports the failure.
         let seq = match loaded.log_to(&self.store, RecordRef::Write(&body)) {
             Ok(()) => loaded.seq.get(),

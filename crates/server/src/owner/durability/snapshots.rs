@@ -12,18 +12,18 @@ use std::sync::Arc;
 use hearth_store::{remove_files, write_snapshot_with_epoch, SnapshotInfo, StoreError};
 use tracing::{debug, info, warn};
 
-use crate::shard::Shard;
+use crate::owner::Owner;
 use hearth_net::time::now_ms;
 use hearth_persist::{Chore, DatabaseFacts, DurableState, ShardStorage};
 
 /// Runs the chores of a maintenance tick: snapshots the policy asks for, evictions of idle
 /// databases, and the snapshots eviction needs first (the pipeline decides which).
-pub fn maintain(shard: &Rc<Shard>, now: u64) {
-    let Some(store) = shard.owner.store() else {
+pub fn maintain(owner: &Rc<Owner>, now: u64) {
+    let Some(store) = owner.store() else {
         return;
     };
     let chores = {
-        let databases = shard.owner.databases();
+        let databases = owner.databases();
         let catalog = store.catalog.borrow();
         let facts: Vec<DatabaseFacts<'_>> = databases
             .iter()
@@ -34,20 +34,20 @@ pub fn maintain(shard: &Rc<Shard>, now: u64) {
     let mut evicted = Vec::new();
     for chore in chores {
         match chore {
-            Chore::Snapshot(name) => start(shard, &name, now),
+            Chore::Snapshot(name) => start(owner, &name, now),
             Chore::Evict(name) => {
-                shard.owner.remove_database(&name);
+                owner.remove_database(&name);
                 // Its cached answers would hold its old tree in memory.
-                shard.rest_cache.forget(&name);
-                shard
-                    .counters
-                    .rest_cache_held(shard.rest_cache.stats().bytes);
+                owner.rest_cache().forget(&name);
+                owner
+                    .counters()
+                    .rest_cache_held(owner.rest_cache().stats().bytes);
                 evicted.push(name);
             }
         }
     }
     if !evicted.is_empty() {
-        info!(shard = shard.index, databases = ?evicted, "idle databases evicted from memory");
+        info!(shard = owner.index(), databases = ?evicted, "idle databases evicted from memory");
     }
 }
 
@@ -62,13 +62,11 @@ struct Job {
     state: DurableState,
 }
 
-fn job(shard: &Shard, name: &str, now: u64) -> Option<Job> {
-    let store = shard.owner.store()?;
+fn job(owner: &Owner, name: &str, now: u64) -> Option<Job> {
+    let store = owner.store()?;
     let covered = store.pipeline.borrow().snapshot_covers();
     let epoch = store.logged_epoch(name);
-    let state = shard
-        .owner
-        .with_loaded(name, |loaded| loaded.begin_snapshot(now))?;
+    let state = owner.with_loaded(name, |loaded| loaded.begin_snapshot(now))?;
     Some(Job {
         name: Arc::from(name),
         covered,
@@ -77,23 +75,21 @@ fn job(shard: &Shard, name: &str, now: u64) -> Option<Job> {
     })
 }
 
-pub fn start(shard: &Rc<Shard>, name: &str, now: u64) {
-    let Some(job) = job(shard, name, now) else {
+pub fn start(owner: &Rc<Owner>, name: &str, now: u64) {
+    let Some(job) = job(owner, name, now) else {
         return;
     };
-    let shard = shard.clone();
+    let owner = owner.clone();
     tokio::task::spawn_local(async move {
-        let Some(store) = shard.owner.store() else {
+        let Some(store) = owner.store() else {
             return;
         };
         let storage = store.storage.clone();
         let name = job.name.clone();
         let written = tokio::task::spawn_blocking(move || write(&storage, &job)).await;
-        shard
-            .owner
-            .with_loaded(&name, |loaded| loaded.snapshot_running = false);
+        owner.with_loaded(&name, |loaded| loaded.snapshot_running = false);
         match written {
-            Ok(Ok(info)) => after_snapshot(&shard, &info).await,
+            Ok(Ok(info)) => after_snapshot(&owner, &info).await,
             Ok(Err(error)) => {
                 warn!(database = %name, %error, "snapshot failed; the log keeps the data")
             }
@@ -116,8 +112,8 @@ fn write(storage: &ShardStorage, job: &Job) -> Result<SnapshotInfo, StoreError> 
 /// Records a new snapshot, then truncates the log and removes snapshots no longer needed,
 /// in that order, so that a crash in between never leaves a log without a snapshot to start
 /// from.
-async fn after_snapshot(shard: &Shard, info: &SnapshotInfo) {
-    let Some(store) = shard.owner.store() else {
+async fn after_snapshot(owner: &Owner, info: &SnapshotInfo) {
+    let Some(store) = owner.store() else {
         return;
     };
     debug!(
@@ -126,7 +122,7 @@ async fn after_snapshot(shard: &Shard, info: &SnapshotInfo) {
         bytes = info.bytes,
         "snapshot written"
     );
-    shard.counters.snapshot_taken();
+    owner.counters().snapshot_taken();
     let old = store.record_snapshot(info);
     let removal = store.take_truncation();
     let storage = store.storage.clone();
@@ -138,7 +134,7 @@ async fn after_snapshot(shard: &Shard, info: &SnapshotInfo) {
     .await;
     match removed {
         Ok(Ok(segments)) if !segments.is_empty() => {
-            info!(shard = shard.index, segments = ?segments, "log truncated")
+            info!(shard = owner.index(), segments = ?segments, "log truncated")
         }
         Ok(Ok(_)) => {}
         Ok(Err(error)) => warn!(%error, "removing old log segments or snapshots failed"),
@@ -148,16 +144,15 @@ async fn after_snapshot(shard: &Shard, info: &SnapshotInfo) {
 
 /// At shutdown, after the final flush: snapshots every database with records since its last
 /// snapshot, on this thread, so that the next start reads snapshots instead of replaying.
-pub fn snapshot_all(shard: &Shard) {
-    let Some(store) = shard.owner.store() else {
+pub fn snapshot_all(owner: &Owner) {
+    let Some(store) = owner.store() else {
         return;
     };
     if store.failure().is_some() {
         return;
     }
     let now = now_ms();
-    let names: Vec<String> = shard
-        .owner
+    let names: Vec<String> = owner
         .databases()
         .iter()
         .filter(|(_, loaded)| loaded.wal_bytes > 0 && !loaded.snapshot_running)
@@ -165,12 +160,12 @@ pub fn snapshot_all(shard: &Shard) {
         .collect();
     let mut old = Vec::new();
     for name in names {
-        let Some(job) = job(shard, &name, now) else {
+        let Some(job) = job(owner, &name, now) else {
             continue;
         };
         match write(&store.storage, &job) {
             Ok(info) => {
-                shard.counters.snapshot_taken();
+                owner.counters().snapshot_taken();
                 old.extend(store.record_snapshot(&info));
             }
             Err(error) => {

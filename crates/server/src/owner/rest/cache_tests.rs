@@ -5,30 +5,21 @@
 use std::rc::Rc;
 
 use hearth_store::SplitMix64;
-use tokio::sync::{mpsc, watch};
 
 use super::execute::tests::{call, etag};
 use crate::config::ServeConfig;
-use crate::shard::Shard;
+use crate::owner::Owner;
 use hearth_ground::rest::RestResponse;
 
-fn shard_with_cache(bytes: usize) -> Shard {
-    let (_shutdown, receiver) = watch::channel(false);
+fn owner_with_cache(bytes: usize) -> Rc<Owner> {
     let mut config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     config.rest_cache_bytes = bytes;
-    let (sender, _receiver) = mpsc::unbounded_channel();
-    Shard::new(
-        0,
-        Rc::new(config),
-        receiver,
-        vec![sender],
-        vec![mpsc::unbounded_channel().0],
-    )
+    Owner::for_tests(config)
 }
 
 /// (hits, misses) so far.
-fn counts(shard: &Shard) -> (u64, u64) {
-    let snapshot = shard.counters.snapshot();
+fn counts(owner: &Owner) -> (u64, u64) {
+    let snapshot = owner.counters().snapshot();
     (snapshot.rest_cache_hits, snapshot.rest_cache_misses)
 }
 
@@ -40,82 +31,82 @@ fn big(tag: &str) -> String {
     )
 }
 
-fn get(shard: &Shard, path: &str) -> RestResponse {
-    let response = call(shard, "GET", &format!("{path}.json?ns=c"), &[], None);
+fn get(owner: &Owner, path: &str) -> RestResponse {
+    let response = call(owner, "GET", &format!("{path}.json?ns=c"), &[], None);
     assert_eq!(response.status, 200);
     response
 }
 
 /// Reads `path` and tells whether the answer came from the cache.
-fn read_was_hit(shard: &Shard, path: &str) -> (bool, RestResponse) {
-    let before = counts(shard);
-    let response = get(shard, path);
-    let after = counts(shard);
+fn read_was_hit(owner: &Owner, path: &str) -> (bool, RestResponse) {
+    let before = counts(owner);
+    let response = get(owner, path);
+    let after = counts(owner);
     assert_eq!(after.0 + after.1, before.0 + before.1 + 1, "one lookup");
     (after.0 > before.0, response)
 }
 
-fn write(shard: &Shard, method: &str, path: &str, body: &str) {
-    let response = call(shard, method, &format!("{path}.json?ns=c"), &[], Some(body));
+fn write(owner: &Owner, method: &str, path: &str, body: &str) {
+    let response = call(owner, method, &format!("{path}.json?ns=c"), &[], Some(body));
     assert_eq!(response.status, 200, "{method} {path}: {:?}", response.body);
 }
 
 #[test]
 fn a_write_invalidates_the_locations_it_changes_and_no_other() {
-    let shard = shard_with_cache(1 << 20);
-    write(&shard, "PUT", "/a/b", &big("b"));
-    write(&shard, "PUT", "/a/c", &big("c"));
-    assert!(!read_was_hit(&shard, "/a/b").0, "first read");
-    assert!(read_was_hit(&shard, "/a/b").0, "second read");
-    assert!(!read_was_hit(&shard, "/a").0);
+    let owner = owner_with_cache(1 << 20);
+    write(&owner, "PUT", "/a/b", &big("b"));
+    write(&owner, "PUT", "/a/c", &big("c"));
+    assert!(!read_was_hit(&owner, "/a/b").0, "first read");
+    assert!(read_was_hit(&owner, "/a/b").0, "second read");
+    assert!(!read_was_hit(&owner, "/a").0);
     // Beside: /a/c changes, /a/b does not (but /a, above it, does).
-    write(&shard, "PUT", "/a/c/tag", r#""c2""#);
-    assert!(read_was_hit(&shard, "/a/b").0, "a write beside keeps it");
-    let (hit, above) = read_was_hit(&shard, "/a");
+    write(&owner, "PUT", "/a/c/tag", r#""c2""#);
+    assert!(read_was_hit(&owner, "/a/b").0, "a write beside keeps it");
+    let (hit, above) = read_was_hit(&owner, "/a");
     assert!(!hit, "a write below /a changes /a");
     assert!(std::str::from_utf8(&above.body)
         .expect("UTF-8")
         .contains("\"c2\""));
     // Above, without touching /a/b: a PATCH of another child.
-    write(&shard, "PATCH", "/a", r#"{"d": 1}"#);
+    write(&owner, "PATCH", "/a", r#"{"d": 1}"#);
     assert!(
-        read_was_hit(&shard, "/a/b").0,
+        read_was_hit(&owner, "/a/b").0,
         "a write above that keeps /a/b"
     );
     // Below.
-    write(&shard, "PUT", "/a/b/items/c/3", "4");
-    let (hit, below) = read_was_hit(&shard, "/a/b");
+    write(&owner, "PUT", "/a/b/items/c/3", "4");
+    let (hit, below) = read_was_hit(&owner, "/a/b");
     assert!(!hit, "a write below");
     assert!(std::str::from_utf8(&below.body)
         .expect("UTF-8")
         .contains("[1,2,3,4]"));
-    assert!(read_was_hit(&shard, "/a/b").0);
+    assert!(read_was_hit(&owner, "/a/b").0);
     // Above, replacing /a/b with equal data: a new node (a miss unless both are packed with
     // the same bytes, which is the same answer), with the same bytes either way.
-    let before = get(&shard, "/a/b").body;
-    let whole = String::from_utf8(get(&shard, "/a").body.to_vec()).expect("UTF-8");
-    write(&shard, "PUT", "/a", &whole);
-    let (_, after) = read_was_hit(&shard, "/a/b");
+    let before = get(&owner, "/a/b").body;
+    let whole = String::from_utf8(get(&owner, "/a").body.to_vec()).expect("UTF-8");
+    write(&owner, "PUT", "/a", &whole);
+    let (_, after) = read_was_hit(&owner, "/a/b");
     assert_eq!(after.body, before);
     // A delete at the location.
-    write(&shard, "DELETE", "/a/b", "null");
-    assert_eq!(&get(&shard, "/a/b").body[..], b"null");
+    write(&owner, "DELETE", "/a/b", "null");
+    assert_eq!(&get(&owner, "/a/b").body[..], b"null");
 }
 
 #[test]
 fn the_rules_are_checked_before_the_cache_is_consulted() {
-    let shard = shard_with_cache(1 << 20);
-    let owner = [("authorization", "Bearer owner")];
+    let owner = owner_with_cache(1 << 20);
+    let admin = [("authorization", "Bearer owner")];
     let rules = r#"{"rules": {"secret": {".read": "auth != null && auth.uid == 'alice'"}}}"#;
     let set = call(
-        &shard,
+        &owner,
         "PUT",
         "/.settings/rules.json?ns=c",
-        &owner,
+        &admin,
         Some(rules),
     );
     assert_eq!(set.status, 200);
-    let put = call(&shard, "PUT", "/secret.json?ns=c", &owner, Some(&big("s")));
+    let put = call(&owner, "PUT", "/secret.json?ns=c", &admin, Some(&big("s")));
     assert_eq!(put.status, 200);
     // An unsigned mock token of alice (development mode accepts it).
     let alice = [(
@@ -123,18 +114,18 @@ fn the_rules_are_checked_before_the_cache_is_consulted() {
         "Bearer eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJzdWIiOiJhbGljZSIsInVzZXJfaWQiOiJhbGljZSJ9.",
     )];
     for _ in 0..2 {
-        let read = call(&shard, "GET", "/secret.json?ns=c", &alice, None);
+        let read = call(&owner, "GET", "/secret.json?ns=c", &alice, None);
         assert_eq!(read.status, 200);
     }
     assert_eq!(
-        counts(&shard),
+        counts(&owner),
         (1, 1),
         "alice's second read came from the cache"
     );
-    let anonymous = call(&shard, "GET", "/secret.json?ns=c", &[], None);
+    let anonymous = call(&owner, "GET", "/secret.json?ns=c", &[], None);
     assert_eq!(anonymous.status, 401);
     assert_eq!(
-        counts(&shard),
+        counts(&owner),
         (1, 1),
         "a refused read never reaches the cache"
     );
@@ -231,8 +222,8 @@ fn cached_answers_are_the_bytes_of_uncached_ones_under_random_writes() {
     let mut hits = 0;
     for seed in 0..seeds {
         // A budget of a few entries, so that the clock evicts too.
-        let cached = shard_with_cache(64 * 1024);
-        let plain = shard_with_cache(0);
+        let cached = owner_with_cache(64 * 1024);
+        let plain = owner_with_cache(0);
         let mut random = Random(SplitMix64(seed));
         for step in 0..150 {
             if random.below(3) == 0 {

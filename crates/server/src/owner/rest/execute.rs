@@ -16,7 +16,7 @@ use super::answer::{etag_of, reply_error, NULL_ETAG};
 use super::read::read;
 use super::settings::{coverage, get_rules, put_rules};
 use crate::owner::effects::route_effects;
-use crate::shard::Shard;
+use crate::owner::Owner;
 use hearth_ground::rest::{CallOp, DataMethod, DataRequest, RestCall, RestResponse, INVALID_JSON};
 use hearth_net::time::now_ms;
 
@@ -53,8 +53,8 @@ impl LateBody {
 
 /// Runs a call and returns its answer.
 #[cfg(test)]
-pub fn execute(shard: &Shard, call: RestCall) -> RestResponse {
-    let (mut response, late) = execute_split(shard, call);
+pub fn execute(owner: &Owner, call: RestCall) -> RestResponse {
+    let (mut response, late) = execute_split(owner, call);
     if let Some(late) = late {
         response.body = late.render().into();
     }
@@ -63,11 +63,11 @@ pub fn execute(shard: &Shard, call: RestCall) -> RestResponse {
 
 /// Runs a call and returns its answer, whose body may be left to serialize (see
 /// [`OFF_THREAD_ANSWER_BYTES`]).
-fn execute_split(shard: &Shard, call: RestCall) -> (RestResponse, Option<LateBody>) {
+fn execute_split(owner: &Owner, call: RestCall) -> (RestResponse, Option<LateBody>) {
     let response = match call.op {
-        CallOp::RulesGet { strict } => get_rules(shard, &call.namespace, strict),
-        CallOp::RulesPut { text } => put_rules(shard, &call.namespace, text),
-        CallOp::Coverage { html } => coverage(shard, &call.namespace, html),
+        CallOp::RulesGet { strict } => get_rules(owner, &call.namespace, strict),
+        CallOp::RulesPut { text } => put_rules(owner, &call.namespace, text),
+        CallOp::Coverage { html } => coverage(owner, &call.namespace, html),
         CallOp::Data {
             request,
             body,
@@ -75,7 +75,7 @@ fn execute_split(shard: &Shard, call: RestCall) -> (RestResponse, Option<LateBod
             prepared,
         } => {
             if request.method == DataMethod::Get {
-                read(shard, &call.namespace, &call.auth, &request, call.started)
+                read(owner, &call.namespace, &call.auth, &request, call.started)
             } else {
                 let write = Write {
                     namespace: &call.namespace,
@@ -85,7 +85,7 @@ fn execute_split(shard: &Shard, call: RestCall) -> (RestResponse, Option<LateBod
                     prepared,
                     body_bytes,
                 };
-                return write.run(shard);
+                return write.run(owner);
             }
         }
     };
@@ -94,9 +94,9 @@ fn execute_split(shard: &Shard, call: RestCall) -> (RestResponse, Option<LateBod
 
 /// Runs a call and answers once everything the answer may show is durable: the call's own
 /// write, and any earlier write of the database still being synced.
-pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
+pub async fn execute_durable(owner: &Owner, call: RestCall) -> RestResponse {
     let namespace = call.namespace.clone();
-    if let Some(placement) = &shard.config.cluster {
+    if let Some(placement) = &owner.config().cluster {
         // A cluster's new database placed here: the first write waits for this node's
         // claim instead of being refused.
         let writes = match &call.op {
@@ -116,10 +116,10 @@ pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
                 .await;
         }
     }
-    let (mut response, late) = execute_split(shard, call);
-    let seq = shard.owner.required_seq(&namespace);
-    if !shard.owner.gate().passes(seq) {
-        if let Some(store) = shard.owner.store() {
+    let (mut response, late) = execute_split(owner, call);
+    let seq = owner.required_seq(&namespace);
+    if !owner.gate().passes(seq) {
+        if let Some(store) = owner.store() {
             if let Err(reason) = store.wait_durable(seq).await {
                 return RestResponse::error(
                     503,
@@ -127,8 +127,8 @@ pub async fn execute_durable(shard: &Shard, call: RestCall) -> RestResponse {
                 );
             }
             // On this node's disk; with `--replication sync`, on the follower's too.
-            shard.owner.gate().reached(seq).await;
-            if shard.owner.gate().was_abandoned(seq) {
+            owner.gate().reached(seq).await;
+            if owner.gate().was_abandoned(seq) {
                 return RestResponse::error(
                     503,
                     "unavailable: this node lost its claim on the database before the write \
@@ -176,21 +176,21 @@ enum Sent {
 }
 
 impl Write<'_> {
-    fn run(self, shard: &Shard) -> (RestResponse, Option<LateBody>) {
+    fn run(self, owner: &Owner) -> (RestResponse, Option<LateBody>) {
         let namespace = self.namespace;
         let mut effects = Effects::new();
         let mut late = None;
-        let response = shard.with_database(namespace, |database| {
-            self.apply(shard, database, &mut effects, &mut late)
+        let response = owner.with_database(namespace, |database| {
+            self.apply(owner, database, &mut effects, &mut late)
         });
-        route_effects(shard, namespace, effects);
+        route_effects(owner, namespace, effects);
         (response, late)
     }
 
     /// Checks and commits the write; the answer's body may be left in `late`.
     fn apply(
         mut self,
-        shard: &Shard,
+        owner: &Owner,
         database: &mut Database,
         effects: &mut Effects,
         late: &mut Option<LateBody>,
@@ -214,7 +214,7 @@ impl Write<'_> {
         // The engine checks access (and, with If-Match, the right to read) before the hash and
         // before this function looks at the current data, so that a refused caller gets 401
         // whatever the data holds.
-        let sent = match self.sent(shard, body, prepared, now) {
+        let sent = match self.sent(owner, body, prepared, now) {
             Ok(sent) => sent,
             Err(response) => return response,
         };
@@ -268,7 +268,7 @@ impl Write<'_> {
     /// now); the answer to a body that cannot be written.
     fn sent(
         &self,
-        shard: &Shard,
+        owner: &Owner,
         body: Option<Value>,
         prepared: Option<PreparedSet>,
         now: u64,
@@ -285,7 +285,7 @@ impl Write<'_> {
                 let Some(value) = body else {
                     return Err(RestResponse::error(400, INVALID_JSON));
                 };
-                let name = shard.owner.next_push_id(now);
+                let name = owner.next_push_id(now);
                 let Ok(key) = Key::new(&name) else {
                     return Err(RestResponse::error(500, "could not make a push id"));
                 };

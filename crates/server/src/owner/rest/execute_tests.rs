@@ -8,12 +8,10 @@ use hyper::Request;
 use serde_json::json;
 use std::rc::Rc;
 use std::time::Instant;
-use tokio::sync::{mpsc, watch};
 
 /// The value (export form) at `path` of `namespace`.
-pub(crate) fn value_at(shard: &Shard, namespace: &str, path: &str) -> Value {
-    shard
-        .owner
+pub(crate) fn value_at(owner: &Owner, namespace: &str, path: &str) -> Value {
+    owner
         .databases()
         .get(namespace)
         .map(|database| {
@@ -25,32 +23,24 @@ pub(crate) fn value_at(shard: &Shard, namespace: &str, path: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-pub(crate) fn shard() -> Shard {
-    let (_shutdown, receiver) = watch::channel(false);
+pub(crate) fn owner() -> Rc<Owner> {
     let config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
-    let (sender, _receiver) = mpsc::unbounded_channel();
-    Shard::new(
-        0,
-        Rc::new(config),
-        receiver,
-        vec![sender],
-        vec![tokio::sync::mpsc::unbounded_channel().0],
-    )
+    Owner::for_tests(config)
 }
 
 pub(crate) fn call(
-    shard: &Shard,
+    owner: &Owner,
     method: &str,
     uri: &str,
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> RestResponse {
-    call_prepared(shard, method, uri, headers, body, false)
+    call_prepared(owner, method, uri, headers, body, false)
 }
 
 /// [`call`], with the call's body converted ahead as a large body is, when `prepare`.
 pub(crate) fn call_prepared(
-    shard: &Shard,
+    owner: &Owner,
     method: &str,
     uri: &str,
     headers: &[(&str, &str)],
@@ -68,8 +58,8 @@ pub(crate) fn call_prepared(
             Err(response) => return response,
         };
     match make_call(request, body.map(|b| b.as_bytes().to_vec()), Instant::now()) {
-        Ok(call) if prepare => execute(shard, hearth_ground::rest::prepare_large_put(call)),
-        Ok(call) => execute(shard, call),
+        Ok(call) if prepare => execute(owner, hearth_ground::rest::prepare_large_put(call)),
+        Ok(call) => execute(owner, call),
         Err(response) => response,
     }
 }
@@ -88,9 +78,9 @@ pub(crate) fn etag(response: &RestResponse) -> Option<&str> {
 
 #[test]
 fn put_get_patch_delete() {
-    let shard = shard();
+    let owner = owner();
     let put = call(
-        &shard,
+        &owner,
         "PUT",
         "/a.json?ns=t",
         &[],
@@ -99,7 +89,7 @@ fn put_get_patch_delete() {
     assert_eq!(put.status, 200);
     assert_eq!(&put.body[..], br#"{"x":1,"y":[1,2]}"#);
     let patch = call(
-        &shard,
+        &owner,
         "PATCH",
         "/a.json?ns=t",
         &[],
@@ -108,32 +98,32 @@ fn put_get_patch_delete() {
     assert_eq!(patch.status, 200);
     assert_eq!(json_body(&patch)["x"], Value::Null);
     assert!(json_body(&patch)["z/w"].as_u64().is_some());
-    let get = call(&shard, "GET", "/a.json?ns=t", &[], None);
+    let get = call(&owner, "GET", "/a.json?ns=t", &[], None);
     assert_eq!(json_body(&get)["y"], json!([1, 2]));
     assert!(json_body(&get).get("x").is_none());
-    let delete = call(&shard, "DELETE", "/a.json?ns=t", &[], None);
+    let delete = call(&owner, "DELETE", "/a.json?ns=t", &[], None);
     assert_eq!((delete.status, &delete.body[..]), (200, &b"null"[..]));
-    assert_eq!(value_at(&shard, "t", "/a"), Value::Null);
+    assert_eq!(value_at(&owner, "t", "/a"), Value::Null);
 }
 
 #[test]
 fn post_creates_ordered_children() {
-    let shard = shard();
-    let first = json_body(&call(&shard, "POST", "/list.json?ns=t", &[], Some("1")));
-    let second = json_body(&call(&shard, "POST", "/list.json?ns=t", &[], Some("2")));
+    let owner = owner();
+    let first = json_body(&call(&owner, "POST", "/list.json?ns=t", &[], Some("1")));
+    let second = json_body(&call(&owner, "POST", "/list.json?ns=t", &[], Some("2")));
     let (first, second) = (
         first["name"].as_str().expect("a name").to_owned(),
         second["name"].as_str().expect("a name").to_owned(),
     );
     assert!(first < second);
-    assert_eq!(value_at(&shard, "t", &format!("/list/{second}")), json!(2));
+    assert_eq!(value_at(&owner, "t", &format!("/list/{second}")), json!(2));
 }
 
 #[test]
 fn etags_and_conditions() {
-    let shard = shard();
+    let owner = owner();
     let empty = call(
-        &shard,
+        &owner,
         "GET",
         "/c.json",
         &[("x-firebase-etag", "true")],
@@ -141,7 +131,7 @@ fn etags_and_conditions() {
     );
     assert_eq!(etag(&empty), Some(NULL_ETAG));
     let created = call(
-        &shard,
+        &owner,
         "PUT",
         "/c.json",
         &[("if-match", NULL_ETAG)],
@@ -151,7 +141,7 @@ fn etags_and_conditions() {
     let tag = etag(&created).expect("an etag").to_owned();
     assert_ne!(tag, NULL_ETAG);
     let stale = call(
-        &shard,
+        &owner,
         "PUT",
         "/c.json",
         &[("if-match", NULL_ETAG)],
@@ -160,11 +150,11 @@ fn etags_and_conditions() {
     assert_eq!(stale.status, 412);
     assert_eq!(&stale.body[..], b"1");
     assert_eq!(etag(&stale), Some(tag.as_str()));
-    let unchanged = call(&shard, "GET", "/c.json", &[("if-none-match", &tag)], None);
+    let unchanged = call(&owner, "GET", "/c.json", &[("if-none-match", &tag)], None);
     assert_eq!(unchanged.status, 304);
     assert!(unchanged.body.is_empty());
     let changed = call(
-        &shard,
+        &owner,
         "GET",
         "/c.json",
         &[("if-none-match", "other")],
@@ -176,16 +166,16 @@ fn etags_and_conditions() {
 
 #[test]
 fn reads_with_parameters() {
-    let shard = shard();
+    let owner = owner();
     call(
-        &shard,
+        &owner,
         "PUT",
         "/p.json",
         &[],
         Some(r#"{"a": {"age": 3, ".priority": 1}, "b": {"age": 7}, "c": {"age": 9}}"#),
     );
     let query = call(
-        &shard,
+        &owner,
         "GET",
         "/p.json?orderBy=%22age%22&startAt=5&limitToFirst=1",
         &[],
@@ -193,45 +183,45 @@ fn reads_with_parameters() {
     );
     assert_eq!(json_body(&query), json!({"b": {"age": 7}}));
     let none = call(
-        &shard,
+        &owner,
         "GET",
         "/p.json?orderBy=%22age%22&limitToLast=0",
         &[],
         None,
     );
     assert_eq!(&none.body[..], b"null");
-    let shallow = call(&shard, "GET", "/p.json?shallow=true", &[], None);
+    let shallow = call(&owner, "GET", "/p.json?shallow=true", &[], None);
     assert_eq!(
         json_body(&shallow),
         json!({"a": true, "b": true, "c": true})
     );
-    let export = call(&shard, "GET", "/p/a.json?format=export", &[], None);
+    let export = call(&owner, "GET", "/p/a.json?format=export", &[], None);
     assert_eq!(json_body(&export), json!({"age": 3, ".priority": 1}));
-    let priority = call(&shard, "GET", "/p/a/.priority.json", &[], None);
+    let priority = call(&owner, "GET", "/p/a/.priority.json", &[], None);
     assert_eq!(&priority.body[..], b"1");
-    let silent = call(&shard, "GET", "/p.json?print=silent", &[], None);
+    let silent = call(&owner, "GET", "/p.json?print=silent", &[], None);
     assert_eq!((silent.status, silent.body.len()), (204, 0));
-    let jsonp = call(&shard, "GET", "/p/b/age.json?callback=cb", &[], None);
+    let jsonp = call(&owner, "GET", "/p/b/age.json?callback=cb", &[], None);
     assert_eq!(&jsonp.body[..], b"cb(7);");
-    let pretty = call(&shard, "GET", "/p/b.json?print=pretty", &[], None);
+    let pretty = call(&owner, "GET", "/p/b.json?print=pretty", &[], None);
     assert_eq!(&pretty.body[..], b"{\n  \"age\" : 7\n}");
 }
 
 #[test]
 fn bad_writes() {
-    let shard = shard();
+    let owner = owner();
     assert_eq!(
-        call(&shard, "PUT", "/a.json", &[], Some("{nope")).status,
+        call(&owner, "PUT", "/a.json", &[], Some("{nope")).status,
         400
     );
-    assert_eq!(call(&shard, "PUT", "/a.json", &[], Some("")).status, 400);
+    assert_eq!(call(&owner, "PUT", "/a.json", &[], Some("")).status, 400);
     assert_eq!(
-        call(&shard, "PUT", "/a.json", &[], Some(r#"{"b.c": 1}"#)).status,
+        call(&owner, "PUT", "/a.json", &[], Some(r#"{"b.c": 1}"#)).status,
         400
     );
     assert_eq!(
         call(
-            &shard,
+            &owner,
             "PUT",
             "/a.json",
             &[],
@@ -241,12 +231,12 @@ fn bad_writes() {
         400
     );
     assert_eq!(
-        call(&shard, "PATCH", "/a.json", &[], Some("[1]")).status,
+        call(&owner, "PATCH", "/a.json", &[], Some("[1]")).status,
         400
     );
     assert_eq!(
         call(
-            &shard,
+            &owner,
             "PATCH",
             "/a.json",
             &[],
@@ -257,7 +247,7 @@ fn bad_writes() {
     );
     let big = format!("\"{}\"", "x".repeat(2 * 1024 * 1024));
     let too_big = call(
-        &shard,
+        &owner,
         "PUT",
         "/a.json?writeSizeLimit=tiny",
         &[],
@@ -265,28 +255,28 @@ fn bad_writes() {
     );
     assert_eq!(too_big.status, 413);
     call(
-        &shard,
+        &owner,
         "PUT",
         "/a.json?writeSizeLimit=small",
         &[],
         Some(&big),
     );
-    let delete = call(&shard, "DELETE", "/a.json?writeSizeLimit=tiny", &[], None);
+    let delete = call(&owner, "DELETE", "/a.json?writeSizeLimit=tiny", &[], None);
     assert_eq!(delete.status, 413, "deleting 2 MiB costs 2 MiB");
     assert_eq!(
-        call(&shard, "DELETE", "/a.json?writeSizeLimit=small", &[], None).status,
+        call(&owner, "DELETE", "/a.json?writeSizeLimit=small", &[], None).status,
         200
     );
 }
 
 #[test]
 fn priority_targets() {
-    let shard = shard();
-    call(&shard, "PUT", "/a.json", &[], Some("{\"x\":1}"));
-    let set = call(&shard, "PUT", "/a/.priority.json", &[], Some("5"));
+    let owner = owner();
+    call(&owner, "PUT", "/a.json", &[], Some("{\"x\":1}"));
+    let set = call(&owner, "PUT", "/a/.priority.json", &[], Some("5"));
     assert_eq!((set.status, &set.body[..]), (200, &b"5"[..]));
     assert_eq!(
-        value_at(&shard, "default", "/a"),
+        value_at(&owner, "default", "/a"),
         json!({"x": 1, ".priority": 5})
     );
 }

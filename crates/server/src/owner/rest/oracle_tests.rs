@@ -8,9 +8,10 @@ use hearth_tree::{Node, Path};
 use serde_json::{json, Value};
 
 use super::answer::NULL_ETAG;
-use super::execute::tests::{call, etag, json_body, shard, value_at};
-use crate::shard::Shard;
+use super::execute::tests::{call, etag, json_body, owner, value_at};
+use crate::owner::Owner;
 use hearth_ground::rest::RestResponse;
+use std::rc::Rc;
 
 const NS: &str = "t";
 
@@ -26,10 +27,10 @@ fn rules(text: &str) -> Access {
     ))
 }
 
-/// A shard whose database `t` holds `{"secret": secret}` under `access`.
-fn shard_with(access: Access, secret: Value) -> Shard {
-    let shard = shard();
-    shard.with_database(NS, |database| {
+/// A owner whose database `t` holds `{"secret": secret}` under `access`.
+fn owner_with(access: Access, secret: Value) -> Rc<Owner> {
+    let owner = owner();
+    owner.with_database(NS, |database| {
         let mut out = Effects::new();
         let target = WriteTarget::whole(Path::parse("/secret").expect("valid"));
         database
@@ -37,7 +38,7 @@ fn shard_with(access: Access, secret: Value) -> Shard {
             .expect("an admin write");
         database.set_access(access, 0, &mut out);
     });
-    shard
+    owner
 }
 
 fn hash_of(value: Value) -> String {
@@ -60,7 +61,7 @@ fn a_refused_if_match_is_401_whatever_the_data() {
         ("locked", Access::Locked),
         ("write-only", rules(WRITE_ONLY_RULES)),
     ] {
-        let shard = shard_with(access, stored.clone());
+        let owner = owner_with(access, stored.clone());
         let right = hash_of(stored.clone());
         let guesses = [
             ("PUT", "/secret.json", right.as_str()),
@@ -78,7 +79,7 @@ fn a_refused_if_match_is_401_whatever_the_data() {
                 "7"
             };
             let response = call(
-                &shard,
+                &owner,
                 method,
                 &format!("{uri}?ns={NS}"),
                 &[("if-match", guess)],
@@ -87,14 +88,14 @@ fn a_refused_if_match_is_401_whatever_the_data() {
             assert_denied(&response, &format!("{name}: {method} {uri} {guess}"));
         }
         let with_etag = call(
-            &shard,
+            &owner,
             "PUT",
             &format!("/secret.json?ns={NS}"),
             &[("x-firebase-etag", "true")],
             Some("7"),
         );
         assert_denied(&with_etag, &format!("{name}: an ETag asked with a write"));
-        assert_eq!(value_at(&shard, NS, "/secret"), stored, "{name}");
+        assert_eq!(value_at(&owner, NS, "/secret"), stored, "{name}");
     }
 }
 
@@ -102,7 +103,7 @@ fn a_refused_if_match_is_401_whatever_the_data() {
 fn a_refused_write_size_limit_is_401_whatever_the_size() {
     let big = Value::String("x".repeat(2 * 1024 * 1024));
     for stored in [json!(1), big] {
-        let shard = shard_with(Access::Locked, stored.clone());
+        let owner = owner_with(Access::Locked, stored.clone());
         for (method, body) in [
             ("DELETE", None),
             ("PUT", Some("1")),
@@ -112,29 +113,29 @@ fn a_refused_write_size_limit_is_401_whatever_the_size() {
                 "PATCH" => format!("/.json?ns={NS}&writeSizeLimit=tiny"),
                 _ => format!("/secret.json?ns={NS}&writeSizeLimit=tiny"),
             };
-            let response = call(&shard, method, &uri, &[], body);
+            let response = call(&owner, method, &uri, &[], body);
             assert_denied(
                 &response,
                 &format!("{method} over {} bytes", stored.to_string().len()),
             );
         }
-        assert_eq!(value_at(&shard, NS, "/secret"), stored);
+        assert_eq!(value_at(&owner, NS, "/secret"), stored);
     }
 }
 
 #[test]
 fn allowed_callers_still_get_412_and_413() {
-    let shard = shard_with(rules(OPEN_RULES), json!(42));
+    let owner = owner_with(rules(OPEN_RULES), json!(42));
     let uri = format!("/secret.json?ns={NS}");
-    let stale = call(&shard, "PUT", &uri, &[("if-match", NULL_ETAG)], Some("7"));
+    let stale = call(&owner, "PUT", &uri, &[("if-match", NULL_ETAG)], Some("7"));
     assert_eq!((stale.status, json_body(&stale)), (412, json!(42)));
     let right = hash_of(json!(42));
     assert_eq!(etag(&stale), Some(right.as_str()));
-    let empty_etag = call(&shard, "PUT", &uri, &[("if-match", "\"\"")], Some("7"));
+    let empty_etag = call(&owner, "PUT", &uri, &[("if-match", "\"\"")], Some("7"));
     assert_eq!(empty_etag.status, 412, "an empty ETag matches nothing");
     let big = format!("\"{}\"", "x".repeat(2 * 1024 * 1024));
     let too_big = call(
-        &shard,
+        &owner,
         "PUT",
         &format!("{uri}&writeSizeLimit=tiny"),
         &[],
@@ -142,7 +143,7 @@ fn allowed_callers_still_get_412_and_413() {
     );
     assert_eq!(too_big.status, 413);
     let done = call(
-        &shard,
+        &owner,
         "PUT",
         &uri,
         &[("if-match", right.as_str())],
@@ -151,7 +152,7 @@ fn allowed_callers_still_get_412_and_413() {
     assert_eq!((done.status, json_body(&done)), (200, json!(7)));
     assert_eq!(etag(&done), Some(hash_of(json!(7)).as_str()));
     let created = call(
-        &shard,
+        &owner,
         "PUT",
         &format!("/fresh.json?ns={NS}"),
         &[("if-match", NULL_ETAG)],
@@ -162,9 +163,9 @@ fn allowed_callers_still_get_412_and_413() {
 
 #[test]
 fn an_overflowing_increment_is_400_and_keeps_the_value() {
-    let shard = shard_with(rules(OPEN_RULES), json!(1.7e308));
+    let owner = owner_with(rules(OPEN_RULES), json!(1.7e308));
     let response = call(
-        &shard,
+        &owner,
         "PUT",
         &format!("/secret.json?ns={NS}"),
         &[],
@@ -177,15 +178,15 @@ fn an_overflowing_increment_is_400_and_keeps_the_value() {
             Some("invalid server value: the increment would overflow the number stored at the location")
         )
     );
-    assert_eq!(value_at(&shard, NS, "/secret"), json!(1.7e308));
+    assert_eq!(value_at(&owner, NS, "/secret"), json!(1.7e308));
 }
 
 #[test]
 fn a_write_only_caller_gets_back_what_it_sent() {
-    let shard = shard_with(rules(r#"{"rules": {"$key": {".write": true}}}"#), json!(42));
+    let owner = owner_with(rules(r#"{"rules": {"$key": {".write": true}}}"#), json!(42));
     let increment = r#"{".sv": {"increment": 1}}"#;
     let put = call(
-        &shard,
+        &owner,
         "PUT",
         &format!("/secret.json?ns={NS}"),
         &[],
@@ -196,10 +197,10 @@ fn a_write_only_caller_gets_back_what_it_sent() {
         (200, json!({".sv": {"increment": 1}})),
         "not the sum, which would reveal the hidden base"
     );
-    assert_eq!(value_at(&shard, NS, "/secret"), json!(43));
+    assert_eq!(value_at(&owner, NS, "/secret"), json!(43));
     for missing in ["/missing", "/secret"] {
         let priority = call(
-            &shard,
+            &owner,
             "PUT",
             &format!("{missing}/.priority.json?ns={NS}"),
             &[],
@@ -212,7 +213,7 @@ fn a_write_only_caller_gets_back_what_it_sent() {
         );
     }
     let patch = call(
-        &shard,
+        &owner,
         "PATCH",
         &format!("/.json?ns={NS}"),
         &[],
@@ -225,7 +226,7 @@ fn a_write_only_caller_gets_back_what_it_sent() {
             json!({"secret": {".sv": {"increment": 1}}, "missing/.priority": 5})
         )
     );
-    let readable = shard_with(rules(OPEN_RULES), json!(42));
+    let readable = owner_with(rules(OPEN_RULES), json!(42));
     let put = call(
         &readable,
         "PUT",

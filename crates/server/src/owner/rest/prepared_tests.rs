@@ -1,4 +1,4 @@
-//! A large PUT converted into the tree off the shard's thread (`prepare_large_put`), and
+//! A large PUT converted into the tree off the owner's thread (`prepare_large_put`), and
 //! answered with a body serialized later (`LateBody`), must answer and store exactly what the
 //! same PUT does on the ordinary path.
 
@@ -7,10 +7,11 @@ use std::sync::Arc;
 use hearth_sync::{Access, Effects};
 use serde_json::Value;
 
-use super::execute::tests::{call_prepared, shard, value_at};
+use super::execute::tests::{call_prepared, owner, value_at};
 use super::execute::OFF_THREAD_ANSWER_BYTES;
-use crate::shard::Shard;
+use crate::owner::Owner;
 use hearth_ground::rest::{make_call, parse_request, prepare_large_put, CallOp, RestCall};
+use std::rc::Rc;
 use std::time::Instant;
 
 const NS: &str = "t";
@@ -21,21 +22,21 @@ type Headers<'a> = &'a [(&'a str, &'a str)];
 const RULES: &str =
     r#"{"rules": {"open": {".read": true, ".write": true}, "wo": {".write": true}}}"#;
 
-fn shard_with_rules() -> Shard {
-    let shard = shard();
-    shard.with_database(NS, |database| {
+fn owner_with_rules() -> Rc<Owner> {
+    let owner = owner();
+    owner.with_database(NS, |database| {
         let rules = hearth_rules::Rules::parse(RULES).expect("valid test rules");
         database.set_access(Access::Rules(Arc::new(rules)), 0, &mut Effects::new());
     });
-    shard
+    owner
 }
 
 /// What a PUT answers and leaves stored, on the ordinary path or converted ahead.
 fn put(prepare: bool, uri: &str, headers: &[(&str, &str)], body: &str) -> String {
-    let shard = shard_with_rules();
-    let response = call_prepared(&shard, "PUT", uri, headers, Some(body), prepare);
+    let owner = owner_with_rules();
+    let response = call_prepared(&owner, "PUT", uri, headers, Some(body), prepare);
     let path = uri.split(['.', '?']).next().unwrap_or("/");
-    let stored: Value = value_at(&shard, NS, path);
+    let stored: Value = value_at(&owner, NS, path);
     format!(
         "{} {:?} {} | stored {}",
         response.status,

@@ -11,7 +11,7 @@ use hearth_wire::{write_rest_json, write_shallow_json, write_value};
 
 use super::answer::{etag_of, reply_error};
 use crate::loaded::Loaded;
-use crate::shard::Shard;
+use crate::owner::Owner;
 use hearth_ground::rest::cache::{Form, Hit, Lookup};
 use hearth_ground::rest::{DataRequest, RestResponse, JAVASCRIPT, MAX_REST_RESPONSE_BYTES};
 use hearth_net::time::now_ms;
@@ -22,7 +22,7 @@ const TOO_LARGE_TO_READ: &str =
 
 /// Answers a read of `namespace` by `auth`.
 pub fn read(
-    shard: &Shard,
+    owner: &Owner,
     namespace: &str,
     auth: &AuthState,
     request: &DataRequest,
@@ -44,9 +44,9 @@ pub fn read(
     // A database that does not exist is read as a new one would be, with the server's
     // default rules (open or locked) applied, but it is not kept: reading a mistyped name
     // must not make a database of it.
-    let read = shard
+    let read = owner
         .with_existing_database(namespace, checked_read)
-        .unwrap_or_else(|| checked_read(&mut shard.new_database(namespace, now_ms())));
+        .unwrap_or_else(|| checked_read(&mut owner.new_database(namespace, now_ms())));
     let node = match read {
         Ok(node) => node,
         Err(reply) => return reply_error(reply),
@@ -56,7 +56,7 @@ pub fn read(
         .as_ref()
         .is_some_and(|query| query.matches_nothing);
     // A JSONP wrapper, a priority or no body at all is not worth keeping.
-    let cached = shard.rest_cache.is_enabled()
+    let cached = owner.rest_cache().is_enabled()
         && !(matches_nothing
             || request.target.priority_only
             || request.callback.is_some()
@@ -72,10 +72,10 @@ pub fn read(
         },
     };
     let hit = cached
-        .then(|| shard.rest_cache.get(&lookup, &node))
+        .then(|| owner.rest_cache().get(&lookup, &node))
         .flatten();
     if let Some(hit) = &hit {
-        shard.counters.rest_cache_hit(hit.body.len());
+        owner.counters().rest_cache_hit(hit.body.len());
     }
     let (result, body) = match hit {
         Some(hit) => (hit.result, Some(hit.body)),
@@ -92,7 +92,7 @@ pub fn read(
     }
     let body = match body {
         Some(body) => body,
-        None => match render(shard, request, &lookup, node, result, cached) {
+        None => match render(owner, request, &lookup, node, result, cached) {
             Ok(body) => body,
             Err(response) => return response,
         },
@@ -108,7 +108,7 @@ pub fn read(
 /// Serializes the read's `result` (of `node`) unless it is too large to answer, and keeps
 /// the answer in the cache when the read is `cached` and the answer worth keeping.
 fn render(
-    shard: &Shard,
+    owner: &Owner,
     request: &DataRequest,
     lookup: &Lookup<'_>,
     node: Node,
@@ -120,16 +120,16 @@ fn render(
     }
     let body = Bytes::from(render_read(request, &result));
     // Only answers worth keeping count as misses: small ones are never looked for.
-    if cached && shard.rest_cache.would_keep(body.len()) {
+    if cached && owner.rest_cache().would_keep(body.len()) {
         let hit = Hit {
             body: body.clone(),
             result,
         };
-        shard.rest_cache.put(lookup, node, hit);
-        shard.counters.rest_cache_miss();
-        shard
-            .counters
-            .rest_cache_held(shard.rest_cache.stats().bytes);
+        owner.rest_cache().put(lookup, node, hit);
+        owner.counters().rest_cache_miss();
+        owner
+            .counters()
+            .rest_cache_held(owner.rest_cache().stats().bytes);
     }
     Ok(body)
 }

@@ -8,7 +8,7 @@ use hearth_rules::Rules;
 use hearth_sync::{Access, Effects};
 
 use crate::owner::effects::route_effects;
-use crate::shard::Shard;
+use crate::owner::Owner;
 use hearth_ground::rest::RestResponse;
 use hearth_net::time::now_ms;
 
@@ -17,8 +17,8 @@ const OPEN_RULES: &str = "{\"rules\":{\".read\":true,\".write\":true}}";
 const LOCKED_RULES: &str = "{\"rules\":{\".read\":false,\".write\":false}}";
 
 /// `GET`: the text as uploaded, or with `format=strict` as plain JSON without comments.
-pub fn get_rules(shard: &Shard, namespace: &str, strict: bool) -> RestResponse {
-    let text = shard.with_database(namespace, |database| match database.access() {
+pub fn get_rules(owner: &Owner, namespace: &str, strict: bool) -> RestResponse {
+    let text = owner.with_database(namespace, |database| match database.access() {
         Access::Open => OPEN_RULES.to_owned(),
         Access::Locked => LOCKED_RULES.to_owned(),
         Access::Rules(rules) if strict => rules.strict_json().to_owned(),
@@ -29,13 +29,13 @@ pub fn get_rules(shard: &Shard, namespace: &str, strict: bool) -> RestResponse {
 
 /// `PUT`: compiles the document (400 with line and column when it is refused) and makes it
 /// the database's rules.
-pub fn put_rules(shard: &Shard, namespace: &str, text: String) -> RestResponse {
+pub fn put_rules(owner: &Owner, namespace: &str, text: String) -> RestResponse {
     let rules = match Rules::parse(&text) {
         Ok(rules) => rules,
         Err(error) => return RestResponse::error(400, error.to_string()),
     };
     let mut effects = Effects::new();
-    let read_only = shard.with_database(namespace, |database| {
+    let read_only = owner.with_database(namespace, |database| {
         let reason = database.read_only_reason().map(str::to_owned);
         if reason.is_none() {
             database.set_access(Access::Rules(Arc::new(rules)), now_ms(), &mut effects);
@@ -46,22 +46,22 @@ pub fn put_rules(shard: &Shard, namespace: &str, text: String) -> RestResponse {
     if let Some(reason) = read_only {
         return RestResponse::error(503, reason);
     }
-    shard.log_rules(namespace, &text);
-    route_effects(shard, namespace, effects);
+    owner.log_rules(namespace, &text);
+    route_effects(owner, namespace, effects);
     RestResponse::json(200, "{\"status\":\"ok\"}")
 }
 
 /// The rules coverage report of a database (spec: the emulator's `/.inspect/coverage?ns=`):
 /// JSON, or an HTML page. Kept only in development (`--dev`), for databases with rules.
-pub fn coverage(shard: &Shard, namespace: &str, html: bool) -> RestResponse {
-    if !shard.config.dev {
+pub fn coverage(owner: &Owner, namespace: &str, html: bool) -> RestResponse {
+    if !owner.config().dev {
         return RestResponse::error(
             404,
             "rules coverage is kept only in development mode (hearth serve --dev)",
         );
     }
     let title = html.then_some(namespace);
-    match shard.with_database(namespace, |database| database.engine.coverage_report(title)) {
+    match owner.with_database(namespace, |database| database.engine.coverage_report(title)) {
         Some(report) if html => RestResponse {
             content_type: Some("text/html; charset=utf-8"),
             ..RestResponse::json(200, report)

@@ -1,6 +1,10 @@
-//! What a shard holds of replication (`Shard::replication`): as an owner, the state toward its
-//! databases' followers and the shipping of each record; as a follower, the records waiting
-//! for its own log. Below the shard: it takes only the database a record is for.
+//! What a shard holds of replication (`Owner::replication`): as an owner, the state toward its
+//! databases' followers and the shipping of each record (`shipper`); as a follower, the
+//! records waiting for its own log (`pending`). Below the owner, which logs through it, and
+//! below `replica`, the tasks that act on it: it takes only the database a record is for.
+
+pub mod pending;
+pub mod shipper;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -13,12 +17,12 @@ use hearth_sync::{Change, Write, WriteOp};
 use hearth_tree::Path;
 use tracing::warn;
 
-use super::pending::Pending;
-use super::shipper::{Ship, Shipper};
 use crate::loaded::Loaded;
 use hearth_ground::replica_messages::{ReplicaOut, ReplicationMode, ToFollower};
 use hearth_net::time::now_ms;
 use hearth_peer::Nodes;
+use pending::Pending;
+use shipper::{Ship, Shipper};
 
 /// The most bytes of records one message carries: a full copy larger than this is not
 /// shipped (the follower keeps no copy of that database; logged).
@@ -27,11 +31,11 @@ pub const MAX_SHIPPED_BYTES: usize = hearth_peer::codec::MAX_FRAME_BYTES - 64 * 
 /// A shard's replication: as an owner toward its databases' followers, and as a follower of
 /// other nodes' databases.
 pub struct Replication {
-    pub(super) nodes: Arc<Nodes>,
-    pub(super) shipper: RefCell<Shipper>,
-    pub(super) pending: RefCell<Pending>,
+    pub(crate) nodes: Arc<Nodes>,
+    pub(crate) shipper: RefCell<Shipper>,
+    pub(crate) pending: RefCell<Pending>,
     /// The lag last added to the node-wide counters, per node, to add only changes.
-    pub(super) reported: RefCell<Vec<(u64, u64, bool)>>,
+    pub(crate) reported: RefCell<Vec<(u64, u64, bool)>>,
     /// The shard's index, which the owner's sequence numbers belong to.
     shard: u32,
     /// Per node: the last link generation `links_changed` saw up.
@@ -45,11 +49,11 @@ pub struct Replication {
     /// Sync-set changes asked of etcd and not answered yet, by database: the members asked
     /// for (node indexes, this node left out). Records of the database hold for them as for
     /// members already, so that a node being added has every write acknowledged after it.
-    pub(super) pending_sets: RefCell<rustc_hash::FxHashMap<Rc<str>, Vec<usize>>>,
+    pub(crate) pending_sets: RefCell<rustc_hash::FxHashMap<Rc<str>, Vec<usize>>>,
     /// Followers on their way into a database's sync set, by database: the node and the
     /// shard's sequence number when it started. Records after it hold for the node; once it
     /// has acknowledged everything up to it, it is asked into the set (`sync_set`).
-    pub(super) joining: RefCell<rustc_hash::FxHashMap<Rc<str>, (usize, u64)>>,
+    pub(crate) joining: RefCell<rustc_hash::FxHashMap<Rc<str>, (usize, u64)>>,
 }
 
 impl Replication {
