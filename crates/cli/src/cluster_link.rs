@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hearth_server::peer::{LinkSecurity, LinkTls};
 
-use crate::ServeArgs;
+use crate::serve_args::ServeArgs;
 
 /// The flags that decide it.
 pub struct Flags<'a> {

@@ -11,9 +11,8 @@ use tracing::{debug, info, warn};
 
 use crate::etcd::{Compare, Etcd, EtcdError, Put};
 use crate::keys::{self, ClaimValue, MoveValue, NodeValue, SyncValue};
-use crate::placement::{
-    Claim, ClusterConfig, Command, LeaseClock, MemberChange, NodeInfo, Placement, StartError, View,
-};
+use crate::placement::{ClusterConfig, Command, MemberChange, Placement, StartError};
+use crate::view::{Claim, LeaseClock, NodeInfo, View};
 
 impl Placement {
     /// Grants this node's lease and registers it (an error if etcd cannot be reached), then

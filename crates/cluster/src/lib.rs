@@ -16,5 +16,7 @@ pub mod moves;
 mod placement;
 pub mod rendezvous;
 pub mod status;
+mod view;
 
-pub use placement::{Claim, ClusterConfig, MemberChange, NodeInfo, Placement, StartError, View};
+pub use placement::{ClusterConfig, MemberChange, Placement, StartError};
+pub use view::{Claim, NodeInfo, View};

@@ -1,9 +1,8 @@
 //! What the shards read: the cluster as this node last saw it ([`View`]), swapped whole by
 //! the agent thread, and the write permit of fencing ([`Placement::write_refusal`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,8 +11,10 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use crate::etcd::EtcdError;
-use crate::keys::SyncValue;
-use crate::rendezvous;
+use crate::view::{Claim, LeaseClock, NodeInfo, View};
+
+#[path = "placement_fencing.rs"]
+mod fencing;
 
 /// `hearth serve --cluster-etcd URL --node-id ID --advertise ADDR`.
 #[derive(Debug, Clone)]
@@ -32,124 +33,6 @@ pub struct ClusterConfig {
 
 /// The shortest lease etcd grants with its default timing (it raises shorter ones).
 pub const MIN_LEASE_TTL: Duration = Duration::from_secs(2);
-
-/// A live node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeInfo {
-    pub advertise: SocketAddr,
-    pub lease: i64,
-}
-
-/// A database's owner as etcd records it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim {
-    pub node_id: Arc<str>,
-    pub advertise: SocketAddr,
-    /// The fencing epoch: one more than the previous claim of the database, ever.
-    pub epoch: u64,
-    /// The lease the claim is attached to: it ends with that lease.
-    pub lease: i64,
-}
-
-/// This node's lease as its own monotonic clock knows it.
-#[derive(Debug)]
-pub(crate) struct LeaseClock {
-    pub(crate) id: i64,
-    base: Instant,
-    /// When the last request that etcd answered with the lease alive was *sent*
-    /// (nanoseconds after `base`): etcd's countdown restarted later than that, so the lease
-    /// is alive at least until this plus the TTL.
-    confirmed: AtomicU64,
-    /// The lease is known gone (a keep-alive answered without it).
-    lost: AtomicBool,
-}
-
-impl LeaseClock {
-    pub(crate) fn new(id: i64, sent: Instant) -> LeaseClock {
-        let clock = LeaseClock {
-            id,
-            base: sent,
-            confirmed: AtomicU64::new(0),
-            lost: AtomicBool::new(false),
-        };
-        clock.confirm(sent);
-        clock
-    }
-
-    pub(crate) fn confirm(&self, sent: Instant) {
-        let nanos = sent.saturating_duration_since(self.base).as_nanos();
-        self.confirmed
-            .fetch_max(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Release);
-    }
-
-    pub(crate) fn lose(&self) {
-        self.lost.store(true, Ordering::Release);
-    }
-
-    /// How long ago the lease was last confirmed.
-    pub(crate) fn age(&self, now: Instant) -> Duration {
-        let confirmed = self.base + Duration::from_nanos(self.confirmed.load(Ordering::Acquire));
-        now.saturating_duration_since(confirmed)
-    }
-
-    fn valid(&self, now: Instant, window: Duration) -> bool {
-        !self.lost.load(Ordering::Acquire) && self.age(now) < window
-    }
-}
-
-/// The cluster as this node last read it from etcd. Immutable: a change is a new `View`.
-#[derive(Debug, Default)]
-pub struct View {
-    /// Counts the views published; a change of anything makes a new version.
-    pub version: u64,
-    /// The live nodes (those whose key under `/hearth/nodes/` exists), by id.
-    pub nodes: BTreeMap<Arc<str>, NodeInfo>,
-    /// Every claimed database's owner, by namespace.
-    pub claims: HashMap<String, Claim>,
-    /// The moves operators asked for (`hearth cluster move`), by namespace.
-    pub moves: HashMap<String, crate::keys::MoveValue>,
-    /// Each database's sync set (`--replication sync`): the nodes that may claim it next.
-    pub sync: HashMap<String, SyncValue>,
-    pub(crate) lease: Option<Arc<LeaseClock>>,
-}
-
-impl View {
-    /// The live node that rendezvous hashing places `namespace` on: among the members of its
-    /// sync set that are alive when it has one (only they may claim it, so requests must
-    /// reach one of them), else among all the live nodes (the database then waits for a
-    /// member, and the node it is placed on says so).
-    pub fn placed_on(&self, namespace: &str) -> Option<&str> {
-        let live = || self.nodes.keys().map(|id| &**id);
-        if let Some(set) = self.sync.get(namespace) {
-            if let Some(member) = rendezvous::place(live().filter(|id| set.has(id)), namespace) {
-                return Some(member);
-            }
-        }
-        rendezvous::place(live(), namespace)
-    }
-
-    /// The live node that follows `namespace` (keeps a copy of its log): of the live nodes
-    /// other than its owner (its claim's node, else the one it is placed on), the one
-    /// rendezvous hashing places it on; the same runner-up on every node.
-    pub fn follower_of(&self, namespace: &str) -> Option<&str> {
-        let owner = match self.claims.get(namespace) {
-            Some(claim) => Some(&*claim.node_id),
-            None => self.placed_on(namespace),
-        };
-        let others = self
-            .nodes
-            .keys()
-            .map(|id| &**id)
-            .filter(|id| Some(*id) != owner);
-        rendezvous::place(others, namespace)
-    }
-
-    /// Whether `node` may claim `namespace`: always without a sync set for it, else only as
-    /// one of its members (they hold every write acknowledged so far).
-    pub fn may_claim(&self, namespace: &str, node: &str) -> bool {
-        self.sync.get(namespace).is_none_or(|set| set.has(node))
-    }
-}
 
 /// A change of a database's sync set asked by its owner (`Placement::set_members`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -291,9 +174,9 @@ impl Placement {
     /// claims went with it.
     pub fn lease_expired(&self) -> bool {
         let view = self.shared.view.load();
-        view.lease.as_ref().is_none_or(|lease| {
-            lease.lost.load(Ordering::Acquire) || lease.age(Instant::now()) > self.lease_ttl()
-        })
+        view.lease
+            .as_ref()
+            .is_none_or(|lease| lease.is_lost() || lease.age(Instant::now()) > self.lease_ttl())
     }
 
     /// Asks the agent to set the sync sets of `changes` (each only while this node's claim
@@ -369,122 +252,6 @@ impl Placement {
             .count()
     }
 
-    /// `None` when this node may acknowledge a write to `namespace` now: it holds the
-    /// database's claim, under its current lease, and that lease was confirmed within
-    /// [`Placement::write_window`]. Otherwise why not, for the client; when placement
-    /// says the database is this node's and nobody holds it, a claim is asked for, so that
-    /// a retry succeeds.
-    pub fn write_refusal(&self, namespace: &str) -> Option<String> {
-        let view = self.shared.view.load();
-        let me = &*self.shared.node_id;
-        match view.claims.get(namespace) {
-            Some(claim) if &*claim.node_id == me => {
-                let held = view.lease.as_ref().is_some_and(|lease| {
-                    lease.id == claim.lease && lease.valid(Instant::now(), self.write_window())
-                });
-                (!held).then(|| {
-                    format!(
-                        "writes are refused: node {me} cannot confirm its claim on the \
-                         database (epoch {}) with etcd; retry",
-                        claim.epoch
-                    )
-                })
-            }
-            Some(claim) => Some(format!(
-                "writes are refused here: the database is owned by node {} ({}), epoch {}",
-                claim.node_id, claim.advertise, claim.epoch
-            )),
-            None => match view.placed_on(namespace) {
-                Some(placed) if placed == me && !view.may_claim(namespace, me) => {
-                    let members = view
-                        .sync
-                        .get(namespace)
-                        .map(|set| set.members.join(", "))
-                        .unwrap_or_default();
-                    Some(format!(
-                        "writes are refused: node {me} may not take the database over, since \
-                         it may lack acknowledged writes; it waits for one of the nodes that \
-                         hold them all ({members}) to return"
-                    ))
-                }
-                Some(placed) if placed == me => {
-                    self.ask_claim(namespace);
-                    Some(format!(
-                        "writes are refused for now: node {me} is claiming the database; retry"
-                    ))
-                }
-                Some(placed) => Some(format!(
-                    "writes are refused here: the database is placed on node {placed}, which \
-                     has not claimed it yet"
-                )),
-                None => Some("writes are refused: no cluster node is known alive".to_owned()),
-            },
-        }
-    }
-
-    /// `None` when this node may answer reads of `namespace` from its copy: it holds the
-    /// claim under a lease confirmed within [`Placement::write_window`] (no other node can
-    /// have taken the database over and acknowledged a write since), or nobody holds it and
-    /// placement gives it to this node, which may claim it (its copy then has every
-    /// acknowledged write). Otherwise why not: another node may hold newer data.
-    pub fn read_refusal(&self, namespace: &str) -> Option<String> {
-        let view = self.shared.view.load();
-        let me = &*self.shared.node_id;
-        let valid = view
-            .lease
-            .as_ref()
-            .is_some_and(|lease| lease.valid(Instant::now(), self.write_window()));
-        match view.claims.get(namespace) {
-            Some(claim) if &*claim.node_id == me => {
-                let held = valid && view.lease.as_ref().is_some_and(|l| l.id == claim.lease);
-                (!held).then(|| {
-                    format!(
-                        "reads are refused: node {me} cannot confirm its claim on the database \
-                         with etcd, and another node may hold newer data; retry"
-                    )
-                })
-            }
-            Some(claim) => Some(format!(
-                "reads are refused here: the database is owned by node {}",
-                claim.node_id
-            )),
-            None if valid
-                && view.placed_on(namespace) == Some(me)
-                && view.may_claim(namespace, me) =>
-            {
-                None
-            }
-            None => Some(
-                "reads are refused here: this node may lack acknowledged writes of the database"
-                    .to_owned(),
-            ),
-        }
-    }
-
-    /// True while a write to `namespace` here waits only for this node's claim: nobody holds
-    /// the database, placement gives it to this node, and this node's lease is valid. A
-    /// request then waits for the claim ([`Placement::claim_settled`]) rather than being
-    /// refused, so that the first write to a new database succeeds.
-    pub fn claim_pending(&self, namespace: &str) -> bool {
-        let view = self.shared.view.load();
-        let me = &*self.shared.node_id;
-        !view.claims.contains_key(namespace)
-            && view.placed_on(namespace) == Some(me)
-            && view.may_claim(namespace, me)
-            && view
-                .lease
-                .as_ref()
-                .is_some_and(|lease| lease.valid(Instant::now(), self.write_window()))
-    }
-
-    /// Whether this node's view names another node as `namespace`'s owner.
-    pub fn claimed_elsewhere(&self, namespace: &str) -> bool {
-        let view = self.shared.view.load();
-        view.claims
-            .get(namespace)
-            .is_some_and(|claim| *claim.node_id != *self.shared.node_id)
-    }
-
     /// Asks the agent to read etcd again and waits until it publishes a new view, or
     /// `limit` passes (it publishes only what changed).
     pub async fn refreshed(&self, limit: Duration) {
@@ -494,22 +261,6 @@ impl Placement {
             return;
         }
         let _ = tokio::time::timeout(limit, changes.changed()).await;
-    }
-
-    /// Asks for the claim on `namespace` and waits until it is no longer pending (this node
-    /// or another holds it, or placement moved it) or `limit` passes; the caller then checks
-    /// the claim as for any request.
-    pub async fn claim_settled(&self, namespace: &str, limit: Duration) {
-        let mut changes = self.changes();
-        let wait = async {
-            while self.claim_pending(namespace) {
-                self.ask_claim(namespace);
-                if changes.changed().await.is_err() {
-                    return;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(limit, wait).await;
     }
 
     /// Asks the agent to claim `namespace` (it checks again that placement says so).
@@ -578,58 +329,5 @@ impl Placement {
         view.version = version;
         self.shared.view.store(Arc::new(view));
         self.shared.changes.send_replace(version);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_unclaimed_database_is_placed_on_a_live_member_of_its_sync_set() {
-        let info = NodeInfo {
-            advertise: "127.0.0.1:1".parse().expect("address"),
-            lease: 1,
-        };
-        let mut view = View::default();
-        for id in ["a", "b", "c"] {
-            view.nodes.insert(Arc::from(id), info.clone());
-        }
-        let ns = "db";
-        let top = view.placed_on(ns).expect("a node").to_owned();
-        let other = ["a", "b", "c"]
-            .into_iter()
-            .find(|id| *id != top)
-            .expect("another node");
-        // Only `other` holds every acknowledged write: requests must reach it, so that it
-        // claims the database, rather than the top node, which may not.
-        let set = SyncValue {
-            epoch: 2,
-            members: vec![other.to_owned(), "gone".to_owned()],
-        };
-        view.sync.insert(ns.to_owned(), set);
-        assert_eq!(view.placed_on(ns), Some(other));
-        assert!(view.may_claim(ns, other));
-        assert!(!view.may_claim(ns, &top));
-        // No member alive: placed as without a set, and nobody may claim it.
-        view.nodes.remove(other);
-        assert!(view.placed_on(ns).is_some_and(|node| node != other));
-        assert!(!view.may_claim(ns, view.placed_on(ns).expect("a node")));
-    }
-
-    #[test]
-    fn a_lease_is_valid_only_within_the_window_after_its_last_confirmation() {
-        let start = Instant::now();
-        let clock = LeaseClock::new(7, start);
-        let window = Duration::from_secs(2);
-        assert!(clock.valid(start + Duration::from_millis(1999), window));
-        assert!(!clock.valid(start + Duration::from_secs(2), window));
-        clock.confirm(start + Duration::from_secs(1));
-        assert!(clock.valid(start + Duration::from_millis(2999), window));
-        // A confirmation sent earlier than the last one counts for nothing.
-        clock.confirm(start);
-        assert!(!clock.valid(start + Duration::from_secs(3), window));
-        clock.lose();
-        assert!(!clock.valid(start + Duration::from_millis(1001), window));
     }
 }

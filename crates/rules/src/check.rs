@@ -13,92 +13,11 @@ use crate::expr::{split_path, Expr, ExprKind, ListArg, PathArg, QueryProp, SnapM
 use crate::regex;
 use crate::RuleKind;
 
-/// Static types of spec §5.3.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ty {
-    Bool,
-    Num,
-    Str,
-    Null,
-    Snap,
-    Query,
-    /// A data value of unknown primitive type.
-    Prim,
-    /// A value from the auth token: anything.
-    Dyn,
-}
+#[path = "check_types.rs"]
+mod types;
 
-impl Ty {
-    fn name(self) -> &'static str {
-        match self {
-            Ty::Bool => "a boolean",
-            Ty::Num => "a number",
-            Ty::Str => "a string",
-            Ty::Null => "null",
-            Ty::Snap => "a snapshot",
-            Ty::Query => "the query object",
-            Ty::Prim => "a data value of unknown type",
-            Ty::Dyn => "an auth value",
-        }
-    }
-
-    /// Types that exist only as method targets, never as values to compare or combine.
-    /// (Regex and array literals are not typed at all: they are only accepted, syntactically,
-    /// as the arguments of `matches()` and `hasChildren()`.)
-    fn is_structural(self) -> bool {
-        matches!(self, Ty::Snap | Ty::Query)
-    }
-
-    /// Types accepted where a string is expected; `prim`/`dyn` are checked at run time, and
-    /// `null` fails at run time (spec §5.6 lists `root.child(null)` as a runtime error).
-    fn may_be_string(self) -> bool {
-        matches!(self, Ty::Str | Ty::Prim | Ty::Dyn | Ty::Null)
-    }
-
-    fn may_be_number(self) -> bool {
-        matches!(self, Ty::Num | Ty::Prim | Ty::Dyn)
-    }
-}
-
-/// What an expression may refer to.
-pub(crate) struct Scope<'a> {
-    pub kind: RuleKind,
-    /// Wildcards bound on the path to the rule: name (with `$`) and the index of its key.
-    pub wildcards: &'a [(String, usize)],
-}
-
-/// A check failure: byte offset in the expression text and reason.
-pub(crate) type CheckError = (usize, LoadError);
-
-/// A checked node's kind and type; [`check`] gives it the span of its syntax.
-type Checked = Result<(ExprKind, Ty), CheckError>;
-
-const SNAPSHOT_METHODS: &[&str] = &[
-    "val",
-    "child",
-    "parent",
-    "hasChild",
-    "hasChildren",
-    "exists",
-    "getPriority",
-    "isNumber",
-    "isString",
-    "isBoolean",
-];
-
-const STRING_METHODS: &[&str] = &[
-    "contains",
-    "beginsWith",
-    "endsWith",
-    "replace",
-    "toLowerCase",
-    "toUpperCase",
-    "matches",
-];
-
-fn type_error(at: usize, message: impl Into<String>) -> CheckError {
-    (at, LoadError::Type(message.into()))
-}
+use types::{arity, must_call, type_error, Checked, Ty, SNAPSHOT_METHODS, STRING_METHODS};
+pub(crate) use types::{CheckError, Scope};
 
 /// Checks a whole rule: it must be a boolean expression.
 pub(crate) fn check_rule(ast: &Ast, scope: &Scope<'_>) -> Result<Expr, CheckError> {
@@ -327,13 +246,6 @@ fn named_property(expr: Expr, ty: Ty, name: &str, name_at: usize) -> Checked {
     }
 }
 
-fn must_call(at: usize, name: &str) -> CheckError {
-    type_error(
-        at,
-        format!("'{name}' is a method and must be called: {name}()"),
-    )
-}
-
 /// `target[index]` that is not called.
 fn computed(target: &Ast, index: &Ast, scope: &Scope<'_>) -> Checked {
     let (expr, ty) = check(target, scope)?;
@@ -385,22 +297,6 @@ fn call(callee: &Ast, args: &[Ast], at: usize, scope: &Scope<'_>) -> Checked {
         }
         _ => Err((name_at, LoadError::NoSuchMember(name.to_owned()))),
     }
-}
-
-fn arity(name: &str, args: &[Ast], counts: &[usize], at: usize) -> Result<(), CheckError> {
-    if counts.contains(&args.len()) {
-        return Ok(());
-    }
-    let expected = match counts {
-        [0] => "no arguments".to_owned(),
-        [1] => "one argument".to_owned(),
-        [2] => "two arguments".to_owned(),
-        _ => "no arguments or one array of strings".to_owned(),
-    };
-    Err(type_error(
-        at,
-        format!("{name}() takes {expected}, not {}", args.len()),
-    ))
 }
 
 fn snapshot_call(target: Expr, name: &str, args: &[Ast], at: usize, scope: &Scope<'_>) -> Checked {
@@ -524,159 +420,5 @@ fn string_call(target: Expr, name: &str, args: &[Ast], at: usize, scope: &Scope<
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::parser::parse;
-
-    fn scope(kind: RuleKind) -> Scope<'static> {
-        static WILDCARDS: std::sync::LazyLock<Vec<(String, usize)>> =
-            std::sync::LazyLock::new(|| vec![("$uid".to_owned(), 1)]);
-        Scope {
-            kind,
-            wildcards: &WILDCARDS,
-        }
-    }
-
-    fn ok(src: &str) {
-        let ast = parse(src).expect("parses");
-        if let Err((at, reason)) = check_rule(&ast, &scope(RuleKind::Write)) {
-            panic!("{src}: {at}: {reason}");
-        }
-    }
-
-    fn refused_as(kind: RuleKind, src: &str) -> (usize, String) {
-        let ast = parse(src).expect("parses");
-        let (at, reason) = check_rule(&ast, &scope(kind)).expect_err(src);
-        (at, reason.to_string())
-    }
-
-    fn refused(src: &str) -> (usize, String) {
-        refused_as(RuleKind::Write, src)
-    }
-
-    #[test]
-    fn accepts_typical_rules() {
-        ok("auth != null && auth.uid === $uid");
-        ok("newData.hasChildren(['name', 'age']) && newData.child('name').isString()");
-        ok("newData.child('name').val().length < 30");
-        ok("root.child('admins/' + auth.uid).val() === true");
-        ok("root.child('allowed').child(auth.token.email.replace('.', ',')).exists()");
-        ok("newData.val().matches(/^[a-z]+$/i)");
-        ok("auth.foo[$uid] == 1 && auth.roles['admin'] === true");
-        ok("root['exists']() && 'abc'['length'] == 3");
-        ok("query.orderByKey && query.limitToLast <= 20");
-        ok("query['orderByChild'] === 'ts'");
-        ok("data.val() != null && data.getPriority() === 5");
-        ok("(newData.val() + '').matches(/^-?[0-9]+$/)");
-        ok("newData.isString() ? newData.val().length < 5 : newData.val() < 10");
-        ok("-newData.val() < 0 && now - newData.val() % 2 > 0");
-        ok("auth.uid.beginsWith('a') && !auth.uid.contains(newData.val())");
-        ok("root.child(null).exists()");
-        ok("newData.hasChildren(auth.token.required)");
-        ok("(auth == null ? data : newData).exists()");
-    }
-
-    #[test]
-    fn scoping() {
-        assert_eq!(
-            refused_as(RuleKind::Read, "newData.exists()"),
-            (0, "Unknown variable 'newData'.".into())
-        );
-        assert_eq!(
-            refused("skies === 'blue'"),
-            (0, "Unknown variable 'skies'.".into())
-        );
-        assert_eq!(refused("$x === 'y'"), (0, "Unknown variable '$x'.".into()));
-    }
-
-    #[test]
-    fn rule_must_be_boolean() {
-        assert!(refused("7").1.contains("boolean expression"));
-        assert!(refused("auth.uid === 'a' ? 7 : true")
-            .1
-            .contains("boolean expression"));
-        assert!(refused("auth.token.admin").1.contains("auth value"));
-        assert!(refused("newData.val()").1.contains("value"));
-    }
-
-    #[test]
-    fn operator_rules() {
-        assert_eq!(
-            refused("!newData.child('disabled').val()"),
-            (0, "! only operates on booleans.".into())
-        );
-        assert!(refused("auth.admin && true").1.contains("&& only operates"));
-        assert!(refused("root.child('foo') != null")
-            .1
-            .contains("cannot be compared"));
-        assert!(refused("query == null").1.contains("cannot be compared"));
-        assert!(refused("root.val() > true")
-            .1
-            .contains("numbers or strings"));
-        assert!(refused("root.val() > null")
-            .1
-            .contains("numbers or strings"));
-        assert!(refused("1 < 'a'").1.contains("number with a string"));
-        assert!(refused("true + 1 == 2").1.contains("adds numbers"));
-        assert!(refused("'a' - 1 == 2").1.contains("needs numbers"));
-        assert!(refused("-'a' == 2").1.contains("unary '-'"));
-        assert!(refused("(auth == null ? 1 : data).exists()")
-            .1
-            .contains("branches"));
-        assert!(refused("(1 ? true : false)").1.contains("condition"));
-    }
-
-    #[test]
-    fn members_and_methods() {
-        let (at, reason) = refused("newData.isArray()");
-        assert_eq!(
-            (at, reason.as_str()),
-            (8, "No such method/property 'isArray'.")
-        );
-        assert!(refused("root.exists == true").1.contains("must be called"));
-        assert!(refused("root.val().notFound == 1").1.contains("'notFound'"));
-        assert!(refused("auth.foo.notFound()").1.contains("'notFound'"));
-        assert!(refused("query.foo == 1").1.contains("'foo'"));
-        assert!(refused("root['exi' + 'sts']() == false")
-            .1
-            .contains("string literal"));
-        assert!(refused("root[$uid]() == false")
-            .1
-            .contains("string literal"));
-        assert!(refused("'abc'[auth.x] == 1").1.contains("string literal"));
-        assert!(refused("now.foo == 1").1.contains("'foo'"));
-        assert!(refused("'abc'.length() == 3").1.contains("'length'"));
-        assert!(refused("auth() == 1").1.contains("only methods"));
-    }
-
-    #[test]
-    fn argument_rules() {
-        assert!(refused("root.child('s').val().matches('/foo/')")
-            .1
-            .contains("regular expression literal"));
-        assert!(refused("root.hasChildren('foo', 'bar')")
-            .1
-            .contains("no arguments or one array"));
-        assert!(refused("root.hasChildren('foo')")
-            .1
-            .contains("array of strings"));
-        assert!(refused("root.hasChildren(['foo', 7])")
-            .1
-            .contains("takes a string"));
-        assert!(refused("root.hasChildren([])").1.contains("at least one"));
-        assert!(refused("auth.foo.contains(7)").1.contains("takes a string"));
-        assert!(refused("root.child(1).exists()")
-            .1
-            .contains("takes a string"));
-        assert!(refused("root.child().exists()").1.contains("one argument"));
-        assert!(refused("root.exists(1)").1.contains("no arguments"));
-        assert!(refused("'a'.replace('a') == 'b'")
-            .1
-            .contains("two arguments"));
-        assert!(refused("root.val().matches(/(^foo$|bar)/)")
-            .1
-            .contains("regular expression"));
-        assert!(refused("/a/ == 1").1.contains("argument of matches"));
-        assert!(refused("['a'] == 1").1.contains("argument of hasChildren"));
-    }
-}
+#[path = "check_tests.rs"]
+mod tests;
