@@ -15,8 +15,8 @@ use hyper::http::request::Parts;
 use hyper::{Method, Response};
 use sha2::{Digest, Sha256};
 
-use crate::edge::http_body::HearthBody;
 use crate::edge::request_body::read_body;
+use crate::http_body::HearthBody;
 use crate::shard::Shard;
 use hearth_ground::rest::{require_admin, RestResponse};
 

@@ -17,17 +17,23 @@ mod console;
 #[cfg(test)]
 mod cross_core_sim;
 mod edge;
+mod event_stream;
 #[doc(hidden)]
 pub mod fuzzing;
+mod http;
+mod http_body;
 mod loaded;
 mod longpoll;
+mod longpoll_session;
 pub mod offline;
 mod owner;
+mod owner_side;
 mod reload;
 mod replica;
 mod replication;
 pub mod rules_file;
 mod scrape;
+mod serve;
 mod server;
 mod shard;
 mod sse;

@@ -12,19 +12,19 @@ use tokio::task::LocalSet;
 use tracing::{debug, info, warn};
 
 use crate::config::ServeConfig;
-use crate::edge::http::serve_http;
 use crate::edge::socket::Accepted;
-use crate::edge::websocket::serve_websocket;
+use crate::http::serve_http;
+use crate::owner;
 use crate::owner::durability::{commit_loop, flush_at_shutdown, snapshot_all};
 use crate::owner::rest::execute_durable;
 use crate::owner::rest_precheck::refuse_early;
 use crate::scrape::Observer;
+use crate::serve::websocket::serve_websocket;
 use crate::shard::{Queues, Shard};
 use crate::startup::{
     bind, certificates, open_data_dir, prepare_webtransport, spread_queues, start_jwks,
     start_metrics, start_peers, StartError,
 };
-use crate::{edge, owner};
 use hearth_auth::jwks::JwksRefresher;
 use hearth_ground::cross_core::ToEdge;
 use hearth_ground::inbox::ShardMessage;
@@ -401,7 +401,7 @@ async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
 /// Writes the batches other shards' databases send to the connections this shard holds.
 async fn receive_batches(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ToEdge>) {
     while let Some(batch) = receiver.recv().await {
-        edge::on_batch(&shard, batch);
+        crate::serve::on_batch(&shard, batch);
     }
 }
 

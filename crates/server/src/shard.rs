@@ -59,7 +59,7 @@ pub struct Shard {
     /// Every shard's inbox (this one's too), by index.
     peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
     /// The long-polling sessions this core holds (their edge).
-    pub long_polls: crate::longpoll::session::Registry,
+    pub long_polls: crate::longpoll_session::Registry,
     /// The other nodes of a cluster (`--cluster-peers`), when there are any.
     pub nodes: Option<Arc<Nodes>>,
 }

@@ -26,7 +26,7 @@ use tracing::info;
 
 pub use stream::{DESCRIPTION, QUEUE_CHUNKS};
 
-use crate::edge::http_body::HearthBody;
+use crate::http_body::HearthBody;
 use crate::shard::Shard;
 use hearth_ground::rest::RestResponse;
 

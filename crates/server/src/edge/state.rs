@@ -14,7 +14,7 @@ use tracing::warn;
 
 use crate::edge::conn::EdgeConn;
 use crate::edge::uring::{SendBatch, SendRing};
-use crate::sse::stream::StreamHandle;
+use crate::event_stream::StreamHandle;
 use hearth_ground::cross_core::MAX_LINK_BYTES;
 use hearth_ground::metrics::ShardCounters;
 use hearth_net::budget::ShardBudget;

@@ -18,10 +18,7 @@
 //! everything but the transport (rules, listens, onDisconnect, budgets, durability) is the
 //! WebSocket path's.
 
-pub mod script;
 pub mod secondary;
-pub mod segments;
-pub mod session;
 pub mod switch;
 pub mod task;
 
@@ -31,7 +28,7 @@ use hyper::http::request::Parts;
 use hyper::Method;
 use tokio::sync::oneshot;
 
-use crate::longpoll::script::script_answer;
+use crate::longpoll_session::script::{self, script_answer};
 use crate::shard::Shard;
 use hearth_ground::longpoll_request::{parse, Forwarded, LpRequest, SessionRef};
 use hearth_ground::namespace::resolve;

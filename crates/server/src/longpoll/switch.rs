@@ -21,7 +21,7 @@ use hearth_wire::END_OF_TRANSMISSION;
 use tokio::sync::oneshot;
 
 use crate::edge::socket::Outbox;
-use crate::longpoll::session::{same_secret, Handover, LpSession, Secondary};
+use crate::longpoll_session::{same_secret, Handover, LpSession, Secondary};
 use crate::shard::Shard;
 
 /// How long a session that moved to a WebSocket still answers polls (with the close), after
@@ -115,7 +115,7 @@ mod tests {
     use super::*;
     use crate::edge::socket::tests::Recorder;
     use crate::edge::EdgeConn;
-    use crate::longpoll::session::Mailbox;
+    use crate::longpoll_session::Mailbox;
     use crate::owner::outbound::encode_frames;
     use hearth_ground::metrics::ShardCounters;
     use hearth_net::budget::{HttpBudgets, ShardBudget};

@@ -5,10 +5,10 @@ use bytes::Bytes;
 use hearth_sync::{Effect, Effects};
 use hearth_wire::{encode_cancel, encode_push, EncodedPush};
 
+use crate::event_stream::SseFanout;
 use crate::owner::outbound::encode_frames;
 use crate::owner::Owner;
 use crate::owner::Session;
-use crate::sse::stream::SseFanout;
 use hearth_ground::metrics::labels::Channel;
 
 /// Delivers the effects of a step of `namespace`'s database in order: a write goes to the log

@@ -8,10 +8,10 @@ use hearth_sync::{ConnId, Effects};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
+use crate::event_stream::StreamHandle;
 use crate::owner::effects::route_effects;
 use crate::owner::outbound::{ConnHandle, Route};
 use crate::owner::Owner;
-use crate::sse::stream::StreamHandle;
 use hearth_ground::close::{CloseReason, REPLACED_CLOSE};
 use hearth_ground::session_id::may_replace;
 use hearth_net::time::now_ms;

@@ -16,11 +16,11 @@ use tokio::sync::watch;
 
 use crate::config::ServeConfig;
 use crate::edge::uring::{SendBatch, SendRing};
+use crate::event_stream::StreamHandle;
 use crate::loaded::Loaded;
 use crate::owner::outbound::ConnHandle;
 use crate::owner::volatile_ticks::VolatileTicks;
 use crate::replication::Replication;
-use crate::sse::stream::StreamHandle;
 use hearth_ground::conn_ids::ConnIds;
 use hearth_ground::cross_core::Outgoing;
 use hearth_ground::metrics::{Health, ShardCounters};

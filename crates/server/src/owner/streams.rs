@@ -5,11 +5,11 @@ use std::rc::Rc;
 
 use hearth_sync::{AuthState, ConnId, Effects, Request};
 
+use crate::event_stream::StreamHandle;
 use crate::owner::effects::route_effects;
 use crate::owner::rest::reply_error;
 use crate::owner::sessions;
 use crate::owner::Owner;
-use crate::sse::stream::StreamHandle;
 use hearth_ground::rest::{DataRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
 use hearth_net::time::now_ms;
 

@@ -7,9 +7,6 @@
 //! data once per push and gives every stream the same bytes; only the short event head, whose
 //! path is relative to the stream's location, is made once per distinct stream path.
 
-pub mod body;
-pub mod stream;
-
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -18,11 +15,10 @@ use hyper::header::HeaderValue;
 use hyper::Response;
 use tokio::sync::oneshot;
 
-pub use body::{OnEnd, StreamBody};
-pub use stream::StreamHandle;
-
-use crate::edge::http_body::HearthBody;
 use crate::edge::EdgeTarget;
+use crate::event_stream::StreamHandle;
+use crate::http_body::stream_body::{OnEnd, StreamBody};
+use crate::http_body::HearthBody;
 use crate::owner::sessions;
 use crate::owner::streams::{new_handle, start};
 use crate::shard::Shard;

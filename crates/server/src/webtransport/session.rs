@@ -17,13 +17,13 @@ use tracing::{debug, info};
 use wtransport::endpoint::IncomingSession;
 use wtransport::{Connection, RecvStream, VarInt};
 
-use crate::edge::attach::{attach, detach_session, send_to_owner};
-use crate::edge::side::OwnerSide;
 use crate::edge::socket::Transport;
-use crate::edge::websocket::{auth_expired, auth_expiry, handshake, write_stalled};
 use crate::edge::EdgeConn;
 use crate::owner::dispatch::{finish_deferred, on_deferred_decoded, on_message, Handled};
 use crate::owner::outbound::{encode_frames, ConnHandle};
+use crate::owner_side::OwnerSide;
+use crate::serve::attach::{attach, detach_session, send_to_owner};
+use crate::serve::websocket::{auth_expired, auth_expiry, handshake, write_stalled};
 use crate::shard::Shard;
 use crate::webtransport::codec::{classify, listen_request, Bucket, LineReader, Request};
 use crate::webtransport::outlet::{write_lines, Outlet};

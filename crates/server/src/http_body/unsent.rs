@@ -179,8 +179,8 @@ impl WriteGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::edge::http::admit;
-    use crate::edge::http_body::HearthBody;
+    use crate::http::admit;
+    use crate::http_body::HearthBody;
     use bytes::Bytes;
     use hearth_ground::rest::RestResponse;
     use hearth_net::budget::HttpBudgets;

@@ -6,6 +6,9 @@
 //!
 //! This file holds the session's state and what a poll does to it; `task` runs it.
 
+pub mod script;
+pub mod segments;
+
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
@@ -18,14 +21,14 @@ use tokio::sync::{oneshot, Notify};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use crate::edge::side::OwnerSide;
 use crate::edge::socket::{Outbox, Transport};
 use crate::edge::EdgeConn;
-use crate::longpoll::script::{self, script_answer, FrameReader};
-use crate::longpoll::segments::Reassembler;
+use crate::owner_side::OwnerSide;
 use hearth_ground::close::{CloseReason, MAX_OUTBOUND_BYTES};
 use hearth_ground::longpoll_request::Segment;
 use hearth_ground::rest::RestResponse;
+use script::{script_answer, FrameReader};
+use segments::Reassembler;
 
 /// The most bytes of messages in one answer (one message larger than it goes alone). The
 /// SDK polls again as soon as an answer is loaded.

@@ -13,8 +13,8 @@ use hearth_wire::SSE_KEEP_ALIVE;
 use hyper::body::{Body, Frame};
 use tokio::time::Sleep;
 
-use super::stream::StreamHandle;
-use crate::edge::http_unsent::ConnUnsent;
+use crate::event_stream::StreamHandle;
+use crate::http_body::unsent::ConnUnsent;
 
 /// What ends a stream's session once its body is dropped (the owner's side).
 pub type OnEnd = Box<dyn FnOnce(&StreamHandle)>;

@@ -7,10 +7,10 @@ use std::rc::Rc;
 
 use tokio::sync::oneshot;
 
-use crate::edge::side::OwnerSide;
 use crate::edge::{EdgeConn, EdgeTarget};
 use crate::owner::outbound::Route;
 use crate::owner::sessions;
+use crate::owner_side::OwnerSide;
 use crate::shard::Shard;
 use hearth_ground::cross_core::ToOwner;
 

@@ -1,6 +1,9 @@
 //! The body of an HTTP response: a complete buffer, or an event stream that ends only when the
 //! stream is closed.
 
+pub mod stream_body;
+pub mod unsent;
+
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -8,8 +11,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
-use crate::edge::http_unsent::Unsent;
-use crate::sse::body::StreamBody;
+use crate::http_body::stream_body::StreamBody;
+use crate::http_body::unsent::Unsent;
 
 pub enum HearthBody {
     /// A complete answer, with its place in the unsent-answer budgets once counted.

@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use crate::edge::attach::{attach, send_to_owner};
-use crate::edge::side::OwnerSide;
 use crate::edge::upstream::Upstream;
 use crate::edge::EdgeConn;
 use crate::owner::dispatch::{finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
+use crate::owner_side::OwnerSide;
+use crate::serve::attach::{attach, send_to_owner};
 use crate::shard::Shard;
 use hearth_ground::close::CloseReason;
 use hearth_ground::cross_core::{MoveCause, ToOwner};

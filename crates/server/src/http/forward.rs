@@ -11,9 +11,10 @@ use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
 use tokio::sync::oneshot;
 
-use crate::edge::http_body::HearthBody;
+use crate::event_stream::StreamHandle;
+use crate::http_body::HearthBody;
 use crate::shard::Shard;
-use crate::sse::{hold_remote_stream, StreamHandle};
+use crate::sse::hold_remote_stream;
 use hearth_ground::rest::{DataRequest, RestRequest, RestResponse};
 use hearth_peer::codec::RequestHead;
 use hearth_peer::{Forward, RemoteAnswer};

@@ -15,15 +15,15 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info, warn};
 
-use crate::edge::attach::{attach, detach_session, send_to_owner};
-use crate::edge::rehome;
-pub(crate) use crate::edge::side::OwnerSide;
 use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use crate::edge::EdgeConn;
 use crate::owner::dispatch::{
     expire_auth, finish_deferred, on_deferred_decoded, on_message, Handled, LargeMessage,
 };
 use crate::owner::outbound::encode_frames;
+pub(crate) use crate::owner_side::OwnerSide;
+use crate::serve::attach::{attach, detach_session, send_to_owner};
+use crate::serve::rehome;
 use crate::shard::Shard;
 use hearth_ground::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE, UNWRITABLE_DROP};
 use hearth_ground::cross_core::ToOwner;

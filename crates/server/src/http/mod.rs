@@ -9,6 +9,8 @@
 //! channel. An event stream's session lives on the owner, and its released events come back
 //! in the owner's batches for this core (`link`), to a queue that the response body drains.
 
+mod forward;
+
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
@@ -27,10 +29,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tracing::debug;
 
 use crate::console;
-use crate::edge::http_body::HearthBody;
-use crate::edge::http_forward::{forward_rest, forward_stream};
-use crate::edge::http_unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
 use crate::edge::request_body::read_body;
+use crate::http::forward::{forward_rest, forward_stream};
+use crate::http_body::unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
+use crate::http_body::HearthBody;
 use crate::owner::rest::execute_durable;
 use crate::owner::rest_precheck::refuse_early;
 use crate::scrape::answer_on_main_port;
