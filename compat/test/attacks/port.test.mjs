@@ -47,7 +47,7 @@ describe('attack: the port claimed twice', () => {
     assert.equal(code, 1);
     assert.ok(
       stderr.includes(
-        `cannot listen on [127.0.0.1:${h.port}]: Address already in use: another Hearth server listens on port ${h.port}`,
+        `cannot listen on [127.0.0.1:${h.port}]: Address already in use: another Hearth server listens on 127.0.0.1:${h.port}`,
       ),
       stderr,
     );

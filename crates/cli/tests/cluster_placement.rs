@@ -102,8 +102,7 @@ impl Node {
     }
 }
 
-/// A port free on every address: Hearth claims a port whatever the address (`port_claim`),
-/// so a port free on 127.0.0.1 but used by another test's node on 127.0.0.3 would not do.
+/// A port free on every address, so that it is free on the node's own address too.
 fn free_port_everywhere() -> u16 {
     std::net::TcpListener::bind("0.0.0.0:0")
         .and_then(|listener| listener.local_addr())
@@ -146,6 +145,67 @@ fn start_node(etcd: &Etcd, dir: &Path, index: u8) -> Node {
     }
     let log = std::fs::read_to_string(dir.join(format!("{id}.log"))).unwrap_or_default();
     panic!("node {id} did not start: {log}");
+}
+
+/// Three linked nodes `n1`-`n3` on 127.0.0.2-4, all on one HTTP port and one link port, as a
+/// user running a cluster on one host would start them. A port taken between the pick and the
+/// binds (tests run in parallel) makes a node exit; the three start again on other ports.
+fn three_nodes_on_one_port(etcd: &Etcd, dir: &Path) -> Vec<Node> {
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "a secret of this test cluster, long enough\n").expect("a secret");
+    for _attempt in 0..3 {
+        let (http, link) = (free_port_everywhere(), free_port_everywhere());
+        let mut nodes = Vec::new();
+        for index in 1..=3u8 {
+            let id = format!("n{index}");
+            let host = [127, 0, 0, 1 + index];
+            let log = std::fs::File::create(dir.join(format!("{id}.log"))).expect("a log file");
+            let child = hearth()
+                .args(["serve", "--dev", "--threads", "1", "--listen"])
+                .arg(SocketAddr::from((host, http)).to_string())
+                .arg("--data-dir")
+                .arg(dir.join(&id))
+                .args(["--cluster-etcd", &etcd.url, "--node-id", &id])
+                .arg("--advertise")
+                .arg(SocketAddr::from((host, link)).to_string())
+                .args(["--cluster-lease-ttl-secs", &LEASE_TTL_SECS.to_string()])
+                .arg("--cluster-secret-file")
+                .arg(&secret)
+                .arg("--cluster-plaintext")
+                .stderr(log)
+                .spawn()
+                .expect("the node starts");
+            nodes.push(Node {
+                process: Process(child),
+                id,
+                url: format!("http://{}", SocketAddr::from((host, http))),
+            });
+        }
+        let all_listen = wait_for(
+            "the nodes listen or one exits",
+            Duration::from_secs(20),
+            || {
+                if nodes
+                    .iter_mut()
+                    .any(|node| matches!(node.process.0.try_wait(), Ok(Some(_))))
+                {
+                    return Some(false);
+                }
+                let listening = nodes.iter().all(|node| {
+                    let address = node.url.trim_start_matches("http://");
+                    std::net::TcpStream::connect(address).is_ok()
+                });
+                listening.then_some(true)
+            },
+        );
+        if all_listen {
+            return nodes;
+        }
+    }
+    let logs: Vec<String> = (1..=3)
+        .map(|i| std::fs::read_to_string(dir.join(format!("n{i}.log"))).unwrap_or_default())
+        .collect();
+    panic!("the three nodes did not start on one port: {logs:?}");
 }
 
 fn agent() -> ureq::Agent {
@@ -404,4 +464,33 @@ fn an_owner_cut_off_from_etcd_stops_acknowledging_on_its_own_clock() {
     wait_for("reads go on", Duration::from_secs(15), || {
         nodes.iter().any(|node| get(node, ns) == last).then_some(())
     });
+}
+
+#[test]
+fn three_nodes_on_one_host_share_one_port_on_their_own_addresses() {
+    let dir = temp_dir("cluster-one-port");
+    let scratch = Scratch(dir.clone());
+    let etcd = start_etcd(&dir);
+    let nodes = three_nodes_on_one_port(&etcd, &dir);
+    wait_for(
+        "the three nodes are registered",
+        Duration::from_secs(10),
+        || (node_ids(&status(&etcd)).len() == 3).then_some(()),
+    );
+    // A write through any node reaches the database's owner over the link, and a read
+    // through every node sees it.
+    let ns = "oneport";
+    wait_for("a write is acknowledged", Duration::from_secs(20), || {
+        (put(&nodes[0], ns, "shared").0 == 200).then_some(())
+    });
+    for node in &nodes {
+        wait_for(
+            &format!("{} reads the write", node.id),
+            Duration::from_secs(10),
+            || (get(node, ns) == "shared").then_some(()),
+        );
+    }
+    assert!(claim_of(&status(&etcd), ns).is_some(), "{ns} is claimed");
+    drop(nodes);
+    drop(scratch);
 }

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddr
 use socket2::{Domain, Socket, Type};
 use tracing::warn;
 
-use crate::port_claim::{claim_port, PortClaim};
+use crate::port_claim::{claim_address, ClaimKey, PortClaim};
 
 /// An accepted stream on its way to another core: out of this core's runtime, with its TLS
 /// session (and the bytes that session already read) when it has one.
@@ -49,13 +49,28 @@ pub struct Bound {
     pub per_shard: Vec<Vec<TcpListener>>,
     /// The addresses actually bound.
     pub addresses: Vec<SocketAddr>,
-    /// The ports this process holds (see `port_claim`); released when dropped.
+    /// The addresses this process holds (see `port_claim`); released when dropped.
     pub claims: Vec<PortClaim>,
 }
 
 /// Binds `shards` listeners for each address. With port 0 the first bind picks the port and
 /// every other one joins it. An address after the first that cannot be bound (for example `::1`
 /// on a host without IPv6) is skipped with a warning. A port that another Hearth server holds
+/// Claims `address` unless this process already holds it, or its whole port.
+fn claim_once(
+    claims: &mut Vec<PortClaim>,
+    claimed: &mut Vec<ClaimKey>,
+    address: SocketAddr,
+) -> io::Result<()> {
+    let key = ClaimKey::of(address);
+    if claimed.iter().any(|held| held.covers(key)) {
+        return Ok(());
+    }
+    claims.push(claim_address(address)?);
+    claimed.push(key);
+    Ok(())
+}
+
 /// is refused before any listener joins it.
 pub fn bind_listeners(addresses: &[SocketAddr], shards: usize) -> io::Result<Bound> {
     let mut bound = Bound {
@@ -74,17 +89,13 @@ pub fn bind_listeners(addresses: &[SocketAddr], shards: usize) -> io::Result<Bou
         }
         // A port chosen by the kernel is claimed once it is known: it was free, so no other
         // server can be on it.
-        if address.port() != 0 && !claimed.contains(&address.port()) {
-            bound.claims.push(claim_port(address.port())?);
-            claimed.push(address.port());
+        if address.port() != 0 {
+            claim_once(&mut bound.claims, &mut claimed, address)?;
         }
         match bind_shard_listeners(address, bound.per_shard.len()) {
             Ok(listeners) => {
                 let actual = listeners[0].local_addr()?;
-                if !claimed.contains(&actual.port()) {
-                    bound.claims.push(claim_port(actual.port())?);
-                    claimed.push(actual.port());
-                }
+                claim_once(&mut bound.claims, &mut claimed, actual)?;
                 port.get_or_insert(actual.port());
                 bound.addresses.push(actual);
                 for (shard, listener) in bound.per_shard.iter_mut().zip(listeners) {
@@ -158,7 +169,9 @@ mod tests {
         assert_eq!(
             error.to_string(),
             format!(
-                "Address already in use: another Hearth server listens on port {}",
+                "Address already in use: another Hearth server listens on {} (or on every \
+                 address of port {}); stop it or choose another --listen",
+                first.addresses[0],
                 first.addresses[0].port()
             )
         );
