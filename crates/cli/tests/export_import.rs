@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{free_port, hearth, import_offline, run, serve, temp_dir};
+use common::{free_port, hearth, import_offline, output, run, serve, temp_dir};
 use serde_json::{json, Value};
 
 fn document() -> Value {
@@ -89,5 +89,38 @@ fn online_import_replaces_the_database_member_by_member() {
     let exported = run(hearth().args(["export", "--quiet", "--db", "live", "--url", &url]));
     let exported: Value = serde_json::from_str(&exported).expect("the export is JSON");
     assert_eq!(exported, canonical(&document()));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn an_online_import_of_a_document_the_server_would_refuse_changes_nothing() {
+    let dir = temp_dir("online-refused");
+    let port = free_port();
+    let _server = serve(&dir.join("data"), port);
+    let url = format!("http://127.0.0.1:{port}");
+    let before = dir.join("before.json");
+    std::fs::write(&before, r#"{"a": "old", "b": "old"}"#).expect("written");
+    run(hearth()
+        .args(["import", "--quiet", "--db", "kept", "--url", &url])
+        .arg(&before));
+    // A key with a `.` in the middle of the file: the first members are fine.
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"a": "new", "bad.key": 1, "c": "new"}"#).expect("written");
+    let refused = output(
+        hearth()
+            .args(["import", "--quiet", "--db", "kept", "--url", &url])
+            .arg(&bad),
+        "",
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("bad.json is not a document the server would take")
+            && stderr.contains("nothing was changed"),
+        "{stderr}"
+    );
+    let exported = run(hearth().args(["export", "--quiet", "--db", "kept", "--url", &url]));
+    let exported: Value = serde_json::from_str(&exported).expect("the export is JSON");
+    assert_eq!(exported, json!({"a": "old", "b": "old"}));
     let _ = std::fs::remove_dir_all(dir);
 }

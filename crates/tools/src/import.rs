@@ -3,9 +3,13 @@
 //! Offline, the tree is built one top-level member at a time and written as a snapshot of the
 //! database that covers the shard's log up to now: atomic (the old contents stay until the
 //! snapshot is renamed into place) and never one huge log record. The database's rules are
-//! kept. Online, each top-level member is sent as its own `PUT` (each at most the server's
-//! request limit) and members the file does not have are deleted afterwards: readers see the
-//! database change member by member.
+//! kept. Online, the whole file is read and checked first (keys, values, depth, as the server
+//! checks them), so that a document the server would refuse changes nothing; then each
+//! top-level member is sent as its own `PUT` (each at most the server's request limit) and
+//! members the file does not have are deleted afterwards: readers see the database change
+//! member by member. If the server refuses a member all the same (its rules, its limits, or
+//! it went away), the error says which members were written and that running the import
+//! again finishes it.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -43,7 +47,18 @@ pub fn import(args: ImportArgs) -> Result<()> {
     let reader = BufReader::with_capacity(1 << 20, progress.bar().wrap_read(file));
     match (&target.location.data_dir, &target.location.url) {
         (Some(dir), _) => offline(target, dir, args.create, reader, &progress),
-        (None, Some(_)) => online(&target.client()?, reader),
+        (None, Some(_)) => {
+            let checking = format!("reading {}", args.file.display());
+            let unread = File::open(&args.file).map_err(ToolsError::io(checking.clone()))?;
+            check_document(BufReader::with_capacity(1 << 20, unread)).map_err(|error| {
+                ToolsError::Usage(format!(
+                    "{} is not a document the server would take ({error}); nothing was \
+                     changed",
+                    args.file.display()
+                ))
+            })?;
+            online(&target.client()?, reader)
+        }
         (None, None) => Err(ToolsError::Usage("give --data-dir or --url".to_owned())),
     }
 }
@@ -84,9 +99,19 @@ fn offline(
     Ok(())
 }
 
-/// The tree of a document, built member by member.
-pub fn build_tree(reader: impl Read) -> Result<Node> {
-    let mut root = Node::empty();
+/// What a document holds besides its ordinary top-level members: the whole document when it
+/// is not an object, or its keys that start with `.` (`.priority`, `.value`).
+enum Rest {
+    Whole(Value),
+    Special(Map<String, Value>),
+}
+
+/// Reads a document member by member, each key and value checked as the server checks them,
+/// and hands each ordinary member to `on_member`.
+fn read_members(
+    reader: impl Read,
+    on_member: &mut dyn FnMut(Key, Node) -> Result<()>,
+) -> Result<Rest> {
     let mut special = Map::new();
     let mut whole = None;
     for_each_member(reader, &mut |piece| {
@@ -97,15 +122,21 @@ pub fn build_tree(reader: impl Read) -> Result<Node> {
             Piece::Member(key, value) => {
                 let key = Key::new(&key)?;
                 let child = Node::from_json_at(&value, &Path::root().child(key.clone()))?;
-                root = root.with_child(&key, child);
+                on_member(key, child)?;
             }
             Piece::Whole(value) => whole = Some(value),
         }
         Ok(())
     })?;
-    if let Some(value) = whole {
-        return Ok(Node::from_json(&value)?);
-    }
+    Ok(whole.map_or(Rest::Special(special), Rest::Whole))
+}
+
+/// The document's tree: `root`, its ordinary members, with what `rest` says.
+fn finish(mut root: Node, rest: Rest) -> Result<Node> {
+    let special = match rest {
+        Rest::Whole(value) => return Ok(Node::from_json(&value)?),
+        Rest::Special(special) => special,
+    };
     if special.contains_key(".value") {
         // A prioritized leaf at the root: only `.value` and `.priority` may be there.
         return Ok(Node::from_json(&Value::Object(special))?);
@@ -123,6 +154,22 @@ pub fn build_tree(reader: impl Read) -> Result<Node> {
     Ok(root)
 }
 
+/// The tree of a document, built member by member.
+pub fn build_tree(reader: impl Read) -> Result<Node> {
+    let mut root = Node::empty();
+    let rest = read_members(reader, &mut |key, child| {
+        root = root.with_child(&key, child);
+        Ok(())
+    })?;
+    finish(root, rest)
+}
+
+/// Checks a whole document as [`build_tree`] would, keeping one member at a time.
+fn check_document(reader: impl Read) -> Result<()> {
+    let rest = read_members(reader, &mut |_, _| Ok(()))?;
+    finish(Node::empty(), rest).map(drop)
+}
+
 fn online(client: &Client, reader: impl Read) -> Result<()> {
     let shallow = [("shallow", "true")];
     let before = client.json(Call::new("GET", "/.json").query(&shallow))?;
@@ -138,23 +185,60 @@ fn online(client: &Client, reader: impl Read) -> Result<()> {
     };
     // A key is one segment, even one with a `/` (which the server then refuses).
     let member_path = |key: &str| format!("/{}.json", encode_component(key));
-    for_each_member(reader, &mut |piece| {
+    let mut written = 0usize;
+    let sent = for_each_member(reader, &mut |piece| {
         match piece {
             Piece::Member(key, value) => {
                 stale.remove(&key);
-                put(&member_path(&key), &value)?;
+                put(&member_path(&key), &value).map_err(|error| stopped(error, written, &key))?;
+                written += 1;
             }
             Piece::Whole(value) => {
                 stale.clear();
-                put(&data_path("/"), &value)?;
+                put(&data_path("/"), &value).map_err(|error| stopped(error, written, "/"))?;
             }
         }
         Ok(())
-    })?;
+    });
+    sent?;
     for key in stale {
-        client.send(Call::new("DELETE", &member_path(&key)).query(&silent))?;
+        client
+            .send(Call::new("DELETE", &member_path(&key)).query(&silent))
+            .map_err(|error| {
+                ToolsError::Usage(format!(
+                    "{error}; every member of the file was written, but members it does not \
+                     have are left (this one and those after it): run the import again to \
+                     finish"
+                ))
+            })?;
     }
     Ok(())
+}
+
+/// The error of an online import that stopped at `member`, with the state it left. Its kind
+/// stays, so that the exit code keeps its meaning (3: unreachable, 4: credential refused).
+fn stopped(error: ToolsError, written: usize, member: &str) -> ToolsError {
+    let state = format!(
+        "the import stopped at member {member:?}: the database holds the file's first \
+         {written} members, and what it held before for the others; run the import again to \
+         finish (it replaces every member)"
+    );
+    match error {
+        ToolsError::Unreachable { url, reason } => ToolsError::Unreachable {
+            url,
+            reason: format!("{reason}; {state}"),
+        },
+        ToolsError::Refused {
+            request,
+            status,
+            message,
+        } => ToolsError::Refused {
+            request,
+            status,
+            message: format!("{message}; {state}"),
+        },
+        other => ToolsError::Usage(format!("{other}; {state}")),
+    }
 }
 
 #[cfg(test)]
@@ -178,5 +262,30 @@ mod tests {
         assert!(build_tree(&b"{\".bogus\": 1}"[..]).is_err());
         assert!(build_tree(&b"{\"a/b\": 1}"[..]).is_err());
         Ok(())
+    }
+
+    #[test]
+    fn a_document_is_checked_as_it_would_be_built() {
+        assert!(check_document(&b"{\"a\": 1, \".priority\": 2}"[..]).is_ok());
+        assert!(check_document(&b"[1, {\"x\": null}]"[..]).is_ok());
+        assert!(check_document(&b"{\"a\": 1, \"b.c\": 2}"[..]).is_err());
+        assert!(check_document(&b"{\".bogus\": 1}"[..]).is_err());
+    }
+
+    #[test]
+    fn an_import_that_stops_says_what_it_left_and_keeps_its_exit_code() {
+        let refused = ToolsError::Refused {
+            request: "PUT /c.json".to_owned(),
+            status: 403,
+            message: "Permission denied".to_owned(),
+        };
+        let error = stopped(refused, 2, "c");
+        assert_eq!(error.exit_code(), 4);
+        assert_eq!(
+            error.to_string(),
+            "the server answered 403 to PUT /c.json: Permission denied; the import stopped at \
+             member \"c\": the database holds the file's first 2 members, and what it held \
+             before for the others; run the import again to finish (it replaces every member)"
+        );
     }
 }
