@@ -180,6 +180,9 @@ fn three_nodes_on_one_port(etcd: &Etcd, dir: &Path) -> Vec<Node> {
                 id,
                 url: format!("http://{}", SocketAddr::from((host, http))),
             });
+            // One after the other, as a user starts them: the first ones dial peers that
+            // are not up yet.
+            std::thread::sleep(Duration::from_millis(500));
         }
         let all_listen = wait_for(
             "the nodes listen or one exits",
@@ -491,6 +494,16 @@ fn three_nodes_on_one_host_share_one_port_on_their_own_addresses() {
         );
     }
     assert!(claim_of(&status(&etcd), ns).is_some(), "{ns} is claimed");
+    // A healthy start is quiet: nothing at WARN while the nodes found each other.
+    for node in &nodes {
+        let log = std::fs::read_to_string(dir.join(format!("{}.log", node.id))).unwrap_or_default();
+        let warnings: Vec<&str> = log.lines().filter(|line| line.contains(" WARN ")).collect();
+        assert!(
+            warnings.is_empty(),
+            "{} warned at a healthy start: {warnings:#?}",
+            node.id
+        );
+    }
     drop(nodes);
     drop(scratch);
 }

@@ -28,6 +28,9 @@ use hearth_ground::replica_messages::{LinkState, ReplicaOut};
 /// The first pause before dialing a peer again, doubled up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// How long a peer that was never reached may stay unreachable before it is worth a warning:
+/// the nodes of a cluster start at about the same time, each dialing the others.
+const START_GRACE: Duration = Duration::from_secs(15);
 
 /// Connections of this process whose owner node's link was down or lost (moved to another
 /// owner, or closed where they could not move).
@@ -192,6 +195,8 @@ impl NodeLink {
         let mut addresses = self.ctx.address.subscribe();
         let mut backoff = FIRST_BACKOFF;
         let mut failures = 0u64;
+        let started = tokio::time::Instant::now();
+        let mut warned = false;
         loop {
             let current = *addresses.borrow_and_update();
             let Some(address) = current else {
@@ -215,10 +220,18 @@ impl NodeLink {
                 Ok(stream) if *addresses.borrow() == current => return stream,
                 Ok(_) => continue,
                 Err(error) => {
-                    // The first failure and then one in 30: a peer that is down for long
-                    // does not flood the log.
-                    if failures.is_multiple_of(30) {
+                    // A peer never reached is expected to be down while the cluster starts:
+                    // said once at INFO. Past the grace, or for a link that was up, a warning,
+                    // then one in 30 failures, so that a peer down for long does not flood
+                    // the log.
+                    let starting = self.state.get().0 == 0 && started.elapsed() < START_GRACE;
+                    if starting {
+                        if failures == 0 {
+                            info!(%peer, %address, %error, "node not reachable yet; retrying");
+                        }
+                    } else if !warned || failures.is_multiple_of(30) {
                         warn!(%peer, %address, %error, failures, "cannot reach node; retrying");
+                        warned = true;
                     }
                     failures += 1;
                 }

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::replication::shipper::Event;
+use crate::replication::shipper::{Degraded, Event};
 use crate::replication::Replication;
 use crate::shard::Shard;
 use hearth_ground::replica_messages::{ReplicaIn, ReplicationMode};
@@ -164,7 +164,16 @@ fn report(shard: &Shard, replication: &Replication) {
         match event {
             Event::Degraded(node, why) => {
                 nodes.lag(node).degradations.fetch_add(1, Ordering::Relaxed);
-                if nodes.sync_placement().is_some() {
+                if why == Degraded::LinkDown && nodes.link_state(node).0 == 0 {
+                    // The link to this follower was never up: the nodes are starting, which is
+                    // no fault of the operator's (the link's own log says when a peer stays
+                    // unreachable).
+                    info!(
+                        shard = shard.index,
+                        follower = &*nodes.id(node),
+                        "replication to the follower starts once the link to it is up"
+                    );
+                } else if nodes.sync_placement().is_some() {
                     warn!(
                         shard = shard.index,
                         follower = &*nodes.id(node),
