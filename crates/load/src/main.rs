@@ -27,6 +27,7 @@ mod plot;
 mod procstat;
 mod redis;
 mod report;
+mod run;
 mod scenario;
 mod schedule;
 mod tcp;
@@ -36,14 +37,13 @@ mod wire;
 mod workers;
 
 use std::path::PathBuf;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
 
-use crate::metrics::Metrics;
-use crate::scenario::{Kind, Scenario};
+use crate::run::run;
+use crate::scenario::Scenario;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -219,9 +219,6 @@ fn write_outputs(args: &Args, runs: &[(String, report::Report)]) -> anyhow::Resu
     Ok(())
 }
 
-/// The longest wait for all connections to open, in warm-ups.
-const MAX_WARMUPS: u32 = 3;
-
 fn parse_share(text: &str) -> anyhow::Result<workers::Share> {
     let (index, count) = text.split_once('/').context("--worker is INDEX/COUNT")?;
     let share = workers::Share {
@@ -309,140 +306,4 @@ async fn coordinate(
     merged.scenario.connections = scenario.connections;
     merged.delivery = std::mem::take(&mut merged.raw_ledger).check(&merged.scenario);
     Ok(merged)
-}
-
-/// Runs the scenario (this process's share of it, for a worker) to its end or to Ctrl-C.
-async fn run(
-    scenario: &Scenario,
-    target: &compare::Target,
-    certificate: Option<[u8; 32]>,
-    share: Option<workers::Share>,
-) -> anyhow::Result<report::Report> {
-    let (url, server_pid) = (target.url.as_str(), target.server_pid);
-    let addresses = wire::addresses(url)?;
-    let address = &addresses[0];
-    let protocol = if url.starts_with("redis://") {
-        anyhow::ensure!(
-            scenario.kind == Kind::Chat,
-            "a redis:// target runs the chat scenario only (pub/sub has no queries or REST)"
-        );
-        user::Protocol::Redis
-    } else if url.starts_with("https://") {
-        anyhow::ensure!(
-            scenario.kind != Kind::Feed,
-            "an https:// (WebTransport) target runs the realtime scenarios, not feed (REST)"
-        );
-        user::Protocol::WebTransport(
-            certificate.context("an https:// (WebTransport) target needs --cert-sha256")?,
-        )
-    } else if target.whole_values {
-        user::Protocol::FirebaseWholeValues
-    } else {
-        user::Protocol::Firebase
-    };
-    let metrics = Rc::new(Metrics::new());
-    let started = Instant::now();
-    let warmup = Duration::from_secs(scenario.warmup_secs);
-    let duration = Duration::from_secs(scenario.duration_secs);
-    let stop = Rc::new(tokio::sync::Notify::new());
-    let stopping = Rc::new(std::cell::Cell::new(false));
-    let mut phases = Vec::new();
-    let source = share.map(|share| share.source_ip());
-    // Connections that should be open when the warm-up ends (feed: none are waited for).
-    let mut expected_open = 0usize;
-    match scenario.kind {
-        Kind::Feed => {
-            let mut mine = scenario.clone();
-            if let Some(share) = share {
-                mine.connections = (0..scenario.connections)
-                    .filter(|index| share.owns(*index))
-                    .count();
-            }
-            let seed = share.is_none_or(|share| share.index == 0);
-            feed::start(&mine, address, source, seed, &metrics, &stopping).await?
-        }
-        _ => {
-            for plan in plan::plans(scenario) {
-                if share.is_some_and(|share| !share.owns(plan.index)) {
-                    continue;
-                }
-                if plan.start_after < warmup {
-                    expected_open += 1;
-                }
-                let delayed = plan.start_after;
-                let to = addresses[plan.index % addresses.len()].clone();
-                user::spawn(
-                    plan,
-                    protocol,
-                    to,
-                    source,
-                    metrics.clone(),
-                    stopping.clone(),
-                    delayed,
-                );
-            }
-            if scenario.kind == Kind::HotDb {
-                phases.push(warmup + duration / 2);
-            }
-        }
-    }
-    let mut sampler = procstat::Sampler::new(server_pid);
-    let mut ticker = tokio::time::interval(Duration::from_secs(1));
-    let mut interrupted = false;
-    let mut measuring_since: Option<Duration> = None;
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = tokio::signal::ctrl_c() => {
-                interrupted = true;
-                break;
-            }
-        }
-        let elapsed = started.elapsed();
-        // The measured time starts once the warm-up is over and every connection is open
-        // (a slow ramp would otherwise put connection storms and the writes that queued
-        // behind them into the numbers), but after three warm-ups at the latest.
-        let ready = metrics.open.get() >= expected_open || elapsed >= warmup * MAX_WARMUPS;
-        if measuring_since.is_none() && elapsed >= warmup && ready {
-            measuring_since = Some(elapsed);
-            metrics.start_measuring();
-            // The delivery check covers the writes sent from now until a grace before the
-            // end, so that their events have time to arrive.
-            let now = wire::now_us();
-            let measured_us = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
-            let grace = delivery::GRACE_US.min(measured_us / 2);
-            metrics.set_delivery_window(now, now + measured_us - grace);
-            sampler.start();
-        }
-        if let Some(&phase) = phases.first() {
-            if elapsed >= phase {
-                phases.remove(0);
-                metrics.next_phase();
-            }
-        }
-        sampler.sample();
-        if share.is_none() {
-            report::progress(&metrics, elapsed);
-        }
-        if measuring_since.is_some_and(|since| elapsed >= since + duration) {
-            break;
-        }
-    }
-    let measured = measuring_since.map_or(Duration::ZERO, |since| {
-        started.elapsed().saturating_sub(since)
-    });
-    metrics.stop_measuring();
-    stopping.set(true);
-    stop.notify_waiters();
-    // Let the connections close before reporting (nothing counts any more).
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    Ok(report::Report::new(
-        scenario,
-        address,
-        &metrics,
-        measured,
-        sampler.finish(),
-        interrupted,
-        share.is_some(),
-    ))
 }

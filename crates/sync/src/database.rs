@@ -586,3 +586,7 @@ mod oracle_tests;
 #[cfg(test)]
 #[path = "database_prepared_tests.rs"]
 mod prepared_tests;
+
+#[cfg(test)]
+#[path = "database_access_tests.rs"]
+mod access_tests;
