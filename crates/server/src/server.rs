@@ -133,6 +133,12 @@ impl Server {
         for address in &bound {
             info!(%address, shards, dev = shared.config.dev, "listening on {address}");
         }
+        if let Some(first) = bound.first() {
+            info!(
+                "{}",
+                ready_line(*first, shared.config.tls.is_some(), shared.config.dev)
+            );
+        }
         let (metrics_address, threads) = match metrics_thread {
             Some((thread, address)) => (address, threads.into_iter().chain([thread]).collect()),
             None => (None, threads),
@@ -538,6 +544,26 @@ async fn route_connection<S: Accepted>(shard: Rc<Shard>, mut stream: S) {
     }
 }
 
+/// The line that tells a newcomer where to go once the server listens: the URL the SDKs take
+/// (`databaseURL`), the console, and in development the admin token.
+fn ready_line(address: SocketAddr, tls: bool, dev: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    // A server on every address is reached on this machine through loopback.
+    let host = match address.ip() {
+        ip if ip.is_unspecified() => format!("localhost:{}", address.port()),
+        _ => address.to_string(),
+    };
+    let mut line = format!(
+        "ready: give the SDKs databaseURL {scheme}://{host}?ns=<database>; the console is at \
+         {scheme}://{host}{}/",
+        crate::console::CONSOLE_PATH
+    );
+    if dev {
+        line.push_str(" (--dev: `owner` is an admin token)");
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use std::future::Future;
@@ -570,5 +596,18 @@ mod tests {
             websocket <= 2560,
             "the WebSocket task grew to {websocket} bytes"
         );
+    }
+
+    #[test]
+    fn the_ready_line_names_the_sdk_url_and_the_console() {
+        let line = ready_line(SocketAddr::from(([0, 0, 0, 0], 9000)), false, true);
+        assert_eq!(
+            line,
+            "ready: give the SDKs databaseURL http://localhost:9000?ns=<database>; the console \
+             is at http://localhost:9000/_/console/ (--dev: `owner` is an admin token)"
+        );
+        let tls = ready_line(SocketAddr::from(([10, 0, 0, 2], 443)), true, false);
+        assert!(tls.starts_with("ready: give the SDKs databaseURL https://10.0.0.2:443?ns="));
+        assert!(!tls.contains("owner"));
     }
 }
