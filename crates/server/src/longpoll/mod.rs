@@ -5,14 +5,15 @@
 //! - `hearth_ground::longpoll_request` (beside this folder, so that a shard's inbox can carry a
 //!   request without knowing long polling): a request's query read into a start, a poll, the
 //!   disconnect frame or a disconnect;
-//! - `segments`: the client's messages put back together from the segments of its polls;
-//! - `script`: the answers (scripts that call the page's callbacks) and the messages taken
-//!   out of the frames the owner encodes;
-//! - `session`: a session on its home core, an edge connection whose outbox is a mailbox
-//!   that polls empty, and what a poll does to it;
+//! - `longpoll_session` (beside this folder, so that the shard can keep the sessions without
+//!   knowing the tasks that run them): a session on its home core, an edge connection whose
+//!   outbox is a mailbox that polls empty, what a poll does to it and the state of its move
+//!   to a WebSocket, behind its methods; in it, `segments` (the client's messages put back
+//!   together from the segments of its polls) and `script` (the answers, scripts that call
+//!   the page's callbacks, and the messages taken out of the frames the owner encodes);
 //! - `task`: a session opened, run and ended;
-//! - `switch`, `secondary`: a session's move to a WebSocket (the SDK's upgrade), on the
-//!   long-polling side and on the WebSocket's.
+//! - `secondary`, `switch`: a session's move to a WebSocket (the SDK's upgrade), on the
+//!   WebSocket's side, and the polls answered with the close after it.
 //!
 //! A session is a session like a WebSocket one for everything above the transport, so
 //! everything but the transport (rules, listens, onDisconnect, budgets, durability) is the

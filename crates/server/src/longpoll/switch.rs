@@ -1,27 +1,11 @@
-//! A long-polling session's move to a WebSocket, on the long-polling side (the WebSocket's
-//! side is `secondary`).
-//!
-//! The web SDK opens a WebSocket naming the session, pings it until it is healthy, then sends
-//! the switch acknowledgement `a` on it and the end of transmission `n` on the long poll, and
-//! from then on sends on the WebSocket only. So everything the client sent before its `n`
-//! came by the polls: when the session's task reaches that `n` among the client's messages
-//! (all before it handed to the owner, in order), it switches, in one step with no await:
-//! the server's own `n` goes into the mailbox after whatever waits there, and the session's
-//! outbox moves onto the WebSocket's socket, so that everything the owner sends from then on
-//! leaves by the WebSocket. The SDK reads the long poll up to that `n`, holding what the
-//! WebSocket brings meanwhile, then reads the WebSocket: nothing is lost, repeated or
-//! reordered. The session itself (its connection id, its place with the owner, its
-//! credentials, listens, onDisconnect and budgets) does not change, so nothing of it ends.
-//! Its polls then get what waited and the close, and stay answered for [`LINGER`].
+//! A long-polling session after its move to a WebSocket, on the long-polling side: its polls
+//! then get what waited and the close, and stay answered for [`LINGER`]. The switch itself
+//! is the session's (`longpoll_session::switch_state`, which explains the move); the
+//! WebSocket's side is `secondary`.
 
-use std::rc::Rc;
 use std::time::Duration;
 
-use hearth_wire::END_OF_TRANSMISSION;
-use tokio::sync::oneshot;
-
-use crate::edge::socket::Outbox;
-use crate::longpoll_session::{same_secret, Handover, LpSession, Secondary};
+use crate::longpoll_session::LpSession;
 use crate::shard::Shard;
 
 /// How long a session that moved to a WebSocket still answers polls (with the close), after
@@ -29,203 +13,25 @@ use crate::shard::Shard;
 /// refused with 404 before it has read the `n` would make it drop the whole connection.
 pub const LINGER: Duration = Duration::from_secs(30);
 
-impl LpSession {
-    /// Whether a WebSocket naming `secret` on `namespace` may take this session over: the
-    /// secret compared in time independent of where it differs.
-    pub fn may_move(&self, namespace: &str, secret: &str) -> bool {
-        !self.switched.get()
-            && self.secondary.borrow().is_none()
-            && same_secret(&self.secret, secret)
-            && self.namespace == namespace
-    }
-
-    /// Takes `secondary` as the WebSocket that will carry the session, or hands it back when
-    /// the session has one already or has moved.
-    pub(crate) fn attach_secondary(&self, secondary: Secondary) -> Result<(), Secondary> {
-        let mut slot = self.secondary.borrow_mut();
-        if self.switched.get() || slot.is_some() {
-            return Err(secondary);
-        }
-        *slot = Some(secondary);
-        Ok(())
-    }
-
-    /// The WebSocket whose early bytes are `first` went away before the switch: a later `n`
-    /// is an ordinary message again.
-    pub fn drop_secondary(&self, first: &Rc<Outbox>) {
-        let mut slot = self.secondary.borrow_mut();
-        if slot
-            .as_ref()
-            .is_some_and(|secondary| Rc::ptr_eq(&secondary.first, first))
-        {
-            slot.take();
-        }
-    }
-
-    /// Whether a WebSocket waits to take the session over.
-    pub(super) fn has_secondary(&self) -> bool {
-        self.secondary.borrow().is_some()
-    }
-
-    /// The switch (see the module's documentation); the channel to hand the session to its
-    /// WebSocket, or `None` when no WebSocket waits (an `n` without one is left to the owner,
-    /// which ignores it).
-    pub(super) fn switch(&self) -> Option<oneshot::Sender<Handover>> {
-        let secondary = self.secondary.borrow_mut().take()?;
-        self.mailbox.push_message(END_OF_TRANSMISSION);
-        self.switched.set(true);
-        self.edge.move_onto(secondary.transport, &secondary.first);
-        Some(secondary.handover)
-    }
-}
-
 /// After the switch: the held poll and every later one get what waits at once, the one that
 /// empties the mailbox with the close; the session stays known until the client's goodbye,
 /// the server's shutdown, or [`LINGER`] without a poll.
 pub(super) async fn linger(shard: &Shard, session: &LpSession) {
-    if let Some((held, _)) = session.held.borrow_mut().take() {
-        let _ = held.send(session.answer());
-    }
+    session.answer_held();
     let mut shutdown = shard.shutdown.clone();
     loop {
-        if session.ending.borrow().is_some() {
+        if session.ending().is_some() {
             return;
         }
-        let quiet_until = session.last_request.get() + LINGER;
+        let quiet_until = session.last_request() + LINGER;
         tokio::select! {
             _ = shutdown.changed() => return,
-            _ = session.wake.notified() => {}
+            _ = session.woken() => {}
             _ = tokio::time::sleep_until(quiet_until.into()) => {
-                if session.last_request.get().elapsed() >= LINGER {
+                if session.last_request().elapsed() >= LINGER {
                     return;
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::time::Instant;
-
-    use bytes::Bytes;
-    use tokio::sync::Notify;
-
-    use super::*;
-    use crate::edge::socket::tests::Recorder;
-    use crate::edge::EdgeConn;
-    use crate::longpoll_session::Mailbox;
-    use crate::owner::outbound::encode_frames;
-    use hearth_ground::metrics::ShardCounters;
-    use hearth_net::budget::{HttpBudgets, ShardBudget};
-
-    /// A session whose edge writes into its mailbox, as `task::start` makes it.
-    fn session() -> (Rc<EdgeConn>, LpSession) {
-        let mailbox = Rc::new(Mailbox::default());
-        let budget = ShardBudget::new(HttpBudgets::for_answers(1 << 30));
-        let counters = Rc::new(ShardCounters::default());
-        let edge = Rc::new(EdgeConn::new(1, mailbox.clone(), budget, counters));
-        let session = LpSession {
-            conn: 1,
-            public_id: "0-1".into(),
-            password: "password".into(),
-            callback: 7,
-            edge: edge.clone(),
-            mailbox,
-            reassembler: RefCell::default(),
-            inbound: RefCell::default(),
-            held: RefCell::default(),
-            next_answer: Cell::new(1),
-            last_request: Cell::new(Instant::now()),
-            ending: RefCell::default(),
-            wake: Notify::new(),
-            namespace: "db".into(),
-            secret: "secret".into(),
-            secondary: RefCell::default(),
-            switched: Cell::new(false),
-        };
-        (edge, session)
-    }
-
-    fn frame(text: &str) -> Bytes {
-        encode_frames(text.to_owned())
-    }
-
-    fn body(session: &LpSession) -> String {
-        String::from_utf8(session.answer().body.to_vec()).expect("a script is text")
-    }
-
-    #[test]
-    fn the_switch_keeps_every_message_once_and_in_order() {
-        let (edge, session) = session();
-        // Sent before the switch: in the mailbox, for the polls.
-        edge.write([frame("\"one\""), frame("\"two\"")]);
-        // Sent before the switch too, but still in the outbox (as when the mailbox is full):
-        // it must leave after the long poll's `n`, so by the WebSocket.
-        edge.cork();
-        edge.write([frame("\"three\"")]);
-        // The WebSocket: its socket takes nothing yet, and its own outbox holds the
-        // upgrade's answer and its frames.
-        let socket = Recorder::new(0);
-        let first = Rc::new(Outbox::new(socket.clone(), None));
-        first.send([Bytes::from_static(b"101|a|o|o|")]);
-        let (handover, _handed) = oneshot::channel();
-        assert!(session.may_move("db", "secret"));
-        assert!(!session.may_move("db", "secreT"));
-        assert!(!session.may_move("other", "secret"));
-        let secondary = Secondary {
-            transport: socket.clone(),
-            first: first.clone(),
-            handover,
-        };
-        assert!(session.attach_secondary(secondary).is_ok());
-        assert!(!session.may_move("db", "secret"), "one WebSocket at a time");
-        assert!(session.switch().is_some());
-        edge.write([frame("\"four\"")]);
-        edge.uncork();
-        socket.room.set(1 << 20);
-        assert_eq!(
-            edge.outbox().write_now(),
-            crate::edge::socket::Sent::Written
-        );
-
-        // The polls: what waited, the `n`, then the close after that answer.
-        assert_eq!(
-            body(&session),
-            concat!(
-                "parent.pRTLPCB7(1,[\"one\",\"two\",{\"t\":\"c\",\"d\":{\"t\":\"n\",\"d\":{}}}]);\n",
-                "parent.pLPCommand7(\"close\",1);\n",
-            )
-        );
-        // A later poll: the close again, nothing repeated.
-        assert_eq!(body(&session), "parent.pLPCommand7(\"close\",1);\n");
-        // The WebSocket: its own bytes first, then what the owner sent from the switch on.
-        let mut expected = b"101|a|o|o|".to_vec();
-        expected.extend_from_slice(&frame("\"three\""));
-        expected.extend_from_slice(&frame("\"four\""));
-        assert_eq!(*socket.written.borrow(), expected);
-        assert!(first.is_empty());
-        assert!(!session.may_move("db", "secret"), "moved once");
-    }
-
-    #[test]
-    fn an_end_of_transmission_without_a_websocket_changes_nothing() {
-        let (edge, session) = session();
-        assert!(session.switch().is_none());
-        // A WebSocket that went away before the switch gives its place back.
-        let socket = Recorder::new(100);
-        let first = Rc::new(Outbox::new(socket.clone(), None));
-        let (handover, _handed) = oneshot::channel();
-        let secondary = Secondary {
-            transport: socket,
-            first: first.clone(),
-            handover,
-        };
-        assert!(session.attach_secondary(secondary).is_ok());
-        session.drop_secondary(&first);
-        assert!(session.switch().is_none());
-        edge.write([frame("\"still polling\"")]);
-        assert_eq!(body(&session), "parent.pRTLPCB7(1,[\"still polling\"]);\n");
     }
 }

@@ -4,21 +4,18 @@
 //! enough, and the session ended when the client leaves, stops polling, or the owner closes
 //! it.
 
-use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use hearth_wire::{control_type, without_lone_surrogates};
-use tokio::sync::{oneshot, Notify};
+use hearth_wire::without_lone_surrogates;
+use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
 use crate::edge::socket::Transport;
 use crate::edge::EdgeConn;
 use crate::longpoll::switch::linger;
-use crate::longpoll_session::script::{self, script_answer};
-use crate::longpoll_session::{Handover, LpSession, Mailbox};
+use crate::longpoll_session::{Handover, LpSession, Mailbox, NewSession};
 use crate::owner::dispatch::{expire_auth, finish_deferred, on_large_decoded, on_message, Handled};
 use crate::owner::outbound::encode_frames;
 use crate::owner_side::OwnerSide;
@@ -81,34 +78,21 @@ pub fn start(
         session_id,
         previous.as_deref(),
     );
-    let session = Rc::new(LpSession {
+    let session = Rc::new(LpSession::new(NewSession {
         conn,
         public_id,
         password,
+        secret,
+        namespace,
         callback,
         edge,
         mailbox,
-        reassembler: RefCell::default(),
-        inbound: RefCell::default(),
-        held: RefCell::default(),
-        next_answer: Cell::new(0),
-        last_request: Cell::new(Instant::now()),
-        ending: RefCell::default(),
-        wake: Notify::new(),
-        namespace,
-        secret,
-        secondary: RefCell::default(),
-        switched: Cell::new(false),
-    });
-    let first = session.mailbox.take();
-    if !first.is_empty() {
-        session.next_answer.set(1);
-    }
-    let answer = script::start(callback, &session.public_id, &session.password, &first);
+    }));
+    let answer = session.start_answer();
     shard.long_polls.insert(session.clone());
     debug!(conn, "long-polling session opened");
     tokio::task::spawn_local(serve_to_end(shard.clone(), session, side));
-    script_answer(answer)
+    answer
 }
 
 /// The session's task: serves it until it ends, then ends it, or until it moves to a
@@ -118,18 +102,18 @@ async fn serve_to_end(shard: Rc<Shard>, session: Rc<LpSession>, side: OwnerSide)
         Outcome::Ended(reason) => reason,
         Outcome::Switched(handover) => {
             debug!(
-                conn = session.conn,
+                conn = session.conn(),
                 "long-polling session moved to a WebSocket"
             );
-            let edge = session.edge.clone();
+            let edge = session.edge().clone();
             if let Err(Handover { side, .. }) = handover.send(Handover { edge, side }) {
                 // Its WebSocket's task is gone (it drops its place before it goes, so this
                 // is only a safeguard): nobody can serve the session any more.
-                detach_session(&shard, session.conn, &side);
-                session.edge.detach();
+                detach_session(&shard, session.conn(), &side);
+                session.edge().detach();
             }
             linger(&shard, &session).await;
-            shard.long_polls.remove(&session.public_id);
+            shard.long_polls.remove(session.public_id());
             return;
         }
     };
@@ -139,11 +123,10 @@ async fn serve_to_end(shard: Rc<Shard>, session: Rc<LpSession>, side: OwnerSide)
 /// Ends a session that the client left or the server closed (with `reason`): with the owner,
 /// in the counters and the log.
 fn end(shard: &Shard, session: &LpSession, side: &OwnerSide, reason: Option<CloseReason>) {
-    // A WebSocket waiting to take the session over is refused now.
-    session.secondary.borrow_mut().take();
+    session.refuse_secondary();
     session.answer_close();
-    shard.long_polls.remove(&session.public_id);
-    detach_session(shard, session.conn, side);
+    shard.long_polls.remove(session.public_id());
+    detach_session(shard, session.conn(), side);
     let cause = reason.as_ref().map_or(CloseCause::Client, |reason| {
         CloseCause::of_reason(&reason.text)
     });
@@ -152,11 +135,11 @@ fn end(shard: &Shard, session: &LpSession, side: &OwnerSide, reason: Option<Clos
         .session_closed(SessionTransport::LongPoll, cause);
     match reason {
         Some(reason) if reason.text != SHUTDOWN_CLOSE => {
-            info!(conn = session.conn, reason = %reason.text, "closing long-polling session");
+            info!(conn = session.conn(), reason = %reason.text, "closing long-polling session");
         }
-        _ => debug!(conn = session.conn, "long-polling session ended"),
+        _ => debug!(conn = session.conn(), "long-polling session ended"),
     }
-    session.edge.detach();
+    session.edge().detach();
 }
 
 /// How a session's loop ended.
@@ -184,12 +167,12 @@ async fn serve(
 ) -> Result<Option<CloseReason>, oneshot::Sender<Handover>> {
     let mut shutdown = shard.shutdown.clone();
     let idle = shard.config.idle_timeout;
-    let edge = &session.edge;
+    let edge = session.edge();
     loop {
         if let Some(reason) = edge.closing() {
             return Ok(Some(reason));
         }
-        if let Some(reason) = session.ending.borrow().clone() {
+        if let Some(reason) = session.ending() {
             return Ok(reason);
         }
         if edge.write_failed() {
@@ -201,17 +184,17 @@ async fn serve(
             Err(reason) => return Ok(Some(reason)),
         }
         session.answer_held_if_ready();
-        let held_since = session.held.borrow().as_ref().map(|(_, since)| *since);
+        let held_since = session.held_since();
         let hold_ends = held_since.map(|since| since + POLL_HOLD);
-        let idle_ends = session.last_request.get() + idle;
+        let idle_ends = session.last_request() + idle;
         tokio::select! {
             biased;
             _ = shutdown.changed() => {
                 return Ok(Some(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE)));
             }
             _ = edge.notified() => {}
-            _ = session.wake.notified() => {}
-            _ = session.mailbox.arrived.notified() => {}
+            _ = session.woken() => {}
+            _ = session.messages_arrived() => {}
             written = edge.drained(), if edge.has_pending() => {
                 if written.is_err() {
                     return Ok(None);
@@ -220,20 +203,16 @@ async fn serve(
             // The held poll's connection closed before its answer: the page went away (a
             // live SDK never drops a poll; one that failed to load makes it start over with
             // a new session), so the session ends now and its onDisconnect writes run.
-            _ = held_dropped(session), if held_since.is_some() => {
-                if held_poll_dropped(session) {
+            _ = session.held_poll_closed(), if held_since.is_some() => {
+                if session.held_poll_dropped() {
                     return Ok(None);
                 }
             }
-            _ = sleep_until(hold_ends), if hold_ends.is_some() => {
-                if let Some((held, _)) = session.held.borrow_mut().take() {
-                    let _ = held.send(session.answer());
-                }
-            }
+            _ = sleep_until(hold_ends), if hold_ends.is_some() => session.answer_held(),
             // A held poll is a client that is there; once it is answered, the client has the
             // idle timeout to poll again.
             _ = tokio::time::sleep_until(idle_ends.into()), if held_since.is_none() => {
-                if session.last_request.get().elapsed() >= idle {
+                if session.last_request().elapsed() >= idle {
                     return Ok(Some(CloseReason::new(CloseCode::Away, IDLE_CLOSE)));
                 }
             }
@@ -241,28 +220,11 @@ async fn serve(
                 OwnerSide::Local(handle) => expire_auth(&shard.owner, handle),
                 OwnerSide::Remote(owner) => {
                     edge.set_auth_expiry(None);
-                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: session.conn });
+                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: session.conn() });
                 }
             },
         }
     }
-}
-
-/// Completes when the held poll's client stopped waiting for its answer.
-async fn held_dropped(session: &LpSession) {
-    std::future::poll_fn(|cx| match session.held.borrow_mut().as_mut() {
-        Some((held, _)) => held.poll_closed(cx),
-        None => Poll::Pending,
-    })
-    .await
-}
-
-fn held_poll_dropped(session: &LpSession) -> bool {
-    session
-        .held
-        .borrow()
-        .as_ref()
-        .is_some_and(|(held, _)| held.is_closed())
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -302,22 +264,18 @@ async fn hand_over(
     side: &OwnerSide,
 ) -> Result<HandedOver, CloseReason> {
     loop {
-        let Some(message) = session.inbound.borrow_mut().pop_front() else {
+        let Some(message) = session.next_inbound() else {
             return Ok(HandedOver::All);
         };
-        if session.has_secondary() && control_type(&message).as_deref() == Some("n") {
-            if let Some(handover) = session.switch() {
-                // The client sends nothing after its `n` here.
-                session.inbound.borrow_mut().clear();
-                return Ok(HandedOver::Switched(handover));
-            }
+        if let Some(handover) = session.switch_at(&message) {
+            return Ok(HandedOver::Switched(handover));
         }
         match side {
             OwnerSide::Local(handle) => {
                 shard.owner.outgoing().room().await;
-                session.edge.cork();
+                session.edge().cork();
                 let handled = on_message(&shard.owner, handle, message);
-                session.edge.uncork();
+                session.edge().uncork();
                 match handled? {
                     Handled::Done => {}
                     Handled::ParseOffThread(large) => {
@@ -331,7 +289,7 @@ async fn hand_over(
             OwnerSide::Remote(owner) => {
                 let message = without_lone_surrogates(message);
                 let large = message.len() > OFF_THREAD_PARSE_BYTES;
-                if !send_to_owner(shard, &session.edge, *owner, vec![message], large).await {
+                if !send_to_owner(shard, session.edge(), *owner, vec![message], large).await {
                     return Err(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
                 }
             }

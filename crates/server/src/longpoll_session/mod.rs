@@ -4,35 +4,36 @@
 //! (the same routing, held queue, durability tags, budgets, onDisconnect, `ls`, credential
 //! expiry and closes), and only this module knows that its bytes leave through polls.
 //!
-//! This file holds the session's state and what a poll does to it; `task` runs it.
+//! This file holds the session's state and what a poll does to it; `mailbox` where its outbox
+//! writes; `switch_state` its move to a WebSocket. `longpoll::task` runs it, through the
+//! methods here only: every field is private to this folder, so each piece of the session's
+//! state has one writer.
 
+mod mailbox;
 pub mod script;
 pub mod segments;
+mod switch_state;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, IoSlice};
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::Instant;
 
 use hearth_sync::ConnId;
+use tokio::sync::futures::Notified;
 use tokio::sync::{oneshot, Notify};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use crate::edge::socket::{Outbox, Transport};
 use crate::edge::EdgeConn;
-use crate::owner_side::OwnerSide;
-use hearth_ground::close::{CloseReason, MAX_OUTBOUND_BYTES};
+use hearth_ground::close::CloseReason;
 use hearth_ground::longpoll_request::Segment;
 use hearth_ground::rest::RestResponse;
-use script::{script_answer, FrameReader};
+pub use mailbox::Mailbox;
+use script::script_answer;
 use segments::Reassembler;
-
-/// The most bytes of messages in one answer (one message larger than it goes alone). The
-/// SDK polls again as soon as an answer is loaded.
-pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
+pub(crate) use switch_state::{Handover, Secondary};
 
 /// The long-polling sessions whose home is this core, by public id.
 #[derive(Default)]
@@ -49,135 +50,136 @@ impl Registry {
         self.sessions.borrow().len()
     }
 
-    pub(super) fn insert(&self, session: Rc<LpSession>) {
+    pub(crate) fn insert(&self, session: Rc<LpSession>) {
         self.sessions
             .borrow_mut()
             .insert(session.public_id.clone(), session);
     }
 
-    pub(super) fn remove(&self, id: &str) {
+    pub(crate) fn remove(&self, id: &str) {
         self.sessions.borrow_mut().remove(id);
     }
 }
 
-/// Where a session's outbox writes: whole messages, taken out of their frames, waiting for
-/// the client's next poll. Past [`MAX_OUTBOUND_BYTES`] it refuses bytes as a full socket
-/// would, so that the outbox counts the rest in the server's answer budget and a client
-/// that stopped polling is closed as a slow reader, as a WebSocket one is.
-#[derive(Default)]
-pub struct Mailbox {
-    reader: RefCell<FrameReader>,
-    messages: RefCell<VecDeque<String>>,
-    bytes: Cell<usize>,
-    /// The outbox's task, waiting for room.
-    waker: RefCell<Option<Waker>>,
-    /// Wakes the session's task when messages arrive.
-    pub(super) arrived: Rc<Notify>,
-}
-
-impl Mailbox {
-    fn is_full(&self) -> bool {
-        self.bytes.get() + self.reader.borrow().buffered() >= MAX_OUTBOUND_BYTES
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.messages.borrow().is_empty()
-    }
-
-    /// Appends a message of the transport itself after the waiting ones (the end of
-    /// transmission of a session that moves to a WebSocket), outside the outbox: nothing the
-    /// owner sends may come after it here.
-    pub(super) fn push_message(&self, text: &str) {
-        self.bytes.set(self.bytes.get() + text.len());
-        self.messages.borrow_mut().push_back(text.to_owned());
-        self.arrived.notify_one();
-    }
-
-    /// The waiting messages that fit in one answer (at least one).
-    pub(super) fn take(&self) -> Vec<String> {
-        let mut messages = self.messages.borrow_mut();
-        let mut taken = Vec::new();
-        let mut size = 0;
-        while let Some(message) = messages.front() {
-            if !taken.is_empty() && size + message.len() > MAX_ANSWER_BYTES {
-                break;
-            }
-            size += message.len();
-            taken.extend(messages.pop_front());
-        }
-        self.bytes.set(self.bytes.get().saturating_sub(size));
-        if let Some(waker) = self.waker.borrow_mut().take() {
-            waker.wake();
-        }
-        taken
-    }
-}
-
-impl Transport for Mailbox {
-    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        if self.is_full() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        let mut written = 0;
-        let mut messages = self.messages.borrow_mut();
-        let before = messages.len();
-        for buf in bufs {
-            self.reader.borrow_mut().push(buf, &mut messages);
-            written += buf.len();
-        }
-        let added: usize = messages.iter().skip(before).map(String::len).sum();
-        self.bytes.set(self.bytes.get() + added);
-        if messages.len() > before {
-            self.arrived.notify_one();
-        }
-        Ok(written)
-    }
-
-    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.is_full() {
-            *self.waker.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        } else {
-            Poll::Ready(Ok(()))
-        }
-    }
+/// What a session is made of when its start comes, gathered by name so that its three
+/// strings of random bits cannot be passed in each other's place.
+pub(crate) struct NewSession {
+    pub(crate) conn: ConnId,
+    /// What the client's polls name it by: its home core, a dash, its connection id.
+    pub(crate) public_id: String,
+    /// A secret like the session id (128 random bits): holding it is what a poll proves.
+    pub(crate) password: String,
+    /// The random part of the handshake's session id (`<public id>.<secret>`).
+    pub(crate) secret: String,
+    /// The database.
+    pub(crate) namespace: String,
+    /// The number of the page's callbacks (the start's `cb`).
+    pub(crate) callback: u32,
+    /// The session's edge connection, whose outbox writes into `mailbox`.
+    pub(crate) edge: Rc<EdgeConn>,
+    pub(crate) mailbox: Rc<Mailbox>,
 }
 
 /// One long-polling session on its home core.
 pub struct LpSession {
-    pub(super) conn: ConnId,
+    conn: ConnId,
     /// What the client's polls name it by: its home core, a dash, its connection id.
-    pub(super) public_id: String,
+    public_id: String,
     /// A secret like the session id (128 random bits): holding it is what a poll proves.
-    pub(super) password: String,
-    pub(super) callback: u32,
-    pub(super) edge: Rc<EdgeConn>,
-    pub(super) mailbox: Rc<Mailbox>,
-    pub(super) reassembler: RefCell<Reassembler>,
+    password: String,
+    callback: u32,
+    edge: Rc<EdgeConn>,
+    mailbox: Rc<Mailbox>,
+    reassembler: RefCell<Reassembler>,
     /// Messages of the client not yet handed to the owner.
-    pub(super) inbound: RefCell<VecDeque<String>>,
+    inbound: RefCell<VecDeque<String>>,
     /// The poll waiting for messages, and since when.
-    pub(super) held: RefCell<Option<(oneshot::Sender<RestResponse>, Instant)>>,
+    held: RefCell<Option<(oneshot::Sender<RestResponse>, Instant)>>,
     /// The number of the next answer with messages.
-    pub(super) next_answer: Cell<u64>,
-    pub(super) last_request: Cell<Instant>,
+    next_answer: Cell<u64>,
+    last_request: Cell<Instant>,
     /// Why the session must end, when the client's side decided it.
-    pub(super) ending: RefCell<Option<Option<CloseReason>>>,
+    ending: RefCell<Option<Option<CloseReason>>>,
     /// Wakes the task: a poll came, or the client left.
-    pub(super) wake: Notify,
+    wake: Notify,
     /// The database, which a WebSocket taking the session over must name too.
-    pub(super) namespace: String,
+    namespace: String,
     /// The random part of the handshake's session id (`<public id>.<secret>`), which a
     /// WebSocket taking the session over names (`s`): the SDK sends no password then.
-    pub(super) secret: String,
+    secret: String,
     /// The WebSocket waiting to take the session over, until the client switches.
-    pub(super) secondary: RefCell<Option<Secondary>>,
-    /// Set when the session moved to its WebSocket: the polls only get what waited, then the
+    secondary: RefCell<Option<Secondary>>,
+    /// Set when the session moved to a WebSocket: the polls only get what waited, then the
     /// close.
-    pub(super) switched: Cell<bool>,
+    switched: Cell<bool>,
 }
 
 impl LpSession {
+    /// A session whose start has just come: no poll yet, no answer numbered yet, and its
+    /// idle time counted from now.
+    pub(crate) fn new(parts: NewSession) -> LpSession {
+        let NewSession {
+            conn,
+            public_id,
+            password,
+            secret,
+            namespace,
+            callback,
+            edge,
+            mailbox,
+        } = parts;
+        LpSession {
+            conn,
+            public_id,
+            password,
+            callback,
+            edge,
+            mailbox,
+            reassembler: RefCell::default(),
+            inbound: RefCell::default(),
+            held: RefCell::default(),
+            next_answer: Cell::new(0),
+            last_request: Cell::new(Instant::now()),
+            ending: RefCell::default(),
+            wake: Notify::new(),
+            namespace,
+            secret,
+            secondary: RefCell::default(),
+            switched: Cell::new(false),
+        }
+    }
+
+    /// The connection id of the session with its owner, which the logs and the owner's
+    /// messages name.
+    pub fn conn(&self) -> ConnId {
+        self.conn
+    }
+
+    /// What the client's polls name the session by, and the registry keeps it under.
+    pub fn public_id(&self) -> &str {
+        &self.public_id
+    }
+
+    /// The session's edge connection, which its task watches and the owner writes to.
+    pub fn edge(&self) -> &Rc<EdgeConn> {
+        &self.edge
+    }
+
+    /// The start's answer: the session's id and password, then what waits (the handshake)
+    /// as answer 0, so that the polls' answers are numbered on from 1.
+    pub fn start_answer(&self) -> RestResponse {
+        let first = self.mailbox.take();
+        if !first.is_empty() {
+            self.next_answer.set(1);
+        }
+        script_answer(script::start(
+            self.callback,
+            &self.public_id,
+            &self.password,
+            &first,
+        ))
+    }
+
     /// Whether `password` is this session's, compared in time independent of where they
     /// differ.
     pub fn accepts(&self, password: &str) -> bool {
@@ -229,9 +231,89 @@ impl LpSession {
         self.wake.notify_one();
     }
 
+    /// Why the session must end, once the client's side decided it: `Some(None)` when the
+    /// client left, `Some(Some(reason))` when its polls broke the protocol.
+    pub fn ending(&self) -> Option<Option<CloseReason>> {
+        self.ending.borrow().clone()
+    }
+
+    /// When the client last polled, from which its idle time and the linger after a move
+    /// are counted.
+    pub fn last_request(&self) -> Instant {
+        self.last_request.get()
+    }
+
+    /// Completes when a poll came or the client left, so that the task looks at the
+    /// session again.
+    pub fn woken(&self) -> Notified<'_> {
+        self.wake.notified()
+    }
+
+    /// Completes when messages arrived in the mailbox, so that the task answers the held
+    /// poll with them.
+    pub fn messages_arrived(&self) -> Notified<'_> {
+        self.mailbox.arrived()
+    }
+
+    /// The client's next complete message not yet handed to the owner, in the order sent.
+    pub fn next_inbound(&self) -> Option<String> {
+        self.inbound.borrow_mut().pop_front()
+    }
+
+    /// Since when the poll that waits for messages has been held, if one is.
+    pub fn held_since(&self) -> Option<Instant> {
+        self.held.borrow().as_ref().map(|(_, since)| *since)
+    }
+
+    /// Completes when the held poll's client stopped waiting for its answer; never while no
+    /// poll is held.
+    pub async fn held_poll_closed(&self) {
+        std::future::poll_fn(|cx| match self.held.borrow_mut().as_mut() {
+            Some((held, _)) => held.poll_closed(cx),
+            None => Poll::Pending,
+        })
+        .await
+    }
+
+    /// Whether the held poll's client stopped waiting for its answer (not a poll answered
+    /// meanwhile, which is no longer held).
+    pub fn held_poll_dropped(&self) -> bool {
+        self.held
+            .borrow()
+            .as_ref()
+            .is_some_and(|(held, _)| held.is_closed())
+    }
+
+    /// Answers the held poll now with what waits, or empty: it was held long enough, or the
+    /// session moved to a WebSocket and every poll gets what waits at once.
+    pub fn answer_held(&self) {
+        let held = self.held.borrow_mut().take();
+        if let Some((held, _)) = held {
+            let _ = held.send(self.answer());
+        }
+    }
+
+    /// Answers the held poll when messages wait for it.
+    pub fn answer_held_if_ready(&self) {
+        if self.mailbox.is_empty() {
+            return;
+        }
+        self.answer_held();
+    }
+
+    /// The last answer: what waits, then the close.
+    pub fn answer_close(&self) {
+        let Some((held, _)) = self.held.borrow_mut().take() else {
+            return;
+        };
+        let mut text = self.take_answer();
+        text.push_str(&self.close_text());
+        let _ = held.send(script_answer(text));
+    }
+
     /// An answer with the messages that wait, or an empty one; once the session moved to a
     /// WebSocket, the answer that empties the mailbox ends with the close.
-    pub(super) fn answer(&self) -> RestResponse {
+    fn answer(&self) -> RestResponse {
         let mut text = self.take_answer();
         if self.switched.get() && self.mailbox.is_empty() {
             text.push_str(&self.close_text());
@@ -254,47 +336,10 @@ impl LpSession {
     fn close_text(&self) -> String {
         script::close(self.callback, self.next_answer.get().checked_sub(1))
     }
-
-    /// Answers the held poll when messages wait for it.
-    pub(super) fn answer_held_if_ready(&self) {
-        if self.mailbox.is_empty() {
-            return;
-        }
-        if let Some((held, _)) = self.held.borrow_mut().take() {
-            let _ = held.send(self.answer());
-        }
-    }
-
-    /// The last answer: what waits, then the close.
-    pub(super) fn answer_close(&self) {
-        let Some((held, _)) = self.held.borrow_mut().take() else {
-            return;
-        };
-        let mut text = self.take_answer();
-        text.push_str(&self.close_text());
-        let _ = held.send(script_answer(text));
-    }
-}
-
-/// A WebSocket waiting to take a session over.
-pub(crate) struct Secondary {
-    /// Its socket, which the session's outbox writes from the switch on.
-    pub(crate) transport: Rc<dyn Transport>,
-    /// What the WebSocket wrote before the switch (the upgrade's answer, its
-    /// acknowledgement, pongs) and its socket has not taken yet: it leaves first.
-    pub(crate) first: Rc<Outbox>,
-    /// Where the session goes at the switch.
-    pub(crate) handover: oneshot::Sender<Handover>,
-}
-
-/// What a WebSocket gets at the switch: the session to serve.
-pub(crate) struct Handover {
-    pub(crate) edge: Rc<EdgeConn>,
-    pub(crate) side: OwnerSide,
 }
 
 /// Compares two secrets in time that does not depend on where they differ.
-pub fn same_secret(ours: &str, theirs: &str) -> bool {
+fn same_secret(ours: &str, theirs: &str) -> bool {
     let ours = ours.as_bytes();
     let theirs = theirs.as_bytes();
     ours.len() == theirs.len() && ours.iter().zip(theirs).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
