@@ -8,15 +8,18 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use hearth_store::{
-    Appended, Batch, BatchDone, RecordRef, Recovered, RecoveredDatabase, Removal, SnapshotCatalog,
-    SnapshotInfo, StoreError, WalOptions, WalWriter,
+    Appended, RecordRef, Recovered, RecoveredDatabase, Removal, SnapshotCatalog, SnapshotInfo,
+    StoreError, WalOptions, WalWriter,
 };
 use hearth_tree::Node;
 use tokio::sync::{watch, Notify};
 
 use super::config::PersistConfig;
-use super::pipeline::{BatchResult, Pipeline, Release};
+use super::pipeline::{BatchResult, Chore, DatabaseFacts, Pipeline, Release};
 use super::storage::ShardStorage;
+
+#[path = "store_commit.rs"]
+mod commit;
 
 /// What a database looks like at some position of the log: its tree and the rules set
 /// through the API (`None`: the server's default rules apply).
@@ -41,15 +44,19 @@ struct Undurable {
 }
 
 /// The store of one shard.
+///
+/// Each piece of its state has this one writer: the owner's code asks it for what it needs
+/// through the methods below (the commit task's side is in `store_commit.rs`), and never
+/// holds a borrow of the log writer, the catalog or the pipeline across its own steps.
 pub struct ShardStore {
-    pub config: PersistConfig,
-    pub storage: Arc<ShardStorage>,
-    pub wal: RefCell<WalWriter<ShardStorage>>,
-    pub catalog: RefCell<SnapshotCatalog>,
+    config: PersistConfig,
+    storage: Arc<ShardStorage>,
+    wal: RefCell<WalWriter<ShardStorage>>,
+    catalog: RefCell<SnapshotCatalog>,
     /// The decisions: batches, the durable position, failure, snapshots and eviction.
-    pub pipeline: RefCell<Pipeline>,
+    pipeline: RefCell<Pipeline>,
     /// Woken when records are appended, so that the commit task starts a batch.
-    pub appended: Notify,
+    appended: Notify,
     undurable: RefCell<VecDeque<Undurable>>,
     failure: RefCell<Option<String>>,
     progress: watch::Sender<Progress>,
@@ -132,6 +139,18 @@ impl ShardStore {
         (store, recovered.databases)
     }
 
+    /// The durability settings the store was opened with (how often the commit task syncs,
+    /// snapshot triggers, idle eviction).
+    pub fn config(&self) -> &PersistConfig {
+        &self.config
+    }
+
+    /// The shard's storage, for the files the store does not write itself: snapshots are
+    /// written and read, and old files removed, on blocking threads that hold a clone.
+    pub fn storage(&self) -> &Arc<ShardStorage> {
+        &self.storage
+    }
+
     /// Appends a record for `database`, whose state after it is `state`, under fencing
     /// `epoch` (`None` outside a cluster: the epoch the log last had for it).
     pub fn append(
@@ -162,33 +181,34 @@ impl ShardStore {
         self.wal.borrow().epoch_of(database)
     }
 
-    /// The next batch to hand to the disk, when the pipeline wants one: records wait and
-    /// none is in flight. An error when the log has failed.
-    pub fn prepare_batch(&self) -> Result<Option<Batch<ShardStorage>>, StoreError> {
-        if !self.pipeline.borrow().wants_batch() {
-            return Ok(None);
-        }
-        let batch = self.wal.borrow_mut().prepare_batch()?;
-        if let Some(batch) = &batch {
-            self.pipeline.borrow_mut().batch_started(batch.last_seq());
-        }
-        Ok(batch)
+    /// The log position the newest snapshot of `database` covers; `None` when it has none.
+    pub fn newest_snapshot(&self, database: &str) -> Option<u64> {
+        self.catalog.borrow().newest(database)
     }
 
-    /// Takes back an executed batch and lets the pipeline decide what follows; the reason
-    /// when the log failed.
-    pub fn complete_batch(&self, done: BatchDone<ShardStorage>) -> Result<Release, String> {
-        let completed = self.wal.borrow_mut().complete(done);
-        let result = match &completed {
-            Ok(durable) => BatchResult::Synced(*durable),
-            Err(_) => BatchResult::Failed,
-        };
-        let release = self.pipeline.borrow_mut().batch_done(result);
-        match (release, completed) {
-            (Some(release), _) => Ok(release),
-            (None, Err(error)) => Err(error.to_string()),
-            (None, Ok(_)) => Err("the log failed while a batch was in flight".to_owned()),
-        }
+    /// Every database with a snapshot on disk, loaded or not, with the log position its
+    /// newest snapshot covers, by name: what lists, backs up or copies the databases that
+    /// are only on disk starts from here.
+    pub fn newest_snapshots(&self) -> Vec<(String, u64)> {
+        let catalog = self.catalog.borrow();
+        catalog
+            .databases()
+            .filter_map(|name| Some((name.to_owned(), catalog.newest(name)?)))
+            .collect()
+    }
+
+    /// The log position a snapshot started now covers: the durable one, since a snapshot
+    /// writes each database's durable state.
+    pub fn snapshot_covers(&self) -> u64 {
+        self.pipeline.borrow().snapshot_covers()
+    }
+
+    /// The chores of a maintenance tick at `now`, from the facts of each loaded database
+    /// (with its newest snapshot, [`ShardStore::newest_snapshot`]): snapshots the policy asks
+    /// for, evictions of idle databases and the snapshots those need first; none after a
+    /// failure.
+    pub fn maintenance_chores(&self, now: u64, databases: &[DatabaseFacts<'_>]) -> Vec<Chore> {
+        self.pipeline.borrow().tick(now, databases)
     }
 
     /// Records a written snapshot in the catalog and returns the names of the older snapshot
@@ -274,12 +294,34 @@ impl ShardStore {
         self.progress.send_modify(|progress| progress.failed = true);
     }
 
+    /// Why the log failed ([`ShardStore::fail`]); `None` while it works.
     pub fn failure(&self) -> Option<String> {
         self.failure.borrow().clone()
     }
 
+    /// The durable position REST answers wait for: [`ShardStore::release`] moves it once the
+    /// shard acted on a completed batch.
     pub fn durable_seq(&self) -> u64 {
         self.progress.borrow().durable
+    }
+
+    /// Every record up to here is on disk, as the shard acts on it: it moves as soon as a
+    /// batch completes, before [`ShardStore::release`] hands it on to
+    /// [`ShardStore::durable_seq`], and stops at a failure.
+    pub fn synced_seq(&self) -> u64 {
+        self.pipeline.borrow().durable()
+    }
+
+    /// How far the log writer itself has synced: [`ShardStore::synced_seq`] is never ahead
+    /// of it (a check of the durability simulation).
+    pub fn writer_synced_seq(&self) -> u64 {
+        self.wal.borrow().durable_seq()
+    }
+
+    /// The last record appended to the log, durable or not: a backup waits until it is
+    /// durable so that every write acknowledged before it is in it.
+    pub fn last_seq(&self) -> u64 {
+        self.wal.borrow().last_seq()
     }
 
     /// Waits until every record up to `seq` is durable; an error when the log failed first.

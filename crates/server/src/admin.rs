@@ -41,18 +41,18 @@ pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
         })
         .collect();
     if let Some(store) = shard.owner.store() {
-        let catalog = store.catalog.borrow();
-        for name in catalog.databases() {
-            if loaded.contains_key(name) {
+        for (name, covered) in store.newest_snapshots() {
+            if loaded.contains_key(&name) {
                 continue;
             }
-            let bytes = catalog
-                .newest(name)
-                .and_then(|covered| store.storage.open(&snapshot_name(name, covered)).ok())
+            let bytes = store
+                .storage()
+                .open(&snapshot_name(&name, covered))
+                .ok()
                 .and_then(|file| file.size().ok())
                 .unwrap_or(0);
             list.push(DatabaseInfo {
-                name: name.to_owned(),
+                name,
                 loaded: false,
                 bytes,
                 clients: 0,

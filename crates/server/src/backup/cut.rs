@@ -31,7 +31,7 @@ pub fn release(shard: &Shard) {
     if old.is_empty() {
         return;
     }
-    let storage = store.storage.clone();
+    let storage = store.storage().clone();
     tokio::task::spawn_blocking(move || {
         if let Err(error) = remove_files(&*storage, &old) {
             warn!(%error, "removing snapshot files kept for a backup failed");
@@ -44,7 +44,7 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
     let Some(store) = shard.owner.store() else {
         return Err("this server keeps no data on disk (--durability none)".to_owned());
     };
-    let appended = store.wal.borrow().last_seq();
+    let appended = store.last_seq();
     // After a disk failure the durable states are exactly what is on disk: back those up.
     if store.failure().is_none() {
         if let Err(reason) = store.wait_durable(appended).await {
@@ -56,7 +56,6 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
     // From here to the end, one synchronous step of the shard's thread.
     let covered = store.durable_seq();
     let databases = shard.owner.databases();
-    let catalog = store.catalog.borrow();
     let mut states = Vec::new();
     let mut from_memory = HashSet::new();
     for (name, loaded) in databases.iter() {
@@ -69,13 +68,11 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
         states.push((Arc::from(name.as_str()), loaded.durable.clone()));
         from_memory.insert(name.as_str());
     }
-    let files = catalog
-        .databases()
-        .filter(|name| !from_memory.contains(name))
-        .filter_map(|name| {
-            let covered = catalog.newest(name)?;
-            Some((Arc::from(name), snapshot_name(name, covered)))
-        })
+    let files = store
+        .newest_snapshots()
+        .into_iter()
+        .filter(|(name, _)| !from_memory.contains(name.as_str()))
+        .map(|(name, covered)| (Arc::from(name.as_str()), snapshot_name(&name, covered)))
         .collect();
     store.pin_for_backup();
     Ok(ShardCut {
@@ -83,7 +80,7 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
         covered,
         states,
         files,
-        storage: store.storage.clone(),
+        storage: store.storage().clone(),
         _pin: Pin::new(shard.own_queue().map(|queue| {
             move || {
                 // A shard that is gone has nothing left to remove.

@@ -43,12 +43,11 @@ pub fn run(shard: &Shard, replication: &Replication) -> bool {
         let databases = shard.owner.databases();
         candidates.extend(
             store
-                .catalog
-                .borrow()
-                .databases()
-                .filter(|name| !databases.contains_key(*name))
-                .filter(|name| replication.lacks_copy(name).is_some())
-                .map(str::to_owned),
+                .newest_snapshots()
+                .into_iter()
+                .map(|(name, _)| name)
+                .filter(|name| !databases.contains_key(name))
+                .filter(|name| replication.lacks_copy(name).is_some()),
         );
     }
     let mut bytes = 0;

@@ -97,7 +97,7 @@ fn release(shard: &Shard) {
     let Some(store) = shard.owner.store() else {
         return;
     };
-    let durable = store.pipeline.borrow().durable();
+    let durable = store.synced_seq();
     crate::owner::durability::on_durable(&shard.owner, durable);
 }
 

@@ -37,8 +37,8 @@ pub async fn commit_loop(owner: Rc<Owner>) {
     let Some(store) = owner.store() else {
         return;
     };
-    let batch_interval = match store.config.durability {
-        Durability::Batch => Some(store.config.sync_interval),
+    let batch_interval = match store.config().durability {
+        Durability::Batch => Some(store.config().sync_interval),
         Durability::Strict | Durability::None => None,
     };
     let mut maintenance = tokio::time::interval(MAINTENANCE_PERIOD);
@@ -49,15 +49,14 @@ pub async fn commit_loop(owner: Rc<Owner>) {
     make_spare(&owner, SPARE_FILL_PAUSE);
     loop {
         tokio::select! {
-            _ = store.appended.notified() => {}
+            _ = store.commit_task_notified() => {}
             _ = maintenance.tick() => {
                 maintain(&owner, now_ms());
                 continue;
             }
         }
-        if store.pipeline.borrow().is_failed() {
-            let handle = store.pipeline.borrow_mut().take_failure_handling();
-            if handle {
+        if store.is_failed() {
+            if store.take_failure_handling() {
                 handle_failure(&owner);
             }
             continue;
@@ -77,7 +76,7 @@ fn make_spare(owner: &Rc<Owner>, pause: Duration) {
     let Some(store) = owner.store() else {
         return;
     };
-    let Some(job) = store.wal.borrow_mut().prepare_spare() else {
+    let Some(job) = store.prepare_spare() else {
         return;
     };
     let owner = owner.clone();
@@ -87,7 +86,7 @@ fn make_spare(owner: &Rc<Owner>, pause: Duration) {
         };
         match tokio::task::spawn_blocking(move || job.execute_paced(pause)).await {
             Ok(done) => {
-                if let Err(error) = store.wal.borrow_mut().add_spare(done) {
+                if let Err(error) = store.add_spare(done) {
                     warn!(%error, "cannot make the next log segment ahead of time; a rollover will make it");
                 }
             }
@@ -227,10 +226,8 @@ pub async fn flush_at_shutdown(owner: &Owner) {
         if store.failure().is_some() {
             return;
         }
-        let committed = store.wal.borrow_mut().commit();
-        match committed {
+        match store.commit_inline() {
             Ok(durable) => {
-                let durable = store.pipeline.borrow_mut().synced_inline(durable);
                 on_durable(owner, durable);
                 return;
             }

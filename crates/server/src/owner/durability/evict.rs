@@ -18,10 +18,10 @@ use crate::owner::Owner;
 /// Loads `namespace` from its newest snapshot if it was evicted; `None` if it has none.
 pub fn load_evicted(owner: &Owner, namespace: &str, now: u64) -> Option<Loaded> {
     let store = owner.store()?;
-    let covered = store.catalog.borrow().newest(namespace)?;
+    let covered = store.newest_snapshot(namespace)?;
     let started = Instant::now();
     let name = snapshot_name(namespace, covered);
-    match read_snapshot(&*store.storage, &name) {
+    match read_snapshot(&**store.storage(), &name) {
         Ok(snapshot) => {
             let mut loaded = Loaded::new(
                 Rc::from(namespace),

@@ -43,7 +43,7 @@ pub fn report_failure(owner: &Owner, reason: String) {
         store.fail(reason);
         owner.counters().never_acked();
     }
-    store.appended.notify_one();
+    store.notify_commit_task();
 }
 
 /// Makes every database read-only and rolls back the ones with writes that are not durable.
@@ -93,10 +93,9 @@ pub fn roll_back_databases(
     read_only: &Arc<str>,
     mut reapply: impl FnMut(&mut Loaded, Option<Arc<str>>),
 ) -> Vec<String> {
-    let pipeline = store.pipeline.borrow();
-    let durable = pipeline.durable();
-    let rolled_back: Vec<String> = pipeline
-        .roll_back(
+    let durable = store.synced_seq();
+    let rolled_back: Vec<String> = store
+        .databases_to_roll_back(
             databases
                 .iter()
                 .map(|(name, loaded)| (name.as_str(), loaded.seq.get())),
@@ -104,7 +103,6 @@ pub fn roll_back_databases(
         .into_iter()
         .map(str::to_owned)
         .collect();
-    drop(pipeline);
     for (name, loaded) in databases.iter_mut() {
         if rolled_back.contains(name) {
             let rules = loaded.roll_back(durable);

@@ -268,11 +268,12 @@ impl Sim {
     }
 
     fn load(&mut self, name: &str) -> Loaded {
-        let newest = self.store.catalog.borrow().newest(name);
+        let newest = self.store.newest_snapshot(name);
         let mut loaded = match newest {
             Some(covered) => {
-                let snapshot = read_snapshot(&*self.store.storage, &snapshot_name(name, covered))
-                    .unwrap_or_else(|error| panic!("the snapshot of {name} reads: {error}"));
+                let snapshot =
+                    read_snapshot(&**self.store.storage(), &snapshot_name(name, covered))
+                        .unwrap_or_else(|error| panic!("the snapshot of {name} reads: {error}"));
                 let mut loaded = Loaded::new(
                     Rc::from(name),
                     Database::with_root(snapshot.root),
@@ -353,7 +354,7 @@ impl Sim {
         let refused = loaded
             .put(&target, &json!(k), None, now, &mut effects)
             .is_err();
-        let handled = self.store.pipeline.borrow().failure_handled();
+        let handled = self.store.failure_handled();
         if refused {
             // A database loaded after the failure is read-only at once (`apply_rules`).
             assert!(
@@ -437,15 +438,14 @@ impl Sim {
     fn report_failure(&mut self) {
         if self.store.failure().is_none() {
             self.store.fail("injected".to_owned());
-            self.failed_at = Some(self.store.pipeline.borrow().durable());
+            self.failed_at = Some(self.store.synced_seq());
         }
     }
 
     /// A turn of the commit task: it handles a failure once, or hands a batch to the disk.
     fn commit_turn(&mut self) {
-        if self.store.pipeline.borrow().is_failed() {
-            let handle = self.store.pipeline.borrow_mut().take_failure_handling();
-            if handle {
+        if self.store.is_failed() {
+            if self.store.take_failure_handling() {
                 self.handle_failure();
             }
         } else {
@@ -455,7 +455,7 @@ impl Sim {
 
     /// What `handle_failure` does.
     fn handle_failure(&mut self) {
-        let durable = self.store.pipeline.borrow().durable();
+        let durable = self.store.synced_seq();
         assert_eq!(
             self.failed_at,
             Some(durable),
@@ -513,7 +513,7 @@ impl Sim {
 
     /// A client reads what its queue lets through.
     fn drain(&mut self) {
-        let durable = self.store.pipeline.borrow().durable();
+        let durable = self.store.synced_seq();
         for client in self.clients.values() {
             while let Some(bytes) = client.queue.pop_ready() {
                 let (name, k) = parse_message(&bytes);

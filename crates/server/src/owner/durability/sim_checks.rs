@@ -7,13 +7,12 @@ impl Sim {
     pub(super) fn tick(&mut self) {
         self.now += self.rng.below(2_000);
         let chores = {
-            let catalog = self.store.catalog.borrow();
             let facts: Vec<_> = self
                 .databases
                 .iter()
-                .map(|(name, loaded)| loaded.facts(name, catalog.newest(name)))
+                .map(|(name, loaded)| loaded.facts(name, self.store.newest_snapshot(name)))
                 .collect();
-            self.store.pipeline.borrow().tick(self.now, &facts)
+            self.store.maintenance_chores(self.now, &facts)
         };
         if !chores.is_empty() {
             assert!(self.failed_at.is_none(), "no chores after a failure");
@@ -21,7 +20,7 @@ impl Sim {
         for chore in chores {
             match chore {
                 Chore::Snapshot(name) => {
-                    let covered = self.store.pipeline.borrow().snapshot_covers();
+                    let covered = self.store.snapshot_covers();
                     if let Some(loaded) = self.databases.get_mut(&name) {
                         let state = loaded.begin_snapshot(self.now);
                         self.snapshots.push(SnapshotJob {
@@ -37,8 +36,8 @@ impl Sim {
     }
 
     pub(super) fn evict(&mut self, name: &str) {
-        let durable = self.store.pipeline.borrow().durable();
-        let newest = self.store.catalog.borrow().newest(name);
+        let durable = self.store.synced_seq();
+        let newest = self.store.newest_snapshot(name);
         let Some(loaded) = self.databases.remove(name) else {
             return;
         };
@@ -88,7 +87,7 @@ impl Sim {
             job.covered
         );
         let written = write_snapshot(
-            &*self.store.storage,
+            &**self.store.storage(),
             &job.name,
             job.covered,
             job.state.rules.as_deref(),
@@ -101,13 +100,13 @@ impl Sim {
             let removal = self.store.take_truncation();
             if let Ok(segments) = removal.execute() {
                 self.reached.segments_removed += segments.len() as u64;
-                let _ = remove_files(&*self.store.storage, &old);
+                let _ = remove_files(&**self.store.storage(), &old);
             }
         }
     }
 
     pub(super) fn check_gate(&mut self) {
-        let durable = self.store.pipeline.borrow().durable();
+        let durable = self.store.synced_seq();
         assert!(
             durable >= self.last_durable,
             "the durable position moved back"
@@ -118,7 +117,7 @@ impl Sim {
             "the gate is at the durable position"
         );
         assert!(
-            durable <= self.store.wal.borrow().durable_seq(),
+            durable <= self.store.writer_synced_seq(),
             "the pipeline is never ahead of the log"
         );
         self.last_durable = durable;
@@ -138,9 +137,9 @@ impl Sim {
         self.drain();
         self.check_gate();
         if self.failed_at.is_none() {
-            let last = self.store.wal.borrow().last_seq();
+            let last = self.store.last_seq();
             assert_eq!(
-                self.store.pipeline.borrow().durable(),
+                self.store.synced_seq(),
                 last,
                 "without a failure, every record becomes durable"
             );
@@ -154,7 +153,7 @@ impl Sim {
     /// was released, and invents none; recovery that loads databases on first use
     /// (decision 27) finds the same data as recovery that loads all of them.
     pub(super) fn check_crash(&self, crash_seed: u64) {
-        let durable = self.store.pipeline.borrow().durable();
+        let durable = self.store.synced_seq();
         let options = WalOptions {
             segment_bytes: SEGMENT_BYTES,
         };

@@ -24,12 +24,11 @@ pub fn maintain(owner: &Rc<Owner>, now: u64) {
     };
     let chores = {
         let databases = owner.databases();
-        let catalog = store.catalog.borrow();
         let facts: Vec<DatabaseFacts<'_>> = databases
             .iter()
-            .map(|(name, loaded)| loaded.facts(name, catalog.newest(name)))
+            .map(|(name, loaded)| loaded.facts(name, store.newest_snapshot(name)))
             .collect();
-        store.pipeline.borrow().tick(now, &facts)
+        store.maintenance_chores(now, &facts)
     };
     let mut evicted = Vec::new();
     for chore in chores {
@@ -64,7 +63,7 @@ struct Job {
 
 fn job(owner: &Owner, name: &str, now: u64) -> Option<Job> {
     let store = owner.store()?;
-    let covered = store.pipeline.borrow().snapshot_covers();
+    let covered = store.snapshot_covers();
     let epoch = store.logged_epoch(name);
     let state = owner.with_loaded(name, |loaded| loaded.begin_snapshot(now))?;
     Some(Job {
@@ -84,7 +83,7 @@ pub fn start(owner: &Rc<Owner>, name: &str, now: u64) {
         let Some(store) = owner.store() else {
             return;
         };
-        let storage = store.storage.clone();
+        let storage = store.storage().clone();
         let name = job.name.clone();
         let written = tokio::task::spawn_blocking(move || write(&storage, &job)).await;
         owner.with_loaded(&name, |loaded| loaded.snapshot_running = false);
@@ -125,7 +124,7 @@ async fn after_snapshot(owner: &Owner, info: &SnapshotInfo) {
     owner.counters().snapshot_taken();
     let old = store.record_snapshot(info);
     let removal = store.take_truncation();
-    let storage = store.storage.clone();
+    let storage = store.storage().clone();
     let removed = tokio::task::spawn_blocking(move || {
         let segments = removal.execute()?;
         remove_files(&*storage, &old)?;
@@ -163,7 +162,7 @@ pub fn snapshot_all(owner: &Owner) {
         let Some(job) = job(owner, &name, now) else {
             continue;
         };
-        match write(&store.storage, &job) {
+        match write(store.storage(), &job) {
             Ok(info) => {
                 owner.counters().snapshot_taken();
                 old.extend(store.record_snapshot(&info));
@@ -176,7 +175,7 @@ pub fn snapshot_all(owner: &Owner) {
     let removal = store.take_truncation();
     if let Err(error) = removal
         .execute()
-        .and_then(|_| remove_files(&*store.storage, &old))
+        .and_then(|_| remove_files(&**store.storage(), &old))
     {
         warn!(%error, "removing old log segments or snapshots at shutdown failed");
     }
