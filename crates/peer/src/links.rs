@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::context::{Context, Forward, RestSettings};
 use crate::handshake;
@@ -200,6 +200,12 @@ pub async fn accept_loop(
                     if let Some(link) = link {
                         let _ = link.send(stream).await;
                     }
+                }
+                // A node this one does not know yet is most often one that etcd's view here
+                // has not caught up with (the nodes start together, or it just joined): it
+                // dials again, and warns itself if it stays refused.
+                (Err(error @ handshake::HandshakeError::Unknown(_)), _) => {
+                    info!(%from, %error, "node link refused for now")
                 }
                 (Err(error), _) => warn!(%from, %error, "node link refused"),
                 (Ok(_), None) => {}
