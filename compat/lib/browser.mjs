@@ -1,6 +1,6 @@
-// Headless Chromium for the browser tests (the console's in compat/browser, the chat
-// example's): Debian's chromium driven by playwright-core, never a browser download.
-// Node built-ins only, so that a test of another npm package can import it too.
+// Headless Chromium for the compat suite's browser tests (compat/browser): Debian's chromium
+// driven by playwright-core, never a browser download. (examples/chat keeps its own copy in
+// test/browser.mjs, so that a copy of the example stands alone.)
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
-import { launchChromium, within } from '../../../compat/lib/browser.mjs';
+import { launchChromium, within } from './browser.mjs';
 import { CHAT_DIR, putRules, startHearth, startStatic } from '../scripts/local.mjs';
 
 const ARTIFACTS = path.join(CHAT_DIR, 'test-artifacts');
