@@ -33,9 +33,9 @@ pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
     let mut list: Vec<DatabaseInfo> = loaded
         .values()
         .map(|database| DatabaseInfo {
-            name: database.name.to_string(),
+            name: database.name().to_string(),
             loaded: true,
-            bytes: database.engine.root().estimated_bytes() as u64,
+            bytes: database.root().estimated_bytes() as u64,
             clients: database.session_count(),
             shard: shard.index,
         })
@@ -84,7 +84,7 @@ mod tests {
         let root = Node::from_json(&serde_json::json!({"a": "xyz", "b": 12})).expect("a tree");
         let bytes = root.estimated_bytes() as u64;
         shard.owner.with_database("shop", |loaded| {
-            loaded.engine = hearth_sync::Database::with_root(root);
+            **loaded = hearth_sync::Database::with_root(root);
         });
         assert_eq!(
             local_databases(&shard),

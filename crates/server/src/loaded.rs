@@ -11,41 +11,41 @@ use hearth_persist::{DatabaseFacts, DurableState, ShardStore};
 
 /// A loaded database.
 pub struct Loaded {
-    pub name: Rc<str>,
-    pub engine: Database,
+    name: Rc<str>,
+    engine: Database,
     /// The sequence number of the database's last log record, shared with the outbound
     /// queues of its clients, which tag their messages with it.
-    pub seq: Rc<Cell<u64>>,
+    seq: Rc<Cell<u64>>,
     /// The database as of the durable position of the log: what a snapshot writes and what
     /// the database falls back to if the log fails.
-    pub durable: DurableState,
+    durable: DurableState,
     /// The rules text set through the API, as it is now (`None`: the server's default).
-    pub rules: Option<std::sync::Arc<str>>,
+    rules: Option<std::sync::Arc<str>>,
     /// Log bytes written for this database since its last snapshot.
-    pub wal_bytes: u64,
+    wal_bytes: u64,
     /// When its last snapshot was taken (or when it was loaded).
-    pub last_snapshot_ms: u64,
-    pub snapshot_running: bool,
+    last_snapshot_ms: u64,
+    snapshot_running: bool,
     /// When a request last touched it, for eviction.
-    pub last_used_ms: u64,
+    last_used_ms: u64,
     /// Whether anything of it is on disk (recovered, or a record was appended): a database
     /// that never was can be dropped without a snapshot.
-    pub on_disk: bool,
+    on_disk: bool,
     /// Whether its creation was logged (at its first write, whatever the durability).
-    pub announced: bool,
+    announced: bool,
     /// Read-only because this node's cluster claim does not allow writes (`cluster::fence`),
     /// as opposed to another reason (a failed load, the log), which the fence never clears.
-    pub fenced: bool,
+    fenced: bool,
     /// The fencing epoch of this node's claim on it, set by the fence whenever it allows
     /// writes; its log records carry it. `None` outside a cluster: records then carry the
     /// epoch the log last had for the database (0 unless the directory was a cluster node's).
-    pub epoch: Option<u64>,
+    epoch: Option<u64>,
     /// While this node hands the database over to its follower (`replica::hand_over`), the
     /// epoch of the claim it hands over: the fence refuses writes for as long as this node's
     /// claim is still at that epoch.
-    pub moving: Option<u64>,
+    moving: Option<u64>,
     /// Writes applied since it was loaded (for the metrics' busiest databases).
-    pub writes: u64,
+    writes: u64,
 }
 
 impl Loaded {
@@ -71,6 +71,143 @@ impl Loaded {
             moving: None,
             writes: 0,
         }
+    }
+
+    /// Its name, shared with what keeps a handle on it (the replication shipper).
+    pub fn name(&self) -> &Rc<str> {
+        &self.name
+    }
+
+    /// The sequence number of its last log record (`u64::MAX` after the log refused one).
+    pub fn seq(&self) -> u64 {
+        self.seq.get()
+    }
+
+    /// The cell that holds [`Loaded::seq`], for the tagger of a client's outbound queue (and
+    /// whoever else must see the position move without holding the database).
+    pub fn shared_seq(&self) -> Rc<Cell<u64>> {
+        self.seq.clone()
+    }
+
+    /// It as of the durable position of the log: what a backup or a snapshot takes.
+    pub fn durable(&self) -> &DurableState {
+        &self.durable
+    }
+
+    /// Its writes up to the log's new durable position reached the disk: `state` is what it
+    /// holds as of there, which a snapshot or a rollback then starts from.
+    pub fn made_durable(&mut self, state: DurableState) {
+        self.durable = state;
+    }
+
+    /// It was just read from disk (a snapshot, or the log at start): what it holds now is
+    /// durable, and it must not be dropped as if it never was.
+    pub fn loaded_from_disk(&mut self) {
+        self.durable = self.state();
+        self.on_disk = true;
+    }
+
+    /// It is on disk but could not be read (the caller locks it): it must not be dropped as
+    /// if it never was, which would lose what its files hold.
+    pub fn unreadable_on_disk(&mut self) {
+        self.on_disk = true;
+    }
+
+    /// Whether anything of it is on disk (recovered, or a record was appended).
+    pub fn is_on_disk(&self) -> bool {
+        self.on_disk
+    }
+
+    /// The rules text set through the API (`None`: the server's default), which a full copy
+    /// to a follower carries.
+    pub fn rules(&self) -> Option<&str> {
+        self.rules.as_deref()
+    }
+
+    /// The rules text set through the API changed to `text` (`None`: the server's default);
+    /// the caller gave the engine the rules. Later log records remember it with the tree.
+    pub fn set_rules(&mut self, text: Option<std::sync::Arc<str>>) {
+        self.rules = text;
+    }
+
+    /// A request touched it at `now`: eviction waits for it to be idle again.
+    pub fn touched(&mut self, now: u64) {
+        self.last_used_ms = now;
+    }
+
+    /// A write was applied to it, for the metrics' busiest databases.
+    pub fn wrote(&mut self) {
+        self.writes += 1;
+    }
+
+    /// Writes applied to it since it was loaded.
+    pub fn writes(&self) -> u64 {
+        self.writes
+    }
+
+    /// A record of it is about to be logged: whether that record is the one that creates it
+    /// (nothing of it on disk, none announced before), which the caller says once.
+    pub fn announce(&mut self) -> bool {
+        let first = !self.on_disk && !self.announced;
+        if first {
+            self.announced = true;
+        }
+        first
+    }
+
+    /// Whether it is read-only for a reason of the cluster's (`cluster::fence`, or a
+    /// follower's copy), which the fence may lift, rather than one the fence never clears.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
+    }
+
+    /// The fence's verdict on it (`cluster::fence`): writes refused for `refusal`, or, with
+    /// `None`, allowed again if they were refused for a reason of the cluster's. The same
+    /// reason given again changes nothing. Only the fence's caller knows whether another
+    /// reason (the log failed, it could not be loaded) holds: it leaves those alone.
+    pub fn fence(&mut self, refusal: Option<&str>) {
+        match refusal {
+            None if self.fenced => {
+                self.fenced = false;
+                self.engine.set_read_only(None);
+            }
+            None => {}
+            Some(reason) if self.engine.read_only_reason() == Some(reason) => {}
+            Some(reason) => {
+                self.fenced = true;
+                self.engine
+                    .set_read_only(Some(std::sync::Arc::from(reason)));
+            }
+        }
+    }
+
+    /// The fencing epoch its log records carry now; `None` outside a cluster, where they
+    /// carry the log's last epoch for it.
+    pub fn epoch(&self) -> Option<u64> {
+        self.epoch
+    }
+
+    /// Its log records carry `epoch` from now on: this node's claim, as the fence allows
+    /// it, or the owner's, for records a follower copies.
+    pub fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = Some(epoch);
+    }
+
+    /// The epoch of the claim this node is handing over to its follower, if it is.
+    pub fn moving(&self) -> Option<u64> {
+        self.moving
+    }
+
+    /// This node starts handing it over under its claim at `epoch`: the fence refuses
+    /// writes while that claim stands.
+    pub fn begin_move(&mut self, epoch: u64) {
+        self.moving = Some(epoch);
+    }
+
+    /// The hand-over is over (given up, or the claim handed over is gone): the fence goes
+    /// back to its usual checks.
+    pub fn end_move(&mut self) {
+        self.moving = None;
     }
 
     /// Appends a record for it to `store`'s log, after its engine applied the change. If the
@@ -109,6 +246,24 @@ impl Loaded {
             }
         }
         state
+    }
+
+    /// The snapshot [`Loaded::begin_snapshot`] started is written or failed: another may
+    /// start.
+    pub fn end_snapshot(&mut self) {
+        self.snapshot_running = false;
+    }
+
+    /// Whether its log holds records since its last snapshot began and no snapshot of it
+    /// runs: what a snapshot taken now would cover that none does.
+    pub fn has_log_to_snapshot(&self) -> bool {
+        self.wal_bytes > 0 && !self.snapshot_running
+    }
+
+    /// Whether a snapshot of it is being written, for the simulation's checks.
+    #[cfg(test)]
+    pub fn snapshot_running(&self) -> bool {
+        self.snapshot_running
     }
 
     /// Goes back to the durable state, at log position `durable`, because the log failed

@@ -238,7 +238,7 @@ impl Shard {
         let (websocket_sessions, event_streams) = self.owner.session_counts();
         let load = |count: fn(&Loaded) -> u64| {
             let loads = databases.values().map(|loaded| DatabaseLoad {
-                database: loaded.name.to_string(),
+                database: loaded.name().to_string(),
                 count: count(loaded),
             });
             top(loads.collect())
@@ -261,7 +261,7 @@ impl Shard {
                 .store()
                 .is_some_and(|store| store.failure().is_some()),
             top_clients: load(|loaded| loaded.session_count() as u64),
-            top_writes: load(|loaded| loaded.writes),
+            top_writes: load(|loaded| loaded.writes()),
         }
     }
 

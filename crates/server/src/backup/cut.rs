@@ -62,10 +62,10 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
         // A database that failed to load from disk holds nothing of its own: its files are
         // what there is to back up.
         let unloadable = loaded.read_only_reason().is_some() && store.failure().is_none();
-        if !loaded.on_disk || unloadable {
+        if !loaded.is_on_disk() || unloadable {
             continue;
         }
-        states.push((Arc::from(name.as_str()), loaded.durable.clone()));
+        states.push((Arc::from(name.as_str()), loaded.durable().clone()));
         from_memory.insert(name.as_str());
     }
     let files = store

@@ -13,7 +13,6 @@
 //! node claimed it since, and its records reached this log), the claim in this node's view is
 //! stale and writes are refused too: the log's epochs never go down.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use hearth_cluster::Placement;
@@ -33,47 +32,36 @@ pub fn apply(placement: &Placement, disk_failed: bool, logged_epoch: u64, loaded
     if disk_failed {
         return;
     }
-    let other_reason = !loaded.fenced && loaded.engine.read_only_reason().is_some();
+    let other_reason = !loaded.is_fenced() && loaded.read_only_reason().is_some();
     if other_reason {
         return;
     }
     let refusal = moving_refusal(placement, loaded)
-        .or_else(|| placement.write_refusal(&loaded.name))
+        .or_else(|| placement.write_refusal(loaded.name()))
         .or_else(
-            || match claim_epoch(placement, &loaded.name, logged_epoch) {
+            || match claim_epoch(placement, loaded.name(), logged_epoch) {
                 Ok(epoch) => {
-                    loaded.epoch = Some(epoch);
+                    loaded.set_epoch(epoch);
                     None
                 }
                 Err(reason) => Some(reason),
             },
         );
-    match refusal {
-        None if loaded.fenced => {
-            loaded.fenced = false;
-            loaded.engine.set_read_only(None);
-        }
-        None => {}
-        Some(reason) if loaded.engine.read_only_reason() == Some(reason.as_str()) => {}
-        Some(reason) => {
-            loaded.fenced = true;
-            loaded.engine.set_read_only(Some(Arc::from(reason)));
-        }
-    }
+    loaded.fence(refusal.as_deref());
 }
 
 /// The reason writes are refused while the database is being handed over (`Loaded::moving`):
 /// until this node's claim at the epoch handed over is gone from its view, after which the
 /// usual checks refuse them (the claim is another node's) and the mark goes.
 fn moving_refusal(placement: &Placement, loaded: &mut Loaded) -> Option<String> {
-    let epoch = loaded.moving?;
+    let epoch = loaded.moving()?;
     let still_mine = placement
-        .owner_of(&loaded.name)
+        .owner_of(loaded.name())
         .is_some_and(|claim| *claim.node_id == *placement.node_id() && claim.epoch == epoch);
     if still_mine {
         Some(MOVING.to_owned())
     } else {
-        loaded.moving = None;
+        loaded.end_move();
         None
     }
 }
@@ -106,6 +94,7 @@ fn claim_epoch(placement: &Placement, namespace: &str, logged_epoch: u64) -> Res
 mod tests {
     use std::net::SocketAddr;
     use std::rc::Rc;
+    use std::sync::Arc;
 
     use hearth_cluster::Claim;
     use hearth_sync::Database;
@@ -138,27 +127,25 @@ mod tests {
         let placement = Placement::fixed("a", ADDRESS, &["a", "b"], claims, Some(7));
         let mut mine = loaded("mine");
         apply(&placement, false, 0, &mut mine);
-        assert_eq!(mine.engine.read_only_reason(), None);
-        assert_eq!(mine.epoch, Some(3), "its records carry the claim's epoch");
+        assert_eq!(mine.read_only_reason(), None);
+        assert_eq!(mine.epoch(), Some(3), "its records carry the claim's epoch");
         let mut old = loaded("old-lease");
         apply(&placement, false, 0, &mut old);
-        assert!(old.fenced);
+        assert!(old.is_fenced());
         assert!(old
-            .engine
             .read_only_reason()
             .is_some_and(|r| r.contains("cannot confirm")));
         let mut theirs = loaded("theirs");
         apply(&placement, false, 0, &mut theirs);
         assert!(theirs
-            .engine
             .read_only_reason()
             .is_some_and(|r| r.contains("owned by node b")));
         // The claim becomes valid: the fence lifts what it set.
         let claims = vec![("theirs".to_owned(), claim("a", 7))];
         let placement = Placement::fixed("a", ADDRESS, &["a", "b"], claims, Some(7));
         apply(&placement, false, 0, &mut theirs);
-        assert_eq!(theirs.engine.read_only_reason(), None);
-        assert!(!theirs.fenced);
+        assert_eq!(theirs.read_only_reason(), None);
+        assert!(!theirs.is_fenced());
     }
 
     #[test]
@@ -168,15 +155,14 @@ mod tests {
         let mut db = loaded("db");
         // The log holds epoch 4 of the database: this node's claim (epoch 3) is stale.
         apply(&placement, false, 4, &mut db);
-        assert!(db.fenced);
+        assert!(db.is_fenced());
         assert!(db
-            .engine
             .read_only_reason()
             .is_some_and(|r| r.contains("holds epoch 4")));
         // Equal epochs are the same claim: writes go on.
         apply(&placement, false, 3, &mut db);
-        assert_eq!(db.engine.read_only_reason(), None);
-        assert_eq!(db.epoch, Some(3));
+        assert_eq!(db.read_only_reason(), None);
+        assert_eq!(db.epoch(), Some(3));
     }
 
     #[test]
@@ -184,19 +170,17 @@ mod tests {
         let claims = vec![("db".to_owned(), claim("a", 7))];
         let placement = Placement::fixed("a", ADDRESS, &["a"], claims, Some(7));
         let mut failed = loaded("db");
-        failed.engine.set_read_only(Some(Arc::from(
+        failed.set_read_only(Some(Arc::from(
             "the database could not be loaded from disk",
         )));
         apply(&placement, false, 0, &mut failed);
-        assert!(failed.engine.read_only_reason().is_some());
+        assert!(failed.read_only_reason().is_some());
         // Nor one set by a disk failure while it was fenced.
         let mut fenced = loaded("db");
-        fenced.fenced = true;
-        fenced
-            .engine
-            .set_read_only(Some(Arc::from("the log failed")));
+        fenced.fence(Some("the claim lapsed"));
+        fenced.set_read_only(Some(Arc::from("the log failed")));
         apply(&placement, true, 0, &mut fenced);
-        assert_eq!(fenced.engine.read_only_reason(), Some("the log failed"));
+        assert_eq!(fenced.read_only_reason(), Some("the log failed"));
     }
 
     #[test]
@@ -204,26 +188,25 @@ mod tests {
         let mine = vec![("db".to_owned(), claim("a", 7))];
         let placement = Placement::fixed("a", ADDRESS, &["a", "b"], mine.clone(), Some(7));
         let mut db = loaded("db");
-        db.moving = Some(3);
+        db.begin_move(3);
         apply(&placement, false, 0, &mut db);
-        assert!(db.fenced);
-        assert_eq!(db.engine.read_only_reason(), Some(MOVING));
+        assert!(db.is_fenced());
+        assert_eq!(db.read_only_reason(), Some(MOVING));
         // Handed over: the view shows b's claim; the mark goes and b is named.
         let theirs = vec![("db".to_owned(), claim("b", 8))];
         let placement = Placement::fixed("a", ADDRESS, &["a", "b"], theirs, Some(7));
         apply(&placement, false, 0, &mut db);
-        assert_eq!(db.moving, None);
+        assert_eq!(db.moving(), None);
         assert!(db
-            .engine
             .read_only_reason()
             .is_some_and(|r| r.contains("owned by node b")));
         // Given up instead: the mark is cleared by the move, and the fence lifts what it set.
         let placement = Placement::fixed("a", ADDRESS, &["a", "b"], mine, Some(7));
         let mut db = loaded("db");
-        db.moving = Some(3);
+        db.begin_move(3);
         apply(&placement, false, 0, &mut db);
-        db.moving = None;
+        db.end_move();
         apply(&placement, false, 0, &mut db);
-        assert_eq!(db.engine.read_only_reason(), None);
+        assert_eq!(db.read_only_reason(), None);
     }
 }

@@ -56,7 +56,7 @@ impl Owner {
                 entry.insert(loaded)
             }
         };
-        loaded.last_used_ms = now;
+        loaded.touched(now);
         self.fence(loaded);
         loaded
     }
@@ -75,7 +75,7 @@ impl Owner {
                 self, namespace, now,
             )?),
         };
-        loaded.last_used_ms = now;
+        loaded.touched(now);
         self.fence(loaded);
         Some(loaded)
     }
@@ -89,7 +89,7 @@ impl Owner {
         };
         let store = self.store();
         let disk_failed = store.is_some_and(|store| store.failure().is_some());
-        let logged_epoch = store.map_or(0, |store| store.logged_epoch(&loaded.name));
+        let logged_epoch = store.map_or(0, |store| store.logged_epoch(loaded.name()));
         crate::cluster::fence::apply(placement, disk_failed, logged_epoch, loaded);
     }
 
@@ -110,9 +110,8 @@ impl Owner {
                 self.apply_rules(&mut loaded, state.rules, now);
                 // Volatile data that reached the log inside a durable write above its mark does
                 // not survive a restart.
-                loaded.engine.drop_volatile_data();
-                loaded.durable = loaded.state();
-                loaded.on_disk = true;
+                loaded.drop_volatile_data();
+                loaded.loaded_from_disk();
                 databases.insert(name.to_string(), loaded);
             }
         });
@@ -126,8 +125,12 @@ impl Owner {
             shard = self.index(),
             "new database opened in memory"
         );
-        let mut loaded = Loaded::new(Rc::from(namespace), Database::new(), 0, now);
-        loaded.seq.set(self.gate().durable());
+        let mut loaded = Loaded::new(
+            Rc::from(namespace),
+            Database::new(),
+            self.gate().durable(),
+            now,
+        );
         self.apply_rules(&mut loaded, None, now);
         loaded
     }
@@ -138,7 +141,7 @@ impl Owner {
         let access = match text.as_deref().map(hearth_rules::Rules::parse) {
             Some(Ok(rules)) => Access::Rules(Arc::new(rules)),
             Some(Err(error)) => {
-                warn!(namespace = %loaded.name, %error, "stored rules do not compile; using the default rules");
+                warn!(namespace = %loaded.name(), %error, "stored rules do not compile; using the default rules");
                 default_access(config.default_rules.clone(), config.dev)
             }
             None => default_access(config.default_rules.clone(), config.dev),
@@ -146,26 +149,23 @@ impl Owner {
         // Called before the database has subscribers, or with the effects routed by the
         // caller: nothing to revoke here.
         let mut effects = Effects::new();
-        loaded.engine.set_access(access, now, &mut effects);
+        loaded.set_access(access, now, &mut effects);
         // In development the log says which rule refused a request, where in the rules, and
         // the emulator's rules coverage report is kept.
         if config.dev {
-            loaded
-                .engine
-                .explain_refusals(Some(Arc::from(&*loaded.name)));
-            loaded.engine.record_coverage();
+            let name = Arc::from(&**loaded.name());
+            loaded.explain_refusals(Some(name));
+            loaded.record_coverage();
         }
-        loaded.rules = text;
+        loaded.set_rules(text);
         if let Some(reason) = self.store().and_then(ShardStore::failure) {
-            loaded
-                .engine
-                .set_read_only(Some(Arc::from(read_only_reason(&reason))));
+            loaded.set_read_only(Some(Arc::from(read_only_reason(&reason))));
         }
     }
 
     /// The tagger for the outbound queue of a client of `namespace`.
     pub fn tagger(&self, namespace: &str) -> Tagger {
-        let database_seq = self.with_database(namespace, |loaded| loaded.seq.clone());
+        let database_seq = self.with_database(namespace, |loaded| loaded.shared_seq());
         Tagger {
             gate: self.gate().clone(),
             database_seq,
@@ -210,10 +210,9 @@ impl Owner {
         body: RecordRef<'_>,
     ) -> Result<Option<u64>, hearth_store::StoreError> {
         if matches!(body, RecordRef::Write(_)) {
-            loaded.writes += 1;
+            loaded.wrote();
         }
-        if !loaded.on_disk && !loaded.announced {
-            loaded.announced = true;
+        if loaded.announce() {
             info!(
                 namespace,
                 shard = self.index(),
@@ -228,10 +227,10 @@ impl Owner {
             // The epoch the record was just logged under, as `ShardStore::append` chose it:
             // the claim's, else the log's last for the database.
             let epoch = loaded
-                .epoch
+                .epoch()
                 .unwrap_or_else(|| store.logged_epoch(namespace));
-            replication.ship(loaded, loaded.seq.get(), epoch, body);
+            replication.ship(loaded, loaded.seq(), epoch, body);
         }
-        Ok(Some(loaded.seq.get()))
+        Ok(Some(loaded.seq()))
     }
 }

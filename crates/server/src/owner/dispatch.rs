@@ -87,7 +87,7 @@ pub fn on_message(
         let precheck = owner
             .databases()
             .get(&handle.namespace)
-            .and_then(|database| database.engine.write_precheck(handle.id));
+            .and_then(|database| database.write_precheck(handle.id));
         return Ok(Handled::ParseOffThread(LargeMessage {
             text: message,
             precheck,
@@ -120,7 +120,7 @@ fn fence_session_database(owner: &Owner, handle: &ConnHandle) -> bool {
     owner
         .with_loaded(&handle.namespace, |database| {
             owner.fence(database);
-            database.fenced
+            database.is_fenced()
         })
         .unwrap_or(true)
 }
@@ -265,10 +265,7 @@ fn refuse_early(owner: &Owner, handle: &ConnHandle, write: &PendingWrite<'_>) ->
     let (path, scope) = write.scope()?;
     let databases = owner.databases();
     let database = databases.get(&handle.namespace)?;
-    let reply = database
-        .engine
-        .precheck_write(handle.id, path, scope)
-        .err()?;
+    let reply = database.precheck_write(handle.id, path, scope).err()?;
     let kind = RequestKind::of_write_action(write.action());
     owner
         .counters()
@@ -315,7 +312,7 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
             }
             let mut effects = Effects::new();
             let handled = owner.with_loaded(&handle.namespace, |database| {
-                database.last_used_ms = now_ms();
+                database.touched(now_ms());
                 database.handle(handle.id, request, now_ms(), &mut effects)
             });
             let Some(reply) = handled else {

@@ -20,9 +20,7 @@ pub fn refuse_early(owner: &Owner, check: &WriteCheck) -> Option<RestResponse> {
     }
     owner
         .with_database(&check.namespace, |database| {
-            database
-                .engine
-                .precheck_write_as(&check.auth, &check.path, check.scope)
+            database.precheck_write_as(&check.auth, &check.path, check.scope)
         })
         .err()
         .map(reply_error)

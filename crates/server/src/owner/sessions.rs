@@ -28,7 +28,7 @@ pub fn open_session(
 ) -> Rc<ConnHandle> {
     let database_seq = owner.with_database(namespace, |loaded| {
         loaded.connect(id);
-        loaded.seq.clone()
+        loaded.shared_seq()
     });
     let tagger = Tagger {
         gate: owner.gate().clone(),
@@ -63,7 +63,7 @@ pub fn move_connection(owner: &Owner, handle: &ConnHandle) {
     if owner.remove_session(handle) {
         owner.with_loaded(&handle.namespace, |database| {
             database.leave(handle.id);
-            database.last_used_ms = now_ms();
+            database.touched(now_ms());
         });
     }
 }
@@ -79,7 +79,7 @@ fn end_session(owner: &Owner, namespace: &str, id: ConnId) {
     let mut effects = Effects::new();
     owner.with_loaded(namespace, |database| {
         database.disconnect(id, now_ms(), &mut effects);
-        database.last_used_ms = now_ms();
+        database.touched(now_ms());
     });
     route_effects(owner, namespace, effects);
 }

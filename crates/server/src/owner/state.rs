@@ -225,7 +225,7 @@ impl Owner {
         let databases = self.databases.borrow();
         databases
             .get(namespace)
-            .map_or(0, |loaded| self.gate.tag(loaded.seq.get()))
+            .map_or(0, |loaded| self.gate.tag(loaded.seq()))
     }
 
     /// Registers `handle`, a new session of one of this core's databases.

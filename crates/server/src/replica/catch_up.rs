@@ -35,7 +35,7 @@ pub fn run(shard: &Shard, replication: &Replication) -> bool {
         .owner
         .databases()
         .iter()
-        .filter(|(name, loaded)| loaded.on_disk && replication.lacks_copy(name).is_some())
+        .filter(|(name, loaded)| loaded.is_on_disk() && replication.lacks_copy(name).is_some())
         .map(|(name, _)| name.clone())
         .collect();
     let in_memory = candidates.len();
@@ -83,14 +83,14 @@ pub fn run(shard: &Shard, replication: &Replication) -> bool {
 /// not confirmed) or locked (it could not be loaded) is no copy to overwrite the follower's
 /// with. The bytes shipped.
 fn copy(shard: &Shard, replication: &Replication, loaded: &Loaded) -> u64 {
-    if loaded.engine.read_only_reason().is_some() {
+    if loaded.read_only_reason().is_some() {
         return 0;
     }
-    let epoch = loaded.epoch.unwrap_or_else(|| {
+    let epoch = loaded.epoch().unwrap_or_else(|| {
         shard
             .owner
             .store()
-            .map_or(0, |store| store.logged_epoch(&loaded.name))
+            .map_or(0, |store| store.logged_epoch(loaded.name()))
     });
     replication.copy(loaded, epoch)
 }

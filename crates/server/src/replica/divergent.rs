@@ -46,19 +46,19 @@ pub fn keep_replaced(data_dir: &Path, loaded: &Loaded, logged_epoch: u64, record
         return;
     };
     let (epoch, tree) = copy;
-    let held = loaded.engine.root();
+    let held = loaded.root();
     if logged_epoch == 0 || epoch <= logged_epoch || held == tree || held.is_empty() {
         return;
     }
     hearth_ground::replica_messages::DIVERGENT_COPIES.fetch_add(1, Ordering::Relaxed);
     match keep(
         data_dir,
-        &loaded.name,
+        loaded.name(),
         &format!("epoch-{logged_epoch}"),
         held,
     ) {
         Ok(file) => warn!(
-            namespace = %loaded.name,
+            namespace = %loaded.name(),
             held_epoch = logged_epoch,
             owner_epoch = epoch,
             file = %file.display(),
@@ -66,7 +66,7 @@ pub fn keep_replaced(data_dir: &Path, loaded: &Loaded, logged_epoch: u64, record
              the replaced copy is kept in the file (it may hold writes never acknowledged)"
         ),
         Err(error) => warn!(
-            namespace = %loaded.name,
+            namespace = %loaded.name(),
             held_epoch = logged_epoch,
             owner_epoch = epoch,
             %error,
@@ -79,14 +79,14 @@ pub fn keep_replaced(data_dir: &Path, loaded: &Loaded, logged_epoch: u64, record
 /// Before a database whose writes from some point on were given up goes back to its state
 /// before them (`sync_set`): keeps its state with them, where an operator finds them.
 pub fn keep_given_up(data_dir: &Path, loaded: &Loaded) {
-    match keep(data_dir, &loaded.name, "given-up", loaded.engine.root()) {
+    match keep(data_dir, loaded.name(), "given-up", loaded.root()) {
         Ok(file) => warn!(
-            namespace = %loaded.name,
+            namespace = %loaded.name(),
             file = %file.display(),
             "the database with the writes given up is kept in the file"
         ),
         Err(error) => warn!(
-            namespace = %loaded.name,
+            namespace = %loaded.name(),
             %error,
             "the database with the writes given up could not be kept"
         ),

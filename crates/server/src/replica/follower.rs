@@ -60,10 +60,10 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
         for record in decoded {
             // Logged under the owner's epoch, so that this copy's log tells owners apart too
             // and a claim here later must be newer (`cluster::fence`).
-            loaded.epoch = Some(record.epoch);
+            loaded.set_epoch(record.epoch);
             let appended = match &record.body {
                 RecordBody::Write(write) => {
-                    loaded.engine.apply_replicated(write);
+                    loaded.apply_replicated(write);
                     shard.counters.write_applied();
                     shard
                         .owner
@@ -84,15 +84,12 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
                 break;
             }
         }
-        if loaded.engine.read_only_reason().is_none() {
-            loaded
-                .engine
-                .set_read_only(Some(Arc::from(FOLLOWER_READ_ONLY)));
+        if loaded.read_only_reason().is_none() {
             // A reason of the cluster's, like the fence's own: under etcd, the fence lifts it
             // once this node claims the database (failover), and not before.
-            loaded.fenced = true;
+            loaded.fence(Some(FOLLOWER_READ_ONLY));
         }
-        let local = loaded.seq.get();
+        let local = loaded.seq();
         (failure, local)
     });
     if let Some(reason) = failure {

@@ -82,9 +82,9 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
     let seq = shard
         .owner
         .with_existing_database(namespace, |loaded| {
-            loaded.moving = Some(request.epoch);
+            loaded.begin_move(request.epoch);
             shard.owner.fence(loaded);
-            loaded.seq.clone()
+            loaded.shared_seq()
         })
         .ok_or("the database is not on this node")?;
     let sessions = shard.owner.all_sessions().into_iter();
@@ -103,7 +103,7 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
             session.close(MoveCause::Moved.close_reason());
         }
         shard.owner.with_loaded(namespace, |loaded| {
-            loaded.moving = None;
+            loaded.end_move();
             shard.owner.fence(loaded);
         });
         Err(why)
@@ -116,7 +116,7 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
             .is_none_or(|store| store.durable_seq() >= last);
         if replication.lacks_copy(namespace) == Some(follower) {
             if let Some(loaded) = shard.owner.databases().get(namespace) {
-                replication.copy(loaded, loaded.epoch.unwrap_or(request.epoch));
+                replication.copy(loaded, loaded.epoch().unwrap_or(request.epoch));
             }
         }
         let sent = moving.iter().all(|session| session.replies_sent());
@@ -147,7 +147,7 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
     };
     shard.owner.with_loaded(namespace, |loaded| {
         if result.is_err() {
-            loaded.moving = None;
+            loaded.end_move();
         }
         // Handed over: the claim in the view is the follower's, and the fence says so.
         shard.owner.fence(loaded);

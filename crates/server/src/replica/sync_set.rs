@@ -150,9 +150,7 @@ fn differing_sets(
             continue;
         }
         let current = view.sync.get(namespace);
-        let last = databases
-            .get(namespace)
-            .map_or(0, |loaded| loaded.seq.get());
+        let last = databases.get(namespace).map_or(0, |loaded| loaded.seq());
         let keeps_up = |node: usize| nodes.link_state(node).1 && shipper.healthy(node, namespace);
         let is_member = |node: usize| current.is_some_and(|set| set.has(&nodes.id(node)));
         let follower = nodes
@@ -285,7 +283,7 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
         let tree = crate::replication::whole_tree(loaded);
         loaded.log_to(store, RecordRef::Write(&tree))?;
         let epoch = loaded
-            .epoch
+            .epoch()
             .unwrap_or_else(|| store.logged_epoch(namespace));
         let nodes = &replication.nodes;
         if let Some(node) = nodes.follower_node(namespace) {

@@ -165,14 +165,14 @@ impl Replication {
     /// shipped.
     fn send(&self, loaded: &Loaded, epoch: u64, record: Option<(u64, RecordRef<'_>)>) -> u64 {
         let nodes = &self.nodes;
-        if nodes.replication() == ReplicationMode::Off || !nodes.owns(&loaded.name) {
+        if nodes.replication() == ReplicationMode::Off || !nodes.owns(loaded.name()) {
             return 0;
         }
         // With sync sets, a write's record holds for every member; those it does not reach
         // keep it back until they leave the set (`Shipper::block`).
-        let follower = nodes.follower_node(&loaded.name);
+        let follower = nodes.follower_node(loaded.name());
         let members = match record {
-            Some((seq, _)) => self.members_joining(&loaded.name, follower, seq),
+            Some((seq, _)) => self.members_joining(loaded.name(), follower, seq),
             None => None,
         };
         let (bytes, reached) = match follower {
@@ -183,11 +183,11 @@ impl Replication {
             let mut shipper = self.shipper.borrow_mut();
             for member in members {
                 if !(reached && Some(member) == follower) {
-                    shipper.block(seq, member, &loaded.name);
+                    shipper.block(seq, member, loaded.name());
                 }
             }
-            for node in self.entering(&loaded.name) {
-                shipper.wait_for_join(seq, node, &loaded.name);
+            for node in self.entering(loaded.name()) {
+                shipper.wait_for_join(seq, node, loaded.name());
             }
         }
         bytes
@@ -256,7 +256,7 @@ impl Replication {
         let nodes = &self.nodes;
         let link = nodes.link_state(node);
         let decision = match record {
-            Some(_) => self.shipper.borrow_mut().prepare(node, link, &loaded.name),
+            Some(_) => self.shipper.borrow_mut().prepare(node, link, loaded.name()),
             None if self.shipper.borrow_mut().follow_link(node, link) => Ship::Copy,
             None => Ship::Skip,
         };
@@ -270,20 +270,20 @@ impl Replication {
         };
         let (reset, records) = match (decision, record) {
             (Ship::Skip, _) => return (0, false),
-            (Ship::Record, Some((_, body))) => (false, encode(seq, epoch, &loaded.name, body)),
+            (Ship::Record, Some((_, body))) => (false, encode(seq, epoch, loaded.name(), body)),
             (Ship::Record, None) => return (0, false),
             (Ship::Copy, _) => {
-                self.shipper.borrow_mut().copied(node, &loaded.name);
+                self.shipper.borrow_mut().copied(node, loaded.name());
                 (true, encode_copy(seq, epoch, loaded))
             }
         };
         let Some(records) = records.filter(|records| records.len() <= MAX_SHIPPED_BYTES) else {
             warn!(
-                namespace = %loaded.name,
+                namespace = %loaded.name(),
                 follower = &*nodes.id(node),
                 "a record or copy is too large to ship; the follower keeps no copy of this database"
             );
-            self.shipper.borrow_mut().forget(node, &loaded.name);
+            self.shipper.borrow_mut().forget(node, loaded.name());
             return (0, false);
         };
         let bytes = records.len() as u64;
@@ -292,7 +292,7 @@ impl Replication {
             ReplicaOut::Records(ToFollower {
                 shard: self.shard,
                 seq,
-                namespace: loaded.name.to_string(),
+                namespace: loaded.name().to_string(),
                 reset,
                 records,
                 generation: link.0,
@@ -301,7 +301,7 @@ impl Replication {
         if reset {
             nodes.lag(node).copies.fetch_add(1, Ordering::Relaxed);
         }
-        let namespace = record.map(|_| &loaded.name);
+        let namespace = record.map(|_| loaded.name());
         self.shipper
             .borrow_mut()
             .shipped(node, seq, bytes, now_ms(), holds, namespace);
@@ -333,20 +333,20 @@ pub fn whole_tree(loaded: &Loaded) -> Write {
         base: Path::root(),
         ops: vec![WriteOp {
             path: Path::root(),
-            change: Change::Set(loaded.engine.root().clone()),
+            change: Change::Set(loaded.root().clone()),
         }],
     }
 }
 
 fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
     let mut out = Vec::new();
-    if let Some(rules) = &loaded.rules {
+    if let Some(rules) = loaded.rules() {
         encode_record(
             &mut out,
             seq,
             0,
             epoch,
-            &loaded.name,
+            loaded.name(),
             RecordRef::Rules(rules),
         )
         .ok()?;
@@ -357,7 +357,7 @@ fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
         seq,
         0,
         epoch,
-        &loaded.name,
+        loaded.name(),
         RecordRef::Write(&tree),
     )
     .ok()?;

@@ -208,7 +208,7 @@ pub fn release_durable(
 ) -> Vec<ConnId> {
     for (name, state) in store.release(durable, released) {
         if let Some(loaded) = databases.get_mut(&*name) {
-            loaded.durable = state;
+            loaded.made_durable(state);
         }
     }
     gate.advance(released.min(durable))

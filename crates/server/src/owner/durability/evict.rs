@@ -31,9 +31,8 @@ pub fn load_evicted(owner: &Owner, namespace: &str, now: u64) -> Option<Loaded> 
             );
             owner.apply_rules(&mut loaded, snapshot.rules, now);
             // Snapshots hold no volatile data, but an import's snapshot may.
-            loaded.engine.drop_volatile_data();
-            loaded.durable = loaded.state();
-            loaded.on_disk = true;
+            loaded.drop_volatile_data();
+            loaded.loaded_from_disk();
             info!(
                 namespace,
                 shard = owner.index(),
@@ -48,13 +47,11 @@ pub fn load_evicted(owner: &Owner, namespace: &str, now: u64) -> Option<Loaded> 
             error!(namespace, snapshot = %name, %failure, "cannot load an evicted database; it is locked until the server restarts");
             let mut loaded = Loaded::new(Rc::from(namespace), Database::new(), covered, now);
             let mut effects = Effects::new();
-            loaded.engine.set_access(Access::Locked, now, &mut effects);
-            loaded
-                .engine
-                .set_read_only(Some(std::sync::Arc::from(format!(
-                    "the database could not be loaded from disk: {failure}"
-                ))));
-            loaded.on_disk = true;
+            loaded.set_access(Access::Locked, now, &mut effects);
+            loaded.set_read_only(Some(std::sync::Arc::from(format!(
+                "the database could not be loaded from disk: {failure}"
+            ))));
+            loaded.unreadable_on_disk();
             Some(loaded)
         }
     }

@@ -98,7 +98,7 @@ pub fn roll_back_databases(
         .databases_to_roll_back(
             databases
                 .iter()
-                .map(|(name, loaded)| (name.as_str(), loaded.seq.get())),
+                .map(|(name, loaded)| (name.as_str(), loaded.seq())),
         )
         .into_iter()
         .map(str::to_owned)
@@ -108,7 +108,7 @@ pub fn roll_back_databases(
             let rules = loaded.roll_back(durable);
             reapply(loaded, rules);
         }
-        loaded.engine.set_read_only(Some(read_only.clone()));
+        loaded.set_read_only(Some(read_only.clone()));
     }
     rolled_back
 }

@@ -263,7 +263,7 @@ impl Sim {
         }
         let now = self.now;
         let loaded = self.databases.get_mut(name).expect("just loaded");
-        loaded.last_used_ms = now;
+        loaded.touched(now);
         loaded
     }
 
@@ -280,15 +280,15 @@ impl Sim {
                     covered,
                     self.now,
                 );
-                loaded.durable = loaded.state();
-                loaded.on_disk = true;
+                loaded.loaded_from_disk();
                 loaded
             }
-            None => {
-                let loaded = Loaded::new(Rc::from(name), Database::new(), 0, self.now);
-                loaded.seq.set(self.gate.durable());
-                loaded
-            }
+            None => Loaded::new(
+                Rc::from(name),
+                Database::new(),
+                self.gate.durable(),
+                self.now,
+            ),
         };
         let history = self.history.entry(name.to_owned()).or_default();
         if let Some(before) = history.evicted_at.take() {
@@ -300,7 +300,7 @@ impl Sim {
             );
         }
         if let Some(reason) = self.store.failure() {
-            loaded.engine.set_read_only(Some(Arc::from(reason)));
+            loaded.set_read_only(Some(Arc::from(reason)));
         }
         loaded
     }
@@ -314,7 +314,7 @@ impl Sim {
         loaded.connect(id);
         let tagger = Tagger {
             gate,
-            database_seq: loaded.seq.clone(),
+            database_seq: loaded.shared_seq(),
         };
         self.clients.insert(
             id,
@@ -374,7 +374,7 @@ impl Sim {
         // As `Owner::log`: a refused append (the log failed) leaves the write in memory
         // with an unreachable tag, and reports the failure.
         let seq = match loaded.log_to(&self.store, RecordRef::Write(&body)) {
-            Ok(()) => loaded.seq.get(),
+            Ok(()) => loaded.seq(),
             Err(_) => {
                 self.report_failure();
                 u64::MAX
@@ -483,7 +483,7 @@ impl Sim {
                 rolled_back.contains(name)
             );
             assert!(
-                loaded.seq.get() <= durable,
+                loaded.seq() <= durable,
                 "{name} has no write in flight after the failure"
             );
         }

@@ -51,18 +51,18 @@ impl Sim {
             "{name} is evicted while a client holds it"
         );
         assert!(
-            loaded.seq.get() <= durable,
+            loaded.seq() <= durable,
             "{name} is evicted with writes in flight"
         );
         assert!(
-            !loaded.snapshot_running,
+            !loaded.snapshot_running(),
             "{name} is evicted while a snapshot of it runs"
         );
         let history = self.history.entry(name.to_owned()).or_default();
         let value = counter(loaded.root());
         assert!(
             newest.is_some_and(|covered| history.counter_at(covered) == value)
-                || (!loaded.on_disk && value == 0),
+                || (!loaded.is_on_disk() && value == 0),
             "{name} is evicted with {value} but its newest snapshot ({newest:?}) does not hold it"
         );
         history.evicted_at = Some(value);
@@ -76,7 +76,7 @@ impl Sim {
         let index = self.rng.below(self.snapshots.len() as u64) as usize;
         let job = self.snapshots.swap_remove(index);
         if let Some(loaded) = self.databases.get_mut(&job.name) {
-            loaded.snapshot_running = false;
+            loaded.end_snapshot();
         }
         let history = self.history.entry(job.name.clone()).or_default();
         assert_eq!(

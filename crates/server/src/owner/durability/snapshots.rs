@@ -86,7 +86,7 @@ pub fn start(owner: &Rc<Owner>, name: &str, now: u64) {
         let storage = store.storage().clone();
         let name = job.name.clone();
         let written = tokio::task::spawn_blocking(move || write(&storage, &job)).await;
-        owner.with_loaded(&name, |loaded| loaded.snapshot_running = false);
+        owner.with_loaded(&name, |loaded| loaded.end_snapshot());
         match written {
             Ok(Ok(info)) => after_snapshot(&owner, &info).await,
             Ok(Err(error)) => {
@@ -154,7 +154,7 @@ pub fn snapshot_all(owner: &Owner) {
     let names: Vec<String> = owner
         .databases()
         .iter()
-        .filter(|(_, loaded)| loaded.wal_bytes > 0 && !loaded.snapshot_running)
+        .filter(|(_, loaded)| loaded.has_log_to_snapshot())
         .map(|(name, _)| name.clone())
         .collect();
     let mut old = Vec::new();

@@ -39,7 +39,7 @@ pub fn put_rules(owner: &Owner, namespace: &str, text: String) -> RestResponse {
         let reason = database.read_only_reason().map(str::to_owned);
         if reason.is_none() {
             database.set_access(Access::Rules(Arc::new(rules)), now_ms(), &mut effects);
-            database.rules = Some(Arc::from(text.as_str()));
+            database.set_rules(Some(Arc::from(text.as_str())));
         }
         reason
     });
@@ -61,7 +61,7 @@ pub fn coverage(owner: &Owner, namespace: &str, html: bool) -> RestResponse {
         );
     }
     let title = html.then_some(namespace);
-    match owner.with_database(namespace, |database| database.engine.coverage_report(title)) {
+    match owner.with_database(namespace, |database| database.coverage_report(title)) {
         Some(report) if html => RestResponse {
             content_type: Some("text/html; charset=utf-8"),
             ..RestResponse::json(200, report)
