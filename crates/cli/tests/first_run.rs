@@ -30,7 +30,7 @@ fn export_of_a_mistyped_data_directory_is_refused_and_creates_nothing() {
     let typo = dir.join("hearth-dta");
     let out = output(
         hearth()
-            .args(["export", "--quiet", "--db", "shop", "--data-dir"])
+            .args(["export", "--quiet", "--ns", "shop", "--data-dir"])
             .arg(&typo),
     );
     assert!(!out.status.success());
@@ -41,7 +41,7 @@ fn export_of_a_mistyped_data_directory_is_refused_and_creates_nothing() {
     // A directory that exists but is not a data directory is refused as well, and left as it is.
     let out = output(
         hearth()
-            .args(["export", "--quiet", "--db", "shop", "--data-dir"])
+            .args(["export", "--quiet", "--ns", "shop", "--data-dir"])
             .arg(&dir),
     );
     assert!(!out.status.success());
@@ -60,7 +60,7 @@ fn import_creates_a_data_directory_only_when_asked_to() {
     let data = dir.join("data");
     let import = |create: bool| {
         let mut command = hearth();
-        command.args(["import", "--db", "shop", "--threads", "1"]);
+        command.args(["import", "--ns", "shop", "--threads", "1"]);
         if create {
             command.arg("--create");
         }
@@ -85,7 +85,7 @@ fn import_creates_a_data_directory_only_when_asked_to() {
     );
     let exported = output(
         hearth()
-            .args(["export", "--quiet", "--db", "shop", "--data-dir"])
+            .args(["export", "--quiet", "--ns", "shop", "--data-dir"])
             .arg(&data),
     );
     assert_eq!(

@@ -36,17 +36,34 @@ const MAX_ERROR_BYTES: u64 = 64 * 1024;
 /// The largest `--ca-cert` file read.
 pub const MAX_CA_FILE_BYTES: u64 = 1024 * 1024;
 
-/// How to reach a running server.
+/// How to reach a running server as a whole (`databases`, `backup`): no database.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
+    /// The server, as `http://HOST:PORT` or `https://HOST:PORT` (a path prefix is kept, for
+    /// a server behind a proxy).
+    #[arg(long, env = "HEARTH_URL", default_value = DEFAULT_URL)]
+    pub url: String,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// One database of a running server (`data`, `rules get|set`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DatabaseArgs {
     /// The server, as `http://HOST:PORT` or `https://HOST:PORT` (a path prefix is kept, for
     /// a server behind a proxy). A `?ns=NAME` in it chooses the database.
     #[arg(long, env = "HEARTH_URL", default_value = DEFAULT_URL)]
     pub url: String,
-    /// The database (namespace); wins over `?ns=` in --url. Without either, the server
-    /// chooses: the first label of a host name such as `mydb.example.com`, else `default`.
-    #[arg(long, env = "HEARTH_NS")]
+    /// The database (namespace); wins over `?ns=` in --url. One of the two is required.
+    #[arg(long, alias = "db", env = "HEARTH_NS")]
     pub ns: Option<String>,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// The credential and transport options every online command shares.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Connection {
     /// Sent as `Authorization: Bearer`: the server's --admin-token (`owner` for a --dev
     /// server), or a user's ID token. Without it, requests are anonymous and the database's
     /// rules decide.
@@ -112,19 +129,35 @@ impl<'a> Call<'a> {
 }
 
 impl Client {
+    /// A client of the whole server: its requests name no database.
     pub fn new(args: &ServerArgs) -> Result<Client> {
-        Client::connect(
-            &args.url,
-            args.ns.as_deref(),
-            args.admin_token.as_deref(),
-            args.ca_cert.as_deref(),
-            Duration::from_secs(args.timeout_secs.max(1)),
+        Client::connect(&args.url, None, &args.connection)
+    }
+
+    /// A client of one database: `--ns`, else `?ns=` in the URL. Without either the request
+    /// would reach whatever database the server picks, so it is refused here instead.
+    pub fn for_database(args: &DatabaseArgs) -> Result<Client> {
+        let client = Client::connect(&args.url, args.ns.as_deref(), &args.connection)?;
+        if client.ns.is_none() {
+            return Err(ToolsError::NoDatabase);
+        }
+        Ok(client)
+    }
+
+    /// A client of `url`; `ns` wins over a `?ns=` in the URL.
+    pub fn connect(url: &str, ns: Option<&str>, connection: &Connection) -> Result<Client> {
+        Client::with_timeout(
+            url,
+            ns,
+            connection.admin_token.as_deref(),
+            connection.ca_cert.as_deref(),
+            Duration::from_secs(connection.timeout_secs.max(1)),
         )
     }
 
-    /// A client of `url`; `ns` wins over a `?ns=` in the URL. `read_timeout` bounds the wait
-    /// for an answer and for each read of it.
-    pub fn connect(
+    /// A client of `url`; `read_timeout` bounds the wait for an answer and for each read of
+    /// it.
+    fn with_timeout(
         url: &str,
         ns: Option<&str>,
         token: Option<&str>,
@@ -250,7 +283,7 @@ impl Client {
             .unwrap_or_default();
         let mut message = error_message(&text, response.status().canonical_reason());
         if status == 401 && self.token.is_none() {
-            message.push_str(" (no --admin-token or HEARTH_ADMIN_TOKEN was given)");
+            message.push_str(NO_TOKEN_HINT);
         }
         Err(ToolsError::Refused {
             request: request_name,
@@ -282,6 +315,13 @@ impl Client {
         }
     }
 }
+
+/// Added to a 401 answered to a request without a credential: no command sends one by
+/// default (a guessed token would turn a rules-allowed anonymous read into a refusal), so
+/// the refusal says where the token goes and what a --dev server's is.
+pub const NO_TOKEN_HINT: &str =
+    " (no admin token was given: add --admin-token TOKEN or set HEARTH_ADMIN_TOKEN; a --dev \
+     server's is `owner`)";
 
 /// The server's `{"error": "..."}` message, else the text of the answer, else the status's
 /// name.
@@ -421,7 +461,7 @@ mod tests {
         assert_eq!(data_path("users/ada"), "/users/ada.json");
         assert_eq!(data_path("/a b/é/"), "/a%20b/%C3%A9.json");
         assert_eq!(data_path("/a/.priority"), "/a/.priority.json");
-        let client = Client::connect(
+        let client = Client::with_timeout(
             "http://h:1/?ns=url",
             Some("flag"),
             None,
@@ -432,7 +472,7 @@ mod tests {
             client.url("/.json", &[("orderBy", "\"$key\"")]),
             "http://h:1/.json?ns=flag&orderBy=%22%24key%22"
         );
-        let client = Client::connect("http://h:1/?ns=url", None, None, None, Duration::ZERO)?;
+        let client = Client::with_timeout("http://h:1/?ns=url", None, None, None, Duration::ZERO)?;
         assert_eq!(client.url("/.json", &[]), "http://h:1/.json?ns=url");
         Ok(())
     }

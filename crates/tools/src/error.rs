@@ -25,6 +25,15 @@ pub enum ToolsError {
     BadAnswer { request: String, reason: String },
     #[error("{0}")]
     Usage(String),
+    /// The command line does not say enough to act on; exit code 2, as clap's own errors.
+    #[error("{0}")]
+    CommandLine(String),
+    #[error(
+        "no database given: add --ns NAME (or set HEARTH_NS, or end --url with ?ns=NAME); \
+         a request without one reaches the database `default` of a server addressed by IP \
+         address or as localhost"
+    )]
+    NoDatabase,
     #[error("invalid JSON in {what}: {source}")]
     Json {
         what: String,
@@ -55,6 +64,7 @@ impl ToolsError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ToolsError::Unreachable { .. } => 3,
+            ToolsError::CommandLine(_) | ToolsError::NoDatabase => 2,
             ToolsError::Refused {
                 status: 401 | 403, ..
             } => 4,

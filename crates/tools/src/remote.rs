@@ -7,7 +7,7 @@ use std::path::Path;
 use hearth_server::rules_file::load_rules;
 use serde::Deserialize;
 
-use crate::client::{data_path, Call, Client, ServerArgs};
+use crate::client::{data_path, Call, Client, DatabaseArgs, ServerArgs};
 use crate::error::{Result, ToolsError};
 
 /// The largest value `data set|update|push` sends: the server's limit for a REST body.
@@ -46,7 +46,7 @@ pub struct GetArgs {
     #[arg(long)]
     pub export: bool,
     #[command(flatten)]
-    pub server: ServerArgs,
+    pub server: DatabaseArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -56,7 +56,7 @@ pub struct WriteArgs {
     /// The value as JSON text; `-` reads it from stdin.
     pub value: String,
     #[command(flatten)]
-    pub server: ServerArgs,
+    pub server: DatabaseArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -64,7 +64,7 @@ pub struct PathArgs {
     /// The location, as `/users/ada` (`/` is the root).
     pub path: String,
     #[command(flatten)]
-    pub server: ServerArgs,
+    pub server: DatabaseArgs,
 }
 
 /// `print=silent`: the server answers a write with 204 and no body.
@@ -75,12 +75,12 @@ pub fn data(command: DataCommand) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match command {
-        DataCommand::Get(args) => get(&Client::new(&args.server)?, &args, &mut out),
+        DataCommand::Get(args) => get(&Client::for_database(&args.server)?, &args, &mut out),
         DataCommand::Set(args) => write("PUT", &args),
         DataCommand::Update(args) => write("PATCH", &args),
         DataCommand::Push(args) => {
             let body = read_value(&args.value)?;
-            let client = Client::new(&args.server)?;
+            let client = Client::for_database(&args.server)?;
             let path = data_path(&args.path);
             #[derive(Deserialize)]
             struct Pushed {
@@ -93,11 +93,11 @@ pub fn data(command: DataCommand) -> Result<()> {
         }
         DataCommand::Remove(args) => {
             let path = data_path(&args.path);
-            Client::new(&args.server)?.send(Call::new("DELETE", &path).query(&SILENT))?;
+            Client::for_database(&args.server)?.send(Call::new("DELETE", &path).query(&SILENT))?;
             Ok(())
         }
         DataCommand::Watch(args) => {
-            crate::watch::watch(&Client::new(&args.server)?, &args.path, &mut out)
+            crate::watch::watch(&Client::for_database(&args.server)?, &args.path, &mut out)
         }
     }
 }
@@ -107,7 +107,7 @@ fn write(method: &str, args: &WriteArgs) -> Result<()> {
     let body = read_value(&args.value)?;
     let path = data_path(&args.path);
     let call = Call::new(method, &path).query(&SILENT).body(&body);
-    Client::new(&args.server)?.send(call)?;
+    Client::for_database(&args.server)?.send(call)?;
     Ok(())
 }
 
@@ -185,8 +185,8 @@ fn read_value(argument: &str) -> Result<Vec<u8>> {
 const RULES: &str = "/.settings/rules.json";
 
 /// `hearth rules get`: prints the rules of the database.
-pub fn rules_get(server: &ServerArgs) -> Result<()> {
-    let text = Client::new(server)?.text(Call::new("GET", RULES))?;
+pub fn rules_get(server: &DatabaseArgs) -> Result<()> {
+    let text = Client::for_database(server)?.text(Call::new("GET", RULES))?;
     let newline = if text.ends_with('\n') { "" } else { "\n" };
     print!("{text}{newline}");
     Ok(())
@@ -194,15 +194,13 @@ pub fn rules_get(server: &ServerArgs) -> Result<()> {
 
 /// `hearth rules set FILE`: checks the file here (the errors of `hearth rules check`), then
 /// gives it to the database.
-pub fn rules_set(server: &ServerArgs, file: &Path) -> Result<()> {
+pub fn rules_set(server: &DatabaseArgs, file: &Path) -> Result<()> {
     load_rules(file)?;
     let text =
         std::fs::read(file).map_err(ToolsError::io(format!("reading {}", file.display())))?;
-    let client = Client::new(server)?;
+    let client = Client::for_database(server)?;
     client.send(Call::new("PUT", RULES).body(&text))?;
-    let database = client
-        .namespace()
-        .unwrap_or("the server's default database");
+    let database = client.namespace().unwrap_or_default();
     println!("{}: ok, set on {database}", file.display());
     Ok(())
 }
