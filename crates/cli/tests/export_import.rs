@@ -59,7 +59,8 @@ fn offline_import_then_export_round_trips_and_the_server_serves_it() {
         .env("HEARTH_NS", "shop"));
     let online: Value = serde_json::from_str(&online).expect("the export is JSON");
     assert_eq!(online, canonical(&document()));
-    // An offline import while it runs is refused: the directory is locked.
+    // An offline import while it runs is refused: the directory is locked, and the message
+    // says what to do instead.
     let refused = hearth()
         .args(["import", "--quiet", "--ns", "shop", "--data-dir"])
         .arg(&data)
@@ -67,7 +68,14 @@ fn offline_import_then_export_round_trips_and_the_server_serves_it() {
         .output()
         .expect("the command runs");
     assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("in use"));
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        format!(
+            "data directory {} is in use by another process (its LOCK file is locked); stop \
+             the server that runs on it, or go through the running server with --url URL\n",
+            data.display()
+        )
+    );
     // Both places on one command line is a mistake.
     let both = hearth()
         .args([

@@ -157,6 +157,14 @@ fn refusals_say_why_with_an_exit_code_per_cause() {
     let not_json = output(admin(&server).args(["data", "set", "/a", "{a: 1}"]), "");
     assert_eq!(not_json.status.code(), Some(1));
     assert!(stderr(&not_json).starts_with("invalid JSON in the value: "));
+    // A bare word is a string the shell unquoted: the message says how to quote it.
+    let bare = output(admin(&server).args(["data", "set", "/name", "Ada"]), "");
+    assert_eq!(bare.status.code(), Some(1));
+    assert_eq!(
+        stderr(&bare),
+        "invalid JSON in the value: expected value at line 1 column 1; a string is JSON only \
+         in double quotes, and the shell removes one pair of quotes: write '\"Ada\"'\n"
+    );
     assert_eq!(run(admin(&server).args(["data", "get", "/"])), "null\n");
 
     // Nothing listens there.

@@ -2,15 +2,15 @@
 //! and import against a running server): one `ureq` agent, with rustls for `https`, answers
 //! read by their framing (`Content-Length` or chunked), and a timeout on every request.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ureq::http::{Request, Response};
-use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
+use ureq::tls::TlsConfig;
 use ureq::{Agent, Body};
 
 use crate::error::{Result, ToolsError};
+use crate::tls::{certificate_hint, read_ca_certs};
 
 /// The server the online commands talk to when neither `--url` nor `HEARTH_URL` says.
 pub const DEFAULT_URL: &str = "http://localhost:9000";
@@ -32,9 +32,6 @@ pub const MAX_ANSWER_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The most bytes of an error answer read for its message.
 const MAX_ERROR_BYTES: u64 = 64 * 1024;
-
-/// The largest `--ca-cert` file read.
-pub const MAX_CA_FILE_BYTES: u64 = 1024 * 1024;
 
 /// How to reach a running server as a whole (`databases`, `backup`): no database.
 #[derive(clap::Args, Debug, Clone)]
@@ -298,16 +295,22 @@ impl Client {
             url: self.shown.clone(),
             reason,
         };
+        // A refused certificate means a server did answer: asking whether one runs would
+        // send the user the wrong way.
+        if let Some(hint) = certificate_hint(&error) {
+            return unreachable(format!("{error}; {hint}"));
+        }
+        let running = format!("(is the server running at {}?)", self.shown);
         match error {
             ureq::Error::Io(error) if error.kind() == std::io::ErrorKind::ConnectionRefused => {
-                unreachable("connection refused".to_owned())
+                unreachable(format!("connection refused {running}"))
             }
             ureq::Error::Io(_)
             | ureq::Error::HostNotFound
             | ureq::Error::ConnectionFailed
             | ureq::Error::Timeout(_)
             | ureq::Error::Tls(_)
-            | ureq::Error::Rustls(_) => unreachable(error.to_string()),
+            | ureq::Error::Rustls(_) => unreachable(format!("{error} {running}")),
             other => ToolsError::BadAnswer {
                 request: request.to_owned(),
                 reason: other.to_string(),
@@ -378,28 +381,6 @@ fn split_url(url: &str) -> Result<(String, Option<String>)> {
         location.trim_end_matches('/')
     );
     Ok((base, ns))
-}
-
-/// The certificates of a PEM file, as the only roots to trust.
-fn read_ca_certs(path: &Path) -> Result<RootCerts> {
-    let bad = |reason: String| ToolsError::CaCert {
-        path: path.to_owned(),
-        reason,
-    };
-    let mut pem = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_CA_FILE_BYTES).read_to_end(&mut pem))
-        .map_err(|error| bad(error.to_string()))?;
-    let mut certs: Vec<Certificate<'static>> = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
-        if let PemItem::Certificate(cert) = item.map_err(|error| bad(error.to_string()))? {
-            certs.push(cert);
-        }
-    }
-    if certs.is_empty() {
-        return Err(bad("no certificate in it".to_owned()));
-    }
-    Ok(RootCerts::new_with_certs(&certs))
 }
 
 /// The URL path of the data at `path` (`/users/ada` or `users/ada`; `/` is the root):
@@ -488,16 +469,5 @@ mod tests {
         );
         assert_eq!(error_message("plain text\n", None), "plain text");
         assert_eq!(error_message("", Some("Bad Gateway")), "Bad Gateway");
-    }
-
-    #[test]
-    fn a_ca_file_without_certificates_is_refused() {
-        let path = std::env::temp_dir().join(format!("hearth-ca-{}.pem", std::process::id()));
-        let _ = std::fs::write(&path, "not a certificate");
-        assert!(matches!(
-            read_ca_certs(&path),
-            Err(ToolsError::CaCert { .. })
-        ));
-        let _ = std::fs::remove_file(path);
     }
 }

@@ -36,7 +36,7 @@ pub fn export(args: ExportArgs) -> Result<()> {
     let bar = progress.bar();
     match place {
         Place::Offline(dir) => {
-            let (_lock, opened) = open_shard(target, dir, None, false)?;
+            let (_lock, opened) = open_shard(target, dir, None, false, false)?;
             let root = opened
                 .recovered
                 .databases

@@ -74,8 +74,11 @@ fn offline(
     progress: &Progress,
 ) -> Result<()> {
     let target = &args.target;
-    let (_lock, opened) = open_shard(target, dir, args.threads, args.create)?;
-    let root = build_tree(reader)?;
+    let (_lock, opened) = open_shard(target, dir, args.threads, args.create, true)?;
+    let root = build_tree(reader).map_err(|error| ToolsError::InFile {
+        file: args.file.clone(),
+        source: Box::new(error),
+    })?;
     let rules = opened
         .recovered
         .databases

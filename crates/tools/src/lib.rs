@@ -21,6 +21,7 @@ mod progress;
 mod remote;
 mod restore;
 mod stream;
+mod tls;
 mod watch;
 
 pub use backup::{backup, BackupArgs};
@@ -82,17 +83,18 @@ impl Target {
 }
 
 /// Opens the data directory and recovers the shard that holds the database. Without `create`,
-/// `dir` must be a data directory already (a mistyped path is refused, not made).
+/// `dir` must be a data directory already (a mistyped path is refused, not made); `creatable`
+/// says that the command has `--create`, for the hint of that refusal.
 fn open_shard(
     target: &Target,
     dir: &std::path::Path,
     threads: Option<usize>,
     create: bool,
+    creatable: bool,
 ) -> Result<(
     hearth_server::persist::data_dir::DataDir,
     hearth_server::persist::Opened,
 )> {
-    Ok(hearth_server::offline::open_database(
-        dir, &target.ns, threads, create,
-    )?)
+    hearth_server::offline::open_database(dir, &target.ns, threads, create)
+        .map_err(|error| error::offline_with_hint(error, creatable && !create))
 }

@@ -176,9 +176,34 @@ fn read_value(argument: &str) -> Result<Vec<u8>> {
             "the value is larger than the server's limit of {MAX_VALUE_BYTES} bytes"
         )));
     }
-    serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
-        .map_err(ToolsError::json("the value"))?;
+    if let Err(source) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        return Err(match quote_hint(&bytes) {
+            Some(hint) => ToolsError::NotJsonValue { source, hint },
+            None => ToolsError::json("the value")(source),
+        });
+    }
     Ok(bytes)
+}
+
+/// For a value that is not JSON because it is a bare word or sentence (`hello`, not
+/// `"hello"`): how to write it as a JSON string, since the shell eats one pair of quotes.
+fn quote_hint(bytes: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(bytes).ok()?.trim();
+    let first = text.chars().next()?;
+    // Objects, arrays, strings and numbers were meant as JSON and have a real syntax error.
+    if matches!(first, '{' | '[' | '"' | '-' | '0'..='9') {
+        return None;
+    }
+    let quoted = serde_json::to_string(text).ok()?;
+    let example = if text.contains('\'') || text.contains('\n') || quoted.len() > 60 {
+        "'\"text\"'".to_owned()
+    } else {
+        format!("'{quoted}'")
+    };
+    Some(format!(
+        "a string is JSON only in double quotes, and the shell removes one pair of quotes: \
+         write {example}"
+    ))
 }
 
 /// Where a database's rules are read and set.
@@ -327,5 +352,28 @@ mod tests {
         assert!(read_value("\"text\"").is_ok());
         assert!(matches!(read_value("{a: 1}"), Err(ToolsError::Json { .. })));
         assert!(matches!(read_value("1 2"), Err(ToolsError::Json { .. })));
+    }
+
+    #[test]
+    fn a_bare_word_is_told_to_be_quoted() {
+        let error = read_value("hello world").map(drop);
+        assert_eq!(
+            error.map_err(|error| error.to_string()),
+            Err(
+                "invalid JSON in the value: expected value at line 1 column 1; a string is \
+                 JSON only in double quotes, and the shell removes one pair of quotes: write \
+                 '\"hello world\"'"
+                    .to_owned()
+            )
+        );
+        let error = read_value("it's").map_err(|error| error.to_string());
+        assert!(
+            error
+                .as_ref()
+                .is_err_and(|text| text.ends_with("write '\"text\"'")),
+            "{error:?}"
+        );
+        // A JSON object with a typo gets no hint about strings.
+        assert!(matches!(read_value("{a: 1}"), Err(ToolsError::Json { .. })));
     }
 }
