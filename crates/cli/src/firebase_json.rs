@@ -192,7 +192,7 @@ fn rules_of_targets(targets: &[Value]) -> Result<Option<String>, ParseError> {
                 return Err(ParseError::Shape(format!(
                     "the database targets name different rules files ({first} and {file}); \
                      Hearth starts every database with the same rules: keep one file here and \
-                     set the others per database (hearth rules set FILE --server URL?ns=NAME)"
+                     set the others per database (hearth rules set FILE --url URL --ns NAME)"
                 )))
             }
             _ => found = Some(file),

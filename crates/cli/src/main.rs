@@ -2,6 +2,8 @@
 
 mod cluster_link;
 mod config_file;
+#[cfg(test)]
+mod conventions;
 mod firebase_json;
 mod layers;
 mod logging;
@@ -87,7 +89,17 @@ enum ClusterCommand {
         #[arg(long)]
         etcd: String,
         /// The database (namespace) to move.
-        namespace: String,
+        #[arg(
+            long,
+            alias = "db",
+            env = "HEARTH_NS",
+            required_unless_present = "namespace"
+        )]
+        ns: Option<String>,
+        /// The database as the positional argument it once was; hidden, kept so that scripts
+        /// written for it still work.
+        #[arg(hide = true)]
+        namespace: Option<String>,
         /// How long to wait for the follower's claim.
         #[arg(long, default_value_t = 30)]
         wait_secs: u64,
@@ -104,7 +116,7 @@ enum RulesCommand {
     /// Print the rules of a database of a running server (admins only).
     Get {
         #[command(flatten)]
-        server: hearth_tools::ServerArgs,
+        server: hearth_tools::DatabaseArgs,
     },
     /// Check a rules file as `rules check` does, then give it to a database of a running
     /// server (admins only).
@@ -112,7 +124,7 @@ enum RulesCommand {
         /// The rules file.
         file: PathBuf,
         #[command(flatten)]
-        server: hearth_tools::ServerArgs,
+        server: hearth_tools::DatabaseArgs,
     },
 }
 
@@ -128,6 +140,10 @@ fn main() -> anyhow::Result<()> {
         }
     };
     let cli = Cli::from_arg_matches(&layered.matches).unwrap_or_else(|error| error.exit());
+    if let Some(message) = both_places(&layered.matches) {
+        eprintln!("error: {message}");
+        std::process::exit(2);
+    }
     if let Command::Serve(args) = cli.command {
         if args.print_config {
             let (Some(serve_command), Some(serve)) = (
@@ -179,9 +195,15 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Cluster(ClusterCommand::Move {
             etcd,
+            ns,
             namespace,
             wait_secs,
-        }) => return cluster_move(&etcd, &namespace, wait_secs),
+        }) => {
+            let Some(namespace) = namespace.or(ns) else {
+                anyhow::bail!("no database given: add --ns NAME");
+            };
+            return cluster_move(&etcd, &namespace, wait_secs);
+        }
     };
     if let Err(error) = tool {
         // The tools' errors are written for people: no "Error:" debug form, and an exit
@@ -190,6 +212,20 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(error.exit_code());
     }
     Ok(())
+}
+
+/// An export or import given both `--data-dir` and `--url` on its command line: it cannot do
+/// both. A `--url` from HEARTH_URL is not counted, so that a shell set up for the online
+/// commands can still export a stopped server's directory.
+fn both_places(matches: &clap::ArgMatches) -> Option<String> {
+    let (name, command) = matches.subcommand()?;
+    let given = |id: &str| {
+        command.try_contains_id(id).unwrap_or(false)
+            && command.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+    };
+    (matches!(name, "export" | "import") && given("data_dir") && given("url")).then(|| {
+        format!("{name} takes --data-dir (a stopped server) or --url (a running one), not both")
+    })
 }
 
 /// `hearth cluster status`: exits with 1 when etcd cannot be read.

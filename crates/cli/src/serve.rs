@@ -236,7 +236,12 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             if let Some(cluster) = &cluster {
                 cluster.stop();
             }
-            return Err(error).context("starting the server");
+            let hint = port_in_use_hint(&error);
+            let error = anyhow::Error::new(error).context("starting the server");
+            return Err(match hint {
+                Some(hint) => error.context(hint),
+                None => error,
+            });
         }
     };
     signals
@@ -249,6 +254,29 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     info!("stopped");
     Ok(())
+}
+
+/// What to do when the server's port is taken by a process that is not a Hearth server: the
+/// kernel's "Address already in use" alone does not say which option moves it. (A Hearth
+/// server's port claim already says "stop it or choose another --listen".)
+fn port_in_use_hint(error: &hearth_server::StartError) -> Option<String> {
+    let hearth_server::StartError::Bind { addresses, source } = error else {
+        return None;
+    };
+    if source.kind() != std::io::ErrorKind::AddrInUse || source.to_string().contains("--listen") {
+        return None;
+    }
+    let option = if addresses.starts_with("--metrics-listen") {
+        "another --metrics-listen"
+    } else if addresses.starts_with("the node link") {
+        "another port for this node in --cluster-peers or --advertise"
+    } else {
+        "another --listen"
+    };
+    Some(format!(
+        "cannot listen on {addresses}: another program already listens there (`ss -ltnp` \
+         names it); stop it or choose {option}"
+    ))
 }
 
 /// Joins the cluster of `--cluster-etcd`, if given: the node's lease is granted and the
@@ -319,5 +347,44 @@ impl Signals {
             }
         })?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::port_in_use_hint;
+    use hearth_server::StartError;
+    use std::io::{Error, ErrorKind};
+
+    fn bind_error(addresses: &str, message: &str) -> StartError {
+        StartError::Bind {
+            addresses: addresses.to_owned(),
+            source: Error::new(ErrorKind::AddrInUse, message.to_owned()),
+        }
+    }
+
+    #[test]
+    fn a_port_in_use_names_the_option_that_moves_it() {
+        assert_eq!(
+            port_in_use_hint(&bind_error("--metrics-listen 127.0.0.1:9100", "in use")),
+            Some(
+                "cannot listen on --metrics-listen 127.0.0.1:9100: another program already \
+                 listens there (`ss -ltnp` names it); stop it or choose another \
+                 --metrics-listen"
+                    .to_owned()
+            )
+        );
+        // A Hearth server's port claim already says what to do: nothing is added.
+        let claimed = "Address already in use: another Hearth server listens on 127.0.0.1:9000 \
+                       (or on every address of port 9000); stop it or choose another --listen";
+        assert_eq!(
+            port_in_use_hint(&bind_error("[127.0.0.1:9000]", claimed)),
+            None
+        );
+        let other = StartError::Bind {
+            addresses: "[127.0.0.1:9000]".to_owned(),
+            source: Error::new(ErrorKind::PermissionDenied, "denied"),
+        };
+        assert_eq!(port_in_use_hint(&other), None);
     }
 }

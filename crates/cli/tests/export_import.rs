@@ -52,21 +52,56 @@ fn offline_import_then_export_round_trips_and_the_server_serves_it() {
     // A server started on the directory serves the imported data.
     let port = free_port();
     let server = serve(&data, port);
+    // Online through the variables every online command reads.
     let online = run(hearth()
-        .args(["export", "--quiet", "--db", "shop", "--url"])
-        .arg(format!("http://127.0.0.1:{port}")));
+        .args(["export", "--quiet"])
+        .env("HEARTH_URL", format!("http://127.0.0.1:{port}"))
+        .env("HEARTH_NS", "shop"));
     let online: Value = serde_json::from_str(&online).expect("the export is JSON");
     assert_eq!(online, canonical(&document()));
-    // An offline import while it runs is refused: the directory is locked.
+    // An offline import while it runs is refused: the directory is locked, and the message
+    // says what to do instead.
     let refused = hearth()
-        .args(["import", "--quiet", "--db", "shop", "--data-dir"])
+        .args(["import", "--quiet", "--ns", "shop", "--data-dir"])
         .arg(&data)
         .arg(&file)
         .output()
         .expect("the command runs");
-    assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("in use"));
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        format!(
+            "data directory {} is in use by another process (its LOCK file is locked); stop \
+             the server that runs on it, or go through the running server with --url URL\n",
+            data.display()
+        )
+    );
+    // Both places on one command line is a mistake.
+    let both = hearth()
+        .args([
+            "export",
+            "--ns",
+            "shop",
+            "--url",
+            "http://127.0.0.1:1",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .output()
+        .expect("the command runs");
+    assert_eq!(both.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&both.stderr),
+        "error: export takes --data-dir (a stopped server) or --url (a running one), not both\n"
+    );
     drop(server);
+    // --data-dir wins over a HEARTH_URL left in the environment.
+    let offline = run(hearth()
+        .args(["export", "--quiet", "--ns", "shop", "--data-dir"])
+        .arg(&data)
+        .env("HEARTH_URL", "http://127.0.0.1:1"));
+    let offline: Value = serde_json::from_str(&offline).expect("the export is JSON");
+    assert_eq!(offline, canonical(&document()));
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -79,14 +114,14 @@ fn online_import_replaces_the_database_member_by_member() {
     let first = dir.join("first.json");
     std::fs::write(&first, r#"{"stale": 1, "rooms": {"old": true}}"#).expect("written");
     run(hearth()
-        .args(["import", "--quiet", "--db", "live", "--url", &url])
+        .args(["import", "--quiet", "--ns", "live", "--url", &url])
         .arg(&first));
     let file = dir.join("in.json");
     std::fs::write(&file, serde_json::to_vec(&document()).expect("JSON")).expect("written");
     run(hearth()
-        .args(["import", "--quiet", "--db", "live", "--url", &url])
+        .args(["import", "--quiet", "--ns", "live", "--url", &url])
         .arg(&file));
-    let exported = run(hearth().args(["export", "--quiet", "--db", "live", "--url", &url]));
+    let exported = run(hearth().args(["export", "--quiet", "--ns", "live", "--url", &url]));
     let exported: Value = serde_json::from_str(&exported).expect("the export is JSON");
     assert_eq!(exported, canonical(&document()));
     let _ = std::fs::remove_dir_all(dir);
@@ -101,14 +136,14 @@ fn an_online_import_of_a_document_the_server_would_refuse_changes_nothing() {
     let before = dir.join("before.json");
     std::fs::write(&before, r#"{"a": "old", "b": "old"}"#).expect("written");
     run(hearth()
-        .args(["import", "--quiet", "--db", "kept", "--url", &url])
+        .args(["import", "--quiet", "--ns", "kept", "--url", &url])
         .arg(&before));
     // A key with a `.` in the middle of the file: the first members are fine.
     let bad = dir.join("bad.json");
     std::fs::write(&bad, r#"{"a": "new", "bad.key": 1, "c": "new"}"#).expect("written");
     let refused = output(
         hearth()
-            .args(["import", "--quiet", "--db", "kept", "--url", &url])
+            .args(["import", "--quiet", "--ns", "kept", "--url", &url])
             .arg(&bad),
         "",
     );
@@ -119,7 +154,7 @@ fn an_online_import_of_a_document_the_server_would_refuse_changes_nothing() {
             && stderr.contains("nothing was changed"),
         "{stderr}"
     );
-    let exported = run(hearth().args(["export", "--quiet", "--db", "kept", "--url", &url]));
+    let exported = run(hearth().args(["export", "--quiet", "--ns", "kept", "--url", &url]));
     let exported: Value = serde_json::from_str(&exported).expect("the export is JSON");
     assert_eq!(exported, json!({"a": "old", "b": "old"}));
     let _ = std::fs::remove_dir_all(dir);

@@ -30,7 +30,7 @@ fn export_of_a_mistyped_data_directory_is_refused_and_creates_nothing() {
     let typo = dir.join("hearth-dta");
     let out = output(
         hearth()
-            .args(["export", "--quiet", "--db", "shop", "--data-dir"])
+            .args(["export", "--quiet", "--ns", "shop", "--data-dir"])
             .arg(&typo),
     );
     assert!(!out.status.success());
@@ -41,7 +41,7 @@ fn export_of_a_mistyped_data_directory_is_refused_and_creates_nothing() {
     // A directory that exists but is not a data directory is refused as well, and left as it is.
     let out = output(
         hearth()
-            .args(["export", "--quiet", "--db", "shop", "--data-dir"])
+            .args(["export", "--quiet", "--ns", "shop", "--data-dir"])
             .arg(&dir),
     );
     assert!(!out.status.success());
@@ -60,15 +60,22 @@ fn import_creates_a_data_directory_only_when_asked_to() {
     let data = dir.join("data");
     let import = |create: bool| {
         let mut command = hearth();
-        command.args(["import", "--db", "shop", "--threads", "1"]);
+        command.args(["import", "--ns", "shop", "--threads", "1"]);
         if create {
             command.arg("--create");
         }
         output(command.arg("--data-dir").arg(&data).arg(&file))
     };
     let refused = import(false);
-    assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("does not exist"));
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        format!(
+            "{} does not exist; if the path is right, add --create to make a new data \
+             directory there\n",
+            data.display()
+        )
+    );
     assert!(!data.exists());
     let created = import(true);
     assert!(
@@ -85,13 +92,68 @@ fn import_creates_a_data_directory_only_when_asked_to() {
     );
     let exported = output(
         hearth()
-            .args(["export", "--quiet", "--db", "shop", "--data-dir"])
+            .args(["export", "--quiet", "--ns", "shop", "--data-dir"])
             .arg(&data),
     );
     assert_eq!(
         String::from_utf8_lossy(&exported.stdout).trim(),
         r#"{"a":1}"#
     );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_document_that_does_not_parse_is_named() {
+    let (dir, file) = dir_with_document("unparsed");
+    std::fs::write(&file, b"{\"a\": 1,\n").expect("written");
+    let data = dir.join("data");
+    let out = output(
+        hearth()
+            .args([
+                "import",
+                "--quiet",
+                "--create",
+                "--ns",
+                "shop",
+                "--data-dir",
+            ])
+            .arg(&data)
+            .arg(&file),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "{}: invalid JSON in the document: EOF while parsing a value at line 2 column 0\n",
+            file.display()
+        )
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_port_another_program_holds_is_named_with_the_option_that_moves_it() {
+    let dir = temp_dir("port-in-use");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = taken.local_addr().expect("an address");
+    let out = output(
+        hearth()
+            .args(["serve", "--dev", "--threads", "1", "--listen"])
+            .arg(address.to_string())
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .env("RUST_BACKTRACE", "0"),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "Error: cannot listen on [{address}]: another program already listens there (`ss \
+             -ltnp` names it); stop it or choose another --listen\n"
+        )),
+        "{stderr}"
+    );
+    drop(taken);
     let _ = std::fs::remove_dir_all(dir);
 }
 

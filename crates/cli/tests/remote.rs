@@ -108,8 +108,8 @@ fn refusals_say_why_with_an_exit_code_per_cause() {
     assert_eq!(anonymous.status.code(), Some(4));
     assert_eq!(
         stderr(&anonymous),
-        "the server answered 401 to GET /.json: Permission denied (no --admin-token or \
-         HEARTH_ADMIN_TOKEN was given)\n"
+        "the server answered 401 to GET /.json: Permission denied (no admin token was given: \
+         add --admin-token TOKEN or set HEARTH_ADMIN_TOKEN; a --dev server's is `owner`)\n"
     );
     let wrong = output(
         admin(&server).args(["data", "set", "/a", "1", "--admin-token", "not-it"]),
@@ -124,6 +124,26 @@ fn refusals_say_why_with_an_exit_code_per_cause() {
         "",
     );
     assert_eq!(listing.status.code(), Some(4), "{}", stderr(&listing));
+    assert!(
+        stderr(&listing).ends_with("a --dev server's is `owner`)\n"),
+        "{}",
+        stderr(&listing)
+    );
+
+    // No database anywhere: refused before anything is sent, not read from `default`.
+    let nameless = output(
+        admin(&server)
+            .env_remove("HEARTH_NS")
+            .args(["data", "get", "/"]),
+        "",
+    );
+    assert_eq!(nameless.status.code(), Some(2), "{}", stderr(&nameless));
+    assert_eq!(
+        stderr(&nameless),
+        "no database given: add --ns NAME (or set HEARTH_NS, or end --url with ?ns=NAME); a \
+         request without one reaches the database `default` of a server addressed by IP \
+         address or as localhost\n"
+    );
 
     // The server's own message for a request it cannot take.
     let bad_key = output(admin(&server).args(["data", "set", "/a.b", "1"]), "");
@@ -137,6 +157,14 @@ fn refusals_say_why_with_an_exit_code_per_cause() {
     let not_json = output(admin(&server).args(["data", "set", "/a", "{a: 1}"]), "");
     assert_eq!(not_json.status.code(), Some(1));
     assert!(stderr(&not_json).starts_with("invalid JSON in the value: "));
+    // A bare word is a string the shell unquoted: the message says how to quote it.
+    let bare = output(admin(&server).args(["data", "set", "/name", "Ada"]), "");
+    assert_eq!(bare.status.code(), Some(1));
+    assert_eq!(
+        stderr(&bare),
+        "invalid JSON in the value: expected value at line 1 column 1; a string is JSON only \
+         in double quotes, and the shell removes one pair of quotes: write '\"Ada\"'\n"
+    );
     assert_eq!(run(admin(&server).args(["data", "get", "/"])), "null\n");
 
     // Nothing listens there.

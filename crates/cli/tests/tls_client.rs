@@ -3,7 +3,9 @@
 //!
 //! The certificates in `tests/data/tls` were made once with openssl (P-256, valid until 2126):
 //! `ca.pem` a CA whose key was thrown away, `server.pem` and `server.key` a certificate it
-//! signed for `localhost` and `127.0.0.1`.
+//! signed for `localhost` and `127.0.0.1`; `lone.pem` and `lone.key` what a lone
+//! `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost
+//! -addext subjectAltName=DNS:localhost,IP:127.0.0.1` makes (a certificate marked `CA:TRUE`).
 
 mod common;
 
@@ -28,11 +30,21 @@ fn tls_server(
     connections: usize,
     body: &'static str,
 ) -> (u16, std::thread::JoinHandle<Vec<String>>) {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(fixture("server.pem"))
-        .expect("the certificate file")
-        .collect::<Result<_, _>>()
-        .expect("certificates");
-    let key = PrivateKeyDer::from_pem_file(fixture("server.key")).expect("the key");
+    tls_server_with("server", connections, body)
+}
+
+/// [`tls_server`] with the certificate `NAME.pem` and key `NAME.key` of the fixtures.
+fn tls_server_with(
+    name: &str,
+    connections: usize,
+    body: &'static str,
+) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(fixture(&format!("{name}.pem")))
+            .expect("the certificate file")
+            .collect::<Result<_, _>>()
+            .expect("certificates");
+    let key = PrivateKeyDer::from_pem_file(fixture(&format!("{name}.key"))).expect("the key");
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -91,7 +103,12 @@ fn https_needs_the_private_ca_and_works_with_it() {
     let message = String::from_utf8_lossy(&unknown.stderr);
     assert!(
         message.starts_with(&format!("cannot reach the server at {url}: "))
-            && message.contains("UnknownIssuer"),
+            && message.contains("UnknownIssuer")
+            && message.contains(
+                "the server's certificate is not signed by a CA this command trusts: give \
+                 that CA's certificate with --ca-cert FILE (or HEARTH_CA_CERT)"
+            )
+            && !message.contains("is the server running"),
         "{message}"
     );
     let trusted = output(
@@ -116,4 +133,36 @@ fn https_needs_the_private_ca_and_works_with_it() {
         heads[0].starts_with("GET /a.json?ns=shop HTTP/1.1\r\n"),
         "{heads:?}"
     );
+}
+
+#[test]
+fn a_lone_self_signed_certificate_is_explained() {
+    let (port, server) = tls_server_with("lone", 1, "{}");
+    let url = format!("https://127.0.0.1:{port}");
+    let refused = output(
+        hearth()
+            .args([
+                "data",
+                "get",
+                "/a",
+                "--ns",
+                "shop",
+                "--url",
+                &url,
+                "--ca-cert",
+            ])
+            .arg(fixture("lone.pem")),
+        "",
+    );
+    assert_eq!(refused.status.code(), Some(3));
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        message.contains("CaUsedAsEndEntity")
+            && message.contains(
+                "the server's certificate is a CA certificate (`CA:TRUE`, as a lone `openssl \
+                 req -x509` makes) used as the server's own"
+            ),
+        "{message}"
+    );
+    assert_eq!(server.join().expect("the server thread").len(), 0);
 }

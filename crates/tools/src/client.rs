@@ -2,15 +2,15 @@
 //! and import against a running server): one `ureq` agent, with rustls for `https`, answers
 //! read by their framing (`Content-Length` or chunked), and a timeout on every request.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ureq::http::{Request, Response};
-use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
+use ureq::tls::TlsConfig;
 use ureq::{Agent, Body};
 
 use crate::error::{Result, ToolsError};
+use crate::tls::{certificate_hint, read_ca_certs};
 
 /// The server the online commands talk to when neither `--url` nor `HEARTH_URL` says.
 pub const DEFAULT_URL: &str = "http://localhost:9000";
@@ -33,20 +33,34 @@ pub const MAX_ANSWER_BYTES: u64 = 256 * 1024 * 1024;
 /// The most bytes of an error answer read for its message.
 const MAX_ERROR_BYTES: u64 = 64 * 1024;
 
-/// The largest `--ca-cert` file read.
-pub const MAX_CA_FILE_BYTES: u64 = 1024 * 1024;
-
-/// How to reach a running server.
+/// How to reach a running server as a whole (`databases`, `backup`): no database.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
+    /// The server, as `http://HOST:PORT` or `https://HOST:PORT` (a path prefix is kept, for
+    /// a server behind a proxy).
+    #[arg(long, env = "HEARTH_URL", default_value = DEFAULT_URL)]
+    pub url: String,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// One database of a running server (`data`, `rules get|set`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DatabaseArgs {
     /// The server, as `http://HOST:PORT` or `https://HOST:PORT` (a path prefix is kept, for
     /// a server behind a proxy). A `?ns=NAME` in it chooses the database.
     #[arg(long, env = "HEARTH_URL", default_value = DEFAULT_URL)]
     pub url: String,
-    /// The database (namespace); wins over `?ns=` in --url. Without either, the server
-    /// chooses: the first label of a host name such as `mydb.example.com`, else `default`.
-    #[arg(long, env = "HEARTH_NS")]
+    /// The database (namespace); wins over `?ns=` in --url. One of the two is required.
+    #[arg(long, alias = "db", env = "HEARTH_NS")]
     pub ns: Option<String>,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// The credential and transport options every online command shares.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Connection {
     /// Sent as `Authorization: Bearer`: the server's --admin-token (`owner` for a --dev
     /// server), or a user's ID token. Without it, requests are anonymous and the database's
     /// rules decide.
@@ -112,19 +126,35 @@ impl<'a> Call<'a> {
 }
 
 impl Client {
+    /// A client of the whole server: its requests name no database.
     pub fn new(args: &ServerArgs) -> Result<Client> {
-        Client::connect(
-            &args.url,
-            args.ns.as_deref(),
-            args.admin_token.as_deref(),
-            args.ca_cert.as_deref(),
-            Duration::from_secs(args.timeout_secs.max(1)),
+        Client::connect(&args.url, None, &args.connection)
+    }
+
+    /// A client of one database: `--ns`, else `?ns=` in the URL. Without either the request
+    /// would reach whatever database the server picks, so it is refused here instead.
+    pub fn for_database(args: &DatabaseArgs) -> Result<Client> {
+        let client = Client::connect(&args.url, args.ns.as_deref(), &args.connection)?;
+        if client.ns.is_none() {
+            return Err(ToolsError::NoDatabase);
+        }
+        Ok(client)
+    }
+
+    /// A client of `url`; `ns` wins over a `?ns=` in the URL.
+    pub fn connect(url: &str, ns: Option<&str>, connection: &Connection) -> Result<Client> {
+        Client::with_timeout(
+            url,
+            ns,
+            connection.admin_token.as_deref(),
+            connection.ca_cert.as_deref(),
+            Duration::from_secs(connection.timeout_secs.max(1)),
         )
     }
 
-    /// A client of `url`; `ns` wins over a `?ns=` in the URL. `read_timeout` bounds the wait
-    /// for an answer and for each read of it.
-    pub fn connect(
+    /// A client of `url`; `read_timeout` bounds the wait for an answer and for each read of
+    /// it.
+    fn with_timeout(
         url: &str,
         ns: Option<&str>,
         token: Option<&str>,
@@ -250,7 +280,7 @@ impl Client {
             .unwrap_or_default();
         let mut message = error_message(&text, response.status().canonical_reason());
         if status == 401 && self.token.is_none() {
-            message.push_str(" (no --admin-token or HEARTH_ADMIN_TOKEN was given)");
+            message.push_str(NO_TOKEN_HINT);
         }
         Err(ToolsError::Refused {
             request: request_name,
@@ -265,16 +295,22 @@ impl Client {
             url: self.shown.clone(),
             reason,
         };
+        // A refused certificate means a server did answer: asking whether one runs would
+        // send the user the wrong way.
+        if let Some(hint) = certificate_hint(&error) {
+            return unreachable(format!("{error}; {hint}"));
+        }
+        let running = format!("(is the server running at {}?)", self.shown);
         match error {
             ureq::Error::Io(error) if error.kind() == std::io::ErrorKind::ConnectionRefused => {
-                unreachable("connection refused".to_owned())
+                unreachable(format!("connection refused {running}"))
             }
             ureq::Error::Io(_)
             | ureq::Error::HostNotFound
             | ureq::Error::ConnectionFailed
             | ureq::Error::Timeout(_)
             | ureq::Error::Tls(_)
-            | ureq::Error::Rustls(_) => unreachable(error.to_string()),
+            | ureq::Error::Rustls(_) => unreachable(format!("{error} {running}")),
             other => ToolsError::BadAnswer {
                 request: request.to_owned(),
                 reason: other.to_string(),
@@ -282,6 +318,13 @@ impl Client {
         }
     }
 }
+
+/// Added to a 401 answered to a request without a credential: no command sends one by
+/// default (a guessed token would turn a rules-allowed anonymous read into a refusal), so
+/// the refusal says where the token goes and what a --dev server's is.
+pub const NO_TOKEN_HINT: &str =
+    " (no admin token was given: add --admin-token TOKEN or set HEARTH_ADMIN_TOKEN; a --dev \
+     server's is `owner`)";
 
 /// The server's `{"error": "..."}` message, else the text of the answer, else the status's
 /// name.
@@ -338,28 +381,6 @@ fn split_url(url: &str) -> Result<(String, Option<String>)> {
         location.trim_end_matches('/')
     );
     Ok((base, ns))
-}
-
-/// The certificates of a PEM file, as the only roots to trust.
-fn read_ca_certs(path: &Path) -> Result<RootCerts> {
-    let bad = |reason: String| ToolsError::CaCert {
-        path: path.to_owned(),
-        reason,
-    };
-    let mut pem = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_CA_FILE_BYTES).read_to_end(&mut pem))
-        .map_err(|error| bad(error.to_string()))?;
-    let mut certs: Vec<Certificate<'static>> = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
-        if let PemItem::Certificate(cert) = item.map_err(|error| bad(error.to_string()))? {
-            certs.push(cert);
-        }
-    }
-    if certs.is_empty() {
-        return Err(bad("no certificate in it".to_owned()));
-    }
-    Ok(RootCerts::new_with_certs(&certs))
 }
 
 /// The URL path of the data at `path` (`/users/ada` or `users/ada`; `/` is the root):
@@ -421,7 +442,7 @@ mod tests {
         assert_eq!(data_path("users/ada"), "/users/ada.json");
         assert_eq!(data_path("/a b/é/"), "/a%20b/%C3%A9.json");
         assert_eq!(data_path("/a/.priority"), "/a/.priority.json");
-        let client = Client::connect(
+        let client = Client::with_timeout(
             "http://h:1/?ns=url",
             Some("flag"),
             None,
@@ -432,7 +453,7 @@ mod tests {
             client.url("/.json", &[("orderBy", "\"$key\"")]),
             "http://h:1/.json?ns=flag&orderBy=%22%24key%22"
         );
-        let client = Client::connect("http://h:1/?ns=url", None, None, None, Duration::ZERO)?;
+        let client = Client::with_timeout("http://h:1/?ns=url", None, None, None, Duration::ZERO)?;
         assert_eq!(client.url("/.json", &[]), "http://h:1/.json?ns=url");
         Ok(())
     }
@@ -448,16 +469,5 @@ mod tests {
         );
         assert_eq!(error_message("plain text\n", None), "plain text");
         assert_eq!(error_message("", Some("Bad Gateway")), "Bad Gateway");
-    }
-
-    #[test]
-    fn a_ca_file_without_certificates_is_refused() {
-        let path = std::env::temp_dir().join(format!("hearth-ca-{}.pem", std::process::id()));
-        let _ = std::fs::write(&path, "not a certificate");
-        assert!(matches!(
-            read_ca_certs(&path),
-            Err(ToolsError::CaCert { .. })
-        ));
-        let _ = std::fs::remove_file(path);
     }
 }

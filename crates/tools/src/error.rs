@@ -4,14 +4,15 @@
 use std::path::PathBuf;
 
 use hearth_server::offline::OfflineError;
+use hearth_server::persist::data_dir::DataDirError;
 use hearth_server::rules_file::RulesFileError;
 
 /// Why a tool failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolsError {
     /// No HTTP answer at all: nothing listens there, the name does not resolve, TLS failed,
-    /// or the server did not answer in time.
-    #[error("cannot reach the server at {url}: {reason} (is the server running at {url}?)")]
+    /// or the server did not answer in time. `reason` says what to check next.
+    #[error("cannot reach the server at {url}: {reason}")]
     Unreachable { url: String, reason: String },
     /// The server answered with an error status; `message` is its `error` text.
     #[error("the server answered {status} to {request}: {message}")]
@@ -25,10 +26,31 @@ pub enum ToolsError {
     BadAnswer { request: String, reason: String },
     #[error("{0}")]
     Usage(String),
+    /// The command line does not say enough to act on; exit code 2, as clap's own errors.
+    #[error("{0}")]
+    CommandLine(String),
+    #[error(
+        "no database given: add --ns NAME (or set HEARTH_NS, or end --url with ?ns=NAME); \
+         a request without one reaches the database `default` of a server addressed by IP \
+         address or as localhost"
+    )]
+    NoDatabase,
     #[error("invalid JSON in {what}: {source}")]
     Json {
         what: String,
         source: serde_json::Error,
+    },
+    /// A `data set|update|push` value that is a bare word: `hint` says how to quote it.
+    #[error("invalid JSON in the value: {source}; {hint}")]
+    NotJsonValue {
+        source: serde_json::Error,
+        hint: String,
+    },
+    /// What was wrong with the document of an import, named by its file.
+    #[error("{}: {source}", file.display())]
+    InFile {
+        file: PathBuf,
+        source: Box<ToolsError>,
     },
     #[error("{what}: {source}")]
     Io {
@@ -42,6 +64,12 @@ pub enum ToolsError {
     Rules(#[from] RulesFileError),
     #[error(transparent)]
     Offline(#[from] OfflineError),
+    /// A data directory an offline tool cannot use, with what to do instead.
+    #[error("{error}; {hint}")]
+    OfflineHint {
+        error: OfflineError,
+        hint: &'static str,
+    },
     #[error(transparent)]
     Tree(#[from] hearth_tree::TreeError),
     #[error(transparent)]
@@ -55,6 +83,7 @@ impl ToolsError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ToolsError::Unreachable { .. } => 3,
+            ToolsError::CommandLine(_) | ToolsError::NoDatabase => 2,
             ToolsError::Refused {
                 status: 401 | 403, ..
             } => 4,
@@ -73,6 +102,29 @@ impl ToolsError {
         let what = what.into();
         move |source| ToolsError::Json { what, source }
     }
+}
+
+/// Said when an offline tool finds its data directory locked: a running server holds it.
+pub const LOCKED_HINT: &str =
+    "stop the server that runs on it, or go through the running server with --url URL";
+
+/// Said when `import` without `--create` finds no data directory at the path.
+pub const CREATE_HINT: &str =
+    "if the path is right, add --create to make a new data directory there";
+
+/// `error` of opening a data directory offline, with the next step when there is an obvious
+/// one. `creatable`: the command has `--create` and it was not given.
+pub(crate) fn offline_with_hint(error: OfflineError, creatable: bool) -> ToolsError {
+    let hint = match &error {
+        OfflineError::DataDir(DataDirError::Locked(_)) => LOCKED_HINT,
+        OfflineError::DataDir(DataDirError::Missing(_) | DataDirError::NotADataDir(_))
+            if creatable =>
+        {
+            CREATE_HINT
+        }
+        _ => return ToolsError::Offline(error),
+    };
+    ToolsError::OfflineHint { error, hint }
 }
 
 pub type Result<T, E = ToolsError> = std::result::Result<T, E>;

@@ -9,7 +9,7 @@ use hearth_tree::Node;
 use super::client::Call;
 use super::error::{Result, ToolsError};
 use super::progress::Progress;
-use super::{open_shard, Target};
+use super::{open_shard, Place, Target};
 
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
@@ -29,24 +29,25 @@ pub fn export(args: ExportArgs) -> Result<()> {
     };
     let mut out = BufWriter::with_capacity(1 << 20, out);
     let target = &args.target;
+    let place = target.place()?;
     // On a terminal that also shows the JSON, a bar would share its lines.
     let to_terminal = args.output.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
     let progress = Progress::bytes(None, target.quiet || to_terminal, "exporting");
     let bar = progress.bar();
-    match (&target.location.data_dir, &target.location.url) {
-        (Some(dir), _) => {
-            let (_lock, opened) = open_shard(target, dir, false)?;
+    match place {
+        Place::Offline(dir) => {
+            let (_lock, opened) = open_shard(target, dir, None, false, false)?;
             let root = opened
                 .recovered
                 .databases
-                .get(target.db.as_str())
+                .get(target.ns.as_str())
                 .map(|database| database.root.clone())
                 .unwrap_or_default();
             write_export(&root, &mut bar.wrap_write(&mut out))
                 .map_err(ToolsError::io("writing the export"))?;
         }
-        (None, Some(_)) => {
-            let client = target.client()?;
+        Place::Online(url) => {
+            let client = target.client(url)?;
             let export = [("format", "export")];
             let mut answer = client.send(Call::new("GET", "/.json").query(&export))?;
             // The body reader undoes the answer's framing (a length, or chunks behind a
@@ -59,7 +60,6 @@ pub fn export(args: ExportArgs) -> Result<()> {
                 }
             })?;
         }
-        (None, None) => return Err(ToolsError::Usage("give --data-dir or --url".to_owned())),
     }
     out.write_all(b"\n")
         .and_then(|()| out.flush())

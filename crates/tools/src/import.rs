@@ -23,7 +23,7 @@ use super::client::{data_path, encode_component, Call, Client};
 use super::error::{Result, ToolsError};
 use super::progress::Progress;
 use super::stream::{for_each_member, Piece};
-use super::{open_shard, Target};
+use super::{open_shard, Place, Target};
 
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
@@ -36,18 +36,23 @@ pub struct ImportArgs {
     /// become a new, empty data directory that no server reads.
     #[arg(long, requires = "data_dir")]
     pub create: bool,
+    /// Offline: the shard count of the data directory --create makes (defaults to the number
+    /// of cores, as `hearth serve` does); for an existing one, checked against its count.
+    #[arg(long, requires = "data_dir")]
+    pub threads: Option<usize>,
 }
 
 pub fn import(args: ImportArgs) -> Result<()> {
     let target = &args.target;
+    let place = target.place()?;
     let opening = format!("opening {}", args.file.display());
     let file = File::open(&args.file).map_err(ToolsError::io(opening.clone()))?;
     let size = file.metadata().map_err(ToolsError::io(opening))?.len();
     let progress = Progress::bytes(Some(size), target.quiet, "importing");
     let reader = BufReader::with_capacity(1 << 20, progress.bar().wrap_read(file));
-    match (&target.location.data_dir, &target.location.url) {
-        (Some(dir), _) => offline(target, dir, args.create, reader, &progress),
-        (None, Some(_)) => {
+    match place {
+        Place::Offline(dir) => offline(&args, dir, reader, &progress),
+        Place::Online(url) => {
             let checking = format!("reading {}", args.file.display());
             let unread = File::open(&args.file).map_err(ToolsError::io(checking.clone()))?;
             check_document(BufReader::with_capacity(1 << 20, unread)).map_err(|error| {
@@ -57,30 +62,32 @@ pub fn import(args: ImportArgs) -> Result<()> {
                     args.file.display()
                 ))
             })?;
-            online(&target.client()?, reader)
+            online(&target.client(url)?, reader)
         }
-        (None, None) => Err(ToolsError::Usage("give --data-dir or --url".to_owned())),
     }
 }
 
 fn offline(
-    target: &Target,
+    args: &ImportArgs,
     dir: &std::path::Path,
-    create: bool,
     reader: impl Read,
     progress: &Progress,
 ) -> Result<()> {
-    let (_lock, opened) = open_shard(target, dir, create)?;
-    let root = build_tree(reader)?;
+    let target = &args.target;
+    let (_lock, opened) = open_shard(target, dir, args.threads, args.create, true)?;
+    let root = build_tree(reader).map_err(|error| ToolsError::InFile {
+        file: args.file.clone(),
+        source: Box::new(error),
+    })?;
     let rules = opened
         .recovered
         .databases
-        .get(target.db.as_str())
+        .get(target.ns.as_str())
         .and_then(|database| database.rules.clone());
     let covered = opened.recovered.wal.last_seq();
     let info = write_snapshot(
         &*opened.storage,
-        &target.db,
+        &target.ns,
         covered,
         rules.as_deref(),
         &root,
@@ -91,7 +98,7 @@ fn offline(
     }
     eprintln!(
         "imported {} into {}: a snapshot of {} bytes ({})",
-        target.db,
+        target.ns,
         dir.display(),
         info.bytes,
         info.name

@@ -21,10 +21,11 @@ mod progress;
 mod remote;
 mod restore;
 mod stream;
+mod tls;
 mod watch;
 
 pub use backup::{backup, BackupArgs};
-pub use client::{Client, ServerArgs, DEFAULT_URL};
+pub use client::{Client, Connection, DatabaseArgs, ServerArgs, DEFAULT_URL};
 pub use error::{Result, ToolsError};
 pub use export::{export, ExportArgs};
 pub use import::{import, ImportArgs};
@@ -33,75 +34,67 @@ pub use restore::{restore, RestoreArgs};
 
 use std::path::PathBuf;
 
-/// Where the database is: a stopped server's data directory, or a running server.
-#[derive(clap::Args, Debug, Clone)]
-#[group(required = true, multiple = false)]
-pub struct Location {
-    /// The data directory of a stopped server (offline; the directory is locked meanwhile).
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
-    /// A running server, as `http://HOST:PORT` (online, through the REST API).
-    #[arg(long)]
-    pub url: Option<String>,
-}
-
-/// The database and how to reach it.
+/// The database and where it is: a stopped server's data directory, or a running server.
+/// `--data-dir` chooses offline; without it, `--url` (or `HEARTH_URL`) chooses online; one of
+/// the two is required, since an export or import must not guess which side is meant.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Target {
-    #[command(flatten)]
-    pub location: Location,
+    /// The data directory of a stopped server (offline; the directory is locked meanwhile).
+    /// Wins over HEARTH_URL.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// A running server, as `http://HOST:PORT` or `https://HOST:PORT` (online, through the
+    /// REST API).
+    #[arg(long, env = "HEARTH_URL")]
+    pub url: Option<String>,
     /// The database (namespace).
-    #[arg(long)]
-    pub db: String,
-    /// Online: the admin token of the server (`owner` for a --dev server).
-    #[arg(
-        long,
-        env = "HEARTH_ADMIN_TOKEN",
-        hide_env_values = true,
-        default_value = "owner"
-    )]
-    pub admin_token: String,
-    /// Offline, for a data directory that `import --create` makes: its shard count (defaults
-    /// to the number of cores, as `hearth serve` does).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Online: a PEM file of CA certificates to trust for `https` instead of the built-in
-    /// roots.
-    #[arg(long, env = "HEARTH_CA_CERT")]
-    pub ca_cert: Option<PathBuf>,
+    #[arg(long, alias = "db", env = "HEARTH_NS")]
+    pub ns: String,
+    #[command(flatten)]
+    pub connection: client::Connection,
     /// No progress bar, and no summary once done.
     #[arg(long)]
     pub quiet: bool,
 }
 
+/// Where a [`Target`] is.
+enum Place<'a> {
+    Offline(&'a std::path::Path),
+    Online(&'a str),
+}
+
 impl Target {
-    /// The client of the running server at `--url`, for the database `--db`.
-    fn client(&self) -> Result<Client> {
-        let url = self.location.url.as_deref().unwrap_or(DEFAULT_URL);
-        Client::connect(
-            url,
-            Some(&self.db),
-            Some(&self.admin_token),
-            self.ca_cert.as_deref(),
-            std::time::Duration::from_secs(client::DEFAULT_TIMEOUT_SECS),
-        )
+    fn place(&self) -> Result<Place<'_>> {
+        match (&self.data_dir, &self.url) {
+            (Some(dir), _) => Ok(Place::Offline(dir)),
+            (None, Some(url)) => Ok(Place::Online(url)),
+            (None, None) => Err(ToolsError::CommandLine(
+                "give --data-dir DIR (a stopped server's data directory) or --url URL (a \
+                 running server; or set HEARTH_URL)"
+                    .to_owned(),
+            )),
+        }
+    }
+
+    /// The client of the running server at `url`, for the database `--ns`.
+    fn client(&self, url: &str) -> Result<Client> {
+        Client::connect(url, Some(&self.ns), &self.connection)
     }
 }
 
-/// Opens the data directory and recovers the shard that holds `db`. Without `create`, `dir`
-/// must be a data directory already (a mistyped path is refused, not made).
+/// Opens the data directory and recovers the shard that holds the database. Without `create`,
+/// `dir` must be a data directory already (a mistyped path is refused, not made); `creatable`
+/// says that the command has `--create`, for the hint of that refusal.
 fn open_shard(
     target: &Target,
     dir: &std::path::Path,
+    threads: Option<usize>,
     create: bool,
+    creatable: bool,
 ) -> Result<(
     hearth_server::persist::data_dir::DataDir,
     hearth_server::persist::Opened,
 )> {
-    Ok(hearth_server::offline::open_database(
-        dir,
-        &target.db,
-        target.threads,
-        create,
-    )?)
+    hearth_server::offline::open_database(dir, &target.ns, threads, create)
+        .map_err(|error| error::offline_with_hint(error, creatable && !create))
 }

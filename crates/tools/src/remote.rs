@@ -7,7 +7,7 @@ use std::path::Path;
 use hearth_server::rules_file::load_rules;
 use serde::Deserialize;
 
-use crate::client::{data_path, Call, Client, ServerArgs};
+use crate::client::{data_path, Call, Client, DatabaseArgs, ServerArgs};
 use crate::error::{Result, ToolsError};
 
 /// The largest value `data set|update|push` sends: the server's limit for a REST body.
@@ -46,7 +46,7 @@ pub struct GetArgs {
     #[arg(long)]
     pub export: bool,
     #[command(flatten)]
-    pub server: ServerArgs,
+    pub server: DatabaseArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -56,7 +56,7 @@ pub struct WriteArgs {
     /// The value as JSON text; `-` reads it from stdin.
     pub value: String,
     #[command(flatten)]
-    pub server: ServerArgs,
+    pub server: DatabaseArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -64,7 +64,7 @@ pub struct PathArgs {
     /// The location, as `/users/ada` (`/` is the root).
     pub path: String,
     #[command(flatten)]
-    pub server: ServerArgs,
+    pub server: DatabaseArgs,
 }
 
 /// `print=silent`: the server answers a write with 204 and no body.
@@ -75,12 +75,12 @@ pub fn data(command: DataCommand) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match command {
-        DataCommand::Get(args) => get(&Client::new(&args.server)?, &args, &mut out),
+        DataCommand::Get(args) => get(&Client::for_database(&args.server)?, &args, &mut out),
         DataCommand::Set(args) => write("PUT", &args),
         DataCommand::Update(args) => write("PATCH", &args),
         DataCommand::Push(args) => {
             let body = read_value(&args.value)?;
-            let client = Client::new(&args.server)?;
+            let client = Client::for_database(&args.server)?;
             let path = data_path(&args.path);
             #[derive(Deserialize)]
             struct Pushed {
@@ -93,11 +93,11 @@ pub fn data(command: DataCommand) -> Result<()> {
         }
         DataCommand::Remove(args) => {
             let path = data_path(&args.path);
-            Client::new(&args.server)?.send(Call::new("DELETE", &path).query(&SILENT))?;
+            Client::for_database(&args.server)?.send(Call::new("DELETE", &path).query(&SILENT))?;
             Ok(())
         }
         DataCommand::Watch(args) => {
-            crate::watch::watch(&Client::new(&args.server)?, &args.path, &mut out)
+            crate::watch::watch(&Client::for_database(&args.server)?, &args.path, &mut out)
         }
     }
 }
@@ -107,7 +107,7 @@ fn write(method: &str, args: &WriteArgs) -> Result<()> {
     let body = read_value(&args.value)?;
     let path = data_path(&args.path);
     let call = Call::new(method, &path).query(&SILENT).body(&body);
-    Client::new(&args.server)?.send(call)?;
+    Client::for_database(&args.server)?.send(call)?;
     Ok(())
 }
 
@@ -176,17 +176,42 @@ fn read_value(argument: &str) -> Result<Vec<u8>> {
             "the value is larger than the server's limit of {MAX_VALUE_BYTES} bytes"
         )));
     }
-    serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
-        .map_err(ToolsError::json("the value"))?;
+    if let Err(source) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        return Err(match quote_hint(&bytes) {
+            Some(hint) => ToolsError::NotJsonValue { source, hint },
+            None => ToolsError::json("the value")(source),
+        });
+    }
     Ok(bytes)
+}
+
+/// For a value that is not JSON because it is a bare word or sentence (`hello`, not
+/// `"hello"`): how to write it as a JSON string, since the shell eats one pair of quotes.
+fn quote_hint(bytes: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(bytes).ok()?.trim();
+    let first = text.chars().next()?;
+    // Objects, arrays, strings and numbers were meant as JSON and have a real syntax error.
+    if matches!(first, '{' | '[' | '"' | '-' | '0'..='9') {
+        return None;
+    }
+    let quoted = serde_json::to_string(text).ok()?;
+    let example = if text.contains('\'') || text.contains('\n') || quoted.len() > 60 {
+        "'\"text\"'".to_owned()
+    } else {
+        format!("'{quoted}'")
+    };
+    Some(format!(
+        "a string is JSON only in double quotes, and the shell removes one pair of quotes: \
+         write {example}"
+    ))
 }
 
 /// Where a database's rules are read and set.
 const RULES: &str = "/.settings/rules.json";
 
 /// `hearth rules get`: prints the rules of the database.
-pub fn rules_get(server: &ServerArgs) -> Result<()> {
-    let text = Client::new(server)?.text(Call::new("GET", RULES))?;
+pub fn rules_get(server: &DatabaseArgs) -> Result<()> {
+    let text = Client::for_database(server)?.text(Call::new("GET", RULES))?;
     let newline = if text.ends_with('\n') { "" } else { "\n" };
     print!("{text}{newline}");
     Ok(())
@@ -194,15 +219,13 @@ pub fn rules_get(server: &ServerArgs) -> Result<()> {
 
 /// `hearth rules set FILE`: checks the file here (the errors of `hearth rules check`), then
 /// gives it to the database.
-pub fn rules_set(server: &ServerArgs, file: &Path) -> Result<()> {
+pub fn rules_set(server: &DatabaseArgs, file: &Path) -> Result<()> {
     load_rules(file)?;
     let text =
         std::fs::read(file).map_err(ToolsError::io(format!("reading {}", file.display())))?;
-    let client = Client::new(server)?;
+    let client = Client::for_database(server)?;
     client.send(Call::new("PUT", RULES).body(&text))?;
-    let database = client
-        .namespace()
-        .unwrap_or("the server's default database");
+    let database = client.namespace().unwrap_or_default();
     println!("{}: ok, set on {database}", file.display());
     Ok(())
 }
@@ -329,5 +352,28 @@ mod tests {
         assert!(read_value("\"text\"").is_ok());
         assert!(matches!(read_value("{a: 1}"), Err(ToolsError::Json { .. })));
         assert!(matches!(read_value("1 2"), Err(ToolsError::Json { .. })));
+    }
+
+    #[test]
+    fn a_bare_word_is_told_to_be_quoted() {
+        let error = read_value("hello world").map(drop);
+        assert_eq!(
+            error.map_err(|error| error.to_string()),
+            Err(
+                "invalid JSON in the value: expected value at line 1 column 1; a string is \
+                 JSON only in double quotes, and the shell removes one pair of quotes: write \
+                 '\"hello world\"'"
+                    .to_owned()
+            )
+        );
+        let error = read_value("it's").map_err(|error| error.to_string());
+        assert!(
+            error
+                .as_ref()
+                .is_err_and(|text| text.ends_with("write '\"text\"'")),
+            "{error:?}"
+        );
+        // A JSON object with a typo gets no hint about strings.
+        assert!(matches!(read_value("{a: 1}"), Err(ToolsError::Json { .. })));
     }
 }
