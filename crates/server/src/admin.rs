@@ -29,7 +29,7 @@ pub async fn databases(shard: &Shard) -> RestResponse {
 
 /// The databases this shard owns: those in memory, then those only on disk.
 pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
-    let loaded = shard.owner.databases();
+    let loaded = shard.owner().databases();
     let mut list: Vec<DatabaseInfo> = loaded
         .values()
         .map(|database| DatabaseInfo {
@@ -37,10 +37,10 @@ pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
             loaded: true,
             bytes: database.root().estimated_bytes() as u64,
             clients: database.session_count(),
-            shard: shard.index,
+            shard: shard.index(),
         })
         .collect();
-    if let Some(store) = shard.owner.store() {
+    if let Some(store) = shard.owner().store() {
         for (name, covered) in store.newest_snapshots() {
             if loaded.contains_key(&name) {
                 continue;
@@ -56,7 +56,7 @@ pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
                 loaded: false,
                 bytes,
                 clients: 0,
-                shard: shard.index,
+                shard: shard.index(),
             });
         }
     }
@@ -83,7 +83,7 @@ mod tests {
         assert_eq!(local_databases(&shard), Vec::new());
         let root = Node::from_json(&serde_json::json!({"a": "xyz", "b": 12})).expect("a tree");
         let bytes = root.estimated_bytes() as u64;
-        shard.owner.with_database("shop", |loaded| {
+        shard.owner().with_database("shop", |loaded| {
             **loaded = hearth_sync::Database::with_root(root);
         });
         assert_eq!(

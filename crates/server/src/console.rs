@@ -152,7 +152,7 @@ async fn check_rules(shard: &Shard, parts: &Parts, body: &mut Option<Incoming>) 
     if parts.method != Method::POST {
         return RestResponse::error(405, "Method not allowed").with_header("allow", "POST");
     }
-    if let Err(refused) = require_admin(parts, &shard.config.auth) {
+    if let Err(refused) = require_admin(parts, &shard.config().auth) {
         return refused;
     }
     let Some(incoming) = body.as_mut() else {
@@ -162,7 +162,7 @@ async fn check_rules(shard: &Shard, parts: &Parts, body: &mut Option<Incoming>) 
         incoming,
         &parts.headers,
         hearth_rules::MAX_RULES_BYTES,
-        &shard.config.http.bodies,
+        &shard.config().http.bodies,
     )
     .await
     {

@@ -316,17 +316,17 @@ fn run_shard(
         links.nodes,
     );
     let shard = Rc::new(shard);
-    shard.owner.add_recovered(recovered);
-    shard.observer.health.shard_started();
+    shard.owner().add_recovered(recovered);
+    shard.observer().health.shard_started();
     let local = LocalSet::new();
     local.block_on(&runtime, async move {
         tokio::task::spawn_local(receive_for_owner(shard.clone(), links.owner_rx));
         tokio::task::spawn_local(receive_batches(shard.clone(), links.edge_rx));
-        let outgoing = shard.owner.outgoing().clone();
+        let outgoing = shard.owner().outgoing().clone();
         tokio::task::spawn_local(async move { outgoing.run().await });
-        tokio::task::spawn_local(commit_loop(shard.owner.clone()));
+        tokio::task::spawn_local(commit_loop(shard.owner().clone()));
         tokio::task::spawn_local(crate::replica::run(shard.clone()));
-        tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.owner.clone()));
+        tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.owner().clone()));
         if let Some((prepared, spread)) = webtransport {
             tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared, spread));
         }
@@ -347,9 +347,9 @@ fn run_shard(
             let _ = task.await;
         }
         shard.drain(SHUTDOWN_GRACE).await;
-        flush_at_shutdown(&shard.owner).await;
-        snapshot_all(&shard.owner);
-        let counters = shard.counters.snapshot();
+        flush_at_shutdown(shard.owner()).await;
+        snapshot_all(shard.owner());
+        let counters = shard.counters().snapshot();
         let closes: Vec<_> = CloseCause::ALL
             .iter()
             .zip(&counters.closes)
@@ -368,7 +368,7 @@ fn run_shard(
 }
 
 async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
-    let mut shutdown = shard.shutdown.clone();
+    let mut shutdown = shard.shutdown();
     let mut backoff = AcceptBackoff::default();
     loop {
         if shard.is_shutting_down() {
@@ -380,7 +380,7 @@ async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
                 Ok((stream, _)) => {
                     backoff.succeeded();
                     let _ = stream.set_nodelay(true);
-                    if shard.config.tls.is_some() {
+                    if shard.config().tls.is_some() {
                         tokio::task::spawn_local(route_tls_connection(shard.clone(), stream));
                     } else {
                         tokio::task::spawn_local(route_connection(shard.clone(), stream));
@@ -414,16 +414,16 @@ async fn receive_batches(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver
 async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ShardMessage>) {
     while let Some(message) = receiver.recv().await {
         // A scrape is answered even while an edge is behind: it must show that state.
-        if shard.owner.outgoing().is_full() && !matches!(message, ShardMessage::Metrics(_)) {
+        if shard.owner().outgoing().is_full() && !matches!(message, ShardMessage::Metrics(_)) {
             // An edge is far behind on what this shard's databases sent it: take no new
             // request until it catches up.
-            shard.owner.outgoing().room().await;
+            shard.owner().outgoing().room().await;
         }
         match message {
             ShardMessage::Owner(message) => {
                 // The pushes it makes to this core's sockets leave together.
-                let _sends = shard.edge.send_batch();
-                owner::on_link_message(&shard.owner, message);
+                let _sends = shard.edge().send_batch();
+                owner::on_link_message(shard.owner(), message);
             }
             ShardMessage::Metrics(reply) => {
                 let _ = reply.send(shard.metrics_snapshot(receiver.len()));
@@ -434,7 +434,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
             ShardMessage::Precheck(precheck) => {
                 let _ = precheck
                     .reply
-                    .send(refuse_early(&shard.owner, &precheck.check));
+                    .send(refuse_early(shard.owner(), &precheck.check));
             }
             ShardMessage::BackupCut(reply) => {
                 let shard = shard.clone();
@@ -462,7 +462,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 let forwarded = *forwarded;
                 let shard = shard.clone();
                 tokio::task::spawn_local(async move {
-                    let response = execute_durable(&shard.owner, forwarded.call).await;
+                    let response = execute_durable(shard.owner(), forwarded.call).await;
                     let _ = forwarded.reply.send(response);
                 });
             }
@@ -493,7 +493,7 @@ async fn refuse_head<S: AsyncWrite + Unpin>(stream: &mut S, error: &HeadError) {
 /// Completes the TLS handshake in the connection's own task (the shard's loop goes on
 /// meanwhile), then serves the connection like a plain one.
 async fn route_tls_connection(shard: Rc<Shard>, stream: tokio::net::TcpStream) {
-    let Some(certs) = shard.config.tls.clone() else {
+    let Some(certs) = shard.config().tls.clone() else {
         return;
     };
     match handshake(&certs, stream).await {
@@ -512,8 +512,10 @@ async fn route_connection<S: Accepted>(shard: Rc<Shard>, mut stream: S) {
         Err(error) => {
             debug!(%error, "dropping connection before a request");
             match error {
-                HeadError::TooLarge => shard.counters.http_refused(HttpRefusal::HeadTooLarge),
-                HeadError::Malformed(_) => shard.counters.http_refused(HttpRefusal::HeadMalformed),
+                HeadError::TooLarge => shard.counters().http_refused(HttpRefusal::HeadTooLarge),
+                HeadError::Malformed(_) => {
+                    shard.counters().http_refused(HttpRefusal::HeadMalformed)
+                }
                 HeadError::Closed | HeadError::Timeout | HeadError::Io(_) => {}
             }
             refuse_head(&mut stream, &error).await;
@@ -526,7 +528,7 @@ async fn route_connection<S: Accepted>(shard: Rc<Shard>, mut stream: S) {
         let namespace = resolve(
             read.head.query_param("ns"),
             read.head.header("host"),
-            &shard.config.default_namespace,
+            &shard.config().default_namespace,
         );
         let (head, leftover) = read.after_head();
         if head.query_param("s").is_some() {

@@ -42,26 +42,26 @@ pub struct Queues {
 }
 
 pub struct Shard {
-    pub index: usize,
-    pub shard_count: usize,
-    pub config: Rc<ServeConfig>,
+    index: usize,
+    shard_count: usize,
+    config: Rc<ServeConfig>,
     /// The owner role: this core's databases, their log and their sessions.
-    pub owner: Rc<Owner>,
+    owner: Rc<Owner>,
     /// The edge role: the connections this core holds for other cores' databases.
-    pub edge: Edge,
+    edge: Edge,
     /// The core's connection ids, shared by its two roles.
     ids: Rc<ConnIds>,
     /// What the shard counts for `/metrics`; written only by this thread.
-    pub counters: Rc<ShardCounters>,
+    counters: Rc<ShardCounters>,
     /// Health and the scrapes' way to every shard, shared by the whole server.
-    pub observer: Arc<Observer>,
-    pub shutdown: watch::Receiver<bool>,
+    observer: Arc<Observer>,
+    shutdown: watch::Receiver<bool>,
     /// Every shard's inbox (this one's too), by index.
     peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
     /// The long-polling sessions this core holds (their edge).
-    pub long_polls: crate::longpoll_session::Registry,
+    long_polls: crate::longpoll_session::Registry,
     /// The other nodes of a cluster (`--cluster-peers`), when there are any.
-    pub nodes: Option<Arc<Nodes>>,
+    nodes: Option<Arc<Nodes>>,
 }
 
 impl Shard {
@@ -138,6 +138,54 @@ impl Shard {
             long_polls: Default::default(),
             nodes,
         }
+    }
+
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// How many shards this process runs.
+    pub fn shard_count(&self) -> usize {
+        self.shard_count
+    }
+
+    pub fn config(&self) -> &Rc<ServeConfig> {
+        &self.config
+    }
+
+    /// The owner role: this core's databases, their log and their sessions.
+    pub fn owner(&self) -> &Rc<Owner> {
+        &self.owner
+    }
+
+    /// The edge role: the connections this core holds for other cores' databases.
+    pub fn edge(&self) -> &Edge {
+        &self.edge
+    }
+
+    /// What the shard counts for `/metrics`.
+    pub fn counters(&self) -> &Rc<ShardCounters> {
+        &self.counters
+    }
+
+    /// Health and the scrapes' way to every shard.
+    pub fn observer(&self) -> &Arc<Observer> {
+        &self.observer
+    }
+
+    /// The shutdown signal, for a task of this shard to watch.
+    pub fn shutdown(&self) -> watch::Receiver<bool> {
+        self.shutdown.clone()
+    }
+
+    /// The long-polling sessions this core holds.
+    pub fn long_polls(&self) -> &crate::longpoll_session::Registry {
+        &self.long_polls
+    }
+
+    /// The other nodes of a cluster, when there are any.
+    pub fn nodes(&self) -> Option<&Arc<Nodes>> {
+        self.nodes.as_ref()
     }
 
     /// A new session id, unique in the server: the shards' sequences interleave, so that an

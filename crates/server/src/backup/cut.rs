@@ -24,7 +24,7 @@ use hearth_ground::inbox::{Pin, ShardCut};
 /// A backup's cut of this shard was dropped: removes the snapshot files kept back for it,
 /// once no other backup holds the shard.
 pub fn release(shard: &Shard) {
-    let Some(store) = shard.owner.store() else {
+    let Some(store) = shard.owner().store() else {
         return;
     };
     let old = store.unpin_after_backup();
@@ -41,7 +41,7 @@ pub fn release(shard: &Shard) {
 
 /// Takes this shard's cut; the reason when it cannot (no data directory).
 pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
-    let Some(store) = shard.owner.store() else {
+    let Some(store) = shard.owner().store() else {
         return Err("this server keeps no data on disk (--durability none)".to_owned());
     };
     let appended = store.last_seq();
@@ -55,7 +55,7 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
     }
     // From here to the end, one synchronous step of the shard's thread.
     let covered = store.durable_seq();
-    let databases = shard.owner.databases();
+    let databases = shard.owner().databases();
     let mut states = Vec::new();
     let mut from_memory = HashSet::new();
     for (name, loaded) in databases.iter() {
@@ -76,7 +76,7 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
         .collect();
     store.pin_for_backup();
     Ok(ShardCut {
-        shard: shard.index,
+        shard: shard.index(),
         covered,
         states,
         files,

@@ -48,7 +48,7 @@ impl Drop for Running {
 
 /// Answers `POST /.admin/backup` (the caller is an admin: checked when the request was parsed).
 pub async fn respond(shard: &Rc<Shard>) -> Response<HearthBody> {
-    if shard.owner.store().is_none() {
+    if shard.owner().store().is_none() {
         return RestResponse::error(
             400,
             "this server keeps no data on disk (--durability none): there is nothing to back up",
@@ -60,8 +60,8 @@ pub async fn respond(shard: &Rc<Shard>) -> Response<HearthBody> {
             .into_http();
     }
     let running = Running;
-    let mut cuts = Vec::with_capacity(shard.shard_count);
-    let asked: Vec<_> = (0..shard.shard_count)
+    let mut cuts = Vec::with_capacity(shard.shard_count());
+    let asked: Vec<_> = (0..shard.shard_count())
         .map(|index| shard.ask_cut(index))
         .collect();
     for answer in asked {
@@ -78,7 +78,7 @@ pub async fn respond(shard: &Rc<Shard>) -> Response<HearthBody> {
         .map(|cut| cut.states.len() + cut.files.len())
         .sum();
     info!(shards = cuts.len(), databases, "backup started");
-    let queue = match stream::start(shard.shard_count, cuts) {
+    let queue = match stream::start(shard.shard_count(), cuts) {
         Ok(queue) => queue,
         Err(error) => {
             return RestResponse::error(500, format!("cannot start the backup: {error}"))

@@ -34,14 +34,14 @@ pub async fn forward_rest(
     parts: &Parts,
     body: Option<Vec<u8>>,
 ) -> Response<HearthBody> {
-    let Some(nodes) = &shard.nodes else {
+    let Some(nodes) = shard.nodes() else {
         return RestResponse::error(503, OWNER_UNREACHABLE).into_http();
     };
     let head = head_of(parts);
     if !head.fits() {
         return RestResponse::error(431, HEAD_TOO_LARGE).into_http();
     }
-    shard.counters.rest_forwarded();
+    shard.counters().rest_forwarded();
     let (reply, answer) = oneshot::channel();
     let body = body.map(Bytes::from).unwrap_or_default();
     nodes.forward(node, Forward::Rest { head, body, reply });
@@ -61,7 +61,7 @@ pub async fn forward_stream(
     parsed: &RestRequest,
     request: &DataRequest,
 ) -> Response<HearthBody> {
-    let Some(nodes) = shard.nodes.clone() else {
+    let Some(nodes) = shard.nodes().cloned() else {
         return RestResponse::error(503, OWNER_UNREACHABLE).into_http();
     };
     let head = head_of(parts);
@@ -73,7 +73,7 @@ pub async fn forward_stream(
     // From here on, dropping the body ends the session on the owner node. The end goes on
     // the same queue as the opening, so that it never overtakes it.
     let release = Box::new(move |queue: &StreamHandle| {
-        edge.edge.forget(queue.id);
+        edge.edge().forget(queue.id);
         closing.forward(node, Forward::StreamClosed { conn: queue.id });
     });
     let (conn, body) = hold_remote_stream(shard, parsed, request, release);

@@ -64,12 +64,12 @@ pub async fn serve_http<S>(shard: Rc<Shard>, stream: S, buffered: Vec<u8>)
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    let unsent = ConnUnsent::new(shard.config.http.clone());
+    let unsent = ConnUnsent::new(shard.config().http.clone());
     let io = TokioIo::new(Rewind::new(
         buffered,
         stream,
         WriteGuard::new(unsent.clone()),
-        shard.counters.clone(),
+        shard.counters().clone(),
     ));
     let service = {
         let shard = shard.clone();
@@ -88,7 +88,7 @@ where
         .max_headers(MAX_HEADERS);
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
-    let mut shutdown = shard.shutdown.clone();
+    let mut shutdown = shard.shutdown();
     if shard.is_shutting_down() {
         return;
     }
@@ -118,12 +118,12 @@ async fn respond(
     // Health and metrics answer even while the answer budget is spent: a probe that failed
     // then would restart a server that only has slow clients. Their size is bounded (a
     // fixed set of series per shard, and the top lists).
-    if let Some(response) = answer_on_main_port(&shard.config, &shard.observer, &parts).await {
+    if let Some(response) = answer_on_main_port(shard.config(), shard.observer(), &parts).await {
         return response.into_http();
     }
     let mut body = Some(body);
     let mut kind = rest_kind(&parts.method);
-    let counters = shard.counters.clone();
+    let counters = shard.counters().clone();
     let response = if unsent.server_is_full() {
         counters.http_refused(HttpRefusal::AnswersBusy);
         busy()
@@ -211,7 +211,11 @@ async fn answer(
         *kind = RequestKind::RestOther;
         return response;
     }
-    let parsed = match parse_request(parts, &shard.config.auth, &shard.config.default_namespace) {
+    let parsed = match parse_request(
+        parts,
+        &shard.config().auth,
+        &shard.config().default_namespace,
+    ) {
         Ok(parsed) => parsed,
         Err(response) => return response.into_http(),
     };
@@ -230,7 +234,7 @@ async fn answer(
     let owner = shard.owner_of(&parsed.namespace);
     // Past the local shards: another node of the cluster owns the database, and the request
     // crosses the node link (`http_forward`).
-    let remote = owner.checked_sub(shard.shard_count);
+    let remote = owner.checked_sub(shard.shard_count());
     if let Endpoint::Data(data) = &parsed.endpoint {
         if data.stream {
             return match remote {
@@ -242,8 +246,8 @@ async fn answer(
     // Before a byte of the body is read: a write no rule could allow costs nothing more.
     // (Another node checks a write's rules once its body arrived.)
     if let Some(check) = write_check(&parsed).filter(|_| remote.is_none()) {
-        let refusal = if owner == shard.index {
-            refuse_early(&shard.owner, &check)
+        let refusal = if owner == shard.index() {
+            refuse_early(shard.owner(), &check)
         } else {
             shard.precheck(owner, check).await
         };
@@ -281,14 +285,14 @@ async fn read_needed_body(
 ) -> Result<Option<Vec<u8>>, Response<HearthBody>> {
     match (parsed.endpoint.body_limit(), body.as_mut()) {
         (Some(limit), Some(incoming)) => {
-            match read_body(incoming, &parts.headers, limit, &shard.config.http.bodies).await {
+            match read_body(incoming, &parts.headers, limit, &shard.config().http.bodies).await {
                 Ok(bytes) => {
                     *body = None;
                     Ok(Some(bytes))
                 }
                 Err(response) => {
                     if let Some(refusal) = body_refusal(response.status) {
-                        shard.counters.http_refused(refusal);
+                        shard.counters().http_refused(refusal);
                     }
                     Err(response.into_http())
                 }
@@ -316,8 +320,8 @@ async fn run_call(
         Ok(call) => call,
         Err(response) => return response.into_http(),
     };
-    let response = if owner == shard.index {
-        execute_durable(&shard.owner, call).await
+    let response = if owner == shard.index() {
+        execute_durable(shard.owner(), call).await
     } else {
         shard
             .forward(owner, call)
@@ -362,7 +366,7 @@ async fn stream(
     parsed: &RestRequest,
     request: &DataRequest,
 ) -> Response<HearthBody> {
-    let opened = if owner == shard.index {
+    let opened = if owner == shard.index() {
         open_stream(
             shard,
             &parsed.namespace,

@@ -61,12 +61,12 @@ pub async fn answer(shard: &Rc<Shard>, parts: &Parts) -> Option<RestResponse> {
         .and_then(|host| host.to_str().ok());
     Some(match request {
         LpRequest::Start { callback, previous } => {
-            match resolve(query.get("ns"), host, &shard.config.default_namespace) {
+            match resolve(query.get("ns"), host, &shard.config().default_namespace) {
                 Ok(namespace) => {
                     let host = host.map_or_else(
                         || {
                             shard
-                                .config
+                                .config()
                                 .listen
                                 .first()
                                 .map_or_else(String::new, ToString::to_string)
@@ -99,8 +99,8 @@ pub async fn answer(shard: &Rc<Shard>, parts: &Parts) -> Option<RestResponse> {
             let (reply, answer) = oneshot::channel();
             let home = home_core(&request);
             match home {
-                Some(home) if home == shard.index => on_request(shard, request, reply),
-                Some(home) if home < shard.shard_count => {
+                Some(home) if home == shard.index() => on_request(shard, request, reply),
+                Some(home) if home < shard.shard_count() => {
                     shard.forward_long_poll(home, Forwarded { request, reply });
                 }
                 _ => unknown_session(reply),
@@ -120,7 +120,7 @@ pub fn on_request(shard: &Shard, request: LpRequest, reply: oneshot::Sender<Rest
         LpRequest::Start { .. } | LpRequest::DisconnectFrame => return unknown_session(reply),
     };
     let Some(session) = shard
-        .long_polls
+        .long_polls()
         .get(&session_ref.id)
         .filter(|session| session.accepts(&session_ref.password))
     else {

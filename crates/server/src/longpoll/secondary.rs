@@ -60,9 +60,9 @@ pub async fn serve<S: Accepted>(
     let home = head
         .query_param("s")
         .and_then(home_core)
-        .filter(|home| *home < shard.shard_count);
+        .filter(|home| *home < shard.shard_count());
     match home {
-        Some(home) if home != shard.index => match stream.into_movable() {
+        Some(home) if home != shard.index() => match stream.into_movable() {
             Ok(stream) => shard.forward_upgrade(
                 home,
                 MovedUpgrade {
@@ -109,7 +109,7 @@ fn find(
     let (public_id, secret) = head.query_param("s")?.split_once('.')?;
     let namespace = namespace.as_ref().ok()?;
     shard
-        .long_polls
+        .long_polls()
         .get(public_id)
         .filter(|session| session.may_move(namespace, secret))
 }
@@ -128,7 +128,7 @@ async fn serve_here<T: Source + Transport + 'static>(
     // Not in the answer budget: it holds the upgrade's answer and a few small frames.
     let first = Rc::new(Outbox::new(transport.clone(), None));
     first.send([accept_response(key).into_bytes().into()]);
-    shard.counters.websocket_opened();
+    shard.counters().websocket_opened();
     let id = shard.next_conn_id();
     let (handover, handed) = oneshot::channel();
     let session = find(&shard, &head, &namespace).and_then(|session| {
@@ -186,7 +186,7 @@ async fn before_switch<S: Source>(
     first: &Outbox,
     mut handed: oneshot::Receiver<Handover>,
 ) -> Result<Handover, Ended> {
-    let mut shutdown = shard.shutdown.clone();
+    let mut shutdown = shard.shutdown();
     let deadline = tokio::time::Instant::now() + SWITCH_TIMEOUT;
     let mut pings = 0;
     let mut acknowledged = false;

@@ -18,7 +18,7 @@ pub const LINGER: Duration = Duration::from_secs(30);
 /// the server's shutdown, or [`LINGER`] without a poll.
 pub(super) async fn linger(shard: &Shard, session: &LpSession) {
     session.answer_held();
-    let mut shutdown = shard.shutdown.clone();
+    let mut shutdown = shard.shutdown();
     loop {
         if session.ending().is_some() {
             return;

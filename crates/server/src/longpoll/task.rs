@@ -49,7 +49,7 @@ pub fn start(
     previous: Option<String>,
     host: String,
 ) -> RestResponse {
-    if shard.long_polls.len() >= MAX_SESSIONS_PER_SHARD {
+    if shard.long_polls().len() >= MAX_SESSIONS_PER_SHARD {
         return RestResponse::error(503, "too many long-polling sessions");
     }
     let (Ok(secret), Ok(password)) = (new_session_id(), new_session_id()) else {
@@ -57,7 +57,7 @@ pub fn start(
         return RestResponse::error(503, "no session id");
     };
     let conn = shard.next_conn_id();
-    let public_id = format!("{}-{}", shard.index, conn);
+    let public_id = format!("{}-{}", shard.index(), conn);
     // The handshake's session id names the session's public id too, so that the WebSocket
     // that takes the session over (`s`, on any core) finds its home (`longpoll::secondary`).
     let session_id = format!("{public_id}.{secret}");
@@ -66,8 +66,8 @@ pub fn start(
     let edge = Rc::new(EdgeConn::new(
         conn,
         transport,
-        shard.edge.budget().clone(),
-        shard.counters.clone(),
+        shard.edge().budget().clone(),
+        shard.counters().clone(),
     ));
     // As on a WebSocket, the handshake goes first.
     edge.write([encode_frames(handshake(now_ms(), &host, &session_id))]);
@@ -89,7 +89,7 @@ pub fn start(
         mailbox,
     }));
     let answer = session.start_answer();
-    shard.long_polls.insert(session.clone());
+    shard.long_polls().insert(session.clone());
     debug!(conn, "long-polling session opened");
     tokio::task::spawn_local(serve_to_end(shard.clone(), session, side));
     answer
@@ -113,7 +113,7 @@ async fn serve_to_end(shard: Rc<Shard>, session: Rc<LpSession>, side: OwnerSide)
                 session.edge().detach();
             }
             linger(&shard, &session).await;
-            shard.long_polls.remove(session.public_id());
+            shard.long_polls().remove(session.public_id());
             return;
         }
     };
@@ -125,13 +125,13 @@ async fn serve_to_end(shard: Rc<Shard>, session: Rc<LpSession>, side: OwnerSide)
 fn end(shard: &Shard, session: &LpSession, side: &OwnerSide, reason: Option<CloseReason>) {
     session.refuse_secondary();
     session.answer_close();
-    shard.long_polls.remove(session.public_id());
+    shard.long_polls().remove(session.public_id());
     detach_session(shard, session.conn(), side);
     let cause = reason.as_ref().map_or(CloseCause::Client, |reason| {
         CloseCause::of_reason(&reason.text)
     });
     shard
-        .counters
+        .counters()
         .session_closed(SessionTransport::LongPoll, cause);
     match reason {
         Some(reason) if reason.text != SHUTDOWN_CLOSE => {
@@ -165,8 +165,8 @@ async fn serve(
     session: &LpSession,
     side: &OwnerSide,
 ) -> Result<Option<CloseReason>, oneshot::Sender<Handover>> {
-    let mut shutdown = shard.shutdown.clone();
-    let idle = shard.config.idle_timeout;
+    let mut shutdown = shard.shutdown();
+    let idle = shard.config().idle_timeout;
     let edge = session.edge();
     loop {
         if let Some(reason) = edge.closing() {
@@ -217,7 +217,7 @@ async fn serve(
                 }
             }
             _ = auth_expiry(edge.auth_expiry()) => match side {
-                OwnerSide::Local(handle) => expire_auth(&shard.owner, handle),
+                OwnerSide::Local(handle) => expire_auth(shard.owner(), handle),
                 OwnerSide::Remote(owner) => {
                     edge.set_auth_expiry(None);
                     shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: session.conn() });
@@ -272,9 +272,9 @@ async fn hand_over(
         }
         match side {
             OwnerSide::Local(handle) => {
-                shard.owner.outgoing().room().await;
+                shard.owner().outgoing().room().await;
                 session.edge().cork();
-                let handled = on_message(&shard.owner, handle, message);
+                let handled = on_message(shard.owner(), handle, message);
                 session.edge().uncork();
                 match handled? {
                     Handled::Done => {}
@@ -282,7 +282,7 @@ async fn hand_over(
                         let decoded = finish_deferred(large).await.ok_or_else(|| {
                             CloseReason::new(CloseCode::Error, "a message could not be decoded")
                         })?;
-                        on_large_decoded(&shard.owner, handle, decoded)?;
+                        on_large_decoded(shard.owner(), handle, decoded)?;
                     }
                 }
             }

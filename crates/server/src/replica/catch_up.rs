@@ -32,15 +32,15 @@ pub const MAX_COPY_IN_FLIGHT_BYTES: u64 = MAX_IN_FLIGHT_BYTES / 2;
 /// (otherwise the caller comes back on the next tick).
 pub fn run(shard: &Shard, replication: &Replication) -> bool {
     let mut candidates: Vec<String> = shard
-        .owner
+        .owner()
         .databases()
         .iter()
         .filter(|(name, loaded)| loaded.is_on_disk() && replication.lacks_copy(name).is_some())
         .map(|(name, _)| name.clone())
         .collect();
     let in_memory = candidates.len();
-    if let Some(store) = shard.owner.store() {
-        let databases = shard.owner.databases();
+    if let Some(store) = shard.owner().store() {
+        let databases = shard.owner().databases();
         candidates.extend(
             store
                 .newest_snapshots()
@@ -67,12 +67,12 @@ pub fn run(shard: &Shard, replication: &Replication) -> bool {
             // Read for the copy and dropped after it: loading every idle database a
             // follower lacks into memory for the eviction delay could hold more than fits.
             loads += 1;
-            let Some(mut loaded) = load_evicted(&shard.owner, name, now_ms()) else {
+            let Some(mut loaded) = load_evicted(shard.owner(), name, now_ms()) else {
                 continue;
             };
-            shard.owner.fence(&mut loaded);
+            shard.owner().fence(&mut loaded);
             bytes += copy(shard, replication, &loaded);
-        } else if let Some(loaded) = shard.owner.databases().get(name) {
+        } else if let Some(loaded) = shard.owner().databases().get(name) {
             bytes += copy(shard, replication, loaded);
         }
     }
@@ -88,7 +88,7 @@ fn copy(shard: &Shard, replication: &Replication, loaded: &Loaded) -> u64 {
     }
     let epoch = loaded.epoch().unwrap_or_else(|| {
         shard
-            .owner
+            .owner()
             .store()
             .map_or(0, |store| store.logged_epoch(loaded.name()))
     });

@@ -39,7 +39,7 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
     // (it claimed it, or followed a newer owner). Refused before anything is applied, so the
     // copy never mixes two owners' histories; the old owner gets no acknowledgement.
     let logged = shard
-        .owner
+        .owner()
         .store()
         .map_or(0, |store| store.logged_epoch(namespace));
     if let Some(stale) = decoded.iter().find(|record| record.epoch < logged) {
@@ -52,9 +52,9 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
         return None;
     }
     let now = now_ms();
-    let (failure, local) = shard.owner.with_database(namespace, |loaded| {
-        if reset && shard.owner.store().is_some() {
-            super::divergent::keep_replaced(&shard.config.data_dir, loaded, logged, &decoded);
+    let (failure, local) = shard.owner().with_database(namespace, |loaded| {
+        if reset && shard.owner().store().is_some() {
+            super::divergent::keep_replaced(&shard.config().data_dir, loaded, logged, &decoded);
         }
         let mut failure = None;
         for record in decoded {
@@ -64,16 +64,18 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
             let appended = match &record.body {
                 RecordBody::Write(write) => {
                     loaded.apply_replicated(write);
-                    shard.counters.write_applied();
+                    shard.counters().write_applied();
                     shard
-                        .owner
+                        .owner()
                         .store()
                         .map(|store| loaded.log_to(store, RecordRef::Write(write)))
                 }
                 RecordBody::Rules(text) => {
-                    shard.owner.apply_rules(loaded, Some(Arc::clone(text)), now);
                     shard
-                        .owner
+                        .owner()
+                        .apply_rules(loaded, Some(Arc::clone(text)), now);
+                    shard
+                        .owner()
                         .store()
                         .map(|store| loaded.log_to(store, RecordRef::Rules(text)))
                 }
@@ -93,7 +95,7 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
         (failure, local)
     });
     if let Some(reason) = failure {
-        crate::owner::durability::report_failure(&shard.owner, reason);
+        crate::owner::durability::report_failure(shard.owner(), reason);
         return None;
     }
     Some(local)

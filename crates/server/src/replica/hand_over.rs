@@ -38,7 +38,7 @@ const POLL: Duration = Duration::from_millis(5);
 /// Starts the moves asked for the databases this shard owns, each once (the replication
 /// tick calls it).
 pub fn check(shard: &Rc<Shard>, replication: &Replication) {
-    let Some(placement) = shard.config.cluster.as_ref() else {
+    let Some(placement) = shard.config().cluster.as_ref() else {
         return;
     };
     let view = placement.view();
@@ -47,7 +47,7 @@ pub fn check(shard: &Rc<Shard>, replication: &Replication) {
             *claim.node_id == *placement.node_id() && claim.epoch == request.epoch
         });
         if !mine
-            || shard.owner_of(namespace) != shard.index
+            || shard.owner_of(namespace) != shard.index()
             || !replication.first_try(namespace, request.epoch)
         {
             continue;
@@ -67,7 +67,7 @@ pub fn check(shard: &Rc<Shard>, replication: &Replication) {
 /// Steps 1 to 4 above; the new epoch, or why the database stays.
 async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Result<u64, String> {
     let (Some(placement), Some(replication)) =
-        (shard.config.cluster.as_ref(), shard.owner.replication())
+        (shard.config().cluster.as_ref(), shard.owner().replication())
     else {
         return Err("this node is not in an etcd cluster".to_owned());
     };
@@ -80,19 +80,19 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         .filter(|node| nodes.directory().id(*node).as_deref() == Some(request.to.as_str()))
         .ok_or_else(|| format!("its follower is not {} any more", request.to))?;
     let seq = shard
-        .owner
+        .owner()
         .with_existing_database(namespace, |loaded| {
             loaded.begin_move(request.epoch);
-            shard.owner.fence(loaded);
+            shard.owner().fence(loaded);
             loaded.shared_seq()
         })
         .ok_or("the database is not on this node")?;
-    let sessions = shard.owner.all_sessions().into_iter();
+    let sessions = shard.owner().all_sessions().into_iter();
     let moving = shard.stop_for_move(
         sessions.filter(|session| session.namespace == namespace),
         MoveCause::Moved.close_reason(),
     );
-    for stream in shard.owner.all_streams() {
+    for stream in shard.owner().all_streams() {
         if stream.namespace == namespace {
             stream.close();
         }
@@ -102,20 +102,20 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         for session in &moving {
             session.close(MoveCause::Moved.close_reason());
         }
-        shard.owner.with_loaded(namespace, |loaded| {
+        shard.owner().with_loaded(namespace, |loaded| {
             loaded.end_move();
-            shard.owner.fence(loaded);
+            shard.owner().fence(loaded);
         });
         Err(why)
     };
     loop {
         let last = seq.get();
         let durable = shard
-            .owner
+            .owner()
             .store()
             .is_none_or(|store| store.durable_seq() >= last);
         if replication.lacks_copy(namespace) == Some(follower) {
-            if let Some(loaded) = shard.owner.databases().get(namespace) {
+            if let Some(loaded) = shard.owner().databases().get(namespace) {
                 replication.copy(loaded, loaded.epoch().unwrap_or(request.epoch));
             }
         }
@@ -145,12 +145,12 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         Ok(Err(_)) => Err("the cluster thread has stopped".to_owned()),
         Err(_) => Err("etcd did not answer in time".to_owned()),
     };
-    shard.owner.with_loaded(namespace, |loaded| {
+    shard.owner().with_loaded(namespace, |loaded| {
         if result.is_err() {
             loaded.end_move();
         }
         // Handed over: the claim in the view is the follower's, and the fence says so.
-        shard.owner.fence(loaded);
+        shard.owner().fence(loaded);
     });
     result
 }

@@ -40,7 +40,7 @@ const TICK: Duration = Duration::from_millis(100);
 
 /// What the link brought for replication.
 pub fn on_message(shard: &Shard, message: ReplicaIn) {
-    let Some(replication) = shard.owner.replication() else {
+    let Some(replication) = shard.owner().replication() else {
         return;
     };
     match message {
@@ -70,7 +70,7 @@ pub fn on_message(shard: &Shard, message: ReplicaIn) {
                         .pending
                         .borrow_mut()
                         .push(local, from, origin, seq);
-                    if shard.owner.store().is_none() {
+                    if shard.owner().store().is_none() {
                         // Nothing is ever on disk here (`--durability none`).
                         replication.on_durable(u64::MAX);
                     }
@@ -94,11 +94,11 @@ pub fn on_message(shard: &Shard, message: ReplicaIn) {
 
 /// Moves the gate to what the followers' acknowledgements now allow.
 fn release(shard: &Shard) {
-    let Some(store) = shard.owner.store() else {
+    let Some(store) = shard.owner().store() else {
         return;
     };
     let durable = store.synced_seq();
-    crate::owner::durability::on_durable(&shard.owner, durable);
+    crate::owner::durability::on_durable(shard.owner(), durable);
 }
 
 /// Runs until the shard's runtime stops: follows the links' state, stops waiting for
@@ -106,7 +106,7 @@ fn release(shard: &Shard) {
 /// lack and starts the moves asked for (under `--replication off`, only the last, which
 /// are refused).
 pub async fn run(shard: Rc<Shard>) {
-    let Some(replication) = shard.owner.replication() else {
+    let Some(replication) = shard.owner().replication() else {
         return;
     };
     let mut tick = tokio::time::interval(TICK);
@@ -169,20 +169,20 @@ fn report(shard: &Shard, replication: &Replication) {
                     // no fault of the operator's (the link's own log says when a peer stays
                     // unreachable).
                     info!(
-                        shard = shard.index,
+                        shard = shard.index(),
                         follower = &*nodes.id(node),
                         "replication to the follower starts once the link to it is up"
                     );
                 } else if nodes.sync_placement().is_some() {
                     warn!(
-                        shard = shard.index,
+                        shard = shard.index(),
                         follower = &*nodes.id(node),
                         reason = why.reason(),
                         "replication degraded: the follower leaves the sync sets of this shard's databases, then writes are acknowledged without it until it has caught up"
                     );
                 } else {
                     warn!(
-                        shard = shard.index,
+                        shard = shard.index(),
                         follower = &*nodes.id(node),
                         reason = why.reason(),
                         "replication degraded: writes are acknowledged without the follower until it has caught up"
@@ -190,7 +190,7 @@ fn report(shard: &Shard, replication: &Replication) {
                 }
             }
             Event::CaughtUp(node) => info!(
-                shard = shard.index,
+                shard = shard.index(),
                 follower = &*nodes.id(node),
                 "replication to the follower resumed"
             ),

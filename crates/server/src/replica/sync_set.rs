@@ -108,7 +108,7 @@ fn reconcile(shard: &Rc<Shard>, replication: &Replication) {
                 "changing sync sets in etcd; tried again"
             );
         }
-        if let Some(replication) = shard.owner.replication() {
+        if let Some(replication) = shard.owner().replication() {
             let mut pending = replication.pending_sets.borrow_mut();
             for name in &names {
                 pending.remove(name.as_str());
@@ -140,12 +140,12 @@ fn differing_sets(
             .get(&**namespace)
             .is_some_and(|claim| *claim.node_id == *me)
     });
-    let databases = shard.owner.databases();
+    let databases = shard.owner().databases();
     let shipper = replication.shipper.borrow();
     for (namespace, claim) in &view.claims {
         if *claim.node_id != *me
             || pending.contains_key(namespace.as_str())
-            || shard.owner_of(namespace) != shard.index
+            || shard.owner_of(namespace) != shard.index()
         {
             continue;
         }
@@ -233,7 +233,7 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
         };
         given_up = true;
         shard
-            .owner
+            .owner()
             .gate()
             .abandon(&seqs, hearth_net::time::now_ms());
         roll_back(shard, replication, &namespace, first);
@@ -247,13 +247,13 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
              this node lost the right to acknowledge them; their clients are told they may or \
              may not have been applied, and the database goes back to its state before them"
         );
-        for session in shard.owner.all_sessions() {
+        for session in shard.owner().all_sessions() {
             if *session.namespace == *namespace {
                 session.give_up_from(first);
                 closing.push((session, hearth_net::time::now_ms()));
             }
         }
-        for stream in shard.owner.all_streams() {
+        for stream in shard.owner().all_streams() {
             if *stream.namespace == *namespace {
                 stream.discard_from(first);
                 stream.close();
@@ -271,15 +271,15 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
 /// follower as a full copy, which holds no acknowledgement. A follower that did store them
 /// and took the database over keeps them, and its copy replaces this one (`divergent`).
 fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u64) {
-    let Some(store) = shard.owner.store() else {
+    let Some(store) = shard.owner().store() else {
         return;
     };
     store.forget_from(namespace, first);
     let now = hearth_net::time::now_ms();
-    let rolled_back = shard.owner.with_loaded(namespace, |loaded| {
-        super::divergent::keep_given_up(&shard.config.data_dir, loaded);
+    let rolled_back = shard.owner().with_loaded(namespace, |loaded| {
+        super::divergent::keep_given_up(&shard.config().data_dir, loaded);
         let rules = loaded.roll_back(first.saturating_sub(1));
-        shard.owner.apply_rules(loaded, rules, now);
+        shard.owner().apply_rules(loaded, rules, now);
         let tree = crate::replication::whole_tree(loaded);
         loaded.log_to(store, RecordRef::Write(&tree))?;
         let epoch = loaded
@@ -293,7 +293,7 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
         Ok::<(), hearth_store::StoreError>(())
     });
     if let Some(Err(error)) = rolled_back {
-        crate::owner::durability::report_failure(&shard.owner, error.to_string());
+        crate::owner::durability::report_failure(shard.owner(), error.to_string());
     }
 }
 
@@ -312,18 +312,18 @@ fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
         }
         !done
     });
-    let Some(nodes) = &shard.nodes else {
+    let Some(nodes) = shard.nodes() else {
         return;
     };
     let lease_gone = shard
-        .config
+        .config()
         .cluster
         .as_ref()
         .is_some_and(|placement| placement.lease_expired());
     // Per database: whether its sessions must go (decided once per tick).
     let mut stranded: FxHashMap<String, bool> = FxHashMap::default();
     let mut closed = 0usize;
-    for session in shard.owner.all_sessions() {
+    for session in shard.owner().all_sessions() {
         if session.is_closing() {
             continue;
         }
@@ -333,7 +333,7 @@ fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
                 lease_gone
                     || !nodes.owns(namespace)
                     || shard
-                        .config
+                        .config()
                         .cluster
                         .as_ref()
                         .is_some_and(|placement| placement.read_refusal(namespace).is_some())
@@ -347,7 +347,7 @@ fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
     }
     if closed > 0 {
         info!(
-            shard = shard.index,
+            shard = shard.index(),
             sessions = closed,
             lease_gone,
             "sessions of databases this node no longer serves closed: their clients reconnect \

@@ -26,25 +26,25 @@ pub(crate) fn attach(
 ) -> OwnerSide {
     let id = edge.id();
     let owner = shard.owner_of(&namespace);
-    if owner == shard.index {
+    if owner == shard.index() {
         if let Some(previous) = previous {
-            sessions::end_previous_session(&shard.owner, previous, &namespace);
+            sessions::end_previous_session(shard.owner(), previous, &namespace);
         }
         let route = Route::Local(edge.clone());
         OwnerSide::Local(sessions::open_session(
-            &shard.owner,
+            shard.owner(),
             id,
             &namespace,
             session_id,
             route,
         ))
     } else {
-        shard.edge.hold(id, EdgeTarget::Socket(edge.clone()));
+        shard.edge().hold(id, EdgeTarget::Socket(edge.clone()));
         shard.send_to_owner(
             owner,
             ToOwner::Open {
                 conn: id,
-                edge: shard.index,
+                edge: shard.index(),
                 namespace,
                 session_id,
                 previous: previous.map(str::to_owned),
@@ -57,7 +57,7 @@ pub(crate) fn attach(
 /// Ends the session that [`attach`] opened.
 pub(crate) fn detach_session(shard: &Shard, id: hearth_sync::ConnId, side: &OwnerSide) {
     match side {
-        OwnerSide::Local(session) => sessions::close_connection(&shard.owner, session),
+        OwnerSide::Local(session) => sessions::close_connection(shard.owner(), session),
         OwnerSide::Remote(owner) => shard.release_connection(id, *owner),
     }
 }
@@ -73,7 +73,7 @@ pub(crate) async fn send_to_owner(
     large: bool,
 ) -> bool {
     let bytes = texts.iter().map(String::len).sum();
-    let Some(room) = shard.edge.owner_room(owner, bytes).await else {
+    let Some(room) = shard.edge().owner_room(owner, bytes).await else {
         return false;
     };
     let (done, handled) = if large {

@@ -44,8 +44,8 @@ pub struct Moving {
 /// Lets connection `edge`, whose session is on another node, follow its session if it moves
 /// (a WebSocket, under etcd's placement with the node link).
 pub fn follow(shard: &Shard, edge: &EdgeConn, side: &OwnerSide, namespace: &str, session: &str) {
-    let remote = matches!(side, OwnerSide::Remote(owner) if *owner >= shard.shard_count);
-    if remote && shard.config.cluster.is_some() && shard.nodes.is_some() {
+    let remote = matches!(side, OwnerSide::Remote(owner) if *owner >= shard.shard_count());
+    if remote && shard.config().cluster.is_some() && shard.nodes().is_some() {
         edge.follow_upstream(Upstream::new(namespace.to_owned(), session.to_owned()));
     }
 }
@@ -63,7 +63,7 @@ pub fn begin(
     let OwnerSide::Remote(owner) = side else {
         return Err(close);
     };
-    if shard.is_shutting_down() || *owner < shard.shard_count {
+    if shard.is_shutting_down() || *owner < shard.shard_count() {
         return Err(close);
     }
     if let Some(why) = edge.upstream().as_ref().and_then(|up| up.cannot_move()) {
@@ -75,7 +75,7 @@ pub fn begin(
     shard.send_to_owner(*owner, ToOwner::Moved { conn: edge.id() });
     Ok(Moving {
         cause,
-        from: owner - shard.shard_count,
+        from: owner - shard.shard_count(),
         deadline: Instant::now() + MOVE_WAIT_LIMIT,
     })
 }
@@ -185,13 +185,13 @@ pub fn next_owner(
         return Err(close);
     }
     let (Some(nodes), Some(namespace)) = (
-        shard.nodes.as_ref(),
+        shard.nodes(),
         edge.upstream().as_ref().map(|up| up.namespace.clone()),
     ) else {
         return Err(close);
     };
     let owner = shard.owner_of(&namespace);
-    let Some(node) = owner.checked_sub(shard.shard_count) else {
+    let Some(node) = owner.checked_sub(shard.shard_count()) else {
         // This node serves it now.
         return Ok(Some(owner));
     };
@@ -237,7 +237,7 @@ pub async fn finish(
         )
     };
     // What the old owner still sends finds nothing from here on.
-    shard.edge.forget(edge.id());
+    shard.edge().forget(edge.id());
     edge.set_id(shard.next_conn_id());
     edge.write(resume.answers.into_iter().map(encode_frames));
     debug!(
@@ -246,7 +246,7 @@ pub async fn finish(
         replayed = resume.replay.len(),
         "connection moved to its database's next owner"
     );
-    shard.counters.session_moved();
+    shard.counters().session_moved();
     let side = attach(shard, edge, namespace, session_id, None);
     replay(shard, edge, &side, resume.replay).await?;
     Ok(side)
@@ -280,14 +280,15 @@ async fn replay(
         }
         OwnerSide::Local(session) => {
             for text in texts {
-                if let Handled::ParseOffThread(message) = on_message(&shard.owner, session, text)? {
+                if let Handled::ParseOffThread(message) = on_message(shard.owner(), session, text)?
+                {
                     let Some(decoded) = finish_deferred(message).await else {
                         return Err(CloseReason::new(
                             CloseCode::Error,
                             "a message could not be decoded",
                         ));
                     };
-                    on_large_decoded(&shard.owner, session, decoded)?;
+                    on_large_decoded(shard.owner(), session, decoded)?;
                 }
             }
         }

@@ -93,7 +93,7 @@ pub async fn serve_websocket<S: Accepted>(
     let namespace = match namespace {
         Ok(namespace) => namespace,
         Err(error) => {
-            let write_timeout = shard.config.http.write_timeout;
+            let write_timeout = shard.config().http.write_timeout;
             refuse(stream, transport, leftover, config, write_timeout, &error).await;
             return;
         }
@@ -106,16 +106,16 @@ pub async fn serve_websocket<S: Accepted>(
         }
     };
     let id = shard.next_conn_id();
-    shard.counters.websocket_opened();
+    shard.counters().websocket_opened();
     let batched = transport.raw_fd().is_some();
     let edge = Rc::new(EdgeConn::new(
         id,
         transport,
-        shard.edge.budget().clone(),
-        shard.counters.clone(),
+        shard.edge().budget().clone(),
+        shard.counters().clone(),
     ));
     if batched {
-        shard.edge.batch_sends_of(&edge);
+        shard.edge().batch_sends_of(&edge);
     }
     // The handshake goes first, before anything the owner sends.
     edge.write([encode_frames(handshake(
@@ -197,7 +197,7 @@ pub(crate) async fn end_socket<S: Source>(
             } else {
                 info!(conn = id, code = u16::from(reason.code), reason = %reason.text, "closing connection");
             }
-            let write_timeout = shard.config.http.write_timeout;
+            let write_timeout = shard.config().http.write_timeout;
             let _ = tokio::time::timeout(write_timeout, socket.close(Some(reason.frame()))).await;
         }
     }
@@ -218,7 +218,7 @@ impl Upgrade {
         let response = head.header("sec-websocket-key").map(accept_response);
         let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
             shard
-                .config
+                .config()
                 .listen
                 .first()
                 .map_or_else(String::new, ToString::to_string)
@@ -238,7 +238,7 @@ fn count_close(shard: &Shard, ended: &Ended) {
         Ended::Dropped(_) => CloseCause::Unwritable,
         Ended::Closed(reason) => CloseCause::of_reason(&reason.text),
     };
-    shard.counters.websocket_closed(cause);
+    shard.counters().websocket_closed(cause);
 }
 
 /// Tells a client that asked for a database that cannot exist why, and closes.
@@ -273,9 +273,9 @@ async fn run<S: Source>(
     side: &mut OwnerSide,
     socket: &mut Socket<S>,
 ) -> Ended {
-    let config = &shard.config;
+    let config = shard.config();
     let write_timeout = config.http.write_timeout;
-    let mut shutdown = shard.shutdown.clone();
+    let mut shutdown = shard.shutdown();
     let mut assembler = hearth_wire::FrameAssembler::default();
     let mut last_seen = Instant::now();
     let mut ping = tokio::time::interval(config.ping_interval);
@@ -324,7 +324,7 @@ async fn run<S: Source>(
                 if let OwnerSide::Local(_) = side {
                     // This core's databases take no new request while an edge is far behind
                     // on what they sent it.
-                    shard.owner.outgoing().room().await;
+                    shard.owner().outgoing().room().await;
                 }
                 let (outcome, forward) = read_burst(shard, edge, side, socket, &mut assembler, message);
                 if !forward_burst(shard, edge, side, forward, &outcome).await {
@@ -341,7 +341,7 @@ async fn run<S: Source>(
                         // The shard serves everyone else meanwhile; this connection's next
                         // message is read only after this one is handled.
                         let decoded = finish_deferred(message).await;
-                        if let Err(reason) = on_deferred_decoded(&shard.owner, session, decoded) {
+                        if let Err(reason) = on_deferred_decoded(shard.owner(), session, decoded) {
                             return Ended::Closed(reason);
                         }
                     }
@@ -383,7 +383,7 @@ async fn forward_burst(
 /// Tells the session's owner that the connection's credential expired by this edge's clock.
 pub(crate) fn auth_expired(shard: &Shard, edge: &EdgeConn, side: &OwnerSide) {
     match side {
-        OwnerSide::Local(session) => expire_auth(&shard.owner, session),
+        OwnerSide::Local(session) => expire_auth(shard.owner(), session),
         OwnerSide::Remote(owner) => {
             // The owner checks its own record: the client may have authenticated again
             // meanwhile.
@@ -431,7 +431,7 @@ fn read_burst<S: Source>(
     edge.cork();
     let mut forward = Vec::new();
     // The pushes the burst makes to this core's other sockets leave together.
-    let batch = shard.edge.send_batch();
+    let batch = shard.edge().send_batch();
     let mut next = first;
     let mut handled = 0;
     let outcome = loop {
@@ -495,7 +495,7 @@ fn inbound(
     match message {
         Some(Ok(Message::Text(text))) => match assembler.push(text.as_str()) {
             Ok(Assembled::Message(message)) => match side {
-                OwnerSide::Local(session) => match on_message(&shard.owner, session, message) {
+                OwnerSide::Local(session) => match on_message(shard.owner(), session, message) {
                     Ok(Handled::Done) => Inbound::Continue,
                     Ok(Handled::ParseOffThread(message)) => Inbound::ParseOffThread(message),
                     Err(reason) => Inbound::Close(Some(reason)),

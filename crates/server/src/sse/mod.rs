@@ -41,17 +41,17 @@ pub fn open_stream(
 ) -> Result<Response<HearthBody>, RestResponse> {
     let id = shard.next_conn_id();
     let handle =
-        new_handle(&shard.owner, id, namespace, request)?.counted_in(shard.config.http.clone());
+        new_handle(shard.owner(), id, namespace, request)?.counted_in(shard.config().http.clone());
     let handle = Rc::new(handle);
     // From here on, dropping the body ends the session.
-    let owner = shard.owner.clone();
+    let owner = shard.owner().clone();
     let body = StreamBody::new(
         handle.clone(),
         Box::new(move |handle: &StreamHandle| sessions::close_stream(&owner, handle)),
-        shard.config.sse_keep_alive,
+        shard.config().sse_keep_alive,
         expires_in(auth_expires_at),
     );
-    start(&shard.owner, handle, auth, request)?;
+    start(shard.owner(), handle, auth, request)?;
     Ok(response(body))
 }
 
@@ -76,7 +76,7 @@ pub async fn open_remote_stream(
         owner,
         ToOwner::OpenStream {
             conn: id,
-            edge: shard.index,
+            edge: shard.index(),
             namespace: parsed.namespace.clone(),
             auth: parsed.auth.clone(),
             request: Box::new(request.clone()),
@@ -111,14 +111,14 @@ pub fn hold_remote_stream(
         request.style.export,
         Tagger::open(),
     )
-    .counted_in(shard.config.http.clone())
-    .counted_by(shard.counters.clone());
+    .counted_in(shard.config().http.clone())
+    .counted_by(shard.counters().clone());
     let queue = Rc::new(queue);
-    shard.edge.hold(id, EdgeTarget::Stream(queue.clone()));
+    shard.edge().hold(id, EdgeTarget::Stream(queue.clone()));
     let body = StreamBody::new(
         queue,
         release,
-        shard.config.sse_keep_alive,
+        shard.config().sse_keep_alive,
         expires_in(parsed.auth_expires_at),
     );
     (id, body)

@@ -180,7 +180,7 @@ pub async fn serve(shard: Rc<Shard>, prepared: Prepared, spread: Spread) {
         "WebTransport listening on {address} (certificate sha-256 {})",
         hex(&certificate_sha256)
     );
-    let mut shutdown = shard.shutdown.clone();
+    let mut shutdown = shard.shutdown();
     loop {
         let incoming = tokio::select! {
             _ = shutdown.changed() => break,
@@ -199,7 +199,7 @@ pub async fn serve(shard: Rc<Shard>, prepared: Prepared, spread: Spread) {
 
 /// Serves the sessions handed to this shard, each by its own task, until the server stops.
 pub async fn serve_handed(shard: Rc<Shard>, mut handed: mpsc::UnboundedReceiver<Handed>) {
-    let mut shutdown = shard.shutdown.clone();
+    let mut shutdown = shard.shutdown();
     loop {
         let Handed { incoming, slot } = tokio::select! {
             _ = shutdown.changed() => break,

@@ -80,7 +80,7 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Sl
     let namespace = resolve(
         query.as_ref().and_then(|query| query.get("ns")),
         Some(request.authority()),
-        &shard.config.default_namespace,
+        &shard.config().default_namespace,
     );
     let Ok(namespace) = namespace else {
         request.not_found().await;
@@ -94,7 +94,7 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Sl
     let Ok(connection) = request.accept().await else {
         return;
     };
-    let _counted = Counted::new(shard.counters.clone());
+    let _counted = Counted::new(shard.counters().clone());
     let Ok(Ok((send, recv))) =
         tokio::time::timeout(STREAM_OPEN_TIMEOUT, connection.accept_bi()).await
     else {
@@ -114,8 +114,8 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Sl
     let edge = Rc::new(EdgeConn::new(
         id,
         transport,
-        shard.edge.budget().clone(),
-        shard.counters.clone(),
+        shard.edge().budget().clone(),
+        shard.counters().clone(),
     ));
     // As on a WebSocket (the same time, a millisecond behind the clock), the handshake
     // goes first.
@@ -128,7 +128,7 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Sl
         CloseCause::of_reason(&reason.text)
     });
     shard
-        .counters
+        .counters()
         .session_closed(SessionTransport::WebTransport, cause);
     match ended {
         Some(reason) => {
@@ -161,12 +161,12 @@ async fn run(
     connection: &Connection,
     mut recv: RecvStream,
 ) -> Option<CloseReason> {
-    let mut shutdown = shard.shutdown.clone();
+    let mut shutdown = shard.shutdown();
     let mut lines = LineReader::new(MAX_STREAM_MESSAGE_BYTES);
     let mut bucket = Bucket::new(MAX_DATAGRAMS_PER_SECOND, MAX_DATAGRAM_BURST, now_ms());
     let mut listens = 0usize;
     let mut buffer = vec![0u8; 16 * 1024];
-    let write_timeout = shard.config.http.write_timeout;
+    let write_timeout = shard.config().http.write_timeout;
     loop {
         if let Some(reason) = edge.closing() {
             return Some(reason);
@@ -276,11 +276,11 @@ async fn handle_here(
     messages: Vec<String>,
 ) -> Option<CloseReason> {
     // This core's databases take no new request while an edge is far behind.
-    shard.owner.outgoing().room().await;
+    shard.owner().outgoing().room().await;
     edge.cork();
     let mut refused = None;
     for message in messages {
-        let handled = match on_message(&shard.owner, session, message) {
+        let handled = match on_message(shard.owner(), session, message) {
             Ok(Handled::Done) => Ok(()),
             // A message waiting for the cluster's claim on its database (none is longer
             // than the stream's limit): the next ones wait behind it.
@@ -288,7 +288,7 @@ async fn handle_here(
                 edge.uncork();
                 let decoded = finish_deferred(deferred).await;
                 edge.cork();
-                on_deferred_decoded(&shard.owner, session, decoded)
+                on_deferred_decoded(shard.owner(), session, decoded)
             }
             Err(reason) => Err(reason),
         };
