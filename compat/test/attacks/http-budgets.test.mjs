@@ -17,7 +17,7 @@ import { deferred, sleep, withTimeout } from '../../lib/util.mjs';
 import { RawHttp, rawRequest, rest, restURL } from '../rest/rest-client.mjs';
 
 const MIB = 1024 * 1024;
-// Must match ANSWERS_BUSY (crates/server/src/http_body/unsent.rs), BODIES_BUSY and BODY_TOO_SLOW
+// Must match ANSWERS_BUSY (crates/edge/src/http_body/unsent.rs), BODIES_BUSY and BODY_TOO_SLOW
 // (crates/server/src/http/mod.rs).
 const ANSWERS_BUSY = 'The server holds too many answers that their clients have not read yet; retry later.';
 const BODIES_BUSY = 'The server is receiving too many request bodies at once; retry later.';

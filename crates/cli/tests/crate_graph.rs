@@ -80,11 +80,36 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-ground",
         ],
     ),
-    // The server assembles the roles around the pure crates and drives the durability
-    // pipeline; it also needs the io_uring sends of its edge. It knows nothing of the command
-    // line.
+    // The server's settings, as the command line and the config file give them.
     (
-        "hearth-server",
+        "hearth-config",
+        &[
+            "hearth-rules",
+            "hearth-persist",
+            "hearth-net",
+            "hearth-auth",
+            "hearth-ground",
+            "hearth-cluster",
+            "hearth-peer",
+        ],
+    ),
+    // The edge role's state and its sockets' plumbing: it knows no owner and no shard.
+    (
+        "hearth-edge",
+        &[
+            "hearth-tree",
+            "hearth-sync",
+            "hearth-wire",
+            "hearth-persist",
+            "hearth-net",
+            "hearth-ground",
+            "hearth-uring",
+        ],
+    ),
+    // The owner role: its databases, their log and sessions. It names the edge's connection
+    // types, never the shard or the transports that run connections (`server`).
+    (
+        "hearth-owner",
         &[
             "hearth-tree",
             "hearth-query",
@@ -94,11 +119,34 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-store",
             "hearth-persist",
             "hearth-cluster",
-            "hearth-uring",
             "hearth-net",
             "hearth-auth",
             "hearth-ground",
             "hearth-peer",
+            "hearth-config",
+            "hearth-edge",
+        ],
+    ),
+    // The server assembles a shard from the roles and runs the transports (WebSocket, HTTP,
+    // event streams, long polling, WebTransport), replication's tasks, backups, the console
+    // and the scrapes. It knows nothing of the command line.
+    (
+        "hearth-server",
+        &[
+            "hearth-tree",
+            "hearth-rules",
+            "hearth-sync",
+            "hearth-wire",
+            "hearth-store",
+            "hearth-persist",
+            "hearth-cluster",
+            "hearth-net",
+            "hearth-auth",
+            "hearth-ground",
+            "hearth-peer",
+            "hearth-config",
+            "hearth-edge",
+            "hearth-owner",
         ],
     ),
     // export, import and the admin CLI use the server library through a few public entry
@@ -166,8 +214,8 @@ const PURE: &[&str] = &[
 ];
 
 const RULE: &str = "dependencies point one way: tree ← query ← rules ← sync ← wire ← server ← \
-                    tools ← cli, store beside wire, persist between store and server, net, auth, ground and peer \
-                    below server in that order, cluster, load, alloc and uring on their own, \
+                    tools ← cli, store beside wire, persist between store and server, net, auth, ground, peer, \
+                    config, edge and owner below server in that order, cluster, load, alloc and uring on their own, \
                     bench/ws depended on by nothing (ARCHITECTURE.md, The crates and their rules)";
 
 const TABLE: &str = "crates/cli/tests/crate_graph.rs";

@@ -71,7 +71,7 @@ mod tests {
     use hearth_tree::Node;
     use tokio::sync::{mpsc, watch};
 
-    use crate::config::ServeConfig;
+    use hearth_config::ServeConfig;
 
     #[test]
     fn a_loaded_database_is_listed_with_its_estimated_size() {

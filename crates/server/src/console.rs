@@ -15,9 +15,9 @@ use hyper::http::request::Parts;
 use hyper::{Method, Response};
 use sha2::{Digest, Sha256};
 
-use crate::edge::request_body::read_body;
-use crate::http_body::HearthBody;
 use crate::shard::Shard;
+use hearth_edge::http_body::HearthBody;
+use hearth_edge::request_body::read_body;
 use hearth_ground::rest::{require_admin, RestResponse};
 
 /// Where the console lives; everything under it is the console's.

@@ -20,12 +20,12 @@ use hearth_sync::ConnId;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
-use crate::edge::socket::tests::Recorder;
-use crate::edge::socket::Outbox;
-use crate::edge::EdgeConn;
-use crate::owner::outbound::{ConnHandle, Route};
+use hearth_edge::recorder::Recorder;
+use hearth_edge::socket::Outbox;
+use hearth_edge::EdgeConn;
 use hearth_ground::cross_core::{EdgeItem, Outgoing, ToEdge};
 use hearth_net::budget::{HttpBudgets, ShardBudget};
+use hearth_owner::outbound::{ConnHandle, Route};
 use hearth_persist::{Gate, Tagger};
 
 const FIXED_SEEDS: u64 = 64;
@@ -103,7 +103,7 @@ impl World {
             };
             // Sockets with little room, so that writes wait in outboxes too.
             let recorder = Recorder::new(rng.below(300) as usize);
-            let transport: Rc<dyn crate::edge::socket::Transport> = recorder.clone();
+            let transport: Rc<dyn hearth_edge::socket::Transport> = recorder.clone();
             let conn = Rc::new(EdgeConn::new(
                 id,
                 transport,
@@ -245,7 +245,7 @@ impl World {
     /// its edge.
     fn socket(&self, id: ConnId) -> Option<(Rc<Recorder>, Rc<Outbox>)> {
         if let Some(recorder) = self.local.get(&id) {
-            let outbox = self.sessions.get(&id)?.edge().outbox();
+            let outbox = self.sessions.get(&id)?.local_edge()?.outbox();
             return Some((recorder.clone(), outbox));
         }
         self.edges.iter().find_map(|edge| {

@@ -11,27 +11,18 @@
 
 mod admin;
 pub mod backup;
-mod cluster;
-pub mod config;
 mod console;
 #[cfg(test)]
 mod cross_core_sim;
-mod edge;
-mod event_stream;
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;
-mod http_body;
-mod loaded;
 mod longpoll;
 mod longpoll_session;
 pub mod offline;
-mod owner;
 mod owner_side;
 mod reload;
 mod replica;
-mod replication;
-pub mod rules_file;
 mod scrape;
 mod serve;
 mod server;
@@ -40,17 +31,19 @@ mod sse;
 mod startup;
 pub mod webtransport;
 
-pub use config::{ServeConfig, DEFAULT_NAMESPACE};
+pub use hearth_config::{ServeConfig, DEFAULT_NAMESPACE};
 // The crates the server is assembled from, under the names the command and the tools use.
 pub use hearth_auth as auth;
 pub use hearth_auth::jwks;
+pub use hearth_config as config;
 pub use hearth_ground::rest::cache::DEFAULT_REST_CACHE_BYTES;
 pub use hearth_ground::{metrics, namespace, replica_messages};
 pub use hearth_net::listener::resolve_listen;
 pub use hearth_net::{budget, http_head, query_string, tls};
+pub use hearth_owner::rules_file;
+pub use hearth_owner::volatile::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};
 pub use hearth_peer as peer;
 /// The durability settings of [`ServeConfig`], and the data directory the offline tools open.
 pub use hearth_persist as persist;
-pub use owner::volatile::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};
 pub use server::Server;
 pub use startup::StartError;

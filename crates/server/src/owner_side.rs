@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use crate::owner::outbound::ConnHandle;
+use hearth_owner::outbound::ConnHandle;
 
 /// Where the connection's messages are handled.
 pub(crate) enum OwnerSide {

@@ -11,13 +11,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::LocalSet;
 use tracing::{debug, info, warn};
 
-use crate::config::ServeConfig;
-use crate::edge::socket::Accepted;
 use crate::http::serve_http;
-use crate::owner;
-use crate::owner::durability::{commit_loop, flush_at_shutdown, snapshot_all};
-use crate::owner::rest::execute_durable;
-use crate::owner::rest_precheck::refuse_early;
 use crate::scrape::Observer;
 use crate::serve::websocket::serve_websocket;
 use crate::shard::{Queues, Shard};
@@ -26,6 +20,8 @@ use crate::startup::{
     start_metrics, start_peers, StartError,
 };
 use hearth_auth::jwks::JwksRefresher;
+use hearth_config::ServeConfig;
+use hearth_edge::socket::Accepted;
 use hearth_ground::cross_core::ToEdge;
 use hearth_ground::inbox::ShardMessage;
 use hearth_ground::metrics::labels::{CloseCause, HttpRefusal};
@@ -35,6 +31,9 @@ use hearth_net::http_head::{read_head, HeadError};
 use hearth_net::listener::Bound;
 use hearth_net::port_claim::PortClaim;
 use hearth_net::tls::handshake;
+use hearth_owner::durability::{commit_loop, flush_at_shutdown, snapshot_all};
+use hearth_owner::rest::execute_durable;
+use hearth_owner::rest_precheck::refuse_early;
 use hearth_persist::data_dir::DataDir;
 use hearth_persist::{Opened, ShardStore};
 
@@ -326,7 +325,7 @@ fn run_shard(
         tokio::task::spawn_local(async move { outgoing.run().await });
         tokio::task::spawn_local(commit_loop(shard.owner().clone()));
         tokio::task::spawn_local(crate::replica::run(shard.clone()));
-        tokio::task::spawn_local(crate::owner::volatile::tick_loop(shard.owner().clone()));
+        tokio::task::spawn_local(hearth_owner::volatile::tick_loop(shard.owner().clone()));
         if let Some((prepared, spread)) = webtransport {
             tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared, spread));
         }
@@ -423,7 +422,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
             ShardMessage::Owner(message) => {
                 // The pushes it makes to this core's sockets leave together.
                 let _sends = shard.edge().send_batch();
-                owner::on_link_message(shard.owner(), message);
+                hearth_owner::on_link_message(shard.owner(), message);
             }
             ShardMessage::Metrics(reply) => {
                 let _ = reply.send(shard.metrics_snapshot(receiver.len()));

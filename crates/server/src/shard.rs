@@ -15,12 +15,9 @@ use hearth_sync::ConnId;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::config::ServeConfig;
-use crate::edge::Edge;
-use crate::loaded::Loaded;
-use crate::owner::{Owner, OwnerParts};
-use crate::replication::Replication;
 use crate::scrape::Observer;
+use hearth_config::ServeConfig;
+use hearth_edge::Edge;
 use hearth_ground::close::{CloseReason, SHUTDOWN_CLOSE};
 use hearth_ground::conn_ids::ConnIds;
 use hearth_ground::cross_core::{Outgoing, ToEdge, ToOwner};
@@ -32,6 +29,9 @@ use hearth_ground::rest::precheck::WriteCheck;
 use hearth_ground::rest::{RestCall, RestResponse};
 use hearth_net::budget::ShardBudget;
 use hearth_net::time::now_ms;
+use hearth_owner::loaded::Loaded;
+use hearth_owner::replication::Replication;
+use hearth_owner::{Owner, OwnerParts};
 use hearth_peer::Nodes;
 use hearth_persist::{Gate, ShardStore};
 
@@ -342,9 +342,9 @@ impl Shard {
     /// (`ConnHandle::stop_for_move`), and closes the others with `reason`; the stopped ones.
     pub fn stop_for_move(
         &self,
-        sessions: impl IntoIterator<Item = Rc<crate::owner::outbound::ConnHandle>>,
+        sessions: impl IntoIterator<Item = Rc<hearth_owner::outbound::ConnHandle>>,
         reason: CloseReason,
-    ) -> Vec<Rc<crate::owner::outbound::ConnHandle>> {
+    ) -> Vec<Rc<hearth_owner::outbound::ConnHandle>> {
         let mut moving = Vec::new();
         for session in sessions {
             if session.stop_for_move(self.shard_count) {

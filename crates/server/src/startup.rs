@@ -10,9 +10,9 @@ use std::time::Instant;
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
-use crate::config::ServeConfig;
 use crate::scrape::{bind_metrics_listener, serve_metrics, Observer};
 use hearth_auth::jwks::{JwksError, JwksRefresher};
+use hearth_config::ServeConfig;
 use hearth_ground::cross_core::ToEdge;
 use hearth_ground::inbox::ShardMessage;
 use hearth_net::listener::{bind_listeners, Bound};

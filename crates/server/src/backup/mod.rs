@@ -26,8 +26,8 @@ use tracing::info;
 
 pub use stream::{DESCRIPTION, QUEUE_CHUNKS};
 
-use crate::http_body::HearthBody;
 use crate::shard::Shard;
+use hearth_edge::http_body::HearthBody;
 use hearth_ground::rest::RestResponse;
 
 /// The media type of the archive.

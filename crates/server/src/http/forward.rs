@@ -11,10 +11,10 @@ use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
 use tokio::sync::oneshot;
 
-use crate::event_stream::StreamHandle;
-use crate::http_body::HearthBody;
 use crate::shard::Shard;
 use crate::sse::hold_remote_stream;
+use hearth_edge::event_stream::StreamHandle;
+use hearth_edge::http_body::HearthBody;
 use hearth_ground::rest::{DataRequest, RestRequest, RestResponse};
 use hearth_peer::codec::RequestHead;
 use hearth_peer::{Forward, RemoteAnswer};

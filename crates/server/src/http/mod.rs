@@ -29,21 +29,21 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tracing::debug;
 
 use crate::console;
-use crate::edge::request_body::read_body;
 use crate::http::forward::{forward_rest, forward_stream};
-use crate::http_body::unsent::{ConnUnsent, Refused, WriteGuard, ANSWERS_BUSY};
-use crate::http_body::HearthBody;
-use crate::owner::rest::execute_durable;
-use crate::owner::rest_precheck::refuse_early;
 use crate::scrape::answer_on_main_port;
 use crate::shard::Shard;
 use crate::sse::{open_remote_stream, open_stream};
+use hearth_edge::http_body::unsent::{ConnUnsent, WriteGuard};
+use hearth_edge::http_body::{admit, busy, HearthBody};
+use hearth_edge::request_body::read_body;
 use hearth_ground::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
 use hearth_ground::metrics::ShardCounters;
 use hearth_ground::rest::precheck::write_check;
 use hearth_ground::rest::{
     build_call, parse_request, DataMethod, DataRequest, Endpoint, RestRequest, RestResponse,
 };
+use hearth_owner::rest::execute_durable;
+use hearth_owner::rest_precheck::refuse_early;
 
 /// How long a kept-alive connection may stay idle, or a client may take to send a request
 /// head, before the connection is closed.
@@ -394,40 +394,6 @@ fn preflight(request_headers: Option<&str>) -> RestResponse {
         )
         .with_header("access-control-allow-headers", allowed_headers.to_owned())
         .with_header("access-control-max-age", "3600")
-}
-
-/// The 503 of a spent answer budget.
-pub fn busy() -> Response<HearthBody> {
-    RestResponse::error(503, ANSWERS_BUSY)
-        .with_header("retry-after", "1")
-        .into_http()
-}
-
-/// Counts `response` on the connection, or replaces it with a 503 when it may not be sent.
-pub fn admit(conn: &Rc<ConnUnsent>, mut response: Response<HearthBody>) -> Response<HearthBody> {
-    if let HearthBody::Stream(stream) = response.body_mut() {
-        stream.count_on(conn.clone());
-        return response;
-    }
-    let bytes = response.body().unsent_len();
-    if bytes == 0 {
-        return response;
-    }
-    match conn.take(bytes) {
-        Ok(unsent) => {
-            response.body_mut().count(unsent);
-            response
-        }
-        Err(Refused::Server) => busy(),
-        Err(Refused::Connection) => {
-            // The socket fails from now on; the answer only tells a log what happened.
-            let mut refused = busy();
-            refused
-                .headers_mut()
-                .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-            refused
-        }
-    }
 }
 
 /// A socket whose first bytes were already read: they are returned first, then reading goes

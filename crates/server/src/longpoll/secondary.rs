@@ -25,14 +25,14 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
-use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
-use crate::edge::Settled;
 use crate::longpoll_session::{Handover, LpSession, Secondary};
-use crate::owner::outbound::encode_frames;
 use crate::serve::websocket::{
     accept_response, end_socket, serve_session, websocket_config, Ended, Socket, BAD_UPGRADE,
 };
 use crate::shard::Shard;
+use hearth_edge::frames::encode_frames;
+use hearth_edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
+use hearth_edge::Settled;
 use hearth_ground::close::{CloseReason, SHUTDOWN_CLOSE, UPGRADE_REFUSED_CLOSE};
 use hearth_ground::longpoll_request::MovedUpgrade;
 use hearth_ground::namespace::NamespaceError;

@@ -12,16 +12,15 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
-use crate::edge::socket::Transport;
-use crate::edge::EdgeConn;
 use crate::longpoll::switch::linger;
 use crate::longpoll_session::{Handover, LpSession, Mailbox, NewSession};
-use crate::owner::dispatch::{expire_auth, finish_deferred, on_large_decoded, on_message, Handled};
-use crate::owner::outbound::encode_frames;
 use crate::owner_side::OwnerSide;
 use crate::serve::attach::{attach, detach_session, send_to_owner};
 use crate::serve::websocket::handshake;
 use crate::shard::Shard;
+use hearth_edge::frames::encode_frames;
+use hearth_edge::socket::Transport;
+use hearth_edge::EdgeConn;
 use hearth_ground::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE};
 use hearth_ground::cross_core::ToOwner;
 use hearth_ground::metrics::labels::{CloseCause, SessionTransport};
@@ -29,6 +28,7 @@ use hearth_ground::rest::RestResponse;
 use hearth_ground::session_id::new_session_id;
 use hearth_net::offload::OFF_THREAD_PARSE_BYTES;
 use hearth_net::time::now_ms;
+use hearth_owner::dispatch::{expire_auth, finish_deferred, on_large_decoded, on_message, Handled};
 
 /// The most long-polling sessions one core holds; a start past it is refused with 503 (the
 /// SDK retries with back-off). Each costs a task and its buffers, like a WebSocket

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
-use crate::edge::socket::Transport;
+use hearth_edge::socket::Transport;
 use hearth_ground::close::MAX_OUTBOUND_BYTES;
 
 use super::script::FrameReader;

@@ -26,7 +26,7 @@ use tokio::sync::{oneshot, Notify};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use crate::edge::EdgeConn;
+use hearth_edge::EdgeConn;
 use hearth_ground::close::CloseReason;
 use hearth_ground::longpoll_request::Segment;
 use hearth_ground::rest::RestResponse;

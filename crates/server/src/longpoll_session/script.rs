@@ -187,7 +187,7 @@ fn frame_at(bytes: &[u8]) -> Option<(&[u8], usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::owner::outbound::encode_frames;
+    use hearth_edge::frames::encode_frames;
 
     #[test]
     fn answers_call_the_pages_functions() {

@@ -19,9 +19,9 @@ use std::rc::Rc;
 use hearth_wire::{control_type, END_OF_TRANSMISSION};
 use tokio::sync::oneshot;
 
-use crate::edge::socket::{Outbox, Transport};
-use crate::edge::EdgeConn;
 use crate::owner_side::OwnerSide;
+use hearth_edge::socket::{Outbox, Transport};
+use hearth_edge::EdgeConn;
 
 use super::{same_secret, LpSession};
 
@@ -116,9 +116,9 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::edge::socket::tests::Recorder;
     use crate::longpoll_session::{Mailbox, NewSession};
-    use crate::owner::outbound::encode_frames;
+    use hearth_edge::frames::encode_frames;
+    use hearth_edge::recorder::Recorder;
     use hearth_ground::metrics::ShardCounters;
     use hearth_net::budget::{HttpBudgets, ShardBudget};
 
@@ -191,7 +191,7 @@ mod tests {
         socket.room.set(1 << 20);
         assert_eq!(
             edge.outbox().write_now(),
-            crate::edge::socket::Sent::Written
+            hearth_edge::socket::Sent::Written
         );
 
         // The polls: what waited, the `n`, then the close after that answer.

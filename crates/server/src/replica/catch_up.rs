@@ -11,12 +11,12 @@
 //! [`MAX_COPY_IN_FLIGHT_BYTES`] unacknowledged, so that a join does not stall the shard or
 //! push the follower past its limit; the rest goes on the next tick.
 
-use crate::loaded::Loaded;
-use crate::owner::durability::load_evicted;
-use crate::replication::shipper::MAX_IN_FLIGHT_BYTES;
-use crate::replication::Replication;
 use crate::shard::Shard;
 use hearth_net::time::now_ms;
+use hearth_owner::durability::load_evicted;
+use hearth_owner::loaded::Loaded;
+use hearth_owner::replication::shipper::MAX_IN_FLIGHT_BYTES;
+use hearth_owner::replication::Replication;
 
 /// The most bytes of copies one shard ships in one tick (100 ms).
 pub const COPY_BYTES_PER_TICK: u64 = 16 * 1024 * 1024;

@@ -20,7 +20,7 @@ use hearth_sync::Change;
 use hearth_tree::Node;
 use tracing::warn;
 
-use crate::loaded::Loaded;
+use hearth_owner::loaded::Loaded;
 
 /// The folder of the data directory that holds replaced copies.
 pub const DIVERGENT_DIR: &str = "divergent";

@@ -95,7 +95,7 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
         (failure, local)
     });
     if let Some(reason) = failure {
-        crate::owner::durability::report_failure(shard.owner(), reason);
+        hearth_owner::durability::report_failure(shard.owner(), reason);
         return None;
     }
     Some(local)

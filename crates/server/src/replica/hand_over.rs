@@ -2,7 +2,7 @@
 //! docs/cluster.md "Moving one database"). The operator's request is a key in etcd that
 //! names the claim's epoch and the follower; the shard that owns the database:
 //!
-//! 1. stops its writes: the fence refuses them ([`crate::cluster::fence::MOVING`]), the
+//! 1. stops its writes: the fence refuses them ([`hearth_owner::cluster::fence::MOVING`]), the
 //!    sessions other nodes hold stop being handled (`ConnHandle::stop_for_move`), the
 //!    sessions of this node and the event streams close (their clients reconnect);
 //! 2. waits until the replies to what those sessions sent have left, the database's last
@@ -24,10 +24,10 @@ use hearth_cluster::keys::MoveValue;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::replication::Replication;
 use crate::shard::Shard;
 use hearth_ground::cross_core::MoveCause;
 use hearth_ground::replica_messages::ReplicationMode;
+use hearth_owner::replication::Replication;
 
 /// The longest a database's writes stay stopped for a move before it is given up.
 pub const HAND_OVER_LIMIT: Duration = Duration::from_secs(5);

@@ -29,11 +29,11 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::replication::shipper::{Degraded, Event};
-use crate::replication::Replication;
 use crate::shard::Shard;
 use hearth_ground::replica_messages::{ReplicaIn, ReplicationMode};
 use hearth_net::time::now_ms;
+use hearth_owner::replication::shipper::{Degraded, Event};
+use hearth_owner::replication::Replication;
 
 /// How often a shard looks at its links, its followers' timeouts and its lag.
 const TICK: Duration = Duration::from_millis(100);
@@ -98,7 +98,7 @@ fn release(shard: &Shard) {
         return;
     };
     let durable = store.synced_seq();
-    crate::owner::durability::on_durable(shard.owner(), durable);
+    hearth_owner::durability::on_durable(shard.owner(), durable);
 }
 
 /// Runs until the shard's runtime stops: follows the links' state, stops waiting for

@@ -26,11 +26,11 @@ use rustc_hash::FxHashMap;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{info, warn};
 
-use crate::owner::outbound::ConnHandle;
-use crate::replication::shipper::Shipper;
-use crate::replication::Replication;
 use crate::shard::Shard;
 use hearth_ground::close::{CloseReason, OWNER_MOVED_CLOSE};
+use hearth_owner::outbound::ConnHandle;
+use hearth_owner::replication::shipper::Shipper;
+use hearth_owner::replication::Replication;
 
 /// Why a session of a database whose held writes were given up is closed.
 pub const GIVEN_UP_CLOSE: &str = "this node lost its claim on the database before its writes \
@@ -280,7 +280,7 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
         super::divergent::keep_given_up(&shard.config().data_dir, loaded);
         let rules = loaded.roll_back(first.saturating_sub(1));
         shard.owner().apply_rules(loaded, rules, now);
-        let tree = crate::replication::whole_tree(loaded);
+        let tree = hearth_owner::replication::whole_tree(loaded);
         loaded.log_to(store, RecordRef::Write(&tree))?;
         let epoch = loaded
             .epoch()
@@ -293,7 +293,7 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
         Ok::<(), hearth_store::StoreError>(())
     });
     if let Some(Err(error)) = rolled_back {
-        crate::owner::durability::report_failure(shard.owner(), error.to_string());
+        hearth_owner::durability::report_failure(shard.owner(), error.to_string());
     }
 }
 

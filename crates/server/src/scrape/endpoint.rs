@@ -7,8 +7,8 @@ use hyper::http::request::Parts;
 use hyper::Method;
 
 use super::Observer;
-use crate::config::ServeConfig;
 use hearth_auth::{authenticate_with, now_secs, AuthConfig};
+use hearth_config::ServeConfig;
 use hearth_ground::metrics::{encode, CONTENT_TYPE, OK_BODY};
 use hearth_ground::rest::RestResponse;
 

@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::endpoint::{answer, Caller};
 use super::Observer;
-use crate::http_body::HearthBody;
+use hearth_edge::http_body::HearthBody;
 use hearth_ground::rest::RestResponse;
 
 /// How long a metrics connection may stay idle or take to send a request head.

@@ -7,12 +7,12 @@ use std::rc::Rc;
 
 use tokio::sync::oneshot;
 
-use crate::edge::{EdgeConn, EdgeTarget};
-use crate::owner::outbound::Route;
-use crate::owner::sessions;
 use crate::owner_side::OwnerSide;
 use crate::shard::Shard;
+use hearth_edge::{EdgeConn, EdgeTarget};
 use hearth_ground::cross_core::ToOwner;
+use hearth_owner::outbound::Route;
+use hearth_owner::sessions;
 
 /// Opens the session of a connection held by `edge` with the owner of `namespace`: here when
 /// this core owns it, else by a message to the owner (the connection's messages follow it

@@ -6,8 +6,8 @@ use bytes::Bytes;
 use hearth_sync::ConnId;
 use rustc_hash::FxHashMap;
 
-use crate::edge::EdgeTarget;
 use crate::shard::Shard;
+use hearth_edge::EdgeTarget;
 use hearth_ground::cross_core::{EdgeItem, ToEdge};
 
 /// Carries out `batch`, then tells its owner that the bytes are written (or queued in the

@@ -15,16 +15,16 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use crate::edge::upstream::Upstream;
-use crate::edge::EdgeConn;
-use crate::owner::dispatch::{finish_deferred, on_large_decoded, on_message, Handled};
-use crate::owner::outbound::encode_frames;
 use crate::owner_side::OwnerSide;
 use crate::serve::attach::{attach, send_to_owner};
 use crate::shard::Shard;
+use hearth_edge::frames::encode_frames;
+use hearth_edge::upstream::Upstream;
+use hearth_edge::EdgeConn;
 use hearth_ground::close::CloseReason;
 use hearth_ground::cross_core::{MoveCause, ToOwner};
 use hearth_net::offload::OFF_THREAD_PARSE_BYTES;
+use hearth_owner::dispatch::{finish_deferred, on_large_decoded, on_message, Handled};
 
 /// How long a connection waits for its database's next owner before it closes as before
 /// (a dead owner's database is claimed again within its lease TTL plus a quarter of it).

@@ -15,16 +15,13 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info, warn};
 
-use crate::edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
-use crate::edge::EdgeConn;
-use crate::owner::dispatch::{
-    expire_auth, finish_deferred, on_deferred_decoded, on_message, Handled, LargeMessage,
-};
-use crate::owner::outbound::encode_frames;
 pub(crate) use crate::owner_side::OwnerSide;
 use crate::serve::attach::{attach, detach_session, send_to_owner};
 use crate::serve::rehome;
 use crate::shard::Shard;
+use hearth_edge::frames::encode_frames;
+use hearth_edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
+use hearth_edge::EdgeConn;
 use hearth_ground::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE, UNWRITABLE_DROP};
 use hearth_ground::cross_core::ToOwner;
 use hearth_ground::metrics::labels::CloseCause;
@@ -33,6 +30,9 @@ use hearth_ground::session_id::new_session_id;
 use hearth_net::http_head::Head;
 use hearth_net::offload::OFF_THREAD_PARSE_BYTES;
 use hearth_net::time::now_ms;
+use hearth_owner::dispatch::{
+    expire_auth, finish_deferred, on_deferred_decoded, on_message, Handled, LargeMessage,
+};
 
 /// Messages handled from one connection before its replies are flushed, so that a burst is
 /// answered with one write without starving the writer.

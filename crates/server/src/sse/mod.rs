@@ -15,16 +15,16 @@ use hyper::header::HeaderValue;
 use hyper::Response;
 use tokio::sync::oneshot;
 
-use crate::edge::EdgeTarget;
-use crate::event_stream::StreamHandle;
-use crate::http_body::stream_body::{OnEnd, StreamBody};
-use crate::http_body::HearthBody;
-use crate::owner::sessions;
-use crate::owner::streams::{new_handle, start};
 use crate::shard::Shard;
+use hearth_edge::event_stream::StreamHandle;
+use hearth_edge::http_body::stream_body::{OnEnd, StreamBody};
+use hearth_edge::http_body::HearthBody;
+use hearth_edge::EdgeTarget;
 use hearth_ground::cross_core::ToOwner;
 use hearth_ground::rest::{DataRequest, RestRequest, RestResponse};
 use hearth_net::time::now_ms;
+use hearth_owner::sessions;
+use hearth_owner::streams::{new_handle, start};
 use hearth_persist::Tagger;
 
 /// Opens a stream whose database this shard owns, for an HTTP connection on this shard. The

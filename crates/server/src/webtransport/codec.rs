@@ -282,7 +282,7 @@ impl Bucket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::owner::outbound::encode_frames;
+    use hearth_edge::frames::encode_frames;
     use hearth_sync::{Push, PushData};
     use hearth_tree::{Node, Path};
 

@@ -12,12 +12,12 @@ use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use wtransport::{Connection, SendStream};
 
-use crate::edge::socket::Transport;
-use crate::edge::EdgeConn;
 use crate::webtransport::codec::{
     push_path, related, reply_number, sort_message, FrameReader, Outbound,
 };
 use crate::webtransport::MAX_STREAM_BACKLOG_BYTES;
+use hearth_edge::socket::Transport;
+use hearth_edge::EdgeConn;
 use hearth_ground::close::{CloseReason, MAX_OUTBOUND_BYTES, SLOW_READER_CLOSE};
 
 /// Writes the outlet's stream lines as they come, until the session ends.
@@ -205,8 +205,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::owner::outbound::{encode_frames, ConnHandle, Route};
+    use hearth_edge::frames::encode_frames;
     use hearth_net::budget::{HttpBudgets, ShardBudget};
+    use hearth_owner::outbound::{ConnHandle, Route};
     use hearth_persist::Tagger;
 
     #[derive(Default)]
@@ -276,7 +277,7 @@ mod tests {
         drop(outlet.take_lines());
         assert_eq!(
             edge.outbox().write_now(),
-            crate::edge::socket::Sent::Pending
+            hearth_edge::socket::Sent::Pending
         );
         assert!(outlet.lines.borrow().len() >= MAX_STREAM_BACKLOG_BYTES);
     }

@@ -17,10 +17,6 @@ use tracing::{debug, info};
 use wtransport::endpoint::IncomingSession;
 use wtransport::{Connection, RecvStream, VarInt};
 
-use crate::edge::socket::Transport;
-use crate::edge::EdgeConn;
-use crate::owner::dispatch::{finish_deferred, on_deferred_decoded, on_message, Handled};
-use crate::owner::outbound::{encode_frames, ConnHandle};
 use crate::owner_side::OwnerSide;
 use crate::serve::attach::{attach, detach_session, send_to_owner};
 use crate::serve::websocket::{auth_expired, auth_expiry, handshake, write_stalled};
@@ -32,6 +28,9 @@ use crate::webtransport::{
     MAX_DATAGRAMS_PER_SECOND, MAX_DATAGRAM_BURST, MAX_DATAGRAM_BYTES, MAX_LISTENS_PER_SESSION,
     MAX_STREAM_MESSAGE_BYTES, MAX_WEBTRANSPORT_SESSIONS, STREAM_OPEN_TIMEOUT,
 };
+use hearth_edge::frames::encode_frames;
+use hearth_edge::socket::Transport;
+use hearth_edge::EdgeConn;
 use hearth_ground::close::{CloseReason, SHUTDOWN_CLOSE, SLOW_READER_CLOSE, UNWRITABLE_DROP};
 use hearth_ground::metrics::labels::{CloseCause, SessionTransport};
 use hearth_ground::metrics::ShardCounters;
@@ -39,6 +38,8 @@ use hearth_ground::namespace::resolve;
 use hearth_ground::session_id::new_session_id;
 use hearth_net::query_string::QueryString;
 use hearth_net::time::now_ms;
+use hearth_owner::dispatch::{finish_deferred, on_deferred_decoded, on_message, Handled};
+use hearth_owner::outbound::ConnHandle;
 
 /// The close reason of a session that asked for more than [`MAX_LISTENS_PER_SESSION`].
 const TOO_MANY_LISTENS: &str = "too many listens on one WebTransport session";

@@ -1,0 +1,75 @@
+//! Delivering what one step of a database produced, in order: its log record first, then the
+//! pushes and cancels, each push serialized once per transport.
+
+use bytes::Bytes;
+use hearth_sync::{Effect, Effects};
+use hearth_wire::{encode_cancel, encode_push, EncodedPush};
+
+use crate::Owner;
+use crate::Session;
+use hearth_edge::event_stream::SseFanout;
+use hearth_edge::frames::encode_frames;
+use hearth_ground::metrics::labels::Channel;
+
+/// Delivers the effects of a step of `namespace`'s database in order: a write goes to the log
+/// first, so that the messages that follow it are tagged to wait for it. Each push is
+/// serialized once per transport: WebSocket listeners share the same frame bytes (filtered
+/// ones get the same text with their tag spliced in), and event streams share the same data
+/// bytes (see `SseFanout`).
+pub fn route_effects(owner: &Owner, namespace: &str, effects: Effects) {
+    if effects.is_empty() {
+        return;
+    }
+    let sessions = owner.sessions();
+    for effect in effects {
+        match effect {
+            Effect::Push { push, targets } => {
+                let mut encoded: Option<EncodedPush> = None;
+                let mut untagged: Option<Bytes> = None;
+                let mut fanout = SseFanout::new(&push);
+                for target in targets {
+                    match sessions.get(target.conn) {
+                        Some(Session::Socket(handle)) => {
+                            let encoded = encoded.get_or_insert_with(|| encode_push(&push));
+                            match target.tag {
+                                None => {
+                                    let frames = untagged
+                                        .get_or_insert_with(|| encode_frames(encoded.untagged()));
+                                    handle.send_frames(frames);
+                                }
+                                Some(tag) => handle.send_text(encoded.tagged(tag)),
+                            }
+                            owner.counters().pushed(Channel::Websocket);
+                        }
+                        // A stream holds one listen, so its tag (if any) needs no echo.
+                        Some(Session::Stream(stream)) => {
+                            fanout.deliver(stream);
+                            owner.counters().pushed(Channel::Http);
+                        }
+                        None => {}
+                    }
+                }
+            }
+            Effect::Cancel {
+                conn,
+                path,
+                query_wire,
+            } => {
+                match sessions.get(conn) {
+                    Some(Session::Socket(handle)) => {
+                        handle.send_text(encode_cancel(&path, query_wire.as_ref()));
+                    }
+                    // RULES HOOK: a listen revoked because the rules no longer allow the read
+                    // ends the stream with a `cancel` event.
+                    Some(Session::Stream(stream)) => stream.cancel(),
+                    None => {}
+                }
+            }
+            // A write's record comes before its pushes in the list, so they are queued after
+            // the database's sequence number moved and wait for the record to be durable.
+            Effect::Log(write) => owner.log_write(namespace, &write),
+            // Its pushes wait for the owner's next tick.
+            Effect::Volatile => owner.volatile().mark(namespace),
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Sessions of this core's databases opening and ending: a WebSocket connection (held here or
+//! by another core) or an event stream. Ending a session drops its listens and runs its
+//! onDisconnect queue at once.
+
+use std::rc::Rc;
+
+use hearth_sync::{ConnId, Effects};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::debug;
+
+use crate::effects::route_effects;
+use crate::outbound::{ConnHandle, Route};
+use crate::Owner;
+use hearth_edge::event_stream::StreamHandle;
+use hearth_ground::close::{CloseReason, REPLACED_CLOSE};
+use hearth_ground::session_id::may_replace;
+use hearth_net::time::now_ms;
+use hearth_persist::Tagger;
+
+/// Opens a session of `namespace` (creating the database on first use) for a connection whose
+/// messages go by `route`.
+pub fn open_session(
+    owner: &Owner,
+    id: ConnId,
+    namespace: &str,
+    session_id: String,
+    route: Route,
+) -> Rc<ConnHandle> {
+    let database_seq = owner.with_database(namespace, |loaded| {
+        loaded.connect(id);
+        loaded.shared_seq()
+    });
+    let tagger = Tagger {
+        gate: owner.gate().clone(),
+        database_seq,
+    };
+    let handle = Rc::new(ConnHandle::new(
+        id,
+        namespace.to_owned(),
+        session_id,
+        tagger,
+        route,
+    ));
+    owner.add_session(handle.clone());
+    handle
+}
+
+/// Ends a connection's session: its listens go, and its onDisconnect queue runs now. Calling it
+/// twice is harmless.
+pub fn close_connection(owner: &Owner, handle: &ConnHandle) {
+    if owner.remove_session(handle) {
+        end_session(owner, &handle.namespace, handle.id);
+    }
+}
+
+/// Ends the session of a connection that stays open but moves to another owner
+/// (`ToOwner::Moved`): its listens go and nothing more is sent to it from here, but its
+/// onDisconnect queue does not run, since its client did not disconnect (the edge sets the
+/// queue up again on the new owner, which runs it when the client does go). Calling it twice,
+/// or after [`close_connection`], is harmless.
+pub fn move_connection(owner: &Owner, handle: &ConnHandle) {
+    handle.detach();
+    if owner.remove_session(handle) {
+        owner.with_loaded(&handle.namespace, |database| {
+            database.leave(handle.id);
+            database.touched(now_ms());
+        });
+    }
+}
+
+/// Ends an event stream's session. Calling it twice is harmless.
+pub fn close_stream(owner: &Owner, handle: &StreamHandle) {
+    if owner.remove_stream(handle.id) {
+        end_session(owner, &handle.namespace, handle.id);
+    }
+}
+
+fn end_session(owner: &Owner, namespace: &str, id: ConnId) {
+    let mut effects = Effects::new();
+    owner.with_loaded(namespace, |database| {
+        database.disconnect(id, now_ms(), &mut effects);
+        database.touched(now_ms());
+    });
+    route_effects(owner, namespace, effects);
+}
+
+/// A client reconnected to `namespace` naming its previous session: if that socket still looks
+/// open (half-open TCP), end it now so that its onDisconnect queue runs before the new
+/// connection's requests. An unknown id, or a session of another database, is ignored alike.
+/// The id is a secret, so it is not logged.
+pub fn end_previous_session(owner: &Owner, previous: &str, namespace: &str) {
+    let Some(handle) = owner.session_by_secret(previous) else {
+        return;
+    };
+    if !may_replace(&handle.namespace, namespace) {
+        debug!(
+            conn = handle.id,
+            "a reconnect named a session of another database; ignored"
+        );
+        return;
+    }
+    debug!(conn = handle.id, "previous session replaced by a reconnect");
+    close_connection(owner, &handle);
+    handle.close(CloseReason::new(CloseCode::Away, REPLACED_CLOSE));
+}

@@ -1,0 +1,98 @@
+//! The owner's side of a REST event stream (`sse/`): the session opened on the database, for
+//! an HTTP connection on this core or held by another core's edge, its first event queued.
+
+use std::rc::Rc;
+
+use hearth_sync::{AuthState, ConnId, Effects, Request};
+
+use crate::effects::route_effects;
+use crate::rest::reply_error;
+use crate::sessions;
+use crate::Owner;
+use hearth_edge::event_stream::StreamHandle;
+use hearth_ground::rest::{DataRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
+use hearth_net::time::now_ms;
+
+/// The tag of a stream's filtered listen. A stream holds exactly one listen, so any constant
+/// will do; the engine needs a tag to tell filtered listens apart.
+const STREAM_TAG: u64 = 1;
+
+/// Opens the session of a stream whose HTTP connection core `edge` holds (`link::ToOwner`):
+/// its released events go to that core's queue for the stream.
+pub fn open_stream_for_edge(
+    owner: &Owner,
+    id: ConnId,
+    edge: usize,
+    namespace: &str,
+    auth: AuthState,
+    request: &DataRequest,
+) -> Result<(), RestResponse> {
+    let handle = new_handle(owner, id, namespace, request)?.held_by(edge, owner.outgoing().clone());
+    start(owner, Rc::new(handle), auth, request)
+}
+
+/// The owner's queue of a new stream, unless what it would start with is too large.
+pub fn new_handle(
+    owner: &Owner,
+    id: ConnId,
+    namespace: &str,
+    request: &DataRequest,
+) -> Result<StreamHandle, RestResponse> {
+    let path = &request.target.path;
+    let current_bytes = owner
+        .databases()
+        .get(namespace)
+        .map_or(0, |database| database.root().get(path).estimated_bytes());
+    if current_bytes > MAX_REST_RESPONSE_BYTES {
+        return Err(RestResponse::error(
+            400,
+            "Data requested exceeds the maximum size that can be accessed with a single request.",
+        ));
+    }
+    Ok(StreamHandle::new(
+        id,
+        namespace.to_owned(),
+        path.clone(),
+        request.style.export,
+        owner.tagger(namespace),
+    )
+    .counted_by(owner.counters().clone()))
+}
+
+/// Registers the stream as a session of its database and listens at its path; the first
+/// event is queued. A refused listen ends the session at once.
+pub fn start(
+    owner: &Owner,
+    handle: Rc<StreamHandle>,
+    auth: AuthState,
+    request: &DataRequest,
+) -> Result<(), RestResponse> {
+    let id = handle.id;
+    let namespace = handle.namespace.clone();
+    owner.add_stream(handle.clone());
+    let query = request
+        .query
+        .as_ref()
+        .map(|query| query.params.clone())
+        .unwrap_or_default();
+    let tag = query.is_filtered().then_some(STREAM_TAG);
+    let mut effects = Effects::new();
+    let reply = owner.with_database(&namespace, |database| {
+        database.connect(id);
+        database.set_auth(id, auth, now_ms(), &mut effects);
+        let listen = Request::Listen {
+            path: handle.path.clone(),
+            query,
+            query_wire: None,
+            tag,
+            hash: None,
+        };
+        database.handle(id, listen, now_ms(), &mut effects)
+    });
+    route_effects(owner, &namespace, effects);
+    if !reply.is_ok() {
+        sessions::close_stream(owner, &handle);
+        return Err(reply_error(reply));
+    }
+    Ok(())
+}
