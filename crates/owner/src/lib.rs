@@ -16,6 +16,9 @@
 //! - `rest_precheck`: whether a REST write is refused before its body is read;
 //! - `volatile`: the tick that pushes volatile changes and then the replies they held;
 //!   `volatile_ticks`: what waits for it;
+//! - `replica`: the tasks of replication in a cluster (a follower's log, catching a new
+//!   follower up, the sync set, moving a database to its follower); `replication`: their
+//!   state, which the owner logs through;
 //! - `durability`: the commit task, snapshots, eviction and a failed log, over `persist`'s
 //!   pipeline.
 
@@ -27,6 +30,7 @@ pub mod effects;
 pub mod intake;
 pub mod loaded;
 pub mod outbound;
+pub mod replica;
 pub mod replication;
 pub mod rest;
 pub mod rest_precheck;

@@ -21,6 +21,7 @@ use crate::volatile_ticks::VolatileTicks;
 use hearth_config::ServeConfig;
 use hearth_edge::event_stream::StreamHandle;
 use hearth_edge::uring::{SendBatch, SendRing};
+use hearth_ground::close::CloseReason;
 use hearth_ground::conn_ids::ConnIds;
 use hearth_ground::cross_core::Outgoing;
 use hearth_ground::metrics::{Health, ShardCounters};
@@ -58,6 +59,8 @@ impl Sessions<'_> {
 pub struct OwnerParts {
     /// The shard's index, which its log's sequence numbers belong to.
     pub index: usize,
+    /// How many shards this process runs (the local owners, before other nodes').
+    pub shard_count: usize,
     pub config: Rc<ServeConfig>,
     pub store: Option<ShardStore>,
     pub gate: Gate,
@@ -78,6 +81,7 @@ pub struct OwnerParts {
 
 pub struct Owner {
     index: usize,
+    shard_count: usize,
     config: Rc<ServeConfig>,
     databases: RefCell<HashMap<String, Loaded>>,
     /// The shard's log and snapshots; `None` with `--durability none`.
@@ -114,6 +118,7 @@ impl Owner {
     pub fn new(parts: OwnerParts) -> Owner {
         Owner {
             index: parts.index,
+            shard_count: parts.shard_count,
             rest_cache: RestCache::new(parts.config.rest_cache_bytes),
             config: parts.config,
             databases: RefCell::new(HashMap::new()),
@@ -138,6 +143,23 @@ impl Owner {
     /// The shard's index, which the log's sequence numbers and connection ids belong to.
     pub fn index(&self) -> usize {
         self.index
+    }
+
+    /// How many shards this process runs.
+    pub fn shard_count(&self) -> usize {
+        self.shard_count
+    }
+
+    /// Whether `namespace` is this owner's: this node serves it (or is alone) and its name
+    /// hashes to this shard.
+    pub fn owns(&self, namespace: &str) -> bool {
+        let here = self.replication.as_ref().is_none_or(|replication| {
+            !matches!(
+                replication.nodes.owner_node(namespace),
+                hearth_peer::NodeRoute::Remote(_)
+            )
+        });
+        here && hearth_ground::namespace::owner_shard(namespace, self.shard_count) == self.index
     }
 
     pub fn config(&self) -> &Rc<ServeConfig> {
@@ -291,6 +313,24 @@ impl Owner {
         self.streams.borrow().values().cloned().collect()
     }
 
+    /// Stops handling `sessions` whose sockets other nodes keep, to move them
+    /// (`ConnHandle::stop_for_move`), and closes the others with `reason`; the stopped ones.
+    pub fn stop_for_move(
+        &self,
+        sessions: impl IntoIterator<Item = Rc<ConnHandle>>,
+        reason: CloseReason,
+    ) -> Vec<Rc<ConnHandle>> {
+        let mut moving = Vec::new();
+        for session in sessions {
+            if session.stop_for_move(self.shard_count) {
+                moving.push(session);
+            } else {
+                session.close(reason.clone());
+            }
+        }
+        moving
+    }
+
     /// How many WebSocket sessions and event streams this core's databases have.
     pub fn session_counts(&self) -> (usize, usize) {
         (self.conns.borrow().len(), self.streams.borrow().len())
@@ -330,6 +370,7 @@ impl Owner {
         let (_stop, shutdown) = watch::channel(false);
         Rc::new(Owner::new(OwnerParts {
             index: 0,
+            shard_count: 1,
             config: Rc::new(config),
             store: None,
             gate: Gate::open(),

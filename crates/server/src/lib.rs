@@ -22,7 +22,6 @@ mod longpoll_session;
 pub mod offline;
 mod owner_side;
 mod reload;
-mod replica;
 mod scrape;
 mod serve;
 mod server;

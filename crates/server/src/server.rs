@@ -324,7 +324,7 @@ fn run_shard(
         let outgoing = shard.owner().outgoing().clone();
         tokio::task::spawn_local(async move { outgoing.run().await });
         tokio::task::spawn_local(commit_loop(shard.owner().clone()));
-        tokio::task::spawn_local(crate::replica::run(shard.clone()));
+        tokio::task::spawn_local(hearth_owner::replica::run(shard.owner().clone()));
         tokio::task::spawn_local(hearth_owner::volatile::tick_loop(shard.owner().clone()));
         if let Some((prepared, spread)) = webtransport {
             tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared, spread));
@@ -442,7 +442,9 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 });
             }
             ShardMessage::BackupDone => crate::backup::cut::release(&shard),
-            ShardMessage::Replica(message) => crate::replica::on_message(&shard, message),
+            ShardMessage::Replica(message) => {
+                hearth_owner::replica::on_message(shard.owner(), message)
+            }
             // A poll of a session this core holds, which landed on another core.
             ShardMessage::LongPoll(forwarded) => {
                 let forwarded = *forwarded;

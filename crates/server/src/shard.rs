@@ -112,6 +112,7 @@ impl Shard {
         );
         let owner = Owner::new(OwnerParts {
             index,
+            shard_count: peers.len(),
             config: config.clone(),
             store,
             gate,
@@ -338,24 +339,6 @@ impl Shard {
         }
     }
 
-    /// Stops handling `sessions` whose sockets other nodes keep, to move them
-    /// (`ConnHandle::stop_for_move`), and closes the others with `reason`; the stopped ones.
-    pub fn stop_for_move(
-        &self,
-        sessions: impl IntoIterator<Item = Rc<hearth_owner::outbound::ConnHandle>>,
-        reason: CloseReason,
-    ) -> Vec<Rc<hearth_owner::outbound::ConnHandle>> {
-        let mut moving = Vec::new();
-        for session in sessions {
-            if session.stop_for_move(self.shard_count) {
-                moving.push(session);
-            } else {
-                session.close(reason.clone());
-            }
-        }
-        moving
-    }
-
     /// Waits, boundedly, for the connections of this shard to finish closing. The sessions
     /// other nodes hold for this core's databases are ended from here: their sockets are
     /// on those nodes, which are not stopping, and would otherwise keep them open for the
@@ -371,7 +354,7 @@ impl Shard {
     /// its SDK reconnects and sends its writes again itself, as after any lost connection.
     pub async fn drain(&self, limit: Duration) {
         self.close_all_streams();
-        let mut moving = self.stop_for_move(
+        let mut moving = self.owner.stop_for_move(
             self.owner.all_sessions(),
             CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE),
         );

@@ -20,7 +20,7 @@ use hearth_sync::Change;
 use hearth_tree::Node;
 use tracing::warn;
 
-use hearth_owner::loaded::Loaded;
+use crate::loaded::Loaded;
 
 /// The folder of the data directory that holds replaced copies.
 pub const DIVERGENT_DIR: &str = "divergent";

@@ -2,7 +2,7 @@
 //! docs/cluster.md "Moving one database"). The operator's request is a key in etcd that
 //! names the claim's epoch and the follower; the shard that owns the database:
 //!
-//! 1. stops its writes: the fence refuses them ([`hearth_owner::cluster::fence::MOVING`]), the
+//! 1. stops its writes: the fence refuses them ([`crate::cluster::fence::MOVING`]), the
 //!    sessions other nodes hold stop being handled (`ConnHandle::stop_for_move`), the
 //!    sessions of this node and the event streams close (their clients reconnect);
 //! 2. waits until the replies to what those sessions sent have left, the database's last
@@ -24,10 +24,10 @@ use hearth_cluster::keys::MoveValue;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::shard::Shard;
+use crate::replication::Replication;
+use crate::Owner;
 use hearth_ground::cross_core::MoveCause;
 use hearth_ground::replica_messages::ReplicationMode;
-use hearth_owner::replication::Replication;
 
 /// The longest a database's writes stay stopped for a move before it is given up.
 pub const HAND_OVER_LIMIT: Duration = Duration::from_secs(5);
@@ -37,8 +37,8 @@ const POLL: Duration = Duration::from_millis(5);
 
 /// Starts the moves asked for the databases this shard owns, each once (the replication
 /// tick calls it).
-pub fn check(shard: &Rc<Shard>, replication: &Replication) {
-    let Some(placement) = shard.config().cluster.as_ref() else {
+pub fn check(owner: &Rc<Owner>, replication: &Replication) {
+    let Some(placement) = owner.config().cluster.as_ref() else {
         return;
     };
     let view = placement.view();
@@ -46,15 +46,12 @@ pub fn check(shard: &Rc<Shard>, replication: &Replication) {
         let mine = view.claims.get(namespace).is_some_and(|claim| {
             *claim.node_id == *placement.node_id() && claim.epoch == request.epoch
         });
-        if !mine
-            || shard.owner_of(namespace) != shard.index()
-            || !replication.first_try(namespace, request.epoch)
-        {
+        if !mine || !owner.owns(namespace) || !replication.first_try(namespace, request.epoch) {
             continue;
         }
-        let (shard, namespace, request) = (shard.clone(), namespace.clone(), request.clone());
+        let (owner, namespace, request) = (owner.clone(), namespace.clone(), request.clone());
         tokio::task::spawn_local(async move {
-            match hand_over(&shard, &namespace, &request).await {
+            match hand_over(&owner, &namespace, &request).await {
                 Ok(epoch) => {
                     info!(namespace, to = %request.to, epoch, "database moved to its follower")
                 }
@@ -65,9 +62,9 @@ pub fn check(shard: &Rc<Shard>, replication: &Replication) {
 }
 
 /// Steps 1 to 4 above; the new epoch, or why the database stays.
-async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Result<u64, String> {
+async fn hand_over(owner: &Owner, namespace: &str, request: &MoveValue) -> Result<u64, String> {
     let (Some(placement), Some(replication)) =
-        (shard.config().cluster.as_ref(), shard.owner().replication())
+        (owner.config().cluster.as_ref(), owner.replication())
     else {
         return Err("this node is not in an etcd cluster".to_owned());
     };
@@ -79,20 +76,19 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         .follower_node(namespace)
         .filter(|node| nodes.directory().id(*node).as_deref() == Some(request.to.as_str()))
         .ok_or_else(|| format!("its follower is not {} any more", request.to))?;
-    let seq = shard
-        .owner()
+    let seq = owner
         .with_existing_database(namespace, |loaded| {
             loaded.begin_move(request.epoch);
-            shard.owner().fence(loaded);
+            owner.fence(loaded);
             loaded.shared_seq()
         })
         .ok_or("the database is not on this node")?;
-    let sessions = shard.owner().all_sessions().into_iter();
-    let moving = shard.stop_for_move(
+    let sessions = owner.all_sessions().into_iter();
+    let moving = owner.stop_for_move(
         sessions.filter(|session| session.namespace == namespace),
         MoveCause::Moved.close_reason(),
     );
-    for stream in shard.owner().all_streams() {
+    for stream in owner.all_streams() {
         if stream.namespace == namespace {
             stream.close();
         }
@@ -102,20 +98,19 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         for session in &moving {
             session.close(MoveCause::Moved.close_reason());
         }
-        shard.owner().with_loaded(namespace, |loaded| {
+        owner.with_loaded(namespace, |loaded| {
             loaded.end_move();
-            shard.owner().fence(loaded);
+            owner.fence(loaded);
         });
         Err(why)
     };
     loop {
         let last = seq.get();
-        let durable = shard
-            .owner()
+        let durable = owner
             .store()
             .is_none_or(|store| store.durable_seq() >= last);
         if replication.lacks_copy(namespace) == Some(follower) {
-            if let Some(loaded) = shard.owner().databases().get(namespace) {
+            if let Some(loaded) = owner.databases().get(namespace) {
                 replication.copy(loaded, loaded.epoch().unwrap_or(request.epoch));
             }
         }
@@ -145,12 +140,12 @@ async fn hand_over(shard: &Shard, namespace: &str, request: &MoveValue) -> Resul
         Ok(Err(_)) => Err("the cluster thread has stopped".to_owned()),
         Err(_) => Err("etcd did not answer in time".to_owned()),
     };
-    shard.owner().with_loaded(namespace, |loaded| {
+    owner.with_loaded(namespace, |loaded| {
         if result.is_err() {
             loaded.end_move();
         }
         // Handed over: the claim in the view is the follower's, and the fence says so.
-        shard.owner().fence(loaded);
+        owner.fence(loaded);
     });
     result
 }

@@ -2,7 +2,7 @@
 //!
 //! The owner of a database ships each of its log records, in order, over the node link to the
 //! database's follower (the runner-up of the placement, `Placement::follower_node`), which
-//! applies it to its own copy of the database and appends it to its own log (its own shard,
+//! applies it to its own copy of the database and appends it to its own log (its own owner,
 //! its own group commit), and acknowledges the owner's sequence number once that is synced.
 //! Under `--replication sync` the owner's gate then releases a message only up to
 //! [`Shipper::position`]: the local durable position, and for each follower with records in
@@ -29,18 +29,18 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::shard::Shard;
+use crate::replication::shipper::{Degraded, Event};
+use crate::replication::Replication;
+use crate::Owner;
 use hearth_ground::replica_messages::{ReplicaIn, ReplicationMode};
 use hearth_net::time::now_ms;
-use hearth_owner::replication::shipper::{Degraded, Event};
-use hearth_owner::replication::Replication;
 
 /// How often a shard looks at its links, its followers' timeouts and its lag.
 const TICK: Duration = Duration::from_millis(100);
 
 /// What the link brought for replication.
-pub fn on_message(shard: &Shard, message: ReplicaIn) {
-    let Some(replication) = shard.owner().replication() else {
+pub fn on_message(owner: &Owner, message: ReplicaIn) {
+    let Some(replication) = owner.replication() else {
         return;
     };
     match message {
@@ -63,14 +63,14 @@ pub fn on_message(shard: &Shard, message: ReplicaIn) {
                 );
                 return;
             }
-            let appended = follower::apply(shard, &namespace, &records, reset);
+            let appended = follower::apply(owner, &namespace, &records, reset);
             match appended {
                 Some(local) => {
                     replication
                         .pending
                         .borrow_mut()
                         .push(local, from, origin, seq);
-                    if shard.owner().store().is_none() {
+                    if owner.store().is_none() {
                         // Nothing is ever on disk here (`--durability none`).
                         replication.on_durable(u64::MAX);
                     }
@@ -86,27 +86,27 @@ pub fn on_message(shard: &Shard, message: ReplicaIn) {
             let before = replication.shipper.borrow().position(u64::MAX);
             replication.shipper.borrow_mut().acknowledged(from, &seqs);
             if replication.shipper.borrow().position(u64::MAX) != before {
-                release(shard);
+                release(owner);
             }
         }
     }
 }
 
 /// Moves the gate to what the followers' acknowledgements now allow.
-fn release(shard: &Shard) {
-    let Some(store) = shard.owner().store() else {
+fn release(owner: &Owner) {
+    let Some(store) = owner.store() else {
         return;
     };
     let durable = store.synced_seq();
-    hearth_owner::durability::on_durable(shard.owner(), durable);
+    crate::durability::on_durable(owner, durable);
 }
 
 /// Runs until the shard's runtime stops: follows the links' state, stops waiting for
 /// followers that are lost or too slow, keeps the lag in `/metrics`, copies what followers
 /// lack and starts the moves asked for (under `--replication off`, only the last, which
 /// are refused).
-pub async fn run(shard: Rc<Shard>) {
-    let Some(replication) = shard.owner().replication() else {
+pub async fn run(owner: Rc<Owner>) {
+    let Some(replication) = owner.replication() else {
         return;
     };
     let mut tick = tokio::time::interval(TICK);
@@ -123,9 +123,9 @@ pub async fn run(shard: Rc<Shard>) {
             let version = nodes.placement_version();
             if placement != Some(version) {
                 placement = Some(version);
-                hand_over::check(&shard, replication);
+                hand_over::check(&owner, replication);
             }
-            sync_set::tick(&shard, replication, &mut sets);
+            sync_set::tick(&owner, replication, &mut sets);
             continue;
         }
         let before = replication.shipper.borrow().position(u64::MAX);
@@ -143,20 +143,20 @@ pub async fn run(shard: Rc<Shard>) {
         let version = nodes.placement_version();
         if links_changed || placement != Some(version) || copies_left {
             placement = Some(version);
-            copies_left = !catch_up::run(&shard, replication);
-            hand_over::check(&shard, replication);
+            copies_left = !catch_up::run(&owner, replication);
+            hand_over::check(&owner, replication);
         }
-        sync_set::tick(&shard, replication, &mut sets);
-        report(&shard, replication);
+        sync_set::tick(&owner, replication, &mut sets);
+        report(&owner, replication);
         if replication.shipper.borrow().position(u64::MAX) != before {
-            release(&shard);
+            release(&owner);
         }
     }
 }
 
 /// Adds the lag's changes to the node-wide counters, then logs what changed: a line that says
 /// the follower resumed comes after the catch-up copies it queued are in the lag.
-fn report(shard: &Shard, replication: &Replication) {
+fn report(owner: &Owner, replication: &Replication) {
     let nodes = &replication.nodes;
     count_lag(replication);
     let events = replication.shipper.borrow_mut().take_events();
@@ -169,20 +169,20 @@ fn report(shard: &Shard, replication: &Replication) {
                     // no fault of the operator's (the link's own log says when a peer stays
                     // unreachable).
                     info!(
-                        shard = shard.index(),
+                        shard = owner.index(),
                         follower = &*nodes.id(node),
                         "replication to the follower starts once the link to it is up"
                     );
                 } else if nodes.sync_placement().is_some() {
                     warn!(
-                        shard = shard.index(),
+                        shard = owner.index(),
                         follower = &*nodes.id(node),
                         reason = why.reason(),
                         "replication degraded: the follower leaves the sync sets of this shard's databases, then writes are acknowledged without it until it has caught up"
                     );
                 } else {
                     warn!(
-                        shard = shard.index(),
+                        shard = owner.index(),
                         follower = &*nodes.id(node),
                         reason = why.reason(),
                         "replication degraded: writes are acknowledged without the follower until it has caught up"
@@ -190,7 +190,7 @@ fn report(shard: &Shard, replication: &Replication) {
                 }
             }
             Event::CaughtUp(node) => info!(
-                shard = shard.index(),
+                shard = owner.index(),
                 follower = &*nodes.id(node),
                 "replication to the follower resumed"
             ),

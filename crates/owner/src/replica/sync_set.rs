@@ -26,11 +26,11 @@ use rustc_hash::FxHashMap;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{info, warn};
 
-use crate::shard::Shard;
+use crate::outbound::ConnHandle;
+use crate::replication::shipper::Shipper;
+use crate::replication::Replication;
+use crate::Owner;
 use hearth_ground::close::{CloseReason, OWNER_MOVED_CLOSE};
-use hearth_owner::outbound::ConnHandle;
-use hearth_owner::replication::shipper::Shipper;
-use hearth_owner::replication::Replication;
 
 /// Why a session of a database whose held writes were given up is closed.
 pub const GIVEN_UP_CLOSE: &str = "this node lost its claim on the database before its writes \
@@ -48,9 +48,9 @@ pub struct SetState {
 }
 
 /// One turn: reconcile, release, give up, close.
-pub fn tick(shard: &Rc<Shard>, replication: &Replication, state: &mut SetState) {
+pub fn tick(owner: &Rc<Owner>, replication: &Replication, state: &mut SetState) {
     if replication.nodes.sync_placement().is_none() {
-        close_stranded(shard, &mut state.closing);
+        close_stranded(owner, &mut state.closing);
         return;
     }
     // Every tick, not only when etcd's sets change: a follower that stops joining (it fell
@@ -60,9 +60,9 @@ pub fn tick(shard: &Rc<Shard>, replication: &Replication, state: &mut SetState) 
         .borrow_mut()
         .release_excluded(|namespace, node| replication.is_member(namespace, node));
     if released {
-        super::release(shard);
+        super::release(owner);
     }
-    reconcile(shard, replication);
+    reconcile(owner, replication);
     let joined = {
         let mut shipper = replication.shipper.borrow_mut();
         shipper.has_joins()
@@ -70,19 +70,19 @@ pub fn tick(shard: &Rc<Shard>, replication: &Replication, state: &mut SetState) 
                 .release_joined(|namespace, node| replication.entering(namespace).contains(&node))
     };
     if joined {
-        super::release(shard);
+        super::release(owner);
     }
-    give_up(shard, replication, &mut state.closing);
-    close_stranded(shard, &mut state.closing);
+    give_up(owner, replication, &mut state.closing);
+    close_stranded(owner, &mut state.closing);
 }
 
 /// Asks etcd for the sets that differ from what this shard's databases should have.
-fn reconcile(shard: &Rc<Shard>, replication: &Replication) {
+fn reconcile(owner: &Rc<Owner>, replication: &Replication) {
     let nodes = &replication.nodes;
     let Some(placement) = nodes.sync_placement() else {
         return;
     };
-    let (changes, adding) = differing_sets(shard, replication, placement);
+    let (changes, adding) = differing_sets(owner, replication, placement);
     if changes.is_empty() {
         return;
     }
@@ -96,7 +96,7 @@ fn reconcile(shard: &Rc<Shard>, replication: &Replication) {
     }
     let names: Vec<String> = changes.iter().map(|c| c.namespace.clone()).collect();
     let answer = placement.set_members(changes);
-    let shard = shard.clone();
+    let owner = owner.clone();
     tokio::task::spawn_local(async move {
         let result = answer
             .await
@@ -108,7 +108,7 @@ fn reconcile(shard: &Rc<Shard>, replication: &Replication) {
                 "changing sync sets in etcd; tried again"
             );
         }
-        if let Some(replication) = shard.owner().replication() {
+        if let Some(replication) = owner.replication() {
             let mut pending = replication.pending_sets.borrow_mut();
             for name in &names {
                 pending.remove(name.as_str());
@@ -123,7 +123,7 @@ type Added = (Rc<str>, Vec<usize>);
 /// The changes of the sets that differ from what this shard's databases, claimed by this
 /// node, should have (at most [`CHANGES_PER_TICK`]), each with the followers it adds.
 fn differing_sets(
-    shard: &Shard,
+    owner: &Owner,
     replication: &Replication,
     placement: &Placement,
 ) -> (Vec<MemberChange>, Vec<Added>) {
@@ -140,12 +140,12 @@ fn differing_sets(
             .get(&**namespace)
             .is_some_and(|claim| *claim.node_id == *me)
     });
-    let databases = shard.owner().databases();
+    let databases = owner.databases();
     let shipper = replication.shipper.borrow();
     for (namespace, claim) in &view.claims {
         if *claim.node_id != *me
             || pending.contains_key(namespace.as_str())
-            || shard.owner_of(namespace) != shard.index()
+            || !owner.owns(namespace)
         {
             continue;
         }
@@ -217,7 +217,7 @@ fn joined(
 }
 
 /// Gives up the holds of databases whose writes this node may no longer acknowledge.
-fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
+fn give_up(owner: &Rc<Owner>, replication: &Replication, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
     let Some(placement) = replication.nodes.sync_placement() else {
         return;
     };
@@ -232,11 +232,8 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
             continue;
         };
         given_up = true;
-        shard
-            .owner()
-            .gate()
-            .abandon(&seqs, hearth_net::time::now_ms());
-        roll_back(shard, replication, &namespace, first);
+        owner.gate().abandon(&seqs, hearth_net::time::now_ms());
+        roll_back(owner, replication, &namespace, first);
         hearth_ground::replica_messages::WRITES_GIVEN_UP
             .fetch_add(seqs.len() as u64, Ordering::Relaxed);
         warn!(
@@ -247,13 +244,13 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
              this node lost the right to acknowledge them; their clients are told they may or \
              may not have been applied, and the database goes back to its state before them"
         );
-        for session in shard.owner().all_sessions() {
+        for session in owner.all_sessions() {
             if *session.namespace == *namespace {
                 session.give_up_from(first);
                 closing.push((session, hearth_net::time::now_ms()));
             }
         }
-        for stream in shard.owner().all_streams() {
+        for stream in owner.all_streams() {
             if *stream.namespace == *namespace {
                 stream.discard_from(first);
                 stream.close();
@@ -261,7 +258,7 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
         }
     }
     if given_up {
-        super::release(shard);
+        super::release(owner);
     }
 }
 
@@ -270,17 +267,17 @@ fn give_up(shard: &Rc<Shard>, replication: &Replication, closing: &mut Vec<(Rc<C
 /// without them is logged as one record (recovery replays it after them) and shipped to the
 /// follower as a full copy, which holds no acknowledgement. A follower that did store them
 /// and took the database over keeps them, and its copy replaces this one (`divergent`).
-fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u64) {
-    let Some(store) = shard.owner().store() else {
+fn roll_back(owner: &Owner, replication: &Replication, namespace: &str, first: u64) {
+    let Some(store) = owner.store() else {
         return;
     };
     store.forget_from(namespace, first);
     let now = hearth_net::time::now_ms();
-    let rolled_back = shard.owner().with_loaded(namespace, |loaded| {
-        super::divergent::keep_given_up(&shard.config().data_dir, loaded);
+    let rolled_back = owner.with_loaded(namespace, |loaded| {
+        super::divergent::keep_given_up(&owner.config().data_dir, loaded);
         let rules = loaded.roll_back(first.saturating_sub(1));
-        shard.owner().apply_rules(loaded, rules, now);
-        let tree = hearth_owner::replication::whole_tree(loaded);
+        owner.apply_rules(loaded, rules, now);
+        let tree = crate::replication::whole_tree(loaded);
         loaded.log_to(store, RecordRef::Write(&tree))?;
         let epoch = loaded
             .epoch()
@@ -293,7 +290,7 @@ fn roll_back(shard: &Shard, replication: &Replication, namespace: &str, first: u
         Ok::<(), hearth_store::StoreError>(())
     });
     if let Some(Err(error)) = rolled_back {
-        hearth_owner::durability::report_failure(shard.owner(), error.to_string());
+        crate::durability::report_failure(owner, error.to_string());
     }
 }
 
@@ -303,7 +300,7 @@ const CLOSE_AFTER_MS: u64 = 2_000;
 
 /// Closes the sessions waiting for it, and those of databases this node no longer serves:
 /// a client must not stay on a node that refuses its writes for good.
-fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
+fn close_stranded(owner: &Owner, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
     let now = hearth_net::time::now_ms();
     closing.retain(|(session, since)| {
         let done = session.replies_sent() || now.saturating_sub(*since) > CLOSE_AFTER_MS;
@@ -312,10 +309,10 @@ fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
         }
         !done
     });
-    let Some(nodes) = shard.nodes() else {
+    let Some(nodes) = owner.replication().map(|replication| &replication.nodes) else {
         return;
     };
-    let lease_gone = shard
+    let lease_gone = owner
         .config()
         .cluster
         .as_ref()
@@ -323,7 +320,7 @@ fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
     // Per database: whether its sessions must go (decided once per tick).
     let mut stranded: FxHashMap<String, bool> = FxHashMap::default();
     let mut closed = 0usize;
-    for session in shard.owner().all_sessions() {
+    for session in owner.all_sessions() {
         if session.is_closing() {
             continue;
         }
@@ -332,7 +329,7 @@ fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
             || *stranded.entry(namespace.clone()).or_insert_with(|| {
                 lease_gone
                     || !nodes.owns(namespace)
-                    || shard
+                    || owner
                         .config()
                         .cluster
                         .as_ref()
@@ -347,7 +344,7 @@ fn close_stranded(shard: &Shard, closing: &mut Vec<(Rc<ConnHandle>, u64)>) {
     }
     if closed > 0 {
         info!(
-            shard = shard.index(),
+            shard = owner.index(),
             sessions = closed,
             lease_gone,
             "sessions of databases this node no longer serves closed: their clients reconnect \

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use hearth_store::{decode_record, RecordBody, RecordRef};
 use tracing::warn;
 
-use crate::shard::Shard;
+use crate::Owner;
 use hearth_net::time::now_ms;
 
 /// Why a follower refuses writes to its copy: the owner takes them (clients reach it through
@@ -19,7 +19,7 @@ pub const FOLLOWER_READ_ONLY: &str =
 /// log. `reset`: they are a full copy, which replaces this node's (a differing one from an
 /// older owner is kept first: `divergent`). Returns the local sequence number of the last,
 /// `None` when they were refused.
-pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Option<u64> {
+pub fn apply(owner: &Owner, namespace: &str, records: &[u8], reset: bool) -> Option<u64> {
     let mut decoded = Vec::new();
     let mut rest = records;
     while !rest.is_empty() {
@@ -38,8 +38,7 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
     // A deposed owner's late records: this log already holds a later epoch of the database
     // (it claimed it, or followed a newer owner). Refused before anything is applied, so the
     // copy never mixes two owners' histories; the old owner gets no acknowledgement.
-    let logged = shard
-        .owner()
+    let logged = owner
         .store()
         .map_or(0, |store| store.logged_epoch(namespace));
     if let Some(stale) = decoded.iter().find(|record| record.epoch < logged) {
@@ -52,9 +51,9 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
         return None;
     }
     let now = now_ms();
-    let (failure, local) = shard.owner().with_database(namespace, |loaded| {
-        if reset && shard.owner().store().is_some() {
-            super::divergent::keep_replaced(&shard.config().data_dir, loaded, logged, &decoded);
+    let (failure, local) = owner.with_database(namespace, |loaded| {
+        if reset && owner.store().is_some() {
+            super::divergent::keep_replaced(&owner.config().data_dir, loaded, logged, &decoded);
         }
         let mut failure = None;
         for record in decoded {
@@ -64,18 +63,14 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
             let appended = match &record.body {
                 RecordBody::Write(write) => {
                     loaded.apply_replicated(write);
-                    shard.counters().write_applied();
-                    shard
-                        .owner()
+                    owner.counters().write_applied();
+                    owner
                         .store()
                         .map(|store| loaded.log_to(store, RecordRef::Write(write)))
                 }
                 RecordBody::Rules(text) => {
-                    shard
-                        .owner()
-                        .apply_rules(loaded, Some(Arc::clone(text)), now);
-                    shard
-                        .owner()
+                    owner.apply_rules(loaded, Some(Arc::clone(text)), now);
+                    owner
                         .store()
                         .map(|store| loaded.log_to(store, RecordRef::Rules(text)))
                 }
@@ -95,7 +90,7 @@ pub fn apply(shard: &Shard, namespace: &str, records: &[u8], reset: bool) -> Opt
         (failure, local)
     });
     if let Some(reason) = failure {
-        hearth_owner::durability::report_failure(shard.owner(), reason);
+        crate::durability::report_failure(owner, reason);
         return None;
     }
     Some(local)

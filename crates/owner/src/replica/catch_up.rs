@@ -11,12 +11,12 @@
 //! [`MAX_COPY_IN_FLIGHT_BYTES`] unacknowledged, so that a join does not stall the shard or
 //! push the follower past its limit; the rest goes on the next tick.
 
-use crate::shard::Shard;
+use crate::durability::load_evicted;
+use crate::loaded::Loaded;
+use crate::replication::shipper::MAX_IN_FLIGHT_BYTES;
+use crate::replication::Replication;
+use crate::Owner;
 use hearth_net::time::now_ms;
-use hearth_owner::durability::load_evicted;
-use hearth_owner::loaded::Loaded;
-use hearth_owner::replication::shipper::MAX_IN_FLIGHT_BYTES;
-use hearth_owner::replication::Replication;
 
 /// The most bytes of copies one shard ships in one tick (100 ms).
 pub const COPY_BYTES_PER_TICK: u64 = 16 * 1024 * 1024;
@@ -30,17 +30,16 @@ pub const MAX_COPY_IN_FLIGHT_BYTES: u64 = MAX_IN_FLIGHT_BYTES / 2;
 
 /// Copies what this shard's followers lack, within one tick's budget; whether all of it was
 /// (otherwise the caller comes back on the next tick).
-pub fn run(shard: &Shard, replication: &Replication) -> bool {
-    let mut candidates: Vec<String> = shard
-        .owner()
+pub fn run(owner: &Owner, replication: &Replication) -> bool {
+    let mut candidates: Vec<String> = owner
         .databases()
         .iter()
         .filter(|(name, loaded)| loaded.is_on_disk() && replication.lacks_copy(name).is_some())
         .map(|(name, _)| name.clone())
         .collect();
     let in_memory = candidates.len();
-    if let Some(store) = shard.owner().store() {
-        let databases = shard.owner().databases();
+    if let Some(store) = owner.store() {
+        let databases = owner.databases();
         candidates.extend(
             store
                 .newest_snapshots()
@@ -67,13 +66,13 @@ pub fn run(shard: &Shard, replication: &Replication) -> bool {
             // Read for the copy and dropped after it: loading every idle database a
             // follower lacks into memory for the eviction delay could hold more than fits.
             loads += 1;
-            let Some(mut loaded) = load_evicted(shard.owner(), name, now_ms()) else {
+            let Some(mut loaded) = load_evicted(owner, name, now_ms()) else {
                 continue;
             };
-            shard.owner().fence(&mut loaded);
-            bytes += copy(shard, replication, &loaded);
-        } else if let Some(loaded) = shard.owner().databases().get(name) {
-            bytes += copy(shard, replication, loaded);
+            owner.fence(&mut loaded);
+            bytes += copy(owner, replication, &loaded);
+        } else if let Some(loaded) = owner.databases().get(name) {
+            bytes += copy(owner, replication, loaded);
         }
     }
     true
@@ -82,13 +81,12 @@ pub fn run(shard: &Shard, replication: &Replication) -> bool {
 /// Copies `loaded` to its follower if this node may write it: a database fenced (its claim
 /// not confirmed) or locked (it could not be loaded) is no copy to overwrite the follower's
 /// with. The bytes shipped.
-fn copy(shard: &Shard, replication: &Replication, loaded: &Loaded) -> u64 {
+fn copy(owner: &Owner, replication: &Replication, loaded: &Loaded) -> u64 {
     if loaded.read_only_reason().is_some() {
         return 0;
     }
     let epoch = loaded.epoch().unwrap_or_else(|| {
-        shard
-            .owner()
+        owner
             .store()
             .map_or(0, |store| store.logged_epoch(loaded.name()))
     });
