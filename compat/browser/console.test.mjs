@@ -1,8 +1,10 @@
 // The web console (/_/console/) in Debian's Chromium, driven by playwright-core, against the
 // real binary: signing in with the admin token, the database list, the live tree following a
-// REST write, editing, adding, deleting, import and export, the rules editor's errors at
-// their line, and the metrics charts. Also: without the token, everything the console calls
-// refuses.
+// REST write, editing, adding, deleting, import and export, the edit panel following the live
+// value and refusing to overwrite one changed since it was read, deletes that name their path
+// (the database's name typed at the root), errors shown at the box that caused them, the
+// rules editor's errors at their line, and the metrics charts (a time axis, and what each
+// counts). Also: without the token, everything the console calls refuses.
 //
 //   cd compat && npm ci && HEARTH_BIN=../target/release/hearth node --test browser/console.test.mjs
 //   CHROMIUM_BIN=/path/to/chromium            (default /usr/bin/chromium)
@@ -70,6 +72,12 @@ describe('the web console against a server with an admin token', { timeout: 120_
   };
   const shot = (name) => page.screenshot({ path: path.join(SHOTS, name) });
   const message = () => page.locator('#message');
+  /** The status line under a group of the edit panel: `edit`, `add` or `io`. */
+  const status = (where) => page.locator(`#editor #${where}-status`);
+  /** Waits until the edit box holds exactly `text`. */
+  const boxHolds = (text) =>
+    page.waitForFunction((expected) => document.querySelector('#edit-value').value === expected, text, { timeout: WAIT });
+  const select = (nodePath) => node(nodePath).locator(':scope > .row .key').click();
   const node = (nodePath) => page.locator(`#tree li.node[data-path="${nodePath}"]`).first();
   const nodeValue = (nodePath) => node(nodePath).locator(':scope > .row .value');
   /** Expands the branches above `nodePath` (the tree opens two levels by itself). */
@@ -173,20 +181,20 @@ describe('the web console against a server with an admin token', { timeout: 120_
   });
 
   it('edits, adds and deletes values through the UI, as REST then sees', async () => {
-    await node('/rooms/general/title').locator(':scope > .row .key').click();
+    await select('/rooms/general/title');
     assert.equal(await page.inputValue('#edit-path'), '/rooms/general/title');
-    assert.equal(await page.inputValue('#edit-value'), '"Lobby"');
+    await boxHolds('"Lobby"');
     await page.fill('#edit-value', '{"text": "Main hall", "n": 3}');
     await page.click('#edit-set');
-    // The message appears once the server acknowledged the write.
-    await message().filter({ hasText: 'Set /rooms/general/title.' }).waitFor();
+    // The line under the buttons says so once the server took the write.
+    await status('edit').filter({ hasText: 'Set /rooms/general/title.' }).waitFor();
     assert.deepEqual((await rest('GET', '/rooms/general/title.json')).json(), { text: 'Main hall', n: 3 });
     await (await reveal('/rooms/general/title/text')).filter({ hasText: '"Main hall"' }).waitFor();
 
     await page.fill('#edit-path', '/messages');
     await page.fill('#edit-value', '"pushed"');
     await page.click('#edit-add');
-    await message().filter({ hasText: 'Added /messages/' }).waitFor();
+    await status('add').filter({ hasText: 'Added /messages/' }).waitFor();
     const messages = (await rest('GET', '/messages.json')).json();
     assert.equal(Object.keys(messages).length, 2);
     assert.ok(Object.entries(messages).some(([key, value]) => key.startsWith('-') && value === 'pushed'), JSON.stringify(messages));
@@ -194,16 +202,134 @@ describe('the web console against a server with an admin token', { timeout: 120_
     await page.fill('#child-key', 'named');
     await page.fill('#edit-value', 'not json');
     await page.click('#edit-add');
-    await message().filter({ hasText: 'not JSON' }).waitFor();
+    await page.locator('#add-status.error', { hasText: 'not JSON' }).waitFor();
     assert.equal((await rest('GET', '/messages/named.json')).json(), null);
 
+    // A value: the button names the path and wants a second click.
+    await page.fill('#edit-path', '/messages/m1');
+    await page.click('#edit-delete');
+    await page.locator('#edit-delete', { hasText: 'Delete /messages/m1?' }).waitFor();
+    assert.equal((await rest('GET', '/messages/m1.json')).json(), 'hello', 'one click deletes nothing');
+    await page.click('#edit-delete');
+    await status('edit').filter({ hasText: 'Deleted /messages/m1.' }).waitFor();
+    assert.equal((await rest('GET', '/messages/m1.json')).json(), null);
+
+    // A node with children: its path must be typed.
     await page.fill('#edit-path', '/rooms/random');
     await page.click('#edit-delete');
-    await page.locator('#edit-delete', { hasText: 'Delete /rooms/random?' }).waitFor();
-    await page.click('#edit-delete');
-    await message().filter({ hasText: 'Deleted /rooms/random.' }).waitFor();
+    await page.locator('#delete-confirm-text', { hasText: 'Delete /rooms/random and the 1 child under it? Type /rooms/random' }).waitFor();
+    assert.ok(await page.locator('#delete-confirm-go').isDisabled());
+    await page.fill('#delete-confirm-name', '/rooms');
+    assert.ok(await page.locator('#delete-confirm-go').isDisabled(), 'another path does not confirm');
+    await page.fill('#delete-confirm-name', '/rooms/random');
+    await page.click('#delete-confirm-go');
+    await status('edit').filter({ hasText: 'Deleted /rooms/random.' }).waitFor();
     assert.equal((await rest('GET', '/rooms/random.json')).json(), null);
     await node('/rooms/random').waitFor({ state: 'detached' });
+  });
+
+  it('follows the live value, and never overwrites a value changed since it was read', async () => {
+    assert.equal((await rest('PUT', '/shop/stock.json', { body: 73 })).status, 200);
+    await (await reveal('/shop/stock')).filter({ hasText: '73' }).waitFor();
+    await select('/shop/stock');
+    await boxHolds('73');
+    await page.locator('#edit-note', { hasText: 'following the live value' }).waitFor();
+
+    // Not edited: the box follows a write made behind the console's back.
+    assert.equal((await rest('PUT', '/shop/stock.json', { body: 5 })).status, 200);
+    await boxHolds('5');
+
+    // Edited, then changed underneath: the box keeps the edit and shows the value there now.
+    await page.fill('#edit-value', '74');
+    assert.equal((await rest('PUT', '/shop/stock.json', { body: 6 })).status, 200);
+    await page.locator('#edit-stale #edit-current', { hasText: '6' }).waitFor();
+    assert.equal(await page.inputValue('#edit-value'), '74');
+    await page.click('#edit-set');
+    await page.locator('#edit-stale-text', { hasText: '/shop/stock changed since you read it: nothing was written' }).waitFor();
+    assert.equal((await rest('GET', '/shop/stock.json')).json(), 6, 'Set value did not overwrite the newer value');
+    await shot('stale-edit.png');
+
+    // Reload takes the current value; a write of an unchanged value goes through.
+    await page.click('#edit-stale-reload');
+    await boxHolds('6');
+    assert.ok(await page.locator('#edit-stale').isHidden());
+    await page.fill('#edit-value', '75');
+    await page.click('#edit-set');
+    await status('edit').filter({ hasText: 'Set /shop/stock.' }).waitFor();
+    assert.equal((await rest('GET', '/shop/stock.json')).json(), 75);
+
+    // The write itself is conditional: with the value out of the watched tree (so the panel
+    // cannot see it change), the server's ETag check still refuses it.
+    await page.fill('#watch-path', '/rooms');
+    await page.click('#watch-form button[type=submit]');
+    await node('/shop').waitFor({ state: 'detached' });
+    await page.fill('#edit-value', '76');
+    assert.equal((await rest('PUT', '/shop/stock.json', { body: 8 })).status, 200);
+    await page.click('#edit-set');
+    await page.locator('#edit-stale-text', { hasText: 'changed since you read it' }).waitFor();
+    assert.equal((await page.locator('#edit-current').textContent()).trim(), '8');
+    assert.equal((await rest('GET', '/shop/stock.json')).json(), 8);
+    // And so is Delete.
+    await page.click('#edit-delete');
+    await page.locator('#edit-delete', { hasText: 'Delete /shop/stock?' }).waitFor();
+    assert.equal((await rest('PUT', '/shop/stock.json', { body: 9 })).status, 200);
+    await page.click('#edit-delete');
+    await page.locator('#edit-current', { hasText: '9' }).waitFor();
+    assert.equal((await rest('GET', '/shop/stock.json')).json(), 9, 'Delete did not remove the newer value');
+
+    // A path typed but never read is only created: one that holds a value is not replaced.
+    await page.fill('#edit-path', '/rooms/general/members');
+    await page.fill('#edit-value', '40');
+    await page.click('#edit-set');
+    await page.locator('#edit-stale-text', { hasText: '/rooms/general/members already holds a value' }).waitFor();
+    assert.equal((await rest('GET', '/rooms/general/members.json')).json(), 2);
+    await page.fill('#edit-path', '/shop/new');
+    await page.fill('#edit-value', '"made"');
+    await page.click('#edit-set');
+    await status('edit').filter({ hasText: 'Set /shop/new.' }).waitFor();
+    assert.equal((await rest('GET', '/shop/new.json')).json(), 'made');
+    assert.ok(await page.locator('#edit-stale').isHidden(), 'a write that went through clears the warning');
+
+    await page.fill('#watch-path', '/');
+    await page.click('#watch-form button[type=submit]');
+    await (await reveal('/shop/stock')).filter({ hasText: '9' }).waitFor();
+  });
+
+  it('shows errors at the box that caused them, and clears them on success, tab or database', async () => {
+    await select('/shop/new');
+    await boxHolds('"made"');
+    await page.fill('#edit-value', '{oops');
+    await page.click('#edit-set');
+    await page.locator('#editor #edit-status.error', { hasText: 'The value is not JSON' }).waitFor();
+    assert.equal(await message().textContent(), '', 'not in the bar under the title');
+    // Success clears it.
+    await page.fill('#edit-value', '"fixed"');
+    await page.click('#edit-set');
+    await status('edit').filter({ hasText: 'Set /shop/new.' }).waitFor();
+    assert.equal(await page.locator('#editor .status-line.error').count(), 0);
+
+    // Another tab clears it.
+    await page.fill('#edit-value', '{oops');
+    await page.click('#edit-set');
+    await page.locator('#edit-status.error').waitFor();
+    await page.click('.tabs button[data-tab="rules"]');
+    await page.click('.tabs button[data-tab="data"]');
+    assert.equal(await status('edit').textContent(), '');
+
+    // Another database clears it, and the panel it read from.
+    await page.fill('#child-key', 'x');
+    await page.click('#edit-add');
+    await page.locator('#add-status.error').waitFor();
+    await page.fill('#open-db-name', `${ns}-other`);
+    await page.click('#open-db button[type=submit]');
+    await page.locator('#current-db', { hasText: `${ns}-other` }).waitFor();
+    assert.equal(await page.locator('#editor .status-line.error').count(), 0);
+    assert.equal(await page.inputValue('#edit-value'), '');
+    await page.fill('#open-db-name', ns);
+    await page.click('#open-db button[type=submit]');
+    await page.locator('#current-db', { hasText: new RegExp(`^${ns}$`) }).waitFor();
+    await page.locator('#status[data-state="online"]').waitFor({ timeout: 15_000 });
+    await nodeValue('/shop/new').filter({ hasText: '"fixed"' }).waitFor();
   });
 
   it('exports a path as a download and imports a file into a path', async () => {
@@ -221,9 +347,37 @@ describe('the web console against a server with an admin token', { timeout: 120_
       buffer: Buffer.from(JSON.stringify(imported)),
     });
     await page.click('#import');
-    await message().filter({ hasText: 'Imported people.json' }).waitFor();
+    await status('io').filter({ hasText: 'Imported people.json' }).waitFor();
     assert.deepEqual((await rest('GET', '/imported.json')).json(), imported);
     await (await reveal('/imported/people/ada/born')).filter({ hasText: '1815' }).waitFor();
+  });
+
+  it('deletes the whole database only once its name is typed', async () => {
+    const everything = (await rest('GET', '/.json')).json();
+    assert.ok(everything && everything.rooms, 'there is data to lose');
+    await page.fill('#edit-path', '/');
+    await page.click('#edit-delete');
+    const children = Object.keys(everything).length;
+    await page
+      .locator('#delete-confirm-text', { hasText: `Delete everything in the database ${ns} (${children} children at /)? Type the database name, ${ns}, to confirm.` })
+      .waitFor();
+    assert.ok(await page.locator('#delete-confirm-go').isDisabled());
+    for (const wrong of ['/', `${ns}x`]) {
+      await page.fill('#delete-confirm-name', wrong);
+      assert.ok(await page.locator('#delete-confirm-go').isDisabled(), `${wrong} does not confirm`);
+      await page.press('#delete-confirm-name', 'Enter');
+    }
+    await page.click('#delete-confirm-cancel');
+    assert.ok(await page.locator('#delete-confirm').isHidden());
+    assert.deepEqual((await rest('GET', '/.json')).json(), everything, 'nothing was deleted');
+
+    await page.click('#edit-delete');
+    await page.fill('#delete-confirm-name', ns);
+    await shot('delete-root.png');
+    await page.click('#delete-confirm-go');
+    await status('edit').filter({ hasText: 'Deleted /.' }).waitFor();
+    assert.equal((await rest('GET', '/.json')).json(), null);
+    await node('/rooms').waitFor({ state: 'detached' });
   });
 
   it('shows a refused rules document at its line, and saves a valid one', async () => {
@@ -270,6 +424,25 @@ describe('the web console against a server with an admin token', { timeout: 120_
       { timeout: 15_000 },
     );
     assert.equal(await page.locator('#metrics-note').textContent(), '');
+    // Each chart says what it counts, and has a time axis labelled with the clock.
+    for (const name of charts) {
+      const figure = page.locator(`#charts figure[data-chart="${name}"]`);
+      assert.equal(await figure.locator('.scope-tag').textContent(), 'server-wide', name);
+      assert.match(await figure.locator('canvas').getAttribute('data-ticks'), /^\d\d:\d\d(,\d\d:\d\d){3,}$/, name);
+    }
+    assert.match(await page.locator('#metrics-scope').textContent(), new RegExp(`server-wide count every database of this server, not ${ns} alone`));
+    // The open database's own numbers, from the lists of the busiest databases.
+    for (let i = 0; i < 5; i++) assert.equal((await rest('PUT', `/load/${i}.json`, { body: i + 10 })).status, 200);
+    await page.waitForFunction(
+      () => Number(document.querySelector('#charts figure[data-chart="database-writes"] canvas').dataset.points) >= 1,
+      undefined,
+      { timeout: 15_000 },
+    );
+    for (const name of ['database-clients', 'database-writes']) {
+      assert.equal(await page.locator(`#charts figure[data-chart="${name}"] .scope-tag`).textContent(), `database ${ns}`, name);
+    }
+    const own = await page.locator('#charts figure[data-chart="database-clients"] .legend').textContent();
+    assert.match(own, /clients [1-9]/, `the console's own connection: ${own}`);
     const legend = await page.locator('#charts figure[data-chart="connections"] .legend').textContent();
     assert.match(legend, /WebSocket [1-9]/, `the console's own connection is counted: ${legend}`);
     // The canvas has ink on it, not only an empty frame.

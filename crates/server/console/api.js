@@ -18,6 +18,23 @@ export class HttpError extends Error {
   }
 }
 
+/**
+ * A conditional write refused with 412: the value at the path is no longer the one the
+ * write was based on. `current` is the value there now (JSON text), `etag` its ETag.
+ */
+export class StaleError extends Error {
+  constructor(path, current, etag) {
+    super(`${path} changed since you read it`);
+    this.status = 412;
+    this.path = path;
+    this.current = current;
+    this.etag = etag;
+  }
+}
+
+/** The ETag of an empty location: a write conditional on it only creates. */
+export const NULL_ETAG = 'null_etag';
+
 /** `{"error": "..."}` bodies carry the message; anything else is shown as it is. */
 function errorMessage(status, text) {
   try {
@@ -45,13 +62,52 @@ export class Api {
     this.token = token;
   }
 
-  async request(method, url, body, contentType = 'application/json') {
-    const headers = { authorization: `Bearer ${this.token}` };
+  /** The answer's text; `extra` headers are sent too, and `onAnswer` sees the response. */
+  async request(method, url, body, contentType = 'application/json', extra = {}, onAnswer = null) {
+    const headers = { authorization: `Bearer ${this.token}`, ...extra };
     if (body !== undefined) headers['content-type'] = contentType;
     const response = await fetch(url, { method, headers, body, cache: 'no-store' });
     const text = await response.text();
+    if (onAnswer) onAnswer(response, text);
     if (!response.ok) throw new HttpError(response.status, errorMessage(response.status, text));
     return text;
+  }
+
+  /** The value at `path` as JSON text, with its ETag: `{text, etag}`. */
+  async read(ns, path) {
+    let etag = null;
+    const text = await this.request(
+      'GET',
+      `${restPath(path)}?ns=${encodeURIComponent(ns)}`,
+      undefined,
+      undefined,
+      { 'x-firebase-etag': 'true' },
+      (response) => {
+        etag = response.headers.get('etag');
+      },
+    );
+    return { text, etag };
+  }
+
+  /**
+   * Writes the JSON text `text` at `path` (`null` deletes) only if the value there still has
+   * the ETag `etag`; a changed value throws a StaleError. Answers the new ETag.
+   */
+  async writeIfUnchanged(ns, path, text, etag) {
+    let newEtag = null;
+    const method = text === null ? 'DELETE' : 'PUT';
+    await this.request(
+      method,
+      `${restPath(path)}?ns=${encodeURIComponent(ns)}&print=silent`,
+      text === null ? undefined : text,
+      undefined,
+      { 'if-match': etag },
+      (response, answer) => {
+        newEtag = response.headers.get('etag');
+        if (response.status === 412) throw new StaleError(path, answer, newEtag);
+      },
+    );
+    return newEtag;
   }
 
   /** `[{name, loaded, bytes, clients, shard}]` of every database the server knows. */

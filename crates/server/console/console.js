@@ -66,6 +66,10 @@ async function closeDatabase() {
 
 async function openDatabase(ns) {
   await closeDatabase();
+  if (state.ns !== ns) {
+    tell('');
+    state.editor.reset();
+  }
   state.ns = ns;
   location.hash = `ns=${encodeURIComponent(ns)}`;
   $('current-db').textContent = ns;
@@ -87,6 +91,7 @@ async function openDatabase(ns) {
   });
   state.tree.watch(state.db, cleanPath($('watch-path').value));
   markSelectedDatabase();
+  state.metrics.follow();
   if (state.tab === 'rules') state.rules.load();
 }
 
@@ -128,6 +133,11 @@ async function refreshDatabases() {
 }
 
 function showTab(tab) {
+  if (tab !== state.tab) {
+    // What a tab said was about that tab.
+    tell('');
+    state.editor.clearStatus();
+  }
   state.tab = tab;
   for (const button of document.querySelectorAll('.tabs button')) {
     button.setAttribute('aria-selected', String(button.dataset.tab === tab));
@@ -180,13 +190,14 @@ async function start() {
     db: () => state.db,
     ns: () => state.ns,
     api: () => state.api,
-    tell,
+    treeText: (path) => state.tree.textAt(path),
   };
   state.editor = new Editor(context);
   state.rules = new RulesEditor(context);
-  state.metrics = new MetricsPanel($('charts'), $('metrics-note'), context);
+  state.metrics = new MetricsPanel($('charts'), $('metrics-note'), $('metrics-scope'), context);
   state.tree = new LiveTree($('tree'), {
-    onSelect: (path, value) => state.editor.select(path, value),
+    onSelect: (path) => state.editor.select(path),
+    onData: () => state.editor.treeChanged(),
     onError: (error) => tell(`The listen failed: ${error.message}`, true),
     onNote: (text) => {
       $('tree-note').textContent = text;

@@ -56,17 +56,23 @@ function parseValue(text) {
   return Number(text);
 }
 
-/** The sum of a metric over its label sets, or null when the scrape lacks it. */
-export function total(scrape, name) {
-  const found = scrape.get(name);
-  return found ? found.reduce((sum, sample) => sum + sample.value, 0) : null;
+/**
+ * The sum of a metric over its label sets (those with the labels `only`, when given), or
+ * null when the scrape has none.
+ */
+export function total(scrape, name, only = null) {
+  let found = scrape.get(name);
+  if (found && only) {
+    found = found.filter((sample) => Object.entries(only).every(([key, value]) => sample.labels[key] === value));
+  }
+  return found && found.length ? found.reduce((sum, sample) => sum + sample.value, 0) : null;
 }
 
 /** Per second between two scrapes `seconds` apart; null across a restart or a gap. */
-export function rate(before, after, name, seconds) {
+export function rate(before, after, name, seconds, only = null) {
   if (!before || seconds <= 0) return null;
-  const a = total(before, name);
-  const b = total(after, name);
+  const a = total(before, name, only);
+  const b = total(after, name, only);
   if (a === null || b === null || b < a) return null;
   return (b - a) / seconds;
 }

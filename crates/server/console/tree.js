@@ -32,8 +32,8 @@ export function plainValue(snapshot) {
 export class LiveTree {
   /**
    * @param {HTMLElement} element where the tree is drawn
-   * @param {{onSelect: (path: string, value: unknown) => void, onError: (e: Error) => void,
-   *          onNote: (text: string) => void}} hooks
+   * @param {{onSelect: (path: string) => void, onData: () => void,
+   *          onError: (e: Error) => void, onNote: (text: string) => void}} hooks
    */
   constructor(element, hooks) {
     this.element = element;
@@ -62,6 +62,7 @@ export class LiveTree {
       (snapshot) => {
         this.snapshot = snapshot;
         this.schedule();
+        this.hooks.onData();
       },
       (error) => this.hooks.onError(error),
     );
@@ -164,6 +165,12 @@ export class LiveTree {
     return item;
   }
 
+  /** The value at `path` as JSON text, if the watched one holds it (else null). */
+  textAt(path) {
+    const snapshot = this.find(path);
+    return snapshot ? JSON.stringify(plainValue(snapshot)) : null;
+  }
+
   /** The snapshot at `path` within the watched one, if it is there. */
   find(path) {
     if (!this.snapshot) return null;
@@ -184,8 +191,7 @@ export class LiveTree {
       return;
     }
     this.selected = path;
-    const snapshot = this.find(path);
-    this.hooks.onSelect(path, snapshot ? plainValue(snapshot) : null);
+    this.hooks.onSelect(path);
     this.draw();
   }
 }
