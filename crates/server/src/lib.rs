@@ -9,6 +9,7 @@
 //! the two over bounded queues (`link`). Within a shard nothing is locked: state lives in
 //! `RefCell`s touched only by that thread.
 
+mod accept;
 mod admin;
 pub mod backup;
 mod console;
