@@ -250,7 +250,21 @@ mod tests {
 
     use super::*;
 
+    /// One of every link message, with edge values (the widest connection id, empty and
+    /// non-ASCII strings, absent options), listed by family so that a new message has an
+    /// obvious place; the tests below encode and decode each one.
     fn every_message() -> Vec<LinkMessage> {
+        [
+            connection_messages(),
+            vec![batch()],
+            rest_messages(),
+            replication_messages(),
+        ]
+        .concat()
+    }
+
+    /// The messages of a connection's life, edge to owner, and the owner's reply to a large one.
+    fn connection_messages() -> Vec<LinkMessage> {
         vec![
             LinkMessage::Open {
                 conn: 7,
@@ -278,29 +292,39 @@ mod tests {
             LinkMessage::Closed { conn: 4 },
             LinkMessage::Moved { conn: 6 },
             LinkMessage::Handled { conn: 5 },
-            LinkMessage::Batch {
-                frames: vec![Bytes::from_static(b"push"), Bytes::new()],
-                items: vec![
-                    WireItem::Frames { conn: 1, frame: 0 },
-                    WireItem::Frames { conn: 2, frame: 0 },
-                    WireItem::Frames { conn: 2, frame: 1 },
-                    WireItem::Close {
-                        conn: 3,
-                        code: 1008,
-                        text: "slow".into(),
-                        shed: true,
-                    },
-                    WireItem::AuthExpiry {
-                        conn: 1,
-                        expires_at: Some(1_800_000_000),
-                    },
-                    WireItem::AuthExpiry {
-                        conn: 2,
-                        expires_at: None,
-                    },
-                    WireItem::Moved { conn: 4 },
-                ],
-            },
+        ]
+    }
+
+    /// A batch holding every kind of item, with one frame shared by two connections.
+    fn batch() -> LinkMessage {
+        LinkMessage::Batch {
+            frames: vec![Bytes::from_static(b"push"), Bytes::new()],
+            items: vec![
+                WireItem::Frames { conn: 1, frame: 0 },
+                WireItem::Frames { conn: 2, frame: 0 },
+                WireItem::Frames { conn: 2, frame: 1 },
+                WireItem::Close {
+                    conn: 3,
+                    code: 1008,
+                    text: "slow".into(),
+                    shed: true,
+                },
+                WireItem::AuthExpiry {
+                    conn: 1,
+                    expires_at: Some(1_800_000_000),
+                },
+                WireItem::AuthExpiry {
+                    conn: 2,
+                    expires_at: None,
+                },
+                WireItem::Moved { conn: 4 },
+            ],
+        }
+    }
+
+    /// Forwarded REST requests and answers, and event streams opened or refused.
+    fn rest_messages() -> Vec<LinkMessage> {
+        vec![
             LinkMessage::Request {
                 id: u64::MAX,
                 head: RequestHead {
@@ -342,6 +366,12 @@ mod tests {
                 conn: 10,
                 refusal: Some((AnswerHead::default(), Bytes::from_static(b"no"))),
             },
+        ]
+    }
+
+    /// Log records sent to a follower, and its acknowledgement.
+    fn replication_messages() -> Vec<LinkMessage> {
+        vec![
             LinkMessage::Replicate {
                 shard: 1,
                 seq: 42,

@@ -168,87 +168,127 @@ fn generate(storage: &Arc<FileStorage>, chunks: usize, records: u64) {
     );
 }
 
-fn main() {
-    hearth_alloc::return_freed_memory_at_once();
-    let scale = scale();
+/// The files of the shard directory that the timings read.
+struct ShardFiles {
+    all: Vec<PathBuf>,
+    /// The snapshot's file name, as `read_snapshot` takes it.
+    snapshot: String,
+    snapshot_path: PathBuf,
+    snapshot_bytes: u64,
+    /// The bytes of every log segment.
+    log_bytes: u64,
+}
+
+impl ShardFiles {
+    fn find(dir: &FsPath) -> ShardFiles {
+        let all = files(dir);
+        let snapshot = all
+            .iter()
+            .find_map(|file| {
+                let name = file.file_name()?.to_str()?;
+                name.starts_with("snap-big-").then(|| name.to_owned())
+            })
+            .expect("the snapshot is there");
+        let snapshot_path = dir.join(&snapshot);
+        let snapshot_bytes = std::fs::metadata(&snapshot_path)
+            .expect("the snapshot is there")
+            .len();
+        let log_bytes: u64 = all
+            .iter()
+            .filter(|file| {
+                file.file_name()
+                    .is_some_and(|name| name.to_string_lossy().starts_with("wal-"))
+            })
+            .filter_map(|file| std::fs::metadata(file).ok())
+            .map(|meta| meta.len())
+            .sum();
+        ShardFiles {
+            all,
+            snapshot,
+            snapshot_path,
+            snapshot_bytes,
+            log_bytes,
+        }
+    }
+
+    fn snapshot_mb(&self) -> f64 {
+        self.snapshot_bytes as f64 / 1e6
+    }
+}
+
+/// How many chunks of tree and log records make the sizes this scale asks for.
+fn sizes(scale: f64) -> (usize, u64) {
     let chunks = ((SNAPSHOT_BYTES * scale) / (CHUNK_CHILDREN * (LEAF_BYTES + 40)) as f64)
         .ceil()
         .max(1.0) as usize;
     let records = ((LOG_BYTES * scale) / (LEAF_BYTES + 80) as f64)
         .ceil()
         .max(10.0) as u64;
-    let temporary;
-    let dir = match std::env::var_os("HEARTH_BENCH_DIR") {
-        Some(dir) => PathBuf::from(dir),
+    (chunks, records)
+}
+
+/// The directory `HEARTH_BENCH_DIR` names, or a temporary one; the caller keeps the temporary
+/// directory for the whole run, since dropping it removes the files.
+fn bench_dir() -> (PathBuf, Option<tempfile::TempDir>) {
+    match std::env::var_os("HEARTH_BENCH_DIR") {
+        Some(dir) => (PathBuf::from(dir), None),
         None => {
-            temporary = tempfile::Builder::new()
+            let temporary = tempfile::Builder::new()
                 .prefix("hearth-recovery-bench-")
                 .tempdir()
                 .expect("a temporary directory");
-            temporary.path().to_path_buf()
+            (temporary.path().to_path_buf(), Some(temporary))
         }
-    };
-    let storage = Arc::new(FileStorage::open(&dir).expect("the directory opens"));
-    // A kept directory is reused when it holds what this scale writes.
+    }
+}
+
+/// Generates the shard directory unless it already holds what this scale writes: a kept
+/// directory is reused, since the generation takes most of a run.
+fn ensure_generated(dir: &FsPath, storage: &Arc<FileStorage>, chunks: usize, records: u64) {
     let marker = dir.join("bench-done");
     let wanted = format!("{chunks} {records}");
-    println!("recovery of one shard directory ({})", dir.display());
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(&wanted) {
-        for file in files(&dir) {
+        for file in files(dir) {
             std::fs::remove_file(file).expect("an old file is removed");
         }
-        generate(&storage, chunks, records);
+        generate(storage, chunks, records);
         std::fs::write(&marker, &wanted).expect("the marker is written");
     }
-    let all = files(&dir);
-    let snapshot = all
-        .iter()
-        .find_map(|file| {
-            let name = file.file_name()?.to_str()?;
-            name.starts_with("snap-big-").then(|| name.to_owned())
-        })
-        .expect("the snapshot is there");
-    let snapshot_path = dir.join(&snapshot);
-    let snapshot_bytes = std::fs::metadata(&snapshot_path)
-        .expect("the snapshot is there")
-        .len();
-    let log_bytes: u64 = all
-        .iter()
-        .filter(|file| {
-            file.file_name()
-                .is_some_and(|name| name.to_string_lossy().starts_with("wal-"))
-        })
-        .filter_map(|file| std::fs::metadata(file).ok())
-        .map(|meta| meta.len())
-        .sum();
-    let mb = snapshot_bytes as f64 / 1e6;
+}
 
-    if std::env::var_os("HEARTH_BENCH_PROFILE").is_some() {
-        // Only warm snapshot reads, for `perf record`.
-        for _ in 0..3 {
-            let (state, wall, cpu) =
-                timed(|| read_snapshot(&*storage, &snapshot).expect("it reads"));
-            drop(state);
-            println!(
-                "  read_snapshot warm: {:.2} s ({:.2} s CPU)",
-                seconds(wall),
-                seconds(cpu)
-            );
-        }
-        return;
+/// Only warm snapshot reads, for `perf record`.
+fn profile_warm_reads(storage: &FileStorage, snapshot: &str) {
+    for _ in 0..3 {
+        let (state, wall, cpu) = timed(|| read_snapshot(storage, snapshot).expect("it reads"));
+        drop(state);
+        println!(
+            "  read_snapshot warm: {:.2} s ({:.2} s CPU)",
+            seconds(wall),
+            seconds(cpu)
+        );
     }
-    evict(&snapshot_path);
-    let (read, disk, _) = timed(|| read_through(&snapshot_path));
-    assert_eq!(read, snapshot_bytes);
+}
+
+/// The disk's sequential read rate on the snapshot file, cold and warm: the floor under the
+/// cold snapshot read.
+fn time_disk(shard: &ShardFiles) {
+    evict(&shard.snapshot_path);
+    let (read, disk, _) = timed(|| read_through(&shard.snapshot_path));
+    assert_eq!(read, shard.snapshot_bytes);
+    let mb = shard.snapshot_mb();
     println!(
         "  disk: the snapshot's {mb:.1} MB read cold in {:.2} s ({:.0} MB/s), warm in {:.2} s",
         seconds(disk),
         mb / seconds(disk),
-        seconds(timed(|| read_through(&snapshot_path)).1)
+        seconds(timed(|| read_through(&shard.snapshot_path)).1)
     );
+}
 
-    evict(&snapshot_path);
-    let (state, wall, cpu) = timed(|| read_snapshot(&*storage, &snapshot).expect("it reads"));
+/// Reads and verifies the snapshot cold, then warm (the cold read leaves it in the cache).
+fn time_snapshot_reads(storage: &FileStorage, shard: &ShardFiles) {
+    let mb = shard.snapshot_mb();
+    evict(&shard.snapshot_path);
+    let (state, wall, cpu) = timed(|| read_snapshot(storage, &shard.snapshot).expect("it reads"));
     assert!(!state.root.get(&path("/rooms/r00000/m0000/text")).is_empty());
     drop(state);
     println!(
@@ -256,15 +296,19 @@ fn main() {
         seconds(wall),
         seconds(cpu)
     );
-    let (state, wall, cpu) = timed(|| read_snapshot(&*storage, &snapshot).expect("it reads"));
+    let (state, wall, cpu) = timed(|| read_snapshot(storage, &shard.snapshot).expect("it reads"));
     drop(state);
     println!(
         "  read_snapshot warm: {:.2} s ({:.2} s CPU) for {mb:.1} MB",
         seconds(wall),
         seconds(cpu)
     );
+}
 
-    for file in &all {
+/// Opens the directory as a server start does, with every file in the cache first so that the
+/// time is recovery's own; the snapshot and all `records` log records must come back.
+fn time_recovery(storage: &Arc<FileStorage>, shard: &ShardFiles, records: u64) {
+    for file in &shard.all {
         read_through(file);
     }
     let (recovered, wall, cpu) =
@@ -279,9 +323,27 @@ fn main() {
         .get(&path("/rooms/r00000/m0000/text"))
         .is_empty());
     println!(
-        "  recovery (open), warm: {:.2} s ({:.2} s CPU) for {mb:.1} MB of snapshot + {records} log records ({:.1} MB of segments)",
+        "  recovery (open), warm: {:.2} s ({:.2} s CPU) for {:.1} MB of snapshot + {records} log records ({:.1} MB of segments)",
         seconds(wall),
         seconds(cpu),
-        log_bytes as f64 / 1e6
+        shard.snapshot_mb(),
+        shard.log_bytes as f64 / 1e6
     );
+}
+
+fn main() {
+    hearth_alloc::return_freed_memory_at_once();
+    let (chunks, records) = sizes(scale());
+    let (dir, _temporary) = bench_dir();
+    let storage = Arc::new(FileStorage::open(&dir).expect("the directory opens"));
+    println!("recovery of one shard directory ({})", dir.display());
+    ensure_generated(&dir, &storage, chunks, records);
+    let shard = ShardFiles::find(&dir);
+    if std::env::var_os("HEARTH_BENCH_PROFILE").is_some() {
+        profile_warm_reads(&storage, &shard.snapshot);
+        return;
+    }
+    time_disk(&shard);
+    time_snapshot_reads(&storage, &shard);
+    time_recovery(&storage, &shard, records);
 }

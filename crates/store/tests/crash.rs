@@ -214,117 +214,114 @@ impl Shard {
         }
     }
 
+    /// Plays one step as the server would; every restart or crash recovers and checks.
     fn run(&mut self, step: Step) -> Result<(), StoreError> {
-        let path = |index: usize| Path::parse(PATHS[index]).expect("valid test path");
         match step {
             Step::Put {
                 database,
-                path: at,
+                path,
                 value,
-            } => {
-                let target = WriteTarget::whole(path(at));
-                let request = Request::Put {
-                    target,
-                    data: value,
-                    hash: None,
-                };
-                self.request(database, request)?;
-            }
+            } => self.request(database, put_request(path, value)),
             Step::Merge {
                 database,
-                path: at,
+                path,
                 entries,
-            } => {
-                let entries = entries
-                    .into_iter()
-                    .map(|(key, value)| (WriteTarget::parse(&key).expect("valid key"), value))
-                    .collect();
-                let request = Request::Merge {
-                    path: path(at),
-                    entries,
-                };
-                self.request(database, request)?;
-            }
+            } => self.request(database, merge_request(path, entries)),
             Step::Priority {
                 database,
-                path: at,
+                path,
                 priority,
-            } => {
-                let target = WriteTarget {
-                    path: path(at),
-                    priority_only: true,
-                };
-                let request = Request::Put {
-                    target,
-                    data: priority,
-                    hash: None,
-                };
-                self.request(database, request)?;
-            }
-            Step::Rules { database, text } => {
-                let seq = self.wal.append_rules(DATABASES[database], &text)?.seq;
-                let model = &mut self.models[database];
-                model.rules = Some(text);
-                let root = model.database.root().clone();
-                model.history.push((seq, root, model.rules.clone()));
-            }
+            } => self.request(database, priority_request(path, priority)),
+            Step::Rules { database, text } => self.set_rules(database, text),
             Step::Commit => {
                 self.make_spare();
                 self.wal.commit()?;
+                Ok(())
             }
             Step::FailBatch {
                 fault,
                 point,
                 crash,
-            } => {
-                self.make_spare();
-                self.storage.inject(FaultRule::once(point, fault));
-                let outcome = self.wal.commit();
-                self.storage.clear_faults();
-                if let Err(error) = outcome {
-                    assert!(self.wal.is_failed(), "{error}");
-                }
-                let storage = match crash {
-                    None => self.storage.clone(),
-                    Some(seed) => self.storage.crash(seed),
-                };
-                self.recover(storage)?;
-            }
-            Step::CrashMidBatch { seed } => {
-                self.make_spare();
-                self.storage
-                    .inject(FaultRule::always(FaultPoint::Sync, Fault::Halt));
-                let _ = self.wal.commit();
-                let crashed = self.storage.crash(seed);
-                self.recover(crashed)?;
-            }
-            Step::Snapshot { database } => {
-                let model = &self.models[database];
-                let info = write_snapshot(
-                    &self.storage,
-                    DATABASES[database],
-                    self.wal.last_seq(),
-                    model.rules.as_deref(),
-                    model.database.root(),
-                )?;
-                self.catalog.add(&info);
-            }
-            Step::Truncate => {
-                let catalog = &self.catalog;
-                let removal = self
-                    .wal
-                    .take_removable(|database| catalog.covered_for_truncation(database));
-                removal.execute()?;
-                for database in DATABASES {
-                    let old = self.catalog.prune(database);
-                    remove_files(&self.storage, &old)?;
-                }
-            }
+            } => self.fail_batch(fault, point, crash),
+            Step::CrashMidBatch { seed } => self.crash_mid_batch(seed),
+            Step::Snapshot { database } => self.snapshot(database),
+            Step::Truncate => self.truncate(),
             Step::Crash { seed } => {
                 let crashed = self.storage.crash(seed);
-                self.recover(crashed)?;
+                self.recover(crashed)
             }
-            Step::Restart => self.recover(self.storage.clone())?,
+            Step::Restart => self.recover(self.storage.clone()),
+        }
+    }
+
+    /// Logs new rules for `database` and keeps them in its history, since recovery must bring
+    /// back the rules with the tree.
+    fn set_rules(&mut self, database: usize, text: String) -> Result<(), StoreError> {
+        let seq = self.wal.append_rules(DATABASES[database], &text)?.seq;
+        let model = &mut self.models[database];
+        model.rules = Some(text);
+        let root = model.database.root().clone();
+        model.history.push((seq, root, model.rules.clone()));
+        Ok(())
+    }
+
+    /// Commits with one disk error injected, then reopens after a restart or, given a seed, a
+    /// power loss; a failed commit must leave the log refusing further writes.
+    fn fail_batch(
+        &mut self,
+        fault: Fault,
+        point: FaultPoint,
+        crash: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.make_spare();
+        self.storage.inject(FaultRule::once(point, fault));
+        let outcome = self.wal.commit();
+        self.storage.clear_faults();
+        if let Err(error) = outcome {
+            assert!(self.wal.is_failed(), "{error}");
+        }
+        let storage = match crash {
+            None => self.storage.clone(),
+            Some(seed) => self.storage.crash(seed),
+        };
+        self.recover(storage)
+    }
+
+    /// Loses power during a commit: every sync halts, so the batch is partly on disk at most.
+    fn crash_mid_batch(&mut self, seed: u64) -> Result<(), StoreError> {
+        self.make_spare();
+        self.storage
+            .inject(FaultRule::always(FaultPoint::Sync, Fault::Halt));
+        let _ = self.wal.commit();
+        let crashed = self.storage.crash(seed);
+        self.recover(crashed)
+    }
+
+    /// Snapshots `database` as the engine holds it, at the last appended record.
+    fn snapshot(&mut self, database: usize) -> Result<(), StoreError> {
+        let model = &self.models[database];
+        let info = write_snapshot(
+            &self.storage,
+            DATABASES[database],
+            self.wal.last_seq(),
+            model.rules.as_deref(),
+            model.database.root(),
+        )?;
+        self.catalog.add(&info);
+        Ok(())
+    }
+
+    /// Removes the log segments the snapshots cover, then the snapshots beyond the newest kept:
+    /// in that order, as the catalog requires, so that the log never needs a removed snapshot.
+    fn truncate(&mut self) -> Result<(), StoreError> {
+        let catalog = &self.catalog;
+        let removal = self
+            .wal
+            .take_removable(|database| catalog.covered_for_truncation(database));
+        removal.execute()?;
+        for database in DATABASES {
+            let old = self.catalog.prune(database);
+            remove_files(&self.storage, &old)?;
         }
         Ok(())
     }
@@ -363,6 +360,44 @@ impl Shard {
         self.wal = recovered.wal;
         self.catalog = recovered.snapshots;
         Ok(())
+    }
+}
+
+/// The path numbered `index` in [`PATHS`]: steps name paths by index.
+fn test_path(index: usize) -> Path {
+    Path::parse(PATHS[index]).expect("valid test path")
+}
+
+/// A put of `value` at path number `path`.
+fn put_request(path: usize, value: Value) -> Request {
+    Request::Put {
+        target: WriteTarget::whole(test_path(path)),
+        data: value,
+        hash: None,
+    }
+}
+
+/// An update at path number `path`, its keys parsed as the server parses them.
+fn merge_request(path: usize, entries: Vec<(String, Value)>) -> Request {
+    let entries = entries
+        .into_iter()
+        .map(|(key, value)| (WriteTarget::parse(&key).expect("valid key"), value))
+        .collect();
+    Request::Merge {
+        path: test_path(path),
+        entries,
+    }
+}
+
+/// A put of the priority alone at path number `path`.
+fn priority_request(path: usize, priority: Value) -> Request {
+    Request::Put {
+        target: WriteTarget {
+            path: test_path(path),
+            priority_only: true,
+        },
+        data: priority,
+        hash: None,
     }
 }
 

@@ -259,94 +259,27 @@ fn check_listeners_with(
     queries: Vec<Value>,
     ops: Vec<Op>,
 ) -> Result<(), TestCaseError> {
-    let mut db = Database::new();
-    if let Some(indexed) = indexed {
-        db.set_access(rules(indexed), 0, &mut Effects::new());
-    }
     let writer: ConnId = 100;
-    db.connect(writer);
-    let mut out = Effects::new();
     let list = Path::parse("/list").expect("valid");
-    let reply = db.handle(
-        writer,
-        Request::Put {
-            target: WriteTarget::whole(list.clone()),
-            data: initial,
-            hash: None,
-        },
-        0,
-        &mut out,
-    );
-    prop_assert!(reply.is_ok());
-
-    let mut listeners = Vec::new();
-    // A default listen on the list and one on its parent, plus the filtered ones.
-    let mut specs: Vec<(Path, Option<Value>)> = vec![(list.clone(), None), (Path::root(), None)];
-    specs.extend(queries.into_iter().map(|q| (list.clone(), Some(q))));
-    for (index, (path, q)) in specs.into_iter().enumerate() {
-        let conn = index as ConnId + 1;
-        db.connect(conn);
-        let query = match &q {
-            Some(q) => QueryParams::from_wire(q).expect("generated queries are valid"),
-            None => QueryParams::default(),
-        };
-        let tag = query.is_filtered().then_some(conn);
-        let mut out = Effects::new();
-        let reply = db.handle(
-            conn,
-            Request::Listen {
-                path: path.clone(),
-                query: query.clone(),
-                query_wire: q,
-                tag,
-                hash: None,
-            },
-            0,
-            &mut out,
-        );
-        prop_assert!(reply.is_ok());
-        let mut listener = Listener {
-            conn,
-            tag,
-            path,
-            query,
-            cache: Node::empty(),
-        };
-        listener.apply(&out);
-        prop_assert_eq!(&listener.cache, &listener.expected(db.root()));
-        listeners.push(listener);
-    }
-
+    let mut db = database_holding(indexed, writer, &list, initial)?;
+    let mut listeners = listen_to_list(&mut db, &list, queries)?;
     for op in ops {
         let mut out = Effects::new();
         let request = match op {
             Op::SetRules(indexed) => {
+                // New rules write nothing, so there is nothing for the listeners to check.
                 db.set_access(rules(indexed), 0, &mut out);
                 prop_assert!(out.is_empty(), "the rules revoked a listen: {:?}", out);
                 continue;
             }
-            Op::Put(keys, value) => {
-                let mut full = vec!["list".to_owned()];
-                full.extend(keys);
-                Request::Put {
-                    target: WriteTarget::whole(path_of(&full)),
-                    data: value,
-                    hash: None,
-                }
-            }
+            Op::Put(keys, value) => put_below_list(keys, value),
             Op::Merge(entries) => Request::Merge {
                 path: list.clone(),
-                entries: entries
-                    .into_iter()
-                    .map(|(k, v)| (WriteTarget::parse(&k).expect("valid key"), v))
-                    .collect(),
+                entries: merge_entries(entries),
             },
             Op::MergeChild(child, entries) => Request::Merge {
                 path: path_of(&["list".to_owned(), child]),
-                entries: entries
-                    .into_iter()
-                    .map(|(k, v)| (WriteTarget::parse(&k).expect("valid key"), v))
-                    .collect(),
+                entries: merge_entries(entries),
             },
         };
         let reply = db.handle(writer, request, 0, &mut out);
@@ -363,4 +296,109 @@ fn check_listeners_with(
         }
     }
     Ok(())
+}
+
+/// A database with `writer` connected and `initial` put at `list`, under the rules `indexed`
+/// names if it names any: they are set before the first write, so that indexes are built as the
+/// data arrives.
+fn database_holding(
+    indexed: Option<bool>,
+    writer: ConnId,
+    list: &Path,
+    initial: Value,
+) -> Result<Database, TestCaseError> {
+    let mut db = Database::new();
+    if let Some(indexed) = indexed {
+        db.set_access(rules(indexed), 0, &mut Effects::new());
+    }
+    db.connect(writer);
+    let mut out = Effects::new();
+    let reply = db.handle(
+        writer,
+        Request::Put {
+            target: WriteTarget::whole(list.clone()),
+            data: initial,
+            hash: None,
+        },
+        0,
+        &mut out,
+    );
+    prop_assert!(reply.is_ok());
+    Ok(db)
+}
+
+/// Opens the listeners, each on a connection of its own: a default listen on the list and one
+/// on its parent (which sees the list's changes from above), plus one per query on the list.
+fn listen_to_list(
+    db: &mut Database,
+    list: &Path,
+    queries: Vec<Value>,
+) -> Result<Vec<Listener>, TestCaseError> {
+    let mut specs: Vec<(Path, Option<Value>)> = vec![(list.clone(), None), (Path::root(), None)];
+    specs.extend(queries.into_iter().map(|q| (list.clone(), Some(q))));
+    let mut listeners = Vec::new();
+    for (index, (path, q)) in specs.into_iter().enumerate() {
+        listeners.push(listen(db, index as ConnId + 1, path, q)?);
+    }
+    Ok(listeners)
+}
+
+/// Listens at `path` on a new connection `conn`, and checks that the first data alone builds
+/// the listener's cache.
+fn listen(
+    db: &mut Database,
+    conn: ConnId,
+    path: Path,
+    q: Option<Value>,
+) -> Result<Listener, TestCaseError> {
+    db.connect(conn);
+    let query = match &q {
+        Some(q) => QueryParams::from_wire(q).expect("generated queries are valid"),
+        None => QueryParams::default(),
+    };
+    // Only filtered listens are tagged, as the SDK tags them.
+    let tag = query.is_filtered().then_some(conn);
+    let mut out = Effects::new();
+    let reply = db.handle(
+        conn,
+        Request::Listen {
+            path: path.clone(),
+            query: query.clone(),
+            query_wire: q,
+            tag,
+            hash: None,
+        },
+        0,
+        &mut out,
+    );
+    prop_assert!(reply.is_ok());
+    let mut listener = Listener {
+        conn,
+        tag,
+        path,
+        query,
+        cache: Node::empty(),
+    };
+    listener.apply(&out);
+    prop_assert_eq!(&listener.cache, &listener.expected(db.root()));
+    Ok(listener)
+}
+
+/// A put of `value` at `keys` below the list.
+fn put_below_list(keys: Vec<String>, value: Value) -> Request {
+    let mut full = vec!["list".to_owned()];
+    full.extend(keys);
+    Request::Put {
+        target: WriteTarget::whole(path_of(&full)),
+        data: value,
+        hash: None,
+    }
+}
+
+/// A generated update's entries, as the request carries them.
+fn merge_entries(entries: Vec<(String, Value)>) -> Vec<(WriteTarget, Value)> {
+    entries
+        .into_iter()
+        .map(|(k, v)| (WriteTarget::parse(&k).expect("valid key"), v))
+        .collect()
 }
