@@ -1,4 +1,6 @@
-//! The settings of a running server.
+//! The settings of a running server (`ServeConfig`), as the command line, the `HEARTH_*`
+//! variables and the config file give them: read by both roles and the server, and reading
+//! nothing of a role.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,6 +1,8 @@
 //! The owner role of a shard: the databases whose names hash to this core. The owner applies
 //! the requests of their sessions, wherever those sessions' sockets are, and routes the replies
-//! and pushes back to the edges that hold them (`link`).
+//! and pushes back to the edges that hold them (`hearth_ground::cross_core`). Everything here
+//! takes the [`Owner`], never the whole shard, and this crate cannot import the server: what
+//! runs connections (the transports) is above it.
 //!
 //! - `state`: what the owner holds ([`Owner`]): its databases, their log and gate, their
 //!   sessions ([`Session`]) and the batches for other cores' edges;
@@ -20,7 +22,9 @@
 //!   follower up, the sync set, moving a database to its follower); `replication`: their
 //!   state, which the owner logs through;
 //! - `durability`: the commit task, snapshots, eviction and a failed log, over `persist`'s
-//!   pipeline.
+//!   pipeline;
+//! - `loaded`: a database in memory and its bookkeeping; `cluster`: the fence (writes only
+//!   under a valid claim); `rules_file`: the default rules.
 
 pub mod cluster;
 pub mod databases;
