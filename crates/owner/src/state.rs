@@ -358,10 +358,10 @@ impl Owner {
     }
 }
 
-#[cfg(test)]
 impl Owner {
-    /// The owner of shard 0 of 1, in memory, for tests: its batches for other cores go
-    /// nowhere and its shutdown never comes.
+    /// The owner of shard 0 of 1, in memory, for tests here and in the crates above (tests
+    /// cannot see another crate's test code): its batches for other cores go nowhere and its
+    /// shutdown never comes.
     pub fn for_tests(config: ServeConfig) -> Rc<Owner> {
         use std::hash::{BuildHasher, Hasher};
         let seed = std::collections::hash_map::RandomState::new()

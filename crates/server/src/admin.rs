@@ -9,13 +9,14 @@
 use hearth_store::{snapshot_name, Storage, StorageFile};
 use serde::Serialize;
 
-use crate::shard::Shard;
+use crate::inboxes::Inboxes;
 use hearth_ground::inbox::DatabaseInfo;
 use hearth_ground::rest::RestResponse;
+use hearth_owner::Owner;
 
 /// The answer of `GET /.admin/databases`: `{"databases": [...]}`, sorted by name.
-pub async fn databases(shard: &Shard) -> RestResponse {
-    let mut databases = shard.all_databases().await;
+pub async fn databases(inboxes: &Inboxes) -> RestResponse {
+    let mut databases = inboxes.all_databases().await;
     databases.sort_by(|a, b| a.name.cmp(&b.name));
     #[derive(Serialize)]
     struct Listing {
@@ -28,8 +29,8 @@ pub async fn databases(shard: &Shard) -> RestResponse {
 }
 
 /// The databases this shard owns: those in memory, then those only on disk.
-pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
-    let loaded = shard.owner().databases();
+pub fn local_databases(owner: &Owner) -> Vec<DatabaseInfo> {
+    let loaded = owner.databases();
     let mut list: Vec<DatabaseInfo> = loaded
         .values()
         .map(|database| DatabaseInfo {
@@ -37,10 +38,10 @@ pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
             loaded: true,
             bytes: database.root().estimated_bytes() as u64,
             clients: database.session_count(),
-            shard: shard.index(),
+            shard: owner.index(),
         })
         .collect();
-    if let Some(store) = shard.owner().store() {
+    if let Some(store) = owner.store() {
         for (name, covered) in store.newest_snapshots() {
             if loaded.contains_key(&name) {
                 continue;
@@ -56,7 +57,7 @@ pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
                 loaded: false,
                 bytes,
                 clients: 0,
-                shard: shard.index(),
+                shard: owner.index(),
             });
         }
     }
@@ -66,28 +67,22 @@ pub fn local_databases(shard: &Shard) -> Vec<DatabaseInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::rc::Rc;
-
     use hearth_tree::Node;
-    use tokio::sync::{mpsc, watch};
 
     use hearth_config::ServeConfig;
 
     #[test]
     fn a_loaded_database_is_listed_with_its_estimated_size() {
-        let (_shutdown, receiver) = watch::channel(false);
         let config = ServeConfig::for_tests(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
-        let (sender, _receiver) = mpsc::unbounded_channel();
-        let (edge, _edge_receiver) = mpsc::unbounded_channel();
-        let shard = Shard::new(0, Rc::new(config), receiver, vec![sender], vec![edge]);
-        assert_eq!(local_databases(&shard), Vec::new());
+        let owner = Owner::for_tests(config);
+        assert_eq!(local_databases(&owner), Vec::new());
         let root = Node::from_json(&serde_json::json!({"a": "xyz", "b": 12})).expect("a tree");
         let bytes = root.estimated_bytes() as u64;
-        shard.owner().with_database("shop", |loaded| {
+        owner.with_database("shop", |loaded| {
             **loaded = hearth_sync::Database::with_root(root);
         });
         assert_eq!(
-            local_databases(&shard),
+            local_databases(&owner),
             vec![DatabaseInfo {
                 name: "shop".into(),
                 loaded: true,

@@ -15,7 +15,7 @@ use hyper::http::request::Parts;
 use hyper::{Method, Response};
 use sha2::{Digest, Sha256};
 
-use crate::shard::Shard;
+use hearth_config::ServeConfig;
 use hearth_edge::http_body::HearthBody;
 use hearth_edge::request_body::read_body;
 use hearth_ground::rest::{require_admin, RestResponse};
@@ -101,7 +101,7 @@ fn import_map(html: &[u8]) -> Option<&str> {
 
 /// Answers a request for the console, or `None` when the path is not the console's.
 pub async fn answer(
-    shard: &Shard,
+    config: &ServeConfig,
     parts: &Parts,
     body: &mut Option<Incoming>,
 ) -> Option<Response<HearthBody>> {
@@ -110,7 +110,7 @@ pub async fn answer(
         return None;
     }
     if parts.uri.path() == RULES_CHECK_PATH {
-        return Some(check_rules(shard, parts, body).await.into_http());
+        return Some(check_rules(config, parts, body).await.into_http());
     }
     if parts.method != Method::GET && parts.method != Method::HEAD {
         return Some(
@@ -148,11 +148,15 @@ fn static_file(rest: &str) -> RestResponse {
 }
 
 /// `POST` [`RULES_CHECK_PATH`]: compiles the body as a rules document and installs nothing.
-async fn check_rules(shard: &Shard, parts: &Parts, body: &mut Option<Incoming>) -> RestResponse {
+async fn check_rules(
+    config: &ServeConfig,
+    parts: &Parts,
+    body: &mut Option<Incoming>,
+) -> RestResponse {
     if parts.method != Method::POST {
         return RestResponse::error(405, "Method not allowed").with_header("allow", "POST");
     }
-    if let Err(refused) = require_admin(parts, &shard.config().auth) {
+    if let Err(refused) = require_admin(parts, &config.auth) {
         return refused;
     }
     let Some(incoming) = body.as_mut() else {
@@ -162,7 +166,7 @@ async fn check_rules(shard: &Shard, parts: &Parts, body: &mut Option<Incoming>) 
         incoming,
         &parts.headers,
         hearth_rules::MAX_RULES_BYTES,
-        &shard.config().http.bodies,
+        &config.http.bodies,
     )
     .await
     {

@@ -18,6 +18,7 @@ mod cross_core_sim;
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;
+mod inboxes;
 mod longpoll;
 mod longpoll_session;
 pub mod offline;

@@ -382,7 +382,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 let _ = reply.send(shard.metrics_snapshot(receiver.len()));
             }
             ShardMessage::Databases(reply) => {
-                let _ = reply.send(crate::admin::local_databases(&shard));
+                let _ = reply.send(crate::admin::local_databases(shard.owner()));
             }
             ShardMessage::Precheck(precheck) => {
                 let _ = precheck
@@ -392,10 +392,11 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
             ShardMessage::BackupCut(reply) => {
                 let shard = shard.clone();
                 tokio::task::spawn_local(async move {
-                    let _ = reply.send(crate::backup::cut::take(&shard).await);
+                    let _ =
+                        reply.send(crate::backup::cut::take(shard.inboxes(), shard.owner()).await);
                 });
             }
-            ShardMessage::BackupDone => crate::backup::cut::release(&shard),
+            ShardMessage::BackupDone => crate::backup::cut::release(shard.owner()),
             ShardMessage::Replica(message) => {
                 hearth_owner::replica::on_message(shard.owner(), message)
             }

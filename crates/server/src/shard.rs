@@ -15,17 +15,16 @@ use hearth_sync::ConnId;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use crate::inboxes::Inboxes;
 use crate::scrape::Observer;
 use hearth_config::ServeConfig;
 use hearth_edge::Edge;
 use hearth_ground::close::{CloseReason, SHUTDOWN_CLOSE};
 use hearth_ground::conn_ids::ConnIds;
 use hearth_ground::cross_core::{Outgoing, ToEdge, ToOwner};
-use hearth_ground::inbox::ShardCut;
-use hearth_ground::inbox::{ask_every_shard, DatabaseInfo, Forwarded, Precheck, ShardMessage};
+use hearth_ground::inbox::ShardMessage;
 use hearth_ground::metrics::snapshot::{top, DatabaseLoad};
 use hearth_ground::metrics::{ShardCounters, ShardSnapshot};
-use hearth_ground::rest::precheck::WriteCheck;
 use hearth_ground::rest::{RestCall, RestResponse};
 use hearth_net::budget::ShardBudget;
 use hearth_net::time::now_ms;
@@ -56,12 +55,10 @@ pub struct Shard {
     /// Health and the scrapes' way to every shard, shared by the whole server.
     observer: Arc<Observer>,
     shutdown: watch::Receiver<bool>,
-    /// Every shard's inbox (this one's too), by index.
-    peers: Vec<mpsc::UnboundedSender<ShardMessage>>,
+    /// Every shard's inbox (this one's too) and the other nodes.
+    inboxes: Rc<Inboxes>,
     /// The long-polling sessions this core holds (their edge).
     long_polls: crate::longpoll_session::Registry,
-    /// The other nodes of a cluster (`--cluster-peers`), when there are any.
-    nodes: Option<Arc<Nodes>>,
 }
 
 impl Shard {
@@ -135,9 +132,8 @@ impl Shard {
             counters,
             observer,
             shutdown,
-            peers,
+            inboxes: Rc::new(Inboxes::new(index, peers, nodes)),
             long_polls: Default::default(),
-            nodes,
         }
     }
 
@@ -186,7 +182,7 @@ impl Shard {
 
     /// The other nodes of a cluster, when there are any.
     pub fn nodes(&self) -> Option<&Arc<Nodes>> {
-        self.nodes.as_ref()
+        self.inboxes.nodes()
     }
 
     /// A new session id, unique in the server: the shards' sequences interleave, so that an
@@ -201,82 +197,29 @@ impl Shard {
         self.send_to_owner(owner, ToOwner::Closed { conn: id });
     }
 
-    /// Sends `message` to the owner role of shard `owner`. Nothing is lost but at shutdown,
-    /// when that shard may be gone with its sessions.
+    /// Sends `message` to the owner role of shard `owner` ([`Inboxes::send_to_owner`]).
     pub fn send_to_owner(&self, owner: usize, message: ToOwner) {
-        if let Some(sender) = self.peers.get(owner) {
-            let _ = sender.send(ShardMessage::Owner(message));
-        } else if let Some(nodes) = &self.nodes {
-            nodes.send(owner - self.peers.len(), message);
-        }
+        self.inboxes.send_to_owner(owner, message);
     }
 
-    /// Who owns `namespace`, as an owner index: a local shard's index, or past them, the
-    /// local shard count plus the index of the node that owns it (`peer`).
+    /// Who owns `namespace`, as an owner index ([`Inboxes::owner_of`]).
     pub fn owner_of(&self, namespace: &str) -> usize {
-        if let Some(nodes) = &self.nodes {
-            if let hearth_peer::NodeRoute::Remote(node) = nodes.owner_node(namespace) {
-                return self.peers.len() + node;
-            }
-        }
-        hearth_ground::namespace::owner_shard(namespace, self.shard_count)
+        self.inboxes.owner_of(namespace)
+    }
+
+    /// Every shard's inbox and the other nodes: the way to other shards' owners.
+    pub fn inboxes(&self) -> &Rc<Inboxes> {
+        &self.inboxes
+    }
+
+    /// Sends a REST request to the shard that owns its database, counted as forwarded.
+    pub fn forward(&self, owner: usize, call: RestCall) -> oneshot::Receiver<RestResponse> {
+        self.counters.rest_forwarded();
+        self.inboxes.forward(owner, call)
     }
 
     pub fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
-    }
-
-    /// Asks the shard that owns a REST write's database whether the write is refused before
-    /// its body is read. `None` when it may go on, or when that shard is gone (shutdown: the
-    /// write itself then fails).
-    pub async fn precheck(&self, owner: usize, check: WriteCheck) -> Option<RestResponse> {
-        let (reply, answer) = oneshot::channel();
-        let sender = self.peers.get(owner)?;
-        let _ = sender.send(ShardMessage::Precheck(Box::new(Precheck { check, reply })));
-        answer.await.ok().flatten()
-    }
-
-    /// Asks every shard's owner role (this one's too, through its own queue) for its
-    /// databases. A shard that is gone (shutdown) is left out.
-    pub async fn all_databases(&self) -> Vec<DatabaseInfo> {
-        let answers = ask_every_shard(&self.peers, ShardMessage::Databases, None).await;
-        answers.into_iter().flatten().flatten().collect()
-    }
-
-    /// Sends a REST request to the shard that owns its database. The receiver yields the
-    /// answer, or an error when that shard is gone (shutting down).
-    pub fn forward(&self, owner: usize, call: RestCall) -> oneshot::Receiver<RestResponse> {
-        let (reply, answer) = oneshot::channel();
-        self.counters.rest_forwarded();
-        if let Some(sender) = self.peers.get(owner) {
-            // A failed send drops `reply`, which the receiver reports as an error.
-            let _ = sender.send(ShardMessage::Rest(Box::new(Forwarded { call, reply })));
-        }
-        answer
-    }
-
-    /// Sends a long poll to the shard that holds its session. A failed send (that shard is
-    /// gone) drops the reply, which the caller reports as an error.
-    pub fn forward_long_poll(
-        &self,
-        home: usize,
-        forwarded: hearth_ground::longpoll_request::Forwarded,
-    ) {
-        if let Some(sender) = self.peers.get(home) {
-            let _ = sender.send(ShardMessage::LongPoll(Box::new(forwarded)));
-        }
-    }
-
-    /// Sends a WebSocket that takes a long-polling session over to the shard that holds the
-    /// session. A failed send (that shard is gone) drops the socket.
-    pub fn forward_upgrade(
-        &self,
-        home: usize,
-        moved: hearth_ground::longpoll_request::MovedUpgrade,
-    ) {
-        if let Some(sender) = self.peers.get(home) {
-            let _ = sender.send(ShardMessage::Upgrade(Box::new(moved)));
-        }
     }
 
     /// The shard's numbers for a scrape, taken now on its thread; `inbox` is the count of
@@ -312,21 +255,6 @@ impl Shard {
             top_clients: load(|loaded| loaded.session_count() as u64),
             top_writes: load(|loaded| loaded.writes()),
         }
-    }
-
-    /// This shard's own queue, for what other threads tell it later.
-    pub fn own_queue(&self) -> Option<mpsc::UnboundedSender<ShardMessage>> {
-        self.peers.get(self.index).cloned()
-    }
-
-    /// Asks shard `index` (this one included) for its part of a backup, through its queue.
-    pub fn ask_cut(&self, index: usize) -> oneshot::Receiver<Result<ShardCut, String>> {
-        let (reply, answer) = oneshot::channel();
-        if let Some(sender) = self.peers.get(index) {
-            // A failed send drops `reply`, which the receiver reports as an error.
-            let _ = sender.send(ShardMessage::BackupCut(reply));
-        }
-        answer
     }
 
     /// Ends every event stream (at shutdown), so that their HTTP connections can finish:

@@ -11,20 +11,20 @@
 //! the shard removes no snapshot file, so that the files it names stay readable.
 
 use std::collections::HashSet;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use hearth_store::{remove_files, snapshot_name};
 use tracing::warn;
 
-use crate::shard::Shard;
+use crate::inboxes::Inboxes;
 use hearth_ground::inbox::ShardMessage;
 use hearth_ground::inbox::{Pin, ShardCut};
+use hearth_owner::Owner;
 
 /// A backup's cut of this shard was dropped: removes the snapshot files kept back for it,
 /// once no other backup holds the shard.
-pub fn release(shard: &Shard) {
-    let Some(store) = shard.owner().store() else {
+pub fn release(owner: &Owner) {
+    let Some(store) = owner.store() else {
         return;
     };
     let old = store.unpin_after_backup();
@@ -40,8 +40,8 @@ pub fn release(shard: &Shard) {
 }
 
 /// Takes this shard's cut; the reason when it cannot (no data directory).
-pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
-    let Some(store) = shard.owner().store() else {
+pub async fn take(inboxes: &Inboxes, owner: &Owner) -> Result<ShardCut, String> {
+    let Some(store) = owner.store() else {
         return Err("this server keeps no data on disk (--durability none)".to_owned());
     };
     let appended = store.last_seq();
@@ -55,7 +55,7 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
     }
     // From here to the end, one synchronous step of the shard's thread.
     let covered = store.durable_seq();
-    let databases = shard.owner().databases();
+    let databases = owner.databases();
     let mut states = Vec::new();
     let mut from_memory = HashSet::new();
     for (name, loaded) in databases.iter() {
@@ -76,12 +76,12 @@ pub async fn take(shard: &Rc<Shard>) -> Result<ShardCut, String> {
         .collect();
     store.pin_for_backup();
     Ok(ShardCut {
-        shard: shard.index(),
+        shard: owner.index(),
         covered,
         states,
         files,
         storage: store.storage().clone(),
-        _pin: Pin::new(shard.own_queue().map(|queue| {
+        _pin: Pin::new(inboxes.own_queue().map(|queue| {
             move || {
                 // A shard that is gone has nothing left to remove.
                 let _ = queue.send(ShardMessage::BackupDone);

@@ -17,7 +17,6 @@ pub mod archive;
 pub mod cut;
 pub(crate) mod stream;
 
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use hyper::header::HeaderValue;
@@ -26,9 +25,10 @@ use tracing::info;
 
 pub use stream::{DESCRIPTION, QUEUE_CHUNKS};
 
-use crate::shard::Shard;
+use crate::inboxes::Inboxes;
 use hearth_edge::http_body::HearthBody;
 use hearth_ground::rest::RestResponse;
+use hearth_owner::Owner;
 
 /// The media type of the archive.
 pub const CONTENT_TYPE: &str = "application/vnd.hearth.backup";
@@ -47,8 +47,8 @@ impl Drop for Running {
 }
 
 /// Answers `POST /.admin/backup` (the caller is an admin: checked when the request was parsed).
-pub async fn respond(shard: &Rc<Shard>) -> Response<HearthBody> {
-    if shard.owner().store().is_none() {
+pub async fn respond(inboxes: &Inboxes, owner: &Owner) -> Response<HearthBody> {
+    if owner.store().is_none() {
         return RestResponse::error(
             400,
             "this server keeps no data on disk (--durability none): there is nothing to back up",
@@ -60,9 +60,9 @@ pub async fn respond(shard: &Rc<Shard>) -> Response<HearthBody> {
             .into_http();
     }
     let running = Running;
-    let mut cuts = Vec::with_capacity(shard.shard_count());
-    let asked: Vec<_> = (0..shard.shard_count())
-        .map(|index| shard.ask_cut(index))
+    let mut cuts = Vec::with_capacity(inboxes.shard_count());
+    let asked: Vec<_> = (0..inboxes.shard_count())
+        .map(|index| inboxes.ask_cut(index))
         .collect();
     for answer in asked {
         match answer.await {
@@ -78,7 +78,7 @@ pub async fn respond(shard: &Rc<Shard>) -> Response<HearthBody> {
         .map(|cut| cut.states.len() + cut.files.len())
         .sum();
     info!(shards = cuts.len(), databases, "backup started");
-    let queue = match stream::start(shard.shard_count(), cuts) {
+    let queue = match stream::start(inboxes.shard_count(), cuts) {
         Ok(queue) => queue,
         Err(error) => {
             return RestResponse::error(500, format!("cannot start the backup: {error}"))

@@ -206,7 +206,7 @@ async fn answer(
         *kind = RequestKind::RestOther;
         return response.into_http();
     }
-    if let Some(response) = console::answer(&shard, parts, body).await {
+    if let Some(response) = console::answer(shard.config(), parts, body).await {
         // The console's files are not database requests.
         *kind = RequestKind::RestOther;
         return response;
@@ -227,8 +227,10 @@ async fn answer(
         Endpoint::Preflight { request_headers } => {
             return preflight(request_headers.as_deref()).into_http()
         }
-        Endpoint::AdminDatabases => return crate::admin::databases(&shard).await.into_http(),
-        Endpoint::Backup => return crate::backup::respond(&shard).await,
+        Endpoint::AdminDatabases => {
+            return crate::admin::databases(shard.inboxes()).await.into_http()
+        }
+        Endpoint::Backup => return crate::backup::respond(shard.inboxes(), shard.owner()).await,
         _ => {}
     }
     let owner = shard.owner_of(&parsed.namespace);
@@ -249,7 +251,7 @@ async fn answer(
         let refusal = if owner == shard.index() {
             refuse_early(shard.owner(), &check)
         } else {
-            shard.precheck(owner, check).await
+            shard.inboxes().precheck(owner, check).await
         };
         if let Some(refusal) = refusal {
             return refusal.into_http();

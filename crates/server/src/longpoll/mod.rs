@@ -101,7 +101,9 @@ pub async fn answer(shard: &Rc<Shard>, parts: &Parts) -> Option<RestResponse> {
             match home {
                 Some(home) if home == shard.index() => on_request(shard, request, reply),
                 Some(home) if home < shard.shard_count() => {
-                    shard.forward_long_poll(home, Forwarded { request, reply });
+                    shard
+                        .inboxes()
+                        .forward_long_poll(home, Forwarded { request, reply });
                 }
                 _ => unknown_session(reply),
             }

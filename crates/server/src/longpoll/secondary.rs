@@ -63,7 +63,7 @@ pub async fn serve<S: Accepted>(
         .filter(|home| *home < shard.shard_count());
     match home {
         Some(home) if home != shard.index() => match stream.into_movable() {
-            Ok(stream) => shard.forward_upgrade(
+            Ok(stream) => shard.inboxes().forward_upgrade(
                 home,
                 MovedUpgrade {
                     stream,
