@@ -159,3 +159,33 @@ fn an_online_import_of_a_document_the_server_would_refuse_changes_nothing() {
     assert_eq!(exported, json!({"a": "old", "b": "old"}));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn an_online_import_reads_a_pipe_whole_before_it_sends_it() {
+    let dir = temp_dir("online-pipe");
+    let port = free_port();
+    let _server = serve(&dir.join("data"), port);
+    let url = format!("http://127.0.0.1:{port}");
+    // The file is read twice (checked, then sent): a pipe is copied first.
+    let piped = output(
+        hearth().args([
+            "import",
+            "--quiet",
+            "--ns",
+            "piped",
+            "--url",
+            &url,
+            "/dev/stdin",
+        ]),
+        r#"{"a": 1, "b": {"c": "from a pipe"}}"#,
+    );
+    assert!(
+        piped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    let exported = run(hearth().args(["export", "--quiet", "--ns", "piped", "--url", &url]));
+    let exported: Value = serde_json::from_str(&exported).expect("the export is JSON");
+    assert_eq!(exported, json!({"a": 1, "b": {"c": "from a pipe"}}));
+    let _ = std::fs::remove_dir_all(dir);
+}

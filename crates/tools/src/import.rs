@@ -45,16 +45,16 @@ pub struct ImportArgs {
 pub fn import(args: ImportArgs) -> Result<()> {
     let target = &args.target;
     let place = target.place()?;
-    let opening = format!("opening {}", args.file.display());
-    let file = File::open(&args.file).map_err(ToolsError::io(opening.clone()))?;
-    let size = file.metadata().map_err(ToolsError::io(opening))?.len();
-    let progress = Progress::bytes(Some(size), target.quiet, "importing");
-    let reader = BufReader::with_capacity(1 << 20, progress.bar().wrap_read(file));
     match place {
-        Place::Offline(dir) => offline(&args, dir, reader, &progress),
+        Place::Offline(dir) => {
+            let (reader, progress) = open_with_progress(&args.file, target.quiet)?;
+            offline(&args, dir, reader, &progress)
+        }
         Place::Online(url) => {
+            // Read twice, first to check it whole: a pipe or a device is copied first.
+            let document = Rereadable::of(&args.file)?;
             let checking = format!("reading {}", args.file.display());
-            let unread = File::open(&args.file).map_err(ToolsError::io(checking.clone()))?;
+            let unread = File::open(&document.path).map_err(ToolsError::io(checking))?;
             check_document(BufReader::with_capacity(1 << 20, unread)).map_err(|error| {
                 ToolsError::Usage(format!(
                     "{} is not a document the server would take ({error}); nothing was \
@@ -62,7 +62,60 @@ pub fn import(args: ImportArgs) -> Result<()> {
                     args.file.display()
                 ))
             })?;
+            let (reader, _progress) = open_with_progress(&document.path, target.quiet)?;
             online(&target.client(url)?, reader)
+        }
+    }
+}
+
+/// The file, read through a progress bar of its size.
+fn open_with_progress(path: &std::path::Path, quiet: bool) -> Result<(impl Read, Progress)> {
+    let opening = format!("opening {}", path.display());
+    let file = File::open(path).map_err(ToolsError::io(opening.clone()))?;
+    let size = file.metadata().map_err(ToolsError::io(opening))?.len();
+    let progress = Progress::bytes(Some(size), quiet, "importing");
+    let reader = BufReader::with_capacity(1 << 20, progress.bar().wrap_read(file));
+    Ok((reader, progress))
+}
+
+/// A document that can be read twice: the file itself, or a copy in the temporary directory
+/// of what a pipe or a device gives (`/dev/stdin`), removed when dropped.
+struct Rereadable {
+    path: PathBuf,
+    copied: bool,
+}
+
+impl Rereadable {
+    fn of(path: &std::path::Path) -> Result<Rereadable> {
+        let opening = format!("opening {}", path.display());
+        let metadata = std::fs::metadata(path).map_err(ToolsError::io(opening.clone()))?;
+        if metadata.is_file() {
+            return Ok(Rereadable {
+                path: path.to_path_buf(),
+                copied: false,
+            });
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos());
+        let copy =
+            std::env::temp_dir().join(format!("hearth-import-{}-{nanos}.json", std::process::id()));
+        let document = Rereadable {
+            path: copy.clone(),
+            copied: true,
+        };
+        let copying = format!("copying {} to {}", path.display(), copy.display());
+        let mut from = File::open(path).map_err(ToolsError::io(opening))?;
+        let mut to = File::create(&copy).map_err(ToolsError::io(copying.clone()))?;
+        std::io::copy(&mut from, &mut to).map_err(ToolsError::io(copying))?;
+        Ok(document)
+    }
+}
+
+impl Drop for Rereadable {
+    fn drop(&mut self) {
+        if self.copied {
+            let _ = std::fs::remove_file(&self.path);
         }
     }
 }
