@@ -141,12 +141,23 @@ export class Editor {
     $('edit-note').textContent = text;
   }
 
-  /** Reads the value at `path` into the box, replacing what it held. */
+  /**
+   * Reads the value at `path` into the box, replacing what it held, unless the user typed in
+   * the box while the read was on its way: then the read is remembered (so that Set value is
+   * conditional on it) and the typing is kept.
+   */
   async load(path) {
     const ns = this.ns();
     const seq = ++this.reads;
+    const typed = $('edit-value').value;
     const { text, etag } = await this.context.api().read(ns, path);
     if (seq !== this.reads || this.context.ns() !== ns) return;
+    if ($('edit-value').value !== typed && this.path() === path) {
+      this.read = { path, etag, text: pretty(text) };
+      this.treeText = this.context.treeText(path);
+      this.showNote();
+      return;
+    }
     this.accept(path, text, etag);
   }
 
