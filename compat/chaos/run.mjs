@@ -649,7 +649,7 @@ async function main() {
     const exports = {};
     for (const id of holders) {
       try {
-        const { stdout } = await execFileP(HEARTH, ['export', '--quiet', '--db', ns, '--data-dir', nodes[id].dataDir],
+        const { stdout } = await execFileP(HEARTH, ['export', '--quiet', '--ns', ns, '--data-dir', nodes[id].dataDir],
           { timeout: 60_000, maxBuffer: 1 << 28 });
         exports[id] = canonical(JSON.parse(stdout || 'null'));
         fs.writeFileSync(path.join(RESULTS, `export-${ns}-${id}.json`), JSON.stringify(exports[id]));
