@@ -12,16 +12,12 @@ use hearth_store::RecordRef;
 use hearth_sync::{Access, Database, Effects, Write};
 use tracing::{debug, info, warn};
 
+use crate::durability::read_only_reason;
 use crate::loaded::Loaded;
 use crate::rules_file::default_access;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_net::time::now_ms;
 use hearth_persist::{ShardStore, Tagger};
-
-/// What clients are told while writes are refused.
-pub fn read_only_reason(failure: &str) -> String {
-    format!("writes are refused: the server's write-ahead log failed ({failure}); reads go on")
-}
 
 impl Owner {
     /// Runs `f` on the database of `namespace`: loaded from its snapshot if it was evicted,

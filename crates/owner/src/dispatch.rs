@@ -10,7 +10,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use crate::cluster::fence::CLAIM_WAIT_LIMIT;
 use crate::effects::route_effects;
 use crate::outbound::ConnHandle;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_auth::{authenticate_with, now_secs};
 use hearth_ground::close::CloseReason;
 use hearth_ground::metrics::labels::{Outcome, RequestKind};

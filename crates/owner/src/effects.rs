@@ -5,8 +5,8 @@ use bytes::Bytes;
 use hearth_sync::{Effect, Effects};
 use hearth_wire::{encode_cancel, encode_push, EncodedPush};
 
-use crate::Owner;
-use crate::Session;
+use crate::state::Owner;
+use crate::state::Session;
 use hearth_edge::event_stream::SseFanout;
 use hearth_edge::frames::encode_frames;
 use hearth_ground::metrics::labels::Channel;

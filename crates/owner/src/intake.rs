@@ -12,8 +12,8 @@ use crate::dispatch::{
 };
 use crate::outbound::{ConnHandle, Route};
 use crate::sessions;
+use crate::state::Owner;
 use crate::streams::open_stream_for_edge;
-use crate::Owner;
 use hearth_ground::close::CloseReason;
 use hearth_ground::cross_core::{MessageBatch, ToOwner};
 use hearth_net::time::now_ms;

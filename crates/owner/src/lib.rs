@@ -45,6 +45,4 @@ pub mod streams;
 pub mod volatile;
 pub mod volatile_ticks;
 
-pub use databases::read_only_reason;
-pub use intake::on_link_message;
 pub use state::{Owner, OwnerParts, Session};

@@ -1,7 +1,7 @@
 //! The owner's side of a REST write's pre-check (`rest::precheck`).
 
 use crate::rest::reply_error;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_ground::rest::precheck::WriteCheck;
 use hearth_ground::rest::RestResponse;
 

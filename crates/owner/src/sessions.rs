@@ -10,7 +10,7 @@ use tracing::debug;
 
 use crate::effects::route_effects;
 use crate::outbound::{ConnHandle, Route};
-use crate::Owner;
+use crate::state::Owner;
 use hearth_edge::event_stream::StreamHandle;
 use hearth_ground::close::{CloseReason, REPLACED_CLOSE};
 use hearth_ground::session_id::may_replace;

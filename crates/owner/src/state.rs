@@ -153,13 +153,11 @@ impl Owner {
     /// Whether `namespace` is this owner's: this node serves it (or is alone) and its name
     /// hashes to this shard.
     pub fn owns(&self, namespace: &str) -> bool {
-        let here = self.replication.as_ref().is_none_or(|replication| {
-            !matches!(
-                replication.nodes.owner_node(namespace),
-                hearth_peer::NodeRoute::Remote(_)
-            )
-        });
-        here && hearth_ground::namespace::owner_shard(namespace, self.shard_count) == self.index
+        let nodes = self
+            .replication
+            .as_ref()
+            .map(|replication| &*replication.nodes);
+        hearth_peer::owner_index(nodes, namespace, self.shard_count) == self.index
     }
 
     pub fn config(&self) -> &Rc<ServeConfig> {

@@ -8,7 +8,7 @@ use hearth_sync::{AuthState, ConnId, Effects, Request};
 use crate::effects::route_effects;
 use crate::rest::reply_error;
 use crate::sessions;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_edge::event_stream::StreamHandle;
 use hearth_ground::rest::{DataRequest, RestResponse, MAX_REST_RESPONSE_BYTES};
 use hearth_net::time::now_ms;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use hearth_sync::Effects;
 
 use crate::effects::route_effects;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_net::time::now_ms;
 
 pub use hearth_config::{DEFAULT_VOLATILE_HZ, MAX_VOLATILE_HZ};

@@ -18,8 +18,8 @@ use crate::codec::{LinkMessage, WireItem, MAX_FRAME_BYTES};
 use crate::context::{unreachable_owner, Context, Forward, Reply};
 use crate::forward::{self, Outbox};
 use crate::link_tls::LinkStream;
+use crate::nodes::wire_conn;
 use crate::reader::read_loop;
-use crate::wire_conn;
 use hearth_ground::cross_core::{EdgeItem, ToEdge, ToOwner};
 use hearth_ground::replica_messages::ReplicaOut;
 
@@ -362,7 +362,7 @@ mod tests {
 
     use super::*;
     use crate::codec::split_frame;
-    use crate::remote_conn;
+    use crate::nodes::remote_conn;
     use hearth_ground::cross_core::Credit;
     use hearth_sync::ConnId;
 

@@ -1,5 +1,5 @@
 //! The index of each node this process links to. An owner keys a remote connection's session
-//! by its edge node's index ([`crate::remote_conn`], 15 bits) and every shard has one
+//! by its edge node's index ([`crate::nodes::remote_conn`], 15 bits) and every shard has one
 //! edge slot per index, so an index must name one node for as long as sessions may carry it.
 //! A static placement numbers its nodes once, by id; with etcd a node gets the next index
 //! the first time it is seen and keeps it for the life of the process, whether it leaves and

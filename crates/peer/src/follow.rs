@@ -17,8 +17,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use tracing::{info, warn};
 
 use crate::links::Links;
+use crate::nodes::Nodes;
 use crate::placement::{NodeRoute, MAX_NODES};
-use crate::Nodes;
 use hearth_ground::cross_core::MoveCause;
 
 /// Connections of this process whose database's owner changed (moved, or closed where they

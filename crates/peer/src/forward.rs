@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::codec::{LinkMessage, RequestHead, MAX_CHUNK_BYTES};
 use crate::context::{unreachable_owner, Awaited, Context, Forward, RemoteAnswer, Reply};
-use crate::remote_conn;
+use crate::nodes::remote_conn;
 use hearth_ground::cross_core::ToOwner;
 use hearth_ground::inbox::{Forwarded, ShardMessage};
 use hearth_ground::namespace::owner_shard;

@@ -20,7 +20,7 @@ use crate::context::{unreachable_owner, Context, Forward, RestSettings};
 use crate::forward;
 use crate::handshake::{self, HANDSHAKE_TIMEOUT};
 use crate::link_tls::{self, LinkSecurity, LinkStream};
-use crate::remote_conn;
+use crate::nodes::remote_conn;
 use hearth_ground::cross_core::{Credit, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
 use hearth_ground::inbox::ShardMessage;
 use hearth_ground::replica_messages::{LinkState, ReplicaOut};

@@ -15,7 +15,7 @@ use crate::codec::{split_frame, LinkMessage, WireItem};
 use crate::context::{Context, RemoteAnswer, Reply};
 use crate::forward;
 use crate::link_tls::LinkStream;
-use crate::remote_conn;
+use crate::nodes::remote_conn;
 use hearth_ground::close::CloseReason;
 use hearth_ground::cross_core::{EdgeItem, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
 use hearth_ground::inbox::ShardMessage;

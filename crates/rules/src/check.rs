@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use crate::ast::{Ast, AstKind, BinaryOp, UnaryOp};
+use crate::decision::RuleKind;
 use crate::error::LoadError;
 use crate::expr::{split_path, Expr, ExprKind, ListArg, PathArg, QueryProp, SnapMethod, StrMethod};
 use crate::regex;
-use crate::RuleKind;
 
 #[path = "check_types.rs"]
 mod types;

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use hearth_tree::Key;
 
 use crate::check::{check_rule, Scope};
+use crate::decision::RuleKind;
 use crate::error::{LoadError, RulesError};
 use crate::expr::{Expr, ExprKind};
 use crate::json::{Json, JsonKind, JsonStr, LineIndex, Member};
 use crate::parser;
-use crate::RuleKind;
 
 /// A compiled rule and where it came from.
 #[derive(Debug)]

@@ -124,11 +124,7 @@ pub(crate) fn equals(a: &Value<'_>, b: &Value<'_>) -> bool {
 
 /// `<`, `<=`, `>`, `>=`: numbers numerically, strings by UTF-16 code units; anything else is
 /// an error. Comparisons with NaN are false.
-pub(crate) fn compare(
-    op: BinaryOp,
-    a: &Value<'_>,
-    b: &Value<'_>,
-) -> Result<bool, crate::EvalError> {
+pub(crate) fn compare(op: BinaryOp, a: &Value<'_>, b: &Value<'_>) -> Result<bool, EvalError> {
     let ordering = match (a, b) {
         (Value::Num(x), Value::Num(y)) => match x.partial_cmp(y) {
             Some(ordering) => ordering,
@@ -147,7 +143,7 @@ pub(crate) fn compare(
 
 /// `+`: numbers add; a string with a string or number concatenates, numbers rendered as
 /// JavaScript renders them.
-pub(crate) fn add<'a>(a: Value<'a>, b: Value<'a>) -> Result<Value<'a>, crate::EvalError> {
+pub(crate) fn add<'a>(a: Value<'a>, b: Value<'a>) -> Result<Value<'a>, EvalError> {
     // Chains such as `'members/' + $room + '/' + auth.uid` grow one buffer.
     if let Value::Str(Text::Owned(mut s)) = a {
         match &b {
@@ -188,11 +184,7 @@ pub(crate) fn add<'a>(a: Value<'a>, b: Value<'a>) -> Result<Value<'a>, crate::Ev
 
 /// `-`, `*`, `/`, `%` on numbers. Division by zero gives NaN, as observed on the service
 /// (spec §5.5); `%` keeps the sign of the dividend, as in JavaScript.
-pub(crate) fn arithmetic(
-    op: BinaryOp,
-    a: &Value<'_>,
-    b: &Value<'_>,
-) -> Result<f64, crate::EvalError> {
+pub(crate) fn arithmetic(op: BinaryOp, a: &Value<'_>, b: &Value<'_>) -> Result<f64, EvalError> {
     let (Value::Num(x), Value::Num(y)) = (a, b) else {
         return Err(operands(op, a, b));
     };
@@ -205,8 +197,8 @@ pub(crate) fn arithmetic(
     })
 }
 
-fn operands(op: BinaryOp, a: &Value<'_>, b: &Value<'_>) -> crate::EvalError {
-    crate::EvalError::Operands {
+fn operands(op: BinaryOp, a: &Value<'_>, b: &Value<'_>) -> EvalError {
+    EvalError::Operands {
         op: op.text(),
         left: a.type_name(),
         right: b.type_name(),

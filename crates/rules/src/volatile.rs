@@ -5,7 +5,7 @@
 use hearth_tree::{Node, Path};
 
 use crate::document::RuleNode;
-use crate::Rules;
+use crate::rules::Rules;
 
 impl Rules {
     /// Whether `path` lies wholly under a volatile mark: the rule node of `path` or of one of

@@ -66,12 +66,7 @@ impl Inboxes {
     /// Who owns `namespace`, as an owner index: a local shard's index, or past them, the
     /// local shard count plus the index of the node that owns it (`peer`).
     pub fn owner_of(&self, namespace: &str) -> usize {
-        if let Some(nodes) = &self.nodes {
-            if let hearth_peer::NodeRoute::Remote(node) = nodes.owner_node(namespace) {
-                return self.peers.len() + node;
-            }
-        }
-        hearth_ground::namespace::owner_shard(namespace, self.peers.len())
+        hearth_peer::owner_index(self.nodes.as_deref(), namespace, self.peers.len())
     }
 
     /// Asks the shard that owns a REST write's database whether the write is refused before

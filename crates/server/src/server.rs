@@ -376,7 +376,7 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
             ShardMessage::Owner(message) => {
                 // The pushes it makes to this core's sockets leave together.
                 let _sends = shard.edge().send_batch();
-                hearth_owner::on_link_message(shard.owner(), message);
+                hearth_owner::intake::on_link_message(shard.owner(), message);
             }
             ShardMessage::Metrics(reply) => {
                 let _ = reply.send(shard.metrics_snapshot(receiver.len()));

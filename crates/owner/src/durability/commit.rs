@@ -17,8 +17,8 @@ use tracing::warn;
 use super::failure::{handle_failure, report_failure};
 use super::snapshots::maintain;
 use crate::loaded::Loaded;
-use crate::Owner;
-use crate::Session;
+use crate::state::Owner;
+use crate::state::Session;
 use hearth_net::time::now_ms;
 use hearth_persist::{Durability, Gate, Release, ShardStore};
 

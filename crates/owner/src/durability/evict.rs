@@ -13,7 +13,7 @@ use hearth_sync::{Access, Database, Effects};
 use tracing::{error, info};
 
 use crate::loaded::Loaded;
-use crate::Owner;
+use crate::state::Owner;
 
 /// Loads `namespace` from its newest snapshot if it was evicted; `None` if it has none.
 pub fn load_evicted(owner: &Owner, namespace: &str, now: u64) -> Option<Loaded> {

@@ -22,11 +22,16 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::error;
 
 use crate::loaded::Loaded;
-use crate::Session;
-use crate::{read_only_reason, Owner};
+use crate::state::Owner;
+use crate::state::Session;
 use hearth_ground::close::{CloseReason, DISK_FAILED_CLOSE};
 use hearth_net::time::now_ms;
 use hearth_persist::ShardStore;
+
+/// What clients are told while writes are refused.
+pub fn read_only_reason(failure: &str) -> String {
+    format!("writes are refused: the server's write-ahead log failed ({failure}); reads go on")
+}
 
 /// Records a log failure; the commit task handles it.
 pub fn report_failure(owner: &Owner, reason: String) {

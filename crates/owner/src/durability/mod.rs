@@ -14,5 +14,5 @@ mod snapshots;
 
 pub use commit::{commit_loop, flush_at_shutdown, on_durable};
 pub use evict::load_evicted;
-pub use failure::report_failure;
+pub use failure::{read_only_reason, report_failure};
 pub use snapshots::snapshot_all;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use hearth_store::{remove_files, write_snapshot_with_epoch, SnapshotInfo, StoreError};
 use tracing::{debug, info, warn};
 
-use crate::Owner;
+use crate::state::Owner;
 use hearth_net::time::now_ms;
 use hearth_persist::{Chore, DatabaseFacts, DurableState, ShardStorage};
 

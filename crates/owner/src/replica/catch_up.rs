@@ -15,7 +15,7 @@ use crate::durability::load_evicted;
 use crate::loaded::Loaded;
 use crate::replication::shipper::MAX_IN_FLIGHT_BYTES;
 use crate::replication::Replication;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_net::time::now_ms;
 
 /// The most bytes of copies one shard ships in one tick (100 ms).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use hearth_store::{decode_record, RecordBody, RecordRef};
 use tracing::warn;
 
-use crate::Owner;
+use crate::state::Owner;
 use hearth_net::time::now_ms;
 
 /// Why a follower refuses writes to its copy: the owner takes them (clients reach it through

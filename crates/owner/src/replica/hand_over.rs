@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::replication::Replication;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_ground::cross_core::MoveCause;
 use hearth_ground::replica_messages::ReplicationMode;
 

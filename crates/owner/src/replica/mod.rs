@@ -31,7 +31,7 @@ use tracing::{info, warn};
 
 use crate::replication::shipper::{Degraded, Event};
 use crate::replication::Replication;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_ground::replica_messages::{ReplicaIn, ReplicationMode};
 use hearth_net::time::now_ms;
 

@@ -29,7 +29,7 @@ use tracing::{info, warn};
 use crate::outbound::ConnHandle;
 use crate::replication::shipper::Shipper;
 use crate::replication::Replication;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_ground::close::{CloseReason, OWNER_MOVED_CLOSE};
 
 /// Why a session of a database whose held writes were given up is closed.

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use hearth_store::SplitMix64;
 
 use super::execute::tests::{call, etag};
-use crate::Owner;
+use crate::state::Owner;
 use hearth_config::ServeConfig;
 use hearth_ground::rest::RestResponse;
 

@@ -16,7 +16,7 @@ use super::answer::{etag_of, reply_error, NULL_ETAG};
 use super::read::read;
 use super::settings::{coverage, get_rules, put_rules};
 use crate::effects::route_effects;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_ground::rest::{CallOp, DataMethod, DataRequest, RestCall, RestResponse, INVALID_JSON};
 use hearth_net::time::now_ms;
 

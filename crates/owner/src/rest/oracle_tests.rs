@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::answer::NULL_ETAG;
 use super::execute::tests::{call, etag, json_body, owner, value_at};
-use crate::Owner;
+use crate::state::Owner;
 use hearth_ground::rest::RestResponse;
 use std::rc::Rc;
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::execute::tests::{call_prepared, owner, value_at};
 use super::execute::OFF_THREAD_ANSWER_BYTES;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_ground::rest::{make_call, parse_request, prepare_large_put, CallOp, RestCall};
 use std::rc::Rc;
 use std::time::Instant;

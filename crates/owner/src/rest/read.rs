@@ -11,7 +11,7 @@ use hearth_wire::{write_rest_json, write_shallow_json, write_value};
 
 use super::answer::{etag_of, reply_error};
 use crate::loaded::Loaded;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_ground::rest::cache::{Form, Hit, Lookup};
 use hearth_ground::rest::{DataRequest, RestResponse, JAVASCRIPT, MAX_REST_RESPONSE_BYTES};
 use hearth_net::time::now_ms;

@@ -8,7 +8,7 @@ use hearth_rules::Rules;
 use hearth_sync::{Access, Effects};
 
 use crate::effects::route_effects;
-use crate::Owner;
+use crate::state::Owner;
 use hearth_ground::rest::RestResponse;
 use hearth_net::time::now_ms;
 
