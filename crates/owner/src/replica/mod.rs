@@ -164,12 +164,10 @@ fn report(owner: &Owner, replication: &Replication) {
         match event {
             Event::Degraded(node, why) => {
                 nodes.lag(node).degradations.fetch_add(1, Ordering::Relaxed);
-                let starting = nodes.link_state(node).0 == 0 || replication.starting();
-                if why == Degraded::LinkDown && starting {
-                    // The link to this follower was never up, or the shard started moments
-                    // ago (the nodes dial each other and a link may be replaced once): the
-                    // cluster is starting, no fault of the operator's (the link's own log says
-                    // when a peer stays unreachable).
+                if why == Degraded::LinkDown && nodes.link_state(node).0 == 0 {
+                    // The link to this follower was never up: the nodes are starting, which is
+                    // no fault of the operator's (the link's own log says when a peer stays
+                    // unreachable).
                     info!(
                         shard = owner.index(),
                         follower = &*nodes.id(node),

@@ -54,21 +54,9 @@ pub struct Replication {
     /// shard's sequence number when it started. Records after it hold for the node; once it
     /// has acknowledged everything up to it, it is asked into the set (`sync_set`).
     pub joining: RefCell<rustc_hash::FxHashMap<Rc<str>, (usize, u64)>>,
-    /// When this shard started: the links to the followers come up, and may be replaced once
-    /// as both ends dial, during the first moments of a cluster's start.
-    started: std::time::Instant,
 }
 
-/// How long after a shard starts a follower's link going down is part of the cluster starting
-/// (the nodes dial each other, and a link may be replaced once), not a fault to warn about.
-pub const START_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
-
 impl Replication {
-    /// Whether this shard is still starting ([`START_GRACE`]).
-    pub fn starting(&self) -> bool {
-        self.started.elapsed() < START_GRACE
-    }
-
     pub fn new(nodes: &Arc<Nodes>, shard: usize) -> Replication {
         let count = nodes.count();
         let mut shipper = Shipper::new(nodes.replication() == ReplicationMode::Sync, count);
@@ -86,7 +74,6 @@ impl Replication {
             moves_tried: RefCell::default(),
             pending_sets: RefCell::default(),
             joining: RefCell::default(),
-            started: std::time::Instant::now(),
         }
     }
 
