@@ -161,11 +161,15 @@ impl NodeLink {
                 accepted: &mut accepted,
             };
             let ended = connection::run(&self.ctx, stream, queues, generation).await;
-            self.state.lost();
             let why = match ended {
+                // The link stays up for the shards: the next connection is already here and
+                // is its next generation, which starts replication over as a lost one would,
+                // without a moment down that reads as a follower gone (a restarted peer, or
+                // a dial both ends finished while the cluster starts).
                 Ended::Replaced(stream) => {
                     next = Some(stream);
-                    "the peer connected again".to_owned()
+                    self.lost(&peer, "the peer connected again", true);
+                    continue;
                 }
                 Ended::Lost(why) => why,
                 Ended::Departed => match *self.ctx.address.borrow() {
@@ -173,11 +177,13 @@ impl NodeLink {
                     Some(address) => format!("it moved to {address}"),
                 },
                 Ended::Closed => {
-                    self.lost(&peer, "this node is stopping");
+                    self.state.lost();
+                    self.lost(&peer, "this node is stopping", false);
                     return;
                 }
             };
-            self.lost(&peer, &why);
+            self.state.lost();
+            self.lost(&peer, &why, false);
         }
     }
 
@@ -266,8 +272,10 @@ impl NodeLink {
 
     /// The link is lost: every session of the peer's connections here ends (their
     /// onDisconnect queues run), and every connection here whose session was there moves to
-    /// its database's next owner, or is closed so that its client reconnects.
-    fn lost(&self, peer: &str, why: &str) {
+    /// its database's next owner, or is closed so that its client reconnects. A connection
+    /// `replaced` by the peer's next one that ended nothing is said at INFO: the link never
+    /// stopped serving.
+    fn lost(&self, peer: &str, why: &str, replaced: bool) {
         let state = std::mem::take(&mut *self.ctx.state.borrow_mut());
         let ended = state.sessions.len();
         for (conn, shard) in state.sessions {
@@ -285,6 +293,10 @@ impl NodeLink {
         // `503` (`edge::http_forward`).
         drop(state.waiting);
         drop((state.requests, state.streams));
+        if replaced && ended == 0 && closed == 0 {
+            info!(peer, reason = why, "node link replaced by a new connection");
+            return;
+        }
         warn!(
             peer,
             reason = why,

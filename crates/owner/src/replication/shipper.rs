@@ -327,13 +327,21 @@ impl Shipper {
     }
 
     /// Whether `node` holds the current copy of `namespace` and keeps up: records of it may
-    /// hold for it.
+    /// hold for it. A member with a record of it kept back does not keep up, whatever its
+    /// link says now: that record never reaches it (it went with a connection, or was never
+    /// sent), so only its leaving the set releases it, and it joins again once caught up.
+    /// A link whose connection was replaced between two looks of the shard never reads as
+    /// down, so this, not the link's state, is what takes such a member out.
     pub fn healthy(&self, node: usize, namespace: &str) -> bool {
         self.has_copy(node, namespace)
             && self
                 .followers
                 .get(node)
                 .is_some_and(|follower| follower.degraded.is_none())
+            && !self
+                .blocked
+                .iter()
+                .any(|((_, member), held)| *member == node && **held == *namespace)
     }
 
     /// A full copy of `namespace` goes to `node`: its records follow as they are.

@@ -83,3 +83,27 @@ fn a_healthy_member_has_the_current_copy_and_keeps_up() {
     shipper.acknowledged(1, &[5]);
     assert!(shipper.healthy(1, "a"));
 }
+
+#[test]
+fn a_replaced_connection_takes_a_member_with_lost_records_out_without_a_degradation() {
+    let a = name("a");
+    let mut shipper = Shipper::new(true, 2).with_sets();
+    shipper.prepare(1, UP, "a");
+    shipper.shipped(1, 5, 100, 0, true, Some(&a));
+    shipper.prepare(1, UP, "b");
+    // The next connection is up before the shard looks again: the link never read as down.
+    assert_eq!(shipper.prepare(1, (2, true), "a"), Ship::Copy);
+    assert!(shipper.take_events().is_empty(), "no follower was lost");
+    assert_eq!(
+        shipper.position(9),
+        4,
+        "record 5 went with the old connection"
+    );
+    // Its copy is current again, yet record 5 never reaches it: it must leave a's set.
+    assert!(!shipper.healthy(1, "a"));
+    assert_eq!(shipper.prepare(1, (2, true), "b"), Ship::Copy);
+    assert!(shipper.healthy(1, "b"), "nothing of b was lost");
+    assert!(shipper.release_excluded(|namespace, _| namespace != "a"));
+    assert_eq!(shipper.position(9), 9);
+    assert!(shipper.healthy(1, "a"), "it may join a's set again");
+}
