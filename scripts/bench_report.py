@@ -1,0 +1,174 @@
+"""The table of scripts/bench-report: reads the raw output of each part and prints the report
+(markdown). Usage: bench_report.py RAW_DIR DATE COMMIT. A part that did not run, or failed,
+is said so in its rows rather than left out."""
+
+import json
+import os
+import re
+import sys
+
+raw, day, commit = sys.argv[1:4]
+rows = []  # (figure, hearth, peer, goal, verdict, source)
+
+
+def text(name):
+    path = os.path.join(raw, name)
+    return open(path).read() if os.path.exists(path) else None
+
+
+def status(part):
+    value = text(f"{part}.status")
+    return value.strip() if value else "not run"
+
+
+def missing(part, figure, goal):
+    rows.append((figure, "–", "–", goal, status(part), f"{part}.txt"))
+
+
+def verdict(met):
+    return "**met**" if met else "**missed**"
+
+
+# Memory of a loaded document, beside Node.js's heap of the same file.
+memory = text("memory.txt")
+if memory and status("memory") == "ok":
+    for m in re.finditer(
+        r"^(\S+)\s+([\d.]+)\s+([\d.]+)x\s+([\d.]+)x / ([\d.]+)x\s+([\d.]+)$", memory, re.M
+    ):
+        doc, mb, hearth, heap = m.group(1), m.group(2), float(m.group(3)), float(m.group(4))
+        rows.append((
+            f"memory of a loaded document: {doc} ({mb} MB of JSON), × its JSON",
+            f"{hearth:.2f}×", f"Node.js heap {heap:.2f}×", "≤ 1.0× and below Node.js",
+            verdict(hearth <= 1.0 and hearth < heap), "memory.txt",
+        ))
+else:
+    missing("memory", "memory of a loaded document", "≤ 1.0× the JSON, below Node.js")
+
+# An idle connection.
+idle = text("idle.txt")
+found = re.findall(r"^\{.*\"bytes_per_connection\".*\}$", idle or "", re.M)
+if found and status("idle") == "ok":
+    d = json.loads(found[-1])
+    per = d["bytes_per_connection"] / 1024
+    rows.append((
+        f"an idle WebSocket connection ({d['connections']:,} connections), server RSS",
+        f"{per:.1f} KiB", "–", "≤ 8 KiB", verdict(per <= 8), "idle.txt",
+    ))
+else:
+    missing("idle", "an idle WebSocket connection", "≤ 8 KiB")
+
+# Chat against Redis pub/sub.
+sweep_path = os.path.join(raw, "fanout", "fanout-sweep.json")
+if os.path.exists(sweep_path):
+    sweep = json.load(open(sweep_path))
+    points = {}
+    for p in sweep["sweep"]:
+        points.setdefault(p["connections"], {})[p["system"]] = p
+    for conns in sorted(points):
+        h, r = points[conns].get("hearth"), points[conns].get("redis")
+        if not (h and r and h.get("latency_us") and r.get("latency_us")):
+            continue
+        hl, rl = h["latency_us"], r["latency_us"]
+        below = r["latency_us"]["p99_us"] < 50_000
+        goal = "p50 and p99 ≤ Redis's" if conns == 8000 else "p99 ≤ Redis's where Redis holds p99 < 50 ms" if below else "–"
+        met = (hl["p50_us"] <= rl["p50_us"] and hl["p99_us"] <= rl["p99_us"]) if conns == 8000 else hl["p99_us"] <= rl["p99_us"]
+        rows.append((
+            f"chat at {conns:,} connections ({h['offered_pushes_per_s']:,.0f} pushes/s offered): p50 / p99, CPU per push",
+            f"{hl['p50_us'] / 1000:.2f} / {hl['p99_us'] / 1000:.1f} ms, {h['cpu_us_per_push']:.1f} µs",
+            f"Redis {rl['p50_us'] / 1000:.2f} / {rl['p99_us'] / 1000:.1f} ms, {r['cpu_us_per_push']:.1f} µs",
+            goal, verdict(met) if goal != "–" else "–", "fanout/fanout-sweep.txt",
+        ))
+    cap = sweep.get("capacity_at_goal", {})
+    if "hearth" in cap and "redis" in cap:
+        hc, rc = cap["hearth"]["pushes_per_s"], cap["redis"]["pushes_per_s"]
+        rows.append((
+            "chat: capacity at p99 < 50 ms (strict durability)",
+            f"{hc:,.0f} pushes/s", f"Redis {rc:,.0f} pushes/s", "≥ Redis's", verdict(hc >= rc * 0.98),
+            "fanout/fanout-sweep.txt",
+        ))
+else:
+    missing("fanout", "chat against Redis pub/sub", "p50, p99 ≤ Redis's at 8,000")
+
+# A durable write acknowledged with a follower.
+ack = text("ack.txt")
+found = re.findall(r"^ack write\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", ack or "", re.M)
+if found:
+    _, per_s, p50, _, p99 = found[-1]
+    rows.append((
+        f"durable acknowledgement with a follower ({int(per_s):,} writes/s): p50 / p99",
+        f"{p50} / {p99} ms", "–", "–", "–", "ack.txt",
+    ))
+else:
+    missing("ack", "durable acknowledgement with a follower", "–")
+
+# REST reads against nginx.
+rest = text(os.path.join("rest", "rest-cache.txt"))
+found = re.findall(r"^(\d+KB)\s+\d+ bytes\s+nginx\s+([\d.]+)/s\s+hearth (cache|nocache)\s+([\d.]+)/s\s+([\d.]+) x nginx", rest or "", re.M)
+if found:
+    for size, nginx, kind, hearth, ratio in found:
+        ratio = float(ratio)
+        goal = "≥ 0.5× nginx" if kind == "nocache" else "≥ nginx"
+        met = ratio >= 0.5 if kind == "nocache" else ratio >= 1.0
+        rows.append((
+            f"REST read of {size}, {'answer cache' if kind == 'cache' else 'uncached (first read after a write)'}",
+            f"{float(hearth):,.0f}/s ({ratio:.2f}× nginx)", f"nginx {float(nginx):,.0f}/s", goal,
+            verdict(met), "rest/rest-cache.txt",
+        ))
+else:
+    missing("rest", "REST reads against nginx", "uncached ≥ 0.5× nginx")
+
+# Volatile cursors.
+for n in (200, 500, 1000):
+    summary = text(os.path.join(f"volatile-{n}", "summary.md"))
+    if not summary:
+        missing(f"volatile-{n}", f"volatile cursors, {n}", "age p99 < a tick + 5 ms")
+        continue
+    table = {}
+    for line in summary.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3:
+            table[cells[0]] = cells[1:]
+    per_s = table.get("positions delivered / s", ["–", "–"])
+    age = table.get("position age p50 / p99 (ms)", ["–", "–"])
+    cpu = table.get("server CPU per delivered position (µs)", ["–", "–"])
+    tick_ms = 1000 / 60 + 5
+    for index, transport in enumerate(("WebSocket", "WebTransport")):
+        try:
+            p99 = float(age[index].split("/")[1])
+            met = verdict(p99 < tick_ms)
+        except (IndexError, ValueError):
+            met = "–"
+        rows.append((
+            f"volatile cursors, {n} over {transport} (rooms of 20, 20 Hz, --volatile-hz 60): delivered/s, age p50 / p99, CPU per position",
+            f"{per_s[index] if index < len(per_s) else '–'}/s, {age[index] if index < len(age) else '–'} ms, {cpu[index] if index < len(cpu) else '–'} µs",
+            "–", f"age p99 < {tick_ms:.1f} ms", met, f"volatile-{n}/summary.md",
+        ))
+
+# Recovery.
+recovery = text("recovery.txt")
+if recovery and status("recovery") == "ok":
+    lines = [l for l in recovery.splitlines() if re.search(r"\d", l) and ("recover" in l or "disk" in l or "snapshot" in l)]
+    rows.append(("recovery of a shard (snapshot and log)", "; ".join(l.strip() for l in lines[-4:]) or "see recovery.txt", "the disk's read of the same files", "≤ 1 s per GB or the disk's rate", "see the figures", "recovery.txt"))
+else:
+    missing("recovery", "recovery of a shard", "≤ 1 s per GB or the disk's rate")
+
+rows.append((
+    "the probe (2,000 connections, rooms of 20) against a bare uWebSockets broadcast server",
+    "–", "–", "p99 ≤ 1.5× the bare server's", "not measured: no such server in the repo yet", "–",
+))
+
+machine = text(os.path.join("fanout", "fanout-sweep.txt")) or ""
+machine_line = next((l for l in machine.splitlines() if "cores" in l), "")
+print(f"# Headline numbers, {day} (build `{commit}`)\n")
+print("Every figure in one sitting with `scripts/bench-report`; each peer in the same run. "
+      "Raw output and the commands: `bench/results/report-" + day + "/`.\n")
+if machine_line:
+    print(machine_line + "\n")
+print("| figure | Hearth | peer, same run | goal | verdict | source |")
+print("|---|---|---|---|---|---|")
+for row in rows:
+    print("| " + " | ".join(row) + " |")
+print()
+for name in sorted(f[:-7] for f in os.listdir(raw) if f.endswith(".status")):
+    loads = (text(f"{name}.txt") or "").splitlines()[:1]
+    print(f"- {name}: {status(name)}; {loads[0] if loads else ''}")
