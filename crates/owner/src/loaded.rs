@@ -33,9 +33,14 @@ pub struct Loaded {
     on_disk: bool,
     /// Whether its creation was logged (at its first write, whatever the durability).
     announced: bool,
-    /// Read-only because this node's cluster claim does not allow writes (`cluster::fence`),
-    /// as opposed to another reason (a failed load, the log), which the fence never clears.
-    fenced: bool,
+    /// Why writes are refused for a reason of the cluster's (`cluster::fence`, or a
+    /// follower's copy): the fence sets and lifts it.
+    fence_reason: Option<std::sync::Arc<str>>,
+    /// Why writes are refused for a reason the fence never lifts (the log failed, it could
+    /// not be loaded). The engine refuses writes while either is set, and says this one
+    /// first; only [`Loaded::set_read_only`] and [`Loaded::fence`] change them, so neither
+    /// can lift the other's.
+    held_reason: Option<std::sync::Arc<str>>,
     /// The fencing epoch of this node's claim on it, set by the fence whenever it allows
     /// writes; its log records carry it. `None` outside a cluster: records then carry the
     /// epoch the log last had for the database (0 unless the directory was a cluster node's).
@@ -66,7 +71,8 @@ impl Loaded {
             last_used_ms: now_ms,
             on_disk: false,
             announced: false,
-            fenced: false,
+            fence_reason: None,
+            held_reason: None,
             epoch: None,
             moving: None,
             writes: 0,
@@ -158,27 +164,42 @@ impl Loaded {
     /// Whether it is read-only for a reason of the cluster's (`cluster::fence`, or a
     /// follower's copy), which the fence may lift, rather than one the fence never clears.
     pub fn is_fenced(&self) -> bool {
-        self.fenced
+        self.fence_reason.is_some()
+    }
+
+    /// Whether writes are refused for a reason the fence never lifts.
+    pub fn is_held_read_only(&self) -> bool {
+        self.held_reason.is_some()
+    }
+
+    /// Refuses writes for a reason the fence never lifts (`Some`: the log failed, the
+    /// database could not be loaded), or takes that reason back (`None`); a refusal of the
+    /// fence's stays either way. This shadows [`Database::set_read_only`], which nothing
+    /// outside this file calls, so that the two reasons cannot overwrite each other.
+    pub fn set_read_only(&mut self, reason: Option<std::sync::Arc<str>>) {
+        self.held_reason = reason;
+        self.refuse_writes_as_decided();
+    }
+
+    /// Tells the engine the reason writes are refused now, if any.
+    fn refuse_writes_as_decided(&mut self) {
+        let reason = self
+            .held_reason
+            .clone()
+            .or_else(|| self.fence_reason.clone());
+        self.engine.set_read_only(reason);
     }
 
     /// The fence's verdict on it (`cluster::fence`): writes refused for `refusal`, or, with
-    /// `None`, allowed again if they were refused for a reason of the cluster's. The same
-    /// reason given again changes nothing. Only the fence's caller knows whether another
-    /// reason (the log failed, it could not be loaded) holds: it leaves those alone.
+    /// `None`, allowed again if they were refused for a reason of the cluster's; a reason the
+    /// fence did not set (the log failed, it could not be loaded) stays. The same reason given
+    /// again changes nothing.
     pub fn fence(&mut self, refusal: Option<&str>) {
-        match refusal {
-            None if self.fenced => {
-                self.fenced = false;
-                self.engine.set_read_only(None);
-            }
-            None => {}
-            Some(reason) if self.engine.read_only_reason() == Some(reason) => {}
-            Some(reason) => {
-                self.fenced = true;
-                self.engine
-                    .set_read_only(Some(std::sync::Arc::from(reason)));
-            }
+        if self.fence_reason.as_deref() == refusal {
+            return;
         }
+        self.fence_reason = refusal.map(std::sync::Arc::from);
+        self.refuse_writes_as_decided();
     }
 
     /// The fencing epoch its log records carry now; `None` outside a cluster, where they
@@ -271,6 +292,7 @@ impl Loaded {
     /// the shard to apply again.
     pub fn roll_back(&mut self, durable: u64) -> Option<std::sync::Arc<str>> {
         self.engine = Database::with_root(self.durable.root.clone());
+        self.refuse_writes_as_decided();
         self.seq.set(durable);
         self.durable.rules.clone()
     }

@@ -32,8 +32,8 @@ pub fn apply(placement: &Placement, disk_failed: bool, logged_epoch: u64, loaded
     if disk_failed {
         return;
     }
-    let other_reason = !loaded.is_fenced() && loaded.read_only_reason().is_some();
-    if other_reason {
+    // A reason the fence did not set holds whatever it decides; its epoch waits too.
+    if loaded.is_held_read_only() {
         return;
     }
     let refusal = moving_refusal(placement, loaded)
@@ -181,6 +181,25 @@ mod tests {
         fenced.set_read_only(Some(Arc::from("the log failed")));
         apply(&placement, true, 0, &mut fenced);
         assert_eq!(fenced.read_only_reason(), Some("the log failed"));
+    }
+
+    #[test]
+    fn each_reason_to_refuse_writes_is_lifted_only_by_whoever_set_it() {
+        let mut db = loaded("db");
+        db.fence(Some("the claim lapsed"));
+        db.set_read_only(Some(Arc::from("the log failed")));
+        assert_eq!(db.read_only_reason(), Some("the log failed"));
+        // The fence lifting its own reason, without its caller's guard, leaves the log's.
+        db.fence(None);
+        assert_eq!(db.read_only_reason(), Some("the log failed"));
+        db.fence(Some("the claim lapsed"));
+        // A rollback makes a new engine: both reasons are told to it again.
+        db.roll_back(0);
+        assert_eq!(db.read_only_reason(), Some("the log failed"));
+        db.set_read_only(None);
+        assert_eq!(db.read_only_reason(), Some("the claim lapsed"));
+        db.fence(None);
+        assert_eq!(db.read_only_reason(), None);
     }
 
     #[test]
