@@ -132,11 +132,7 @@ async fn serve_here<T: Source + Transport + 'static>(
     let id = shard.next_conn_id();
     let (handover, handed) = oneshot::channel();
     let session = find(&shard, &head, &namespace).and_then(|session| {
-        let secondary = Secondary {
-            transport,
-            first: first.clone(),
-            handover,
-        };
+        let secondary = Secondary::new(transport, first.clone(), handover);
         session
             .attach_secondary(secondary)
             .ok()

@@ -28,12 +28,26 @@ use super::{same_secret, LpSession};
 /// A WebSocket waiting to take a session over.
 pub(crate) struct Secondary {
     /// Its socket, which the session's outbox writes from the switch on.
-    pub(crate) transport: Rc<dyn Transport>,
+    transport: Rc<dyn Transport>,
     /// What the WebSocket wrote before the switch (the upgrade's answer, its
     /// acknowledgement, pongs) and its socket has not taken yet: it leaves first.
-    pub(crate) first: Rc<Outbox>,
+    first: Rc<Outbox>,
     /// Where the session goes at the switch.
-    pub(crate) handover: oneshot::Sender<Handover>,
+    handover: oneshot::Sender<Handover>,
+}
+
+impl Secondary {
+    pub(crate) fn new(
+        transport: Rc<dyn Transport>,
+        first: Rc<Outbox>,
+        handover: oneshot::Sender<Handover>,
+    ) -> Secondary {
+        Secondary {
+            transport,
+            first,
+            handover,
+        }
+    }
 }
 
 /// What a WebSocket gets at the switch: the session to serve.
