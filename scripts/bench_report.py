@@ -69,9 +69,9 @@ if os.path.exists(sweep_path):
         if not (h and r and h.get("latency_us") and r.get("latency_us")):
             continue
         hl, rl = h["latency_us"], r["latency_us"]
-        below = r["latency_us"]["p99_us"] < 50_000
-        goal = "p50 and p99 ≤ Redis's" if conns == 8000 else "p99 ≤ Redis's where Redis holds p99 < 50 ms" if below else "–"
-        met = (hl["p50_us"] <= rl["p50_us"] and hl["p99_us"] <= rl["p99_us"]) if conns == 8000 else hl["p99_us"] <= rl["p99_us"]
+        # The goal is stated below saturation (8,000 connections); past it, capacity says it.
+        goal = "p50 and p99 ≤ Redis's" if conns == 8000 else "–"
+        met = hl["p50_us"] <= rl["p50_us"] and hl["p99_us"] <= rl["p99_us"]
         rows.append((
             f"chat at {conns:,} connections ({h['offered_pushes_per_s']:,.0f} pushes/s offered): p50 / p99, CPU per push",
             f"{hl['p50_us'] / 1000:.2f} / {hl['p99_us'] / 1000:.1f} ms, {h['cpu_us_per_push']:.1f} µs",
@@ -146,9 +146,22 @@ for n in (200, 500, 1000):
 
 # Recovery.
 recovery = text("recovery.txt")
-if recovery and status("recovery") == "ok":
-    lines = [l for l in recovery.splitlines() if re.search(r"\d", l) and ("recover" in l or "disk" in l or "snapshot" in l)]
-    rows.append(("recovery of a shard (snapshot and log)", "; ".join(l.strip() for l in lines[-4:]) or "see recovery.txt", "the disk's read of the same files", "≤ 1 s per GB or the disk's rate", "see the figures", "recovery.txt"))
+disk = re.search(r"disk: the snapshot's ([\d.]+) MB read cold in ([\d.]+) s", recovery or "")
+cold = re.search(r"read_snapshot cold: ([\d.]+) s", recovery or "")
+opened = re.search(r"recovery \(open\), warm: ([\d.]+) s .* \+ (\d+) log records \(([\d.]+) MB", recovery or "")
+if recovery and status("recovery") == "ok" and disk and cold:
+    mb, disk_s, cold_s = float(disk.group(1)), float(disk.group(2)), float(cold.group(1))
+    rows.append((
+        f"reading a {mb:,.0f} MB snapshot from a cold page cache",
+        f"{cold_s:.2f} s ({cold_s / mb * 1000:.2f} s per GB)",
+        f"the disk reading the file: {disk_s:.2f} s", "≤ 1 s per GB, or the disk's time",
+        verdict(cold_s <= 1.0 * mb / 1000 or cold_s <= disk_s * 1.05), "recovery.txt",
+    ))
+    if opened:
+        rows.append((
+            f"a server start's recovery, warm: that snapshot and {int(opened.group(2)):,} log records ({opened.group(3)} MB)",
+            f"{float(opened.group(1)):.2f} s", "–", "–", "–", "recovery.txt",
+        ))
 else:
     missing("recovery", "recovery of a shard", "≤ 1 s per GB or the disk's rate")
 
