@@ -42,9 +42,9 @@ const launch = () => launchChromium(chromium);
 describe('the console files', () => {
   it('vendor the same firebase SDK build that compat tests', () => {
     for (const name of ['firebase-app.js', 'firebase-database.js']) {
-      const vendored = fs.readFileSync(path.join(REPO_DIR, 'crates/server/console/vendor', name));
+      const vendored = fs.readFileSync(path.join(REPO_DIR, 'crates/transport/console/vendor', name));
       const installed = fs.readFileSync(path.join(COMPAT_DIR, 'node_modules/firebase', name));
-      assert.ok(vendored.equals(installed), `crates/server/console/vendor/${name} differs from compat's firebase: see vendor/README.md`);
+      assert.ok(vendored.equals(installed), `crates/transport/console/vendor/${name} differs from compat's firebase: see vendor/README.md`);
     }
   });
 });

@@ -18,11 +18,11 @@ import { RawHttp, rawRequest, rest, restURL } from '../rest/rest-client.mjs';
 
 const MIB = 1024 * 1024;
 // Must match ANSWERS_BUSY (crates/edge/src/http_body/unsent.rs), BODIES_BUSY and BODY_TOO_SLOW
-// (crates/server/src/http/mod.rs).
+// (crates/transport/src/http/mod.rs).
 const ANSWERS_BUSY = 'The server holds too many answers that their clients have not read yet; retry later.';
 const BODIES_BUSY = 'The server is receiving too many request bodies at once; retry later.';
 const BODY_TOO_SLOW = 'The request body arrived too slowly.';
-// BODY_RATE_GRACE in crates/server/src/http/mod.rs.
+// BODY_RATE_GRACE in crates/transport/src/http/mod.rs.
 const BODY_RATE_GRACE_MS = 10_000;
 
 /** A field of /proc/<pid>/status, in bytes. */

@@ -127,13 +127,33 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-edge",
         ],
     ),
-    // The server assembles a shard from the roles and runs the transports (WebSocket, HTTP,
-    // event streams, long polling, WebTransport), replication's tasks, backups, the console
-    // and the scrapes. It knows nothing of the command line.
+    // The transports run a connection from its accept to its close (WebSocket, HTTP, event
+    // streams, long polling, WebTransport, the console). Each takes the core's front (its
+    // owner, edge and queues), never the shard, and may not import the server that assembles
+    // it: the server's own endpoints (scrapes, backups) reach it as a trait.
+    (
+        "hearth-transport",
+        &[
+            "hearth-tree",
+            "hearth-rules",
+            "hearth-sync",
+            "hearth-wire",
+            "hearth-store",
+            "hearth-persist",
+            "hearth-net",
+            "hearth-ground",
+            "hearth-peer",
+            "hearth-config",
+            "hearth-edge",
+            "hearth-owner",
+        ],
+    ),
+    // The server assembles a shard from the roles and the transports, starts its tasks
+    // (replication's too) and stops them, and serves backups and the scrapes. It knows
+    // nothing of the command line.
     (
         "hearth-server",
         &[
-            "hearth-tree",
             "hearth-rules",
             "hearth-sync",
             "hearth-wire",
@@ -147,6 +167,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-config",
             "hearth-edge",
             "hearth-owner",
+            "hearth-transport",
         ],
     ),
     // export, import and the admin CLI use the server library through a few public entry
@@ -215,7 +236,7 @@ const PURE: &[&str] = &[
 
 const RULE: &str = "dependencies point one way: tree ← query ← rules ← sync ← wire ← server ← \
                     tools ← cli, store beside wire, persist between store and server, net, auth, ground, peer, \
-                    config, edge and owner below server in that order, cluster, load, alloc and uring on their own, \
+                    config, edge, owner and transport below server in that order, cluster, load, alloc and uring on their own, \
                     bench/ws depended on by nothing (ARCHITECTURE.md, The crates and their rules)";
 
 const TABLE: &str = "crates/cli/tests/crate_graph.rs";

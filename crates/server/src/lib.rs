@@ -9,28 +9,17 @@
 //! the two over bounded queues (`link`). Within a shard nothing is locked: state lives in
 //! `RefCell`s touched only by that thread.
 
-mod accept;
-mod admin;
 pub mod backup;
-mod console;
 #[cfg(test)]
 mod cross_core_sim;
 #[doc(hidden)]
 pub mod fuzzing;
-mod http;
-mod inboxes;
-mod longpoll;
-mod longpoll_session;
 pub mod offline;
-mod owner_side;
 mod reload;
 mod scrape;
-mod serve;
 mod server;
 mod shard;
-mod sse;
 mod startup;
-pub mod webtransport;
 
 pub use hearth_config::{ServeConfig, DEFAULT_NAMESPACE};
 // The crates the server is assembled from, under the names the command and the tools use.

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use tracing::{info, warn};
 
-use crate::webtransport::certificate::Reloader;
 use hearth_net::tls::TlsCerts;
 use hearth_peer::LinkTls;
+use hearth_transport::webtransport::certificate::Reloader;
 
 /// What a reload renews.
 pub(crate) struct Certificates {

@@ -11,7 +11,7 @@ use tokio::task::LocalSet;
 use tracing::{debug, info, warn};
 
 use crate::scrape::Observer;
-use crate::shard::{Queues, Shard};
+use crate::shard::{metrics_snapshot, Queues, Shard};
 use crate::startup::{
     bind, certificates, open_data_dir, prepare_webtransport, spread_queues, start_jwks,
     start_metrics, start_peers, StartError,
@@ -28,6 +28,7 @@ use hearth_owner::rest::execute_durable;
 use hearth_owner::rest_precheck::refuse_early;
 use hearth_persist::data_dir::DataDir;
 use hearth_persist::{Opened, ShardStore};
+use hearth_transport::Front;
 
 /// How long shutdown waits for connections to close and run their onDisconnect queues.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -192,10 +193,12 @@ fn spawn_shards(
     channels: impl Iterator<Item = Receivers>,
     mut opened: Vec<Option<Opened>>,
     mut webtransport: Option<(
-        crate::webtransport::Prepared,
-        crate::webtransport::spread::Spread,
+        hearth_transport::webtransport::Prepared,
+        hearth_transport::webtransport::spread::Spread,
     )>,
-    mut handed: Vec<Option<mpsc::UnboundedReceiver<crate::webtransport::spread::Handed>>>,
+    mut handed: Vec<
+        Option<mpsc::UnboundedReceiver<hearth_transport::webtransport::spread::Handed>>,
+    >,
 ) -> Result<Vec<JoinHandle<()>>, StartError> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut threads = Vec::with_capacity(listeners.len());
@@ -243,10 +246,10 @@ fn spawn_shards(
 struct Sockets {
     listeners: Vec<TcpListener>,
     webtransport: Option<(
-        crate::webtransport::Prepared,
-        crate::webtransport::spread::Spread,
+        hearth_transport::webtransport::Prepared,
+        hearth_transport::webtransport::spread::Spread,
     )>,
-    handed: Option<mpsc::UnboundedReceiver<crate::webtransport::spread::Handed>>,
+    handed: Option<mpsc::UnboundedReceiver<hearth_transport::webtransport::spread::Handed>>,
 }
 
 /// A shard's channels to and from the other shards.
@@ -309,26 +312,34 @@ fn run_shard(
     let shard = Rc::new(shard);
     shard.owner().add_recovered(recovered);
     shard.observer().health.shard_started();
+    let front = shard.front().clone();
     let local = LocalSet::new();
     local.block_on(&runtime, async move {
-        tokio::task::spawn_local(receive_for_owner(shard.clone(), links.owner_rx));
-        tokio::task::spawn_local(receive_batches(shard.clone(), links.edge_rx));
+        tokio::task::spawn_local(receive_for_owner(front.clone(), links.owner_rx));
+        tokio::task::spawn_local(receive_batches(front.clone(), links.edge_rx));
         let outgoing = shard.owner().outgoing().clone();
         tokio::task::spawn_local(async move { outgoing.run().await });
         tokio::task::spawn_local(commit_loop(shard.owner().clone()));
         tokio::task::spawn_local(hearth_owner::replica::run(shard.owner().clone()));
         tokio::task::spawn_local(hearth_owner::volatile::tick_loop(shard.owner().clone()));
         if let Some((prepared, spread)) = webtransport {
-            tokio::task::spawn_local(crate::webtransport::serve(shard.clone(), prepared, spread));
+            tokio::task::spawn_local(hearth_transport::webtransport::serve(
+                front.clone(),
+                prepared,
+                spread,
+            ));
         }
         if let Some(handed) = handed {
-            tokio::task::spawn_local(crate::webtransport::serve_handed(shard.clone(), handed));
+            tokio::task::spawn_local(hearth_transport::webtransport::serve_handed(
+                front.clone(),
+                handed,
+            ));
         }
         let mut accepting = Vec::new();
         for listener in listeners {
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(listener) => accepting.push(tokio::task::spawn_local(
-                    crate::accept::accept_loop(shard.clone(), listener),
+                    hearth_transport::accept::accept_loop(front.clone(), listener),
                 )),
                 Err(error) => warn!(%error, shard = index, "cannot register a listener"),
             }
@@ -339,7 +350,7 @@ fn run_shard(
         shard.drain(SHUTDOWN_GRACE).await;
         flush_at_shutdown(shard.owner()).await;
         snapshot_all(shard.owner());
-        let counters = shard.counters().snapshot();
+        let counters = front.counters().snapshot();
         let closes: Vec<_> = CloseCause::ALL
             .iter()
             .zip(&counters.closes)
@@ -358,57 +369,57 @@ fn run_shard(
 }
 
 /// Writes the batches other shards' databases send to the connections this shard holds.
-async fn receive_batches(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ToEdge>) {
+async fn receive_batches(front: Rc<Front>, mut receiver: mpsc::UnboundedReceiver<ToEdge>) {
     while let Some(batch) = receiver.recv().await {
-        crate::serve::on_batch(&shard, batch);
+        hearth_transport::serve::on_batch(&front, batch);
     }
 }
 
-async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiver<ShardMessage>) {
+async fn receive_for_owner(front: Rc<Front>, mut receiver: mpsc::UnboundedReceiver<ShardMessage>) {
     while let Some(message) = receiver.recv().await {
         // A scrape is answered even while an edge is behind: it must show that state.
-        if shard.owner().outgoing().is_full() && !matches!(message, ShardMessage::Metrics(_)) {
+        if front.owner().outgoing().is_full() && !matches!(message, ShardMessage::Metrics(_)) {
             // An edge is far behind on what this shard's databases sent it: take no new
             // request until it catches up.
-            shard.owner().outgoing().room().await;
+            front.owner().outgoing().room().await;
         }
         match message {
             ShardMessage::Owner(message) => {
                 // The pushes it makes to this core's sockets leave together.
-                let _sends = shard.edge().send_batch();
-                hearth_owner::intake::on_link_message(shard.owner(), message);
+                let _sends = front.edge().send_batch();
+                hearth_owner::intake::on_link_message(front.owner(), message);
             }
             ShardMessage::Metrics(reply) => {
-                let _ = reply.send(shard.metrics_snapshot(receiver.len()));
+                let _ = reply.send(metrics_snapshot(&front, receiver.len()));
             }
             ShardMessage::Databases(reply) => {
-                let _ = reply.send(crate::admin::local_databases(shard.owner()));
+                let _ = reply.send(hearth_transport::admin::local_databases(front.owner()));
             }
             ShardMessage::Precheck(precheck) => {
                 let _ = precheck
                     .reply
-                    .send(refuse_early(shard.owner(), &precheck.check));
+                    .send(refuse_early(front.owner(), &precheck.check));
             }
             ShardMessage::BackupCut(reply) => {
-                let shard = shard.clone();
+                let front = front.clone();
                 tokio::task::spawn_local(async move {
                     let _ =
-                        reply.send(crate::backup::cut::take(shard.inboxes(), shard.owner()).await);
+                        reply.send(crate::backup::cut::take(front.inboxes(), front.owner()).await);
                 });
             }
-            ShardMessage::BackupDone => crate::backup::cut::release(shard.owner()),
+            ShardMessage::BackupDone => crate::backup::cut::release(front.owner()),
             ShardMessage::Replica(message) => {
-                hearth_owner::replica::on_message(shard.owner(), message)
+                hearth_owner::replica::on_message(front.owner(), message)
             }
             // A poll of a session this core holds, which landed on another core.
             ShardMessage::LongPoll(forwarded) => {
                 let forwarded = *forwarded;
-                crate::longpoll::on_request(&shard, forwarded.request, forwarded.reply);
+                hearth_transport::longpoll::on_request(&front, forwarded.request, forwarded.reply);
             }
             // A WebSocket taking over a session this core holds, which landed on another.
             ShardMessage::Upgrade(moved) => {
-                tokio::task::spawn_local(crate::longpoll::secondary::serve_moved(
-                    shard.clone(),
+                tokio::task::spawn_local(hearth_transport::longpoll::secondary::serve_moved(
+                    front.clone(),
                     *moved,
                 ));
             }
@@ -416,9 +427,9 @@ async fn receive_for_owner(shard: Rc<Shard>, mut receiver: mpsc::UnboundedReceiv
                 // Answered at once: the request was read and checked on the shard that
                 // received it, so only the database work is left.
                 let forwarded = *forwarded;
-                let shard = shard.clone();
+                let front = front.clone();
                 tokio::task::spawn_local(async move {
-                    let response = execute_durable(shard.owner(), forwarded.call).await;
+                    let response = execute_durable(front.owner(), forwarded.call).await;
                     let _ = forwarded.reply.send(response);
                 });
             }
@@ -438,7 +449,7 @@ fn ready_line(address: SocketAddr, tls: bool, dev: bool) -> String {
     let mut line = format!(
         "ready: give the SDKs databaseURL {scheme}://{host}?ns=<database>; the console is at \
          {scheme}://{host}{}/",
-        crate::console::CONSOLE_PATH
+        hearth_transport::console::CONSOLE_PATH
     );
     if dev {
         line.push_str(" (--dev: `owner` is an admin token)");

@@ -1,31 +1,35 @@
-//! A shard: one thread, one single-threaded runtime, the state of its two roles ([`Owner`]: the
-//! databases whose names hash to it and their sessions; [`Edge`]: the connections it accepted
-//! for other shards' databases), what both share (settings, counters, the shutdown signal) and
-//! the inboxes of every shard (`inbox`). Nothing in a shard is shared with another thread: what
-//! crosses is plain data (`inbox`, `cross_core`). The methods here are those that need more
-//! than one role, such as the messages to other shards; a database's lifecycle is the owner's
-//! (`owner/databases.rs`).
+//! A shard: one thread, one single-threaded runtime, and what it is assembled from. Its
+//! [`Front`] (`hearth-transport`) holds the state of its two roles ([`Owner`]: the databases
+//! whose names hash to it and their sessions; [`Edge`]: the connections it accepted for other
+//! shards' databases), what both share (settings, counters, the shutdown signal) and the
+//! inboxes of every shard; the transports take the front, never the shard. What only the
+//! shard does is here: making the roles, the numbers for a scrape, and the drain at shutdown.
+//! Nothing in a shard is shared with another thread: what crosses is plain data (`inbox`,
+//! `cross_core`).
 
 use std::hash::{BuildHasher, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_sync::ConnId;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::inboxes::Inboxes;
-use crate::scrape::Observer;
+use futures_util::future::LocalBoxFuture;
+use hyper::http::request::Parts;
+use hyper::Response;
+
+use crate::scrape::{answer_on_main_port, Observer};
 use hearth_config::ServeConfig;
+use hearth_edge::http_body::HearthBody;
 use hearth_edge::Edge;
 use hearth_ground::close::{CloseReason, SHUTDOWN_CLOSE};
 use hearth_ground::conn_ids::ConnIds;
-use hearth_ground::cross_core::{Outgoing, ToEdge, ToOwner};
+use hearth_ground::cross_core::{Outgoing, ToEdge};
 use hearth_ground::inbox::ShardMessage;
 use hearth_ground::metrics::snapshot::{top, DatabaseLoad};
 use hearth_ground::metrics::{ShardCounters, ShardSnapshot};
-use hearth_ground::rest::{RestCall, RestResponse};
+use hearth_ground::rest::RestResponse;
 use hearth_net::budget::ShardBudget;
 use hearth_net::time::now_ms;
 use hearth_owner::loaded::Loaded;
@@ -33,6 +37,8 @@ use hearth_owner::replication::Replication;
 use hearth_owner::{Owner, OwnerParts};
 use hearth_peer::Nodes;
 use hearth_persist::{Gate, ShardStore};
+use hearth_transport::inboxes::Inboxes;
+use hearth_transport::{Front, FrontParts, ServerEndpoints};
 
 /// Every shard's queues: their inboxes (this one's too) and their edges' batches, by index.
 pub struct Queues {
@@ -41,28 +47,33 @@ pub struct Queues {
 }
 
 pub struct Shard {
-    index: usize,
-    shard_count: usize,
-    config: Rc<ServeConfig>,
-    /// The owner role: this core's databases, their log and their sessions.
-    owner: Rc<Owner>,
-    /// The edge role: the connections this core holds for other cores' databases.
-    edge: Edge,
-    /// The core's connection ids, shared by its two roles.
-    ids: Rc<ConnIds>,
-    /// What the shard counts for `/metrics`; written only by this thread.
-    counters: Rc<ShardCounters>,
+    /// What the core's transports take: its owner, its edge, ids, counters and queues.
+    front: Rc<Front>,
     /// Health and the scrapes' way to every shard, shared by the whole server.
     observer: Arc<Observer>,
-    shutdown: watch::Receiver<bool>,
-    /// Every shard's inbox (this one's too) and the other nodes.
+}
+
+/// The server's own endpoints on the realtime port, as one core reaches them.
+struct CoreEndpoints {
+    config: Rc<ServeConfig>,
+    observer: Arc<Observer>,
     inboxes: Rc<Inboxes>,
-    /// The long-polling sessions this core holds (their edge).
-    long_polls: crate::longpoll_session::Registry,
+    owner: Rc<Owner>,
+}
+
+impl ServerEndpoints for CoreEndpoints {
+    fn observe<'a>(&'a self, parts: &'a Parts) -> LocalBoxFuture<'a, Option<RestResponse>> {
+        Box::pin(answer_on_main_port(&self.config, &self.observer, parts))
+    }
+
+    fn backup(&self) -> LocalBoxFuture<'_, Response<HearthBody>> {
+        Box::pin(crate::backup::respond(&self.inboxes, &self.owner))
+    }
 }
 
 impl Shard {
     /// A shard that keeps its databases in memory only.
+    #[cfg(test)]
     pub fn new(
         index: usize,
         config: Rc<ServeConfig>,
@@ -107,7 +118,7 @@ impl Shard {
             counters.clone(),
             config.io_uring_sends,
         );
-        let owner = Owner::new(OwnerParts {
+        let owner = Rc::new(Owner::new(OwnerParts {
             index,
             shard_count: peers.len(),
             config: config.clone(),
@@ -121,150 +132,43 @@ impl Shard {
             shutdown: shutdown.clone(),
             sends: edge.send_ring(),
             replication: nodes.as_ref().map(|nodes| Replication::new(nodes, index)),
+        }));
+        let inboxes = Rc::new(Inboxes::new(index, peers, nodes));
+        let endpoints = Rc::new(CoreEndpoints {
+            config: config.clone(),
+            observer: observer.clone(),
+            inboxes: inboxes.clone(),
+            owner: owner.clone(),
         });
-        Shard {
-            index,
-            shard_count: peers.len(),
+        let front = Front::new(FrontParts {
             config,
-            owner: Rc::new(owner),
+            owner,
             edge,
             ids,
             counters,
-            observer,
             shutdown,
-            inboxes: Rc::new(Inboxes::new(index, peers, nodes)),
-            long_polls: Default::default(),
+            inboxes,
+            endpoints,
+        });
+        Shard {
+            front: Rc::new(front),
+            observer,
         }
     }
 
-    pub fn index(&self) -> usize {
-        self.index
-    }
-
-    /// How many shards this process runs.
-    pub fn shard_count(&self) -> usize {
-        self.shard_count
-    }
-
-    pub fn config(&self) -> &Rc<ServeConfig> {
-        &self.config
+    /// What the core's transports take.
+    pub fn front(&self) -> &Rc<Front> {
+        &self.front
     }
 
     /// The owner role: this core's databases, their log and their sessions.
     pub fn owner(&self) -> &Rc<Owner> {
-        &self.owner
-    }
-
-    /// The edge role: the connections this core holds for other cores' databases.
-    pub fn edge(&self) -> &Edge {
-        &self.edge
-    }
-
-    /// What the shard counts for `/metrics`.
-    pub fn counters(&self) -> &Rc<ShardCounters> {
-        &self.counters
+        self.front.owner()
     }
 
     /// Health and the scrapes' way to every shard.
     pub fn observer(&self) -> &Arc<Observer> {
         &self.observer
-    }
-
-    /// The shutdown signal, for a task of this shard to watch.
-    pub fn shutdown(&self) -> watch::Receiver<bool> {
-        self.shutdown.clone()
-    }
-
-    /// The long-polling sessions this core holds.
-    pub fn long_polls(&self) -> &crate::longpoll_session::Registry {
-        &self.long_polls
-    }
-
-    /// The other nodes of a cluster, when there are any.
-    pub fn nodes(&self) -> Option<&Arc<Nodes>> {
-        self.inboxes.nodes()
-    }
-
-    /// A new session id, unique in the server: the shards' sequences interleave, so that an
-    /// owner can key the sessions of connections held by every core by their id.
-    pub fn next_conn_id(&self) -> ConnId {
-        self.ids.next()
-    }
-
-    /// A connection this core held for another core's database ended; its owner is told.
-    pub fn release_connection(&self, id: ConnId, owner: usize) {
-        self.edge.forget(id);
-        self.send_to_owner(owner, ToOwner::Closed { conn: id });
-    }
-
-    /// Sends `message` to the owner role of shard `owner` ([`Inboxes::send_to_owner`]).
-    pub fn send_to_owner(&self, owner: usize, message: ToOwner) {
-        self.inboxes.send_to_owner(owner, message);
-    }
-
-    /// Who owns `namespace`, as an owner index ([`Inboxes::owner_of`]).
-    pub fn owner_of(&self, namespace: &str) -> usize {
-        self.inboxes.owner_of(namespace)
-    }
-
-    /// Every shard's inbox and the other nodes: the way to other shards' owners.
-    pub fn inboxes(&self) -> &Rc<Inboxes> {
-        &self.inboxes
-    }
-
-    /// Sends a REST request to the shard that owns its database, counted as forwarded.
-    pub fn forward(&self, owner: usize, call: RestCall) -> oneshot::Receiver<RestResponse> {
-        self.counters.rest_forwarded();
-        self.inboxes.forward(owner, call)
-    }
-
-    pub fn is_shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
-    }
-
-    /// The shard's numbers for a scrape, taken now on its thread; `inbox` is the count of
-    /// messages waiting in its inbox.
-    pub fn metrics_snapshot(&self, inbox: usize) -> ShardSnapshot {
-        let runtime = tokio::runtime::Handle::current().metrics();
-        let databases = self.owner.databases();
-        let (websocket_sessions, event_streams) = self.owner.session_counts();
-        let load = |count: fn(&Loaded) -> u64| {
-            let loads = databases.values().map(|loaded| DatabaseLoad {
-                database: loaded.name().to_string(),
-                count: count(loaded),
-            });
-            top(loads.collect())
-        };
-        ShardSnapshot {
-            shard: self.index,
-            counters: self.counters.snapshot(),
-            websocket_sessions,
-            event_streams,
-            databases_loaded: databases.len(),
-            busy: (0..runtime.num_workers())
-                .map(|worker| runtime.worker_total_busy_duration(worker))
-                .sum(),
-            inbox_messages: inbox,
-            runtime_queue: runtime.global_queue_depth(),
-            link_bytes_to_owners: self.edge.bytes_to_owners(),
-            link_bytes_to_edges: self.owner.outgoing().unwritten_bytes(),
-            read_only: self
-                .owner
-                .store()
-                .is_some_and(|store| store.failure().is_some()),
-            top_clients: load(|loaded| loaded.session_count() as u64),
-            top_writes: load(|loaded| loaded.writes()),
-        }
-    }
-
-    /// Ends every event stream (at shutdown), so that their HTTP connections can finish:
-    /// those of this core's databases, and those this core holds for other cores'.
-    pub fn close_all_streams(&self) {
-        let mut streams = self.owner.all_streams();
-        streams.extend(self.edge.held_streams());
-        for stream in streams {
-            stream.close();
-        }
     }
 
     /// Waits, boundedly, for the connections of this shard to finish closing. The sessions
@@ -281,9 +185,10 @@ impl Shard {
     /// within half of `limit` (the disk or the follower does not answer) is closed instead:
     /// its SDK reconnects and sends its writes again itself, as after any lost connection.
     pub async fn drain(&self, limit: Duration) {
-        self.close_all_streams();
-        let mut moving = self.owner.stop_for_move(
-            self.owner.all_sessions(),
+        self.front.close_all_streams();
+        let owner = self.front.owner();
+        let mut moving = owner.stop_for_move(
+            owner.all_sessions(),
             CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE),
         );
         let start = tokio::time::Instant::now();
@@ -304,11 +209,45 @@ impl Shard {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        while (self.owner.session_counts() != (0, 0) || !self.edge.held().is_empty())
+        while (owner.session_counts() != (0, 0) || !self.front.edge().held().is_empty())
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+}
+
+/// A shard's numbers for a scrape, taken now on its thread; `inbox` is the count of
+/// messages waiting in its inbox.
+pub fn metrics_snapshot(front: &Front, inbox: usize) -> ShardSnapshot {
+    let runtime = tokio::runtime::Handle::current().metrics();
+    let owner = front.owner();
+    let edge = front.edge();
+    let databases = owner.databases();
+    let (websocket_sessions, event_streams) = owner.session_counts();
+    let load = |count: fn(&Loaded) -> u64| {
+        let loads = databases.values().map(|loaded| DatabaseLoad {
+            database: loaded.name().to_string(),
+            count: count(loaded),
+        });
+        top(loads.collect())
+    };
+    ShardSnapshot {
+        shard: front.index(),
+        counters: front.counters().snapshot(),
+        websocket_sessions,
+        event_streams,
+        databases_loaded: databases.len(),
+        busy: (0..runtime.num_workers())
+            .map(|worker| runtime.worker_total_busy_duration(worker))
+            .sum(),
+        inbox_messages: inbox,
+        runtime_queue: runtime.global_queue_depth(),
+        link_bytes_to_owners: edge.bytes_to_owners(),
+        link_bytes_to_edges: owner.outgoing().unwritten_bytes(),
+        read_only: owner.store().is_some_and(|store| store.failure().is_some()),
+        top_clients: load(|loaded| loaded.session_count() as u64),
+        top_writes: load(|loaded| loaded.writes()),
     }
 }
 
@@ -327,17 +266,17 @@ mod tests {
     #[test]
     fn push_ids_increase_within_a_millisecond() {
         let shard = shard();
-        let first = shard.owner.next_push_id(1_000);
-        let second = shard.owner.next_push_id(1_000);
-        let third = shard.owner.next_push_id(999);
+        let first = shard.owner().next_push_id(1_000);
+        let second = shard.owner().next_push_id(1_000);
+        let third = shard.owner().next_push_id(999);
         assert!(first < second && second < third);
         assert_eq!(first.len(), hearth_wire::PUSH_ID_LEN);
     }
 
     #[test]
     fn push_ids_of_two_shards_differ() {
-        let a = shard().owner.next_push_id(5);
-        let b = shard().owner.next_push_id(5);
+        let a = shard().owner().next_push_id(5);
+        let b = shard().owner().next_push_id(5);
         assert_eq!(a[..8], b[..8]);
         assert_ne!(a, b);
     }

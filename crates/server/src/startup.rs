@@ -32,7 +32,7 @@ pub enum StartError {
     #[error(transparent)]
     DataDir(#[from] DataDirError),
     #[error("--webtransport-listen: {0}")]
-    WebTransport(#[from] crate::webtransport::WebTransportError),
+    WebTransport(#[from] hearth_transport::webtransport::WebTransportError),
     #[error("--firebase-jwks-url: {0}")]
     Jwks(#[from] JwksError),
     #[error("cannot recover shard {shard} from {dir}: {source}")]
@@ -98,9 +98,9 @@ pub(crate) fn bind(config: &ServeConfig, shards: usize) -> Result<(SocketAddr, B
 /// The WebTransport endpoint of `--webtransport-listen`, when it is set.
 pub(crate) fn prepare_webtransport(
     config: &ServeConfig,
-) -> Result<Option<crate::webtransport::Prepared>, StartError> {
+) -> Result<Option<hearth_transport::webtransport::Prepared>, StartError> {
     Ok(match config.webtransport_listen {
-        Some(listen) => Some(crate::webtransport::prepare(
+        Some(listen) => Some(hearth_transport::webtransport::prepare(
             listen,
             config.tls.as_ref(),
             config.idle_timeout,
@@ -113,15 +113,15 @@ pub(crate) fn prepare_webtransport(
 /// With a WebTransport endpoint, the queues through which the first shard hands each
 /// session to a shard: the sending side, and each shard's receiving side.
 pub(crate) fn spread_queues(
-    webtransport: Option<&crate::webtransport::Prepared>,
+    webtransport: Option<&hearth_transport::webtransport::Prepared>,
     shards: usize,
 ) -> (
-    Option<crate::webtransport::spread::Spread>,
-    Vec<Option<mpsc::UnboundedReceiver<crate::webtransport::spread::Handed>>>,
+    Option<hearth_transport::webtransport::spread::Spread>,
+    Vec<Option<mpsc::UnboundedReceiver<hearth_transport::webtransport::spread::Handed>>>,
 ) {
     match webtransport {
         Some(_) => {
-            let (spread, handed) = crate::webtransport::spread::queues(shards);
+            let (spread, handed) = hearth_transport::webtransport::spread::queues(shards);
             (Some(spread), handed.into_iter().map(Some).collect())
         }
         None => (None, Vec::new()),
@@ -132,7 +132,7 @@ pub(crate) fn spread_queues(
 /// endpoint's.
 pub(crate) fn certificates(
     config: &ServeConfig,
-    webtransport: Option<&crate::webtransport::Prepared>,
+    webtransport: Option<&hearth_transport::webtransport::Prepared>,
 ) -> crate::reload::Certificates {
     crate::reload::Certificates {
         tls: config.tls.clone(),

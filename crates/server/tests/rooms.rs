@@ -1,5 +1,6 @@
-//! The server crate's imports run one way (ARCHITECTURE.md, "The server crate's layout"): no
-//! circle among its rooms, a room being a file of `src/` or a folder of it taken whole.
+//! The imports of the server crate and of the transports' crate run one way (ARCHITECTURE.md,
+//! "The server crate's layout"): no circle among the rooms of either, a room being a file of
+//! `src/` or a folder of it taken whole.
 //!
 //! The compiler holds the direction between crates; inside one crate nothing does, and reviews
 //! kept finding imports that ran back up. This test reads every source file's `crate::` paths
@@ -10,8 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-fn source_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+/// The sources of a crate of the workspace, by its directory under `crates/`.
+fn source_root(crate_dir: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(crate_dir)
+        .join("src")
 }
 
 /// Every `.rs` file under `dir`, with its path relative to `src/`.
@@ -101,8 +106,8 @@ fn named_rooms(code: &str) -> BTreeSet<String> {
 }
 
 /// Room -> the rooms it imports, each with one file that does it.
-fn room_graph() -> BTreeMap<String, BTreeMap<String, PathBuf>> {
-    let root = source_root();
+fn room_graph(crate_dir: &str) -> BTreeMap<String, BTreeMap<String, PathBuf>> {
+    let root = source_root(crate_dir);
     let mut files = Vec::new();
     rust_files(&root, &mut files);
     let rooms: BTreeSet<String> = files
@@ -154,42 +159,69 @@ fn circle_through(
 
 #[test]
 fn the_server_rooms_import_one_way() {
-    let graph = room_graph();
-    assert!(
-        graph.contains_key("shard") && graph.contains_key("serve"),
-        "the rooms were not read: {:?}",
-        graph.keys().collect::<Vec<_>>()
-    );
-    for room in graph.keys() {
-        if let Some(circle) = circle_through(&graph, room) {
-            let mut steps = Vec::new();
-            for (at, from) in circle.iter().enumerate() {
-                let to = &circle[(at + 1) % circle.len()];
-                let file = &graph[from][to];
-                steps.push(format!("{from} -> {to} ({})", file.display()));
+    for (crate_dir, expected) in [
+        ("server", ["shard", "server"]),
+        ("transport", ["front", "serve"]),
+    ] {
+        let graph = room_graph(crate_dir);
+        assert!(
+            expected.iter().all(|room| graph.contains_key(*room)),
+            "the rooms of {crate_dir} were not read: {:?}",
+            graph.keys().collect::<Vec<_>>()
+        );
+        for room in graph.keys() {
+            if let Some(circle) = circle_through(&graph, room) {
+                let mut steps = Vec::new();
+                for (at, from) in circle.iter().enumerate() {
+                    let to = &circle[(at + 1) % circle.len()];
+                    let file = &graph[from][to];
+                    steps.push(format!("{from} -> {to} ({})", file.display()));
+                }
+                panic!(
+                    "the rooms of crates/{crate_dir} import each other in a circle; move the \
+                     type the lower room needs down, or let it take something that knows \
+                     nothing of the higher (ARCHITECTURE.md, \"The server crate's layout\"):\n  {}",
+                    steps.join("\n  ")
+                );
             }
-            panic!(
-                "the server's rooms import each other in a circle; move the type the lower \
-                 room needs down, or let it take something that knows nothing of the higher \
-                 (ARCHITECTURE.md, \"The server crate's layout\"):\n  {}",
-                steps.join("\n  ")
-            );
         }
     }
 }
 
-/// The owner and the edge's state are crates of their own (`hearth-owner`, `hearth-edge`),
-/// which cannot import the server; these rooms stand below the shard inside it.
+/// What a transport takes is the core's front (`transport/src/front.rs`), and the shard only
+/// assembles it; the rooms below either take neither (the owner and the edge's state are
+/// crates of their own, which cannot import these at all).
 #[test]
-fn the_rooms_below_the_shard_never_take_it() {
-    let graph = room_graph();
-    for room in ["owner_side", "longpoll_session", "scrape"] {
-        let imports = graph.get(room).expect("the room exists");
-        assert!(
-            !imports.contains_key("shard"),
-            "{room} imports the shard ({}): a role takes what it needs, never the shard",
-            imports["shard"].display()
-        );
+fn the_rooms_below_the_front_and_the_shard_never_take_them() {
+    let below = [
+        (
+            "transport",
+            "front",
+            &[
+                "owner_side",
+                "longpoll_session",
+                "inboxes",
+                "routes",
+                "admin",
+                "console",
+            ][..],
+        ),
+        (
+            "server",
+            "shard",
+            &["scrape", "backup", "offline", "reload"][..],
+        ),
+    ];
+    for (crate_dir, top, rooms) in below {
+        let graph = room_graph(crate_dir);
+        for room in rooms {
+            let imports = graph.get(*room).expect("the room exists");
+            assert!(
+                !imports.contains_key(top),
+                "{room} imports the {top} ({}): a role takes what it needs, never the {top}",
+                imports[top].display()
+            );
+        }
     }
 }
 

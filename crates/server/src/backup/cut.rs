@@ -16,10 +16,10 @@ use std::sync::Arc;
 use hearth_store::{remove_files, snapshot_name};
 use tracing::warn;
 
-use crate::inboxes::Inboxes;
 use hearth_ground::inbox::ShardMessage;
 use hearth_ground::inbox::{Pin, ShardCut};
 use hearth_owner::Owner;
+use hearth_transport::inboxes::Inboxes;
 
 /// A backup's cut of this shard was dropped: removes the snapshot files kept back for it,
 /// once no other backup holds the shard.

@@ -25,10 +25,10 @@ use tracing::info;
 
 pub use stream::{DESCRIPTION, QUEUE_CHUNKS};
 
-use crate::inboxes::Inboxes;
 use hearth_edge::http_body::HearthBody;
 use hearth_ground::rest::RestResponse;
 use hearth_owner::Owner;
+use hearth_transport::inboxes::Inboxes;
 
 /// The media type of the archive.
 pub const CONTENT_TYPE: &str = "application/vnd.hearth.backup";

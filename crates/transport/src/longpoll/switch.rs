@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use crate::front::Front;
 use crate::longpoll_session::LpSession;
-use crate::shard::Shard;
 
 /// How long a session that moved to a WebSocket still answers polls (with the close), after
 /// its last one: the SDK may have a poll in flight when the close reaches it, and a poll
@@ -16,9 +16,9 @@ pub const LINGER: Duration = Duration::from_secs(30);
 /// After the switch: the held poll and every later one get what waits at once, the one that
 /// empties the mailbox with the close; the session stays known until the client's goodbye,
 /// the server's shutdown, or [`LINGER`] without a poll.
-pub(super) async fn linger(shard: &Shard, session: &LpSession) {
+pub(super) async fn linger(front: &Front, session: &LpSession) {
     session.answer_held();
-    let mut shutdown = shard.shutdown();
+    let mut shutdown = front.shutdown();
     loop {
         if session.ending().is_some() {
             return;

@@ -29,9 +29,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tracing::debug;
 
 use crate::console;
+use crate::front::Front;
 use crate::http::forward::{forward_rest, forward_stream};
-use crate::scrape::answer_on_main_port;
-use crate::shard::Shard;
 use crate::sse::{open_remote_stream, open_stream};
 use hearth_edge::http_body::unsent::{ConnUnsent, WriteGuard};
 use hearth_edge::http_body::{admit, busy, HearthBody};
@@ -60,23 +59,23 @@ pub const MAX_HEADERS: usize = 64;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves HTTP on a connection whose first `buffered` bytes were already read.
-pub async fn serve_http<S>(shard: Rc<Shard>, stream: S, buffered: Vec<u8>)
+pub async fn serve_http<S>(front: Rc<Front>, stream: S, buffered: Vec<u8>)
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    let unsent = ConnUnsent::new(shard.config().http.clone());
+    let unsent = ConnUnsent::new(front.config().http.clone());
     let io = TokioIo::new(Rewind::new(
         buffered,
         stream,
         WriteGuard::new(unsent.clone()),
-        shard.counters().clone(),
+        front.counters().clone(),
     ));
     let service = {
-        let shard = shard.clone();
+        let front = front.clone();
         service_fn(move |request| {
-            let shard = shard.clone();
+            let front = front.clone();
             let unsent = unsent.clone();
-            async move { Ok::<_, Infallible>(respond(shard, &unsent, request).await) }
+            async move { Ok::<_, Infallible>(respond(front, &unsent, request).await) }
         })
     };
     let mut builder = http1::Builder::new();
@@ -88,8 +87,8 @@ where
         .max_headers(MAX_HEADERS);
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
-    let mut shutdown = shard.shutdown();
-    if shard.is_shutting_down() {
+    let mut shutdown = front.shutdown();
+    if front.is_shutting_down() {
         return;
     }
     tokio::select! {
@@ -110,7 +109,7 @@ where
 /// answer is counted as unsent until the socket takes it; while the server's answer budget is
 /// spent, requests are refused before any answer is computed.
 async fn respond(
-    shard: Rc<Shard>,
+    front: Rc<Front>,
     unsent: &Rc<ConnUnsent>,
     request: Request<Incoming>,
 ) -> Response<HearthBody> {
@@ -118,17 +117,17 @@ async fn respond(
     // Health and metrics answer even while the answer budget is spent: a probe that failed
     // then would restart a server that only has slow clients. Their size is bounded (a
     // fixed set of series per shard, and the top lists).
-    if let Some(response) = answer_on_main_port(shard.config(), shard.observer(), &parts).await {
+    if let Some(response) = front.endpoints().observe(&parts).await {
         return response.into_http();
     }
     let mut body = Some(body);
     let mut kind = rest_kind(&parts.method);
-    let counters = shard.counters().clone();
+    let counters = front.counters().clone();
     let response = if unsent.server_is_full() {
         counters.http_refused(HttpRefusal::AnswersBusy);
         busy()
     } else {
-        let answered = answer(shard, &parts, &mut body, &mut kind).await;
+        let answered = answer(front, &parts, &mut body, &mut kind).await;
         let computed = answered.status();
         let admitted = admit(unsent, answered);
         // An answer replaced by the answer budget's 503 (one that was a 503 already is
@@ -195,26 +194,26 @@ fn body_refusal(status: u16) -> Option<HttpRefusal> {
 }
 
 async fn answer(
-    shard: Rc<Shard>,
+    front: Rc<Front>,
     parts: &hyper::http::request::Parts,
     body: &mut Option<Incoming>,
     kind: &mut RequestKind,
 ) -> Response<HearthBody> {
     let started = Instant::now();
-    if let Some(response) = crate::longpoll::answer(&shard, parts).await {
+    if let Some(response) = crate::longpoll::answer(&front, parts).await {
         // Long polls are a realtime transport, not database requests.
         *kind = RequestKind::RestOther;
         return response.into_http();
     }
-    if let Some(response) = console::answer(shard.config(), parts, body).await {
+    if let Some(response) = console::answer(front.config(), parts, body).await {
         // The console's files are not database requests.
         *kind = RequestKind::RestOther;
         return response;
     }
     let parsed = match parse_request(
         parts,
-        &shard.config().auth,
-        &shard.config().default_namespace,
+        &front.config().auth,
+        &front.config().default_namespace,
     ) {
         Ok(parsed) => parsed,
         Err(response) => return response.into_http(),
@@ -228,41 +227,41 @@ async fn answer(
             return preflight(request_headers.as_deref()).into_http()
         }
         Endpoint::AdminDatabases => {
-            return crate::admin::databases(shard.inboxes()).await.into_http()
+            return crate::admin::databases(front.inboxes()).await.into_http()
         }
-        Endpoint::Backup => return crate::backup::respond(shard.inboxes(), shard.owner()).await,
+        Endpoint::Backup => return front.endpoints().backup().await,
         _ => {}
     }
-    let owner = shard.owner_of(&parsed.namespace);
+    let owner = front.owner_of(&parsed.namespace);
     // Past the local shards: another node of the cluster owns the database, and the request
     // crosses the node link (`http_forward`).
-    let remote = owner.checked_sub(shard.shard_count());
+    let remote = owner.checked_sub(front.shard_count());
     if let Endpoint::Data(data) = &parsed.endpoint {
         if data.stream {
             return match remote {
-                Some(node) => forward_stream(&shard, node, parts, &parsed, data).await,
-                None => stream(&shard, owner, &parsed, data).await,
+                Some(node) => forward_stream(&front, node, parts, &parsed, data).await,
+                None => stream(&front, owner, &parsed, data).await,
             };
         }
     }
     // Before a byte of the body is read: a write no rule could allow costs nothing more.
     // (Another node checks a write's rules once its body arrived.)
     if let Some(check) = write_check(&parsed).filter(|_| remote.is_none()) {
-        let refusal = if owner == shard.index() {
-            refuse_early(shard.owner(), &check)
+        let refusal = if owner == front.index() {
+            refuse_early(front.owner(), &check)
         } else {
-            shard.inboxes().precheck(owner, check).await
+            front.inboxes().precheck(owner, check).await
         };
         if let Some(refusal) = refusal {
             return refusal.into_http();
         }
     }
-    let bytes = match read_needed_body(&shard, parts, &parsed, body).await {
+    let bytes = match read_needed_body(&front, parts, &parsed, body).await {
         Ok(bytes) => bytes,
         Err(response) => return response,
     };
     let timeout = parsed.read_timeout();
-    let work = run_call(&shard, parts, parsed, bytes, started, owner, remote);
+    let work = run_call(&front, parts, parsed, bytes, started, owner, remote);
     // A read's `timeout` counts from its arrival, whichever shard or node owns the database:
     // the queue to the owner, the wait for earlier writes to be durable and the
     // serialization.
@@ -280,21 +279,21 @@ async fn answer(
 /// Reads the request's body when its endpoint takes one, and takes `body` then; `Err` with
 /// the answer that refused it (counted).
 async fn read_needed_body(
-    shard: &Shard,
+    front: &Front,
     parts: &hyper::http::request::Parts,
     parsed: &RestRequest,
     body: &mut Option<Incoming>,
 ) -> Result<Option<Vec<u8>>, Response<HearthBody>> {
     match (parsed.endpoint.body_limit(), body.as_mut()) {
         (Some(limit), Some(incoming)) => {
-            match read_body(incoming, &parts.headers, limit, &shard.config().http.bodies).await {
+            match read_body(incoming, &parts.headers, limit, &front.config().http.bodies).await {
                 Ok(bytes) => {
                     *body = None;
                     Ok(Some(bytes))
                 }
                 Err(response) => {
                     if let Some(refusal) = body_refusal(response.status) {
-                        shard.counters().http_refused(refusal);
+                        front.counters().http_refused(refusal);
                     }
                     Err(response.into_http())
                 }
@@ -307,7 +306,7 @@ async fn read_needed_body(
 /// Runs the call where its database is: on another node (the request as received), on this
 /// shard, or on the shard that owns it; the answer.
 async fn run_call(
-    shard: &Shard,
+    front: &Front,
     parts: &hyper::http::request::Parts,
     parsed: RestRequest,
     bytes: Option<Vec<u8>>,
@@ -316,16 +315,16 @@ async fn run_call(
     remote: Option<usize>,
 ) -> Response<HearthBody> {
     if let Some(node) = remote {
-        return forward_rest(shard, node, parts, bytes).await;
+        return forward_rest(front, node, parts, bytes).await;
     }
     let call = match build_call(parsed, bytes, started).await {
         Ok(call) => call,
         Err(response) => return response.into_http(),
     };
-    let response = if owner == shard.index() {
-        execute_durable(shard.owner(), call).await
+    let response = if owner == front.index() {
+        execute_durable(front.owner(), call).await
     } else {
-        shard
+        front
             .forward(owner, call)
             .await
             .unwrap_or_else(|_| RestResponse::error(503, "the database's shard is unavailable"))
@@ -363,21 +362,21 @@ fn linger(mut body: Incoming) {
 /// An event stream: its session is opened by the shard that owns the namespace, and its
 /// events are written here.
 async fn stream(
-    shard: &Rc<Shard>,
+    front: &Rc<Front>,
     owner: usize,
     parsed: &RestRequest,
     request: &DataRequest,
 ) -> Response<HearthBody> {
-    let opened = if owner == shard.index() {
+    let opened = if owner == front.index() {
         open_stream(
-            shard,
+            front,
             &parsed.namespace,
             parsed.auth.clone(),
             parsed.auth_expires_at,
             request,
         )
     } else {
-        open_remote_stream(shard, owner, parsed, request).await
+        open_remote_stream(front, owner, parsed, request).await
     };
     match opened {
         Ok(response) => response,

@@ -15,7 +15,7 @@ use hyper::header::HeaderValue;
 use hyper::Response;
 use tokio::sync::oneshot;
 
-use crate::shard::Shard;
+use crate::front::Front;
 use hearth_edge::event_stream::StreamHandle;
 use hearth_edge::http_body::stream_body::{OnEnd, StreamBody};
 use hearth_edge::http_body::HearthBody;
@@ -33,50 +33,50 @@ use hearth_persist::Tagger;
 /// rules later stop allowing it, the engine revokes it and the stream ends with a `cancel`
 /// event.
 pub fn open_stream(
-    shard: &Rc<Shard>,
+    front: &Rc<Front>,
     namespace: &str,
     auth: AuthState,
     auth_expires_at: Option<u64>,
     request: &DataRequest,
 ) -> Result<Response<HearthBody>, RestResponse> {
-    let id = shard.next_conn_id();
+    let id = front.next_conn_id();
     let handle =
-        new_handle(shard.owner(), id, namespace, request)?.counted_in(shard.config().http.clone());
+        new_handle(front.owner(), id, namespace, request)?.counted_in(front.config().http.clone());
     let handle = Rc::new(handle);
     // From here on, dropping the body ends the session.
-    let owner = shard.owner().clone();
+    let owner = front.owner().clone();
     let body = StreamBody::new(
         handle.clone(),
         Box::new(move |handle: &StreamHandle| sessions::close_stream(&owner, handle)),
-        shard.config().sse_keep_alive,
+        front.config().sse_keep_alive,
         expires_in(auth_expires_at),
     );
-    start(shard.owner(), handle, auth, request)?;
+    start(front.owner(), handle, auth, request)?;
     Ok(response(body))
 }
 
 /// Opens a stream whose database another shard owns, for an HTTP connection on this shard:
 /// the owner opens the session, and its events arrive here in its batches.
 pub async fn open_remote_stream(
-    shard: &Rc<Shard>,
+    front: &Rc<Front>,
     owner: usize,
     parsed: &RestRequest,
     request: &DataRequest,
 ) -> Result<Response<HearthBody>, RestResponse> {
-    let edge = shard.clone();
+    let edge = front.clone();
     // From here on, dropping the body ends the session (the owner is told).
     let (id, body) = hold_remote_stream(
-        shard,
+        front,
         parsed,
         request,
         Box::new(move |queue: &StreamHandle| edge.release_connection(queue.id, owner)),
     );
     let (opened, answer) = oneshot::channel();
-    shard.send_to_owner(
+    front.send_to_owner(
         owner,
         ToOwner::OpenStream {
             conn: id,
-            edge: shard.index(),
+            edge: front.index(),
             namespace: parsed.namespace.clone(),
             auth: parsed.auth.clone(),
             request: Box::new(request.clone()),
@@ -97,12 +97,12 @@ pub async fn open_remote_stream(
 /// held by this core's edge under a new connection id until `release` runs, when the body is
 /// dropped.
 pub fn hold_remote_stream(
-    shard: &Rc<Shard>,
+    front: &Rc<Front>,
     parsed: &RestRequest,
     request: &DataRequest,
     release: OnEnd,
 ) -> (ConnId, StreamBody) {
-    let id = shard.next_conn_id();
+    let id = front.next_conn_id();
     // No gate here: the owner sends only what is durable.
     let queue = StreamHandle::new(
         id,
@@ -111,14 +111,14 @@ pub fn hold_remote_stream(
         request.style.export,
         Tagger::open(),
     )
-    .counted_in(shard.config().http.clone())
-    .counted_by(shard.counters().clone());
+    .counted_in(front.config().http.clone())
+    .counted_by(front.counters().clone());
     let queue = Rc::new(queue);
-    shard.edge().hold(id, EdgeTarget::Stream(queue.clone()));
+    front.edge().hold(id, EdgeTarget::Stream(queue.clone()));
     let body = StreamBody::new(
         queue,
         release,
-        shard.config().sse_keep_alive,
+        front.config().sse_keep_alive,
         expires_in(parsed.auth_expires_at),
     );
     (id, body)

@@ -12,12 +12,12 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
+use crate::front::Front;
 use crate::longpoll::switch::linger;
 use crate::longpoll_session::{Handover, LpSession, Mailbox, NewSession};
 use crate::owner_side::OwnerSide;
 use crate::serve::attach::{attach, detach_session, send_to_owner};
 use crate::serve::websocket::handshake;
-use crate::shard::Shard;
 use hearth_edge::frames::encode_frames;
 use hearth_edge::socket::Transport;
 use hearth_edge::EdgeConn;
@@ -43,21 +43,21 @@ pub const POLL_HOLD: Duration = Duration::from_secs(20);
 /// Opens a session on this core for a start request and answers it: the session's id and
 /// password, then the handshake.
 pub fn start(
-    shard: &Rc<Shard>,
+    front: &Rc<Front>,
     callback: u32,
     namespace: String,
     previous: Option<String>,
     host: String,
 ) -> RestResponse {
-    if shard.long_polls().len() >= MAX_SESSIONS_PER_SHARD {
+    if front.long_polls().len() >= MAX_SESSIONS_PER_SHARD {
         return RestResponse::error(503, "too many long-polling sessions");
     }
     let (Ok(secret), Ok(password)) = (new_session_id(), new_session_id()) else {
         warn!("no session id: the random source failed; refusing a long poll");
         return RestResponse::error(503, "no session id");
     };
-    let conn = shard.next_conn_id();
-    let public_id = format!("{}-{}", shard.index(), conn);
+    let conn = front.next_conn_id();
+    let public_id = format!("{}-{}", front.index(), conn);
     // The handshake's session id names the session's public id too, so that the WebSocket
     // that takes the session over (`s`, on any core) finds its home (`longpoll::secondary`).
     let session_id = format!("{public_id}.{secret}");
@@ -66,13 +66,13 @@ pub fn start(
     let edge = Rc::new(EdgeConn::new(
         conn,
         transport,
-        shard.edge().budget().clone(),
-        shard.counters().clone(),
+        front.edge().budget().clone(),
+        front.counters().clone(),
     ));
     // As on a WebSocket, the handshake goes first.
     edge.write([encode_frames(handshake(now_ms(), &host, &session_id))]);
     let side = attach(
-        shard,
+        front,
         &edge,
         namespace.clone(),
         session_id,
@@ -89,16 +89,16 @@ pub fn start(
         mailbox,
     }));
     let answer = session.start_answer();
-    shard.long_polls().insert(session.clone());
+    front.long_polls().insert(session.clone());
     debug!(conn, "long-polling session opened");
-    tokio::task::spawn_local(serve_to_end(shard.clone(), session, side));
+    tokio::task::spawn_local(serve_to_end(front.clone(), session, side));
     answer
 }
 
 /// The session's task: serves it until it ends, then ends it, or until it moves to a
 /// WebSocket, then hands it over.
-async fn serve_to_end(shard: Rc<Shard>, session: Rc<LpSession>, side: OwnerSide) {
-    let reason = match run(&shard, &session, &side).await {
+async fn serve_to_end(front: Rc<Front>, session: Rc<LpSession>, side: OwnerSide) {
+    let reason = match run(&front, &session, &side).await {
         Outcome::Ended(reason) => reason,
         Outcome::Switched(handover) => {
             debug!(
@@ -109,28 +109,28 @@ async fn serve_to_end(shard: Rc<Shard>, session: Rc<LpSession>, side: OwnerSide)
             if let Err(Handover { side, .. }) = handover.send(Handover { edge, side }) {
                 // Its WebSocket's task is gone (it drops its place before it goes, so this
                 // is only a safeguard): nobody can serve the session any more.
-                detach_session(&shard, session.conn(), &side);
+                detach_session(&front, session.conn(), &side);
                 session.edge().detach();
             }
-            linger(&shard, &session).await;
-            shard.long_polls().remove(session.public_id());
+            linger(&front, &session).await;
+            front.long_polls().remove(session.public_id());
             return;
         }
     };
-    end(&shard, &session, &side, reason);
+    end(&front, &session, &side, reason);
 }
 
 /// Ends a session that the client left or the server closed (with `reason`): with the owner,
 /// in the counters and the log.
-fn end(shard: &Shard, session: &LpSession, side: &OwnerSide, reason: Option<CloseReason>) {
+fn end(front: &Front, session: &LpSession, side: &OwnerSide, reason: Option<CloseReason>) {
     session.refuse_secondary();
     session.answer_close();
-    shard.long_polls().remove(session.public_id());
-    detach_session(shard, session.conn(), side);
+    front.long_polls().remove(session.public_id());
+    detach_session(front, session.conn(), side);
     let cause = reason.as_ref().map_or(CloseCause::Client, |reason| {
         CloseCause::of_reason(&reason.text)
     });
-    shard
+    front
         .counters()
         .session_closed(SessionTransport::LongPoll, cause);
     match reason {
@@ -152,8 +152,8 @@ enum Outcome {
 
 /// The session's loop, until the client goes, the server closes it, or it moves to a
 /// WebSocket.
-async fn run(shard: &Shard, session: &LpSession, side: &OwnerSide) -> Outcome {
-    match serve(shard, session, side).await {
+async fn run(front: &Front, session: &LpSession, side: &OwnerSide) -> Outcome {
+    match serve(front, session, side).await {
         Ok(reason) => Outcome::Ended(reason),
         Err(handover) => Outcome::Switched(handover),
     }
@@ -161,12 +161,12 @@ async fn run(shard: &Shard, session: &LpSession, side: &OwnerSide) -> Outcome {
 
 /// [`run`]'s loop: the reason the server closed the session, if it did; `Err` when it moved.
 async fn serve(
-    shard: &Shard,
+    front: &Front,
     session: &LpSession,
     side: &OwnerSide,
 ) -> Result<Option<CloseReason>, oneshot::Sender<Handover>> {
-    let mut shutdown = shard.shutdown();
-    let idle = shard.config().idle_timeout;
+    let mut shutdown = front.shutdown();
+    let idle = front.config().idle_timeout;
     let edge = session.edge();
     loop {
         if let Some(reason) = edge.closing() {
@@ -178,7 +178,7 @@ async fn serve(
         if edge.write_failed() {
             return Ok(None);
         }
-        match hand_over(shard, session, side).await {
+        match hand_over(front, session, side).await {
             Ok(HandedOver::All) => {}
             Ok(HandedOver::Switched(handover)) => return Err(handover),
             Err(reason) => return Ok(Some(reason)),
@@ -217,10 +217,10 @@ async fn serve(
                 }
             }
             _ = auth_expiry(edge.auth_expiry()) => match side {
-                OwnerSide::Local(handle) => expire_auth(shard.owner(), handle),
+                OwnerSide::Local(handle) => expire_auth(front.owner(), handle),
                 OwnerSide::Remote(owner) => {
                     edge.set_auth_expiry(None);
-                    shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: session.conn() });
+                    front.send_to_owner(*owner, ToOwner::AuthExpired { conn: session.conn() });
                 }
             },
         }
@@ -259,7 +259,7 @@ enum HandedOver {
 /// are handed over (`edge::websocket`), up to the end of transmission of a move to a
 /// WebSocket.
 async fn hand_over(
-    shard: &Shard,
+    front: &Front,
     session: &LpSession,
     side: &OwnerSide,
 ) -> Result<HandedOver, CloseReason> {
@@ -272,9 +272,9 @@ async fn hand_over(
         }
         match side {
             OwnerSide::Local(handle) => {
-                shard.owner().outgoing().room().await;
+                front.owner().outgoing().room().await;
                 session.edge().cork();
-                let handled = on_message(shard.owner(), handle, message);
+                let handled = on_message(front.owner(), handle, message);
                 session.edge().uncork();
                 match handled? {
                     Handled::Done => {}
@@ -282,14 +282,14 @@ async fn hand_over(
                         let decoded = finish_deferred(large).await.ok_or_else(|| {
                             CloseReason::new(CloseCode::Error, "a message could not be decoded")
                         })?;
-                        on_large_decoded(shard.owner(), handle, decoded)?;
+                        on_large_decoded(front.owner(), handle, decoded)?;
                     }
                 }
             }
             OwnerSide::Remote(owner) => {
                 let message = without_lone_surrogates(message);
                 let large = message.len() > OFF_THREAD_PARSE_BYTES;
-                if !send_to_owner(shard, session.edge(), *owner, vec![message], large).await {
+                if !send_to_owner(front, session.edge(), *owner, vec![message], large).await {
                     return Err(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
                 }
             }

@@ -15,10 +15,10 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info, warn};
 
+use crate::front::Front;
 pub(crate) use crate::owner_side::OwnerSide;
 use crate::serve::attach::{attach, detach_session, send_to_owner};
 use crate::serve::rehome;
-use crate::shard::Shard;
 use hearth_edge::frames::encode_frames;
 use hearth_edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use hearth_edge::EdgeConn;
@@ -68,7 +68,7 @@ pub(crate) type Socket<S> = WebSocketStream<SharedStream<S>>;
 /// Completes the upgrade and serves the connection until it ends. (A WebSocket that names a
 /// long-polling session, `s`, is that session's move to a WebSocket: `longpoll::secondary`.)
 pub async fn serve_websocket<S: Accepted>(
-    shard: Rc<Shard>,
+    front: Rc<Front>,
     mut stream: S,
     head: Head,
     leftover: Vec<u8>,
@@ -76,7 +76,7 @@ pub async fn serve_websocket<S: Accepted>(
 ) {
     // Nothing of the request head is kept past the upgrade: its strings would stay for the
     // connection's whole life (BENCHMARKS.md §9, idle connections).
-    let upgrade = Upgrade::of(&head, &shard);
+    let upgrade = Upgrade::of(&head, &front);
     drop(head);
     let Some(response) = upgrade.response else {
         let _ = stream.write_all(BAD_UPGRADE).await;
@@ -93,7 +93,7 @@ pub async fn serve_websocket<S: Accepted>(
     let namespace = match namespace {
         Ok(namespace) => namespace,
         Err(error) => {
-            let write_timeout = shard.config().http.write_timeout;
+            let write_timeout = front.config().http.write_timeout;
             refuse(stream, transport, leftover, config, write_timeout, &error).await;
             return;
         }
@@ -105,17 +105,17 @@ pub async fn serve_websocket<S: Accepted>(
             return;
         }
     };
-    let id = shard.next_conn_id();
-    shard.counters().websocket_opened();
+    let id = front.next_conn_id();
+    front.counters().websocket_opened();
     let batched = transport.raw_fd().is_some();
     let edge = Rc::new(EdgeConn::new(
         id,
         transport,
-        shard.edge().budget().clone(),
-        shard.counters().clone(),
+        front.edge().budget().clone(),
+        front.counters().clone(),
     ));
     if batched {
-        shard.edge().batch_sends_of(&edge);
+        front.edge().batch_sends_of(&edge);
     }
     // The handshake goes first, before anything the owner sends.
     edge.write([encode_frames(handshake(
@@ -124,20 +124,20 @@ pub async fn serve_websocket<S: Accepted>(
         &session_id,
     ))]);
     let side = attach(
-        &shard,
+        &front,
         &edge,
         namespace.clone(),
         session_id.clone(),
         upgrade.previous.as_deref(),
     );
-    rehome::follow(&shard, &edge, &side, &namespace, &session_id);
+    rehome::follow(&front, &edge, &side, &namespace, &session_id);
     drop((namespace, session_id));
     drop(upgrade.host);
     drop(upgrade.previous);
     let shared = SharedStream::new(stream, edge.outbox());
     let socket =
         WebSocketStream::from_partially_read(shared, leftover, Role::Server, Some(config)).await;
-    serve_session(&shard, edge, side, socket).await;
+    serve_session(&front, edge, side, socket).await;
 }
 
 /// The answer to an upgrade without a key.
@@ -166,28 +166,28 @@ pub(crate) fn websocket_config() -> WebSocketConfig {
 /// Serves the session of `edge` over `socket` until it ends, then ends it: with the owner,
 /// in the counters and the log, and on the socket.
 pub(crate) async fn serve_session<S: Source>(
-    shard: &Shard,
+    front: &Front,
     edge: Rc<EdgeConn>,
     mut side: OwnerSide,
     mut socket: Socket<S>,
 ) {
-    let ended = run(shard, &edge, &mut side, &mut socket).await;
+    let ended = run(front, &edge, &mut side, &mut socket).await;
     // The session may have moved to another owner meanwhile, under another id.
     let id = edge.id();
-    detach_session(shard, id, &side);
-    end_socket(shard, id, ended, &mut socket).await;
+    detach_session(front, id, &side);
+    end_socket(front, id, ended, &mut socket).await;
     edge.detach();
 }
 
 /// Counts, logs and (with a close frame, when the server closes it) ends a connection's
 /// socket.
 pub(crate) async fn end_socket<S: Source>(
-    shard: &Shard,
+    front: &Front,
     id: hearth_sync::ConnId,
     ended: Ended,
     socket: &mut Socket<S>,
 ) {
-    count_close(shard, &ended);
+    count_close(front, &ended);
     match ended {
         Ended::ByClient => {}
         Ended::Dropped(why) => info!(conn = id, reason = why, "connection dropped"),
@@ -197,7 +197,7 @@ pub(crate) async fn end_socket<S: Source>(
             } else {
                 info!(conn = id, code = u16::from(reason.code), reason = %reason.text, "closing connection");
             }
-            let write_timeout = shard.config().http.write_timeout;
+            let write_timeout = front.config().http.write_timeout;
             let _ = tokio::time::timeout(write_timeout, socket.close(Some(reason.frame()))).await;
         }
     }
@@ -214,10 +214,10 @@ struct Upgrade {
 }
 
 impl Upgrade {
-    fn of(head: &Head, shard: &Shard) -> Upgrade {
+    fn of(head: &Head, front: &Front) -> Upgrade {
         let response = head.header("sec-websocket-key").map(accept_response);
         let host = head.header("host").map(str::to_owned).unwrap_or_else(|| {
-            shard
+            front
                 .config()
                 .listen
                 .first()
@@ -232,13 +232,13 @@ impl Upgrade {
 }
 
 /// Counts how a connection ended, by cause.
-fn count_close(shard: &Shard, ended: &Ended) {
+fn count_close(front: &Front, ended: &Ended) {
     let cause = match ended {
         Ended::ByClient => CloseCause::Client,
         Ended::Dropped(_) => CloseCause::Unwritable,
         Ended::Closed(reason) => CloseCause::of_reason(&reason.text),
     };
-    shard.counters().websocket_closed(cause);
+    front.counters().websocket_closed(cause);
 }
 
 /// Tells a client that asked for a database that cannot exist why, and closes.
@@ -268,14 +268,14 @@ async fn refuse<S: Source + 'static>(
 
 /// The connection's loop, until the client goes or the server closes it.
 async fn run<S: Source>(
-    shard: &Shard,
+    front: &Front,
     edge: &Rc<EdgeConn>,
     side: &mut OwnerSide,
     socket: &mut Socket<S>,
 ) -> Ended {
-    let config = shard.config();
+    let config = front.config();
     let write_timeout = config.http.write_timeout;
-    let mut shutdown = shard.shutdown();
+    let mut shutdown = front.shutdown();
     let mut assembler = hearth_wire::FrameAssembler::default();
     let mut last_seen = Instant::now();
     let mut ping = tokio::time::interval(config.ping_interval);
@@ -290,7 +290,7 @@ async fn run<S: Source>(
         if edge.write_failed() {
             return Ended::ByClient;
         }
-        if !rehome::begin_if_asked(shard, edge, side, &mut moving) {
+        if !rehome::begin_if_asked(front, edge, side, &mut moving) {
             continue;
         }
         tokio::select! {
@@ -314,7 +314,7 @@ async fn run<S: Source>(
                 }
             }
             _ = tokio::time::sleep(rehome::MOVE_POLL), if moving.is_some() => {
-                if rehome::move_on(shard, edge, side, &mut moving).await {
+                if rehome::move_on(front, edge, side, &mut moving).await {
                     // The client was not read meanwhile: its silence proves nothing.
                     last_seen = Instant::now();
                 }
@@ -324,10 +324,10 @@ async fn run<S: Source>(
                 if let OwnerSide::Local(_) = side {
                     // This core's databases take no new request while an edge is far behind
                     // on what they sent it.
-                    shard.owner().outgoing().room().await;
+                    front.owner().outgoing().room().await;
                 }
-                let (outcome, forward) = read_burst(shard, edge, side, socket, &mut assembler, message);
-                if !forward_burst(shard, edge, side, forward, &outcome).await {
+                let (outcome, forward) = read_burst(front, edge, side, socket, &mut assembler, message);
+                if !forward_burst(front, edge, side, forward, &outcome).await {
                     return Ended::Closed(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
                 }
                 match outcome {
@@ -341,13 +341,13 @@ async fn run<S: Source>(
                         // The shard serves everyone else meanwhile; this connection's next
                         // message is read only after this one is handled.
                         let decoded = finish_deferred(message).await;
-                        if let Err(reason) = on_deferred_decoded(shard.owner(), session, decoded) {
+                        if let Err(reason) = on_deferred_decoded(front.owner(), session, decoded) {
                             return Ended::Closed(reason);
                         }
                     }
                 }
             }
-            _ = auth_expiry(edge.auth_expiry()), if moving.is_none() => auth_expired(shard, edge, side),
+            _ = auth_expiry(edge.auth_expiry()), if moving.is_none() => auth_expired(front, edge, side),
             _ = ping.tick() => {
                 // A moving connection's pongs are not read: its silence proves nothing.
                 if moving.is_none() && last_seen.elapsed() > config.idle_timeout {
@@ -365,7 +365,7 @@ async fn run<S: Source>(
 /// Sends the whole messages of a burst to the owner of a session another core or node owns;
 /// `false` when the owner is gone (the server stops).
 async fn forward_burst(
-    shard: &Shard,
+    front: &Front,
     edge: &EdgeConn,
     side: &OwnerSide,
     forward: Vec<String>,
@@ -374,21 +374,21 @@ async fn forward_burst(
     match side {
         OwnerSide::Remote(owner) if !forward.is_empty() => {
             let large = matches!(outcome, Burst::ForwardLarge);
-            send_to_owner(shard, edge, *owner, forward, large).await
+            send_to_owner(front, edge, *owner, forward, large).await
         }
         _ => true,
     }
 }
 
 /// Tells the session's owner that the connection's credential expired by this edge's clock.
-pub(crate) fn auth_expired(shard: &Shard, edge: &EdgeConn, side: &OwnerSide) {
+pub(crate) fn auth_expired(front: &Front, edge: &EdgeConn, side: &OwnerSide) {
     match side {
-        OwnerSide::Local(session) => expire_auth(shard.owner(), session),
+        OwnerSide::Local(session) => expire_auth(front.owner(), session),
         OwnerSide::Remote(owner) => {
             // The owner checks its own record: the client may have authenticated again
             // meanwhile.
             edge.set_auth_expiry(None);
-            shard.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id() });
+            front.send_to_owner(*owner, ToOwner::AuthExpired { conn: edge.id() });
         }
     }
 }
@@ -420,7 +420,7 @@ enum Burst {
 /// [`MAX_MESSAGES_PER_TURN`] in all, stopping early at a message to parse off the thread;
 /// with the whole messages for another core's database, to forward.
 fn read_burst<S: Source>(
-    shard: &Shard,
+    front: &Front,
     edge: &EdgeConn,
     side: &OwnerSide,
     socket: &mut Socket<S>,
@@ -431,11 +431,11 @@ fn read_burst<S: Source>(
     edge.cork();
     let mut forward = Vec::new();
     // The pushes the burst makes to this core's other sockets leave together.
-    let batch = shard.edge().send_batch();
+    let batch = front.edge().send_batch();
     let mut next = first;
     let mut handled = 0;
     let outcome = loop {
-        match inbound(shard, edge, side, assembler, next, &mut forward) {
+        match inbound(front, edge, side, assembler, next, &mut forward) {
             Inbound::Continue => {}
             Inbound::Close(reason) => break Burst::End(reason),
             Inbound::ParseOffThread(message) => break Burst::ParseOffThread(message),
@@ -485,7 +485,7 @@ enum Inbound {
 }
 
 fn inbound(
-    shard: &Shard,
+    front: &Front,
     edge: &EdgeConn,
     side: &OwnerSide,
     assembler: &mut hearth_wire::FrameAssembler,
@@ -495,7 +495,7 @@ fn inbound(
     match message {
         Some(Ok(Message::Text(text))) => match assembler.push(text.as_str()) {
             Ok(Assembled::Message(message)) => match side {
-                OwnerSide::Local(session) => match on_message(shard.owner(), session, message) {
+                OwnerSide::Local(session) => match on_message(front.owner(), session, message) {
                     Ok(Handled::Done) => Inbound::Continue,
                     Ok(Handled::ParseOffThread(message)) => Inbound::ParseOffThread(message),
                     Err(reason) => Inbound::Close(Some(reason)),

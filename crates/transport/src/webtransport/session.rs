@@ -17,10 +17,10 @@ use tracing::{debug, info};
 use wtransport::endpoint::IncomingSession;
 use wtransport::{Connection, RecvStream, VarInt};
 
+use crate::front::Front;
 use crate::owner_side::OwnerSide;
 use crate::serve::attach::{attach, detach_session, send_to_owner};
 use crate::serve::websocket::{auth_expired, auth_expiry, handshake, write_stalled};
-use crate::shard::Shard;
 use crate::webtransport::codec::{classify, listen_request, Bucket, LineReader, Request};
 use crate::webtransport::outlet::{write_lines, Outlet};
 use crate::webtransport::spread::Slot;
@@ -61,7 +61,7 @@ impl Drop for Counted {
 }
 
 /// Serves one connection handed to this shard; `slot` counts it there until it ends.
-pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Slot) {
+pub async fn serve_session(front: Rc<Front>, incoming: IncomingSession, slot: Slot) {
     let request = match incoming.await {
         Ok(request) => request,
         Err(error) => {
@@ -81,7 +81,7 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Sl
     let namespace = resolve(
         query.as_ref().and_then(|query| query.get("ns")),
         Some(request.authority()),
-        &shard.config().default_namespace,
+        &front.config().default_namespace,
     );
     let Ok(namespace) = namespace else {
         request.not_found().await;
@@ -95,7 +95,7 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Sl
     let Ok(connection) = request.accept().await else {
         return;
     };
-    let _counted = Counted::new(shard.counters().clone());
+    let _counted = Counted::new(front.counters().clone());
     let Ok(Ok((send, recv))) =
         tokio::time::timeout(STREAM_OPEN_TIMEOUT, connection.accept_bi()).await
     else {
@@ -111,24 +111,24 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Sl
         .min(MAX_DATAGRAM_BYTES);
     let outlet = Rc::new(Outlet::new(Box::new(connection.clone()), max_datagram));
     let transport: Rc<dyn Transport> = outlet.clone();
-    let id = shard.next_conn_id();
+    let id = front.next_conn_id();
     let edge = Rc::new(EdgeConn::new(
         id,
         transport,
-        shard.edge().budget().clone(),
-        shard.counters().clone(),
+        front.edge().budget().clone(),
+        front.counters().clone(),
     ));
     // As on a WebSocket (the same time, a millisecond behind the clock), the handshake
     // goes first.
     edge.write([encode_frames(handshake(now_ms(), &host, &session_id))]);
-    let side = attach(&shard, &edge, namespace, session_id, previous.as_deref());
+    let side = attach(&front, &edge, namespace, session_id, previous.as_deref());
     let writer = tokio::task::spawn_local(write_lines(outlet.clone(), edge.clone(), send));
-    let ended = run(&shard, &edge, &outlet, &side, &connection, recv).await;
-    detach_session(&shard, id, &side);
+    let ended = run(&front, &edge, &outlet, &side, &connection, recv).await;
+    detach_session(&front, id, &side);
     let cause = ended.as_ref().map_or(CloseCause::Client, |reason| {
         CloseCause::of_reason(&reason.text)
     });
-    shard
+    front
         .counters()
         .session_closed(SessionTransport::WebTransport, cause);
     match ended {
@@ -155,19 +155,19 @@ pub async fn serve_session(shard: Rc<Shard>, incoming: IncomingSession, slot: Sl
 /// The session's loop: the client's stream lines and datagrams go to the owner; ends with the
 /// reason to close with, or `None` when the client went.
 async fn run(
-    shard: &Shard,
+    front: &Front,
     edge: &EdgeConn,
     outlet: &Outlet,
     side: &OwnerSide,
     connection: &Connection,
     mut recv: RecvStream,
 ) -> Option<CloseReason> {
-    let mut shutdown = shard.shutdown();
+    let mut shutdown = front.shutdown();
     let mut lines = LineReader::new(MAX_STREAM_MESSAGE_BYTES);
     let mut bucket = Bucket::new(MAX_DATAGRAMS_PER_SECOND, MAX_DATAGRAM_BURST, now_ms());
     let mut listens = 0usize;
     let mut buffer = vec![0u8; 16 * 1024];
-    let write_timeout = shard.config().http.write_timeout;
+    let write_timeout = front.config().http.write_timeout;
     loop {
         if let Some(reason) = edge.closing() {
             return Some(reason);
@@ -207,7 +207,7 @@ async fn run(
                 Ok(datagram) => take_datagram(&mut bucket, &datagram.payload(), &mut messages),
                 Err(_) => return None,
             },
-            _ = auth_expiry(edge.auth_expiry()) => auth_expired(shard, edge, side),
+            _ = auth_expiry(edge.auth_expiry()) => auth_expired(front, edge, side),
         }
         if let Err(reason) = count_listens(outlet, &messages, &mut listens) {
             return Some(reason);
@@ -217,13 +217,13 @@ async fn run(
         }
         match side {
             OwnerSide::Local(session) => {
-                let refused = handle_here(shard, edge, session, messages).await;
+                let refused = handle_here(front, edge, session, messages).await;
                 if refused.is_some() {
                     return refused;
                 }
             }
             OwnerSide::Remote(owner) => {
-                if !send_to_owner(shard, edge, *owner, messages, false).await {
+                if !send_to_owner(front, edge, *owner, messages, false).await {
                     return Some(CloseReason::new(CloseCode::Away, SHUTDOWN_CLOSE));
                 }
             }
@@ -271,17 +271,17 @@ fn count_listens(
 /// Hands the client's messages to their session on this core, in order; the reason to close
 /// with when one is refused.
 async fn handle_here(
-    shard: &Shard,
+    front: &Front,
     edge: &EdgeConn,
     session: &ConnHandle,
     messages: Vec<String>,
 ) -> Option<CloseReason> {
     // This core's databases take no new request while an edge is far behind.
-    shard.owner().outgoing().room().await;
+    front.owner().outgoing().room().await;
     edge.cork();
     let mut refused = None;
     for message in messages {
-        let handled = match on_message(shard.owner(), session, message) {
+        let handled = match on_message(front.owner(), session, message) {
             Ok(Handled::Done) => Ok(()),
             // A message waiting for the cluster's claim on its database (none is longer
             // than the stream's limit): the next ones wait behind it.
@@ -289,7 +289,7 @@ async fn handle_here(
                 edge.uncork();
                 let decoded = finish_deferred(deferred).await;
                 edge.cork();
-                on_deferred_decoded(shard.owner(), session, decoded)
+                on_deferred_decoded(front.owner(), session, decoded)
             }
             Err(reason) => Err(reason),
         };

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tracing::{debug, warn};
 
+use crate::front::Front;
 use crate::http::serve_http;
 use crate::serve::websocket::serve_websocket;
-use crate::shard::Shard;
 use hearth_edge::socket::Accepted;
 use hearth_ground::metrics::labels::HttpRefusal;
 use hearth_ground::namespace::resolve;
@@ -19,11 +19,11 @@ use hearth_net::http_head::{read_head, HeadError};
 use hearth_net::tls::handshake;
 
 /// Accepts connections on `listener` until the shard stops, each routed in a task of its own.
-pub async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
-    let mut shutdown = shard.shutdown();
+pub async fn accept_loop(front: Rc<Front>, listener: tokio::net::TcpListener) {
+    let mut shutdown = front.shutdown();
     let mut backoff = AcceptBackoff::default();
     loop {
-        if shard.is_shutting_down() {
+        if front.is_shutting_down() {
             return;
         }
         let pause = tokio::select! {
@@ -32,10 +32,10 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: tokio::net::TcpListener) {
                 Ok((stream, _)) => {
                     backoff.succeeded();
                     let _ = stream.set_nodelay(true);
-                    if shard.config().tls.is_some() {
-                        tokio::task::spawn_local(route_tls_connection(shard.clone(), stream));
+                    if front.config().tls.is_some() {
+                        tokio::task::spawn_local(route_tls_connection(front.clone(), stream));
                     } else {
-                        tokio::task::spawn_local(route_connection(shard.clone(), stream));
+                        tokio::task::spawn_local(route_connection(front.clone(), stream));
                     }
                     continue;
                 }
@@ -78,29 +78,29 @@ async fn refuse_head<S: AsyncWrite + Unpin>(stream: &mut S, error: &HeadError) {
 
 /// Completes the TLS handshake in the connection's own task (the shard's loop goes on
 /// meanwhile), then serves the connection like a plain one.
-async fn route_tls_connection(shard: Rc<Shard>, stream: tokio::net::TcpStream) {
-    let Some(certs) = shard.config().tls.clone() else {
+async fn route_tls_connection(front: Rc<Front>, stream: tokio::net::TcpStream) {
+    let Some(certs) = front.config().tls.clone() else {
         return;
     };
     match handshake(&certs, stream).await {
         // A task of its own, sized for what the connection does next: this one holds the
         // handshake's state, kilobytes that an idle connection would otherwise keep.
-        Ok(stream) => drop(tokio::task::spawn_local(route_connection(shard, stream))),
+        Ok(stream) => drop(tokio::task::spawn_local(route_connection(front, stream))),
         Err(error) => debug!(%error, "dropping connection before a request"),
     }
 }
 
 /// Reads the first request head and serves the connection here: as a WebSocket connection,
 /// or over HTTP.
-async fn route_connection<S: Accepted>(shard: Rc<Shard>, mut stream: S) {
+async fn route_connection<S: Accepted>(front: Rc<Front>, mut stream: S) {
     let read = match read_head(&mut stream).await {
         Ok(read) => read,
         Err(error) => {
             debug!(%error, "dropping connection before a request");
             match error {
-                HeadError::TooLarge => shard.counters().http_refused(HttpRefusal::HeadTooLarge),
+                HeadError::TooLarge => front.counters().http_refused(HttpRefusal::HeadTooLarge),
                 HeadError::Malformed(_) => {
-                    shard.counters().http_refused(HttpRefusal::HeadMalformed)
+                    front.counters().http_refused(HttpRefusal::HeadMalformed)
                 }
                 HeadError::Closed | HeadError::Timeout | HeadError::Io(_) => {}
             }
@@ -114,21 +114,21 @@ async fn route_connection<S: Accepted>(shard: Rc<Shard>, mut stream: S) {
         let namespace = resolve(
             read.head.query_param("ns"),
             read.head.header("host"),
-            &shard.config().default_namespace,
+            &front.config().default_namespace,
         );
         let (head, leftover) = read.after_head();
         if head.query_param("s").is_some() {
             // The web SDK moving a long-polling session onto a WebSocket.
-            crate::longpoll::secondary::serve(shard, stream, head, leftover, namespace).await;
+            crate::longpoll::secondary::serve(front, stream, head, leftover, namespace).await;
         } else {
             // A task of its own, sized for the connection's life: this one also holds what
             // reading the head and serving HTTP need (BENCHMARKS.md §9, idle connections).
             drop(tokio::task::spawn_local(serve_websocket(
-                shard, stream, head, leftover, namespace,
+                front, stream, head, leftover, namespace,
             )));
         }
     } else {
-        serve_http(shard, stream, read.buffered).await;
+        serve_http(front, stream, read.buffered).await;
     }
 }
 
@@ -151,11 +151,11 @@ mod tests {
     /// one task did everything). Sizes of a debug build, which are larger than a release's.
     #[test]
     fn a_websocket_connection_task_holds_only_its_loop() {
-        let websocket = future_bytes(|shard: Rc<Shard>, (stream, head): (TcpStream, Head)| {
-            serve_websocket(shard, stream, head, Vec::new(), Ok(String::new()))
+        let websocket = future_bytes(|front: Rc<Front>, (stream, head): (TcpStream, Head)| {
+            serve_websocket(front, stream, head, Vec::new(), Ok(String::new()))
         });
-        let http = future_bytes(|shard: Rc<Shard>, stream: TcpStream| {
-            serve_http(shard, stream, Vec::new())
+        let http = future_bytes(|front: Rc<Front>, stream: TcpStream| {
+            serve_http(front, stream, Vec::new())
         });
         let routing = future_bytes(route_connection::<TcpStream>);
         let tls = future_bytes(route_tls_connection);

@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 use wtransport::{Endpoint, ServerConfig};
 
-use crate::shard::Shard;
+use crate::front::Front;
 use crate::webtransport::certificate::{Reloader, Reloads, Source};
 use crate::webtransport::spread::{Handed, Spread};
 use hearth_net::tls::{TlsCerts, TlsError};
@@ -155,7 +155,7 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// Accepts connections until the server stops, handing each to a shard (see `spread`).
-pub async fn serve(shard: Rc<Shard>, prepared: Prepared, spread: Spread) {
+pub async fn serve(front: Rc<Front>, prepared: Prepared, spread: Spread) {
     let Prepared {
         config,
         address,
@@ -180,7 +180,7 @@ pub async fn serve(shard: Rc<Shard>, prepared: Prepared, spread: Spread) {
         "WebTransport listening on {address} (certificate sha-256 {})",
         hex(&certificate_sha256)
     );
-    let mut shutdown = shard.shutdown();
+    let mut shutdown = front.shutdown();
     loop {
         let incoming = tokio::select! {
             _ = shutdown.changed() => break,
@@ -198,8 +198,8 @@ pub async fn serve(shard: Rc<Shard>, prepared: Prepared, spread: Spread) {
 }
 
 /// Serves the sessions handed to this shard, each by its own task, until the server stops.
-pub async fn serve_handed(shard: Rc<Shard>, mut handed: mpsc::UnboundedReceiver<Handed>) {
-    let mut shutdown = shard.shutdown();
+pub async fn serve_handed(front: Rc<Front>, mut handed: mpsc::UnboundedReceiver<Handed>) {
+    let mut shutdown = front.shutdown();
     loop {
         let Handed { incoming, slot } = tokio::select! {
             _ = shutdown.changed() => break,
@@ -208,6 +208,6 @@ pub async fn serve_handed(shard: Rc<Shard>, mut handed: mpsc::UnboundedReceiver<
                 None => break,
             },
         };
-        tokio::task::spawn_local(session::serve_session(shard.clone(), incoming, slot));
+        tokio::task::spawn_local(session::serve_session(front.clone(), incoming, slot));
     }
 }

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
+use crate::front::Front;
 use crate::owner_side::OwnerSide;
 use crate::serve::attach::{attach, send_to_owner};
-use crate::shard::Shard;
 use hearth_edge::frames::encode_frames;
 use hearth_edge::upstream::Upstream;
 use hearth_edge::EdgeConn;
@@ -43,9 +43,9 @@ pub struct Moving {
 
 /// Lets connection `edge`, whose session is on another node, follow its session if it moves
 /// (a WebSocket, under etcd's placement with the node link).
-pub fn follow(shard: &Shard, edge: &EdgeConn, side: &OwnerSide, namespace: &str, session: &str) {
-    let remote = matches!(side, OwnerSide::Remote(owner) if *owner >= shard.shard_count());
-    if remote && shard.config().cluster.is_some() && shard.nodes().is_some() {
+pub fn follow(front: &Front, edge: &EdgeConn, side: &OwnerSide, namespace: &str, session: &str) {
+    let remote = matches!(side, OwnerSide::Remote(owner) if *owner >= front.shard_count());
+    if remote && front.config().cluster.is_some() && front.nodes().is_some() {
         edge.follow_upstream(Upstream::new(namespace.to_owned(), session.to_owned()));
     }
 }
@@ -54,7 +54,7 @@ pub fn follow(shard: &Shard, edge: &EdgeConn, side: &OwnerSide, namespace: &str,
 /// running its onDisconnect queue (the client did not disconnect; the queue is replayed on
 /// the next owner), and the connection waits for that one. `Err`: it cannot move, and closes.
 pub fn begin(
-    shard: &Shard,
+    front: &Front,
     edge: &EdgeConn,
     side: &OwnerSide,
     cause: MoveCause,
@@ -63,7 +63,7 @@ pub fn begin(
     let OwnerSide::Remote(owner) = side else {
         return Err(close);
     };
-    if shard.is_shutting_down() || *owner < shard.shard_count() {
+    if front.is_shutting_down() || *owner < front.shard_count() {
         return Err(close);
     }
     if let Some(why) = edge.upstream().as_ref().and_then(|up| up.cannot_move()) {
@@ -72,10 +72,10 @@ pub fn begin(
     }
     // A lost link drops this; a live owner (it lost the claim, or it is stopping) ends the
     // session at once, which a stopping owner waits for before it lets its claims go.
-    shard.send_to_owner(*owner, ToOwner::Moved { conn: edge.id() });
+    front.send_to_owner(*owner, ToOwner::Moved { conn: edge.id() });
     Ok(Moving {
         cause,
-        from: owner - shard.shard_count(),
+        from: owner - front.shard_count(),
         deadline: Instant::now() + MOVE_WAIT_LIMIT,
     })
 }
@@ -103,7 +103,7 @@ pub fn answer_unanswered(edge: &Rc<EdgeConn>, cause: MoveCause) {
 /// Starts moving the session of `edge` when its owner asked for it and no move is under way
 /// ([`begin`]); `false` when it cannot move, and the connection closes.
 pub fn begin_if_asked(
-    shard: &Shard,
+    front: &Front,
     edge: &Rc<EdgeConn>,
     side: &OwnerSide,
     moving: &mut Option<Moving>,
@@ -112,7 +112,7 @@ pub fn begin_if_asked(
         return true;
     };
     if moving.is_none() {
-        match begin(shard, edge, side, cause) {
+        match begin(front, edge, side, cause) {
             Ok(started) => *moving = Some(started),
             Err(reason) => {
                 // Answered first; the loop's top writes them out, then closes.
@@ -129,12 +129,12 @@ pub fn begin_if_asked(
 /// of `moving` to finish it; `None` to wait on, or when the wait is over and the connection
 /// closes.
 fn ready_to_move(
-    shard: &Shard,
+    front: &Front,
     edge: &Rc<EdgeConn>,
     moving: &mut Option<Moving>,
 ) -> Option<(Moving, usize)> {
     let waiting = moving.as_ref()?;
-    match next_owner(shard, edge, waiting) {
+    match next_owner(front, edge, waiting) {
         Ok(None) => None,
         Ok(Some(owner)) => moving.take().map(|waiting| (waiting, owner)),
         Err(reason) => {
@@ -149,18 +149,18 @@ fn ready_to_move(
 /// Moves the moving session to its database's next owner once that one is known; `true`
 /// when it moved (`false` meanwhile, and when it could not move and the connection closes).
 pub async fn move_on(
-    shard: &Shard,
+    front: &Front,
     edge: &Rc<EdgeConn>,
     side: &mut OwnerSide,
     moving: &mut Option<Moving>,
 ) -> bool {
-    let Some((waiting, owner)) = ready_to_move(shard, edge, moving) else {
+    let Some((waiting, owner)) = ready_to_move(front, edge, moving) else {
         return false;
     };
     // Boxed: a move is rare, and an idle connection's task must not carry its state
     // (`server::tests`).
     let cause = waiting.cause;
-    match Box::pin(finish(shard, edge, waiting, owner)).await {
+    match Box::pin(finish(front, edge, waiting, owner)).await {
         Ok(next) => {
             *side = next;
             true
@@ -176,22 +176,22 @@ pub async fn move_on(
 /// The owner the session can go to now, as an owner index; `None` to wait on. `Err`: the
 /// wait is over, and the connection closes.
 pub fn next_owner(
-    shard: &Shard,
+    front: &Front,
     edge: &EdgeConn,
     moving: &Moving,
 ) -> Result<Option<usize>, CloseReason> {
     let close = moving.cause.close_reason();
-    if Instant::now() >= moving.deadline || shard.is_shutting_down() {
+    if Instant::now() >= moving.deadline || front.is_shutting_down() {
         return Err(close);
     }
     let (Some(nodes), Some(namespace)) = (
-        shard.nodes(),
+        front.nodes(),
         edge.upstream().as_ref().map(|up| up.namespace.clone()),
     ) else {
         return Err(close);
     };
-    let owner = shard.owner_of(&namespace);
-    let Some(node) = owner.checked_sub(shard.shard_count()) else {
+    let owner = front.owner_of(&namespace);
+    let Some(node) = owner.checked_sub(front.shard_count()) else {
         // This node serves it now.
         return Ok(Some(owner));
     };
@@ -216,7 +216,7 @@ pub fn next_owner(
 /// the requests the old owner left unanswered and that are not sent again are answered first.
 /// Returns where the session is now.
 pub async fn finish(
-    shard: &Shard,
+    front: &Front,
     edge: &Rc<EdgeConn>,
     moving: Moving,
     owner: usize,
@@ -237,8 +237,8 @@ pub async fn finish(
         )
     };
     // What the old owner still sends finds nothing from here on.
-    shard.edge().forget(edge.id());
-    edge.set_id(shard.next_conn_id());
+    front.edge().forget(edge.id());
+    edge.set_id(front.next_conn_id());
     edge.write(resume.answers.into_iter().map(encode_frames));
     debug!(
         conn = edge.id(),
@@ -246,15 +246,15 @@ pub async fn finish(
         replayed = resume.replay.len(),
         "connection moved to its database's next owner"
     );
-    shard.counters().session_moved();
-    let side = attach(shard, edge, namespace, session_id, None);
-    replay(shard, edge, &side, resume.replay).await?;
+    front.counters().session_moved();
+    let side = attach(front, edge, namespace, session_id, None);
+    replay(front, edge, &side, resume.replay).await?;
     Ok(side)
 }
 
 /// Sends `texts` to the session's owner as the client's own messages would go.
 async fn replay(
-    shard: &Shard,
+    front: &Front,
     edge: &Rc<EdgeConn>,
     side: &OwnerSide,
     texts: Vec<String>,
@@ -269,18 +269,18 @@ async fn replay(
                 let large = text.len() > OFF_THREAD_PARSE_BYTES;
                 batch.push(text);
                 if large
-                    && !send_to_owner(shard, edge, *owner, std::mem::take(&mut batch), true).await
+                    && !send_to_owner(front, edge, *owner, std::mem::take(&mut batch), true).await
                 {
                     return Err(stopping());
                 }
             }
-            if !batch.is_empty() && !send_to_owner(shard, edge, *owner, batch, false).await {
+            if !batch.is_empty() && !send_to_owner(front, edge, *owner, batch, false).await {
                 return Err(stopping());
             }
         }
         OwnerSide::Local(session) => {
             for text in texts {
-                if let Handled::ParseOffThread(message) = on_message(shard.owner(), session, text)?
+                if let Handled::ParseOffThread(message) = on_message(front.owner(), session, text)?
                 {
                     let Some(decoded) = finish_deferred(message).await else {
                         return Err(CloseReason::new(
@@ -288,7 +288,7 @@ async fn replay(
                             "a message could not be decoded",
                         ));
                     };
-                    on_large_decoded(shard.owner(), session, decoded)?;
+                    on_large_decoded(front.owner(), session, decoded)?;
                 }
             }
         }

@@ -20,8 +20,8 @@
 //! WebSocket path's.
 
 pub mod secondary;
-pub mod switch;
-pub mod task;
+pub(crate) mod switch;
+pub(crate) mod task;
 
 use std::rc::Rc;
 
@@ -29,8 +29,8 @@ use hyper::http::request::Parts;
 use hyper::Method;
 use tokio::sync::oneshot;
 
+use crate::front::Front;
 use crate::longpoll_session::script::{self, script_answer};
-use crate::shard::Shard;
 use hearth_ground::longpoll_request::{parse, Forwarded, LpRequest, SessionRef};
 use hearth_ground::namespace::resolve;
 use hearth_ground::rest::RestResponse;
@@ -40,7 +40,7 @@ use hearth_net::query_string::QueryString;
 pub const LONG_POLL_PATH: &str = "/.lp";
 
 /// Answers a request of `/.lp`, or `None` for any other path.
-pub async fn answer(shard: &Rc<Shard>, parts: &Parts) -> Option<RestResponse> {
+pub async fn answer(front: &Rc<Front>, parts: &Parts) -> Option<RestResponse> {
     if parts.uri.path() != LONG_POLL_PATH {
         return None;
     }
@@ -61,11 +61,11 @@ pub async fn answer(shard: &Rc<Shard>, parts: &Parts) -> Option<RestResponse> {
         .and_then(|host| host.to_str().ok());
     Some(match request {
         LpRequest::Start { callback, previous } => {
-            match resolve(query.get("ns"), host, &shard.config().default_namespace) {
+            match resolve(query.get("ns"), host, &front.config().default_namespace) {
                 Ok(namespace) => {
                     let host = host.map_or_else(
                         || {
-                            shard
+                            front
                                 .config()
                                 .listen
                                 .first()
@@ -73,7 +73,7 @@ pub async fn answer(shard: &Rc<Shard>, parts: &Parts) -> Option<RestResponse> {
                         },
                         str::to_owned,
                     );
-                    task::start(shard, callback, namespace, previous, host)
+                    task::start(front, callback, namespace, previous, host)
                 }
                 // As on a WebSocket: `s` tells the client not to retry a name that cannot be.
                 Err(error) => script_answer(script::data(
@@ -99,9 +99,9 @@ pub async fn answer(shard: &Rc<Shard>, parts: &Parts) -> Option<RestResponse> {
             let (reply, answer) = oneshot::channel();
             let home = home_core(&request);
             match home {
-                Some(home) if home == shard.index() => on_request(shard, request, reply),
-                Some(home) if home < shard.shard_count() => {
-                    shard
+                Some(home) if home == front.index() => on_request(front, request, reply),
+                Some(home) if home < front.shard_count() => {
+                    front
                         .inboxes()
                         .forward_long_poll(home, Forwarded { request, reply });
                 }
@@ -115,13 +115,13 @@ pub async fn answer(shard: &Rc<Shard>, parts: &Parts) -> Option<RestResponse> {
 }
 
 /// Handles a poll or a disconnect on its session's home core.
-pub fn on_request(shard: &Shard, request: LpRequest, reply: oneshot::Sender<RestResponse>) {
+pub fn on_request(front: &Front, request: LpRequest, reply: oneshot::Sender<RestResponse>) {
     let (session_ref, segments) = match request {
         LpRequest::Poll { session, segments } => (session, Some(segments)),
         LpRequest::Disconnect { session } => (session, None),
         LpRequest::Start { .. } | LpRequest::DisconnectFrame => return unknown_session(reply),
     };
-    let Some(session) = shard
+    let Some(session) = front
         .long_polls()
         .get(&session_ref.id)
         .filter(|session| session.accepts(&session_ref.password))

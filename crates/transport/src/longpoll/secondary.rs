@@ -25,11 +25,11 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
+use crate::front::Front;
 use crate::longpoll_session::{Handover, LpSession, Secondary};
 use crate::serve::websocket::{
     accept_response, end_socket, serve_session, websocket_config, Ended, Socket, BAD_UPGRADE,
 };
-use crate::shard::Shard;
 use hearth_edge::frames::encode_frames;
 use hearth_edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use hearth_edge::Settled;
@@ -47,7 +47,7 @@ pub const MAX_PINGS_BEFORE_SWITCH: u32 = 8;
 
 /// Serves a WebSocket that names a long-polling session, on that session's home core.
 pub async fn serve<S: Accepted>(
-    shard: Rc<Shard>,
+    front: Rc<Front>,
     mut stream: S,
     head: Head,
     leftover: Vec<u8>,
@@ -60,10 +60,10 @@ pub async fn serve<S: Accepted>(
     let home = head
         .query_param("s")
         .and_then(home_core)
-        .filter(|home| *home < shard.shard_count());
+        .filter(|home| *home < front.shard_count());
     match home {
-        Some(home) if home != shard.index() => match stream.into_movable() {
-            Ok(stream) => shard.inboxes().forward_upgrade(
+        Some(home) if home != front.index() => match stream.into_movable() {
+            Ok(stream) => front.inboxes().forward_upgrade(
                 home,
                 MovedUpgrade {
                     stream,
@@ -75,12 +75,12 @@ pub async fn serve<S: Accepted>(
             Err(error) => debug!(%error, "a WebSocket could not leave this core; dropped"),
         },
         // Here, or nowhere: an unknown session is refused here.
-        _ => serve_here(shard, stream.into_shared(), head, leftover, namespace).await,
+        _ => serve_here(front, stream.into_shared(), head, leftover, namespace).await,
     }
 }
 
 /// Serves a WebSocket that another core moved here.
-pub async fn serve_moved(shard: Rc<Shard>, moved: MovedUpgrade) {
+pub async fn serve_moved(front: Rc<Front>, moved: MovedUpgrade) {
     let MovedUpgrade {
         stream,
         head,
@@ -88,8 +88,8 @@ pub async fn serve_moved(shard: Rc<Shard>, moved: MovedUpgrade) {
         namespace,
     } = moved;
     match Settled::from_movable(stream) {
-        Ok(Settled::Plain(socket)) => serve_here(shard, socket, head, leftover, namespace).await,
-        Ok(Settled::Tls(socket)) => serve_here(shard, socket, head, leftover, namespace).await,
+        Ok(Settled::Plain(socket)) => serve_here(front, socket, head, leftover, namespace).await,
+        Ok(Settled::Tls(socket)) => serve_here(front, socket, head, leftover, namespace).await,
         Err(error) => debug!(%error, "a WebSocket moved here could not be registered; dropped"),
     }
 }
@@ -102,20 +102,20 @@ fn home_core(session_id: &str) -> Option<usize> {
 
 /// The session `s` names by its secret on `namespace`, if it may move.
 fn find(
-    shard: &Shard,
+    front: &Front,
     head: &Head,
     namespace: &Result<String, NamespaceError>,
 ) -> Option<Rc<LpSession>> {
     let (public_id, secret) = head.query_param("s")?.split_once('.')?;
     let namespace = namespace.as_ref().ok()?;
-    shard
+    front
         .long_polls()
         .get(public_id)
         .filter(|session| session.may_move(namespace, secret))
 }
 
 async fn serve_here<T: Source + Transport + 'static>(
-    shard: Rc<Shard>,
+    front: Rc<Front>,
     socket: Rc<T>,
     head: Head,
     leftover: Vec<u8>,
@@ -128,10 +128,10 @@ async fn serve_here<T: Source + Transport + 'static>(
     // Not in the answer budget: it holds the upgrade's answer and a few small frames.
     let first = Rc::new(Outbox::new(transport.clone(), None));
     first.send([accept_response(key).into_bytes().into()]);
-    shard.counters().websocket_opened();
-    let id = shard.next_conn_id();
+    front.counters().websocket_opened();
+    let id = front.next_conn_id();
     let (handover, handed) = oneshot::channel();
-    let session = find(&shard, &head, &namespace).and_then(|session| {
+    let session = find(&front, &head, &namespace).and_then(|session| {
         let secondary = Secondary::new(transport, first.clone(), handover);
         session
             .attach_secondary(secondary)
@@ -150,25 +150,25 @@ async fn serve_here<T: Source + Transport + 'static>(
         let host = head.header("host").unwrap_or_default();
         first.send([encode_frames(encode_reset(host))]);
         let refused = CloseReason::new(CloseCode::Policy, UPGRADE_REFUSED_CLOSE);
-        end_socket(&shard, id, Ended::Closed(refused), &mut ws).await;
+        end_socket(&front, id, Ended::Closed(refused), &mut ws).await;
         first.detach();
         return;
     };
     first.send([encode_frames(SWITCH_ACK.to_owned())]);
-    match before_switch(&shard, &mut ws, &first, handed).await {
+    match before_switch(&front, &mut ws, &first, handed).await {
         Ok(Handover { edge, side }) => {
             debug!(
                 conn = edge.id(),
                 "a WebSocket took a long-polling session over"
             );
             ws.get_mut().set_outbox(edge.outbox());
-            serve_session(&shard, edge, side, ws).await;
+            serve_session(&front, edge, side, ws).await;
         }
         Err(ended) => {
             if let Some(session) = Weak::upgrade(&session) {
                 session.drop_secondary(&first);
             }
-            end_socket(&shard, id, ended, &mut ws).await;
+            end_socket(&front, id, ended, &mut ws).await;
             first.detach();
         }
     }
@@ -177,12 +177,12 @@ async fn serve_here<T: Source + Transport + 'static>(
 /// The WebSocket until the switch: the client's pings answered, its acknowledgement
 /// awaited, then the session awaited from its long-polling task.
 async fn before_switch<S: Source>(
-    shard: &Shard,
+    front: &Front,
     ws: &mut Socket<S>,
     first: &Outbox,
     mut handed: oneshot::Receiver<Handover>,
 ) -> Result<Handover, Ended> {
-    let mut shutdown = shard.shutdown();
+    let mut shutdown = front.shutdown();
     let deadline = tokio::time::Instant::now() + SWITCH_TIMEOUT;
     let mut pings = 0;
     let mut acknowledged = false;

@@ -11,7 +11,7 @@ use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
 use tokio::sync::oneshot;
 
-use crate::shard::Shard;
+use crate::front::Front;
 use crate::sse::hold_remote_stream;
 use hearth_edge::event_stream::StreamHandle;
 use hearth_edge::http_body::HearthBody;
@@ -29,19 +29,19 @@ const HEAD_TOO_LARGE: &str = "the request head is too large to forward";
 /// Sends a REST request to node `node`, which owns its database, and answers with what it
 /// answered.
 pub async fn forward_rest(
-    shard: &Shard,
+    front: &Front,
     node: usize,
     parts: &Parts,
     body: Option<Vec<u8>>,
 ) -> Response<HearthBody> {
-    let Some(nodes) = shard.nodes() else {
+    let Some(nodes) = front.nodes() else {
         return RestResponse::error(503, OWNER_UNREACHABLE).into_http();
     };
     let head = head_of(parts);
     if !head.fits() {
         return RestResponse::error(431, HEAD_TOO_LARGE).into_http();
     }
-    shard.counters().rest_forwarded();
+    front.counters().rest_forwarded();
     let (reply, answer) = oneshot::channel();
     let body = body.map(Bytes::from).unwrap_or_default();
     nodes.forward(node, Forward::Rest { head, body, reply });
@@ -55,20 +55,20 @@ pub async fn forward_rest(
 /// come back in the owner's batches, to a queue held here until the stream ends on either
 /// side, or the link is lost.
 pub async fn forward_stream(
-    shard: &Rc<Shard>,
+    front: &Rc<Front>,
     node: usize,
     parts: &Parts,
     parsed: &RestRequest,
     request: &DataRequest,
 ) -> Response<HearthBody> {
-    let Some(nodes) = shard.nodes().cloned() else {
+    let Some(nodes) = front.nodes().cloned() else {
         return RestResponse::error(503, OWNER_UNREACHABLE).into_http();
     };
     let head = head_of(parts);
     if !head.fits() {
         return RestResponse::error(431, HEAD_TOO_LARGE).into_http();
     }
-    let edge = shard.clone();
+    let edge = front.clone();
     let closing = nodes.clone();
     // From here on, dropping the body ends the session on the owner node. The end goes on
     // the same queue as the opening, so that it never overtakes it.
@@ -76,7 +76,7 @@ pub async fn forward_stream(
         edge.edge().forget(queue.id);
         closing.forward(node, Forward::StreamClosed { conn: queue.id });
     });
-    let (conn, body) = hold_remote_stream(shard, parsed, request, release);
+    let (conn, body) = hold_remote_stream(front, parsed, request, release);
     let (opened, answer) = oneshot::channel();
     let namespace = parsed.namespace.as_str().into();
     nodes.forward(

@@ -6,18 +6,18 @@ use bytes::Bytes;
 use hearth_sync::ConnId;
 use rustc_hash::FxHashMap;
 
-use crate::shard::Shard;
+use crate::front::Front;
 use hearth_edge::EdgeTarget;
 use hearth_ground::cross_core::{EdgeItem, ToEdge};
 
 /// Carries out `batch`, then tells its owner that the bytes are written (or queued in the
 /// connections' outboxes, where the server's answer budget counts them).
-pub fn on_batch(shard: &Shard, mut batch: ToEdge) {
+pub fn on_batch(front: &Front, mut batch: ToEdge) {
     // With `--io-uring-sends` the batch's writes leave together when it closes, after the
     // loop below and before the owner is told.
-    let sends = shard.edge().send_batch();
+    let sends = front.edge().send_batch();
     // Writing to a connection never calls back into the shard, so the map stays borrowed.
-    let conns = shard.edge().held();
+    let conns = front.edge().held();
     // A run of frames for one connection: an owner releases a connection's messages together
     // (after a log sync, its replies and pushes), so they are written together. Not corking
     // the outbox keeps what the kernel takes at once out of the answer budget, as for frames

@@ -7,8 +7,8 @@ use std::rc::Rc;
 
 use tokio::sync::oneshot;
 
+use crate::front::Front;
 use crate::owner_side::OwnerSide;
-use crate::shard::Shard;
 use hearth_edge::{EdgeConn, EdgeTarget};
 use hearth_ground::cross_core::ToOwner;
 use hearth_owner::outbound::Route;
@@ -18,33 +18,33 @@ use hearth_owner::sessions;
 /// this core owns it, else by a message to the owner (the connection's messages follow it
 /// there). `previous` names a session the client replaces (`ls`).
 pub(crate) fn attach(
-    shard: &Shard,
+    front: &Front,
     edge: &Rc<EdgeConn>,
     namespace: String,
     session_id: String,
     previous: Option<&str>,
 ) -> OwnerSide {
     let id = edge.id();
-    let owner = shard.owner_of(&namespace);
-    if owner == shard.index() {
+    let owner = front.owner_of(&namespace);
+    if owner == front.index() {
         if let Some(previous) = previous {
-            sessions::end_previous_session(shard.owner(), previous, &namespace);
+            sessions::end_previous_session(front.owner(), previous, &namespace);
         }
         let route = Route::Local(edge.clone());
         OwnerSide::Local(sessions::open_session(
-            shard.owner(),
+            front.owner(),
             id,
             &namespace,
             session_id,
             route,
         ))
     } else {
-        shard.edge().hold(id, EdgeTarget::Socket(edge.clone()));
-        shard.send_to_owner(
+        front.edge().hold(id, EdgeTarget::Socket(edge.clone()));
+        front.send_to_owner(
             owner,
             ToOwner::Open {
                 conn: id,
-                edge: shard.index(),
+                edge: front.index(),
                 namespace,
                 session_id,
                 previous: previous.map(str::to_owned),
@@ -55,10 +55,10 @@ pub(crate) fn attach(
 }
 
 /// Ends the session that [`attach`] opened.
-pub(crate) fn detach_session(shard: &Shard, id: hearth_sync::ConnId, side: &OwnerSide) {
+pub(crate) fn detach_session(front: &Front, id: hearth_sync::ConnId, side: &OwnerSide) {
     match side {
-        OwnerSide::Local(session) => sessions::close_connection(shard.owner(), session),
-        OwnerSide::Remote(owner) => shard.release_connection(id, *owner),
+        OwnerSide::Local(session) => sessions::close_connection(front.owner(), session),
+        OwnerSide::Remote(owner) => front.release_connection(id, *owner),
     }
 }
 
@@ -66,14 +66,14 @@ pub(crate) fn detach_session(shard: &Shard, id: hearth_sync::ConnId, side: &Owne
 /// them; after a large one, waits until the owner has handled it. `false` when the owner is
 /// gone (the server is stopping).
 pub(crate) async fn send_to_owner(
-    shard: &Shard,
+    front: &Front,
     edge: &EdgeConn,
     owner: usize,
     texts: Vec<String>,
     large: bool,
 ) -> bool {
     let bytes = texts.iter().map(String::len).sum();
-    let Some(room) = shard.edge().owner_room(owner, bytes).await else {
+    let Some(room) = front.edge().owner_room(owner, bytes).await else {
         return false;
     };
     let (done, handled) = if large {
@@ -82,7 +82,7 @@ pub(crate) async fn send_to_owner(
     } else {
         (None, None)
     };
-    shard.send_to_owner(
+    front.send_to_owner(
         owner,
         ToOwner::Messages {
             conn: edge.id(),
