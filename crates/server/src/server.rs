@@ -21,6 +21,7 @@ use hearth_config::ServeConfig;
 use hearth_ground::cross_core::ToEdge;
 use hearth_ground::inbox::ShardMessage;
 use hearth_ground::metrics::labels::CloseCause;
+use hearth_ground::metrics::ShardCounters;
 use hearth_net::listener::Bound;
 use hearth_net::port_claim::PortClaim;
 use hearth_owner::durability::{commit_loop, flush_at_shutdown, snapshot_all};
@@ -350,22 +351,27 @@ fn run_shard(
         shard.drain(SHUTDOWN_GRACE).await;
         flush_at_shutdown(shard.owner()).await;
         snapshot_all(shard.owner());
-        let counters = front.counters().snapshot();
-        let closes: Vec<_> = CloseCause::ALL
-            .iter()
-            .zip(&counters.closes)
-            .filter(|(_, count)| **count > 0)
-            .map(|(cause, count)| format!("{}={count}", cause.label()))
-            .collect();
-        info!(
-            shard = index,
-            websockets_opened = counters.websockets_opened,
-            held_for_others = counters.held_for_others,
-            closes = closes.join(" "),
-            "shard stopped"
-        );
-        debug!(shard = index, ?counters, "shard stopped");
+        log_stopped(index, front.counters());
     });
+}
+
+/// Logs what a shard that stopped did: its connections and their closes by cause.
+fn log_stopped(index: usize, counters: &ShardCounters) {
+    let counters = counters.snapshot();
+    let closes: Vec<_> = CloseCause::ALL
+        .iter()
+        .zip(&counters.closes)
+        .filter(|(_, count)| **count > 0)
+        .map(|(cause, count)| format!("{}={count}", cause.label()))
+        .collect();
+    info!(
+        shard = index,
+        websockets_opened = counters.websockets_opened,
+        held_for_others = counters.held_for_others,
+        closes = closes.join(" "),
+        "shard stopped"
+    );
+    debug!(shard = index, ?counters, "shard stopped");
 }
 
 /// Writes the batches other shards' databases send to the connections this shard holds.

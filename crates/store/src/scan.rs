@@ -82,12 +82,9 @@ struct Break {
     drop_segment: bool,
 }
 
-/// Scans the segments among `names`, handing each valid record to `deliver` in order.
-pub(crate) fn scan_wal<S: Storage>(
-    storage: &S,
-    names: &[String],
-    mut deliver: impl FnMut(Record) -> Result<(), StoreError>,
-) -> Result<WalScan<S::File>, StoreError> {
+/// The segments among `names` (other files left out), by index; an index missing between two
+/// of them is an error, since only the last segment may be lost (in a crash while creating it).
+fn numbered_segments(names: &[String]) -> Result<Vec<(u64, &String)>, StoreError> {
     let mut indexed: Vec<(u64, &String)> = names
         .iter()
         .filter_map(|name| Some((parse_segment_name(name)?, name)))
@@ -101,6 +98,123 @@ pub(crate) fn scan_wal<S: Storage>(
             });
         }
     }
+    Ok(indexed)
+}
+
+/// A segment's bytes up to the size its header gives, as read.
+struct Segment<'a> {
+    name: &'a str,
+    bytes: &'a [u8],
+    version: u32,
+}
+
+/// Reads the records of `segment` after its header while each is whole and the next in
+/// sequence, adding each to `info` and `scan` and handing it to `deliver`. Returns the offset
+/// where reading stopped, and why if not at the end of the records.
+fn read_records<F>(
+    segment: Segment<'_>,
+    scan: &mut WalScan<F>,
+    info: &mut SegmentInfo,
+    deliver: &mut impl FnMut(Record) -> Result<(), StoreError>,
+) -> Result<(usize, Option<Corruption>), StoreError> {
+    let Segment {
+        name,
+        bytes,
+        version,
+    } = segment;
+    let mut offset = SEGMENT_HEADER_BYTES;
+    loop {
+        if offset + RECORD_HEADER_BYTES > bytes.len() || is_end(&bytes[offset..]) {
+            return Ok((offset, None));
+        }
+        let expected = scan.log_last_seq + 1;
+        match check_record(&bytes[offset..], version) {
+            Ok(record) if record.seq == expected => {
+                let (record, size) = decode_record_in(&bytes[offset..], version)
+                    .map_err(|reason| StoreError::corrupt(name, offset as u64, reason))?;
+                info.add(record.seq, &record.database, size as u64);
+                if record.epoch > 0 {
+                    let highest = scan.epochs.entry(record.database.clone()).or_default();
+                    *highest = (*highest).max(record.epoch);
+                }
+                scan.log_last_seq = record.seq;
+                scan.last_synced_seq = record.synced_seq;
+                deliver(record)?;
+                offset += size;
+            }
+            Ok(record) => {
+                let found = record.seq;
+                return Ok((offset, Some(Corruption::Sequence { expected, found })));
+            }
+            Err(reason) => return Ok((offset, Some(reason))),
+        }
+    }
+}
+
+/// The header of segment `name` (number `index`), checked against the file's name and the
+/// segments scanned before it. `Ok(Err(..))` is where the log breaks: a header left unreadable
+/// by a crash while the last segment was created, or records missing at the end of the
+/// previous segment.
+fn checked_header<F>(
+    name: &str,
+    bytes: &[u8],
+    index: u64,
+    is_last: bool,
+    scan: &WalScan<F>,
+) -> Result<Result<SegmentHeader, Break>, StoreError> {
+    let header = match SegmentHeader::parse(bytes) {
+        Ok(header) => header,
+        Err(HeaderError::Version(found)) => {
+            return Err(StoreError::UnsupportedVersion {
+                file: name.to_owned(),
+                found,
+                supported: WAL_FORMAT_VERSION,
+            })
+        }
+        // A later segment is only created once this one was complete and synced, so an
+        // unreadable header can only be a crash part way through creating the last one.
+        Err(HeaderError::Corrupt(reason)) if is_last => {
+            return Ok(Err(Break {
+                segment: name.to_owned(),
+                offset: 0,
+                expected: scan.log_last_seq + 1,
+                reason,
+                drop_segment: true,
+            }));
+        }
+        Err(HeaderError::Corrupt(reason)) => return Err(StoreError::corrupt(name, 0, reason)),
+    };
+    if header.index != index {
+        let reason = Corruption::Header("the index differs from the file name");
+        return Err(StoreError::corrupt(name, 16, reason));
+    }
+    if let Some(previous) = scan.segments.last() {
+        if header.previous_seq < scan.log_last_seq {
+            let reason = Corruption::Header("the previous sequence number goes backwards");
+            return Err(StoreError::corrupt(name, 32, reason));
+        }
+        if header.previous_seq > scan.log_last_seq {
+            // The previous segment ends before records this one says came first.
+            let expected = scan.log_last_seq + 1;
+            return Ok(Err(Break {
+                segment: previous.name.clone(),
+                offset: previous.info.used,
+                expected,
+                reason: Corruption::MissingRecords { expected },
+                drop_segment: false,
+            }));
+        }
+    }
+    Ok(Ok(header))
+}
+
+/// Scans the segments among `names`, handing each valid record to `deliver` in order.
+pub(crate) fn scan_wal<S: Storage>(
+    storage: &S,
+    names: &[String],
+    mut deliver: impl FnMut(Record) -> Result<(), StoreError>,
+) -> Result<WalScan<S::File>, StoreError> {
+    let indexed = numbered_segments(names)?;
     let mut scan = WalScan {
         segments: Vec::new(),
         dropped: Vec::new(),
@@ -116,88 +230,26 @@ pub(crate) fn scan_wal<S: Storage>(
         let io = |operation| move |error| StoreError::io(name, operation, error);
         let file = storage.open(name).map_err(io(Operation::Open))?;
         let bytes = read_all(&file).map_err(io(Operation::Read))?;
-        let header = match SegmentHeader::parse(&bytes) {
+        let is_last = position == last_position;
+        let header = match checked_header(name, &bytes, index, is_last, &scan)? {
             Ok(header) => header,
-            Err(HeaderError::Version(found)) => {
-                return Err(StoreError::UnsupportedVersion {
-                    file: name.clone(),
-                    found,
-                    supported: WAL_FORMAT_VERSION,
-                })
-            }
-            // A later segment is only created once this one was complete and synced, so an
-            // unreadable header can only be a crash part way through creating the last one.
-            Err(HeaderError::Corrupt(reason)) if position == last_position => {
-                let broken = Break {
-                    segment: name.clone(),
-                    offset: 0,
-                    expected: scan.log_last_seq + 1,
-                    reason,
-                    drop_segment: true,
-                };
+            Err(broken) => {
                 found = Some((broken, position));
                 break;
             }
-            Err(HeaderError::Corrupt(reason)) => return Err(StoreError::corrupt(name, 0, reason)),
         };
-        if header.index != index {
-            let reason = Corruption::Header("the index differs from the file name");
-            return Err(StoreError::corrupt(name, 16, reason));
-        }
-        if let Some(previous) = scan.segments.last() {
-            if header.previous_seq < scan.log_last_seq {
-                let reason = Corruption::Header("the previous sequence number goes backwards");
-                return Err(StoreError::corrupt(name, 32, reason));
-            }
-            if header.previous_seq > scan.log_last_seq {
-                // The previous segment ends before records this one says came first.
-                let expected = scan.log_last_seq + 1;
-                let broken = Break {
-                    segment: previous.name.clone(),
-                    offset: previous.info.used,
-                    expected,
-                    reason: Corruption::MissingRecords { expected },
-                    drop_segment: false,
-                };
-                found = Some((broken, position));
-                break;
-            }
-        }
         scan.log_last_seq = header.first_seq - 1;
         scan.index_next = index + 1;
         let limit = bytes
             .len()
             .min(usize::try_from(header.size).unwrap_or(usize::MAX));
         let mut info = SegmentInfo::new(header);
-        let mut offset = SEGMENT_HEADER_BYTES;
-        let stop = loop {
-            if offset + RECORD_HEADER_BYTES > limit || is_end(&bytes[offset..limit]) {
-                break None;
-            }
-            let expected = scan.log_last_seq + 1;
-            match check_record(&bytes[offset..limit], header.version) {
-                Ok(record) if record.seq == expected => {
-                    let (record, size) = decode_record_in(&bytes[offset..limit], header.version)
-                        .map_err(|reason| StoreError::corrupt(name, offset as u64, reason))?;
-                    info.add(record.seq, &record.database, size as u64);
-                    if record.epoch > 0 {
-                        let highest = scan.epochs.entry(record.database.clone()).or_default();
-                        *highest = (*highest).max(record.epoch);
-                    }
-                    scan.log_last_seq = record.seq;
-                    scan.last_synced_seq = record.synced_seq;
-                    deliver(record)?;
-                    offset += size;
-                }
-                Ok(record) => {
-                    break Some(Corruption::Sequence {
-                        expected,
-                        found: record.seq,
-                    })
-                }
-                Err(reason) => break Some(reason),
-            }
+        let segment = Segment {
+            name,
+            bytes: &bytes[..limit],
+            version: header.version,
         };
+        let (offset, stop) = read_records(segment, &mut scan, &mut info, &mut deliver)?;
         let garbage = bytes[offset..limit].iter().any(|&byte| byte != 0);
         let short = (bytes.len() as u64) < header.size;
         let reason = stop.or(garbage.then_some(Corruption::Garbage));
