@@ -44,17 +44,24 @@ pub struct MessageBatch {
     pub room: OwnedSemaphorePermit,
 }
 
+/// A connection's session opening on the owner of its database: the same message over the
+/// cross-core queues ([`ToOwner::Open`]) and the node link (`peer`'s `LinkMessage::Open`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opening {
+    pub conn: ConnId,
+    pub namespace: String,
+    /// The id the session reports to its client (`s` in the handshake).
+    pub session_id: String,
+    /// The session id the client named to replace (`ls`), whose session ends first.
+    pub previous: Option<String>,
+}
+
 /// From an edge to the owner of a connection's database.
 #[derive(Debug)]
 pub enum ToOwner {
-    /// A connection opened; `previous` is the session id it named to replace (`ls`).
-    Open {
-        conn: ConnId,
-        edge: usize,
-        namespace: String,
-        session_id: String,
-        previous: Option<String>,
-    },
+    /// A connection opened on edge `edge` (an index among the owner's edges: the local shards,
+    /// then the other nodes).
+    Open { edge: usize, opening: Opening },
     /// Whole messages of a connection, in the order it sent them. `done`, when present, is
     /// dropped once the last of them is handled: the edge reads nothing more of the
     /// connection before that (a large message is decoded off the owner's thread, and the

@@ -21,9 +21,11 @@ pub enum ReplicationMode {
     Off,
 }
 
-/// From a shard to the link to its follower node: records of one of its databases.
-#[derive(Debug)]
-pub struct ToFollower {
+/// Log records of one database shipped from its owner to its follower: the same from the
+/// owner's shard to its link ([`ToFollower`]), across the node link (`peer`'s
+/// `LinkMessage::Replicate`) and from the follower's link to its shard ([`ReplicaIn::Records`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shipped {
     /// The owner shard, whose sequence numbers `seq` is one of.
     pub shard: u32,
     pub seq: u64,
@@ -32,13 +34,20 @@ pub struct ToFollower {
     pub reset: bool,
     /// Log records as the log encodes them.
     pub records: Bytes,
+}
+
+/// From a shard to the link to its follower node: records of one of its databases.
+#[derive(Debug)]
+pub struct ToFollower {
+    pub shipped: Shipped,
     /// The link's generation the shard shipped under: the link drops what was meant for an
     /// earlier connection, so that a follower never gets records without the copy before.
     pub generation: u64,
 }
 
-/// From a shard to the link to an owner node: records it has on disk.
-#[derive(Debug)]
+/// From a shard to the link to an owner node: records it has on disk. The same across the
+/// node link (`peer`'s `LinkMessage::ReplicaAck`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToOwnerNode {
     pub shard: u32,
     pub seqs: Vec<u64>,
@@ -55,14 +64,7 @@ pub enum ReplicaOut {
 #[derive(Debug)]
 pub enum ReplicaIn {
     /// Records of a database this node follows, from owner node `from`.
-    Records {
-        from: usize,
-        shard: u32,
-        seq: u64,
-        namespace: String,
-        reset: bool,
-        records: Bytes,
-    },
+    Records { from: usize, shipped: Shipped },
     /// Follower node `from` has these records of this shard on its disk.
     Ack { from: usize, seqs: Vec<u64> },
 }

@@ -15,18 +15,18 @@ use crate::sessions;
 use crate::state::Owner;
 use crate::streams::open_stream_for_edge;
 use hearth_ground::close::CloseReason;
-use hearth_ground::cross_core::{MessageBatch, ToOwner};
+use hearth_ground::cross_core::{MessageBatch, Opening, ToOwner};
 use hearth_net::time::now_ms;
 
 pub fn on_link_message(owner: &Rc<Owner>, message: ToOwner) {
     match message {
-        ToOwner::Open {
-            conn,
-            edge,
-            namespace,
-            session_id,
-            previous,
-        } => {
+        ToOwner::Open { edge, opening } => {
+            let Opening {
+                conn,
+                namespace,
+                session_id,
+                previous,
+            } = opening;
             if let Some(previous) = previous {
                 sessions::end_previous_session(owner, &previous, &namespace);
             }

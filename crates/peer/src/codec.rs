@@ -7,6 +7,8 @@
 //! length is checked against what is left, and nothing is allocated beyond the frame.
 
 use bytes::{Buf, Bytes, BytesMut};
+pub use hearth_ground::cross_core::Opening;
+pub use hearth_ground::replica_messages::{Shipped, ToOwnerNode};
 use hearth_sync::ConnId;
 
 /// The largest frame either side accepts: a batch leaves in frames of about
@@ -25,12 +27,7 @@ pub const MAX_WIRE_CONN: ConnId = 1 << 48;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkMessage {
     /// Edge to owner: a connection opened (`ToOwner::Open`).
-    Open {
-        conn: ConnId,
-        namespace: String,
-        session_id: String,
-        previous: Option<String>,
-    },
+    Open(Opening),
     /// Edge to owner: whole messages of a connection; `large` asks for [`LinkMessage::Handled`]
     /// once the last is handled (the edge reads nothing more of it until then).
     Messages {
@@ -82,19 +79,13 @@ pub enum LinkMessage {
         conn: ConnId,
         refusal: Option<(AnswerHead, Bytes)>,
     },
-    /// Owner to follower (`replica`): log records of database `namespace` from owner shard
-    /// `shard`, in the byte form of the log (`hearth_store::encode_record`, checksummed);
-    /// `seq` is the owner shard's sequence number the follower acknowledges. `reset`: the
-    /// records are a full copy (rules, then the whole tree) that replaces the follower's.
-    Replicate {
-        shard: u32,
-        seq: u64,
-        namespace: String,
-        reset: bool,
-        records: Bytes,
-    },
+    /// Owner to follower (`replica`): log records of one database from one owner shard, in
+    /// the byte form of the log (`hearth_store::encode_record`, checksummed); `seq` is the
+    /// owner shard's sequence number the follower acknowledges. `reset`: the records are a
+    /// full copy (rules, then the whole tree) that replaces the follower's.
+    Replicate(Shipped),
     /// Follower to owner: these records of owner shard `shard` are on the follower's disk.
-    ReplicaAck { shard: u32, seqs: Vec<u64> },
+    ReplicaAck(ToOwnerNode),
 }
 
 /// An HTTP request's head as the edge node received it (UTF-8 header values only: the REST
@@ -266,18 +257,18 @@ mod tests {
     /// The messages of a connection's life, edge to owner, and the owner's reply to a large one.
     fn connection_messages() -> Vec<LinkMessage> {
         vec![
-            LinkMessage::Open {
+            LinkMessage::Open(Opening {
                 conn: 7,
                 namespace: "demo".into(),
                 session_id: "s1".into(),
                 previous: Some("s0".into()),
-            },
-            LinkMessage::Open {
+            }),
+            LinkMessage::Open(Opening {
                 conn: MAX_WIRE_CONN - 1,
                 namespace: "é".into(),
                 session_id: String::new(),
                 previous: None,
-            },
+            }),
             LinkMessage::Messages {
                 conn: 1,
                 texts: vec!["{\"t\":\"d\"}".into(), String::new()],
@@ -372,17 +363,17 @@ mod tests {
     /// Log records sent to a follower, and its acknowledgement.
     fn replication_messages() -> Vec<LinkMessage> {
         vec![
-            LinkMessage::Replicate {
+            LinkMessage::Replicate(Shipped {
                 shard: 1,
                 seq: 42,
                 namespace: "demo".into(),
                 reset: true,
                 records: Bytes::from_static(b"records"),
-            },
-            LinkMessage::ReplicaAck {
+            }),
+            LinkMessage::ReplicaAck(ToOwnerNode {
                 shard: 0,
                 seqs: vec![3, 5, u64::MAX],
-            },
+            }),
         ]
     }
 

@@ -5,10 +5,11 @@ use bytes::{Buf, Bytes};
 use hearth_sync::ConnId;
 
 use super::{
-    AnswerHead, DecodeError, LinkMessage, RequestHead, WireItem, ANSWER, ANSWER_MORE, AUTH_EXPIRED,
-    BATCH, CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY, ITEM_FRAMES, ITEM_MOVED, MAX_ACKS_PER_MESSAGE,
-    MAX_CHUNK_BYTES, MAX_HEAD_BYTES, MAX_HEAD_FIELDS, MAX_WIRE_CONN, MESSAGES, MOVED, OPEN,
-    OPEN_STREAM, REPLICATE, REPLICA_ACK, REQUEST, REQUEST_MORE, STREAM_OPENED,
+    AnswerHead, DecodeError, LinkMessage, Opening, RequestHead, Shipped, ToOwnerNode, WireItem,
+    ANSWER, ANSWER_MORE, AUTH_EXPIRED, BATCH, CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY,
+    ITEM_FRAMES, ITEM_MOVED, MAX_ACKS_PER_MESSAGE, MAX_CHUNK_BYTES, MAX_HEAD_BYTES,
+    MAX_HEAD_FIELDS, MAX_WIRE_CONN, MESSAGES, MOVED, OPEN, OPEN_STREAM, REPLICATE, REPLICA_ACK,
+    REQUEST, REQUEST_MORE, STREAM_OPENED,
 };
 
 impl LinkMessage {
@@ -16,7 +17,7 @@ impl LinkMessage {
     pub fn decode(mut body: Bytes) -> Result<LinkMessage, DecodeError> {
         let body = &mut body;
         let message = match get_u8(body)? {
-            OPEN => LinkMessage::Open {
+            OPEN => LinkMessage::Open(Opening {
                 conn: get_conn(body)?,
                 namespace: get_str(body)?,
                 session_id: get_str(body)?,
@@ -24,7 +25,7 @@ impl LinkMessage {
                     0 => None,
                     _ => Some(get_str(body)?),
                 },
-            },
+            }),
             MESSAGES => get_messages(body)?,
             AUTH_EXPIRED => LinkMessage::AuthExpired {
                 conn: get_conn(body)?,
@@ -137,13 +138,13 @@ fn get_replicate(body: &mut Bytes) -> Result<LinkMessage, DecodeError> {
     if namespace.len() > hearth_store::MAX_DATABASE_NAME_BYTES {
         return Err(DecodeError::Namespace);
     }
-    Ok(LinkMessage::Replicate {
+    Ok(LinkMessage::Replicate(Shipped {
         shard,
         seq,
         namespace,
         reset: get_u8(body)? != 0,
         records: get_bytes(body)?,
-    })
+    }))
 }
 
 /// The fields of [`LinkMessage::ReplicaAck`].
@@ -157,7 +158,7 @@ fn get_replica_ack(body: &mut Bytes) -> Result<LinkMessage, DecodeError> {
     for _ in 0..count {
         seqs.push(get_u64(body)?);
     }
-    Ok(LinkMessage::ReplicaAck { shard, seqs })
+    Ok(LinkMessage::ReplicaAck(ToOwnerNode { shard, seqs }))
 }
 
 fn decode_item(body: &mut Bytes, frames: usize) -> Result<WireItem, DecodeError> {

@@ -4,9 +4,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use hearth_sync::ConnId;
 
 use super::{
-    AnswerHead, LinkMessage, RequestHead, WireItem, ANSWER, ANSWER_MORE, AUTH_EXPIRED, BATCH,
-    CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY, ITEM_FRAMES, ITEM_MOVED, MESSAGES, MOVED, OPEN,
-    OPEN_STREAM, REPLICATE, REPLICA_ACK, REQUEST, REQUEST_MORE, STREAM_OPENED,
+    AnswerHead, LinkMessage, Opening, RequestHead, Shipped, ToOwnerNode, WireItem, ANSWER,
+    ANSWER_MORE, AUTH_EXPIRED, BATCH, CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY, ITEM_FRAMES,
+    ITEM_MOVED, MESSAGES, MOVED, OPEN, OPEN_STREAM, REPLICATE, REPLICA_ACK, REQUEST, REQUEST_MORE,
+    STREAM_OPENED,
 };
 
 impl LinkMessage {
@@ -15,12 +16,7 @@ impl LinkMessage {
         let start = out.len();
         out.put_u32(0);
         match self {
-            LinkMessage::Open {
-                conn,
-                namespace,
-                session_id,
-                previous,
-            } => put_open(out, *conn, namespace, session_id, previous.as_deref()),
+            LinkMessage::Open(opening) => put_open(out, opening),
             LinkMessage::Messages { conn, texts, large } => put_messages(out, *conn, texts, *large),
             LinkMessage::AuthExpired { conn } => put_conn(out, AUTH_EXPIRED, *conn),
             LinkMessage::Closed { conn } => put_conn(out, CLOSED, *conn),
@@ -62,14 +58,8 @@ impl LinkMessage {
             LinkMessage::StreamOpened { conn, refusal } => {
                 put_stream_opened(out, *conn, refusal.as_ref());
             }
-            LinkMessage::Replicate {
-                shard,
-                seq,
-                namespace,
-                reset,
-                records,
-            } => put_replicate(out, *shard, *seq, namespace, *reset, records),
-            LinkMessage::ReplicaAck { shard, seqs } => put_replica_ack(out, *shard, seqs),
+            LinkMessage::Replicate(shipped) => put_replicate(out, shipped),
+            LinkMessage::ReplicaAck(ack) => put_replica_ack(out, ack),
         }
         let length = (out.len() - start - 4) as u32;
         out[start..start + 4].copy_from_slice(&length.to_be_bytes());
@@ -77,18 +67,12 @@ impl LinkMessage {
 }
 
 /// The fields of [`LinkMessage::Open`].
-fn put_open(
-    out: &mut BytesMut,
-    conn: ConnId,
-    namespace: &str,
-    session_id: &str,
-    previous: Option<&str>,
-) {
+fn put_open(out: &mut BytesMut, opening: &Opening) {
     out.put_u8(OPEN);
-    out.put_u64_le(conn);
-    put_str(out, namespace);
-    put_str(out, session_id);
-    match previous {
+    out.put_u64_le(opening.conn);
+    put_str(out, &opening.namespace);
+    put_str(out, &opening.session_id);
+    match &opening.previous {
         Some(previous) => {
             out.put_u8(1);
             put_str(out, previous);
@@ -136,29 +120,22 @@ fn put_stream_opened(out: &mut BytesMut, conn: ConnId, refusal: Option<&(AnswerH
 }
 
 /// The fields of [`LinkMessage::Replicate`].
-fn put_replicate(
-    out: &mut BytesMut,
-    shard: u32,
-    seq: u64,
-    namespace: &str,
-    reset: bool,
-    records: &Bytes,
-) {
+fn put_replicate(out: &mut BytesMut, shipped: &Shipped) {
     out.put_u8(REPLICATE);
-    out.put_u32_le(shard);
-    out.put_u64_le(seq);
-    put_str(out, namespace);
-    out.put_u8(u8::from(reset));
-    out.put_u32_le(records.len() as u32);
-    out.put_slice(records);
+    out.put_u32_le(shipped.shard);
+    out.put_u64_le(shipped.seq);
+    put_str(out, &shipped.namespace);
+    out.put_u8(u8::from(shipped.reset));
+    out.put_u32_le(shipped.records.len() as u32);
+    out.put_slice(&shipped.records);
 }
 
 /// The fields of [`LinkMessage::ReplicaAck`].
-fn put_replica_ack(out: &mut BytesMut, shard: u32, seqs: &[u64]) {
+fn put_replica_ack(out: &mut BytesMut, ack: &ToOwnerNode) {
     out.put_u8(REPLICA_ACK);
-    out.put_u32_le(shard);
-    out.put_u32_le(seqs.len() as u32);
-    for seq in seqs {
+    out.put_u32_le(ack.shard);
+    out.put_u32_le(ack.seqs.len() as u32);
+    for seq in &ack.seqs {
         out.put_u64_le(*seq);
     }
 }

@@ -209,20 +209,11 @@ fn encode_to_owner(
 ) {
     let mut state = ctx.state.borrow_mut();
     let wire = match message {
-        ToOwner::Open {
-            conn,
-            namespace,
-            session_id,
-            previous,
-            edge: _,
-        } => {
-            state.opened.insert(conn, namespace.as_str().into());
-            LinkMessage::Open {
-                conn,
-                namespace,
-                session_id,
-                previous,
-            }
+        ToOwner::Open { opening, edge: _ } => {
+            state
+                .opened
+                .insert(opening.conn, opening.namespace.as_str().into());
+            LinkMessage::Open(opening)
         }
         // A connection not opened on this connection of the link was opened on one that is
         // lost, and is being closed: nothing of it crosses (dropping `done` lets it read on).
@@ -276,21 +267,10 @@ fn encode_to_owner(
 fn encode_replica(message: ReplicaOut, generation: u64, out: &mut BytesMut) {
     match message {
         ReplicaOut::Records(records) if records.generation == generation => {
-            LinkMessage::Replicate {
-                shard: records.shard,
-                seq: records.seq,
-                namespace: records.namespace,
-                reset: records.reset,
-                records: records.records,
-            }
-            .encode(out)
+            LinkMessage::Replicate(records.shipped).encode(out)
         }
         ReplicaOut::Records(_) => {}
-        ReplicaOut::Ack(ack) => LinkMessage::ReplicaAck {
-            shard: ack.shard,
-            seqs: ack.seqs,
-        }
-        .encode(out),
+        ReplicaOut::Ack(ack) => LinkMessage::ReplicaAck(ack).encode(out),
     }
 }
 

@@ -256,9 +256,10 @@ impl NodeLink {
     /// ended with the link.
     fn refuse(&self, message: ToOwner) {
         match message {
-            ToOwner::Open { conn, .. } => {
+            ToOwner::Open { opening, .. } => {
                 OWNER_LOST_CLOSES.fetch_add(1, Ordering::Relaxed);
-                self.ctx.move_locally([conn], MoveCause::OwnerUnreachable);
+                self.ctx
+                    .move_locally([opening.conn], MoveCause::OwnerUnreachable);
             }
             ToOwner::OpenStream { opened, .. } => {
                 let _ = opened.send(Err(unreachable_owner()));

@@ -17,7 +17,7 @@ use crate::forward;
 use crate::link_tls::LinkStream;
 use crate::nodes::remote_conn;
 use hearth_ground::close::CloseReason;
-use hearth_ground::cross_core::{EdgeItem, MoveCause, ToEdge, ToOwner, MAX_LINK_BYTES};
+use hearth_ground::cross_core::{EdgeItem, MoveCause, Opening, ToEdge, ToOwner, MAX_LINK_BYTES};
 use hearth_ground::inbox::ShardMessage;
 use hearth_ground::namespace::owner_shard;
 use hearth_ground::replica_messages::ReplicaIn;
@@ -53,12 +53,7 @@ async fn on_message(
     replies: &mpsc::UnboundedSender<Reply>,
 ) -> Result<(), String> {
     match message {
-        LinkMessage::Open {
-            conn,
-            namespace,
-            session_id,
-            previous,
-        } => open(ctx, conn, namespace, session_id, previous),
+        LinkMessage::Open(opening) => open(ctx, opening),
         LinkMessage::Messages { conn, texts, large } => {
             on_messages(ctx, conn, texts, large, replies).await;
         }
@@ -97,30 +92,20 @@ async fn on_message(
             let refusal = refusal.map(|(head, body)| RemoteAnswer { head, body });
             forward::on_stream_opened(ctx, conn, refusal);
         }
-        LinkMessage::Replicate {
-            shard,
-            seq,
-            namespace,
-            reset,
-            records,
-        } => {
-            let local = owner_shard(&namespace, ctx.owners.len());
+        LinkMessage::Replicate(shipped) => {
+            let local = owner_shard(&shipped.namespace, ctx.owners.len());
             let message = ReplicaIn::Records {
                 from: ctx.node,
-                shard,
-                seq,
-                namespace,
-                reset,
-                records,
+                shipped,
             };
             to_replica(ctx, local, message);
         }
-        LinkMessage::ReplicaAck { shard, seqs } => {
+        LinkMessage::ReplicaAck(ack) => {
             let message = ReplicaIn::Ack {
                 from: ctx.node,
-                seqs,
+                seqs: ack.seqs,
             };
-            to_replica(ctx, shard as usize, message);
+            to_replica(ctx, ack.shard as usize, message);
         }
     }
     Ok(())
@@ -140,24 +125,17 @@ fn to_replica(ctx: &Context, shard: usize, message: ReplicaIn) {
     }
 }
 
-/// Opens a session of the peer's connection `conn` on the local owner of its database.
-fn open(
-    ctx: &Context,
-    conn: ConnId,
-    namespace: String,
-    session_id: String,
-    previous: Option<String>,
-) {
+/// Opens a session of the peer's connection on the local owner of its database, under the
+/// id that tells it from the connections of other nodes.
+fn open(ctx: &Context, mut opening: Opening) {
     let shards = ctx.owners.len();
-    let shard = owner_shard(&namespace, shards);
-    ctx.state.borrow_mut().sessions.insert(conn, shard);
+    let shard = owner_shard(&opening.namespace, shards);
+    ctx.state.borrow_mut().sessions.insert(opening.conn, shard);
+    opening.conn = remote_conn(ctx.node, opening.conn);
     let open = ToOwner::Open {
-        conn: remote_conn(ctx.node, conn),
         // The peer is one more edge of every local owner, after the local shards.
         edge: shards + ctx.node,
-        namespace,
-        session_id,
-        previous,
+        opening,
     };
     to_owner(ctx, shard, open);
 }

@@ -32,7 +32,7 @@ use tracing::{info, warn};
 use crate::replication::shipper::{Degraded, Event};
 use crate::replication::Replication;
 use crate::state::Owner;
-use hearth_ground::replica_messages::{ReplicaIn, ReplicationMode};
+use hearth_ground::replica_messages::{ReplicaIn, ReplicationMode, Shipped};
 use hearth_net::time::now_ms;
 
 /// How often a shard looks at its links, its followers' timeouts and its lag.
@@ -44,14 +44,14 @@ pub fn on_message(owner: &Owner, message: ReplicaIn) {
         return;
     };
     match message {
-        ReplicaIn::Records {
-            from,
-            shard: origin,
-            seq,
-            namespace,
-            reset,
-            records,
-        } => {
+        ReplicaIn::Records { from, shipped } => {
+            let Shipped {
+                shard: origin,
+                seq,
+                namespace,
+                reset,
+                records,
+            } = shipped;
             if replication.nodes.owns(&namespace) {
                 // This node took the database over (etcd failover): what its old owner
                 // still sends was written after the last record this node acknowledged, under

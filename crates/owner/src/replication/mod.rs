@@ -18,7 +18,7 @@ use hearth_tree::Path;
 use tracing::warn;
 
 use crate::loaded::Loaded;
-use hearth_ground::replica_messages::{ReplicaOut, ReplicationMode, ToFollower};
+use hearth_ground::replica_messages::{ReplicaOut, ReplicationMode, Shipped, ToFollower};
 use hearth_net::time::now_ms;
 use hearth_peer::Nodes;
 use pending::Pending;
@@ -290,11 +290,13 @@ impl Replication {
         nodes.send_replica(
             node,
             ReplicaOut::Records(ToFollower {
-                shard: self.shard,
-                seq,
-                namespace: loaded.name().to_string(),
-                reset,
-                records,
+                shipped: Shipped {
+                    shard: self.shard,
+                    seq,
+                    namespace: loaded.name().to_string(),
+                    reset,
+                    records,
+                },
                 generation: link.0,
             }),
         );

@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use crate::front::Front;
 use crate::owner_side::OwnerSide;
 use hearth_edge::{EdgeConn, EdgeTarget};
-use hearth_ground::cross_core::ToOwner;
+use hearth_ground::cross_core::{Opening, ToOwner};
 use hearth_owner::outbound::Route;
 use hearth_owner::sessions;
 
@@ -43,11 +43,13 @@ pub(crate) fn attach(
         front.send_to_owner(
             owner,
             ToOwner::Open {
-                conn: id,
                 edge: front.index(),
-                namespace,
-                session_id,
-                previous: previous.map(str::to_owned),
+                opening: Opening {
+                    conn: id,
+                    namespace,
+                    session_id,
+                    previous: previous.map(str::to_owned),
+                },
             },
         );
         OwnerSide::Remote(owner)
