@@ -9,7 +9,7 @@ use hearth_tree::Node;
 use super::client::Call;
 use super::error::{Result, ToolsError};
 use super::progress::Progress;
-use super::{open_shard, Place, Target};
+use crate::target::{open_shard, Place, Target};
 
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {

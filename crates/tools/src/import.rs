@@ -23,7 +23,7 @@ use super::client::{data_path, encode_component, Call, Client};
 use super::error::{Result, ToolsError};
 use super::progress::Progress;
 use super::stream::{for_each_member, Piece};
-use super::{open_shard, Place, Target};
+use crate::target::{open_shard, Place, Target};
 
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
