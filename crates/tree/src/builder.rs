@@ -6,15 +6,17 @@
 //! chunk of its collection. [`ObjectBuilder`] instead encodes each child as it arrives, while
 //! every child so far packs, into the bytes of the packed object (or of the chunked
 //! collection) it will become; a nested object that packs is appended to its parent's bytes
-//! without being made a node. The first child that does not pack (a priority, an object too
-//! large) turns the builder into a list of nodes, so the result is always the node that
-//! [`Node::from_children`] makes of the same children: same form, same hash, same JSON.
+//! without being made a node. A child over the packing bound that is in chunks itself is kept
+//! aside, to take its place among the chunks. The first child that does not pack otherwise (a
+//! priority in it, or a large map of nodes) turns the builder into a list of nodes, so the
+//! result is always the node that [`Node::from_children`] makes of the same children: same
+//! form, same hash, same JSON.
 
-use crate::chunked::Chunked;
+use crate::chunk_cutter::Cutter;
 use crate::estimate::{number_bytes, priority_bytes, ENTRY_OVERHEAD};
 use crate::key::Key;
 use crate::leaf::Leaf;
-use crate::node::{Node, ObjectData};
+use crate::node::{Node, ObjectData, Repr};
 use crate::packed::{self, Packed, HEADER_ROOM, PACK_MAX_BYTES};
 use crate::packing;
 use crate::priority::{normalize_zero, Priority};
@@ -27,7 +29,10 @@ pub struct ObjectBuilder {
     /// [`HEADER_ROOM`] bytes for the header of the packed object, then the children encoded as
     /// packed entries while all of them pack.
     entries: Vec<u8>,
-    /// The children as nodes, once one did not pack (`entries` is then empty).
+    /// The chunks cut so far, while every child packs or is a collection in chunks itself (a
+    /// large child): each large child cuts the entries before it out of `entries`.
+    cut: Cutter,
+    /// The children as nodes, once one did not pack (`entries` and `cut` are then empty).
     nodes: Vec<(Key, Node)>,
     /// Whether a child did not pack, so that the children are in `nodes`.
     unpacked: bool,
@@ -46,6 +51,7 @@ impl ObjectBuilder {
     pub fn new() -> ObjectBuilder {
         ObjectBuilder {
             entries: vec![0; HEADER_ROOM],
+            cut: Cutter::default(),
             nodes: Vec::new(),
             unpacked: false,
             count: 0,
@@ -130,6 +136,15 @@ impl ObjectBuilder {
         }
         let estimate = child.estimated_bytes();
         if self.packing() {
+            if let Repr::Chunked(large) = &child.0 {
+                let pending = self.pending();
+                if self.cut.cut(&mut self.entries, pending).is_some() {
+                    self.entries.truncate(HEADER_ROOM);
+                    self.cut.push_large(key, large.clone());
+                    self.added(key, estimate);
+                    return;
+                }
+            }
             let start = self.entries.len();
             if packing::put_entry(&mut self.entries, key, &child).is_some() {
                 self.added(key, estimate);
@@ -153,7 +168,8 @@ impl ObjectBuilder {
         }
         let bytes = 2 + priority_bytes(&priority) + self.bytes;
         if self.packing() && priority.is_none() {
-            let node = if bytes <= PACK_MAX_BYTES {
+            // Large children are over the bound: with any, the object is too.
+            let node = if bytes <= PACK_MAX_BYTES && self.cut.is_empty() {
                 let end = self.entries.len();
                 Some(Node::from_packed(Packed::from_entries_in_place(
                     &mut self.entries,
@@ -163,7 +179,10 @@ impl ObjectBuilder {
                     self.count,
                 )))
             } else {
-                Chunked::from_encoded(&mut self.entries, self.count, bytes).map(Node::from_chunked)
+                let pending = self.pending();
+                self.cut
+                    .cut(&mut self.entries, pending)
+                    .and_then(|()| self.cut.take_chunked(bytes).map(Node::from_chunked))
             };
             if let Some(node) = node {
                 self.clear();
@@ -180,27 +199,38 @@ impl ObjectBuilder {
         !self.unpacked && packing_enabled()
     }
 
+    /// The number of children encoded in `entries`, not yet cut.
+    fn pending(&self) -> usize {
+        self.count - self.cut.len()
+    }
+
     fn added(&mut self, key: &Key, estimate: usize) {
         self.count += 1;
         self.bytes += entry_bytes(key, estimate);
     }
 
-    /// Turns the packed entries into nodes, for a child that does not pack.
+    /// Turns the packed entries and the large children into nodes, in key order, for a
+    /// child that does not pack.
     fn unpack(&mut self) {
         if !self.unpacked {
             self.unpacked = true;
+            for (first, part) in self.cut.parts() {
+                self.nodes.extend(packing::part_entries(first, part));
+            }
             // Empty when packing is off (tests), where every child came as a node.
             if self.entries.len() > HEADER_ROOM {
                 let entries = &self.entries[HEADER_ROOM..];
-                let packed: Packed = Packed::from_encoded(0, self.count, entries);
-                self.nodes = packed.entries();
+                let packed: Packed = Packed::from_encoded(0, self.pending(), entries);
+                self.nodes.extend(packed.entries());
             }
+            self.cut.clear();
             self.entries.truncate(HEADER_ROOM);
         }
     }
 
     fn clear(&mut self) {
         self.entries.truncate(HEADER_ROOM);
+        self.cut.clear();
         self.nodes.clear();
         self.unpacked = false;
         self.count = 0;
@@ -321,6 +351,22 @@ mod tests {
             let original = Node::from_json(&value).expect("a valid value");
             assert_same(&rebuild(&original), &original);
         }
+        // Records over the packing bound among small ones, first, between and last, one
+        // beside another: parts of their own in a collection still in chunks.
+        let large = |n: usize| json!({"text": "y".repeat(PACK_MAX_BYTES + n), "n": n});
+        let mut records: Map<String, Value> =
+            (0..50).map(|n| (format!("m{n:03}"), record(n))).collect();
+        for at in ["a", "m010x", "m020x", "m020y", "z"] {
+            records.insert(at.into(), large(at.len()));
+        }
+        let original = Node::from_json(&Value::Object(records)).expect("a valid value");
+        let built = rebuild(&original);
+        assert_eq!(form(&built), "chunked");
+        assert_same(&built, &original);
+        // With a priority on top, the same children become nodes, in key order.
+        let prioritized = original.with_priority(Priority::Number(3.0));
+        assert_same(&rebuild(&prioritized), &prioritized);
+        assert_eq!(form(&prioritized), "object");
         let mut builder = ObjectBuilder::new();
         builder.push_number(&Key::new("a").expect("a key"), f64::NAN);
         assert!(builder.finish(Priority::None).is_empty());

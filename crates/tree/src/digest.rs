@@ -151,10 +151,15 @@ pub(crate) fn packed_child_digests(bytes: &[u8]) -> Box<[[u8; 20]]> {
 
 /// Adds `:key:childHash` to an object's hash text.
 fn push_child(hasher: &mut Sha1, key: &str, digest: &[u8; 20]) {
+    push_child_text(hasher, key, &digest_base64(digest));
+}
+
+/// Adds `:key:childHash` to an object's hash text, the child's hash given as its text.
+fn push_child_text(hasher: &mut Sha1, key: &str, hash: &str) {
     hasher.update(b":");
     hasher.update(key.as_bytes());
     hasher.update(b":");
-    hasher.update(digest_base64(digest).as_bytes());
+    hasher.update(hash.as_bytes());
 }
 
 /// The digest of one child of a packed object.
@@ -173,21 +178,32 @@ fn child_digest(value: Value<'_>) -> [u8; 20] {
     hasher.finalize().into()
 }
 
-/// The hash of a collection kept in chunks (see `chunked`): every chunk's children with their
-/// digests, in key order. Such a collection holds no priority and is never empty.
-pub(crate) fn chunked_hash<'a>(
-    chunks: impl Iterator<Item = (&'a [u8], &'a [[u8; 20]])>,
-) -> Arc<str> {
+/// A part of a collection kept in chunks, for its hash.
+pub(crate) enum HashedPart<'a> {
+    /// A chunk of packed entries, with its children's digests in key order.
+    Run(&'a [u8], &'a [[u8; 20]]),
+    /// One child under its key, by its hash text.
+    Child(&'a str, Arc<str>),
+}
+
+/// The hash of a collection kept in chunks (see `chunked`): every part's children with their
+/// digests or hashes, in key order. Such a collection holds no priority and is never empty.
+pub(crate) fn chunked_hash<'a>(parts: impl Iterator<Item = HashedPart<'a>>) -> Arc<str> {
     let mut hasher = Sha1::new();
-    for (bytes, digests) in chunks {
-        let mut digests = digests.iter();
-        packed::for_each(bytes, |key, _| match digests.next() {
-            Some(digest) => {
-                push_child(&mut hasher, key, digest);
-                true
+    for part in parts {
+        match part {
+            HashedPart::Run(bytes, digests) => {
+                let mut digests = digests.iter();
+                packed::for_each(bytes, |key, _| match digests.next() {
+                    Some(digest) => {
+                        push_child_text(&mut hasher, key, &digest_base64(digest));
+                        true
+                    }
+                    None => false,
+                });
             }
-            None => false,
-        });
+            HashedPart::Child(key, hash) => push_child_text(&mut hasher, key, &hash),
+        }
     }
     sha1_base64(hasher)
 }

@@ -14,6 +14,8 @@
 
 mod builder;
 mod children;
+mod chunk_cutter;
+mod chunk_index;
 mod chunked;
 mod digest;
 mod estimate;

@@ -40,7 +40,8 @@ pub(crate) enum Repr {
     /// A small object without priorities anywhere in it, as one byte string (see `packed`).
     Packed(Packed),
     /// A larger object whose children are all plain leaves or packed objects, as chunks of
-    /// packed entries (see `chunked`).
+    /// packed entries, but for children over the packing bound that are in chunks themselves,
+    /// held beside them (see `chunked`).
     Chunked(Arc<Chunked>),
 }
 

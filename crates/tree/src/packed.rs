@@ -137,17 +137,22 @@ impl<H> Packed<H> {
         &self.0.header
     }
 
-    /// The entries undecoded: each key with its encoded value, in key order.
-    pub(crate) fn raw_entries(&self) -> Option<Vec<(&str, &[u8])>> {
+    /// Appends the entries undecoded, each key with its encoded value made into a `T` by
+    /// `entry`, in key order; `None` when they do not parse (after those that do).
+    pub(crate) fn raw_entries_into<'a, T>(
+        &'a self,
+        out: &mut Vec<T>,
+        entry: impl Fn(&'a str, &'a [u8]) -> T,
+    ) -> Option<()> {
         let bytes = self.bytes();
         let (_, count, mut at) = header(bytes)?;
-        let mut entries = Vec::with_capacity(count);
+        out.reserve(count);
         for _ in 0..count {
             let (name, start) = read_str(bytes, at)?;
             at = skip_value(bytes, start)?;
-            entries.push((name, &bytes[start..at]));
+            out.push(entry(name, &bytes[start..at]));
         }
-        Some(entries)
+        Some(())
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {

@@ -7,7 +7,8 @@
 //! stay encoded. The views stand below nodes, which lend them (`Node::raw_object`);
 //! `json_write` writes them as JSON, as it writes nodes.
 
-use crate::chunked::Chunked;
+use crate::chunk_index::IndexIter;
+use crate::chunked::{Chunked, Part};
 use crate::packed::{self, Value};
 
 /// An object held encoded: a packed object or a collection in chunks. It carries no
@@ -56,11 +57,11 @@ impl<'a> RawObject<'a> {
     pub fn entries(&self) -> RawEntries<'a> {
         match self.0 {
             Source::Packed(bytes) => RawEntries {
-                chunks: None,
+                parts: None,
                 current: packed::Entries::new(bytes),
             },
             Source::Chunked(chunked) => RawEntries {
-                chunks: Some(Box::new(chunked.chunks())),
+                parts: Some(chunked.parts()),
                 current: packed::Entries::new(&[]),
             },
         }
@@ -69,8 +70,8 @@ impl<'a> RawObject<'a> {
 
 /// The children of a [`RawObject`] in key order, chunk by chunk.
 pub struct RawEntries<'a> {
-    /// The chunks still to read, for a chunked collection.
-    chunks: Option<Box<dyn Iterator<Item = &'a [u8]> + 'a>>,
+    /// The parts still to read, for a chunked collection.
+    parts: Option<IndexIter<'a>>,
     current: packed::Entries<'a>,
 }
 
@@ -88,7 +89,15 @@ impl<'a> Iterator for RawEntries<'a> {
                 };
                 return Some((key, value));
             }
-            self.current = packed::Entries::new(self.chunks.as_mut()?.next()?);
+            match self.parts.as_mut()?.next()? {
+                (_, Part::Run(chunk)) => {
+                    self.current = packed::Entries::new(chunk.packed().bytes())
+                }
+                // A collection in chunks itself: nothing in it has a priority either.
+                (key, Part::Large(child)) => {
+                    return Some((key.as_str(), RawValue::Object(RawObject::chunked(child))))
+                }
+            }
         }
     }
 }
@@ -134,9 +143,7 @@ mod tests {
             .map(|i| json!({"n": i, "x": i as f64 / 8.0, "s": format!("r\"{i}\n"), "ok": i % 2 == 0, "tags": {"a": [i, "b"]}}))
             .collect();
         let collection = node(Value::Array(records));
-        assert!(collection
-            .chunked()
-            .is_some_and(|c| c.chunks().count() > 10));
+        assert!(collection.chunked().is_some_and(|c| c.parts().count() > 10));
         let (raw, decoded) = both_ways(&collection);
         assert_eq!(raw.len(), 500);
         assert_eq!(collection.raw_object().map(|o| o.len()), Some(500));

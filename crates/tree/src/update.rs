@@ -18,10 +18,10 @@ use crate::priority::Priority;
 
 /// Wraps non-empty `children` into an object node: packed when it is small and carries no
 /// priority anywhere; with `try_chunks`, in chunks when it is larger, has no priority and
-/// every child packs; otherwise an `ObjectData` with a cold hash cache. Every object is built
-/// here. Trying chunks reads every child, so only builds and objects that were packed or
-/// chunked (whose children are known to pack) try it: a large map of nodes that takes a write
-/// stays one.
+/// every child packs or is in chunks itself; otherwise an `ObjectData` with a cold hash cache.
+/// Every object is built here. Trying chunks reads every child, so only builds and objects
+/// that were packed or chunked (whose children are known to pack) try it: a large map of
+/// nodes that takes a write stays one.
 fn object_node(
     children: ChildMap<Node>,
     priority: Priority,
@@ -227,7 +227,8 @@ impl Node {
                         false,
                     ),
                     Some(next) => Node(Repr::Chunked(Arc::new(next))),
-                    // A child that does not pack: the collection becomes a map of nodes.
+                    // A child that neither packs nor is in chunks (a priority somewhere): the
+                    // collection becomes a map of nodes.
                     None => {
                         let object = ObjectData {
                             children: chunked_map(chunked),
