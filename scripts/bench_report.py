@@ -165,10 +165,25 @@ if recovery and status("recovery") == "ok" and disk and cold:
 else:
     missing("recovery", "recovery of a shard", "≤ 1 s per GB or the disk's rate")
 
-rows.append((
-    "the probe (2,000 connections, rooms of 20) against a bare uWebSockets broadcast server",
-    "–", "–", "p99 ≤ 1.5× the bare server's", "not measured: no such server in the repo yet", "–",
-))
+# The probe against the bare uWebSockets broadcast server (scripts/bench-uws-probe).
+probe_path = os.path.join(raw, "uws-probe", "uws-probe.json")
+probe = json.load(open(probe_path)) if os.path.exists(probe_path) else None
+if probe and probe.get("p99_ratio") is not None:
+    def medians(s):
+        return (f"{s['median_p50_us'] / 1000:.2f} / {s['median_p99_us'] / 1000:.2f} ms, "
+                f"{s['median_cpu_us_per_push']:.1f} µs")
+    h, u = probe["systems"]["hearth"], probe["systems"]["uws"]
+    rows.append((
+        f"the probe ({probe['connections']:,} connections, rooms of 20) against a bare "
+        f"uWebSockets broadcast server: p50 / p99, CPU per push (medians of "
+        f"{min(h['clean_runs'], u['clean_runs'])} runs)",
+        medians(h), "bare uWebSockets " + medians(u),
+        f"p99 ≤ {probe['goal_ratio']:g}× the bare server's",
+        f"{verdict(probe['goal_met'])} ({probe['p99_ratio']:.2f}×)", "uws-probe/uws-probe.txt",
+    ))
+else:
+    missing("probe", "the probe (2,000 connections, rooms of 20) against a bare uWebSockets "
+            "broadcast server", "p99 ≤ 1.5× the bare server's")
 
 machine = text(os.path.join("fanout", "fanout-sweep.txt")) or ""
 machine_line = next((l for l in machine.splitlines() if "cores" in l), "")

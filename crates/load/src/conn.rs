@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
 
 use crate::incoming::{self, Incoming};
 use crate::metrics::Metrics;
@@ -148,6 +150,24 @@ pub struct Context<'a> {
     pub stopping: &'a Cell<bool>,
 }
 
+/// A WebSocket client connection to `url` at `address` (from `source` when given), opened
+/// within [`CONNECT_TIMEOUT`].
+pub async fn open_websocket(
+    url: String,
+    address: &str,
+    source: Option<IpAddr>,
+) -> anyhow::Result<WebSocketStream<TcpStream>> {
+    let (socket, _) = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        let stream = open_tcp(address, source).await?;
+        let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
+        Ok::<_, anyhow::Error>(
+            tokio_tungstenite::client_async_with_config(url, stream, Some(config)).await?,
+        )
+    })
+    .await??;
+    Ok(socket)
+}
+
 /// One connection, from connect to close. `Ok` when the run ended; an error says how the
 /// server ended it otherwise.
 pub async fn session(
@@ -163,15 +183,7 @@ pub async fn session(
         stopping,
     } = *context;
     let url = format!("ws://{address}/.ws?v=5&ns={}", plan.ns);
-    let (socket, _) = tokio::time::timeout(CONNECT_TIMEOUT, async {
-        let stream = open_tcp(address, source).await?;
-        let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
-        Ok::<_, anyhow::Error>(
-            tokio_tungstenite::client_async_with_config(url, stream, Some(config)).await?,
-        )
-    })
-    .await??;
-    let (mut sink, mut stream) = socket.split();
+    let (mut sink, mut stream) = open_websocket(url, address, source).await?.split();
     let mut assembler = wire::Assembler::default();
     // Wait for the handshake.
     let greeted = tokio::time::timeout(CONNECT_TIMEOUT, async {

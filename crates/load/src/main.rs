@@ -16,6 +16,7 @@
 //! processes on one machine share the clock. Ctrl-C stops the run early with a report of what
 //! was measured so far.
 
+mod broadcast;
 mod compare;
 mod conn;
 mod delivery;
@@ -55,7 +56,8 @@ struct Args {
     /// The scenario file (JSON; see crates/load/scenarios/).
     scenario: PathBuf,
     /// The server, as ws://HOST:PORT (REST scenarios use http on the same address),
-    /// redis://HOST:PORT for the pub/sub baseline of the chat scenario, or https://HOST:PORT
+    /// redis://HOST:PORT for the pub/sub baseline of the chat scenario, broadcast://HOST:PORT
+    /// for the bare WebSocket broadcast server's (bench/uws-broadcast), or https://HOST:PORT
     /// for Hearth's WebTransport endpoint (`serve --webtransport-listen`; needs
     /// `--cert-sha256`). Several URLs of one scheme, comma-separated, spread the connections
     /// over them (connection i to the (i mod n)-th: several load balancers of one cluster).

@@ -118,6 +118,14 @@ impl Metrics {
         }
     }
 
+    /// Runs a session's open part, counted among the open connections meanwhile.
+    pub async fn while_open<T>(&self, session: impl std::future::Future<Output = T>) -> T {
+        self.open.set(self.open.get() + 1);
+        let result = session.await;
+        self.open.set(self.open.get().saturating_sub(1));
+        result
+    }
+
     pub fn is_measuring(&self) -> bool {
         self.measure_start.get().is_some() && !self.measure_ended.get()
     }

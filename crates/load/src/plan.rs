@@ -22,6 +22,17 @@ pub struct Plan {
     pub start_after: Duration,
 }
 
+impl Plan {
+    /// A chat member's room for the bare fan-out baselines (Redis, the broadcast server):
+    /// the path it listens to.
+    pub fn room(&self) -> anyhow::Result<String> {
+        self.listens
+            .first()
+            .map(|listen| listen.path.clone())
+            .ok_or_else(|| anyhow::anyhow!("a pub/sub member needs a room to listen to"))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Listen {
     pub path: String,

@@ -135,30 +135,21 @@ pub async fn session(
     stopping: &std::cell::Cell<bool>,
     schedule: &mut Schedule,
 ) -> anyhow::Result<()> {
-    let channel = plan
-        .listens
-        .first()
-        .map(|listen| listen.path.clone())
-        .ok_or_else(|| anyhow::anyhow!("the redis mode needs a room to listen to"))?;
+    let channel = plan.room()?;
     let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, open_tcp(address, source)).await??;
     let mut out = command(&[b"HELLO", b"3"]);
     out.extend(command(&[b"SUBSCRIBE", channel.as_bytes()]));
     stream.write_all(&out).await?;
-    metrics.open.set(metrics.open.get() + 1);
     let mut buffer = Vec::with_capacity(4096);
     let mut published: VecDeque<Instant> = VecDeque::new();
     let mut subscribed = false;
-    let result = async {
+    let session = async {
         loop {
             if stopping.get() {
                 return Ok(());
             }
-            let due = schedule
-                .next()
-                .filter(|_| subscribed)
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
-                _ = tokio::time::sleep_until(due) => {
+                _ = tokio::time::sleep_until(schedule.next_when(subscribed)) => {
                     let mut out = Vec::new();
                     for (_, body) in schedule.due_writes(plan, metrics) {
                         let payload = serde_json::to_vec(&body["d"])?;
@@ -180,10 +171,8 @@ pub async fn session(
                 }
             }
         }
-    }
-    .await;
-    metrics.open.set(metrics.open.get().saturating_sub(1));
-    result
+    };
+    metrics.while_open(session).await
 }
 
 /// Accounts for one value from the server.

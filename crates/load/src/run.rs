@@ -70,6 +70,12 @@ fn protocol(
             "a redis:// target runs the chat scenario only (pub/sub has no queries or REST)"
         );
         Ok(user::Protocol::Redis)
+    } else if url.starts_with("broadcast://") {
+        anyhow::ensure!(
+            scenario.kind == Kind::Chat,
+            "a broadcast:// target runs the chat scenario only (it has rooms, nothing else)"
+        );
+        Ok(user::Protocol::Broadcast)
     } else if url.starts_with("https://") {
         anyhow::ensure!(
             scenario.kind != Kind::Feed,

@@ -35,6 +35,16 @@ impl Schedule {
             .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(3600))
     }
 
+    /// When the next write is due once the connection is `ready` to write (subscribed to its
+    /// room), or an hour from now before then.
+    pub fn next_when(&self, ready: bool) -> Instant {
+        if ready {
+            self.next_or_idle()
+        } else {
+            Instant::now() + std::time::Duration::from_secs(3600)
+        }
+    }
+
     /// The writes (action and body) due now, oldest first, counted as sent. Open loop: every
     /// write that is due is sent, however slow the server; only a writer far behind skips
     /// ahead, and counts what it skipped.

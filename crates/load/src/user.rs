@@ -26,6 +26,9 @@ pub enum Protocol {
     FirebaseWholeValues,
     /// Redis pub/sub, the bare fan-out baseline (chat only).
     Redis,
+    /// A bare WebSocket broadcast server (`bench/uws-broadcast`), the floor of the fan-out
+    /// (chat only).
+    Broadcast,
     /// Hearth's WebTransport sessions (`--webtransport-listen`): the same Firebase requests
     /// on a stream, writes and pushes as datagrams (`crate::webtransport`), with the server's
     /// certificate pinned by this SHA-256.
@@ -82,6 +85,9 @@ pub fn spawn(
                         &mut schedule,
                     )
                     .await
+                }
+                Protocol::Broadcast => {
+                    crate::broadcast::session(&context, &address, source, &mut schedule).await
                 }
             };
             if stopping.get() {

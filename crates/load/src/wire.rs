@@ -25,13 +25,14 @@ pub fn addresses(urls: &str) -> anyhow::Result<Vec<String>> {
         .collect()
 }
 
-/// `host:port` from `ws://host:port` (or `http://…`, `https://…`, `redis://…`, or bare).
+/// `host:port` from `ws://host:port` (or `http://…`, `https://…`, `redis://…`, `broadcast://…`, or bare).
 pub fn address(url: &str) -> anyhow::Result<String> {
     let rest = url
         .strip_prefix("ws://")
         .or_else(|| url.strip_prefix("http://"))
         .or_else(|| url.strip_prefix("https://"))
         .or_else(|| url.strip_prefix("redis://"))
+        .or_else(|| url.strip_prefix("broadcast://"))
         .unwrap_or(url);
     let host = rest.split('/').next().unwrap_or_default();
     anyhow::ensure!(
