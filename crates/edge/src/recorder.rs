@@ -14,6 +14,8 @@ pub struct Recorder {
     pub written: RefCell<Vec<u8>>,
     pub room: Cell<usize>,
     pub broken: Cell<bool>,
+    /// How many times it was asked to write: each is one `write`/`writev` of a real socket.
+    pub writes: Cell<usize>,
 }
 
 impl Recorder {
@@ -22,12 +24,14 @@ impl Recorder {
             written: RefCell::new(Vec::new()),
             room: Cell::new(room),
             broken: Cell::new(false),
+            writes: Cell::new(0),
         })
     }
 }
 
 impl Transport for Recorder {
     fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.writes.set(self.writes.get() + 1);
         if self.broken.get() {
             return Err(io::ErrorKind::ConnectionReset.into());
         }

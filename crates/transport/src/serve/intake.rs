@@ -7,17 +7,22 @@ use hearth_sync::ConnId;
 use rustc_hash::FxHashMap;
 
 use crate::front::Front;
-use hearth_edge::EdgeTarget;
+use hearth_edge::{Edge, EdgeTarget};
 use hearth_ground::cross_core::{EdgeItem, ToEdge};
 
 /// Carries out `batch`, then tells its owner that the bytes are written (or queued in the
 /// connections' outboxes, where the server's answer budget counts them).
-pub fn on_batch(front: &Front, mut batch: ToEdge) {
+pub fn on_batch(front: &Front, batch: ToEdge) {
+    carry_out(front.edge(), batch);
+}
+
+/// [`on_batch`] on the edge's state alone.
+fn carry_out(edge: &Edge, mut batch: ToEdge) {
     // With `--io-uring-sends` the batch's writes leave together when it closes, after the
     // loop below and before the owner is told.
-    let sends = front.edge().send_batch();
+    let sends = edge.send_batch();
     // Writing to a connection never calls back into the shard, so the map stays borrowed.
-    let conns = front.edge().held();
+    let conns = edge.held();
     // A run of frames for one connection: an owner releases a connection's messages together
     // (after a log sync, its replies and pushes), so they are written together. Not corking
     // the outbox keeps what the kernel takes at once out of the answer budget, as for frames
@@ -78,3 +83,7 @@ fn write_run(conns: &FxHashMap<ConnId, EdgeTarget>, run: &mut (ConnId, Vec<Bytes
         _ => run.1.clear(),
     }
 }
+
+#[cfg(test)]
+#[path = "intake_tests.rs"]
+mod tests;
