@@ -10,24 +10,24 @@ use std::sync::Arc;
 
 use imbl::OrdMap;
 
-use crate::chunked::Part;
 use crate::key::Key;
 use crate::packed;
 
 /// Most parts indexed by a sorted slice.
 const SMALL_INDEX_MAX: usize = 32;
 
-/// The parts by first key, in key order.
+/// The parts by first key, in key order. Generic over the part (`chunked::P`) so that the
+/// index knows nothing of what it holds.
 #[derive(Clone)]
-pub(crate) enum Index {
-    Small(Arc<[(Key, Part)]>),
-    Large(OrdMap<Key, Part>),
+pub(crate) enum Index<P> {
+    Small(Arc<[(Key, P)]>),
+    Large(OrdMap<Key, P>),
 }
 
-pub(crate) type IndexIter<'a> = Box<dyn DoubleEndedIterator<Item = (&'a Key, &'a Part)> + 'a>;
+pub(crate) type IndexIter<'a, P> = Box<dyn DoubleEndedIterator<Item = (&'a Key, &'a P)> + 'a>;
 
-impl Index {
-    pub(crate) fn from_vec(parts: Vec<(Key, Part)>) -> Index {
+impl<P: Clone> Index<P> {
+    pub(crate) fn from_vec(parts: Vec<(Key, P)>) -> Index<P> {
         if parts.len() <= SMALL_INDEX_MAX {
             Index::Small(parts.into())
         } else {
@@ -36,7 +36,7 @@ impl Index {
     }
 
     /// The last part starting at or before `key`.
-    pub(crate) fn at_or_before(&self, key: &Key) -> Option<(&Key, &Part)> {
+    pub(crate) fn at_or_before(&self, key: &Key) -> Option<(&Key, &P)> {
         // Under every read of a child: no boxed iterator, no clone of the key.
         match self {
             Index::Small(parts) => {
@@ -51,18 +51,18 @@ impl Index {
     }
 
     /// The last part starting before `key`.
-    pub(crate) fn before(&self, key: &Key) -> Option<(&Key, &Part)> {
+    pub(crate) fn before(&self, key: &Key) -> Option<(&Key, &P)> {
         self.range(Bound::Unbounded, Bound::Excluded(key.clone()))
             .next_back()
     }
 
     /// The first part starting after `key`.
-    pub(crate) fn after(&self, key: &Key) -> Option<(&Key, &Part)> {
+    pub(crate) fn after(&self, key: &Key) -> Option<(&Key, &P)> {
         self.range(Bound::Excluded(key.clone()), Bound::Unbounded)
             .next()
     }
 
-    pub(crate) fn iter(&self) -> IndexIter<'_> {
+    pub(crate) fn iter(&self) -> IndexIter<'_, P> {
         match self {
             Index::Small(parts) => Box::new(parts.iter().map(|(key, part)| (key, part))),
             Index::Large(parts) => Box::new(parts.iter()),
@@ -70,7 +70,7 @@ impl Index {
     }
 
     /// The parts whose first keys lie between the bounds (not inverted).
-    pub(crate) fn range(&self, from: Bound<Key>, to: Bound<Key>) -> IndexIter<'_> {
+    pub(crate) fn range(&self, from: Bound<Key>, to: Bound<Key>) -> IndexIter<'_, P> {
         match self {
             Index::Small(parts) => {
                 // The slice is sorted: the bounds are two binary searches.
@@ -90,11 +90,11 @@ impl Index {
     pub(crate) fn splice<'a>(
         &self,
         old: impl Iterator<Item = &'a Key> + Clone,
-        new: Vec<(Key, Part)>,
-    ) -> Index {
+        new: Vec<(Key, P)>,
+    ) -> Index<P> {
         match self {
             Index::Small(parts) => {
-                let mut next: Vec<(Key, Part)> = Vec::with_capacity(parts.len() + new.len());
+                let mut next: Vec<(Key, P)> = Vec::with_capacity(parts.len() + new.len());
                 next.extend(
                     parts
                         .iter()
@@ -125,7 +125,7 @@ impl Index {
     }
 
     /// A copy with the part starting at `first` (there is one) replaced by `part`.
-    pub(crate) fn replace(&self, first: &Key, part: Part) -> Index {
+    pub(crate) fn replace(&self, first: &Key, part: P) -> Index<P> {
         match self {
             // One allocation: the slice is collected from an iterator of known length.
             Index::Small(parts) => Index::Small(
@@ -147,7 +147,7 @@ impl Index {
         }
     }
 
-    pub(crate) fn ptr_eq(&self, other: &Index) -> bool {
+    pub(crate) fn ptr_eq(&self, other: &Index<P>) -> bool {
         match (self, other) {
             (Index::Small(a), Index::Small(b)) => Arc::ptr_eq(a, b),
             (Index::Large(a), Index::Large(b)) => a.ptr_eq(b),
@@ -159,6 +159,7 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chunked::Part;
     use crate::node::Repr;
     use crate::packed::PACK_MAX_BYTES;
     use crate::testing::{key, node};
@@ -173,7 +174,7 @@ mod tests {
         }
     }
 
-    fn keys(index: &Index) -> Vec<String> {
+    fn keys(index: &Index<Part>) -> Vec<String> {
         index.iter().map(|(first, _)| first.to_string()).collect()
     }
 

@@ -71,7 +71,7 @@ pub(crate) enum NewChild<'a> {
 /// A collection in chunks: never empty, no priority anywhere, every child packable or itself
 /// a collection in chunks.
 pub(crate) struct Chunked {
-    parts: Index,
+    parts: Index<Part>,
     len: usize,
     /// Estimated JSON size of the whole object, as `ObjectData` keeps it.
     bytes: usize,
@@ -333,12 +333,12 @@ impl Chunked {
     }
 
     /// Every part with its first key, in key order.
-    pub(crate) fn parts(&self) -> IndexIter<'_> {
+    pub(crate) fn parts(&self) -> IndexIter<'_, Part> {
         self.parts.iter()
     }
 
     /// The parts that may hold keys between the bounds (not inverted), in key order.
-    pub(crate) fn parts_between(&self, from: Bound<&Key>, to: Bound<&Key>) -> IndexIter<'_> {
+    pub(crate) fn parts_between(&self, from: Bound<&Key>, to: Bound<&Key>) -> IndexIter<'_, Part> {
         // The first part that may hold keys in range starts at or before `from`; a part
         // starting past `to` holds nothing in range.
         let start = match from {

@@ -71,7 +71,7 @@ impl<'a> RawObject<'a> {
 /// The children of a [`RawObject`] in key order, chunk by chunk.
 pub struct RawEntries<'a> {
     /// The parts still to read, for a chunked collection.
-    parts: Option<IndexIter<'a>>,
+    parts: Option<IndexIter<'a, Part>>,
     current: packed::Entries<'a>,
 }
 
