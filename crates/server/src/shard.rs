@@ -19,7 +19,7 @@ use futures_util::future::LocalBoxFuture;
 use hyper::http::request::Parts;
 use hyper::Response;
 
-use crate::scrape::{answer_on_main_port, Observer};
+use crate::scrape::{answer_on_main_port, is_served_here, Observer};
 use hearth_config::ServeConfig;
 use hearth_edge::http_body::HearthBody;
 use hearth_edge::Edge;
@@ -62,6 +62,10 @@ struct CoreEndpoints {
 }
 
 impl ServerEndpoints for CoreEndpoints {
+    fn observes(&self, path: &str) -> bool {
+        is_served_here(path)
+    }
+
     fn observe<'a>(&'a self, parts: &'a Parts) -> LocalBoxFuture<'a, Option<RestResponse>> {
         Box::pin(answer_on_main_port(&self.config, &self.observer, parts))
     }

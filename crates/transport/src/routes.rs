@@ -14,6 +14,10 @@ use hearth_edge::http_body::HearthBody;
 use hearth_ground::rest::RestResponse;
 
 pub trait ServerEndpoints {
+    /// Whether [`observe`](Self::observe) answers `path`: checked first, so that every other
+    /// request goes on without a boxed future.
+    fn observes(&self, path: &str) -> bool;
+
     /// `/healthz`, `/readyz` and `/metrics` on the realtime port, or `None` for any other
     /// path. They answer even while the answer budget is spent: a probe that failed then would
     /// restart a server that only has slow clients.

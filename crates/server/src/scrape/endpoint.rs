@@ -28,6 +28,11 @@ pub enum Caller {
     Elsewhere,
 }
 
+/// Whether `path` is one of the paths served here.
+pub fn is_served_here(path: &str) -> bool {
+    [METRICS_PATH, HEALTHZ_PATH, READYZ_PATH].contains(&path)
+}
+
 /// The answer to a request for one of the paths served here; `None` for any other path.
 pub async fn answer(
     observer: &Observer,
@@ -36,7 +41,7 @@ pub async fn answer(
     auth: Option<&AuthConfig>,
 ) -> Option<RestResponse> {
     let path = parts.uri.path();
-    if ![METRICS_PATH, HEALTHZ_PATH, READYZ_PATH].contains(&path) {
+    if !is_served_here(path) {
         return None;
     }
     if parts.method != Method::GET && parts.method != Method::HEAD {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-pub(crate) use endpoint::answer_on_main_port;
+pub(crate) use endpoint::{answer_on_main_port, is_served_here};
 pub(crate) use listener::{bind_metrics_listener, serve_metrics};
 
 use hearth_ground::inbox::{ask_every_shard, ShardMessage};

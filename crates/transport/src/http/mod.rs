@@ -117,8 +117,10 @@ async fn respond(
     // Health and metrics answer even while the answer budget is spent: a probe that failed
     // then would restart a server that only has slow clients. Their size is bounded (a
     // fixed set of series per shard, and the top lists).
-    if let Some(response) = front.endpoints().observe(&parts).await {
-        return response.into_http();
+    if front.endpoints().observes(parts.uri.path()) {
+        if let Some(response) = front.endpoints().observe(&parts).await {
+            return response.into_http();
+        }
     }
     let mut body = Some(body);
     let mut kind = rest_kind(&parts.method);
