@@ -45,7 +45,7 @@ pub const OWNER_MOVED_CLOSE: &str = "the database moved to another node";
 pub const UNWRITABLE_DROP: &str = "the client accepts no data";
 
 /// Why the server closes a connection, sent as the close frame's reason.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CloseReason {
     pub code: CloseCode,
     pub text: String,

@@ -56,19 +56,26 @@ pub struct Opening {
     pub previous: Option<String>,
 }
 
+/// Whole messages of one connection, in the order it sent them: the same over the cross-core
+/// queues ([`ToOwner::Messages`]) and the node link (`peer`'s `LinkMessage::Messages`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnMessages {
+    pub conn: ConnId,
+    pub texts: Vec<String>,
+}
+
 /// From an edge to the owner of a connection's database.
 #[derive(Debug)]
 pub enum ToOwner {
     /// A connection opened on edge `edge` (an index among the owner's edges: the local shards,
     /// then the other nodes).
     Open { edge: usize, opening: Opening },
-    /// Whole messages of a connection, in the order it sent them. `done`, when present, is
-    /// dropped once the last of them is handled: the edge reads nothing more of the
-    /// connection before that (a large message is decoded off the owner's thread, and the
-    /// connection's next message must wait for it).
+    /// Whole messages of a connection. `done`, when present, is dropped once the last of them
+    /// is handled: the edge reads nothing more of the connection before that (a large
+    /// message is decoded off the owner's thread, and the connection's next message must wait
+    /// for it). `room` is the edge's, let go once they are handled.
     Messages {
-        conn: ConnId,
-        texts: Vec<String>,
+        messages: ConnMessages,
         done: Option<oneshot::Sender<()>>,
         room: OwnedSemaphorePermit,
     },
@@ -120,11 +127,13 @@ impl MoveCause {
     }
 }
 
-/// One thing an edge must do for one of its connections.
-#[derive(Debug)]
-pub enum EdgeItem {
+/// One thing an edge must do for one of its connections. `F` is how a run of frames is held:
+/// its bytes between cores, and on the node link (`peer`'s `LinkMessage::Batch`) the index of
+/// those bytes in the batch, which sends a push to many connections of a node once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EdgeItem<F = Bytes> {
     /// Frames to write, already encoded (and durable, when the durability mode asks for it).
-    Frames { conn: ConnId, frames: Bytes },
+    Frames { conn: ConnId, frames: F },
     /// Close the connection with this reason; `shed` drops what waits for the socket (the
     /// client read too slowly).
     Close {
@@ -140,6 +149,53 @@ pub enum EdgeItem {
     /// The connection's session must move to another owner (or, where it cannot, the
     /// connection closes as `cause` says).
     Moved { conn: ConnId, cause: MoveCause },
+}
+
+impl<F> EdgeItem<F> {
+    /// The connection the item is for.
+    pub fn conn(&self) -> ConnId {
+        match self {
+            EdgeItem::Frames { conn, .. }
+            | EdgeItem::Close { conn, .. }
+            | EdgeItem::AuthExpiry { conn, .. }
+            | EdgeItem::Moved { conn, .. } => *conn,
+        }
+    }
+
+    /// The same item for the connection `conn` names, its frames held as `hold` says (`None`
+    /// when `hold` has none for them).
+    pub fn map<G>(
+        self,
+        conn: impl FnOnce(ConnId) -> ConnId,
+        hold: impl FnOnce(F) -> Option<G>,
+    ) -> Option<EdgeItem<G>> {
+        Some(match self {
+            EdgeItem::Frames { conn: id, frames } => EdgeItem::Frames {
+                conn: conn(id),
+                frames: hold(frames)?,
+            },
+            EdgeItem::Close {
+                conn: id,
+                reason,
+                shed,
+            } => EdgeItem::Close {
+                conn: conn(id),
+                reason,
+                shed,
+            },
+            EdgeItem::AuthExpiry {
+                conn: id,
+                expires_at,
+            } => EdgeItem::AuthExpiry {
+                conn: conn(id),
+                expires_at,
+            },
+            EdgeItem::Moved { conn: id, cause } => EdgeItem::Moved {
+                conn: conn(id),
+                cause,
+            },
+        })
+    }
 }
 
 impl EdgeItem {

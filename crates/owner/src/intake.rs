@@ -15,7 +15,7 @@ use crate::sessions;
 use crate::state::Owner;
 use crate::streams::open_stream_for_edge;
 use hearth_ground::close::CloseReason;
-use hearth_ground::cross_core::{MessageBatch, Opening, ToOwner};
+use hearth_ground::cross_core::{ConnMessages, MessageBatch, Opening, ToOwner};
 use hearth_net::time::now_ms;
 
 pub fn on_link_message(owner: &Rc<Owner>, message: ToOwner) {
@@ -37,8 +37,7 @@ pub fn on_link_message(owner: &Rc<Owner>, message: ToOwner) {
             sessions::open_session(owner, conn, &namespace, session_id, route);
         }
         ToOwner::Messages {
-            conn,
-            texts,
+            messages: ConnMessages { conn, texts },
             done,
             room,
         } => {

@@ -7,7 +7,7 @@
 //! length is checked against what is left, and nothing is allocated beyond the frame.
 
 use bytes::{Buf, Bytes, BytesMut};
-pub use hearth_ground::cross_core::Opening;
+pub use hearth_ground::cross_core::{ConnMessages, EdgeItem, MoveCause, Opening};
 pub use hearth_ground::replica_messages::{Shipped, ToOwnerNode};
 use hearth_sync::ConnId;
 
@@ -28,13 +28,10 @@ pub const MAX_WIRE_CONN: ConnId = 1 << 48;
 pub enum LinkMessage {
     /// Edge to owner: a connection opened (`ToOwner::Open`).
     Open(Opening),
-    /// Edge to owner: whole messages of a connection; `large` asks for [`LinkMessage::Handled`]
-    /// once the last is handled (the edge reads nothing more of it until then).
-    Messages {
-        conn: ConnId,
-        texts: Vec<String>,
-        large: bool,
-    },
+    /// Edge to owner: whole messages of a connection (`ToOwner::Messages`); `large` asks for
+    /// [`LinkMessage::Handled`] once the last is handled (the edge reads nothing more of it
+    /// until then): the wire form of the cross-core message's completion signal.
+    Messages { messages: ConnMessages, large: bool },
     /// Edge to owner: the connection's credential expired by the edge's clock.
     AuthExpired { conn: ConnId },
     /// Edge to owner: the connection is gone.
@@ -44,11 +41,11 @@ pub enum LinkMessage {
     Moved { conn: ConnId },
     /// Owner to edge: the large message of `conn` is handled.
     Handled { conn: ConnId },
-    /// Owner to edge: what the owner's shards released for the node's connections, in order;
-    /// every frame once, the items naming it by index.
+    /// Owner to edge: what the owner's shards released for the node's connections, in order
+    /// (`ToEdge`'s items); every frame once, the items naming it by index.
     Batch {
         frames: Vec<Bytes>,
-        items: Vec<WireItem>,
+        items: Vec<LinkItem>,
     },
     /// Edge to owner: a REST request for a database the owner holds (`peer::forward`), its
     /// head as received and the first [`MAX_CHUNK_BYTES`] of its body; `more` says that
@@ -70,10 +67,12 @@ pub enum LinkMessage {
     },
     /// Owner to edge: more of answer `id`'s body.
     AnswerMore { id: u64, body: Bytes, more: bool },
-    /// Edge to owner: an event stream opened on connection `conn` (`Accept:
-    /// text/event-stream`); its events come back in batches, and it ends with
-    /// [`LinkMessage::Closed`] or a batch's close, like a WebSocket session.
-    OpenStream { conn: ConnId, head: RequestHead },
+    /// Edge to owner: an event stream's request (`Accept: text/event-stream`) on connection
+    /// `conn`, its head as received. Like [`LinkMessage::Request`], HTTP crosses nodes as
+    /// received: the owner node parses and authenticates it as one of its own, and what that
+    /// makes there is the cross-core `ToOwner::OpenStream`. Its events come back in batches,
+    /// and it ends with [`LinkMessage::Closed`] or a batch's close, like a WebSocket session.
+    StreamRequest { conn: ConnId, head: RequestHead },
     /// Owner to edge: the stream of `conn` is open, or the answer that refused it.
     StreamOpened {
         conn: ConnId,
@@ -139,29 +138,9 @@ fn fits(fixed: usize, headers: &[(String, String)]) -> bool {
 /// The most sequence numbers one acknowledgement carries; a follower sends more as several.
 pub const MAX_ACKS_PER_MESSAGE: usize = 64 * 1024;
 
-/// One thing the edge node must do for one of its connections (`link::EdgeItem`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WireItem {
-    Frames {
-        conn: ConnId,
-        frame: u32,
-    },
-    Close {
-        conn: ConnId,
-        code: u16,
-        text: String,
-        shed: bool,
-    },
-    AuthExpiry {
-        conn: ConnId,
-        expires_at: Option<u64>,
-    },
-    /// The owner's node is stopping: the edge moves the connection's session to the next
-    /// owner (or closes it).
-    Moved {
-        conn: ConnId,
-    },
-}
+/// One thing the edge node must do for one of its connections: the cross-core [`EdgeItem`],
+/// its frames named by their index in the batch's list.
+pub type LinkItem = EdgeItem<u32>;
 
 /// Why a frame could not be decoded: the peer is broken or hostile, and the link is dropped.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -176,6 +155,8 @@ pub enum DecodeError {
     Conn,
     #[error("an item names a frame the batch does not hold")]
     FrameIndex,
+    #[error("unknown cause {0} of a moved session")]
+    MoveCause(u8),
     #[error("{0} bytes left over after the message")]
     Trailing(usize),
     #[error("a frame of {0} bytes is larger than the limit")]
@@ -201,7 +182,7 @@ const REQUEST: u8 = 20;
 const REQUEST_MORE: u8 = 21;
 const ANSWER: u8 = 22;
 const ANSWER_MORE: u8 = 23;
-const OPEN_STREAM: u8 = 24;
+const STREAM_REQUEST: u8 = 24;
 const STREAM_OPENED: u8 = 25;
 const REPLICATE: u8 = 7;
 const REPLICA_ACK: u8 = 8;
@@ -211,6 +192,26 @@ const ITEM_FRAMES: u8 = 1;
 const ITEM_CLOSE: u8 = 2;
 const ITEM_EXPIRY: u8 = 3;
 const ITEM_MOVED: u8 = 4;
+
+/// A moved session's cause, as a byte after its item's connection.
+fn cause_byte(cause: MoveCause) -> u8 {
+    match cause {
+        MoveCause::Moved => 0,
+        MoveCause::OwnerLost => 1,
+        MoveCause::OwnerUnreachable => 2,
+        MoveCause::OwnerStopping => 3,
+    }
+}
+
+fn cause_of(byte: u8) -> Result<MoveCause, DecodeError> {
+    Ok(match byte {
+        0 => MoveCause::Moved,
+        1 => MoveCause::OwnerLost,
+        2 => MoveCause::OwnerUnreachable,
+        3 => MoveCause::OwnerStopping,
+        byte => return Err(DecodeError::MoveCause(byte)),
+    })
+}
 
 #[path = "codec_decode.rs"]
 mod decode;
@@ -240,6 +241,8 @@ mod tests {
     use bytes::BufMut;
 
     use super::*;
+    use hearth_ground::close::CloseReason;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
     /// One of every link message, with edge values (the widest connection id, empty and
     /// non-ASCII strings, absent options), listed by family so that a new message has an
@@ -270,13 +273,17 @@ mod tests {
                 previous: None,
             }),
             LinkMessage::Messages {
-                conn: 1,
-                texts: vec!["{\"t\":\"d\"}".into(), String::new()],
+                messages: ConnMessages {
+                    conn: 1,
+                    texts: vec!["{\"t\":\"d\"}".into(), String::new()],
+                },
                 large: true,
             },
             LinkMessage::Messages {
-                conn: 2,
-                texts: Vec::new(),
+                messages: ConnMessages {
+                    conn: 2,
+                    texts: Vec::new(),
+                },
                 large: false,
             },
             LinkMessage::AuthExpired { conn: 3 },
@@ -291,24 +298,43 @@ mod tests {
         LinkMessage::Batch {
             frames: vec![Bytes::from_static(b"push"), Bytes::new()],
             items: vec![
-                WireItem::Frames { conn: 1, frame: 0 },
-                WireItem::Frames { conn: 2, frame: 0 },
-                WireItem::Frames { conn: 2, frame: 1 },
-                WireItem::Close {
+                EdgeItem::Frames { conn: 1, frames: 0 },
+                EdgeItem::Frames { conn: 2, frames: 0 },
+                EdgeItem::Frames { conn: 2, frames: 1 },
+                EdgeItem::Close {
                     conn: 3,
-                    code: 1008,
-                    text: "slow".into(),
+                    reason: CloseReason::new(CloseCode::Policy, "slow"),
                     shed: true,
                 },
-                WireItem::AuthExpiry {
+                EdgeItem::Close {
+                    conn: 3,
+                    reason: CloseReason::new(CloseCode::from(4321), String::new()),
+                    shed: false,
+                },
+                EdgeItem::AuthExpiry {
                     conn: 1,
                     expires_at: Some(1_800_000_000),
                 },
-                WireItem::AuthExpiry {
+                EdgeItem::AuthExpiry {
                     conn: 2,
                     expires_at: None,
                 },
-                WireItem::Moved { conn: 4 },
+                EdgeItem::Moved {
+                    conn: 4,
+                    cause: MoveCause::OwnerStopping,
+                },
+                EdgeItem::Moved {
+                    conn: 5,
+                    cause: MoveCause::Moved,
+                },
+                EdgeItem::Moved {
+                    conn: 6,
+                    cause: MoveCause::OwnerLost,
+                },
+                EdgeItem::Moved {
+                    conn: 7,
+                    cause: MoveCause::OwnerUnreachable,
+                },
             ],
         }
     }
@@ -345,7 +371,7 @@ mod tests {
                 body: Bytes::from_static(b"tail"),
                 more: true,
             },
-            LinkMessage::OpenStream {
+            LinkMessage::StreamRequest {
                 conn: 9,
                 head: RequestHead::default(),
             },
@@ -422,12 +448,25 @@ mod tests {
         assert!(buffer.capacity() <= 1024 * 1024, "{}", buffer.capacity());
         let batch = LinkMessage::Batch {
             frames: Vec::new(),
-            items: vec![WireItem::Frames { conn: 1, frame: 0 }],
+            items: vec![EdgeItem::Frames { conn: 1, frames: 0 }],
         };
         let mut out = BytesMut::new();
         batch.encode(&mut out);
         let body = out.split_off(4).freeze();
         assert_eq!(LinkMessage::decode(body), Err(DecodeError::FrameIndex));
+        let moved = LinkMessage::Batch {
+            frames: Vec::new(),
+            items: vec![EdgeItem::Moved {
+                conn: 1,
+                cause: MoveCause::Moved,
+            }],
+        };
+        let mut out = BytesMut::new();
+        moved.encode(&mut out);
+        let last = out.len() - 1;
+        out[last] = 9;
+        let body = out.split_off(4).freeze();
+        assert_eq!(LinkMessage::decode(body), Err(DecodeError::MoveCause(9)));
         let mut out = BytesMut::new();
         LinkMessage::Closed { conn: 1 }.encode(&mut out);
         out[5..13].copy_from_slice(&MAX_WIRE_CONN.to_le_bytes());
@@ -450,7 +489,7 @@ mod tests {
             ..RequestHead::default()
         };
         assert!(!many.fits());
-        let open = |head| LinkMessage::OpenStream { conn: 1, head };
+        let open = |head| LinkMessage::StreamRequest { conn: 1, head };
         assert_eq!(decode(open(many)), Err(DecodeError::Head));
         let long = RequestHead {
             headers: vec![("v".into(), "x".repeat(MAX_HEAD_BYTES))],

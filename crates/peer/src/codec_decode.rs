@@ -4,12 +4,15 @@
 use bytes::{Buf, Bytes};
 use hearth_sync::ConnId;
 
+use hearth_ground::close::CloseReason;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
 use super::{
-    AnswerHead, DecodeError, LinkMessage, Opening, RequestHead, Shipped, ToOwnerNode, WireItem,
-    ANSWER, ANSWER_MORE, AUTH_EXPIRED, BATCH, CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY,
-    ITEM_FRAMES, ITEM_MOVED, MAX_ACKS_PER_MESSAGE, MAX_CHUNK_BYTES, MAX_HEAD_BYTES,
-    MAX_HEAD_FIELDS, MAX_WIRE_CONN, MESSAGES, MOVED, OPEN, OPEN_STREAM, REPLICATE, REPLICA_ACK,
-    REQUEST, REQUEST_MORE, STREAM_OPENED,
+    cause_of, AnswerHead, ConnMessages, DecodeError, EdgeItem, LinkItem, LinkMessage, Opening,
+    RequestHead, Shipped, ToOwnerNode, ANSWER, ANSWER_MORE, AUTH_EXPIRED, BATCH, CLOSED, HANDLED,
+    ITEM_CLOSE, ITEM_EXPIRY, ITEM_FRAMES, ITEM_MOVED, MAX_ACKS_PER_MESSAGE, MAX_CHUNK_BYTES,
+    MAX_HEAD_BYTES, MAX_HEAD_FIELDS, MAX_WIRE_CONN, MESSAGES, MOVED, OPEN, REPLICATE, REPLICA_ACK,
+    REQUEST, REQUEST_MORE, STREAM_OPENED, STREAM_REQUEST,
 };
 
 impl LinkMessage {
@@ -72,7 +75,7 @@ impl LinkMessage {
                 let (body, more) = get_chunk(body)?;
                 LinkMessage::AnswerMore { id, body, more }
             }
-            OPEN_STREAM => LinkMessage::OpenStream {
+            STREAM_REQUEST => LinkMessage::StreamRequest {
                 conn: get_conn(body)?,
                 head: get_request_head(body)?,
             },
@@ -98,7 +101,10 @@ fn get_messages(body: &mut Bytes) -> Result<LinkMessage, DecodeError> {
     for _ in 0..count {
         texts.push(get_str(body)?);
     }
-    Ok(LinkMessage::Messages { conn, texts, large })
+    Ok(LinkMessage::Messages {
+        messages: ConnMessages { conn, texts },
+        large,
+    })
 }
 
 /// The fields of [`LinkMessage::Batch`].
@@ -161,7 +167,7 @@ fn get_replica_ack(body: &mut Bytes) -> Result<LinkMessage, DecodeError> {
     Ok(LinkMessage::ReplicaAck(ToOwnerNode { shard, seqs }))
 }
 
-fn decode_item(body: &mut Bytes, frames: usize) -> Result<WireItem, DecodeError> {
+fn decode_item(body: &mut Bytes, frames: usize) -> Result<LinkItem, DecodeError> {
     let tag = get_u8(body)?;
     let conn = get_conn(body)?;
     Ok(match tag {
@@ -170,22 +176,27 @@ fn decode_item(body: &mut Bytes, frames: usize) -> Result<WireItem, DecodeError>
             if frame as usize >= frames {
                 return Err(DecodeError::FrameIndex);
             }
-            WireItem::Frames { conn, frame }
+            EdgeItem::Frames {
+                conn,
+                frames: frame,
+            }
         }
-        ITEM_CLOSE => WireItem::Close {
+        ITEM_CLOSE => EdgeItem::Close {
             conn,
-            code: get_u16(body)?,
-            text: get_str(body)?,
+            reason: CloseReason::new(CloseCode::from(get_u16(body)?), get_str(body)?),
             shed: get_u8(body)? != 0,
         },
-        ITEM_EXPIRY => WireItem::AuthExpiry {
+        ITEM_EXPIRY => EdgeItem::AuthExpiry {
             conn,
             expires_at: match get_u8(body)? {
                 0 => None,
                 _ => Some(get_u64(body)?),
             },
         },
-        ITEM_MOVED => WireItem::Moved { conn },
+        ITEM_MOVED => EdgeItem::Moved {
+            conn,
+            cause: cause_of(get_u8(body)?)?,
+        },
         tag => return Err(DecodeError::Tag(tag)),
     })
 }

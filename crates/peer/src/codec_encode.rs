@@ -4,10 +4,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use hearth_sync::ConnId;
 
 use super::{
-    AnswerHead, LinkMessage, Opening, RequestHead, Shipped, ToOwnerNode, WireItem, ANSWER,
-    ANSWER_MORE, AUTH_EXPIRED, BATCH, CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY, ITEM_FRAMES,
-    ITEM_MOVED, MESSAGES, MOVED, OPEN, OPEN_STREAM, REPLICATE, REPLICA_ACK, REQUEST, REQUEST_MORE,
-    STREAM_OPENED,
+    cause_byte, AnswerHead, ConnMessages, EdgeItem, LinkItem, LinkMessage, Opening, RequestHead,
+    Shipped, ToOwnerNode, ANSWER, ANSWER_MORE, AUTH_EXPIRED, BATCH, CLOSED, HANDLED, ITEM_CLOSE,
+    ITEM_EXPIRY, ITEM_FRAMES, ITEM_MOVED, MESSAGES, MOVED, OPEN, REPLICATE, REPLICA_ACK, REQUEST,
+    REQUEST_MORE, STREAM_OPENED, STREAM_REQUEST,
 };
 
 impl LinkMessage {
@@ -17,7 +17,7 @@ impl LinkMessage {
         out.put_u32(0);
         match self {
             LinkMessage::Open(opening) => put_open(out, opening),
-            LinkMessage::Messages { conn, texts, large } => put_messages(out, *conn, texts, *large),
+            LinkMessage::Messages { messages, large } => put_messages(out, messages, *large),
             LinkMessage::AuthExpired { conn } => put_conn(out, AUTH_EXPIRED, *conn),
             LinkMessage::Closed { conn } => put_conn(out, CLOSED, *conn),
             LinkMessage::Moved { conn } => put_conn(out, MOVED, *conn),
@@ -51,8 +51,8 @@ impl LinkMessage {
                 put_id(out, ANSWER_MORE, *id);
                 put_chunk(out, body, *more);
             }
-            LinkMessage::OpenStream { conn, head } => {
-                put_conn(out, OPEN_STREAM, *conn);
+            LinkMessage::StreamRequest { conn, head } => {
+                put_conn(out, STREAM_REQUEST, *conn);
                 put_request_head(out, head);
             }
             LinkMessage::StreamOpened { conn, refusal } => {
@@ -82,18 +82,18 @@ fn put_open(out: &mut BytesMut, opening: &Opening) {
 }
 
 /// The fields of [`LinkMessage::Messages`].
-fn put_messages(out: &mut BytesMut, conn: ConnId, texts: &[String], large: bool) {
+fn put_messages(out: &mut BytesMut, messages: &ConnMessages, large: bool) {
     out.put_u8(MESSAGES);
-    out.put_u64_le(conn);
+    out.put_u64_le(messages.conn);
     out.put_u8(u8::from(large));
-    out.put_u32_le(texts.len() as u32);
-    for text in texts {
+    out.put_u32_le(messages.texts.len() as u32);
+    for text in &messages.texts {
         put_str(out, text);
     }
 }
 
 /// The fields of [`LinkMessage::Batch`]: each frame, then the items that name them.
-fn put_batch(out: &mut BytesMut, frames: &[Bytes], items: &[WireItem]) {
+fn put_batch(out: &mut BytesMut, frames: &[Bytes], items: &[LinkItem]) {
     out.put_u8(BATCH);
     out.put_u32_le(frames.len() as u32);
     for frame in frames {
@@ -140,24 +140,19 @@ fn put_replica_ack(out: &mut BytesMut, ack: &ToOwnerNode) {
     }
 }
 
-fn encode_item(item: &WireItem, out: &mut BytesMut) {
+fn encode_item(item: &LinkItem, out: &mut BytesMut) {
     match item {
-        WireItem::Frames { conn, frame } => {
+        EdgeItem::Frames { conn, frames } => {
             put_conn(out, ITEM_FRAMES, *conn);
-            out.put_u32_le(*frame);
+            out.put_u32_le(*frames);
         }
-        WireItem::Close {
-            conn,
-            code,
-            text,
-            shed,
-        } => {
+        EdgeItem::Close { conn, reason, shed } => {
             put_conn(out, ITEM_CLOSE, *conn);
-            out.put_u16_le(*code);
-            put_str(out, text);
+            out.put_u16_le(reason.code.into());
+            put_str(out, &reason.text);
             out.put_u8(u8::from(*shed));
         }
-        WireItem::AuthExpiry { conn, expires_at } => {
+        EdgeItem::AuthExpiry { conn, expires_at } => {
             put_conn(out, ITEM_EXPIRY, *conn);
             match expires_at {
                 Some(at) => {
@@ -167,7 +162,10 @@ fn encode_item(item: &WireItem, out: &mut BytesMut) {
                 None => out.put_u8(0),
             }
         }
-        WireItem::Moved { conn } => put_conn(out, ITEM_MOVED, *conn),
+        EdgeItem::Moved { conn, cause } => {
+            put_conn(out, ITEM_MOVED, *conn);
+            out.put_u8(cause_byte(*cause));
+        }
     }
 }
 

@@ -14,12 +14,13 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::codec::{LinkMessage, WireItem, MAX_FRAME_BYTES};
+use crate::codec::{LinkItem, LinkMessage, MAX_FRAME_BYTES};
 use crate::context::{unreachable_owner, Context, Forward, Reply};
 use crate::forward::{self, Outbox};
 use crate::link_tls::LinkStream;
 use crate::nodes::wire_conn;
 use crate::reader::read_loop;
+use hearth_ground::close::CloseReason;
 use hearth_ground::cross_core::{EdgeItem, ToEdge, ToOwner};
 use hearth_ground::replica_messages::ReplicaOut;
 
@@ -218,20 +219,19 @@ fn encode_to_owner(
         // A connection not opened on this connection of the link was opened on one that is
         // lost, and is being closed: nothing of it crosses (dropping `done` lets it read on).
         ToOwner::Messages {
-            conn,
-            texts,
+            messages,
             done,
             room,
         } => {
-            if !state.opened.contains_key(&conn) {
+            if !state.opened.contains_key(&messages.conn) {
                 return;
             }
             let large = done.is_some();
             if let Some(done) = done {
-                state.waiting.insert(conn, done);
+                state.waiting.insert(messages.conn, done);
             }
             rooms.push(room);
-            LinkMessage::Messages { conn, texts, large }
+            LinkMessage::Messages { messages, large }
         }
         ToOwner::AuthExpired { conn } => {
             if !state.opened.contains_key(&conn) {
@@ -253,7 +253,7 @@ fn encode_to_owner(
             state.waiting.remove(&conn);
             LinkMessage::Moved { conn }
         }
-        // Event streams cross with their request's head (`forward`), not parsed.
+        // Event streams cross as their request, not parsed (`forward`, `StreamRequest`).
         ToOwner::OpenStream { opened, .. } => {
             let _ = opened.send(Err(unreachable_owner()));
             return;
@@ -282,51 +282,42 @@ fn encode_batch(batch: &ToEdge, out: &mut BytesMut) {
     let mut items = Vec::new();
     let mut bytes = 0;
     for item in &batch.items {
-        let item = match item {
-            EdgeItem::Frames { conn, frames: run } => {
-                let conn = wire_conn(*conn);
-                if run.len() > BATCH_FRAME_BYTES {
-                    WireItem::Close {
-                        conn,
-                        code: CloseCode::Size.into(),
-                        text: TOO_LARGE_CLOSE.to_owned(),
-                        shed: true,
-                    }
-                } else {
-                    // Clones of one push share their buffer: the same pointer and length.
-                    let key = (run.as_ptr() as usize, run.len());
-                    let frame = match index.get(&key) {
-                        Some(frame) => *frame,
-                        None => {
-                            if bytes + run.len() > BATCH_FRAME_BYTES {
-                                let frames = std::mem::take(&mut frames);
-                                let items = std::mem::take(&mut items);
-                                LinkMessage::Batch { frames, items }.encode(out);
-                                index.clear();
-                                bytes = 0;
-                            }
-                            bytes += run.len();
-                            frames.push(run.clone());
-                            index.insert(key, frames.len() as u32 - 1);
-                            frames.len() as u32 - 1
-                        }
-                    };
-                    WireItem::Frames { conn, frame }
+        let item: LinkItem = match item {
+            EdgeItem::Frames { conn, frames: run } if run.len() > BATCH_FRAME_BYTES => {
+                EdgeItem::Close {
+                    conn: wire_conn(*conn),
+                    reason: CloseReason::new(CloseCode::Size, TOO_LARGE_CLOSE),
+                    shed: true,
                 }
             }
-            EdgeItem::Close { conn, reason, shed } => WireItem::Close {
-                conn: wire_conn(*conn),
-                code: reason.code.into(),
-                text: reason.text.clone(),
-                shed: *shed,
-            },
-            EdgeItem::AuthExpiry { conn, expires_at } => WireItem::AuthExpiry {
-                conn: wire_conn(*conn),
-                expires_at: *expires_at,
-            },
-            // Only a stopping owner asks a remote edge to move a session.
-            EdgeItem::Moved { conn, .. } => WireItem::Moved {
-                conn: wire_conn(*conn),
+            EdgeItem::Frames { conn, frames: run } => {
+                // Clones of one push share their buffer: the same pointer and length.
+                let key = (run.as_ptr() as usize, run.len());
+                let frame = match index.get(&key) {
+                    Some(frame) => *frame,
+                    None => {
+                        if bytes + run.len() > BATCH_FRAME_BYTES {
+                            let frames = std::mem::take(&mut frames);
+                            let items = std::mem::take(&mut items);
+                            LinkMessage::Batch { frames, items }.encode(out);
+                            index.clear();
+                            bytes = 0;
+                        }
+                        bytes += run.len();
+                        frames.push(run.clone());
+                        index.insert(key, frames.len() as u32 - 1);
+                        frames.len() as u32 - 1
+                    }
+                };
+                EdgeItem::Frames {
+                    conn: wire_conn(*conn),
+                    frames: frame,
+                }
+            }
+            // An item without frames crosses as it is, for the peer's own connection id.
+            other => match other.clone().map(wire_conn, |_| None) {
+                Some(item) => item,
+                None => continue,
             },
         };
         items.push(item);
@@ -343,7 +334,7 @@ mod tests {
     use super::*;
     use crate::codec::split_frame;
     use crate::nodes::remote_conn;
-    use hearth_ground::cross_core::Credit;
+    use hearth_ground::cross_core::{Credit, MoveCause};
     use hearth_sync::ConnId;
 
     fn frames(conn: ConnId, frames: &Bytes) -> EdgeItem {
@@ -377,12 +368,59 @@ mod tests {
         let sent: Vec<(ConnId, u32)> = items
             .iter()
             .map(|item| match item {
-                WireItem::Frames { conn, frame } => (*conn, *frame),
+                EdgeItem::Frames { conn, frames } => (*conn, *frames),
                 other => panic!("unexpected {other:?}"),
             })
             .collect();
         // The edge node's own ids, in the owner's order.
         assert_eq!(sent, vec![(10, 0), (11, 0), (12, 1), (13, 0)]);
+        batch.written();
+    }
+
+    #[test]
+    fn items_without_frames_cross_as_they_are_for_the_peers_ids() {
+        let close = CloseReason::new(CloseCode::Policy, "slow");
+        let items = vec![
+            EdgeItem::Close {
+                conn: remote_conn(1, 20),
+                reason: close.clone(),
+                shed: true,
+            },
+            EdgeItem::AuthExpiry {
+                conn: remote_conn(1, 21),
+                expires_at: Some(7),
+            },
+            EdgeItem::Moved {
+                conn: remote_conn(1, 22),
+                cause: MoveCause::OwnerStopping,
+            },
+        ];
+        let credit = Arc::new(Credit::default());
+        let batch = ToEdge::new(items, &credit);
+        let mut out = BytesMut::new();
+        encode_batch(&batch, &mut out);
+        let body = split_frame(&mut out).expect("frame").expect("whole");
+        let LinkMessage::Batch { frames, items } = LinkMessage::decode(body).expect("decodes")
+        else {
+            panic!("not a batch");
+        };
+        assert!(frames.is_empty());
+        let expected: Vec<LinkItem> = vec![
+            EdgeItem::Close {
+                conn: 20,
+                reason: close,
+                shed: true,
+            },
+            EdgeItem::AuthExpiry {
+                conn: 21,
+                expires_at: Some(7),
+            },
+            EdgeItem::Moved {
+                conn: 22,
+                cause: MoveCause::OwnerStopping,
+            },
+        ];
+        assert_eq!(items, expected);
         batch.written();
     }
 }

@@ -73,7 +73,7 @@ pub fn send(ctx: &Context, forward: Forward, out: &mut BytesMut, outbox: &mut Ou
         } => {
             state.opened.insert(conn, namespace);
             state.streams.insert(conn, opened);
-            LinkMessage::OpenStream { conn, head }.encode(out);
+            LinkMessage::StreamRequest { conn, head }.encode(out);
         }
         Forward::StreamClosed { conn } => {
             if state.opened.remove(&conn).is_some() {
@@ -275,9 +275,10 @@ async fn call(
     }
 }
 
-/// The peer opened an event stream on its connection `conn`: its session opens on the shard
-/// that owns the database, with the peer as that shard's edge, like a WebSocket session.
-pub fn on_open_stream(
+/// The peer forwarded an event stream's request on its connection `conn`: parsed here as one
+/// of ours, its session opens on the shard that owns the database, with the peer as that
+/// shard's edge, like a WebSocket session.
+pub fn on_stream_request(
     ctx: &Context,
     conn: ConnId,
     head: RequestHead,

@@ -9,15 +9,13 @@ use bytes::{Bytes, BytesMut};
 use hearth_sync::ConnId;
 use tokio::io::{AsyncReadExt, ReadHalf};
 use tokio::sync::{mpsc, oneshot};
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::codec::{split_frame, LinkMessage, WireItem};
+use crate::codec::{split_frame, LinkItem, LinkMessage};
 use crate::context::{Context, RemoteAnswer, Reply};
 use crate::forward;
 use crate::link_tls::LinkStream;
 use crate::nodes::remote_conn;
-use hearth_ground::close::CloseReason;
-use hearth_ground::cross_core::{EdgeItem, MoveCause, Opening, ToEdge, ToOwner, MAX_LINK_BYTES};
+use hearth_ground::cross_core::{ConnMessages, EdgeItem, Opening, ToEdge, ToOwner, MAX_LINK_BYTES};
 use hearth_ground::inbox::ShardMessage;
 use hearth_ground::namespace::owner_shard;
 use hearth_ground::replica_messages::ReplicaIn;
@@ -54,8 +52,8 @@ async fn on_message(
 ) -> Result<(), String> {
     match message {
         LinkMessage::Open(opening) => open(ctx, opening),
-        LinkMessage::Messages { conn, texts, large } => {
-            on_messages(ctx, conn, texts, large, replies).await;
+        LinkMessage::Messages { messages, large } => {
+            on_messages(ctx, messages, large, replies).await;
         }
         LinkMessage::AuthExpired { conn } => {
             if let Some(shard) = ctx.state.borrow().sessions.get(&conn).copied() {
@@ -87,7 +85,9 @@ async fn on_message(
         LinkMessage::AnswerMore { id, body, more } => {
             return forward::on_answer(ctx, id, None, body, more)
         }
-        LinkMessage::OpenStream { conn, head } => forward::on_open_stream(ctx, conn, head, replies),
+        LinkMessage::StreamRequest { conn, head } => {
+            forward::on_stream_request(ctx, conn, head, replies)
+        }
         LinkMessage::StreamOpened { conn, refusal } => {
             let refusal = refusal.map(|(head, body)| RemoteAnswer { head, body });
             forward::on_stream_opened(ctx, conn, refusal);
@@ -144,28 +144,29 @@ fn open(ctx: &Context, mut opening: Opening) {
 /// local owners have room for them.
 async fn on_messages(
     ctx: &Context,
-    conn: ConnId,
-    texts: Vec<String>,
+    messages: ConnMessages,
     large: bool,
     replies: &mpsc::UnboundedSender<Reply>,
 ) {
-    let Some(shard) = ctx.state.borrow().sessions.get(&conn).copied() else {
+    let Some(shard) = ctx.state.borrow().sessions.get(&messages.conn).copied() else {
         return;
     };
-    let bytes: usize = texts.iter().map(String::len).sum();
+    let bytes: usize = messages.texts.iter().map(String::len).sum();
     let bytes = bytes.clamp(1, MAX_LINK_BYTES) as u32;
     // Nothing more is read from the peer until the local owners have room.
     let Ok(room) = ctx.owner_room.clone().acquire_many_owned(bytes).await else {
         return;
     };
-    let done = large.then(|| handled_signal(replies, conn));
-    let conn = remote_conn(ctx.node, conn);
+    let done = large.then(|| handled_signal(replies, messages.conn));
+    let messages = ConnMessages {
+        conn: remote_conn(ctx.node, messages.conn),
+        texts: messages.texts,
+    };
     to_owner(
         ctx,
         shard,
         ToOwner::Messages {
-            conn,
-            texts,
+            messages,
             done,
             room,
         },
@@ -196,36 +197,15 @@ fn handled_signal(replies: &mpsc::UnboundedSender<Reply>, conn: ConnId) -> onesh
 
 /// Hands the owner's batch to the local shards that hold its connections (a connection's id
 /// names its shard), in order, each once it has room.
-async fn on_batch(ctx: &Context, frames: &[Bytes], items: Vec<WireItem>) {
+async fn on_batch(ctx: &Context, frames: &[Bytes], items: Vec<LinkItem>) {
     let shards = ctx.edges.len().max(1);
     let mut groups: Vec<Vec<EdgeItem>> = (0..shards).map(|_| Vec::new()).collect();
     for item in items {
-        let (conn, item) = match item {
-            WireItem::Frames { conn, frame } => {
-                // The decoder checked the index.
-                let Some(frames) = frames.get(frame as usize) else {
-                    continue;
-                };
-                let frames = frames.clone();
-                (conn, EdgeItem::Frames { conn, frames })
-            }
-            WireItem::Close {
-                conn,
-                code,
-                text,
-                shed,
-            } => {
-                let reason = CloseReason::new(CloseCode::from(code), text);
-                (conn, EdgeItem::Close { conn, reason, shed })
-            }
-            WireItem::AuthExpiry { conn, expires_at } => {
-                (conn, EdgeItem::AuthExpiry { conn, expires_at })
-            }
-            WireItem::Moved { conn } => {
-                let cause = MoveCause::OwnerStopping;
-                (conn, EdgeItem::Moved { conn, cause })
-            }
+        // The decoder checked each frame's index.
+        let Some(item) = item.map(|conn| conn, |frame| frames.get(frame as usize).cloned()) else {
+            continue;
         };
+        let conn = item.conn();
         groups[(conn % shards as u64) as usize].push(item);
     }
     for (shard, items) in groups.into_iter().enumerate() {

@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use crate::front::Front;
 use crate::owner_side::OwnerSide;
 use hearth_edge::{EdgeConn, EdgeTarget};
-use hearth_ground::cross_core::{Opening, ToOwner};
+use hearth_ground::cross_core::{ConnMessages, Opening, ToOwner};
 use hearth_owner::outbound::Route;
 use hearth_owner::sessions;
 
@@ -87,8 +87,10 @@ pub(crate) async fn send_to_owner(
     front.send_to_owner(
         owner,
         ToOwner::Messages {
-            conn: edge.id(),
-            texts,
+            messages: ConnMessages {
+                conn: edge.id(),
+                texts,
+            },
             done,
             room,
         },
