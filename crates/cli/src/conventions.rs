@@ -37,6 +37,7 @@ enum Kind {
 /// deciding its kind is deciding its options.
 const KINDS: &[(&str, Kind)] = &[
     ("serve", Kind::Serve),
+    ("emulator", Kind::Serve),
     ("rules check", Kind::Local),
     ("rules get", Kind::Database),
     ("rules set", Kind::Database),

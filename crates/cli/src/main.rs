@@ -4,6 +4,7 @@ mod cluster_link;
 mod config_file;
 #[cfg(test)]
 mod conventions;
+mod emulator;
 mod firebase_json;
 mod layers;
 mod logging;
@@ -66,6 +67,11 @@ enum Command {
     /// Look at a cluster of Hearth nodes in its etcd.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Run as the Firebase emulator suite's database emulator: firebase-tools' arguments
+    /// (--host, --port, --functions_emulator_host, --functions_emulator_port), every database
+    /// in memory, development credentials, database triggers delivered to the Functions
+    /// emulator (docs/triggers.md).
+    Emulator(emulator::EmulatorArgs),
 }
 
 #[derive(Subcommand)]
@@ -177,8 +183,11 @@ fn main() -> anyhow::Result<()> {
         return serve(args);
     }
     logging::init(LogFormat::Text, None)?;
+    if let Command::Emulator(args) = cli.command {
+        return emulator::emulator(args);
+    }
     let tool = match cli.command {
-        Command::Serve(_) => return Ok(()),
+        Command::Serve(_) | Command::Emulator(_) => return Ok(()),
         Command::Rules(RulesCommand::Check { file }) => return check_rules(&file),
         Command::Rules(RulesCommand::Get { server }) => hearth_tools::rules_get(&server),
         Command::Rules(RulesCommand::Set { file, server }) => {

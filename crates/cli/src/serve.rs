@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use hearth_server::auth::AuthConfig;
 use hearth_server::budget::HttpBudgets;
-use hearth_server::config::MetricsConfig;
+use hearth_server::config::{MetricsConfig, ServerTriggers};
 use hearth_server::jwks::{FirebaseKeys, JwksSource};
 use hearth_server::rules_file::load_rules;
 use hearth_server::tls::TlsCerts;
@@ -196,7 +196,13 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             return Err(error);
         }
     };
+    let triggers = match &args.functions_emulator {
+        Some(functions) => ServerTriggers::delivering_to(functions)
+            .context("starting the delivery of trigger events")?,
+        None => ServerTriggers::default(),
+    };
     let config = ServeConfig {
+        triggers,
         cluster: cluster.clone(),
         peers,
         webtransport_listen,

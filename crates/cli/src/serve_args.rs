@@ -238,6 +238,13 @@ pub(crate) struct ServeArgs {
     /// shipped. Without a cluster it means nothing.
     #[arg(long, value_enum, default_value_t = ReplicationArg::Sync, env = "HEARTH_REPLICATION")]
     pub(crate) replication: ReplicationArg,
+    /// Deliver database triggers to the Firebase Functions emulator at HOST:PORT. Cloud
+    /// Functions code (firebase-functions v1 database.ref().onWrite and its kin, v2
+    /// onValueWritten and its kin) registers its triggers with
+    /// POST /.settings/functionTriggers.json, as the Functions emulator does by itself, and
+    /// each change reaches its function once it is durable (docs/triggers.md).
+    #[arg(long, env = "HEARTH_FUNCTIONS_EMULATOR")]
+    pub(crate) functions_emulator: Option<String>,
 }
 
 /// `--cluster-lease-ttl-secs` when not given: a dead owner's databases are claimed again

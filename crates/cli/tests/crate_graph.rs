@@ -46,6 +46,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "hearth-persist",
         &["hearth-tree", "hearth-sync", "hearth-store"],
     ),
+    // Database triggers: the registrations of Cloud Functions and the delivery of their
+    // events. It knows the state machine's changes, no shard and no connection.
+    ("hearth-triggers", &["hearth-tree", "hearth-sync"]),
     // Network plumbing that knows no database: listeners, TLS, HTTP heads, answer budgets,
     // the wall clock. It knows nothing of ours, so any role may stand on it.
     ("hearth-net", &[]),
@@ -65,6 +68,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-persist",
             "hearth-net",
             "hearth-auth",
+            "hearth-triggers",
         ],
     ),
     // The node link carries the ground's messages between nodes and follows placement; it
@@ -91,6 +95,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-ground",
             "hearth-cluster",
             "hearth-peer",
+            "hearth-triggers",
         ],
     ),
     // The edge role's state and its sockets' plumbing: it knows no owner and no shard.
@@ -125,6 +130,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-peer",
             "hearth-config",
             "hearth-edge",
+            "hearth-triggers",
         ],
     ),
     // The transports run a connection from its accept to its close (WebSocket, HTTP, event
@@ -236,7 +242,7 @@ const PURE: &[&str] = &[
 
 const RULE: &str = "dependencies point one way: tree ← query ← rules ← sync ← wire ← server ← \
                     tools ← cli, store beside wire, persist between store and server, net, auth, ground, peer, \
-                    config, edge, owner and transport below server in that order, cluster, load, alloc and uring on their own, \
+                    config, edge, owner and transport below server in that order, triggers on sync, cluster, load, alloc and uring on their own, \
                     bench/ws depended on by nothing (ARCHITECTURE.md, The crates and their rules)";
 
 const TABLE: &str = "crates/cli/tests/crate_graph.rs";

@@ -14,6 +14,7 @@ use hearth_auth::AuthConfig;
 use hearth_net::budget::SharedBudgets;
 use hearth_net::tls::TlsCerts;
 use hearth_persist::PersistConfig;
+pub use hearth_triggers::ServerTriggers;
 
 /// Everything `hearth serve` was told, resolved to concrete values.
 #[derive(Debug, Clone)]
@@ -70,6 +71,9 @@ pub struct ServeConfig {
     pub io_uring_sends: bool,
     /// The other nodes of a cluster and the link's secret (`--cluster-peers`, `peer`).
     pub peers: Option<Arc<hearth_peer::ClusterConfig>>,
+    /// Database triggers: the registry the shards share and, with `--functions-emulator`,
+    /// where their changes are delivered.
+    pub triggers: hearth_triggers::ServerTriggers,
 }
 
 impl ServeConfig {
@@ -100,6 +104,7 @@ impl ServeConfig {
             cluster: None,
             io_uring_sends: false,
             peers: None,
+            triggers: hearth_triggers::ServerTriggers::default(),
         }
     }
 }

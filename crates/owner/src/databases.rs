@@ -53,6 +53,8 @@ impl Owner {
             }
         };
         loaded.touched(now);
+        let generation = self.triggers().generation();
+        loaded.follow_triggers(generation, |name| self.triggers().for_database(name));
         self.fence(loaded);
         loaded
     }

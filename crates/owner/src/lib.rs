@@ -42,6 +42,8 @@ pub mod rules_file;
 pub mod sessions;
 pub mod state;
 pub mod streams;
+pub mod trigger_queue;
+pub mod triggers;
 pub mod volatile;
 pub mod volatile_ticks;
 

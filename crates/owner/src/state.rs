@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use crate::loaded::Loaded;
 use crate::outbound::ConnHandle;
 use crate::replication::Replication;
+use crate::trigger_queue::OwnerTriggers;
 use crate::volatile_ticks::VolatileTicks;
 use hearth_config::ServeConfig;
 use hearth_edge::event_stream::StreamHandle;
@@ -77,6 +78,8 @@ pub struct OwnerParts {
     pub sends: Option<Rc<SendRing>>,
     /// Log shipping to followers and from owners, in a cluster (`replica`).
     pub replication: Option<Replication>,
+    /// The server's database triggers and where their changes go.
+    pub triggers: OwnerTriggers,
 }
 
 pub struct Owner {
@@ -111,6 +114,7 @@ pub struct Owner {
     shutdown: watch::Receiver<bool>,
     sends: Option<Rc<SendRing>>,
     replication: Option<Replication>,
+    triggers: OwnerTriggers,
 }
 
 impl Owner {
@@ -137,6 +141,7 @@ impl Owner {
             shutdown: parts.shutdown,
             sends: parts.sends,
             replication: parts.replication,
+            triggers: parts.triggers,
         }
     }
 
@@ -200,6 +205,11 @@ impl Owner {
         self.replication.as_ref()
     }
 
+    /// The database triggers and the changes that wait for their write to be durable.
+    pub fn triggers(&self) -> &OwnerTriggers {
+        &self.triggers
+    }
+
     /// The loaded databases, borrowed for reading.
     pub fn databases(&self) -> Ref<'_, HashMap<String, Loaded>> {
         self.databases.borrow()
@@ -209,7 +219,14 @@ impl Owner {
     /// `f` runs, which cannot await, so no borrow outlives a step of the database; `f` must
     /// not reach the map again (through [`Owner::with_database`] and the like).
     pub fn with_loaded<R>(&self, namespace: &str, f: impl FnOnce(&mut Loaded) -> R) -> Option<R> {
-        self.databases.borrow_mut().get_mut(namespace).map(f)
+        let generation = self.triggers.generation();
+        self.databases
+            .borrow_mut()
+            .get_mut(namespace)
+            .map(|loaded| {
+                loaded.follow_triggers(generation, |name| self.triggers.for_database(name));
+                f(loaded)
+            })
     }
 
     /// Runs `f` on the whole map of loaded databases (recovery, loading, eviction, a failed
@@ -366,6 +383,10 @@ impl Owner {
             .build_hasher()
             .finish();
         let (_stop, shutdown) = watch::channel(false);
+        let triggers = OwnerTriggers::new(
+            config.triggers.registry.clone(),
+            config.triggers.sink.clone(),
+        );
         Rc::new(Owner::new(OwnerParts {
             index: 0,
             shard_count: 1,
@@ -380,6 +401,7 @@ impl Owner {
             shutdown,
             sends: None,
             replication: None,
+            triggers,
         }))
     }
 }

@@ -34,6 +34,7 @@ use hearth_net::budget::ShardBudget;
 use hearth_net::time::now_ms;
 use hearth_owner::loaded::Loaded;
 use hearth_owner::replication::Replication;
+use hearth_owner::trigger_queue::OwnerTriggers;
 use hearth_owner::{Owner, OwnerParts};
 use hearth_peer::Nodes;
 use hearth_persist::{Gate, ShardStore};
@@ -136,6 +137,10 @@ impl Shard {
             shutdown: shutdown.clone(),
             sends: edge.send_ring(),
             replication: nodes.as_ref().map(|nodes| Replication::new(nodes, index)),
+            triggers: OwnerTriggers::new(
+                config.triggers.registry.clone(),
+                config.triggers.sink.clone(),
+            ),
         }));
         let inboxes = Rc::new(Inboxes::new(index, peers, nodes));
         let endpoints = Rc::new(CoreEndpoints {

@@ -14,6 +14,7 @@ use crate::effect::{Effect, Effects, Push, PushData, Target};
 use crate::limits::MAX_LISTENS_PER_SESSION;
 use crate::ondisconnect::{OnDisconnectQueue, QueuedOp};
 use crate::request::{ConnId, Reply, ReplyData, Request, Status, Tag};
+use crate::triggers::Trigger;
 use crate::views::{ViewId, Views};
 use crate::write::{Write, WriteError};
 
@@ -71,6 +72,9 @@ pub struct Database {
     /// document.
     coverage: CoverageSlot,
     recording_coverage: bool,
+    /// The triggers of the database (`triggers`): a write that changes one of their paths
+    /// reports the change ([`Effect::Triggered`]).
+    triggers: Arc<[Trigger]>,
 }
 
 impl Database {
@@ -167,6 +171,12 @@ impl Database {
 
     pub fn access(&self) -> &Access {
         &self.access
+    }
+
+    /// Replaces the database's triggers: the writes from now on report their changes to
+    /// these.
+    pub fn set_triggers(&mut self, triggers: Arc<[Trigger]>) {
+        self.triggers = triggers;
     }
 
     /// Applies a write that another node already checked and applied: a follower's copy of

@@ -15,6 +15,7 @@ use crate::events::write_events;
 use crate::limits::MAX_MERGE_ENTRIES;
 use crate::request::{ConnId, Reply, ReplyData, Status};
 use crate::server_values::{resolve_server_values, ServerValueError};
+use crate::triggers;
 use crate::write::{
     change_from_json, check_disjoint, PreparedSet, Write, WriteError, WriteOp, WriteTarget,
 };
@@ -355,6 +356,13 @@ impl Database {
         self.stats.writes += 1;
         let write = Arc::new(write);
         out.push(Effect::Log(write.clone()));
+        if !self.triggers.is_empty() {
+            let (changes, dropped) =
+                triggers::changes(&self.triggers, &write, &old_root, &self.root);
+            if !changes.is_empty() || dropped > 0 {
+                out.push(Effect::Triggered { changes, dropped });
+            }
+        }
         let before = out.len();
         write_events(&mut self.views, &write, &old_root, &self.root, out);
         self.stats.pushes += (out.len() - before) as u64;

@@ -6,6 +6,7 @@ use hearth_tree::{Node, Path};
 use serde_json::Value;
 
 use crate::request::{ConnId, Tag};
+use crate::triggers::TriggerChange;
 use crate::write::Write;
 
 /// One receiver of a push: a connection, and the tag of its filtered listen if any.
@@ -47,6 +48,13 @@ pub enum Effect {
     },
     /// A write was applied: it must reach the write-ahead log before it is acknowledged.
     Log(Arc<Write>),
+    /// The changes the write just logged made for the database's triggers, to deliver once
+    /// it is durable; `dropped` more were past the limit of one write
+    /// ([`MAX_TRIGGER_CHANGES_PER_WRITE`](crate::triggers::MAX_TRIGGER_CHANGES_PER_WRITE)).
+    Triggered {
+        changes: Vec<TriggerChange>,
+        dropped: usize,
+    },
     /// A volatile write was applied: nothing is logged, its pushes wait for the next
     /// [`Database::flush_volatile`](crate::Database::flush_volatile), and the reply to the
     /// request that made it must wait until after them.

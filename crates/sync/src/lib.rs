@@ -15,6 +15,7 @@ mod limits;
 mod ondisconnect;
 mod request;
 mod server_values;
+pub mod triggers;
 mod views;
 mod write;
 

@@ -67,6 +67,11 @@ pub enum Endpoint {
     RulesGet { strict: bool },
     /// `PUT /.settings/rules.json`.
     RulesPut,
+    /// `GET /.settings/functionTriggers.json`: the registered database triggers.
+    TriggersGet,
+    /// `POST /.settings/functionTriggers.json`: a Functions emulator registers a trigger
+    /// (`hearth_triggers::registration`).
+    TriggerRegister,
     /// `GET /.inspect/coverage` (an HTML page) or `/.inspect/coverage.json`: the emulator's
     /// rules coverage report (`settings::coverage`).
     Coverage { html: bool },
@@ -83,6 +88,7 @@ impl Endpoint {
     pub fn body_limit(&self) -> Option<usize> {
         match self {
             Endpoint::RulesPut => Some(hearth_rules::MAX_RULES_BYTES),
+            Endpoint::TriggerRegister => Some(hearth_triggers::MAX_REGISTRATION_BYTES),
             Endpoint::Data(data) => data.body_limit(),
             _ => None,
         }
@@ -174,6 +180,11 @@ pub enum CallOp {
     Coverage {
         html: bool,
     },
+    TriggersGet,
+    /// The registration's body, as sent.
+    TriggerRegister {
+        body: Vec<u8>,
+    },
     Data {
         request: Box<DataRequest>,
         /// The parsed body of `PUT`, `POST` and `PATCH`.
@@ -219,6 +230,10 @@ pub fn make_call(
     let op = match request.endpoint {
         Endpoint::RulesGet { strict } => CallOp::RulesGet { strict },
         Endpoint::Coverage { html } => CallOp::Coverage { html },
+        Endpoint::TriggersGet => CallOp::TriggersGet,
+        Endpoint::TriggerRegister => CallOp::TriggerRegister {
+            body: body.unwrap_or_default(),
+        },
         Endpoint::RulesPut => {
             let text = String::from_utf8(body.unwrap_or_default())
                 .map_err(|_| RestResponse::error(400, "the rules are not UTF-8 text"))?;

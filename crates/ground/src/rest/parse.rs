@@ -113,6 +113,13 @@ fn settings_endpoint(
     if *auth != AuthState::Admin {
         return Err(RestResponse::error(401, "Permission denied"));
     }
+    if path == "/.settings/functionTriggers.json" {
+        return match parts.method {
+            Method::GET | Method::HEAD => Ok(Endpoint::TriggersGet),
+            Method::POST => Ok(Endpoint::TriggerRegister),
+            _ => Err(method_not_allowed("GET, HEAD, POST, OPTIONS")),
+        };
+    }
     if path != "/.settings/rules.json" {
         return Err(RestResponse::error(404, format!("{path} does not exist")));
     }

@@ -181,6 +181,7 @@ pub fn on_durable(owner: &Owner, durable: u64) {
     let waiting = owner
         .with_all(|databases| release_durable(store, databases, owner.gate(), durable, released));
     owner.counters().durable(durable);
+    owner.triggers().release(released.min(durable));
     if waiting.is_empty() {
         return;
     }

@@ -68,6 +68,10 @@ fn execute_split(owner: &Owner, call: RestCall) -> (RestResponse, Option<LateBod
         CallOp::RulesGet { strict } => get_rules(owner, &call.namespace, strict),
         CallOp::RulesPut { text } => put_rules(owner, &call.namespace, text),
         CallOp::Coverage { html } => coverage(owner, &call.namespace, html),
+        CallOp::TriggersGet => crate::triggers::list(owner),
+        CallOp::TriggerRegister { body } => {
+            crate::triggers::register(owner, &call.namespace, &body)
+        }
         CallOp::Data {
             request,
             body,
@@ -102,7 +106,10 @@ pub async fn execute_durable(owner: &Owner, call: RestCall) -> RestResponse {
         let writes = match &call.op {
             CallOp::Data { request, .. } => request.method != DataMethod::Get,
             CallOp::RulesPut { .. } => true,
-            CallOp::RulesGet { .. } | CallOp::Coverage { .. } => false,
+            CallOp::RulesGet { .. }
+            | CallOp::Coverage { .. }
+            | CallOp::TriggersGet
+            | CallOp::TriggerRegister { .. } => false,
         };
         // A read this node may not answer from its copy (another node may hold newer data).
         if !writes {
@@ -464,4 +471,4 @@ fn write_location(root: &Node, target: &WriteTarget, style: JsonStyle, out: &mut
 
 #[cfg(test)]
 #[path = "execute_tests.rs"]
-pub(super) mod tests;
+pub(crate) mod tests;

@@ -170,9 +170,11 @@ fn rest_kind(method: &Method) -> RequestKind {
 fn parsed_kind(endpoint: &Endpoint) -> RequestKind {
     match endpoint {
         Endpoint::Status | Endpoint::Preflight { .. } => RequestKind::RestOther,
-        Endpoint::RulesGet { .. } | Endpoint::RulesPut | Endpoint::Coverage { .. } => {
-            RequestKind::RestRules
-        }
+        Endpoint::RulesGet { .. }
+        | Endpoint::RulesPut
+        | Endpoint::Coverage { .. }
+        | Endpoint::TriggersGet
+        | Endpoint::TriggerRegister => RequestKind::RestRules,
         Endpoint::AdminDatabases | Endpoint::Backup => RequestKind::RestAdmin,
         Endpoint::Data(data) if data.stream => RequestKind::RestStream,
         Endpoint::Data(data) => match data.method {

@@ -1,0 +1,113 @@
+//! The triggers of one owner (`triggers`): the server's registry its databases follow, and
+//! the changes their writes made, each waiting for its write's log position to be released
+//! (durable, and on the followers in a cluster) before it goes to the delivery thread.
+//! Without a Functions emulator to deliver to (`--functions-emulator`), registrations are
+//! kept but no database takes triggers, so writes pay nothing.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use hearth_sync::triggers::Trigger;
+use hearth_triggers::{Delivery, DeliverySink, TriggerRegistry};
+
+/// The triggers of one owner: the server's registry, where durable changes go, and the
+/// changes that wait for their write to be durable.
+#[derive(Default)]
+pub struct OwnerTriggers {
+    registry: Arc<TriggerRegistry>,
+    sink: Option<DeliverySink>,
+    /// Changes in the order they were made, each with its write's log position.
+    waiting: RefCell<VecDeque<(u64, Delivery)>>,
+}
+
+impl OwnerTriggers {
+    pub fn new(registry: Arc<TriggerRegistry>, sink: Option<DeliverySink>) -> OwnerTriggers {
+        OwnerTriggers {
+            registry,
+            sink,
+            waiting: RefCell::new(VecDeque::new()),
+        }
+    }
+
+    /// The registry's generation, which a database compares with the one its triggers were
+    /// taken at; always 0 without a place to deliver to (no database takes triggers).
+    pub fn generation(&self) -> u64 {
+        match self.sink {
+            Some(_) => self.registry.generation(),
+            None => 0,
+        }
+    }
+
+    /// The triggers of `namespace`.
+    pub fn for_database(&self, namespace: &str) -> Arc<[Trigger]> {
+        self.registry.for_database(namespace)
+    }
+
+    pub fn registry(&self) -> &Arc<TriggerRegistry> {
+        &self.registry
+    }
+
+    /// Where changes go; `None` without a Functions emulator.
+    pub fn sink(&self) -> Option<&DeliverySink> {
+        self.sink.as_ref()
+    }
+
+    /// Keeps `delivery` until the log position `seq` is released.
+    pub fn hold(&self, seq: u64, delivery: Delivery) {
+        self.waiting.borrow_mut().push_back((seq, delivery));
+    }
+
+    /// Sends what waited for the log position `released` (durable, and on the followers).
+    pub fn release(&self, released: u64) {
+        let Some(sink) = &self.sink else {
+            return;
+        };
+        let mut waiting = self.waiting.borrow_mut();
+        while waiting.front().is_some_and(|(seq, _)| *seq <= released) {
+            if let Some((_, delivery)) = waiting.pop_front() {
+                sink.send(delivery);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hearth_sync::triggers::TriggerChange;
+    use hearth_triggers::deliver::queue;
+
+    use super::*;
+
+    #[test]
+    fn changes_wait_for_their_write_to_be_released() {
+        let (sink, deliveries) = queue(10);
+        let triggers = OwnerTriggers::new(Arc::default(), Some(sink));
+        let delivery = |seq: u64| Delivery {
+            namespace: "db".into(),
+            change: TriggerChange {
+                trigger: "t".into(),
+                path: hearth_tree::Path::root(),
+                params: Vec::new(),
+                before: hearth_tree::Node::empty(),
+                after: hearth_tree::Node::empty(),
+            },
+            event_id: seq.to_string(),
+            time_ms: 0,
+        };
+        for seq in [3, 5, 5, 8] {
+            triggers
+                .waiting
+                .borrow_mut()
+                .push_back((seq, delivery(seq)));
+        }
+        triggers.release(4);
+        let ids: Vec<String> = deliveries.try_iter().map(|d| d.event_id).collect();
+        assert_eq!(ids, vec!["3"]);
+        triggers.release(5);
+        let ids: Vec<String> = deliveries.try_iter().map(|d| d.event_id).collect();
+        assert_eq!(ids, vec!["5", "5"]);
+        triggers.release(100);
+        assert_eq!(deliveries.try_iter().count(), 1);
+    }
+}

@@ -1,0 +1,85 @@
+//! The owner's side of database triggers (`hearth_triggers`): the changes a write made for
+//! its database's triggers, queued until the write is durable (`trigger_queue`), and the
+//! registration endpoint, `/.settings/functionTriggers.json`.
+
+use hearth_ground::rest::RestResponse;
+use hearth_net::time::now_ms;
+use hearth_sync::triggers::TriggerChange;
+use hearth_triggers::{Delivery, Registration};
+use serde_json::json;
+use tracing::warn;
+
+use crate::state::Owner;
+
+impl Owner {
+    /// The changes the write `namespace` just logged made for its triggers: sent once the
+    /// write is durable, at once without a log (`--durability none`).
+    pub fn triggered(&self, namespace: &str, changes: Vec<TriggerChange>, dropped: usize) {
+        let triggers = self.triggers();
+        let Some(sink) = triggers.sink() else {
+            return;
+        };
+        if dropped > 0 {
+            warn!(
+                namespace,
+                dropped,
+                "a write changed more trigger paths than one write reports: the rest are not delivered"
+            );
+        }
+        let seq = self
+            .with_loaded(namespace, |loaded| loaded.seq())
+            .unwrap_or(0);
+        let time_ms = now_ms();
+        let shard = self.index();
+        for (index, change) in changes.into_iter().enumerate() {
+            let delivery = Delivery {
+                namespace: namespace.to_owned(),
+                change,
+                event_id: format!("{shard}-{seq}-{index}"),
+                time_ms,
+            };
+            match self.store() {
+                Some(_) => triggers.hold(seq, delivery),
+                None => sink.send(delivery),
+            }
+        }
+    }
+}
+
+/// `POST /.settings/functionTriggers.json`: registers a trigger (a v1 trigger for
+/// `namespace`, the request's database), or replaces the one of the same name.
+pub fn register(owner: &Owner, namespace: &str, body: &[u8]) -> RestResponse {
+    let registration = match Registration::parse(body, Some(namespace)) {
+        Ok(registration) => registration,
+        Err(error) => return RestResponse::error(400, error.to_string()),
+    };
+    match owner.triggers().registry().register(registration) {
+        Ok(()) => RestResponse::json(200, "{\"status\":\"ok\"}"),
+        Err(error) => RestResponse::error(400, error.to_string()),
+    }
+}
+
+/// `GET /.settings/functionTriggers.json`: every registered trigger.
+pub fn list(owner: &Owner) -> RestResponse {
+    let registry = owner.triggers().registry();
+    let all: Vec<serde_json::Value> = registry
+        .all()
+        .iter()
+        .map(|r| {
+            json!({
+                "name": &*r.trigger.name,
+                "path": r.trigger.pattern.to_string(),
+                "event": r.event,
+                "databases": match &r.databases {
+                    hearth_triggers::registration::Databases::Named(name) => name.as_str(),
+                    hearth_triggers::registration::Databases::All => "*",
+                },
+            })
+        })
+        .collect();
+    RestResponse::json(200, serde_json::Value::Array(all).to_string())
+}
+
+#[cfg(test)]
+#[path = "triggers_tests.rs"]
+mod tests;
