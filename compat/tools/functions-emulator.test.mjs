@@ -218,6 +218,13 @@ describe('Cloud Functions code on Hearth (firebase emulators, Hearth as the data
       assert.deepEqual(seen.v1write.r2.m3, { before: { text: 'three' }, type: 'google.firebase.database.ref.write' });
       assert.deepEqual(seen.v2write.r2.m3, { before: { text: 'three' }, ref: 'rooms/r2/messages/m3' });
       assert.deepEqual(seen.v2delete.r2.m3, { value: { text: 'three' } });
+      // Operators see it: every event so far delivered, none failed or dropped.
+      const metrics = await (await fetch(`${base}/metrics`, { headers: owner })).text();
+      const outcome = (name) => Number(metrics.match(new RegExp(`hearth_trigger_events_total\\{outcome="${name}"\\} (\\d+)`))?.[1]);
+      assert.ok(outcome('delivered') >= 15, metrics);
+      assert.equal(outcome('failed'), 0);
+      assert.equal(outcome('dropped'), 0);
+      assert.match(metrics, /hearth_triggers_registered 5/);
       // An update is no creation: the first message was created once.
       assert.equal(Object.keys(seen.v2create.r1 ?? {}).length, 1);
     } finally {

@@ -20,6 +20,10 @@ impl Owner {
             return;
         };
         if dropped > 0 {
+            let counted = u64::try_from(dropped).unwrap_or(u64::MAX);
+            sink.counters()
+                .dropped
+                .fetch_add(counted, std::sync::atomic::Ordering::Relaxed);
             warn!(
                 namespace,
                 dropped,

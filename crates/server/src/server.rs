@@ -96,6 +96,7 @@ impl Server {
         if let Some(placement) = &config.cluster {
             observer.join_cluster(placement.clone());
         }
+        observer.watch_triggers(config.triggers.clone());
         let (mut edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         // The other nodes are edges of every shard's owner role after the local shards.

@@ -6,7 +6,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
 use super::series::{counter, family, gauge, level, Result2, Value};
-use super::snapshot::{ClusterSnapshot, FollowerSnapshot};
+use super::snapshot::{ClusterSnapshot, FollowerSnapshot, TriggerSnapshot};
 
 /// Replication lag toward each follower node (`replica`).
 pub(super) fn replication(
@@ -88,5 +88,26 @@ pub(super) fn cluster_node(e: &mut DescriptorEncoder, cluster: &ClusterSnapshot)
         "replication_divergent_copies",
         "Copies of a database this node held that a copy from a newer owner replaced while they differed (kept under the data directory's divergent/ folder).",
         cluster.divergent_copies,
+    )
+}
+
+/// Database triggers: how many are registered, and what became of their events.
+pub(super) fn triggers(e: &mut DescriptorEncoder, triggers: &TriggerSnapshot) -> Result2 {
+    gauge(
+        e,
+        "triggers_registered",
+        "Database triggers registered (POST /.settings/functionTriggers.json), every database together.",
+        level(triggers.registered),
+    )?;
+    family(
+        e,
+        "trigger_events",
+        "Trigger events by outcome: delivered (the Functions emulator ran the function), failed (the post failed or the function threw; not retried), dropped (too many waiting, or past a write's limit of changes).",
+        MetricType::Counter,
+        [
+            ([("outcome", "delivered")], Value::Count(triggers.delivered)),
+            ([("outcome", "failed")], Value::Count(triggers.failed)),
+            ([("outcome", "dropped")], Value::Count(triggers.dropped)),
+        ],
     )
 }

@@ -8,7 +8,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::cluster_series::{cluster_node, replication};
+use super::cluster_series::{cluster_node, replication, triggers};
 use super::counters::CounterSnapshot;
 use super::labels::{
     Channel, CloseCause, HttpRefusal, Outcome, RequestKind, SessionTransport, StreamEnd,
@@ -416,6 +416,9 @@ impl Collector for Scraped {
         }
         if let Some(cluster) = &snapshot.cluster {
             cluster_node(e, cluster)?;
+        }
+        if let Some(snapshot) = &snapshot.triggers {
+            triggers(e, snapshot)?;
         }
         rest_cache(e, total)?;
         routing(e, total)?;

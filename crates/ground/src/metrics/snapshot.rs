@@ -75,6 +75,17 @@ pub struct ServerSnapshot {
     pub cluster: Option<ClusterSnapshot>,
     /// Replication toward each other node of a static cluster (`replica`).
     pub followers: Vec<FollowerSnapshot>,
+    /// Database triggers, when the server delivers them (`--functions-emulator`).
+    pub triggers: Option<TriggerSnapshot>,
+}
+
+/// Database triggers: what is registered and what became of their events (`hearth-triggers`).
+#[derive(Debug, Default, Clone)]
+pub struct TriggerSnapshot {
+    pub registered: usize,
+    pub delivered: u64,
+    pub failed: u64,
+    pub dropped: u64,
 }
 
 /// Replication toward one follower node, summed over the shards.

@@ -35,6 +35,8 @@ pub struct Observer {
     /// The follower nodes of this node's databases and the replication lag toward each, as
     /// the cluster knows them at the scrape (etcd's nodes come and go).
     followers: OnceLock<Followers>,
+    /// The database triggers, when the server delivers them (`--functions-emulator`).
+    triggers: OnceLock<hearth_config::ServerTriggers>,
 }
 
 /// The other nodes' ids and the replication lag toward each, read at every scrape.
@@ -58,6 +60,7 @@ impl Observer {
             shards: OnceLock::new(),
             cluster: OnceLock::new(),
             followers: OnceLock::new(),
+            triggers: OnceLock::new(),
         })
     }
 
@@ -75,6 +78,11 @@ impl Observer {
     /// The other nodes of the cluster, whose replication lag is scraped.
     pub fn follow(&self, followers: Followers) {
         let _ = self.followers.set(followers);
+    }
+
+    /// Scrapes the database triggers from now on.
+    pub fn watch_triggers(&self, triggers: hearth_config::ServerTriggers) {
+        let _ = self.triggers.set(triggers);
     }
 
     /// Every shard's numbers, summed.
@@ -105,6 +113,15 @@ impl Observer {
                 divergent_copies: hearth_ground::replica_messages::DIVERGENT_COPIES
                     .load(Ordering::Relaxed),
             });
+        server.triggers = self.triggers.get().and_then(|triggers| {
+            let counters = triggers.sink.as_ref()?.counters();
+            Some(snapshot::TriggerSnapshot {
+                registered: triggers.registry.all().len(),
+                delivered: counters.delivered.load(Ordering::Relaxed),
+                failed: counters.failed.load(Ordering::Relaxed),
+                dropped: counters.dropped.load(Ordering::Relaxed),
+            })
+        });
         server.followers = self.followers.get().map_or_else(Vec::new, |followers| {
             followers()
                 .iter()
