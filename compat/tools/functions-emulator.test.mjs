@@ -110,48 +110,54 @@ async function until(what, ms, probe) {
   throw new Error(`timed out waiting for ${what}: last saw ${JSON.stringify(last)}`);
 }
 
+/** A project folder with the functions above, its ports, and what firebase needs to run. */
+async function makeProject() {
+  installFirebaseTools();
+  installFunctionDeps();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-functions-'));
+  const bin = path.join(dir, 'bin');
+  fs.mkdirSync(bin);
+  javaShim(bin);
+  const jar = path.join(dir, 'hearth-database-emulator.jar');
+  execFileSync(path.join(ROOT, 'scripts', 'emulator-jar'), [jar], { stdio: 'inherit' });
+
+  const project = path.join(dir, 'project');
+  fs.mkdirSync(path.join(project, 'functions'), { recursive: true });
+  fs.writeFileSync(path.join(project, 'functions', 'index.js'), FUNCTIONS_SOURCE);
+  fs.writeFileSync(path.join(project, 'functions', 'package.json'), JSON.stringify({
+    name: 'functions', main: 'index.js', engines: { node: process.versions.node.split('.')[0] },
+    dependencies: { 'firebase-functions': FUNCTIONS_VERSION, 'firebase-admin': ADMIN_VERSION },
+  }));
+  fs.symlinkSync(path.join(DEPS, 'node_modules'), path.join(project, 'functions', 'node_modules'));
+  const [db, functions, hub, logging] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  fs.writeFileSync(path.join(project, 'firebase.json'), JSON.stringify({
+    functions: { source: 'functions' },
+    database: {},
+    emulators: {
+      database: { port: db, host: '127.0.0.1' },
+      functions: { port: functions, host: '127.0.0.1' },
+      hub: { port: hub, host: '127.0.0.1' },
+      logging: { port: logging, host: '127.0.0.1' },
+      ui: { enabled: false },
+    },
+  }));
+  const env = {
+    ...process.env,
+    PATH: `${bin}:${process.env.PATH}`,
+    DATABASE_EMULATOR_BINARY_PATH: jar,
+    HEARTH_BIN: hearthBinary(),
+    XDG_CONFIG_HOME: path.join(dir, 'config'),
+    FIREBASE_CLI_DISABLE_UPDATE_CHECK: 'true',
+  };
+  return { dir, project, db, env };
+}
+
 describe('Cloud Functions code on Hearth (firebase emulators, Hearth as the database emulator)', () => {
   it('runs v1 and v2 database triggers with their before, after and params', { timeout: 900_000 }, async () => {
-    installFirebaseTools();
-    installFunctionDeps();
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-functions-'));
-    const bin = path.join(dir, 'bin');
-    fs.mkdirSync(bin);
-    javaShim(bin);
-    const jar = path.join(dir, 'hearth-database-emulator.jar');
-    execFileSync(path.join(ROOT, 'scripts', 'emulator-jar'), [jar], { stdio: 'inherit' });
-
-    const project = path.join(dir, 'project');
-    fs.mkdirSync(path.join(project, 'functions'), { recursive: true });
-    fs.writeFileSync(path.join(project, 'functions', 'index.js'), FUNCTIONS_SOURCE);
-    fs.writeFileSync(path.join(project, 'functions', 'package.json'), JSON.stringify({
-      name: 'functions', main: 'index.js', engines: { node: process.versions.node.split('.')[0] },
-      dependencies: { 'firebase-functions': FUNCTIONS_VERSION, 'firebase-admin': ADMIN_VERSION },
-    }));
-    fs.symlinkSync(path.join(DEPS, 'node_modules'), path.join(project, 'functions', 'node_modules'));
-    const [db, functions, hub, logging] = [await freePort(), await freePort(), await freePort(), await freePort()];
-    fs.writeFileSync(path.join(project, 'firebase.json'), JSON.stringify({
-      functions: { source: 'functions' },
-      database: {},
-      emulators: {
-        database: { port: db, host: '127.0.0.1' },
-        functions: { port: functions, host: '127.0.0.1' },
-        hub: { port: hub, host: '127.0.0.1' },
-        logging: { port: logging, host: '127.0.0.1' },
-        ui: { enabled: false },
-      },
-    }));
-
+    const { dir, project, db, env } = await makeProject();
     const suite = spawn(FIREBASE_CLI, ['emulators:start', '--only', 'database,functions', '--project', PROJECT], {
       cwd: project,
-      env: {
-        ...process.env,
-        PATH: `${bin}:${process.env.PATH}`,
-        DATABASE_EMULATOR_BINARY_PATH: jar,
-        HEARTH_BIN: hearthBinary(),
-        XDG_CONFIG_HOME: path.join(dir, 'config'),
-        FIREBASE_CLI_DISABLE_UPDATE_CHECK: 'true',
-      },
+      env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -231,6 +237,45 @@ describe('Cloud Functions code on Hearth (firebase emulators, Hearth as the data
       suite.kill('SIGINT');
       const end = await Promise.race([exited, new Promise((r) => setTimeout(() => r(null), 30_000))]);
       if (end === null) suite.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('exports its databases on exit and imports them without triggering', { timeout: 900_000 }, async () => {
+    const { dir, project, db, env } = await makeProject();
+    const exported = path.join(dir, 'exported');
+    const base = `http://127.0.0.1:${db}`;
+    try {
+      const writer = path.join(dir, 'write.mjs');
+      fs.writeFileSync(writer, `
+        const put = (ns, value) => fetch('${base}/rooms.json?ns=' + ns, {
+          method: 'PUT', headers: { authorization: 'Bearer owner' }, body: JSON.stringify(value),
+        }).then((r) => { if (r.status !== 200) throw new Error('PUT ' + r.status); });
+        await put('${PROJECT}', { r1: { messages: { m1: { text: 'kept' } } } });
+        await put('other-db', { r9: { messages: { m9: { text: 'also kept' } } } });
+      `);
+      const firebase = (args) => spawnSync(FIREBASE_CLI, [...args, '--project', PROJECT], {
+        cwd: project, env, encoding: 'utf8', timeout: 300_000,
+      });
+      const first = firebase(['emulators:exec', '--only', 'database', '--export-on-exit', exported, `node ${writer}`]);
+      assert.equal(first.status, 0, `${first.stdout}\n${first.stderr}`);
+      const file = (ns) => JSON.parse(fs.readFileSync(path.join(exported, 'database_export', `${ns}.json`), 'utf8'));
+      assert.deepEqual(file(PROJECT), { rooms: { r1: { messages: { m1: { text: 'kept' } } } } });
+      assert.deepEqual(file('other-db'), { rooms: { r9: { messages: { m9: { text: 'also kept' } } } } });
+
+      const checker = path.join(dir, 'check.mjs');
+      fs.writeFileSync(checker, `
+        const get = (ns, p) => fetch('${base}' + p + '.json?ns=' + ns, { headers: { authorization: 'Bearer owner' } }).then((r) => r.json());
+        const rooms = await get('${PROJECT}', '/rooms');
+        if (rooms?.r1?.messages?.m1?.text !== 'kept') throw new Error('not imported: ' + JSON.stringify(rooms));
+        // Time for a trigger to have run, had the import fired one.
+        await new Promise((r) => setTimeout(r, 3000));
+        const seen = await get('${PROJECT}', '/seen');
+        if (seen !== null) throw new Error('the import triggered functions: ' + JSON.stringify(seen));
+      `);
+      const second = firebase(['emulators:exec', '--only', 'database,functions', '--import', exported, `node ${checker}`]);
+      assert.equal(second.status, 0, `${second.stdout}\n${second.stderr}`);
+    } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -83,3 +83,20 @@ fn a_write_hands_each_changed_path_to_the_delivery_thread() {
     );
     assert_eq!(deliveries.try_iter().count(), 0);
 }
+
+#[test]
+fn an_admins_import_may_skip_the_triggers_and_nobody_elses() {
+    let (owner, deliveries) = owner_delivering();
+    let url = "/.settings/functionTriggers.json?ns=db";
+    assert_eq!(
+        call(&owner, "POST", url, &[OWNER], Some(V1_WRITE)).status,
+        200
+    );
+    let import = "/.json?ns=db&disableTriggers=true&writeSizeLimit=unlimited";
+    let body = Some(r#"{"rooms":{"r1":{"messages":{"m1":"a"}}}}"#);
+    assert_eq!(call(&owner, "PUT", import, &[OWNER], body).status, 200);
+    assert_eq!(deliveries.try_iter().count(), 0, "the import is quiet");
+    let client = "/rooms/r1/messages/m2.json?ns=db&disableTriggers=true";
+    assert_eq!(call(&owner, "PUT", client, &[], Some("\"b\"")).status, 200);
+    assert_eq!(deliveries.try_iter().count(), 1, "a client's write is not");
+}

@@ -28,6 +28,23 @@ pub async fn databases(inboxes: &Inboxes) -> RestResponse {
     }
 }
 
+/// `GET /.inspect/databases.json`: every database as the emulator lists them, `[{"name": ..}]`
+/// (firebase-tools' export asks it which databases to write out).
+pub async fn inspect_databases(inboxes: &Inboxes) -> RestResponse {
+    let mut names: Vec<String> = inboxes
+        .all_databases()
+        .await
+        .into_iter()
+        .map(|database| database.name)
+        .collect();
+    names.sort();
+    let listing: Vec<serde_json::Value> = names
+        .into_iter()
+        .map(|name| serde_json::json!({ "name": name }))
+        .collect();
+    RestResponse::json(200, serde_json::Value::Array(listing).to_string())
+}
+
 /// The databases this shard owns: those in memory, then those only on disk.
 pub fn local_databases(owner: &Owner) -> Vec<DatabaseInfo> {
     let loaded = owner.databases();

@@ -81,6 +81,9 @@ pub enum Endpoint {
     Data(Box<DataRequest>),
     /// `GET /.admin/databases`: every database of every shard (admins only).
     AdminDatabases,
+    /// `GET /.inspect/databases.json`: the emulator's list of its databases, as
+    /// firebase-tools' export reads it (admins only).
+    InspectDatabases,
 }
 
 impl Endpoint {
@@ -141,6 +144,10 @@ pub struct DataRequest {
     pub callback: Option<String>,
     /// `Accept: text/event-stream` on a `GET`.
     pub stream: bool,
+    /// `disableTriggers=true` (the emulator suite's import): the write reports no changes to
+    /// the database's triggers. Honoured for admins only: a client may not skip the server's
+    /// own logic.
+    pub disable_triggers: bool,
 }
 
 impl DataRequest {
@@ -255,6 +262,7 @@ pub fn make_call(
         Endpoint::Status
         | Endpoint::Preflight { .. }
         | Endpoint::AdminDatabases
+        | Endpoint::InspectDatabases
         | Endpoint::Backup => {
             return Err(RestResponse::error(500, "not a database request"));
         }

@@ -72,6 +72,14 @@ pub fn parse_request(
         return Err(bad_request(
             "/.ws is the realtime endpoint: it needs a WebSocket upgrade as the first request of a connection",
         ));
+    } else if path == "/.inspect/databases.json" {
+        if auth != AuthState::Admin {
+            return Err(RestResponse::error(401, "Permission denied"));
+        }
+        if parts.method != Method::GET && parts.method != Method::HEAD {
+            return Err(method_not_allowed("GET, HEAD, OPTIONS"));
+        }
+        Endpoint::InspectDatabases
     } else if path == "/.inspect/coverage" || path == "/.inspect/coverage.json" {
         // As the emulator's: no credential asked. It answers only in development, where any
         // client may be an admin (the `owner` token), and shows rule text and outcomes.
@@ -84,7 +92,12 @@ pub fn parse_request(
     } else if path == "/.settings" || path.starts_with("/.settings/") {
         settings_endpoint(parts, path, &query, &auth)?
     } else if let Some(data_path) = path.strip_suffix(".json") {
-        Endpoint::Data(Box::new(data_request(parts, data_path, &query)?))
+        Endpoint::Data(Box::new(data_request(
+            parts,
+            data_path,
+            &query,
+            auth_config.dev,
+        )?))
     } else {
         return Err(RestResponse::error(
             404,
@@ -97,6 +110,17 @@ pub fn parse_request(
         auth_expires_at,
         endpoint,
     })
+}
+
+/// Whether the query is a limit and nothing else (no `orderBy`, no range).
+fn is_limit_alone(query: &RestQueryText) -> bool {
+    (query.limit_to_first.is_some() || query.limit_to_last.is_some())
+        && query.order_by.is_none()
+        && query.start_at.is_none()
+        && query.start_after.is_none()
+        && query.end_at.is_none()
+        && query.end_before.is_none()
+        && query.equal_to.is_none()
 }
 
 fn method_not_allowed(allow: &'static str) -> RestResponse {
@@ -255,6 +279,7 @@ fn data_request(
     parts: &Parts,
     raw_path: &str,
     query: &QueryString,
+    dev: bool,
 ) -> Result<DataRequest, RestResponse> {
     let method = data_method(parts, query)?;
     let target = WriteTarget::parse(&percent_decode(raw_path))
@@ -266,7 +291,15 @@ fn data_request(
     let write_limit = WriteSizeLimit::parse(query.get("writeSizeLimit")).map_err(bad_request)?;
     let download = parse_download(query.get("download")).map_err(bad_request)?;
     let callback = parse_callback(query.get("callback")).map_err(bad_request)?;
-    let query_text = RestQueryText::from_pairs(query.pairs());
+    let mut query_text = RestQueryText::from_pairs(query.pairs());
+    if dev && shallow && is_limit_alone(&query_text) {
+        // The emulator answers a shallow read with a limit and no `orderBy`, which
+        // production refuses: firebase-tools' export asks `/.json?shallow=true&limitToFirst=1`
+        // whether a database holds data. In development the limit is let go (a shallow
+        // answer names the children, nothing more).
+        query_text.limit_to_first = None;
+        query_text.limit_to_last = None;
+    }
     let rest_query =
         QueryParams::from_rest(&query_text).map_err(|error| bad_request(error.to_string()))?;
     if shallow && rest_query.is_some() {
@@ -321,6 +354,7 @@ fn data_request(
         download,
         callback,
         stream,
+        disable_triggers: query.get("disableTriggers") == Some("true"),
     })
 }
 
@@ -365,6 +399,32 @@ mod tests {
             Endpoint::Data(data) => *data,
             other => panic!("not a data request: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_shallow_read_with_a_limit_alone_is_the_emulators_in_development_only() {
+        let url = "/.json?ns=p&shallow=true&limitToFirst=1";
+        let data = data_of(parse("GET", url, &[]));
+        assert!(data.shallow && data.query.is_none());
+        let production = parse_request(&parts("GET", url, &[]), &AuthConfig::default(), "default");
+        assert_eq!(production.err().map(|r| r.status), Some(400));
+        let ordered = "/.json?shallow=true&orderBy=%22%24key%22&limitToFirst=1";
+        assert_eq!(
+            refuse("GET", ordered, &[]).0,
+            400,
+            "a real query is still refused"
+        );
+    }
+
+    #[test]
+    fn the_emulators_database_list_is_for_admins() {
+        assert_eq!(refuse("GET", "/.inspect/databases.json", &[]).0, 401);
+        let listed = parse(
+            "GET",
+            "/.inspect/databases.json?ns=p",
+            &[("authorization", "Bearer owner")],
+        );
+        assert!(matches!(listed.endpoint, Endpoint::InspectDatabases));
     }
 
     #[test]

@@ -175,7 +175,9 @@ fn parsed_kind(endpoint: &Endpoint) -> RequestKind {
         | Endpoint::Coverage { .. }
         | Endpoint::TriggersGet
         | Endpoint::TriggerRegister => RequestKind::RestRules,
-        Endpoint::AdminDatabases | Endpoint::Backup => RequestKind::RestAdmin,
+        Endpoint::AdminDatabases | Endpoint::InspectDatabases | Endpoint::Backup => {
+            RequestKind::RestAdmin
+        }
         Endpoint::Data(data) if data.stream => RequestKind::RestStream,
         Endpoint::Data(data) => match data.method {
             DataMethod::Get => RequestKind::RestGet,
@@ -232,6 +234,11 @@ async fn answer(
         }
         Endpoint::AdminDatabases => {
             return crate::admin::databases(front.inboxes()).await.into_http()
+        }
+        Endpoint::InspectDatabases => {
+            return crate::admin::inspect_databases(front.inboxes())
+                .await
+                .into_http()
         }
         Endpoint::Backup => return front.endpoints().backup().await,
         _ => {}
