@@ -80,6 +80,7 @@ const record = (where, value) => admin.database().ref(where).set(value);
 exports.v1write = functions.database.ref('/rooms/{room}/messages/{id}')
   .onWrite((change, context) => record(\`/seen/v1write/\${context.params.room}/\${context.params.id}\`, {
     before: change.before.val(), after: change.after.val(), type: context.eventType,
+    authType: context.authType, uid: context.auth ? context.auth.uid : 'none',
   }));
 
 exports.v1create = functions.database.ref('/rooms/{room}/messages/{id}')
@@ -90,6 +91,7 @@ exports.v1create = functions.database.ref('/rooms/{room}/messages/{id}')
 exports.v2write = onValueWritten('/rooms/{room}/messages/{id}', (event) =>
   record(\`/seen/v2write/\${event.params.room}/\${event.params.id}\`, {
     before: event.data.before.val(), after: event.data.after.val(), ref: event.ref,
+    authType: event.authType, authId: event.authId ?? 'none',
   }));
 
 exports.v2create = onValueCreated('/rooms/{room}/messages/{id}', (event) =>
@@ -196,13 +198,20 @@ describe('Cloud Functions code on Hearth (firebase emulators, Hearth as the data
       // A write above the pattern changes each message under it.
       await write('PATCH', '/rooms', { 'r2/messages/m2': { text: 'two' }, 'r2/messages/m3': { text: 'three' } });
       await write('DELETE', '/rooms/r2/messages/m3');
+      // A signed-in user's write (the emulator's unsigned token): the functions see who.
+      const token = (claims) => `${Buffer.from('{"alg":"none","typ":"JWT"}').toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.`;
+      const asAda = await fetch(`${base}/rooms/r3/messages/m4.json?ns=${PROJECT}`, {
+        method: 'PUT', headers: { authorization: `Bearer ${token({ sub: 'ada', user_id: 'ada', iat: 1 })}` },
+        body: JSON.stringify({ text: 'from ada' }),
+      });
+      assert.equal(asAda.status, 200, await asAda.text());
 
       const seen = await until('every function\'s record', 120_000, async () => {
         const all = await read('/seen');
         const done = all?.v1write?.r2?.m3 && all?.v2write?.r2?.m3?.after === undefined
           && all?.v2delete?.r2?.m3 && all?.v1write?.r1?.m1?.after?.text === 'replaced'
           && all?.v2write?.r1?.m1?.after?.text === 'replaced' && all?.v1create?.r2?.m2
-          && all?.v2create?.r2?.m3;
+          && all?.v2create?.r2?.m3 && all?.v1write?.r3?.m4 && all?.v2write?.r3?.m4;
         return done ? all : null;
       });
 
@@ -211,23 +220,37 @@ describe('Cloud Functions code on Hearth (firebase emulators, Hearth as the data
         before: { text: 'hello again', by: 'ada' },
         after: { text: 'replaced' },
         type: 'google.firebase.database.ref.write',
+        authType: 'ADMIN',
+        uid: 'none',
       });
       assert.deepEqual(seen.v2write.r1.m1, {
         before: { text: 'hello again', by: 'ada' },
         after: { text: 'replaced' },
         ref: 'rooms/r1/messages/m1',
+        authType: 'admin',
+        authId: 'none',
       });
       assert.deepEqual(seen.v1create.r1.m1, { value: { text: 'hello', by: 'ada' }, path: '/rooms/r1/messages/m1' });
       assert.deepEqual(seen.v1create.r2.m2, { value: { text: 'two' }, path: '/rooms/r2/messages/m2' });
       assert.deepEqual(seen.v2create.r2.m3, { value: { text: 'three' } });
       // The delete: before is the message, after is nothing (absent from the record).
-      assert.deepEqual(seen.v1write.r2.m3, { before: { text: 'three' }, type: 'google.firebase.database.ref.write' });
-      assert.deepEqual(seen.v2write.r2.m3, { before: { text: 'three' }, ref: 'rooms/r2/messages/m3' });
+      assert.deepEqual(seen.v1write.r2.m3, {
+        before: { text: 'three' }, type: 'google.firebase.database.ref.write', authType: 'ADMIN', uid: 'none',
+      });
+      assert.deepEqual(seen.v2write.r2.m3, {
+        before: { text: 'three' }, ref: 'rooms/r2/messages/m3', authType: 'admin', authId: 'none',
+      });
+      assert.deepEqual(seen.v1write.r3.m4, {
+        after: { text: 'from ada' }, type: 'google.firebase.database.ref.write', authType: 'USER', uid: 'ada',
+      });
+      assert.deepEqual(seen.v2write.r3.m4, {
+        after: { text: 'from ada' }, ref: 'rooms/r3/messages/m4', authType: 'app_user', authId: 'ada',
+      });
       assert.deepEqual(seen.v2delete.r2.m3, { value: { text: 'three' } });
       // Operators see it: every event so far delivered, none failed or dropped.
       const metrics = await (await fetch(`${base}/metrics`, { headers: owner })).text();
       const outcome = (name) => Number(metrics.match(new RegExp(`hearth_trigger_events_total\\{outcome="${name}"\\} (\\d+)`))?.[1]);
-      assert.ok(outcome('delivered') >= 15, metrics);
+      assert.ok(outcome('delivered') >= 20, metrics);
       assert.equal(outcome('failed'), 0);
       assert.equal(outcome('dropped'), 0);
       assert.match(metrics, /hearth_triggers_registered 5/);

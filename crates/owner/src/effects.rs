@@ -69,7 +69,11 @@ pub fn route_effects(owner: &Owner, namespace: &str, effects: Effects) {
             // the database's sequence number moved and wait for the record to be durable.
             Effect::Log(write) => owner.log_write(namespace, &write),
             // After its write's record, whose position they wait for.
-            Effect::Triggered { changes, dropped } => owner.triggered(namespace, changes, dropped),
+            Effect::Triggered {
+                changes,
+                dropped,
+                writer,
+            } => owner.triggered(namespace, changes, dropped, writer),
             // Its pushes wait for the owner's next tick.
             Effect::Volatile => owner.volatile().mark(namespace),
         }

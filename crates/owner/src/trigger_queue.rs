@@ -94,6 +94,7 @@ mod tests {
             },
             event_id: seq.to_string(),
             time_ms: 0,
+            writer: Arc::default(),
         };
         for seq in [3, 5, 5, 8] {
             triggers

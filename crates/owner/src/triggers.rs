@@ -4,7 +4,10 @@
 
 use hearth_ground::rest::RestResponse;
 use hearth_net::time::now_ms;
+use std::sync::Arc;
+
 use hearth_sync::triggers::TriggerChange;
+use hearth_sync::AuthState;
 use hearth_triggers::{Delivery, Registration};
 use serde_json::json;
 use tracing::warn;
@@ -14,7 +17,13 @@ use crate::state::Owner;
 impl Owner {
     /// The changes the write `namespace` just logged made for its triggers: sent once the
     /// write is durable, at once without a log (`--durability none`).
-    pub fn triggered(&self, namespace: &str, changes: Vec<TriggerChange>, dropped: usize) {
+    pub fn triggered(
+        &self,
+        namespace: &str,
+        changes: Vec<TriggerChange>,
+        dropped: usize,
+        writer: AuthState,
+    ) {
         let triggers = self.triggers();
         let Some(sink) = triggers.sink() else {
             return;
@@ -35,12 +44,14 @@ impl Owner {
             .unwrap_or(0);
         let time_ms = now_ms();
         let shard = self.index();
+        let writer = Arc::new(writer);
         for (index, change) in changes.into_iter().enumerate() {
             let delivery = Delivery {
                 namespace: namespace.to_owned(),
                 change,
                 event_id: format!("{shard}-{seq}-{index}"),
                 time_ms,
+                writer: writer.clone(),
             };
             match self.store() {
                 Some(_) => triggers.hold(seq, delivery),

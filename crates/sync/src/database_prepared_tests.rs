@@ -24,7 +24,9 @@ fn comparable(effects: &Effects) -> Vec<String> {
             Effect::Push { push, targets } => format!("push {push:?} to {targets:?}"),
             Effect::Cancel { conn, path, .. } => format!("cancel {conn} {path}"),
             Effect::Volatile => "volatile".to_owned(),
-            Effect::Triggered { changes, dropped } => format!("triggered {changes:?} {dropped}"),
+            Effect::Triggered {
+                changes, dropped, ..
+            } => format!("triggered {changes:?} {dropped}"),
         })
         .collect()
 }

@@ -36,6 +36,8 @@ pub struct CheckedWrite<'a> {
     write: Write,
     new_root: Node,
     volatile: bool,
+    /// Who writes, kept only for a database with triggers (their events name the writer).
+    writer: Option<AuthState>,
 }
 
 impl CheckedWrite<'_> {
@@ -53,7 +55,8 @@ impl CheckedWrite<'_> {
             self.database
                 .commit_volatile(self.write, self.new_root, out);
         } else {
-            self.database.commit(self.write, self.new_root, out);
+            self.database
+                .commit(self.write, self.new_root, self.writer, out);
         }
     }
 }
@@ -194,6 +197,7 @@ impl Database {
                 write,
                 new_root,
                 volatile: false,
+                writer: None,
             });
         }
         self.check_writable()?;
@@ -235,11 +239,13 @@ impl Database {
         if let Some(error) = data_error {
             return Err(invalid(error));
         }
+        let writer = (!self.triggers.is_empty()).then(|| auth.clone());
         Ok(CheckedWrite {
             database: self,
             write,
             new_root,
             volatile,
+            writer,
         })
     }
 
@@ -351,7 +357,13 @@ impl Database {
 
     /// Applies a resolved write: the new root replaces the old one, the write goes to the log,
     /// and every affected view gets its push.
-    pub(super) fn commit(&mut self, write: Write, new_root: Node, out: &mut Effects) {
+    pub(super) fn commit(
+        &mut self,
+        write: Write,
+        new_root: Node,
+        writer: Option<AuthState>,
+        out: &mut Effects,
+    ) {
         let old_root = std::mem::replace(&mut self.root, new_root);
         self.stats.writes += 1;
         let write = Arc::new(write);
@@ -360,7 +372,11 @@ impl Database {
             let (changes, dropped) =
                 triggers::changes(&self.triggers, &write, &old_root, &self.root);
             if !changes.is_empty() || dropped > 0 {
-                out.push(Effect::Triggered { changes, dropped });
+                out.push(Effect::Triggered {
+                    changes,
+                    dropped,
+                    writer: writer.unwrap_or_default(),
+                });
             }
         }
         let before = out.len();

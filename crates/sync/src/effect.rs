@@ -5,6 +5,7 @@ use std::sync::Arc;
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
+use crate::access::AuthState;
 use crate::request::{ConnId, Tag};
 use crate::triggers::TriggerChange;
 use crate::write::Write;
@@ -54,6 +55,8 @@ pub enum Effect {
     Triggered {
         changes: Vec<TriggerChange>,
         dropped: usize,
+        /// Who wrote (an onDisconnect write: the session's identity).
+        writer: AuthState,
     },
     /// A volatile write was applied: nothing is logged, its pushes wait for the next
     /// [`Database::flush_volatile`](crate::Database::flush_volatile), and the reply to the

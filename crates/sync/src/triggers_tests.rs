@@ -289,3 +289,55 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_database_reports_its_triggers_changes_after_the_log_record_with_the_writer() {
+    use crate::access::{Access, AuthState};
+    use crate::database::Database;
+    use crate::effect::Effect;
+    use crate::write::WriteTarget;
+
+    let mut db = Database::new();
+    db.set_access(Access::Open, 0, &mut Vec::new());
+    let target = WriteTarget::parse("/rooms/r1/messages/m1").expect("target");
+    let mut out = Vec::new();
+    db.put_as(
+        &AuthState::Anonymous,
+        &target,
+        &json!("a"),
+        None,
+        0,
+        &mut out,
+    )
+    .expect("no triggers yet");
+    assert!(
+        !out.iter().any(|e| matches!(e, Effect::Triggered { .. })),
+        "a database without triggers reports nothing"
+    );
+    db.set_triggers(
+        vec![trigger(
+            "t",
+            "/rooms/{room}/messages/{id}",
+            TriggerOn::Write,
+        )]
+        .into(),
+    );
+    let ada = AuthState::User(json!({"uid": "ada", "provider": "password"}));
+    let mut out = Vec::new();
+    db.put_as(&ada, &target, &json!("b"), None, 0, &mut out)
+        .expect("open");
+    let log = out.iter().position(|e| matches!(e, Effect::Log(_)));
+    let triggered = out
+        .iter()
+        .position(|e| matches!(e, Effect::Triggered { .. }));
+    assert!(log.is_some() && triggered > log, "{out:?}");
+    let Some(Effect::Triggered {
+        changes, writer, ..
+    }) = triggered.map(|i| &out[i])
+    else {
+        panic!("no change reported");
+    };
+    assert_eq!(writer, &ada);
+    assert_eq!(changes.len(), 1);
+    assert_eq!(changes[0].after.to_json(false), json!("b"));
+}

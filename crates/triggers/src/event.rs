@@ -4,7 +4,10 @@
 //! removes the key, anything else replaces). So `delta` holds every changed key, with `null`
 //! for a key that is gone, and is the whole new value where `data` was not an object.
 
+use std::sync::Arc;
+
 use hearth_sync::triggers::TriggerChange;
+use hearth_sync::AuthState;
 use hearth_tree::{Key, Node, Path};
 use serde_json::{json, Map, Value};
 
@@ -19,6 +22,8 @@ pub struct Delivery {
     pub event_id: String,
     /// When the write was applied (milliseconds since the epoch).
     pub time_ms: u64,
+    /// Who wrote, shared by the changes of one write.
+    pub writer: Arc<AuthState>,
 }
 
 /// The body of `delivery`'s event for `registration`'s receiver.
@@ -37,6 +42,7 @@ pub fn event_body(registration: &Registration, delivery: &Delivery) -> Value {
             "timestamp": time,
             "eventType": registration.event,
             "resource": format!("projects/_/instances/{}/refs{}", delivery.namespace, path),
+            "auth": v1_auth(&delivery.writer),
             "data": {"data": before, "delta": delta},
         }),
         // A structured CloudEvent (firebase-functions v2 `database`).
@@ -54,12 +60,41 @@ pub fn event_body(registration: &Registration, delivery: &Delivery) -> Value {
             "ref": path.trim_start_matches('/'),
             "location": "us-central1",
             "firebasedatabasehost": "firebaseio.com",
+            "authtype": v2_auth_type(&delivery.writer),
+            "authid": uid(&delivery.writer),
             "data": {
                 "@type": "type.googleapis.com/google.events.firebase.database.v1.ReferenceEventData",
                 "data": before,
                 "delta": delta,
             },
         }),
+    }
+}
+
+/// The writer as v1 events carry it: an admin, a user with the rules' `auth` variable, or
+/// nobody.
+fn v1_auth(writer: &AuthState) -> Value {
+    match writer {
+        AuthState::Admin => json!({"admin": true}),
+        AuthState::User(variable) => json!({"admin": false, "variable": variable}),
+        AuthState::Anonymous => json!({"admin": false}),
+    }
+}
+
+/// The writer's kind as v2 events carry it.
+fn v2_auth_type(writer: &AuthState) -> &'static str {
+    match writer {
+        AuthState::Admin => "admin",
+        AuthState::User(_) => "app_user",
+        AuthState::Anonymous => "unauthenticated",
+    }
+}
+
+/// A user's uid (`authid`); `null` for an admin or nobody.
+fn uid(writer: &AuthState) -> Value {
+    match writer {
+        AuthState::User(variable) => variable.get("uid").cloned().unwrap_or(Value::Null),
+        AuthState::Admin | AuthState::Anonymous => Value::Null,
     }
 }
 
@@ -184,6 +219,68 @@ mod tests {
             &node(json!({"a": 1, "b": 5})),
         );
         assert_eq!(unchanged, json!({"b": 5}), "only what changed");
+    }
+
+    fn delivery(writer: AuthState) -> Delivery {
+        Delivery {
+            namespace: "db".into(),
+            change: TriggerChange {
+                trigger: "t".into(),
+                path: Path::parse("/rooms/r1").expect("path"),
+                params: Vec::new(),
+                before: Node::empty(),
+                after: node(json!({"a": 1})),
+            },
+            event_id: "0-7-0".into(),
+            time_ms: 0,
+            writer: Arc::new(writer),
+        }
+    }
+
+    fn registration(body: &str, ns: Option<&str>) -> Registration {
+        Registration::parse(body.as_bytes(), ns).expect("parses")
+    }
+
+    #[test]
+    fn events_name_the_writer_as_each_sdk_reads_it() {
+        let v1 = registration(
+            r#"{"name":"projects/p/locations/_/functions/k","path":"/rooms/{id}",
+            "event":"providers/google.firebase.database/eventTypes/ref.create"}"#,
+            Some("db"),
+        );
+        let v2 = registration(
+            r#"{"name":"projects/p/locations/l/triggers/k","path":"rooms/{id}",
+            "event":"google.firebase.database.ref.v1.created","namespacePattern":"*"}"#,
+            None,
+        );
+        let ada = AuthState::User(json!({"uid": "ada", "token": {"sub": "ada"}}));
+        let body = event_body(&v1, &delivery(ada.clone()));
+        assert_eq!(
+            body["auth"],
+            json!({"admin": false, "variable": {"uid": "ada", "token": {"sub": "ada"}}})
+        );
+        assert_eq!(body["resource"], "projects/_/instances/db/refs/rooms/r1");
+        assert_eq!(
+            body["eventType"],
+            "providers/google.firebase.database/eventTypes/ref.create"
+        );
+        assert_eq!(body["data"], json!({"data": null, "delta": {"a": 1}}));
+        assert_eq!(
+            event_body(&v1, &delivery(AuthState::Admin))["auth"],
+            json!({"admin": true})
+        );
+        let body = event_body(&v2, &delivery(ada));
+        assert_eq!(
+            (&body["authtype"], &body["authid"]),
+            (&json!("app_user"), &json!("ada"))
+        );
+        assert_eq!(
+            (&body["ref"], &body["instance"]),
+            (&json!("rooms/r1"), &json!("db"))
+        );
+        assert_eq!(body["data"]["delta"], json!({"a": 1}));
+        let body = event_body(&v2, &delivery(AuthState::Anonymous));
+        assert_eq!(body["authtype"], "unauthenticated");
     }
 
     #[test]
