@@ -156,6 +156,15 @@ fn first_address(
     Ok(resolved.first().copied())
 }
 
+/// The database triggers, delivered to the Functions emulator at `functions` if given.
+fn server_triggers(functions: Option<&str>) -> anyhow::Result<ServerTriggers> {
+    match functions {
+        Some(functions) => ServerTriggers::delivering_to(functions)
+            .context("starting the delivery of trigger events"),
+        None => Ok(ServerTriggers::default()),
+    }
+}
+
 pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -196,13 +205,8 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             return Err(error);
         }
     };
-    let triggers = match &args.functions_emulator {
-        Some(functions) => ServerTriggers::delivering_to(functions)
-            .context("starting the delivery of trigger events")?,
-        None => ServerTriggers::default(),
-    };
     let config = ServeConfig {
-        triggers,
+        triggers: server_triggers(args.functions_emulator.as_deref())?,
         cluster: cluster.clone(),
         peers,
         webtransport_listen,

@@ -173,12 +173,6 @@ impl Database {
         &self.access
     }
 
-    /// Replaces the database's triggers: the writes from now on report their changes to
-    /// these.
-    pub fn set_triggers(&mut self, triggers: Arc<[Trigger]>) {
-        self.triggers = triggers;
-    }
-
     /// Applies a write that another node already checked and applied: a follower's copy of
     /// the database (`hearth-server`'s `replica`). No rules, no read-only check and no pushes:
     /// a follower's copy has no listeners (its clients are served by the owner).

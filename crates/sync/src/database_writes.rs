@@ -15,7 +15,7 @@ use crate::events::write_events;
 use crate::limits::MAX_MERGE_ENTRIES;
 use crate::request::{ConnId, Reply, ReplyData, Status};
 use crate::server_values::{resolve_server_values, ServerValueError};
-use crate::triggers;
+use crate::triggers::{self, Trigger};
 use crate::write::{
     change_from_json, check_disjoint, PreparedSet, Write, WriteError, WriteOp, WriteTarget,
 };
@@ -62,6 +62,12 @@ impl CheckedWrite<'_> {
 }
 
 impl Database {
+    /// Replaces the database's triggers: the writes from now on report their changes to
+    /// these.
+    pub fn set_triggers(&mut self, triggers: Arc<[Trigger]>) {
+        self.triggers = triggers;
+    }
+
     /// Replaces the value at `target` with admin rights (no rules); with `hash`, only if the
     /// current value hashes to it.
     pub fn put(
