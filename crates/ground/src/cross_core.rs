@@ -164,7 +164,7 @@ impl<F> EdgeItem<F> {
 
     /// The same item for the connection `conn` names, its frames held as `hold` says (`None`
     /// when `hold` has none for them).
-    pub fn map<G>(
+    pub fn map_frames<G>(
         self,
         conn: impl FnOnce(ConnId) -> ConnId,
         hold: impl FnOnce(F) -> Option<G>,

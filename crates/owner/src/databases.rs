@@ -53,8 +53,9 @@ impl Owner {
             }
         };
         loaded.touched(now);
-        let generation = self.triggers().generation();
-        loaded.follow_triggers(generation, |name| self.triggers().for_database(name));
+        if let Some(source) = self.triggers().source() {
+            loaded.follow_triggers(source);
+        }
         self.fence(loaded);
         loaded
     }

@@ -51,8 +51,6 @@ pub struct Loaded {
     moving: Option<u64>,
     /// Writes applied since it was loaded (for the metrics' busiest databases).
     writes: u64,
-    /// The registry's generation its triggers were taken at (`triggers`).
-    triggers_generation: u64,
 }
 
 impl Loaded {
@@ -78,21 +76,15 @@ impl Loaded {
             epoch: None,
             moving: None,
             writes: 0,
-            triggers_generation: 0,
         }
     }
 
-    /// Takes the database's triggers anew when the registry changed since it last did
-    /// (one atomic read otherwise); `generation` is the registry's, read by the caller.
+    /// Takes the database's triggers from `source` from now on (`trigger_queue`).
     pub fn follow_triggers(
         &mut self,
-        generation: u64,
-        triggers: impl FnOnce(&str) -> std::sync::Arc<[hearth_sync::triggers::Trigger]>,
+        source: &std::sync::Arc<dyn hearth_sync::triggers::TriggerSource>,
     ) {
-        if self.triggers_generation != generation {
-            self.triggers_generation = generation;
-            self.engine.set_triggers(triggers(&self.name));
-        }
+        self.engine.follow_triggers(source, &self.name);
     }
 
     /// Its name, shared with what keeps a handle on it (the replication shipper).

@@ -219,14 +219,7 @@ impl Owner {
     /// `f` runs, which cannot await, so no borrow outlives a step of the database; `f` must
     /// not reach the map again (through [`Owner::with_database`] and the like).
     pub fn with_loaded<R>(&self, namespace: &str, f: impl FnOnce(&mut Loaded) -> R) -> Option<R> {
-        let generation = self.triggers.generation();
-        self.databases
-            .borrow_mut()
-            .get_mut(namespace)
-            .map(|loaded| {
-                loaded.follow_triggers(generation, |name| self.triggers.for_database(name));
-                f(loaded)
-            })
+        self.databases.borrow_mut().get_mut(namespace).map(f)
     }
 
     /// Runs `f` on the whole map of loaded databases (recovery, loading, eviction, a failed

@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use hearth_sync::triggers::Trigger;
+use hearth_sync::triggers::TriggerSource;
 use hearth_triggers::{Delivery, DeliverySink, TriggerRegistry};
 
 /// The triggers of one owner: the server's registry, where durable changes go, and the
@@ -17,31 +17,29 @@ use hearth_triggers::{Delivery, DeliverySink, TriggerRegistry};
 pub struct OwnerTriggers {
     registry: Arc<TriggerRegistry>,
     sink: Option<DeliverySink>,
+    /// The registry, for the databases to follow; `None` without a place to deliver to.
+    source: Option<Arc<dyn TriggerSource>>,
     /// Changes in the order they were made, each with its write's log position.
     waiting: RefCell<VecDeque<(u64, Delivery)>>,
 }
 
 impl OwnerTriggers {
     pub fn new(registry: Arc<TriggerRegistry>, sink: Option<DeliverySink>) -> OwnerTriggers {
+        let source = sink
+            .as_ref()
+            .map(|_| registry.clone() as Arc<dyn TriggerSource>);
         OwnerTriggers {
             registry,
             sink,
+            source,
             waiting: RefCell::new(VecDeque::new()),
         }
     }
 
-    /// The registry's generation, which a database compares with the one its triggers were
-    /// taken at; always 0 without a place to deliver to (no database takes triggers).
-    pub fn generation(&self) -> u64 {
-        match self.sink {
-            Some(_) => self.registry.generation(),
-            None => 0,
-        }
-    }
-
-    /// The triggers of `namespace`.
-    pub fn for_database(&self, namespace: &str) -> Arc<[Trigger]> {
-        self.registry.for_database(namespace)
+    /// What a database takes its triggers from; `None` without a place to deliver to (no
+    /// database then takes triggers, so writes pay nothing).
+    pub fn source(&self) -> Option<&Arc<dyn TriggerSource>> {
+        self.source.as_ref()
     }
 
     pub fn registry(&self) -> &Arc<TriggerRegistry> {

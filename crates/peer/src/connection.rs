@@ -315,7 +315,7 @@ fn encode_batch(batch: &ToEdge, out: &mut BytesMut) {
                 }
             }
             // An item without frames crosses as it is, for the peer's own connection id.
-            other => match other.clone().map(wire_conn, |_| None) {
+            other => match other.clone().map_frames(wire_conn, |_| None) {
                 Some(item) => item,
                 None => continue,
             },

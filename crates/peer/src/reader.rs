@@ -202,7 +202,8 @@ async fn on_batch(ctx: &Context, frames: &[Bytes], items: Vec<LinkItem>) {
     let mut groups: Vec<Vec<EdgeItem>> = (0..shards).map(|_| Vec::new()).collect();
     for item in items {
         // The decoder checked each frame's index.
-        let Some(item) = item.map(|conn| conn, |frame| frames.get(frame as usize).cloned()) else {
+        let Some(item) = item.map_frames(|conn| conn, |frame| frames.get(frame as usize).cloned())
+        else {
             continue;
         };
         let conn = item.conn();

@@ -14,7 +14,7 @@ use crate::effect::{Effect, Effects, Push, PushData, Target};
 use crate::limits::MAX_LISTENS_PER_SESSION;
 use crate::ondisconnect::{OnDisconnectQueue, QueuedOp};
 use crate::request::{ConnId, Reply, ReplyData, Request, Status, Tag};
-use crate::triggers::Trigger;
+use crate::triggers::{Following, Trigger};
 use crate::views::{ViewId, Views};
 use crate::write::{Write, WriteError};
 
@@ -73,8 +73,10 @@ pub struct Database {
     coverage: CoverageSlot,
     recording_coverage: bool,
     /// The triggers of the database (`triggers`): a write that changes one of their paths
-    /// reports the change ([`Effect::Triggered`]).
+    /// reports the change ([`Effect::Triggered`]); taken anew from `following`, when set,
+    /// whenever its generation moved.
     triggers: Arc<[Trigger]>,
+    following: Option<Following>,
 }
 
 impl Database {

@@ -15,7 +15,7 @@ use crate::events::write_events;
 use crate::limits::MAX_MERGE_ENTRIES;
 use crate::request::{ConnId, Reply, ReplyData, Status};
 use crate::server_values::{resolve_server_values, ServerValueError};
-use crate::triggers::{self, Trigger};
+use crate::triggers::{self, Following, Trigger, TriggerSource};
 use crate::write::{
     change_from_json, check_disjoint, PreparedSet, Write, WriteError, WriteOp, WriteTarget,
 };
@@ -66,6 +66,30 @@ impl Database {
     /// these.
     pub fn set_triggers(&mut self, triggers: Arc<[Trigger]>) {
         self.triggers = triggers;
+    }
+
+    /// Takes the database's triggers from `source` from now on, under the name `database`
+    /// (kept if it follows a source already).
+    pub fn follow_triggers(&mut self, source: &Arc<dyn TriggerSource>, database: &str) {
+        if self.following.is_none() {
+            self.following = Some(Following {
+                source: source.clone(),
+                database: Arc::from(database),
+                generation: u64::MAX,
+            });
+        }
+    }
+
+    /// Takes the triggers anew when the source changed since they were taken (one atomic
+    /// read otherwise).
+    fn refresh_triggers(&mut self) {
+        if let Some(following) = &mut self.following {
+            let generation = following.source.generation();
+            if generation != following.generation {
+                following.generation = generation;
+                self.triggers = following.source.triggers_of(&following.database);
+            }
+        }
     }
 
     /// Replaces the value at `target` with admin rights (no rules); with `hash`, only if the
@@ -195,6 +219,7 @@ impl Database {
         condition: Option<Condition<'_>>,
         now_ms: u64,
     ) -> Result<CheckedWrite<'_>, Reply> {
+        self.refresh_triggers();
         let new_root = write.apply(&self.root);
         if write.ops.is_empty() && condition.is_none() {
             // An empty update changes nothing and is not logged.

@@ -222,6 +222,24 @@ pub struct Trigger {
     pub on: TriggerOn,
 }
 
+/// Where a database takes its triggers from: a registry that another thread may change (a
+/// Functions emulator registers a trigger on any core). The database reads it only when the
+/// generation moved since it last did, at its next write.
+pub trait TriggerSource: Send + Sync {
+    /// Moves on with every change of the registry.
+    fn generation(&self) -> u64;
+    /// The triggers of `database` now.
+    fn triggers_of(&self, database: &str) -> Arc<[Trigger]>;
+}
+
+/// A database's link to its [`TriggerSource`].
+pub(crate) struct Following {
+    pub(crate) source: Arc<dyn TriggerSource>,
+    pub(crate) database: Arc<str>,
+    /// The generation its triggers were taken at.
+    pub(crate) generation: u64,
+}
+
 /// One change a trigger is told of.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TriggerChange {

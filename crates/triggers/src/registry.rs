@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use hearth_sync::triggers::{Trigger, MAX_TRIGGERS_PER_DATABASE};
+use hearth_sync::triggers::{Trigger, TriggerSource, MAX_TRIGGERS_PER_DATABASE};
 
 use crate::registration::Registration;
 
@@ -93,6 +93,16 @@ impl TriggerRegistry {
     /// Every registration, for `GET /.settings/functionTriggers.json`.
     pub fn all(&self) -> Arc<Vec<Arc<Registration>>> {
         self.current.load_full()
+    }
+}
+
+impl TriggerSource for TriggerRegistry {
+    fn generation(&self) -> u64 {
+        TriggerRegistry::generation(self)
+    }
+
+    fn triggers_of(&self, database: &str) -> Arc<[Trigger]> {
+        self.for_database(database)
     }
 }
 
