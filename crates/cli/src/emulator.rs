@@ -6,16 +6,12 @@
 //! triggers of the Functions emulator delivered to it (docs/triggers.md).
 //!
 //! firebase-tools starts its database emulator as `java -jar PATH ARGS` (PATH from
-//! `DATABASE_EMULATOR_BINARY_PATH`): `emulator/launcher` builds a small jar that runs this
-//! command with the same arguments.
+//! `DATABASE_EMULATOR_BINARY_PATH`): `scripts/emulator-jar` builds a small jar
+//! (`emulator/launcher/`) that runs this command with the same arguments.
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-use clap::{Args, Parser};
-
-use crate::serve::serve;
-use crate::Cli;
+use clap::Args;
 
 #[derive(Args, Debug)]
 pub(crate) struct EmulatorArgs {
@@ -49,12 +45,33 @@ fn address(host: &str, port: u16) -> String {
     }
 }
 
-/// Runs the server as the emulator suite's database emulator until SIGINT or SIGTERM.
-pub(crate) fn emulator(args: EmulatorArgs) -> anyhow::Result<()> {
-    let temporary = args.data_dir.is_none();
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("hearth-emulator-{}", std::process::id()))
-    });
+/// What `hearth emulator` runs: `hearth serve` with these arguments, and the temporary data
+/// directory to remove afterwards, if it made one.
+pub(crate) struct ServeAsEmulator {
+    pub(crate) argv: Vec<String>,
+    pub(crate) temporary: Option<PathBuf>,
+}
+
+impl ServeAsEmulator {
+    /// Removes the temporary data directory: nothing of value is in it, since the emulator
+    /// keeps every database in memory.
+    pub(crate) fn clean_up(&self) {
+        if let Some(dir) = &self.temporary {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// The `serve` command line that runs the server as the emulator suite's database emulator.
+pub(crate) fn serve_arguments(args: EmulatorArgs) -> ServeAsEmulator {
+    let temporary = args
+        .data_dir
+        .is_none()
+        .then(|| std::env::temp_dir().join(format!("hearth-emulator-{}", std::process::id())));
+    let data_dir = args
+        .data_dir
+        .or_else(|| temporary.clone())
+        .unwrap_or_default();
     let mut argv = vec![
         "hearth".to_owned(),
         "serve".to_owned(),
@@ -74,16 +91,7 @@ pub(crate) fn emulator(args: EmulatorArgs) -> anyhow::Result<()> {
         argv.push("--functions-emulator".to_owned());
         argv.push(address(host, port));
     }
-    let cli = Cli::try_parse_from(&argv).context("the emulator's arguments")?;
-    let crate::Command::Serve(serve_args) = cli.command else {
-        anyhow::bail!("the emulator runs the server");
-    };
-    let served = serve(*serve_args);
-    if temporary {
-        // Nothing of value is in it: the emulator keeps every database in memory.
-        let _ = std::fs::remove_dir_all(&data_dir);
-    }
-    served
+    ServeAsEmulator { argv, temporary }
 }
 
 #[cfg(test)]
@@ -98,10 +106,16 @@ mod tests {
         assert_eq!(address("localhost", 9001), "localhost:9001");
     }
 
+    #[derive(clap::Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: EmulatorArgs,
+    }
+
     #[test]
-    fn the_arguments_firebase_tools_passes_are_taken() {
-        let cli = Cli::try_parse_from([
-            "hearth",
+    fn the_arguments_firebase_tools_passes_become_servers() {
+        use clap::Parser;
+        let command = Command::try_parse_from([
             "emulator",
             "--host",
             "127.0.0.1",
@@ -115,10 +129,13 @@ mod tests {
             "5001",
         ])
         .expect("parses");
-        let crate::Command::Emulator(args) = cli.command else {
-            panic!("not the emulator");
-        };
-        assert_eq!(args.port, 9000);
-        assert_eq!(args.functions_emulator_port, Some(5001));
+        let run = serve_arguments(command.args);
+        let argv = run.argv.join(" ");
+        assert!(argv.starts_with("hearth serve --dev --durability none --listen 127.0.0.1:9000"));
+        assert!(
+            argv.ends_with("--functions-emulator 127.0.0.1:5001"),
+            "{argv}"
+        );
+        assert!(run.temporary.is_some());
     }
 }

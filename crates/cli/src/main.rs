@@ -71,7 +71,7 @@ enum Command {
     /// (--host, --port, --functions_emulator_host, --functions_emulator_port), every database
     /// in memory, development credentials, database triggers delivered to the Functions
     /// emulator (docs/triggers.md).
-    Emulator(emulator::EmulatorArgs),
+    Emulator(Box<emulator::EmulatorArgs>),
 }
 
 #[derive(Subcommand)]
@@ -134,6 +134,18 @@ enum RulesCommand {
     },
 }
 
+/// `hearth emulator`: `hearth serve` as the emulator suite's database emulator.
+fn run_emulator(args: emulator::EmulatorArgs) -> anyhow::Result<()> {
+    let run = emulator::serve_arguments(args);
+    let served = match Cli::try_parse_from(&run.argv).map(|cli| cli.command) {
+        Ok(Command::Serve(args)) => serve(*args),
+        Ok(_) => Err(anyhow::anyhow!("the emulator runs the server")),
+        Err(error) => Err(anyhow::Error::new(error).context("the emulator's arguments")),
+    };
+    run.clean_up();
+    served
+}
+
 fn main() -> anyhow::Result<()> {
     hearth_alloc::return_freed_memory_at_once();
     let command = layers::with_env_vars(Cli::command());
@@ -184,7 +196,7 @@ fn main() -> anyhow::Result<()> {
     }
     logging::init(LogFormat::Text, None)?;
     if let Command::Emulator(args) = cli.command {
-        return emulator::emulator(args);
+        return run_emulator(*args);
     }
     let tool = match cli.command {
         Command::Serve(_) | Command::Emulator(_) => return Ok(()),
