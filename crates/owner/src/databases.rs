@@ -53,8 +53,8 @@ impl Owner {
             }
         };
         loaded.touched(now);
-        if let Some(source) = self.triggers().source() {
-            loaded.follow_triggers(source);
+        if self.triggers().delivers() {
+            loaded.follow_triggers(|| self.triggers().registry().clone());
         }
         self.fence(loaded);
         loaded
@@ -171,13 +171,15 @@ impl Owner {
         }
     }
 
-    /// Sends an applied write to the log.
-    pub fn log_write(&self, namespace: &str, write: &Write) {
+    /// Sends an applied write to the log: its record's position, `None` without a log or when
+    /// the log refused it.
+    pub fn log_write(&self, namespace: &str, write: &Write) -> Option<u64> {
         self.counters().write_applied();
         let logged = self.log(namespace, RecordRef::Write(write));
         if let Some(seq) = logged.filter(|_| self.gate().is_strict()) {
             self.counters().awaiting_ack(seq);
         }
+        logged
     }
 
     /// Sends a change of rules set through the API to the log.

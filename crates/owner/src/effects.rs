@@ -21,6 +21,8 @@ pub fn route_effects(owner: &Owner, namespace: &str, effects: Effects) {
         return;
     }
     let sessions = owner.sessions();
+    // The position of the step's write record, which its trigger changes wait for.
+    let mut logged = None;
     for effect in effects {
         match effect {
             Effect::Push { push, targets } => {
@@ -67,13 +69,13 @@ pub fn route_effects(owner: &Owner, namespace: &str, effects: Effects) {
             }
             // A write's record comes before its pushes in the list, so they are queued after
             // the database's sequence number moved and wait for the record to be durable.
-            Effect::Log(write) => owner.log_write(namespace, &write),
+            Effect::Log(write) => logged = owner.log_write(namespace, &write),
             // After its write's record, whose position they wait for.
             Effect::Triggered {
                 changes,
                 dropped,
                 writer,
-            } => owner.triggered(namespace, changes, dropped, writer),
+            } => owner.triggered(namespace, logged, changes, dropped, writer),
             // Its pushes wait for the owner's next tick.
             Effect::Volatile => owner.volatile().mark(namespace),
         }

@@ -79,10 +79,11 @@ impl Loaded {
         }
     }
 
-    /// Takes the database's triggers from `source` from now on (`trigger_queue`).
-    pub fn follow_triggers(
+    /// Takes the database's triggers from the registry `source` gives from now on
+    /// (`trigger_queue`).
+    pub fn follow_triggers<S: hearth_sync::triggers::TriggerSource + 'static>(
         &mut self,
-        source: &std::sync::Arc<dyn hearth_sync::triggers::TriggerSource>,
+        source: impl FnOnce() -> std::sync::Arc<S>,
     ) {
         self.engine.follow_triggers(source, &self.name);
     }

@@ -8,7 +8,6 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use hearth_sync::triggers::TriggerSource;
 use hearth_triggers::{Delivery, DeliverySink, TriggerRegistry};
 
 /// The triggers of one owner: the server's registry, where durable changes go, and the
@@ -17,29 +16,23 @@ use hearth_triggers::{Delivery, DeliverySink, TriggerRegistry};
 pub struct OwnerTriggers {
     registry: Arc<TriggerRegistry>,
     sink: Option<DeliverySink>,
-    /// The registry, for the databases to follow; `None` without a place to deliver to.
-    source: Option<Arc<dyn TriggerSource>>,
     /// Changes in the order they were made, each with its write's log position.
     waiting: RefCell<VecDeque<(u64, Delivery)>>,
 }
 
 impl OwnerTriggers {
     pub fn new(registry: Arc<TriggerRegistry>, sink: Option<DeliverySink>) -> OwnerTriggers {
-        let source = sink
-            .as_ref()
-            .map(|_| registry.clone() as Arc<dyn TriggerSource>);
         OwnerTriggers {
             registry,
             sink,
-            source,
             waiting: RefCell::new(VecDeque::new()),
         }
     }
 
-    /// What a database takes its triggers from; `None` without a place to deliver to (no
-    /// database then takes triggers, so writes pay nothing).
-    pub fn source(&self) -> Option<&Arc<dyn TriggerSource>> {
-        self.source.as_ref()
+    /// Whether changes are delivered anywhere: without, no database follows the registry,
+    /// so writes pay nothing.
+    pub fn delivers(&self) -> bool {
+        self.sink.is_some()
     }
 
     pub fn registry(&self) -> &Arc<TriggerRegistry> {

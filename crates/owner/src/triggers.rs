@@ -15,11 +15,12 @@ use tracing::warn;
 use crate::state::Owner;
 
 impl Owner {
-    /// The changes the write `namespace` just logged made for its triggers: sent once the
-    /// write is durable, at once without a log (`--durability none`).
+    /// The changes the write `namespace` just logged (at `logged`) made for its triggers:
+    /// sent once the write is durable, at once without a log (`--durability none`).
     pub fn triggered(
         &self,
         namespace: &str,
+        logged: Option<u64>,
         changes: Vec<TriggerChange>,
         dropped: usize,
         writer: AuthState,
@@ -39,9 +40,12 @@ impl Owner {
                 "a write changed more trigger paths than one write reports: the rest are not delivered"
             );
         }
-        let seq = self
-            .with_loaded(namespace, |loaded| loaded.seq())
-            .unwrap_or(0);
+        let seq = match (self.store(), logged) {
+            (Some(_), Some(seq)) => Some(seq),
+            (None, _) => None,
+            // The log refused the write: it never becomes durable (its clients are held).
+            (Some(_), None) => return,
+        };
         let time_ms = now_ms();
         let shard = self.index();
         let writer = Arc::new(writer);
@@ -49,12 +53,12 @@ impl Owner {
             let delivery = Delivery {
                 namespace: namespace.to_owned(),
                 change,
-                event_id: format!("{shard}-{seq}-{index}"),
+                event_id: format!("{shard}-{}-{index}", seq.unwrap_or(0)),
                 time_ms,
                 writer: writer.clone(),
             };
-            match self.store() {
-                Some(_) => triggers.hold(seq, delivery),
+            match seq {
+                Some(seq) => triggers.hold(seq, delivery),
                 None => sink.send(delivery),
             }
         }

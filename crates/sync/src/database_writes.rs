@@ -68,12 +68,16 @@ impl Database {
         self.triggers = triggers;
     }
 
-    /// Takes the database's triggers from `source` from now on, under the name `database`
-    /// (kept if it follows a source already).
-    pub fn follow_triggers(&mut self, source: &Arc<dyn TriggerSource>, database: &str) {
+    /// Takes the database's triggers from the source `source` gives from now on, under the
+    /// name `database` (kept if it follows a source already: `source` is then not called).
+    pub fn follow_triggers<S: TriggerSource + 'static>(
+        &mut self,
+        source: impl FnOnce() -> Arc<S>,
+        database: &str,
+    ) {
         if self.following.is_none() {
             self.following = Some(Following {
-                source: source.clone(),
+                source: source(),
                 database: Arc::from(database),
                 generation: u64::MAX,
             });
