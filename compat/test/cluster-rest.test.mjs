@@ -31,8 +31,11 @@ function events(response) {
           buffer = buffer.slice(end + 2);
           const event = /^event: (.*)$/m.exec(text)?.[1];
           const data = /^data: (.*)$/m.exec(text)?.[1];
+          const id = /^id: (.*)$/m.exec(text)?.[1];
           if (event === 'keep-alive') continue;
-          return { event, data: data === undefined ? undefined : JSON.parse(data) };
+          const parsed = { event, data: data === undefined ? undefined : JSON.parse(data) };
+          // Only a change feed's events have ids.
+          return id === undefined ? parsed : { ...parsed, id };
         }
         const { value, done } = await withTimeout(reader.read(), 15_000, label);
         if (done) return null;
@@ -152,6 +155,31 @@ describe('REST and event streams through a node that does not own the database',
     const fromB = nodes.b.log().length;
     await nodes.b.start();
     await logShows(nodes.b, /node link up/, 'the link again', { from: fromB });
+  });
+
+  it('a change feed through the other node gives the owner\'s positions and resumes from them', T, async () => {
+    const ns = nsOwnedBy('b');
+    const owner = { authorization: 'Bearer owner', accept: 'text/event-stream' };
+    await fetch(url('b', ns, 'feed'), { method: 'PUT', body: '{"a":1}' });
+    const first = events(await fetch(url('a', ns, 'feed', '&changesSince=now'), { headers: owner }));
+    const start = await first.next('the whole value');
+    assert.deepEqual(start.data, { path: '/', data: { a: 1 } });
+    // Static placement has no fencing epochs (no failover): the position alone.
+    assert.match(start.id, /^\d+$/);
+    await fetch(url('b', ns, 'feed/b'), { method: 'PUT', body: '2' });
+    const write = await first.next('the write');
+    assert.deepEqual(write.data, { path: '/b', data: 2 });
+    await first.cancel();
+    await fetch(url('b', ns, 'feed/c'), { method: 'PUT', body: '3' });
+    // Resumed through the other node from the first event's position: the two writes after it.
+    const again = await fetch(url('a', ns, 'feed', '&changesSince=now'), {
+      headers: { ...owner, 'last-event-id': start.id },
+    });
+    assert.equal(again.status, 200);
+    const resumed = events(again);
+    assert.deepEqual(await resumed.next('the first missed'), write);
+    assert.deepEqual((await resumed.next('the second missed')).data, { path: '/c', data: 3 });
+    await resumed.cancel();
   });
 
   it('closing the stream on the edge ends its session on the owner', T, async () => {

@@ -106,6 +106,7 @@ impl Owner {
                     state.seq,
                     now,
                 );
+                loaded.feeds_mut().recovered(state.changes);
                 self.apply_rules(&mut loaded, state.rules, now);
                 // Volatile data that reached the log inside a durable write above its mark does
                 // not survive a restart.

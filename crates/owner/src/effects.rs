@@ -69,7 +69,12 @@ pub fn route_effects(owner: &Owner, namespace: &str, effects: Effects) {
             }
             // A write's record comes before its pushes in the list, so they are queued after
             // the database's sequence number moved and wait for the record to be durable.
-            Effect::Log(write) => logged = owner.log_write(namespace, &write),
+            Effect::Log(write) => {
+                logged = owner.log_write(namespace, &write);
+                if let Some(seq) = logged {
+                    owner.record_change(namespace, seq, &write);
+                }
+            }
             // After its write's record, whose position they wait for.
             Effect::Triggered {
                 changes,

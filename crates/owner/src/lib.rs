@@ -31,6 +31,7 @@ pub mod databases;
 pub mod dispatch;
 pub mod durability;
 pub mod effects;
+pub mod feed;
 pub mod intake;
 pub mod loaded;
 pub mod outbound;

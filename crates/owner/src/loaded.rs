@@ -9,6 +9,8 @@ use hearth_sync::Database;
 
 use hearth_persist::{DatabaseFacts, DurableState, ShardStore};
 
+use crate::feed::Feeds;
+
 /// A loaded database.
 pub struct Loaded {
     name: Rc<str>,
@@ -51,6 +53,8 @@ pub struct Loaded {
     moving: Option<u64>,
     /// Writes applied since it was loaded (for the metrics' busiest databases).
     writes: u64,
+    /// Its recent write records and the change feeds open on it (`feed.rs`).
+    feeds: Feeds,
 }
 
 impl Loaded {
@@ -76,6 +80,7 @@ impl Loaded {
             epoch: None,
             moving: None,
             writes: 0,
+            feeds: Feeds::new(seq),
         }
     }
 
@@ -86,6 +91,15 @@ impl Loaded {
         source: impl FnOnce() -> std::sync::Arc<S>,
     ) {
         self.engine.follow_triggers(source, &self.name);
+    }
+
+    /// Its recent write records and the change feeds open on it.
+    pub fn feeds(&self) -> &Feeds {
+        &self.feeds
+    }
+
+    pub fn feeds_mut(&mut self) -> &mut Feeds {
+        &mut self.feeds
     }
 
     /// Its name, shared with what keeps a handle on it (the replication shipper).
@@ -303,6 +317,7 @@ impl Loaded {
         self.engine = Database::with_root(self.durable.root.clone());
         self.refuse_writes_as_decided();
         self.seq.set(durable);
+        self.feeds.roll_back(durable);
         self.durable.rules.clone()
     }
 

@@ -67,6 +67,9 @@ pub fn start(
     auth: AuthState,
     request: &DataRequest,
 ) -> Result<(), RestResponse> {
+    if let Some(since) = request.changes_since {
+        return crate::feed::start_feed(owner, handle, auth, request, since);
+    }
     let id = handle.id;
     let namespace = handle.namespace.clone();
     owner.add_stream(handle.clone());

@@ -11,6 +11,7 @@ use hearth_store::{
     Appended, RecordRef, Recovered, RecoveredDatabase, Removal, SnapshotCatalog, SnapshotInfo,
     StoreError, WalOptions, WalWriter,
 };
+use hearth_sync::feed::ChangeLog;
 use hearth_tree::Node;
 use tokio::sync::{watch, Notify};
 
@@ -65,6 +66,9 @@ pub struct ShardStore {
     backup_pins: Cell<usize>,
     /// Old snapshot files whose removal waits for the running backups.
     deferred_removals: RefCell<Vec<String>>,
+    /// The write records the log held at start of databases left on disk, until each is
+    /// loaded (`take_on_disk_changes`), for its change feeds.
+    on_disk_changes: RefCell<BTreeMap<Arc<str>, ChangeLog>>,
 }
 
 /// A recovered shard directory, on its way to the shard's thread.
@@ -135,6 +139,7 @@ impl ShardStore {
             progress,
             backup_pins: Cell::new(0),
             deferred_removals: RefCell::new(Vec::new()),
+            on_disk_changes: RefCell::new(recovered.on_disk_changes),
         };
         (store, recovered.databases)
     }
@@ -179,6 +184,12 @@ impl ShardStore {
     /// writes under an older claim.
     pub fn logged_epoch(&self, database: &str) -> u64 {
         self.wal.borrow().epoch_of(database)
+    }
+
+    /// The write records of `database`, left on disk at start, that the log held then: once,
+    /// for the database's change feeds when it is first loaded.
+    pub fn take_on_disk_changes(&self, database: &str) -> Option<ChangeLog> {
+        self.on_disk_changes.borrow_mut().remove(database)
     }
 
     /// The log position the newest snapshot of `database` covers; `None` when it has none.

@@ -51,7 +51,10 @@ pub use record::{
     decode_record, encode_record, Record, RecordBody, RecordRef, MAX_EPOCH, MAX_RECORD_BYTES,
     MAX_RULES_BYTES, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
 };
-pub use recovery::{open, open_lazily, Recovered, RecoveredDatabase, RecoveryReport, StaleEpochs};
+pub use recovery::{
+    open, open_lazily, Recovered, RecoveredDatabase, RecoveryReport, StaleEpochs,
+    MAX_ON_DISK_FEED_BYTES,
+};
 pub use scan::TailCut;
 pub use segment::{
     SegmentHeader, SegmentInfo, SegmentTable, INLINE_SEGMENT_BYTES, SEGMENT_BYTES,

@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use hearth_sync::feed::ChangeLog;
 use hearth_tree::Node;
 
 use crate::catalog::SnapshotCatalog;
@@ -41,6 +42,9 @@ pub struct RecoveredDatabase {
     /// The highest fencing epoch of the database: its snapshot's, or among its records in
     /// the log (0 if none had one: a single node).
     pub epoch: u64,
+    /// Its write records replayed from the log (the newest, within the change feed's limits),
+    /// so that a change feed resumes across a restart.
+    pub changes: ChangeLog,
 }
 
 /// What recovery did, for the log and for operators.
@@ -79,6 +83,9 @@ pub struct Recovered<S: Storage> {
     /// (no log record follows it) and its checksums were verified, with the sequence number
     /// it covers. Empty after [`open`].
     pub on_disk: BTreeMap<Arc<str>, u64>,
+    /// The write records the log still holds of the databases in `on_disk`, for their change
+    /// feeds once they are loaded (all of the shard's within [`MAX_ON_DISK_FEED_BYTES`]).
+    pub on_disk_changes: BTreeMap<Arc<str>, ChangeLog>,
     pub snapshots: SnapshotCatalog,
     pub wal: WalWriter<S>,
     pub report: RecoveryReport,
@@ -101,6 +108,10 @@ pub fn open_lazily<S: Storage>(
 ) -> Result<Recovered<S>, StoreError> {
     recover(storage, options, true)
 }
+
+/// Bytes of write records a lazy recovery keeps, across all of a shard's databases left on
+/// disk, for their change feeds (each database's own share is bounded as a loaded one's is).
+pub const MAX_ON_DISK_FEED_BYTES: usize = 64 * 1024 * 1024;
 
 fn recover<S: Storage>(
     storage: Arc<S>,
@@ -154,10 +165,30 @@ fn recover<S: Storage>(
         .chain(on_disk.values().copied())
         .max()
         .unwrap_or(0);
+    let mut on_disk_changes: BTreeMap<Arc<str>, ChangeLog> = BTreeMap::new();
+    let mut on_disk_bytes = 0;
     let scan = scan_wal(&*storage, &names, |record| {
         if on_disk.contains_key(&record.database) {
-            // Every record of such a database is older than its snapshot (checked above).
+            // Every record of such a database is older than its snapshot (checked above); its
+            // writes are still kept for change feeds, within a budget for the whole shard,
+            // since the database itself is not loaded.
             report.records_skipped += 1;
+            if let RecordBody::Write(write) = record.body {
+                let changes = on_disk_changes
+                    .entry(record.database.clone())
+                    .or_insert_with(|| {
+                        let covered = on_disk.get(&record.database).copied().unwrap_or(0);
+                        ChangeLog::new(log_start.unwrap_or(1).saturating_sub(1).min(covered))
+                    });
+                let before = changes.bytes();
+                if on_disk_bytes < MAX_ON_DISK_FEED_BYTES {
+                    changes.record(record.seq, write);
+                } else {
+                    changes.forget_through(record.seq);
+                }
+                // `before` is part of the sum, so this never goes below zero.
+                on_disk_bytes = on_disk_bytes - before + changes.bytes();
+            }
         } else {
             replay(&mut databases, record, &mut report);
         }
@@ -182,6 +213,7 @@ fn recover<S: Storage>(
     Ok(Recovered {
         databases,
         on_disk,
+        on_disk_changes,
         snapshots,
         wal,
         report,
@@ -254,6 +286,12 @@ fn load_newest<S: Storage>(
                     rules: snapshot.rules,
                     seq: snapshot.covered_seq,
                     epoch: snapshot.epoch,
+                    // The log may still hold the database's records the snapshot covers:
+                    // from its start on, every one is there, for feeds to resume from.
+                    changes: ChangeLog::new(match log_start {
+                        Some(start) if start <= covered_seq + 1 => start.saturating_sub(1),
+                        _ => covered_seq,
+                    }),
                 });
             }
             Err(error @ StoreError::Corrupt { .. }) => {
@@ -273,6 +311,7 @@ fn load_newest<S: Storage>(
             rules: None,
             seq: 0,
             epoch: 0,
+            changes: ChangeLog::new(0),
         });
     }
     Err(StoreError::SnapshotUnrecoverable {
@@ -294,10 +333,14 @@ fn replay(
             rules: None,
             seq: 0,
             epoch: 0,
+            changes: ChangeLog::new(0),
         });
     if record.seq <= state.seq {
         // Covered by the snapshot, which already holds it; its epoch still counts: a later
         // record older than it is stale all the same.
+        if let (RecordBody::Write(write), true) = (&record.body, record.epoch >= state.epoch) {
+            state.changes.record(record.seq, write.clone());
+        }
         state.epoch = state.epoch.max(record.epoch);
         report.records_skipped += 1;
         return;
@@ -314,7 +357,10 @@ fn replay(
     }
     state.epoch = record.epoch;
     match record.body {
-        RecordBody::Write(write) => state.root = write.apply(&state.root),
+        RecordBody::Write(write) => {
+            state.root = write.apply(&state.root);
+            state.changes.record(record.seq, write);
+        }
         RecordBody::Rules(rules) => state.rules = Some(rules),
     }
     state.seq = record.seq;

@@ -171,6 +171,17 @@ fn a_crash_while_writing_leaves_no_snapshot_and_recovery_cleans_up() -> Result<(
 }
 
 /// Writes to two databases with snapshots along the way; returns the final roots.
+/// Removes the log segments the snapshots cover; some must be.
+fn truncate(recovered: &mut hearth_store::Recovered<MemoryStorage>) -> Result<(), StoreError> {
+    let catalog = &recovered.snapshots;
+    let removal = recovered
+        .wal
+        .take_removable(|database| catalog.covered_for_truncation(database));
+    assert!(!removal.names().is_empty(), "old segments are removable");
+    removal.execute()?;
+    Ok(())
+}
+
 fn busy_shard(storage: &MemoryStorage) -> Result<(Node, Node), StoreError> {
     let mut recovered = reopen(storage, small_segments())?;
     let (mut a, mut b) = (Node::empty(), Node::empty());
@@ -198,12 +209,7 @@ fn busy_shard(storage: &MemoryStorage) -> Result<(Node, Node), StoreError> {
         }
     }
     recovered.wal.commit()?;
-    let catalog = &recovered.snapshots;
-    let removal = recovered
-        .wal
-        .take_removable(|database| catalog.covered_for_truncation(database));
-    assert!(!removal.names().is_empty(), "old segments are removable");
-    removal.execute()?;
+    truncate(&mut recovered)?;
     for database in ["a", "b"] {
         let old = recovered.snapshots.prune(database);
         assert_eq!(old.len(), 1, "three snapshots, two kept");
@@ -400,5 +406,100 @@ fn lazy_recovery_replays_databases_without_a_snapshot() -> Result<(), StoreError
     let recovered = open_lazily(Arc::new(storage.clone()), options())?;
     assert_eq!(root_of(&recovered, "plain"), write.apply(&Node::empty()));
     assert!(recovered.on_disk.is_empty());
+    Ok(())
+}
+
+/// The write records of `database` a recovery kept for change feeds, as positions.
+fn kept_changes(
+    recovered: &hearth_store::Recovered<MemoryStorage>,
+    database: &str,
+) -> (u64, Vec<u64>) {
+    let changes = &recovered.databases[database].changes;
+    let floor = changes.floor();
+    let kept = changes
+        .since(floor, u64::MAX)
+        .expect("from the floor")
+        .map(|(seq, _)| seq)
+        .collect();
+    (floor, kept)
+}
+
+#[test]
+fn recovery_keeps_for_feeds_every_write_record_the_log_still_holds() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let mut recovered = reopen(&storage, small_segments())?;
+    let mut of_a = Vec::new();
+    let mut root = Node::empty();
+    for n in 0..60u64 {
+        let database = if n % 2 == 0 { "a" } else { "b" };
+        let write = set(
+            &format!("/k{}", n % 7),
+            json!({ "n": n, "pad": "p".repeat(30) }),
+        );
+        let appended = recovered.wal.append_write(database, &write)?;
+        if database == "a" {
+            root = write.apply(&root);
+            of_a.push(appended.seq);
+        }
+        recovered.wal.commit()?;
+        if n == 29 {
+            let info = write_snapshot(&storage, "a", recovered.wal.last_seq(), None, &root)?;
+            recovered.snapshots.add(&info);
+        }
+    }
+    // `b` has no snapshot, so it pins the whole log: the records of `a` that its snapshot
+    // covers are still there, and a feed may resume from before the snapshot.
+    let again = reopen(&storage, small_segments())?;
+    assert_eq!(again.report.snapshots_loaded.len(), 1);
+    assert_eq!(kept_changes(&again, "a"), (0, of_a.clone()));
+    // Once `b` is covered too, the log is cut: what it no longer holds is below the floor.
+    // (Truncation waits for each database's older kept snapshot: two of each.)
+    let mut b_root = root_of(&again, "b");
+    let mut recovered = again;
+    for round in 0..2u64 {
+        for n in 0..8u64 {
+            let database = if n % 2 == 0 { "a" } else { "b" };
+            let write = set(
+                &format!("/r{round}"),
+                json!({ "n": n, "pad": "p".repeat(30) }),
+            );
+            let appended = recovered.wal.append_write(database, &write)?;
+            let tree = if database == "a" {
+                &mut root
+            } else {
+                &mut b_root
+            };
+            *tree = write.apply(tree);
+            if database == "a" {
+                of_a.push(appended.seq);
+            }
+        }
+        recovered.wal.commit()?;
+        for (database, tree) in [("a", &root), ("b", &b_root)] {
+            let info = write_snapshot(&storage, database, recovered.wal.last_seq(), None, tree)?;
+            recovered.snapshots.add(&info);
+        }
+    }
+    truncate(&mut recovered)?;
+    let again = reopen(&storage, small_segments())?;
+    let first = again.wal.segments().first_seq().expect("a log");
+    assert!(first > 1, "the log was cut");
+    let (floor, kept) = kept_changes(&again, "a");
+    assert_eq!(floor, first - 1);
+    let expected: Vec<u64> = of_a.into_iter().filter(|&seq| seq >= first).collect();
+    assert_eq!(kept, expected);
+    // A lazy recovery leaves `a` on disk (its snapshot covers every record) and keeps the
+    // same records aside for its feeds.
+    drop(again);
+    let lazy = open_lazily(Arc::new(storage.clone()), small_segments())?;
+    assert!(lazy.on_disk.contains_key("a"));
+    let changes = &lazy.on_disk_changes["a"];
+    assert_eq!(changes.floor(), first - 1);
+    let aside: Vec<u64> = changes
+        .since(changes.floor(), u64::MAX)
+        .expect("from the floor")
+        .map(|(seq, _)| seq)
+        .collect();
+    assert_eq!(aside, expected);
     Ok(())
 }

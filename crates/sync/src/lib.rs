@@ -10,11 +10,14 @@ mod access;
 mod database;
 mod effect;
 mod events;
+pub mod feed;
 mod indexes;
 mod limits;
 mod ondisconnect;
 mod request;
 mod server_values;
+#[cfg(test)]
+mod test_writes;
 pub mod triggers;
 mod views;
 mod write;

@@ -4,44 +4,13 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::write::{Change, WriteOp};
-
-fn node(value: Value) -> Node {
-    Node::from_json(&value).expect("valid")
-}
-
-fn path(text: &str) -> Path {
-    Path::parse(text).expect("path")
-}
+use crate::test_writes::{merge, node, path, set, small_path, small_value};
 
 fn trigger(name: &str, pattern: &str, on: TriggerOn) -> Trigger {
     Trigger {
         name: name.into(),
         pattern: PathPattern::parse(pattern).expect("pattern"),
         on,
-    }
-}
-
-fn set(at: &str, value: Value) -> Write {
-    Write {
-        base: path(at),
-        ops: vec![WriteOp {
-            path: Path::root(),
-            change: Change::Set(node(value)),
-        }],
-    }
-}
-
-fn merge(at: &str, children: &[(&str, Value)]) -> Write {
-    Write {
-        base: path(at),
-        ops: children
-            .iter()
-            .map(|(child, value)| WriteOp {
-                path: path(child),
-                change: Change::Set(node(value.clone())),
-            })
-            .collect(),
     }
 }
 
@@ -225,25 +194,6 @@ fn model(pattern: &PathPattern, before: &Node, after: &Node) -> BTreeSet<String>
         }
     }
     out
-}
-
-fn small_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        (0..3i64).prop_map(Value::from),
-        Just(json!("s")),
-    ];
-    leaf.prop_recursive(3, 24, 3, |inner| {
-        prop::collection::btree_map(prop::sample::select(vec!["a", "b", "c"]), inner, 0..3)
-            .prop_map(|map| {
-                Value::Object(map.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-            })
-    })
-}
-
-fn small_path() -> impl Strategy<Value = String> {
-    prop::collection::vec(prop::sample::select(vec!["a", "b", "c"]), 0..4)
-        .prop_map(|keys| format!("/{}", keys.join("/")))
 }
 
 fn small_write() -> impl Strategy<Value = Write> {

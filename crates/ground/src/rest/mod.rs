@@ -24,7 +24,7 @@ use hearth_sync::{AuthState, PreparedSet, WriteTarget};
 use hearth_wire::{parse_bounded, JsonStyle, ParseError};
 use serde_json::Value;
 
-pub use params::WriteSizeLimit;
+pub use params::{FeedStart, WriteSizeLimit};
 pub use parse::{parse_request, require_admin, DATA_METHODS};
 pub use response::{RestResponse, JAVASCRIPT};
 
@@ -148,6 +148,9 @@ pub struct DataRequest {
     /// the database's triggers. Honoured for admins only: a client may not skip the server's
     /// own logic.
     pub disable_triggers: bool,
+    /// `changesSince` (or, when it is given, a reconnecting client's `Last-Event-ID`): the
+    /// stream is a change feed from there (docs/change-feed.md), not a listen.
+    pub changes_since: Option<FeedStart>,
 }
 
 impl DataRequest {

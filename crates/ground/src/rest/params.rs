@@ -139,6 +139,47 @@ impl WriteSizeLimit {
     }
 }
 
+/// Where a change feed starts (`changesSince`, or the `Last-Event-ID` of a reconnecting
+/// client, docs/change-feed.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeedStart {
+    /// With the whole current value, then every change after it.
+    Now,
+    /// After the record at this log position: `SEQ` outside a cluster, `EPOCH.SEQ` in one
+    /// (the fencing epoch of the owner that gave the position).
+    After { epoch: Option<u64>, seq: u64 },
+}
+
+impl FeedStart {
+    /// `now`, `SEQ` or `EPOCH.SEQ`, as the feed's event ids write positions.
+    pub fn parse(value: &str) -> Result<FeedStart, String> {
+        let value = value.trim();
+        if value == "now" {
+            return Ok(FeedStart::Now);
+        }
+        let number = |text: &str| {
+            (!text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| text.parse::<u64>().ok())
+                .flatten()
+        };
+        let parsed = match value.split_once('.') {
+            None => number(value).map(|seq| FeedStart::After { epoch: None, seq }),
+            Some((epoch, seq)) => {
+                number(epoch)
+                    .zip(number(seq))
+                    .map(|(epoch, seq)| FeedStart::After {
+                        epoch: Some(epoch),
+                        seq,
+                    })
+            }
+        };
+        parsed.ok_or_else(|| {
+            "changesSince (and Last-Event-ID) must be now or a position the feed gave as an event id"
+                .to_owned()
+        })
+    }
+}
+
 /// The longest `download` file name or `callback` name accepted.
 const MAX_NAME_BYTES: usize = 256;
 

@@ -12,8 +12,8 @@ use hyper::Method;
 use serde_json::Value;
 
 use super::params::{
-    parse_callback, parse_download, parse_format, parse_print, parse_shallow, parse_timeout, Print,
-    WriteSizeLimit,
+    parse_callback, parse_download, parse_format, parse_print, parse_shallow, parse_timeout,
+    FeedStart, Print, WriteSizeLimit,
 };
 use super::response::RestResponse;
 use super::{DataMethod, DataRequest, Endpoint, RestRequest};
@@ -331,6 +331,25 @@ fn data_request(
             return Err(bad_request("a streamed query needs a limit of at least 1"));
         }
     }
+    let changes_since = match query.get("changesSince") {
+        None => None,
+        // An EventSource that reconnects sends the last id it saw: it wins over the URL's
+        // start, which it repeats.
+        Some(start) => {
+            let start = parts
+                .headers
+                .get("last-event-id")
+                .and_then(|value| value.to_str().ok())
+                .filter(|value| !value.trim().is_empty())
+                .unwrap_or(start);
+            Some(FeedStart::parse(start).map_err(bad_request)?)
+        }
+    };
+    if changes_since.is_some() && (!stream || rest_query.is_some()) {
+        return Err(bad_request(
+            "changesSince opens a change feed: it needs Accept: text/event-stream and no query parameters",
+        ));
+    }
     let want_etag = parts
         .headers
         .get("x-firebase-etag")
@@ -355,6 +374,7 @@ fn data_request(
         callback,
         stream,
         disable_triggers: query.get("disableTriggers") == Some("true"),
+        changes_since,
     })
 }
 

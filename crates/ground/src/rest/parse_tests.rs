@@ -288,3 +288,42 @@ fn streams() {
         400
     );
 }
+
+#[test]
+fn a_change_feed_starts_where_it_is_told_and_a_reconnection_where_it_left() {
+    let sse = ("accept", "text/event-stream");
+    let start =
+        |uri: &str, headers: &[(&str, &str)]| data_of(parse("GET", uri, headers)).changes_since;
+    assert_eq!(start("/a.json", &[sse]), None);
+    assert_eq!(
+        start("/a.json?changesSince=now", &[sse]),
+        Some(FeedStart::Now)
+    );
+    assert_eq!(
+        start("/a.json?changesSince=42", &[sse]),
+        Some(FeedStart::After {
+            epoch: None,
+            seq: 42
+        })
+    );
+    assert_eq!(
+        start(
+            "/a.json?changesSince=now",
+            &[sse, ("last-event-id", "3.17")]
+        ),
+        Some(FeedStart::After {
+            epoch: Some(3),
+            seq: 17
+        })
+    );
+    // Without changesSince a Last-Event-ID means nothing: a plain stream has no ids.
+    assert_eq!(start("/a.json", &[sse, ("last-event-id", "5")]), None);
+    for bad in ["x", "-1", "1.2.3", "", ".5", "99999999999999999999999"] {
+        let uri = format!("/a.json?changesSince={bad}");
+        assert_eq!(refuse("GET", &uri, &[sse]).0, 400, "{bad}");
+    }
+    // A feed is an event stream of everything under its path: no query, no plain read.
+    assert_eq!(refuse("GET", "/a.json?changesSince=now", &[]).0, 400);
+    let ordered = "/a.json?changesSince=now&orderBy=%22%24key%22&limitToFirst=1";
+    assert_eq!(refuse("GET", ordered, &[sse]).0, 400);
+}

@@ -29,6 +29,9 @@ pub fn load_evicted(owner: &Owner, namespace: &str, now: u64) -> Option<Loaded> 
                 covered,
                 now,
             );
+            if let Some(changes) = store.take_on_disk_changes(namespace) {
+                loaded.feeds_mut().recovered(changes);
+            }
             owner.apply_rules(&mut loaded, snapshot.rules, now);
             // Snapshots hold no volatile data, but an import's snapshot may.
             loaded.drop_volatile_data();
