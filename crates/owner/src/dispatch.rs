@@ -10,6 +10,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use crate::cluster::fence::CLAIM_WAIT_LIMIT;
 use crate::effects::route_effects;
 use crate::outbound::ConnHandle;
+use crate::profile::Operation;
 use crate::state::Owner;
 use hearth_auth::{authenticate_with, now_secs};
 use hearth_ground::close::CloseReason;
@@ -313,7 +314,12 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
             let mut effects = Effects::new();
             let handled = owner.with_loaded(&handle.namespace, |database| {
                 database.touched(now_ms());
-                database.handle(handle.id, request, now_ms(), &mut effects)
+                let profiled = Operation::of_request(database, &request);
+                let reply = database.handle(handle.id, request, now_ms(), &mut effects);
+                if let Some(operation) = profiled {
+                    operation.done(database, reply.status, None);
+                }
+                reply
             });
             let Some(reply) = handled else {
                 return;

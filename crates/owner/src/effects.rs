@@ -2,7 +2,7 @@
 //! pushes and cancels, each push serialized once per transport.
 
 use bytes::Bytes;
-use hearth_sync::{Effect, Effects};
+use hearth_sync::{Effect, Effects, PushData};
 use hearth_wire::{encode_cancel, encode_push, EncodedPush};
 
 use crate::state::Owner;
@@ -23,9 +23,17 @@ pub fn route_effects(owner: &Owner, namespace: &str, effects: Effects) {
     let sessions = owner.sessions();
     // The position of the step's write record, which its trigger changes wait for.
     let mut logged = None;
+    // Whether the database is profiled, looked up at its first push only.
+    let mut profiled = None;
     for effect in effects {
         match effect {
             Effect::Push { push, targets } => {
+                if *profiled.get_or_insert_with(|| is_profiled(owner, namespace)) {
+                    let bytes = push_bytes(&push) * targets.len();
+                    owner.with_loaded(namespace, |database| {
+                        crate::profile::broadcast(database, &push.path, bytes);
+                    });
+                }
                 let mut encoded: Option<EncodedPush> = None;
                 let mut untagged: Option<Bytes> = None;
                 let mut fanout = SseFanout::new(&push);
@@ -84,5 +92,19 @@ pub fn route_effects(owner: &Owner, namespace: &str, effects: Effects) {
             // Its pushes wait for the owner's next tick.
             Effect::Volatile => owner.volatile().mark(namespace),
         }
+    }
+}
+
+fn is_profiled(owner: &Owner, namespace: &str) -> bool {
+    owner
+        .with_loaded(namespace, |database| database.profilers().is_active())
+        .unwrap_or(false)
+}
+
+/// The estimated size of a push's data.
+fn push_bytes(push: &hearth_sync::Push) -> usize {
+    match &push.data {
+        PushData::Put(node) => node.estimated_bytes(),
+        PushData::Merge(members) => members.iter().map(|(_, node)| node.estimated_bytes()).sum(),
     }
 }

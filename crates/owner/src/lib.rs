@@ -35,6 +35,7 @@ pub mod feed;
 pub mod intake;
 pub mod loaded;
 pub mod outbound;
+pub mod profile;
 pub mod replica;
 pub mod replication;
 pub mod rest;

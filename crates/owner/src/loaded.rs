@@ -10,6 +10,7 @@ use hearth_sync::Database;
 use hearth_persist::{DatabaseFacts, DurableState, ShardStore};
 
 use crate::feed::Feeds;
+use crate::profile::Profilers;
 
 /// A loaded database.
 pub struct Loaded {
@@ -55,6 +56,8 @@ pub struct Loaded {
     writes: u64,
     /// Its recent write records and the change feeds open on it (`feed.rs`).
     feeds: Feeds,
+    /// The profilers watching it (`profile.rs`).
+    profilers: Profilers,
 }
 
 impl Loaded {
@@ -81,6 +84,7 @@ impl Loaded {
             moving: None,
             writes: 0,
             feeds: Feeds::new(seq),
+            profilers: Profilers::default(),
         }
     }
 
@@ -100,6 +104,15 @@ impl Loaded {
 
     pub fn feeds_mut(&mut self) -> &mut Feeds {
         &mut self.feeds
+    }
+
+    /// The profilers watching it.
+    pub fn profilers(&self) -> &Profilers {
+        &self.profilers
+    }
+
+    pub fn profilers_mut(&mut self) -> &mut Profilers {
+        &mut self.profilers
     }
 
     /// Its name, shared with what keeps a handle on it (the replication shipper).

@@ -28,6 +28,7 @@ pub fn open_session(
 ) -> Rc<ConnHandle> {
     let database_seq = owner.with_database(namespace, |loaded| {
         loaded.connect(id);
+        crate::profile::session_event(loaded, "concurrent-connect");
         loaded.shared_seq()
     });
     let tagger = Tagger {
@@ -79,6 +80,7 @@ fn end_session(owner: &Owner, namespace: &str, id: ConnId) {
     let mut effects = Effects::new();
     owner.with_loaded(namespace, |database| {
         database.disconnect(id, now_ms(), &mut effects);
+        crate::profile::session_event(database, "concurrent-disconnect");
         database.touched(now_ms());
     });
     route_effects(owner, namespace, effects);

@@ -67,6 +67,9 @@ pub fn start(
     auth: AuthState,
     request: &DataRequest,
 ) -> Result<(), RestResponse> {
+    if request.profile {
+        return crate::profile::start_profiler(owner, handle, auth);
+    }
     if let Some(since) = request.changes_since {
         return crate::feed::start_feed(owner, handle, auth, request, since);
     }

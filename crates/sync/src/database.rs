@@ -93,6 +93,12 @@ impl Database {
     }
 
     /// The current tree. Cloning it is O(1), so a snapshot never stops writers.
+    /// Whether the rules' `.indexOn` declares `index` for the children of `path` (key and
+    /// priority order need none): what a profiler reports of a listen's query.
+    pub fn declares_index(&self, path: &Path, index: &hearth_query::Index) -> bool {
+        self.access.declares_index(path, index)
+    }
+
     pub fn root(&self) -> &Node {
         &self.root
     }

@@ -151,6 +151,9 @@ pub struct DataRequest {
     /// `changesSince` (or, when it is given, a reconnecting client's `Last-Event-ID`): the
     /// stream is a change feed from there (docs/change-feed.md), not a listen.
     pub changes_since: Option<FeedStart>,
+    /// `GET /.settings/profile.json` as an event stream: the database's profiler
+    /// (docs/profiler.md), not a listen.
+    pub profile: bool,
 }
 
 impl DataRequest {

@@ -144,6 +144,22 @@ fn settings_endpoint(
             _ => Err(method_not_allowed("GET, HEAD, POST, OPTIONS")),
         };
     }
+    if path == "/.settings/profile.json" {
+        if parts.method != Method::GET {
+            return Err(method_not_allowed("GET, OPTIONS"));
+        }
+        let mut request = data_request(parts, "", query, false)?;
+        if !request.stream {
+            return Err(bad_request(
+                "the profiler answers an event stream: ask with Accept: text/event-stream",
+            ));
+        }
+        if request.query.is_some() || request.changes_since.is_some() {
+            return Err(bad_request("the profiler takes no query parameters"));
+        }
+        request.profile = true;
+        return Ok(Endpoint::Data(Box::new(request)));
+    }
     if path != "/.settings/rules.json" {
         return Err(RestResponse::error(404, format!("{path} does not exist")));
     }
@@ -375,6 +391,7 @@ fn data_request(
         stream,
         disable_triggers: query.get("disableTriggers") == Some("true"),
         changes_since,
+        profile: false,
     })
 }
 

@@ -327,3 +327,22 @@ fn a_change_feed_starts_where_it_is_told_and_a_reconnection_where_it_left() {
     let ordered = "/a.json?changesSince=now&orderBy=%22%24key%22&limitToFirst=1";
     assert_eq!(refuse("GET", ordered, &[sse]).0, 400);
 }
+
+#[test]
+fn the_profiler_is_an_admins_event_stream_of_the_whole_database() {
+    let sse = ("accept", "text/event-stream");
+    let admin = ("authorization", "Bearer owner");
+    let profile = data_of(parse("GET", "/.settings/profile.json?ns=db", &[sse, admin]));
+    assert!(profile.profile && profile.stream);
+    assert!(profile.target.path.is_root());
+    assert_eq!(refuse("GET", "/.settings/profile.json", &[sse]).0, 401);
+    assert_eq!(refuse("GET", "/.settings/profile.json", &[admin]).0, 400);
+    assert_eq!(
+        refuse("PUT", "/.settings/profile.json", &[sse, admin]).0,
+        405
+    );
+    let ordered = "/.settings/profile.json?orderBy=%22%24key%22&limitToFirst=1";
+    assert_eq!(refuse("GET", ordered, &[sse, admin]).0, 400);
+    // A data path of that name is not the profiler.
+    assert!(!data_of(parse("GET", "/settings/profile.json", &[sse])).profile);
+}

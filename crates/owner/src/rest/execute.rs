@@ -16,6 +16,7 @@ use super::answer::{etag_of, reply_error, NULL_ETAG};
 use super::read::read;
 use super::settings::{coverage, get_rules, put_rules};
 use crate::effects::route_effects;
+use crate::profile::Operation;
 use crate::state::Owner;
 use hearth_ground::rest::{CallOp, DataMethod, DataRequest, RestCall, RestResponse, INVALID_JSON};
 use hearth_net::time::now_ms;
@@ -78,8 +79,13 @@ fn execute_split(owner: &Owner, call: RestCall) -> (RestResponse, Option<LateBod
             body_bytes,
             prepared,
         } => {
-            if request.method == DataMethod::Get {
-                read(owner, &call.namespace, &call.auth, &request, call.started)
+            let profiled = owner
+                .with_loaded(&call.namespace, |database| database.profilers().is_active())
+                .unwrap_or(false)
+                .then(|| Operation::of_rest(rest_operation(request.method), &request.target.path));
+            let (response, late) = if request.method == DataMethod::Get {
+                let response = read(owner, &call.namespace, &call.auth, &request, call.started);
+                (response, None)
             } else {
                 let write = Write {
                     namespace: &call.namespace,
@@ -89,11 +95,34 @@ fn execute_split(owner: &Owner, call: RestCall) -> (RestResponse, Option<LateBod
                     prepared,
                     body_bytes,
                 };
-                return write.run(owner);
+                write.run(owner)
+            };
+            if let Some(operation) = profiled {
+                let bytes = match request.method {
+                    DataMethod::Get => response.body.len(),
+                    _ => body_bytes,
+                };
+                let status = match response.status {
+                    401 | 403 => Status::PermissionDenied,
+                    _ => Status::Ok,
+                };
+                owner.with_loaded(&call.namespace, |database| {
+                    operation.done(database, status, Some(bytes));
+                });
             }
+            return (response, late);
         }
     };
     (response, None)
+}
+
+/// The profiler's name for a REST request (the names firebase-tools' report knows).
+fn rest_operation(method: DataMethod) -> &'static str {
+    match method {
+        DataMethod::Get => "rest-read",
+        DataMethod::Patch => "rest-update",
+        _ => "rest-write",
+    }
 }
 
 /// Runs a call and answers once everything the answer may show is durable: the call's own
