@@ -19,8 +19,9 @@ pub const MAX_FEED_RECORDS: usize = 10_000;
 
 /// Bytes (as the tree estimates its nodes) of the write records a database keeps for feeds.
 /// A record's nodes are shared with the tree until a later write replaces them, so what this
-/// costs is at most this much per written database, usually far less.
-pub const MAX_FEED_BYTES: usize = 16 * 1024 * 1024;
+/// costs is at most this much per written database (old values a later write replaced),
+/// usually far less. A record larger than this is not kept at all.
+pub const MAX_FEED_BYTES: usize = 4 * 1024 * 1024;
 
 /// Why a feed cannot resume from a position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,11 +82,15 @@ impl ChangeLog {
             return;
         }
         let bytes = write_bytes(&write);
+        if bytes > MAX_FEED_BYTES {
+            // Kept, it would hold its whole value beside the tree's once a later write
+            // replaced it: a feed resumes after it, never across it.
+            self.forget_through(seq);
+            return;
+        }
         self.records.push_back(Kept { seq, write, bytes });
         self.bytes += bytes;
-        while self.records.len() > MAX_FEED_RECORDS
-            || (self.bytes > MAX_FEED_BYTES && self.records.len() > 1)
-        {
+        while self.records.len() > MAX_FEED_RECORDS || self.bytes > MAX_FEED_BYTES {
             let Some(gone) = self.records.pop_front() else {
                 break;
             };

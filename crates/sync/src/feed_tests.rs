@@ -104,14 +104,23 @@ fn past_its_limit_the_log_lets_the_oldest_go_and_raises_its_floor() {
         log.since(5, u64::MAX).map(|r| r.count()),
         Ok(MAX_FEED_RECORDS)
     );
-    // A record larger than the byte limit alone is still kept, as the only one.
-    let half = "x".repeat(MAX_FEED_BYTES / 2 + 1);
+    // Past the byte limit too the oldest go; a record larger than the limit is not kept at
+    // all, and nothing before it can be resumed from.
+    let quarter = "x".repeat(MAX_FEED_BYTES / 4);
+    let big = |n: u64| Arc::new(set(&format!("/b{n}"), json!({"a": quarter, "b": quarter})));
+    let first = MAX_FEED_RECORDS as u64 + 6;
+    for seq in first..first + 3 {
+        log.record(seq, big(seq));
+    }
+    assert!(log.bytes() <= MAX_FEED_BYTES);
+    assert_eq!(log.floor(), first + 1);
+    assert_eq!(log.since(first + 1, u64::MAX).map(|r| r.count()), Ok(1));
+    let huge = "x".repeat(MAX_FEED_BYTES / 2 + 1);
     log.record(
-        u64::MAX - 1,
-        Arc::new(set("/a", json!({"a": half, "b": half}))),
+        first + 10,
+        Arc::new(set("/c", json!({"a": huge, "b": huge}))),
     );
-    assert_eq!(log.len(), 1);
-    assert_eq!(log.floor(), MAX_FEED_RECORDS as u64 + 5);
+    assert_eq!((log.len(), log.bytes(), log.floor()), (0, 0, first + 10));
 }
 
 fn small_write() -> impl Strategy<Value = Write> {
