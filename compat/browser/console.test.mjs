@@ -456,6 +456,36 @@ describe('the web console against a server with an admin token', { timeout: 120_
     await shot('metrics.png');
   });
 
+  it('profiles the open database: operations by path pattern, and the .indexOn an unindexed query needs', async () => {
+    await page.click('.tabs button[data-tab="profiler"]');
+    await page.click('#profiler-start');
+    await page.locator('#profiler-status[data-state="running"]').waitFor();
+    // Thirty children of one location: shown as one pattern.
+    for (let i = 0; i < 30; i++) assert.equal((await rest('PUT', `/visits/v${i}.json`, { body: { at: i } })).status, 200);
+    assert.equal((await rest('GET', '/visits/v1.json')).status, 200);
+    // A REST event stream of a query ordered by a child no .indexOn declares.
+    const controller = new AbortController();
+    const stream = await fetch(`${base}/visits.json?ns=${ns}&orderBy=%22at%22&limitToFirst=3`, {
+      headers: { authorization: `Bearer ${TOKEN}`, accept: 'text/event-stream' },
+      signal: controller.signal,
+    });
+    assert.equal(stream.status, 200);
+    const rows = page.locator('#profiler-rows tr');
+    await rows.filter({ hasText: 'rest-write' }).filter({ hasText: '/visits/$key' }).waitFor();
+    const write = await rows.filter({ hasText: 'rest-write' }).filter({ hasText: '/visits/$key' }).locator('td').allTextContents();
+    assert.equal(write[2], '30', `thirty writes under one pattern: ${write}`);
+    const query = page.locator('#profiler-unindexed tr', { hasText: '/visits' });
+    await query.waitFor();
+    const cells = await query.locator('td').allTextContents();
+    assert.deepEqual(cells.slice(0, 3), ['/visits', '/at', '1']);
+    assert.deepEqual(JSON.parse(cells[3]), { rules: { visits: { '.indexOn': ['at'] } } });
+    controller.abort();
+    await shot('profiler.png');
+    await page.click('#profiler-stop');
+    await page.locator('#profiler-status', { hasText: /operations recorded/ }).waitFor();
+    assert.equal(await page.locator('#profiler-start').isEnabled(), true);
+  });
+
   it('made no request beyond this server and threw no errors', () => {
     assert.deepEqual(offLoopback, []);
     assert.deepEqual(pageErrors, []);

@@ -93,7 +93,12 @@ pub fn start(
             tag,
             hash: None,
         };
-        database.handle(id, listen, now_ms(), &mut effects)
+        let profiled = crate::profile::Operation::of_request(database, &listen);
+        let reply = database.handle(id, listen, now_ms(), &mut effects);
+        if let Some(operation) = profiled {
+            operation.done(database, reply.status, None);
+        }
+        reply
     });
     route_effects(owner, &namespace, effects);
     if !reply.is_ok() {

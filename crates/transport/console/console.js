@@ -8,6 +8,7 @@ import { LiveTree } from './tree.js';
 import { Editor } from './editor.js';
 import { RulesEditor } from './rules.js';
 import { MetricsPanel } from './charts-panel.js';
+import { ProfilerPanel } from './profiler.js';
 
 /** How often the database list is read again. */
 const DATABASES_EVERY_MS = 5000;
@@ -66,6 +67,8 @@ async function closeDatabase() {
 
 async function openDatabase(ns) {
   await closeDatabase();
+  // A profile is of one database.
+  state.profiler.stop();
   if (state.ns !== ns) {
     tell('');
     state.editor.reset();
@@ -142,7 +145,7 @@ function showTab(tab) {
   for (const button of document.querySelectorAll('.tabs button')) {
     button.setAttribute('aria-selected', String(button.dataset.tab === tab));
   }
-  for (const name of ['data', 'rules', 'metrics']) $(`tab-${name}`).hidden = name !== tab;
+  for (const name of ['data', 'rules', 'metrics', 'profiler']) $(`tab-${name}`).hidden = name !== tab;
   if (tab === 'rules') state.rules.load();
   state.metrics.setVisible(tab === 'metrics');
 }
@@ -173,6 +176,7 @@ async function signIn(api) {
 
 async function signOut(reason = '') {
   forgetToken();
+  state.profiler.stop();
   clearTimeout(state.databasesTimer);
   state.metrics.stop();
   await closeDatabase();
@@ -195,6 +199,16 @@ async function start() {
   state.editor = new Editor(context);
   state.rules = new RulesEditor(context);
   state.metrics = new MetricsPanel($('charts'), $('metrics-note'), $('metrics-scope'), context);
+  state.profiler = new ProfilerPanel(
+    {
+      start: $('profiler-start'),
+      stop: $('profiler-stop'),
+      status: $('profiler-status'),
+      rows: $('profiler-rows'),
+      unindexed: $('profiler-unindexed'),
+    },
+    context,
+  );
   state.tree = new LiveTree($('tree'), {
     onSelect: (path) => state.editor.select(path),
     onData: () => state.editor.treeChanged(),

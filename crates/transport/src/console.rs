@@ -63,6 +63,7 @@ const ASSETS: &[Asset] = &[
     asset!("metrics.js", JAVASCRIPT),
     asset!("charts.js", JAVASCRIPT),
     asset!("charts-panel.js", JAVASCRIPT),
+    asset!("profiler.js", JAVASCRIPT),
     asset!("vendor/firebase-app.js", JAVASCRIPT),
     asset!("vendor/firebase-database.js", JAVASCRIPT),
     asset!("vendor/LICENSE", TEXT),
