@@ -301,6 +301,86 @@ fn a_watch_sees_the_change_a_data_set_makes() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[test]
+fn a_change_feed_watch_resumes_from_its_position_file_with_nothing_missed_or_repeated() {
+    let (server, dir) = locked_server("watch-changes");
+    let position = dir.join("position");
+    let position_arg = position.to_str().expect("a UTF-8 path");
+    run(admin(&server).args(["data", "set", "/log", r#"{"m0": 0}"#]));
+    let watch_args = [
+        "data",
+        "watch",
+        "/log",
+        "--changes",
+        "--position-file",
+        position_arg,
+    ];
+    let follow = || {
+        admin(&server)
+            .args(watch_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the watch starts")
+    };
+    let wait = Duration::from_secs(10);
+    let line = |lines: &mpsc::Receiver<String>| json_of(&lines.recv_timeout(wait).expect("a line"));
+    let mut first = follow();
+    let lines = lines_of(&mut first);
+    // From `now`: the whole value first, with its position.
+    let whole = line(&lines);
+    assert_eq!(
+        (&whole["event"], &whole["data"]),
+        (&json!("put"), &json!({"m0": 0}))
+    );
+    run(admin(&server).args(["data", "set", "/log/m1", "1"]));
+    let m1 = line(&lines);
+    assert_eq!((&m1["path"], &m1["data"]), (&json!("/m1"), &json!(1)));
+    let kept = m1["id"].as_str().expect("an id").to_owned();
+    // The position is written once the line is: wait for it, then stop the consumer.
+    let deadline = std::time::Instant::now() + wait;
+    while std::fs::read_to_string(&position)
+        .unwrap_or_default()
+        .trim()
+        != kept
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the position file holds {kept}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = first.kill();
+    let _ = first.wait();
+    run(admin(&server).args(["data", "set", "/log/m2", "2"]));
+    run(admin(&server).args(["data", "update", "/log", r#"{"m3": 3, "m0": null}"#]));
+    // The next run resumes after m1: m2 and the update, nothing before.
+    let mut second = follow();
+    let lines = lines_of(&mut second);
+    let m2 = line(&lines);
+    assert_eq!(
+        (&m2["event"], &m2["path"], &m2["data"]),
+        (&json!("put"), &json!("/m2"), &json!(2))
+    );
+    let update = line(&lines);
+    assert_eq!(
+        (&update["event"], &update["data"]),
+        (&json!("patch"), &json!({"m3": 3, "m0": null}))
+    );
+    let _ = second.kill();
+    let _ = second.wait();
+    // A position the server never gave is refused with what to do.
+    std::fs::write(&position, "999999999\n").expect("a position file");
+    let refused = output(admin(&server).args(watch_args), "");
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("beyond the database's last record"),
+        "{}",
+        stderr(&refused)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// An HTTP server that answers one request with `document` in chunks (as a proxy may), and
 /// hands back the request head it got.
 fn chunked_server(document: &'static str) -> (String, std::thread::JoinHandle<String>) {

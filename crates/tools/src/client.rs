@@ -215,8 +215,17 @@ impl Client {
 
     /// Opens the event stream of the data at `path` (a URL path from [`data_path`]).
     pub fn event_stream(&self, path: &str) -> Result<Response<Body>> {
+        self.event_stream_with(path, &[])
+    }
+
+    /// [`Client::event_stream`] with query parameters.
+    pub fn event_stream_with(&self, path: &str, query: &[(&str, &str)]) -> Result<Response<Body>> {
         let accept = Some("text/event-stream");
-        self.run(&self.stream_agent, Call::new("GET", path), accept)
+        self.run(
+            &self.stream_agent,
+            Call::new("GET", path).query(query),
+            accept,
+        )
     }
 
     /// Sends a request and reads the whole answer (at most [`MAX_ANSWER_BYTES`]).

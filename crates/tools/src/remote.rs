@@ -28,8 +28,30 @@ pub enum DataCommand {
     Remove(PathArgs),
     /// Print every change at or below PATH as one JSON line
     /// (`{"event":"put","path":"/a","data":…}`) until interrupted; the first line is the
-    /// whole value. Reconnects when the stream breaks.
-    Watch(PathArgs),
+    /// whole value. Reconnects when the stream breaks. With --changes, follows the change
+    /// feed instead: each line has its log position as `id`, and a reconnection resumes after
+    /// the last one printed (docs/change-feed.md).
+    Watch(WatchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct WatchArgs {
+    /// The location, as `/users/ada` (`/` is the root).
+    pub path: String,
+    /// Follow the change feed: lines carry their log position (`"id"`), and a broken stream
+    /// resumes after the last line printed instead of starting over.
+    #[arg(long)]
+    pub changes: bool,
+    /// Where the feed starts: `now` (the whole value first) or a position a feed gave.
+    #[arg(long, requires = "changes", default_value = "now")]
+    pub since: String,
+    /// A file that keeps the position of the last line printed, written after each line:
+    /// the next run resumes after it (it wins over --since), so a consumer that stops misses
+    /// nothing and sees at most its last line again.
+    #[arg(long, requires = "changes", value_name = "FILE")]
+    pub position_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub server: DatabaseArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -97,7 +119,17 @@ pub fn data(command: DataCommand) -> Result<()> {
             Ok(())
         }
         DataCommand::Watch(args) => {
-            crate::watch::watch(&Client::for_database(&args.server)?, &args.path, &mut out)
+            let client = Client::for_database(&args.server)?;
+            match args.changes {
+                false => crate::watch::watch(&client, &args.path, &mut out),
+                true => crate::watch::follow_changes(
+                    &client,
+                    &args.path,
+                    &args.since,
+                    args.position_file.as_deref(),
+                    &mut out,
+                ),
+            }
         }
     }
 }
