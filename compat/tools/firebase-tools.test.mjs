@@ -131,9 +131,10 @@ describe('firebase-tools database commands', () => {
       const report = path.join(dir, 'report.txt');
       const raw = path.join(dir, 'raw.json');
       const before = await openStreams();
-      const text = firebaseLater(config, ['database:profile', '--duration', '8', '-o', report, '--instance', 'default']);
-      const lines = firebaseLater(config, ['database:profile', '--duration', '8', '--raw', '-o', raw, '--instance', 'default']);
-      // Both profilers are open before anything is done.
+      const text = firebaseLater(config, ['database:profile', '--duration', '20', '-o', report, '--instance', 'default']);
+      const lines = firebaseLater(config, ['database:profile', '--duration', '20', '--raw', '-o', raw, '--instance', 'default']);
+      // Both profilers are open before anything is done, and record for 20 s: what follows
+      // takes a fraction of that even on a busy machine, and they end by themselves.
       await withTimeout((async () => {
         while ((await openStreams()) < before + 2) await new Promise((r) => setTimeout(r, 50));
       })(), 60_000, 'the profilers to connect');
