@@ -5,9 +5,10 @@
 //! `allowed`, and for a listen ordered by a child no `.indexOn` declares, `unIndexed` with the
 //! query's index.
 //!
-//! Nobody profiling costs one test of an empty list where an operation is handled (the
-//! database is at hand there); a profiled database pays for one small JSON object per
-//! operation per profiler.
+//! Nobody profiling costs one test of an empty list where an operation is handled: a
+//! realtime request's database is at hand there; a REST call and a write's pushes look the
+//! database up once more for it (a map lookup). A profiled database pays for one small JSON
+//! object per operation per profiler.
 
 use std::rc::{Rc, Weak};
 use std::time::Instant;
