@@ -7,14 +7,14 @@
 //! stream's, tagged with their record, so none leaves before its record is durable; a resumed
 //! feed's backlog is what [`ChangeLog`] still keeps.
 
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use hearth_edge::event_stream::StreamHandle;
 use hearth_ground::rest::{DataRequest, FeedStart, RestResponse};
 use hearth_net::time::now_ms;
-use hearth_sync::feed::{feed_push, ChangeLog, ResumeError};
+use hearth_sync::feed::{feed_push, ResumeError};
 use hearth_sync::{AuthState, Effects, Push, PushData, Write};
 use hearth_tree::Path;
 use hearth_wire::{encode_sse_payload, SSE_EVENT_END};
@@ -24,41 +24,7 @@ use crate::loaded::Loaded;
 use crate::rest::reply_error;
 use crate::sessions;
 use crate::state::Owner;
-
-/// A database's change log and the feeds open on it.
-pub struct Feeds {
-    log: ChangeLog,
-    open: Vec<OpenFeed>,
-}
-
-struct OpenFeed {
-    stream: Weak<StreamHandle>,
-    path: Path,
-    export: bool,
-    /// Checked against the rules before each event: a feed whose read is no longer allowed
-    /// ends with `cancel`, as a stream's revoked listen does.
-    auth: AuthState,
-}
-
-impl Feeds {
-    /// Nothing kept yet; the database is as of log position `floor`.
-    pub fn new(floor: u64) -> Feeds {
-        Feeds {
-            log: ChangeLog::new(floor),
-            open: Vec::new(),
-        }
-    }
-
-    /// The write records replayed from the log at start, for feeds to resume across it.
-    pub fn recovered(&mut self, log: ChangeLog) {
-        self.log = log;
-    }
-
-    /// The database went back to its state at log position `durable` (the log failed).
-    pub fn roll_back(&mut self, durable: u64) {
-        self.log.roll_back(durable);
-    }
-}
+use crate::watchers::OpenFeed;
 
 /// A feed's event id for log position `seq` of a database owned under `epoch`.
 fn event_id(epoch: Option<u64>, seq: u64) -> String {

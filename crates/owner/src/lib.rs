@@ -48,5 +48,6 @@ pub mod trigger_queue;
 pub mod triggers;
 pub mod volatile;
 pub mod volatile_ticks;
+pub mod watchers;
 
 pub use state::{Owner, OwnerParts, Session};

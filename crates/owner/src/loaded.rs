@@ -9,8 +9,7 @@ use hearth_sync::Database;
 
 use hearth_persist::{DatabaseFacts, DurableState, ShardStore};
 
-use crate::feed::Feeds;
-use crate::profile::Profilers;
+use crate::watchers::{Feeds, Profilers};
 
 /// A loaded database.
 pub struct Loaded {

@@ -10,56 +10,19 @@
 //! database up once more for it (a map lookup). A profiled database pays for one small JSON
 //! object per operation per profiler.
 
-use std::rc::{Rc, Weak};
 use std::time::Instant;
 
-use bytes::Bytes;
-use hearth_edge::event_stream::StreamHandle;
-use hearth_ground::rest::RestResponse;
 use hearth_net::time::now_ms;
 use hearth_query::Index;
-use hearth_sync::{AuthState, Effects, Request, Status};
+use hearth_sync::{Request, Status};
 use hearth_tree::{Node, Path};
 use serde_json::{json, Value};
 
-use crate::effects::route_effects;
 use crate::loaded::Loaded;
-use crate::sessions;
-use crate::state::Owner;
 
 /// Profilers open on one database at a time. A few admins at once is the use; the bound keeps
 /// a script that opens them in a loop from multiplying every operation's cost.
 pub const MAX_PROFILERS_PER_DATABASE: usize = 8;
-
-/// The profilers open on a database.
-#[derive(Default)]
-pub struct Profilers {
-    open: Vec<Weak<StreamHandle>>,
-}
-
-impl Profilers {
-    /// Whether anyone profiles the database: the one test the hot path makes.
-    pub fn is_active(&self) -> bool {
-        !self.open.is_empty()
-    }
-
-    /// Sends `record` to every profiler still open, and forgets the closed ones.
-    fn send(&mut self, record: &Value) {
-        let mut event = b"event: log\ndata: ".to_vec();
-        if serde_json::to_writer(&mut event, record).is_err() {
-            return;
-        }
-        event.extend_from_slice(b"\n\n");
-        let event = Bytes::from(event);
-        self.open.retain(|stream| match stream.upgrade() {
-            Some(stream) if !stream.is_closing() => {
-                stream.send(std::slice::from_ref(&event));
-                true
-            }
-            _ => false,
-        });
-    }
-}
 
 /// What the profiler needs of an operation before it runs: its name, where, and what it
 /// reads or writes there. `None` for requests the report has no row for (onDisconnect).
@@ -196,36 +159,4 @@ fn index_json(index: &Index) -> Value {
         Index::Key => json!({ "path": [".key"] }),
         Index::Priority => json!({ "path": [".priority"] }),
     }
-}
-
-/// Opens `handle` as a profiler of its database (an admin's: the endpoint refuses others).
-pub fn start_profiler(
-    owner: &Owner,
-    handle: Rc<StreamHandle>,
-    auth: AuthState,
-) -> Result<(), RestResponse> {
-    let namespace = handle.namespace.clone();
-    owner.add_stream(handle.clone());
-    let mut effects = Effects::new();
-    let opened = owner.with_database(&namespace, |loaded| {
-        let profilers = loaded.profilers_mut();
-        profilers.open.retain(|stream| stream.strong_count() > 0);
-        if profilers.open.len() >= MAX_PROFILERS_PER_DATABASE {
-            return Err(RestResponse::error(
-                429,
-                format!(
-                    "at most {MAX_PROFILERS_PER_DATABASE} profilers may watch a database at once"
-                ),
-            ));
-        }
-        profilers.open.push(Rc::downgrade(&handle));
-        loaded.connect(handle.id);
-        loaded.set_auth(handle.id, auth, now_ms(), &mut effects);
-        Ok(())
-    });
-    route_effects(owner, &namespace, effects);
-    if opened.is_err() {
-        sessions::close_stream(owner, &handle);
-    }
-    opened
 }

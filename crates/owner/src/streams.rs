@@ -68,7 +68,7 @@ pub fn start(
     request: &DataRequest,
 ) -> Result<(), RestResponse> {
     if request.profile {
-        return crate::profile::start_profiler(owner, handle, auth);
+        return start_profiler(owner, handle, auth);
     }
     if let Some(since) = request.changes_since {
         return crate::feed::start_feed(owner, handle, auth, request, since);
@@ -106,4 +106,37 @@ pub fn start(
         return Err(reply_error(reply));
     }
     Ok(())
+}
+
+/// Opens `handle` as a profiler of its database (an admin's: the endpoint refuses others).
+pub fn start_profiler(
+    owner: &Owner,
+    handle: Rc<StreamHandle>,
+    auth: AuthState,
+) -> Result<(), RestResponse> {
+    let namespace = handle.namespace.clone();
+    owner.add_stream(handle.clone());
+    let mut effects = Effects::new();
+    let opened = owner.with_database(&namespace, |loaded| {
+        let profilers = loaded.profilers_mut();
+        profilers.open.retain(|stream| stream.strong_count() > 0);
+        if profilers.open.len() >= crate::profile::MAX_PROFILERS_PER_DATABASE {
+            return Err(RestResponse::error(
+                429,
+                format!(
+                    "at most {} profilers may watch a database at once",
+                    crate::profile::MAX_PROFILERS_PER_DATABASE
+                ),
+            ));
+        }
+        profilers.open.push(Rc::downgrade(&handle));
+        loaded.connect(handle.id);
+        loaded.set_auth(handle.id, auth, now_ms(), &mut effects);
+        Ok(())
+    });
+    route_effects(owner, &namespace, effects);
+    if opened.is_err() {
+        sessions::close_stream(owner, &handle);
+    }
+    opened
 }
