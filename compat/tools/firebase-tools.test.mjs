@@ -1,5 +1,8 @@
-// `firebase database:set` and `database:get` of firebase-tools (the Firebase CLI) against Hearth
-// through FIREBASE_DATABASE_EMULATOR_HOST, as a project using the emulator runs them.
+// The database commands of firebase-tools (the Firebase CLI) against Hearth: `database:set` and
+// `database:get` through FIREBASE_DATABASE_EMULATOR_HOST, as a project using the emulator runs
+// them; `database:profile`; `database:settings:get|set`; and the ruleset history
+// (`database:rules:stage|list|get|release|canary`) through FIREBASE_REALTIME_URL and
+// FIREBASE_RTDB_METADATA_URL, as a project runs them against its own database.
 //
 // firebase-tools is installed on first use into .artifacts/firebase-tools-<version> (npm
 // registry, about a minute, reused afterwards: tools/install-firebase-tools.mjs, which
@@ -56,19 +59,15 @@ describe('firebase-tools database commands', () => {
   }
 
   /**
-   * Runs a command that takes time (the profiler) without blocking the test's own requests.
-   * The profiler warns that it "does not support running against the Database Emulator" and
-   * asks whether to go on, whatever `--non-interactive` or `--force` say (its prompt takes
-   * neither): it is answered `y`, as a user would.
+   * Starts a command without blocking the test's own requests; resolves with its exit code and
+   * everything it printed. A command that warns that it "does not support running against the
+   * Database Emulator" asks whether to go on, whatever `--non-interactive` or `--force` say
+   * (its prompt takes neither): it is answered `y`, as a user would.
    */
-  function firebaseLater(config, args) {
+  function answering(args, env, cwd) {
     const child = spawn(CLI, [...args, '--project', 'demo-hearth'], {
-      env: {
-        ...process.env,
-        XDG_CONFIG_HOME: config,
-        FIREBASE_DATABASE_EMULATOR_HOST: `localhost:${h.port}`,
-        FIREBASE_CLI_DISABLE_UPDATE_CHECK: 'true',
-      },
+      cwd,
+      env: { ...process.env, FIREBASE_CLI_DISABLE_UPDATE_CHECK: 'true', ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     h.defer(() => child.kill('SIGKILL'));
@@ -83,7 +82,40 @@ describe('firebase-tools database commands', () => {
     };
     child.stdout.on('data', read);
     child.stderr.on('data', read);
+    if (!env.FIREBASE_DATABASE_EMULATOR_HOST) child.stdin.end();
     return new Promise((resolve) => child.on('exit', (code) => resolve({ code, output })));
+  }
+
+  /** The profiler, which takes time, through the emulator variable. */
+  function firebaseLater(config, args) {
+    return answering(args, { XDG_CONFIG_HOME: config, FIREBASE_DATABASE_EMULATOR_HOST: `localhost:${h.port}` });
+  }
+
+  /**
+   * Runs a command of the settings and ruleset history against Hearth as a project would run
+   * it against its own database: the CLI reaches `<instance>.<FIREBASE_REALTIME_URL's host>`
+   * (here `<instance>.hearth.localhost`, answered by localhost-names.cjs) and the metadata API
+   * at FIREBASE_RTDB_METADATA_URL. The settings commands find the database's URL through the
+   * emulator variable (the management API is out of reach), and so warn and ask, as the
+   * profiler does.
+   */
+  function firebaseAgainst(config, args, { cwd, emulator = false } = {}) {
+    const env = {
+      XDG_CONFIG_HOME: config,
+      FIREBASE_REALTIME_URL: `http://hearth.localhost:${h.port}`,
+      FIREBASE_RTDB_METADATA_URL: `http://localhost:${h.port}`,
+      // The ruleset commands are behind the CLI's `rtdbrules` experiment.
+      FIREBASE_CLI_EXPERIMENTS: 'rtdbrules',
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${path.join(import.meta.dirname, 'localhost-names.cjs')}`,
+    };
+    if (emulator) env.FIREBASE_DATABASE_EMULATOR_HOST = `localhost:${h.port}`;
+    return withTimeout(answering(args, env, cwd), 120_000, `firebase ${args.join(' ')}`);
+  }
+
+  async function ok(config, args, options) {
+    const run = await firebaseAgainst(config, args, options);
+    assert.equal(run.code, 0, `firebase ${args.join(' ')}:\n${run.output}`);
+    return run.output;
   }
 
   /** Event streams open on the server (the profiler is one), from its metrics. */
@@ -174,6 +206,96 @@ describe('firebase-tools database commands', () => {
     } finally {
       fs.rmSync(config, { recursive: true, force: true });
       fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('keeps a ruleset history: database:rules:stage, list, get, release, canary, and a rollback by release', { timeout: 900_000 }, async () => {
+    installFirebaseTools();
+    const config = fakeLogin();
+    const project = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-firebase-tools-rules-'));
+    try {
+      const ns = 'demo-rules';
+      fs.writeFileSync(path.join(project, 'firebase.json'), JSON.stringify({ database: { rules: 'rules.json' } }));
+      const rules = (read) => fs.writeFileSync(path.join(project, 'rules.json'), JSON.stringify({ rules: { '.read': read, '.write': false } }, null, 2));
+      const base = `http://127.0.0.1:${h.port}`;
+      const owner = { authorization: 'Bearer owner' };
+      await fetch(`${base}/doc.json?ns=${ns}`, { method: 'PUT', headers: owner, body: '{"a":1}' });
+      const anonymousRead = async () => (await fetch(`${base}/doc.json?ns=${ns}`)).status;
+
+      rules(true);
+      assert.match(await ok(config, ['database:rules:stage', '--instance', ns], { cwd: project }), /staged ruleset 1/);
+      rules(false);
+      assert.match(await ok(config, ['database:rules:stage', '--instance', ns], { cwd: project }), /staged ruleset 2/);
+      // Staged is not in effect: the database's rules are still the server's default.
+      let labels = await (await fetch(`${base}/.settings/ruleset_labels.json?ns=${ns}`, { headers: owner })).json();
+      assert.deepEqual(labels, {});
+
+      const listed = await ok(config, ['database:rules:list', '--instance', ns]);
+      assert.match(listed, /^1 {2}\d{4}-\d\d-\d\dT[\d:.]+Z/m);
+      assert.match(listed, /^2 {2}/m);
+      const got = await ok(config, ['database:rules:get', '1', '--instance', ns]);
+      assert.match(got, /Ruleset 1 was created at \d{4}-/);
+      assert.match(got, /"\.read": true/);
+
+      await ok(config, ['database:rules:release', '1', '--instance', ns]);
+      assert.equal(await anonymousRead(), 200, 'ruleset 1 lets anyone read');
+      await ok(config, ['database:rules:canary', '2', '--instance', ns]);
+      labels = await (await fetch(`${base}/.settings/ruleset_labels.json?ns=${ns}`, { headers: owner })).json();
+      assert.deepEqual(labels, { stable: '1', canary: '2' });
+      assert.equal(await anonymousRead(), 200, 'a canary is not served');
+      await ok(config, ['database:rules:release', '2', '--instance', ns]);
+      assert.equal(await anonymousRead(), 401, 'ruleset 2 refuses anonymous reads');
+      const afterRelease = await ok(config, ['database:rules:list', '--instance', ns]);
+      assert.match(afterRelease, /^2 {2}\S+ {2}stable,canary$/m);
+      // The rollback: the earlier ruleset released again, in one command.
+      await ok(config, ['database:rules:release', '1', '--instance', ns]);
+      assert.equal(await anonymousRead(), 200);
+      assert.equal(await (await fetch(`${base}/.settings/rules.json?ns=${ns}`, { headers: owner })).text(), JSON.stringify({ rules: { '.read': true, '.write': false } }, null, 2));
+      const history = await (await fetch(`${base}/.settings/rulesets.json?ns=${ns}`, { headers: owner })).json();
+      assert.deepEqual(history.releases.map((r) => [r.stable, r.canary ?? null]), [['1', null], ['1', '2'], ['2', '2'], ['1', '2']]);
+
+      // Refusals the CLI shows as they are: an unknown ruleset, and a document that does not compile.
+      const unknown = await firebaseAgainst(config, ['database:rules:release', '9', '--instance', ns]);
+      assert.notEqual(unknown.code, 0);
+      assert.match(unknown.output, /no ruleset 9/);
+      fs.writeFileSync(path.join(project, 'rules.json'), '{"rules": {".read": "auth.uid =="}}');
+      const broken = await firebaseAgainst(config, ['database:rules:stage', '--instance', ns], { cwd: project });
+      assert.notEqual(broken.code, 0);
+      assert.match(broken.output, /line 1, column/);
+    } finally {
+      fs.rmSync(config, { recursive: true, force: true });
+      fs.rmSync(project, { recursive: true, force: true });
+    }
+  });
+
+  it('reads and sets the settings: database:settings:get and database:settings:set', { timeout: 900_000 }, async () => {
+    installFirebaseTools();
+    const config = fakeLogin();
+    try {
+      // The CLI drops the instance's ?ns= and names it in the host only when FIREBASE_REALTIME_URL
+      // is production's: against a custom URL it reaches the server's default database.
+      const settings = (args) => ok(config, [...args, '--instance', 'default'], { emulator: true });
+      assert.match(await settings(['database:settings:get', 'defaultWriteSizeLimit']), /defaultWriteSizeLimit = unlimited/);
+      assert.match(await settings(['database:settings:get', 'strictTriggerValidation']), /strictTriggerValidation = true/);
+      await settings(['database:settings:set', 'defaultWriteSizeLimit', 'small']);
+      await settings(['database:settings:set', 'strictTriggerValidation', 'false']);
+      assert.match(await settings(['database:settings:get', 'defaultWriteSizeLimit']), /defaultWriteSizeLimit = small/);
+      assert.match(await settings(['database:settings:get', 'strictTriggerValidation']), /strictTriggerValidation = false/);
+
+      // `small` is about 10 s of production's work: a REST write of 12 MiB is refused unless it
+      // names a larger writeSizeLimit itself.
+      const base = `http://127.0.0.1:${h.port}`;
+      const owner = { authorization: 'Bearer owner' };
+      const big = JSON.stringify(Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`k${i}`, 'x'.repeat(1 << 20)])));
+      const refused = await fetch(`${base}/big.json?ns=default`, { method: 'PUT', headers: owner, body: big });
+      assert.equal(refused.status, 413);
+      assert.match((await refused.json()).error, /defaultWriteSizeLimit=small allows/);
+      const allowed = await fetch(`${base}/big.json?ns=default&writeSizeLimit=medium`, { method: 'PUT', headers: owner, body: big });
+      assert.equal(allowed.status, 200);
+      await fetch(`${base}/.settings/defaultWriteSizeLimit.json?ns=default`, { method: 'PUT', headers: owner, body: '"unlimited"' });
+      assert.equal((await fetch(`${base}/big.json?ns=default`, { method: 'DELETE', headers: owner })).status, 200);
+    } finally {
+      fs.rmSync(config, { recursive: true, force: true });
     }
   });
 });

@@ -39,9 +39,14 @@ struct Cli {
 enum Command {
     /// Run the server.
     Serve(Box<ServeArgs>),
-    /// Check a security rules file, or get and set the rules of a running server.
+    /// Check a security rules file, or get and set the rules of a running server, see their
+    /// history and roll them back.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// Read and change a database's settings on a running server (admins only):
+    /// defaultWriteSizeLimit, strictTriggerValidation (docs/settings.md).
+    #[command(subcommand)]
+    Settings(SettingsCommand),
     /// Write a database as JSON (export form, priorities kept), from a stopped server's data
     /// directory or from a running server.
     Export(Box<hearth_tools::ExportArgs>),
@@ -132,6 +137,45 @@ enum RulesCommand {
         #[command(flatten)]
         server: hearth_tools::DatabaseArgs,
     },
+    /// The database's rulesets, which is stable and canary, and every change of the labels
+    /// (admins only; docs/settings.md).
+    History {
+        /// The server's JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: hearth_tools::DatabaseArgs,
+    },
+    /// Put an earlier ruleset back in effect: the stable one before the current one, or
+    /// --to ID (admins only). The rollback is kept in the history too.
+    Rollback {
+        /// The ruleset to make stable (an id of `hearth rules history`).
+        #[arg(long)]
+        to: Option<String>,
+        #[command(flatten)]
+        server: hearth_tools::DatabaseArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum SettingsCommand {
+    /// Print a setting's value.
+    Get {
+        /// defaultWriteSizeLimit or strictTriggerValidation.
+        name: String,
+        #[command(flatten)]
+        server: hearth_tools::DatabaseArgs,
+    },
+    /// Set a setting: defaultWriteSizeLimit small|medium|large|unlimited, or
+    /// strictTriggerValidation true|false.
+    Set {
+        /// defaultWriteSizeLimit or strictTriggerValidation.
+        name: String,
+        /// The value.
+        value: String,
+        #[command(flatten)]
+        server: hearth_tools::DatabaseArgs,
+    },
 }
 
 /// `hearth emulator`: `hearth serve` as the emulator suite's database emulator.
@@ -205,6 +249,20 @@ fn main() -> anyhow::Result<()> {
         Command::Rules(RulesCommand::Set { file, server }) => {
             hearth_tools::rules_set(&server, &file)
         }
+        Command::Rules(RulesCommand::History { json, server }) => {
+            hearth_tools::rules_history(&server, json)
+        }
+        Command::Rules(RulesCommand::Rollback { to, server }) => {
+            hearth_tools::rules_rollback(&server, to.as_deref())
+        }
+        Command::Settings(SettingsCommand::Get { name, server }) => {
+            hearth_tools::settings_get(&server, &name)
+        }
+        Command::Settings(SettingsCommand::Set {
+            name,
+            value,
+            server,
+        }) => hearth_tools::settings_set(&server, &name, &value),
         Command::Export(args) => hearth_tools::export(*args),
         Command::Import(args) => hearth_tools::import(*args),
         Command::Data(command) => hearth_tools::data(command),

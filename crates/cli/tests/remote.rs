@@ -220,6 +220,83 @@ fn rules_are_checked_here_then_set_and_read_back() {
 }
 
 #[test]
+fn rules_history_and_rollback_and_the_settings() {
+    let (server, dir) = locked_server("history");
+    let rules = |read: bool| {
+        let file = dir.join(format!("{read}.rules.json"));
+        let text = format!("{{\"rules\": {{\".read\": {read}, \".write\": false}}}}");
+        std::fs::write(&file, text).expect("written");
+        file
+    };
+    run(admin(&server).args(["data", "set", "/a", "1"]));
+    run(admin(&server).args(["rules", "set"]).arg(rules(true)));
+    run(admin(&server).args(["rules", "set"]).arg(rules(false)));
+    let anonymous_read = || {
+        let mut command = admin(&server);
+        command.env_remove("HEARTH_ADMIN_TOKEN");
+        output(command.args(["data", "get", "/a"]), "")
+            .status
+            .code()
+    };
+    assert_eq!(anonymous_read(), Some(4), "ruleset 2 is in effect");
+    let history = run(admin(&server).args(["rules", "history"]));
+    assert!(history.contains("  [stable]"), "{history}");
+    assert!(
+        history
+            .lines()
+            .any(|line| line.trim_start().starts_with("2 ") && line.ends_with("[stable]")),
+        "{history}"
+    );
+
+    let rolled = run(admin(&server).args(["rules", "rollback"]));
+    assert_eq!(rolled, "shop: ruleset 1 is stable again (it was 2)\n");
+    assert_eq!(anonymous_read(), Some(0), "ruleset 1 is back");
+    let json = json_of(&run(admin(&server).args(["rules", "history", "--json"])));
+    let stables: Vec<&str> = json["releases"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|release| release["stable"].as_str())
+        .collect();
+    assert_eq!(stables, ["1", "2", "1"], "the rollback is kept too");
+    let back = run(admin(&server).args(["rules", "rollback", "--to", "2"]));
+    assert_eq!(back, "shop: ruleset 2 is stable again (it was 1)\n");
+    let unknown = output(admin(&server).args(["rules", "rollback", "--to", "9"]), "");
+    assert_ne!(unknown.status.code(), Some(0));
+    assert!(
+        stderr(&unknown).contains("no ruleset 9"),
+        "{}",
+        stderr(&unknown)
+    );
+
+    assert_eq!(
+        run(admin(&server).args(["settings", "get", "defaultWriteSizeLimit"])),
+        "unlimited\n"
+    );
+    assert_eq!(
+        run(admin(&server).args(["settings", "set", "defaultWriteSizeLimit", "large"])),
+        "defaultWriteSizeLimit = large on shop\n"
+    );
+    assert_eq!(
+        run(admin(&server).args(["settings", "set", "strictTriggerValidation", "false"])),
+        "strictTriggerValidation = false on shop\n"
+    );
+    assert_eq!(
+        run(admin(&server).args(["settings", "get", "strictTriggerValidation"])),
+        "false\n"
+    );
+    let wrong = output(
+        admin(&server).args(["settings", "set", "defaultWriteSizeLimit", "tiny"]),
+        "",
+    );
+    assert_ne!(wrong.status.code(), Some(0));
+    assert!(stderr(&wrong).contains("must be"), "{}", stderr(&wrong));
+    let unknown = output(admin(&server).args(["settings", "get", "colour"]), "");
+    assert_eq!(unknown.status.code(), Some(1), "{}", stderr(&unknown));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn databases_lists_every_database_with_its_size_and_clients() {
     let (server, dir) = locked_server("databases");
     for ns in ["shop", "chat", "home-0-abc"] {

@@ -25,3 +25,4 @@ pub mod namespace;
 pub mod replica_messages;
 pub mod rest;
 pub mod session_id;
+pub mod settings;

@@ -78,7 +78,7 @@ pub fn validate_name(name: &str) -> Result<(), NamespaceError> {
     validate(name).map(|_| ())
 }
 
-fn validate(name: &str) -> Result<String, NamespaceError> {
+pub(crate) fn validate(name: &str) -> Result<String, NamespaceError> {
     let ok = !name.is_empty()
         && name.len() <= MAX_NAMESPACE_BYTES
         && name

@@ -108,6 +108,7 @@ impl Owner {
                 );
                 loaded.feeds_mut().recovered(state.changes);
                 self.apply_rules(&mut loaded, state.rules, now);
+                loaded.set_settings(state.settings);
                 // Volatile data that reached the log inside a durable write above its mark does
                 // not survive a restart.
                 loaded.drop_volatile_data();
@@ -186,6 +187,11 @@ impl Owner {
     /// Sends a change of rules set through the API to the log.
     pub fn log_rules(&self, namespace: &str, text: &str) {
         self.log(namespace, RecordRef::Rules(text));
+    }
+
+    /// Sends a change of a database's settings document to the log.
+    pub fn log_settings(&self, namespace: &str, text: &str) {
+        self.log(namespace, RecordRef::Settings(text));
     }
 
     /// Appends a record for `namespace` and returns its position. If the log cannot take

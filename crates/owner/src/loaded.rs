@@ -10,6 +10,7 @@ use hearth_sync::Database;
 use hearth_persist::{DatabaseFacts, DurableState, ShardStore};
 
 use crate::watchers::{Feeds, Profilers};
+use hearth_ground::settings::DatabaseSettings;
 
 /// A loaded database.
 pub struct Loaded {
@@ -23,6 +24,10 @@ pub struct Loaded {
     durable: DurableState,
     /// The rules text set through the API, as it is now (`None`: the server's default).
     rules: Option<std::sync::Arc<str>>,
+    /// Its settings and ruleset history (`settings.rs`), and their text as last logged
+    /// (`None`: never set).
+    settings: DatabaseSettings,
+    settings_text: Option<std::sync::Arc<str>>,
     /// Log bytes written for this database since its last snapshot.
     wal_bytes: u64,
     /// When its last snapshot was taken (or when it was loaded).
@@ -64,6 +69,7 @@ impl Loaded {
         let durable = DurableState {
             root: engine.root().clone(),
             rules: None,
+            settings: None,
         };
         Loaded {
             name,
@@ -71,6 +77,8 @@ impl Loaded {
             seq: Rc::new(Cell::new(seq)),
             durable,
             rules: None,
+            settings: DatabaseSettings::default(),
+            settings_text: None,
             wal_bytes: 0,
             last_snapshot_ms: now_ms,
             snapshot_running: false,
@@ -169,6 +177,42 @@ impl Loaded {
     /// the caller gave the engine the rules. Later log records remember it with the tree.
     pub fn set_rules(&mut self, text: Option<std::sync::Arc<str>>) {
         self.rules = text;
+    }
+
+    /// Its settings and ruleset history.
+    pub fn settings(&self) -> &DatabaseSettings {
+        &self.settings
+    }
+
+    /// Its settings document as last set, for a full copy to a follower.
+    pub fn settings_text(&self) -> Option<&str> {
+        self.settings_text.as_deref()
+    }
+
+    /// Its settings document is `text` (`None`: never set), as recovered, loaded or
+    /// replicated. A text that is not a settings document (written by a newer build) leaves
+    /// the defaults in effect but is kept as it is, so that it is not lost.
+    pub fn set_settings(&mut self, text: Option<std::sync::Arc<str>>) {
+        self.settings = match text.as_deref().map(DatabaseSettings::parse) {
+            Some(Ok(settings)) => settings,
+            Some(Err(error)) => {
+                tracing::warn!(namespace = %self.name, %error, "the stored settings are not understood; the defaults apply");
+                DatabaseSettings::default()
+            }
+            None => DatabaseSettings::default(),
+        };
+        self.engine
+            .set_strict_triggers(self.settings.strict_triggers());
+        self.settings_text = text;
+    }
+
+    /// Its settings become `settings`: returns their text, for the caller to log.
+    pub fn replace_settings(&mut self, settings: DatabaseSettings) -> std::sync::Arc<str> {
+        let text: std::sync::Arc<str> = settings.to_json().into();
+        self.engine.set_strict_triggers(settings.strict_triggers());
+        self.settings = settings;
+        self.settings_text = Some(text.clone());
+        text
     }
 
     /// A request touched it at `now`: eviction waits for it to be idle again.
@@ -330,6 +374,8 @@ impl Loaded {
         self.refuse_writes_as_decided();
         self.seq.set(durable);
         self.feeds.roll_back(durable);
+        let settings = self.durable.settings.clone();
+        self.set_settings(settings);
         self.durable.rules.clone()
     }
 
@@ -353,6 +399,7 @@ impl Loaded {
         DurableState {
             root: self.engine.root().clone(),
             rules: self.rules.clone(),
+            settings: self.settings_text.clone(),
         }
     }
 }

@@ -22,12 +22,14 @@ use super::storage::ShardStorage;
 #[path = "store_commit.rs"]
 mod commit;
 
-/// What a database looks like at some position of the log: its tree and the rules set
-/// through the API (`None`: the server's default rules apply).
+/// What a database looks like at some position of the log: its tree, the rules set through
+/// the API (`None`: the server's default rules apply) and its settings document (`None`:
+/// never set).
 #[derive(Debug, Clone, Default)]
 pub struct DurableState {
     pub root: Node,
     pub rules: Option<Arc<str>>,
+    pub settings: Option<Arc<str>>,
 }
 
 /// The durable position as REST answers see it.

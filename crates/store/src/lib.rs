@@ -49,7 +49,7 @@ pub use names::{snapshot_name, validate_database_name, MAX_DATABASE_NAME_BYTES};
 pub use policy::{SnapshotDecision, SnapshotPolicy, SnapshotReason};
 pub use record::{
     decode_record, encode_record, Record, RecordBody, RecordRef, MAX_EPOCH, MAX_RECORD_BYTES,
-    MAX_RULES_BYTES, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
+    MAX_RULES_BYTES, MAX_SETTINGS_BYTES, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
 };
 pub use recovery::{
     open, open_lazily, Recovered, RecoveredDatabase, RecoveryReport, StaleEpochs,
@@ -59,11 +59,12 @@ pub use scan::TailCut;
 pub use segment::{
     SegmentHeader, SegmentInfo, SegmentTable, INLINE_SEGMENT_BYTES, SEGMENT_BYTES,
     SEGMENT_HEADER_BYTES, SEGMENT_MAGIC, WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_EPOCH,
+    WAL_FORMAT_VERSION_NO_SETTINGS,
 };
 pub use snapshot::{
-    read_snapshot, verify_snapshot, write_snapshot, write_snapshot_with_epoch, Snapshot,
-    SnapshotHeader, SnapshotInfo, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_FRAME_BYTES,
-    SNAPSHOT_HEADER_BYTES, SNAPSHOT_MAGIC,
+    read_snapshot, verify_snapshot, write_database_snapshot, write_snapshot,
+    write_snapshot_with_epoch, Snapshot, SnapshotHeader, SnapshotInfo, SNAPSHOT_FORMAT_VERSION,
+    SNAPSHOT_FRAME_BYTES, SNAPSHOT_HEADER_BYTES, SNAPSHOT_MAGIC,
 };
 pub use storage::{Storage, StorageFile};
 pub use storage_fault::{

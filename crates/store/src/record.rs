@@ -6,7 +6,7 @@
 //!      4     4  length of the payload in bytes (u32 LE)
 //!      8     8  sequence number (u64 LE), ≥ 1
 //!     16     8  synced sequence number (u64 LE): the highest one durable when this was written
-//!     24     1  kind: 1 = write, 2 = rules
+//!     24     1  kind: 1 = write, 2 = rules, 3 = settings
 //!     25     7  fencing epoch (u56 LE) its database was owned under; 0 outside a cluster.
 //!               Log format 1 (segment header version 1) has 7 zero bytes here.
 //!     32     …  payload: database name (varint length + bytes), then the body of the kind
@@ -47,8 +47,13 @@ pub const MAX_RULES_BYTES: u64 = 16 * 1024 * 1024;
 /// one epoch per claim of a database, so this is never reached in practice.
 pub const MAX_EPOCH: u64 = (1 << 56) - 1;
 
+/// Longest settings document a record carries: the database's settings, its ruleset history
+/// and labels (`hearth_ground::settings` keeps the history within 16 MiB of rules).
+pub const MAX_SETTINGS_BYTES: u64 = 32 * 1024 * 1024;
+
 const KIND_WRITE: u8 = 1;
 const KIND_RULES: u8 = 2;
+const KIND_SETTINGS: u8 = 3;
 
 /// What a record says happened to its database.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +63,9 @@ pub enum RecordBody {
     Write(Arc<Write>),
     /// The database's security rules were replaced by this text.
     Rules(Arc<str>),
+    /// The database's settings document (its `/.settings` other than the rules in effect)
+    /// was replaced by this JSON text. Builds before it refuse the record's kind.
+    Settings(Arc<str>),
 }
 
 /// A record body by reference, for encoding without cloning.
@@ -65,6 +73,7 @@ pub enum RecordBody {
 pub enum RecordRef<'a> {
     Write(&'a Write),
     Rules(&'a str),
+    Settings(&'a str),
 }
 
 /// A decoded record.
@@ -124,10 +133,15 @@ pub fn encode_record(
             infallible(put_str(out, rules));
             KIND_RULES
         }
+        RecordRef::Settings(settings) => {
+            infallible(put_str(out, settings));
+            KIND_SETTINGS
+        }
     };
     let payload = out.len() - start - RECORD_HEADER_BYTES;
     let too_large = match body {
         RecordRef::Rules(rules) => rules.len() as u64 > MAX_RULES_BYTES,
+        RecordRef::Settings(settings) => settings.len() as u64 > MAX_SETTINGS_BYTES,
         RecordRef::Write(_) => false,
     } || payload as u64 > MAX_RECORD_BYTES;
     if too_large {
@@ -215,6 +229,9 @@ pub(crate) fn decode_record_in(bytes: &[u8], version: u32) -> Result<(Record, us
     let body = match header.kind {
         KIND_WRITE => RecordBody::Write(Arc::new(codec::read_write(&mut source).map_err(payload)?)),
         KIND_RULES => RecordBody::Rules(read_str(&mut source, MAX_RULES_BYTES).map_err(payload)?),
+        KIND_SETTINGS if version >= WAL_FORMAT_VERSION => {
+            RecordBody::Settings(read_str(&mut source, MAX_SETTINGS_BYTES).map_err(payload)?)
+        }
         other => return Err(Corruption::UnknownKind(other)),
     };
     source.finish().map_err(payload)?;
@@ -231,6 +248,7 @@ pub(crate) fn decode_record_in(bytes: &[u8], version: u32) -> Result<(Record, us
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::segment::WAL_FORMAT_VERSION_NO_SETTINGS;
     use hearth_sync::{Change, WriteOp};
     use hearth_tree::{Node, Path, Priority};
     use serde_json::json;
@@ -294,6 +312,16 @@ mod tests {
         assert_eq!(record.seq, u64::MAX);
         assert_eq!(record.epoch, MAX_EPOCH);
         assert_eq!(record.body, RecordBody::Rules(rules.into()));
+        let settings = r#"{"defaultWriteSizeLimit":"small"}"#;
+        let bytes = encode_in_epoch(9, 9, 0, "d", RecordRef::Settings(settings));
+        let (record, _) = decode_record(&bytes).expect("decodes");
+        assert_eq!(record.body, RecordBody::Settings(settings.into()));
+        assert_eq!(bytes[24], 3, "the settings kind");
+        // A segment of the format before it holds no such record.
+        assert_eq!(
+            decode_record_in(&bytes, WAL_FORMAT_VERSION_NO_SETTINGS).map(|_| ()),
+            Err(Corruption::UnknownKind(3))
+        );
     }
 
     #[test]

@@ -37,6 +37,8 @@ use crate::writer::{WalOptions, WalWriter};
 pub struct RecoveredDatabase {
     pub root: Node,
     pub rules: Option<Arc<str>>,
+    /// Its settings document (`RecordBody::Settings`), if one was ever set.
+    pub settings: Option<Arc<str>>,
     /// The last sequence number reflected in the state (snapshot or replayed record).
     pub seq: u64,
     /// The highest fencing epoch of the database: its snapshot's, or among its records in
@@ -284,6 +286,7 @@ fn load_newest<S: Storage>(
                 return Ok(RecoveredDatabase {
                     root: snapshot.root,
                     rules: snapshot.rules,
+                    settings: snapshot.settings,
                     seq: snapshot.covered_seq,
                     epoch: snapshot.epoch,
                     // The log may still hold the database's records the snapshot covers:
@@ -309,6 +312,7 @@ fn load_newest<S: Storage>(
         return Ok(RecoveredDatabase {
             root: Node::empty(),
             rules: None,
+            settings: None,
             seq: 0,
             epoch: 0,
             changes: ChangeLog::new(0),
@@ -331,6 +335,7 @@ fn replay(
         .or_insert_with(|| RecoveredDatabase {
             root: Node::empty(),
             rules: None,
+            settings: None,
             seq: 0,
             epoch: 0,
             changes: ChangeLog::new(0),
@@ -362,6 +367,7 @@ fn replay(
             state.changes.record(record.seq, write);
         }
         RecordBody::Rules(rules) => state.rules = Some(rules),
+        RecordBody::Settings(settings) => state.settings = Some(settings),
     }
     state.seq = record.seq;
     report.records_replayed += 1;

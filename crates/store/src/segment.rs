@@ -38,8 +38,13 @@ pub const SEGMENT_HEADER_BYTES: usize = 64;
 pub const SEGMENT_MAGIC: [u8; 8] = *b"HEARTHWL";
 
 /// The version of the log format this build writes (see FORMAT.md for its history). It also
-/// reads [`WAL_FORMAT_VERSION_NO_EPOCH`].
-pub const WAL_FORMAT_VERSION: u32 = 2;
+/// reads [`WAL_FORMAT_VERSION_NO_SETTINGS`] and [`WAL_FORMAT_VERSION_NO_EPOCH`].
+pub const WAL_FORMAT_VERSION: u32 = 3;
+
+/// The log format before settings records (kind 3): the same layout, which this build reads
+/// and never appends to, so that a build that knows no settings record refuses a log that
+/// may hold one (`UnsupportedVersion`) rather than take it for damage.
+pub const WAL_FORMAT_VERSION_NO_SETTINGS: u32 = 2;
 
 /// The first log format, whose records have zeros where format 2 has the fencing epoch. Its
 /// segments are read as if every record carried epoch 0, and never appended to: the first
@@ -96,7 +101,7 @@ impl SegmentHeader {
             u64::from_le_bytes(word)
         };
         let version = word(8) as u32;
-        if version != WAL_FORMAT_VERSION && version != WAL_FORMAT_VERSION_NO_EPOCH {
+        if !(WAL_FORMAT_VERSION_NO_EPOCH..=WAL_FORMAT_VERSION).contains(&version) {
             return Err(HeaderError::Version(version));
         }
         if header_crc(bytes) != (word(12) as u32) {
@@ -315,8 +320,8 @@ mod tests {
             assert!(SegmentHeader::parse(&damaged).is_err(), "offset {offset}");
         }
         let mut newer = bytes;
-        newer[8] = 3;
-        assert_eq!(SegmentHeader::parse(&newer), Err(HeaderError::Version(3)));
+        newer[8] = 4;
+        assert_eq!(SegmentHeader::parse(&newer), Err(HeaderError::Version(4)));
         let first_format = SegmentHeader {
             version: WAL_FORMAT_VERSION_NO_EPOCH,
             ..original

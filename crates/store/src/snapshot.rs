@@ -3,10 +3,11 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic "HEARTHSN"
-//!      8     4  format version (u32 LE), 1 or 2
+//!      8     4  format version (u32 LE), 1, 2 or 3
 //!     12     4  crc32c of bytes 0..12 and 16..32
 //!     16     8  covered sequence number: the state includes every record up to it
-//!     24     8  version 1: zero; version 2: the database's fencing epoch (u64 LE)
+//!     24     8  version 1: zero; versions 2 and 3: the database's fencing epoch (u64 LE,
+//!               zero in version 3 on a single node)
 //!     32     …  frames:  length u32 | crc32c u32 | data   (length 1 ..= 256 KiB)
 //!      …    16  end:     0 u32     | crc32c u32 | total data bytes u64
 //! ```
@@ -14,12 +15,15 @@
 //! Each frame's checksum continues the previous one (the header's for the first), covering
 //! its length and data, so frames cannot be lost, repeated or reordered unnoticed; the end
 //! frame makes truncation visible. The frames' data, concatenated, is: the database name, the
-//! rules (tag 0, or tag 1 and the text), and the root in the value encoding of `codec.rs`.
+//! rules (tag 0, or tag 1 and the text), in version 3 only the settings document (the same
+//! way), and the root in the value encoding of `codec.rs`.
 //!
 //! The fencing epoch (the highest the log held for the database when the snapshot was taken,
 //! see `writer.rs`) outlives the log records it came from: recovery takes it as the
 //! database's epoch when the log has been truncated past them. A snapshot without one
-//! (epoch 0: a single node) is written as version 1, which older builds read too.
+//! (epoch 0: a single node) is written as version 1, which older builds read too. A database
+//! with a settings document (`RecordBody::Settings`) is written as version 3, which builds
+//! before it refuse as a newer format rather than misread.
 //!
 //! The writer encodes the tree depth first into a frame-sized buffer and writes each frame as
 //! it fills, so memory stays at one frame however large the tree; the tree itself is a clone
@@ -37,7 +41,7 @@ use crate::error::{Corruption, Operation, StoreError};
 use crate::names::{
     snapshot_name, temporary_name, validate_database_name, MAX_DATABASE_NAME_BYTES,
 };
-use crate::record::MAX_RULES_BYTES;
+use crate::record::{MAX_RULES_BYTES, MAX_SETTINGS_BYTES};
 use crate::storage::{Storage, StorageFile};
 
 /// The first bytes of every snapshot.
@@ -45,10 +49,13 @@ pub const SNAPSHOT_MAGIC: [u8; 8] = *b"HEARTHSN";
 
 /// The newest version of the snapshot format, which this build writes for a snapshot with a
 /// fencing epoch (one without is written as version 1) and reads with every older one.
-pub const SNAPSHOT_FORMAT_VERSION: u32 = 2;
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 3;
 
 /// The snapshot format without an epoch.
 const VERSION_WITHOUT_EPOCH: u32 = 1;
+
+/// The snapshot format with an epoch and without a settings document.
+const VERSION_WITHOUT_SETTINGS: u32 = 2;
 
 /// Bytes of the snapshot header.
 pub const SNAPSHOT_HEADER_BYTES: usize = 32;
@@ -57,6 +64,7 @@ pub const SNAPSHOT_HEADER_BYTES: usize = 32;
 pub const SNAPSHOT_FRAME_BYTES: usize = 256 * 1024;
 
 const FRAME_HEADER_BYTES: usize = 8;
+/// The tags of an optional text (the rules, the settings document).
 const RULES_ABSENT: u8 = 0;
 const RULES_PRESENT: u8 = 1;
 
@@ -77,6 +85,8 @@ pub struct Snapshot {
     /// The database's fencing epoch when it was taken (0 outside a cluster).
     pub epoch: u64,
     pub rules: Option<Arc<str>>,
+    /// Its settings document (version 3), if it has one.
+    pub settings: Option<Arc<str>>,
     pub root: Node,
 }
 
@@ -85,6 +95,8 @@ pub struct Snapshot {
 pub struct SnapshotHeader {
     pub covered_seq: u64,
     pub epoch: u64,
+    /// The format version, which says whether a settings slot follows the rules.
+    version: u32,
 }
 
 /// Writes a snapshot of `database` whose state includes every record up to `covered_seq`,
@@ -110,6 +122,21 @@ pub fn write_snapshot_with_epoch<S: Storage>(
     rules: Option<&str>,
     root: &Node,
 ) -> Result<SnapshotInfo, StoreError> {
+    write_database_snapshot(storage, database, covered_seq, epoch, rules, None, root)
+}
+
+/// Writes a snapshot of `database` whose state includes every record up to `covered_seq`: its
+/// fencing epoch `epoch` (0 on a single node), rules, settings document and tree. Blocking;
+/// meant for a thread other than the shard's.
+pub fn write_database_snapshot<S: Storage>(
+    storage: &S,
+    database: &str,
+    covered_seq: u64,
+    epoch: u64,
+    rules: Option<&str>,
+    settings: Option<&str>,
+    root: &Node,
+) -> Result<SnapshotInfo, StoreError> {
     validate_database_name(database)?;
     let name = snapshot_name(database, covered_seq);
     let temporary = temporary_name(&name);
@@ -129,10 +156,10 @@ pub fn write_snapshot_with_epoch<S: Storage>(
         .map_err(io(&temporary, Operation::Create))?;
     let mut header = [0u8; SNAPSHOT_HEADER_BYTES];
     header[..8].copy_from_slice(&SNAPSHOT_MAGIC);
-    let version = if epoch == 0 {
-        VERSION_WITHOUT_EPOCH
-    } else {
-        SNAPSHOT_FORMAT_VERSION
+    let version = match (settings, epoch) {
+        (Some(_), _) => SNAPSHOT_FORMAT_VERSION,
+        (None, 0) => VERSION_WITHOUT_EPOCH,
+        (None, _) => VERSION_WITHOUT_SETTINGS,
     };
     header[8..12].copy_from_slice(&version.to_le_bytes());
     header[16..24].copy_from_slice(&covered_seq.to_le_bytes());
@@ -151,12 +178,10 @@ pub fn write_snapshot_with_epoch<S: Storage>(
     };
     frames.buffer.resize(FRAME_HEADER_BYTES, 0);
     put_str(&mut frames, database)?;
-    match rules {
-        None => frames.put(&[RULES_ABSENT])?,
-        Some(rules) => {
-            frames.put(&[RULES_PRESENT])?;
-            put_str(&mut frames, rules)?;
-        }
+    put_text(&mut frames, rules)?;
+    if settings.is_some() {
+        // Version 3's slot.
+        put_text(&mut frames, settings)?;
     }
     put_node(&mut frames, root)?;
     let bytes = frames.finish()?;
@@ -172,6 +197,20 @@ pub fn write_snapshot_with_epoch<S: Storage>(
         covered_seq,
         bytes,
     })
+}
+
+/// An optional text: a tag, then the text if there is one.
+fn put_text<F: StorageFile>(
+    frames: &mut FrameWriter<'_, F>,
+    text: Option<&str>,
+) -> Result<(), StoreError> {
+    match text {
+        None => frames.put(&[RULES_ABSENT]),
+        Some(text) => {
+            frames.put(&[RULES_PRESENT])?;
+            put_str(frames, text)
+        }
+    }
 }
 
 fn header_crc(header: &[u8]) -> u32 {
@@ -252,16 +291,17 @@ pub fn read_snapshot<S: Storage>(storage: &S, name: &str) -> Result<Snapshot, St
     let covered_seq = header.covered_seq;
     let decoded = (|| {
         let database = read_str(&mut frames, MAX_DATABASE_NAME_BYTES as u64)?;
-        let rules = match read_u8(&mut frames)? {
-            RULES_ABSENT => None,
-            RULES_PRESENT => Some(read_str(&mut frames, MAX_RULES_BYTES)?),
-            tag => return Err(DecodeError::Tag(tag).into()),
+        let rules = read_text(&mut frames, MAX_RULES_BYTES)?;
+        let settings = if header.version >= SNAPSHOT_FORMAT_VERSION {
+            read_text(&mut frames, MAX_SETTINGS_BYTES)?
+        } else {
+            None
         };
         let root = read_node(&mut frames)?;
         frames.finish()?;
-        Ok((database, rules, root))
+        Ok((database, rules, settings, root))
     })();
-    let (database, rules, root) = decoded.map_err(|error| match error {
+    let (database, rules, settings, root) = decoded.map_err(|error| match error {
         ReadError::Store(error) => error,
         ReadError::Decode(error) => {
             StoreError::corrupt(name, frames.frame_offset, Corruption::Payload(error))
@@ -276,8 +316,21 @@ pub fn read_snapshot<S: Storage>(storage: &S, name: &str) -> Result<Snapshot, St
         covered_seq,
         epoch: header.epoch,
         rules,
+        settings,
         root,
     })
+}
+
+/// An optional text of at most `limit` bytes: a tag, then the text if the tag says so.
+fn read_text<F: StorageFile>(
+    frames: &mut FrameReader<'_, F>,
+    limit: u64,
+) -> Result<Option<Arc<str>>, ReadError> {
+    match read_u8(frames)? {
+        RULES_ABSENT => Ok(None),
+        RULES_PRESENT => Ok(Some(read_str(frames, limit)?)),
+        tag => Err(DecodeError::Tag(tag).into()),
+    }
 }
 
 /// Checks a snapshot's checksums from its header to its end frame without decoding it, and
@@ -367,8 +420,10 @@ impl<'a, F: StorageFile> FrameReader<'a, F> {
         let mut epoch = [0u8; 8];
         epoch.copy_from_slice(&header[24..32]);
         let epoch = u64::from_le_bytes(epoch);
-        // Version 1 has zeros where the epoch is; version 2 is written only with one.
-        let epoch_fits = (version == VERSION_WITHOUT_EPOCH) == (epoch == 0);
+        // Version 1 has zeros where the epoch is; version 2 is written only with one;
+        // version 3 with or without.
+        let epoch_fits = version == SNAPSHOT_FORMAT_VERSION
+            || (version == VERSION_WITHOUT_EPOCH) == (epoch == 0);
         if crc.to_le_bytes() != header[12..16] || !epoch_fits {
             return Err(StoreError::corrupt(name, 0, Corruption::HeaderChecksum));
         }
@@ -389,6 +444,7 @@ impl<'a, F: StorageFile> FrameReader<'a, F> {
         let header = SnapshotHeader {
             covered_seq: u64::from_le_bytes(covered),
             epoch,
+            version,
         };
         Ok((frames, header))
     }

@@ -156,6 +156,20 @@ impl<S: Storage> WalWriter<S> {
         self.append(database, self.epoch_of(database), RecordRef::Rules(rules))
     }
 
+    /// Appends "the settings document of `database` is now `settings`", under the epoch last
+    /// logged for it.
+    pub fn append_settings(
+        &mut self,
+        database: &str,
+        settings: &str,
+    ) -> Result<Appended, StoreError> {
+        self.append(
+            database,
+            self.epoch_of(database),
+            RecordRef::Settings(settings),
+        )
+    }
+
     /// Encodes one record of `database`, owned under fencing `epoch` (0 outside a cluster),
     /// into memory. Nothing is durable until its batch completes. An epoch older than the
     /// last logged for the database is refused ([`StoreError::StaleEpoch`]) and, like any

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use hearth_store::{
     decode_record, encode_record, open_lazily, read_snapshot, verify_snapshot,
     write_snapshot_with_epoch, MemoryStorage, RecordRef, StaleEpochs, StoreError, WalOptions,
-    SNAPSHOT_FORMAT_VERSION, WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_EPOCH,
+    WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_EPOCH,
 };
 use serde_json::json;
 
@@ -250,7 +250,7 @@ fn a_snapshot_keeps_the_epoch_once_the_log_is_truncated() -> Result<(), StoreErr
         let epoch = u64::from_le_bytes(bytes[24..32].try_into().expect("8 bytes"));
         (version, epoch)
     };
-    assert_eq!(header(&db.name), (SNAPSHOT_FORMAT_VERSION, 5));
+    assert_eq!(header(&db.name), (2, 5));
     assert_eq!(header(&solo.name), (1, 0));
     assert_eq!(read_snapshot(&storage, &db.name)?.epoch, 5);
     assert_eq!(verify_snapshot(&storage, &db.name)?.epoch, 5);

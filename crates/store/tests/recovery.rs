@@ -229,14 +229,14 @@ fn a_missing_segment_is_an_error() {
 fn a_segment_of_a_newer_format_is_refused() {
     let storage = MemoryStorage::new();
     log_of(&storage, options(), 1, 2);
-    assert!(storage.flip(FIRST, 8, 0x01));
+    assert!(storage.flip(FIRST, 8, 0x04));
     let error = reopen(&storage, options()).err();
     assert!(
         matches!(
             error,
             Some(StoreError::UnsupportedVersion {
-                found: 3,
-                supported: 2,
+                found: 7,
+                supported: 3,
                 ..
             })
         ),

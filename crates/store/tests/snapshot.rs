@@ -6,8 +6,9 @@ mod common;
 use common::{options, reopen, root_of, set, small_segments};
 use hearth_store::open_lazily;
 use hearth_store::{
-    read_snapshot, remove_files, verify_snapshot, write_snapshot, Corruption, Fault, FaultPoint,
-    FaultRule, FaultStorage, MemoryStorage, Storage, StoreError, SNAPSHOT_FRAME_BYTES,
+    read_snapshot, remove_files, verify_snapshot, write_database_snapshot, write_snapshot,
+    Corruption, Fault, FaultPoint, FaultRule, FaultStorage, MemoryStorage, Storage, StoreError,
+    SNAPSHOT_FORMAT_VERSION, SNAPSHOT_FRAME_BYTES,
 };
 use std::sync::Arc;
 
@@ -39,6 +40,34 @@ fn snapshots_round_trip() -> Result<(), StoreError> {
     let empty = write_snapshot(&storage, "empty", 0, None, &Node::empty())?;
     let snapshot = read_snapshot(&storage, &empty.name)?;
     assert!(snapshot.root.is_empty() && snapshot.rules.is_none());
+    assert!(snapshot.settings.is_none());
+    Ok(())
+}
+
+#[test]
+fn a_settings_document_makes_a_version_3_snapshot_with_or_without_an_epoch(
+) -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let root = Node::from_json(&json!({"a": 1})).expect("valid");
+    let settings = "{\"defaultWriteSizeLimit\":\"small\"}";
+    for (name, epoch, rules) in [("solo", 0, None), ("placed", 7, Some("{\"rules\":{}}"))] {
+        let info = write_database_snapshot(&storage, name, 3, epoch, rules, Some(settings), &root)?;
+        let bytes = storage.contents(&info.name).expect("the snapshot");
+        assert_eq!(bytes[8..12], SNAPSHOT_FORMAT_VERSION.to_le_bytes());
+        assert_eq!(SNAPSHOT_FORMAT_VERSION, 3);
+        let snapshot = read_snapshot(&storage, &info.name)?;
+        assert_eq!(snapshot.settings.as_deref(), Some(settings));
+        assert_eq!(snapshot.rules.as_deref(), rules);
+        assert_eq!(
+            (snapshot.epoch, snapshot.root.clone()),
+            (epoch, root.clone())
+        );
+        assert_eq!(verify_snapshot(&storage, &info.name)?.epoch, epoch);
+    }
+    // Without one, the versions older builds read.
+    let plain = write_database_snapshot(&storage, "plain", 3, 0, None, None, &root)?;
+    let bytes = storage.contents(&plain.name).expect("the snapshot");
+    assert_eq!(bytes[8..12], 1u32.to_le_bytes());
     Ok(())
 }
 

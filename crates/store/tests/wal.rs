@@ -26,9 +26,11 @@ fn records_survive_reopen_in_order() -> Result<(), StoreError> {
     }
     wal.append_write("b", &set("/", json!("only")))?;
     wal.append_rules("a", r#"{"rules":{}}"#)?;
-    assert_eq!(wal.last_seq(), 22);
+    wal.append_settings("b", r#"{"old":1}"#)?;
+    wal.append_settings("b", r#"{"new":2}"#)?;
+    assert_eq!(wal.last_seq(), 24);
     assert_eq!(wal.durable_seq(), 0, "nothing is durable before the batch");
-    assert_eq!(wal.commit()?, 22);
+    assert_eq!(wal.commit()?, 24);
 
     let recovered = reopen(&storage, options())?;
     assert_eq!(root_of(&recovered, "a"), model_a);
@@ -36,10 +38,18 @@ fn records_survive_reopen_in_order() -> Result<(), StoreError> {
     let a = &recovered.databases["a"];
     assert_eq!(a.rules.as_deref(), Some(r#"{"rules":{}}"#));
     assert_eq!(a.seq, 22);
-    assert_eq!(recovered.report.records_replayed, 22);
+    assert_eq!(a.settings, None);
+    let b = &recovered.databases["b"];
+    assert_eq!(
+        b.settings.as_deref(),
+        Some(r#"{"new":2}"#),
+        "the last one counts"
+    );
+    assert_eq!(b.rules, None);
+    assert_eq!(recovered.report.records_replayed, 24);
     assert_eq!(recovered.report.tail_cut, None);
     let mut wal = recovered.wal;
-    assert_eq!(wal.append_write("b", &set("/", json!(1)))?.seq, 23);
+    assert_eq!(wal.append_write("b", &set("/", json!(1)))?.seq, 25);
     Ok(())
 }
 

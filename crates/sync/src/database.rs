@@ -77,6 +77,9 @@ pub struct Database {
     /// whenever its generation moved.
     triggers: Arc<[Trigger]>,
     following: Option<Following>,
+    /// Whether `strictTriggerValidation` is off: a write past the triggers' limits is applied
+    /// and delivered in part rather than refused (`triggers::check_limits`).
+    lenient_triggers: bool,
 }
 
 impl Database {

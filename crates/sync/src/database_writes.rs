@@ -15,7 +15,7 @@ use crate::events::write_events;
 use crate::limits::MAX_MERGE_ENTRIES;
 use crate::request::{ConnId, Reply, ReplyData, Status};
 use crate::server_values::{resolve_server_values, ServerValueError};
-use crate::triggers::{self, Following, Trigger, TriggerSource};
+use crate::triggers::{self, Following, Trigger, TriggerChange, TriggerSource};
 use crate::write::{
     change_from_json, check_disjoint, PreparedSet, Write, WriteError, WriteOp, WriteTarget,
 };
@@ -38,6 +38,8 @@ pub struct CheckedWrite<'a> {
     volatile: bool,
     /// Who writes, kept only for a database with triggers (their events name the writer).
     writer: Option<AuthState>,
+    /// The changes it makes for the database's triggers, found while checking it.
+    triggered: Option<(Vec<TriggerChange>, usize)>,
 }
 
 impl CheckedWrite<'_> {
@@ -56,7 +58,7 @@ impl CheckedWrite<'_> {
                 .commit_volatile(self.write, self.new_root, out);
         } else {
             self.database
-                .commit(self.write, self.new_root, self.writer, out);
+                .commit(self.write, self.new_root, self.writer, self.triggered, out);
         }
     }
 }
@@ -66,6 +68,21 @@ impl Database {
     /// these.
     pub fn set_triggers(&mut self, triggers: Arc<[Trigger]>) {
         self.triggers = triggers;
+    }
+
+    /// `strictTriggerValidation` (on unless set otherwise): whether a write that would
+    /// trigger more than one write may, or send an event larger than one may, is refused.
+    pub fn set_strict_triggers(&mut self, strict: bool) {
+        self.lenient_triggers = !strict;
+    }
+
+    /// Runs `f` with `strictTriggerValidation` off: for writes whose changes no trigger is
+    /// told of (the emulator suite's import, `disableTriggers`).
+    pub fn without_trigger_validation<R>(&mut self, f: impl FnOnce(&mut Database) -> R) -> R {
+        let lenient = std::mem::replace(&mut self.lenient_triggers, true);
+        let result = f(self);
+        self.lenient_triggers = lenient;
+        result
     }
 
     /// Takes the database's triggers from the source `source` gives from now on, under the
@@ -233,6 +250,7 @@ impl Database {
                 new_root,
                 volatile: false,
                 writer: None,
+                triggered: None,
             });
         }
         self.check_writable()?;
@@ -275,12 +293,20 @@ impl Database {
             return Err(invalid(error));
         }
         let writer = (!self.triggers.is_empty()).then(|| auth.clone());
+        let triggered = (!self.triggers.is_empty() && !volatile)
+            .then(|| triggers::changes(&self.triggers, &write, &self.root, &new_root));
+        if let (Some((changes, dropped)), false) = (&triggered, self.lenient_triggers) {
+            if let Some(reason) = triggers::check_limits(changes, *dropped) {
+                return Err(Reply::error(Status::LimitExceeded, reason));
+            }
+        }
         Ok(CheckedWrite {
             database: self,
             write,
             new_root,
             volatile,
             writer,
+            triggered,
         })
     }
 
@@ -397,15 +423,14 @@ impl Database {
         write: Write,
         new_root: Node,
         writer: Option<AuthState>,
+        triggered: Option<(Vec<TriggerChange>, usize)>,
         out: &mut Effects,
     ) {
         let old_root = std::mem::replace(&mut self.root, new_root);
         self.stats.writes += 1;
         let write = Arc::new(write);
         out.push(Effect::Log(write.clone()));
-        if !self.triggers.is_empty() {
-            let (changes, dropped) =
-                triggers::changes(&self.triggers, &write, &old_root, &self.root);
+        if let Some((changes, dropped)) = triggered {
             if !changes.is_empty() || dropped > 0 {
                 out.push(Effect::Triggered {
                     changes,

@@ -18,7 +18,8 @@ use crate::write::Write;
 
 /// The most changes one write reports to its database's triggers, all triggers together: as
 /// Firebase, where one write triggers at most 1,000 functions. A write that would report more
-/// is applied all the same; the changes past the limit are not reported (the caller counts
+/// is refused under `strictTriggerValidation` (the default, [`check_limits`]); without it, it
+/// is applied all the same and the changes past the limit are not reported (the caller counts
 /// them).
 pub const MAX_TRIGGER_CHANGES_PER_WRITE: usize = 1000;
 
@@ -288,6 +289,30 @@ pub fn changes(
         }
     }
     (found, dropped)
+}
+
+/// The largest event one change may make under `strictTriggerValidation` (its data before and
+/// after, as JSON): Firebase's 1 MB.
+pub const MAX_TRIGGER_EVENT_BYTES: usize = 1024 * 1024;
+
+/// Why `strictTriggerValidation` refuses a write whose changes are `changes`, with `dropped`
+/// more past [`MAX_TRIGGER_CHANGES_PER_WRITE`]: `None` when it is within both limits.
+pub fn check_limits(changes: &[TriggerChange], dropped: usize) -> Option<String> {
+    if dropped > 0 {
+        return Some(format!(
+            "this write would trigger {} functions, more than the {MAX_TRIGGER_CHANGES_PER_WRITE} one write may (strictTriggerValidation; set it to false to deliver the first {MAX_TRIGGER_CHANGES_PER_WRITE} only)",
+            changes.len() + dropped
+        ));
+    }
+    let largest = changes
+        .iter()
+        .map(|change| change.before.estimated_bytes() + change.after.estimated_bytes())
+        .max()?;
+    (largest > MAX_TRIGGER_EVENT_BYTES).then(|| {
+        format!(
+            "this write would send a function an event of about {largest} bytes, more than the {MAX_TRIGGER_EVENT_BYTES} one event may (strictTriggerValidation; set it to false to deliver it all the same)"
+        )
+    })
 }
 
 /// Matched paths, each once, in the order found, at most `limit`.

@@ -291,3 +291,62 @@ fn a_database_reports_its_triggers_changes_after_the_log_record_with_the_writer(
     assert_eq!(changes.len(), 1);
     assert_eq!(changes[0].after.to_json(false), json!("b"));
 }
+
+#[test]
+fn strict_trigger_validation_refuses_writes_past_the_limits_unless_turned_off() {
+    use crate::access::{Access, AuthState};
+    use crate::database::Database;
+    use crate::effect::Effect;
+    use crate::request::Status;
+    use crate::write::WriteTarget;
+
+    let mut db = Database::new();
+    db.set_access(Access::Open, 0, &mut Vec::new());
+    db.set_triggers(vec![trigger("t", "/a/{k}", TriggerOn::Write)].into());
+    let many: serde_json::Map<String, Value> = (0..=MAX_TRIGGER_CHANGES_PER_WRITE)
+        .map(|i| (format!("k{i}"), json!(i)))
+        .collect();
+    let many = Value::Object(many);
+    let big = json!({ "k": "x".repeat(MAX_TRIGGER_EVENT_BYTES) });
+    let at = |p: &str| WriteTarget::parse(p).expect("target");
+    let anyone = AuthState::Anonymous;
+    for (target, value) in [("/a", &many), ("/a", &big)] {
+        let mut out = Vec::new();
+        let refused = db
+            .put_as(&anyone, &at(target), value, None, 0, &mut out)
+            .expect_err("past a limit");
+        assert_eq!(refused.status, Status::LimitExceeded);
+        assert!(out.is_empty(), "nothing applied: {out:?}");
+        assert!(db.root().is_empty());
+    }
+    // Exactly at the limit is within it.
+    let mut out = Vec::new();
+    db.put_as(&anyone, &at("/a/k0"), &json!(1), None, 0, &mut out)
+        .expect("one change");
+    // Off, the write is applied and the changes past the limit are counted.
+    db.set_strict_triggers(false);
+    let mut out = Vec::new();
+    db.put_as(&anyone, &at("/a"), &many, None, 0, &mut out)
+        .expect("lenient");
+    let dropped = out.iter().find_map(|effect| match effect {
+        Effect::Triggered {
+            changes, dropped, ..
+        } => Some((changes.len(), *dropped)),
+        _ => None,
+    });
+    assert_eq!(dropped, Some((MAX_TRIGGER_CHANGES_PER_WRITE, 1)));
+    // Without triggers the limits do not apply.
+    db.set_strict_triggers(true);
+    db.set_triggers(Vec::new().into());
+    db.put_as(&anyone, &at("/b"), &many, None, 0, &mut Vec::new())
+        .expect("no triggers");
+    let mut again = db;
+    again.set_triggers(vec![trigger("t", "/a/{k}", TriggerOn::Write)].into());
+    let within = again.without_trigger_validation(|db| {
+        db.put_as(&anyone, &at("/a"), &big, None, 0, &mut Vec::new())
+    });
+    assert!(
+        within.is_ok(),
+        "an import without triggers is not validated"
+    );
+}

@@ -15,7 +15,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
 
-use hearth_store::write_snapshot;
+use hearth_store::write_database_snapshot;
 use hearth_tree::{Key, Node, Path, Priority};
 use serde_json::{Map, Value};
 
@@ -132,17 +132,18 @@ fn offline(
         file: args.file.clone(),
         source: Box::new(error),
     })?;
-    let rules = opened
-        .recovered
-        .databases
-        .get(target.ns.as_str())
-        .and_then(|database| database.rules.clone());
+    // The rules and settings stay as they were: an import replaces the data.
+    let existing = opened.recovered.databases.get(target.ns.as_str());
+    let rules = existing.and_then(|database| database.rules.clone());
+    let settings = existing.and_then(|database| database.settings.clone());
     let covered = opened.recovered.wal.last_seq();
-    let info = write_snapshot(
+    let info = write_database_snapshot(
         &*opened.storage,
         &target.ns,
         covered,
+        0,
         rules.as_deref(),
+        settings.as_deref(),
         &root,
     )?;
     progress.clear();

@@ -16,6 +16,7 @@ mod params;
 mod parse;
 pub mod precheck;
 mod response;
+pub mod settings_api;
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,7 @@ use serde_json::Value;
 pub use params::{FeedStart, WriteSizeLimit};
 pub use parse::{parse_request, require_admin, DATA_METHODS};
 pub use response::{RestResponse, JAVASCRIPT};
+pub use settings_api::{SettingName, SettingsEndpoint};
 
 /// The largest request body accepted for a write, whatever `writeSizeLimit` says: production's
 /// REST limit (spec §17).
@@ -84,6 +86,8 @@ pub enum Endpoint {
     /// `GET /.inspect/databases.json`: the emulator's list of its databases, as
     /// firebase-tools' export reads it (admins only).
     InspectDatabases,
+    /// The database's settings and ruleset history (`settings_api`, admins only).
+    Settings(SettingsEndpoint),
 }
 
 impl Endpoint {
@@ -93,6 +97,7 @@ impl Endpoint {
             Endpoint::RulesPut => Some(hearth_rules::MAX_RULES_BYTES),
             Endpoint::TriggerRegister => Some(hearth_triggers::MAX_REGISTRATION_BYTES),
             Endpoint::Data(data) => data.body_limit(),
+            Endpoint::Settings(endpoint) => endpoint.body_limit(),
             _ => None,
         }
     }
@@ -198,6 +203,11 @@ pub enum CallOp {
     TriggerRegister {
         body: Vec<u8>,
     },
+    /// A request of the settings document, with its body as sent.
+    Settings {
+        endpoint: SettingsEndpoint,
+        body: Vec<u8>,
+    },
     Data {
         request: Box<DataRequest>,
         /// The parsed body of `PUT`, `POST` and `PATCH`.
@@ -245,6 +255,10 @@ pub fn make_call(
         Endpoint::Coverage { html } => CallOp::Coverage { html },
         Endpoint::TriggersGet => CallOp::TriggersGet,
         Endpoint::TriggerRegister => CallOp::TriggerRegister {
+            body: body.unwrap_or_default(),
+        },
+        Endpoint::Settings(endpoint) => CallOp::Settings {
+            endpoint,
             body: body.unwrap_or_default(),
         },
         Endpoint::RulesPut => {

@@ -16,6 +16,7 @@ use super::params::{
     FeedStart, Print, WriteSizeLimit,
 };
 use super::response::RestResponse;
+use super::settings_api;
 use super::{DataMethod, DataRequest, Endpoint, RestRequest};
 use crate::namespace::resolve;
 use hearth_auth::{authenticate_with, now_secs, AuthConfig};
@@ -55,13 +56,22 @@ pub fn parse_request(
     let path = parts.uri.path();
     // The server's own endpoints are about no database: a Host that names none is no error.
     let admin = path.starts_with("/.admin/");
-    let namespace = match resolve(query.get("ns"), header("host"), default_namespace) {
+    // Firebase's metadata API names the database in the path (`/namespaces/NS/...`).
+    let metadata = path.starts_with("/namespaces/");
+    let mut namespace = match resolve(query.get("ns"), header("host"), default_namespace) {
         Ok(namespace) => namespace,
-        Err(_) if admin => default_namespace.to_owned(),
+        Err(_) if admin || metadata => default_namespace.to_owned(),
         Err(error) => return Err(RestResponse::error(404, error.to_string())),
     };
     let (auth, auth_expires_at) = resolve_auth(header("authorization"), &query, auth_config)?;
-    let endpoint = if admin {
+    let endpoint = if metadata {
+        if auth != AuthState::Admin {
+            return Err(RestResponse::error(401, "Permission denied"));
+        }
+        let (named, endpoint) = settings_api::metadata(&parts.method, path)?;
+        namespace = named;
+        Endpoint::Settings(endpoint)
+    } else if admin {
         admin_endpoint(parts, path, &auth)?
     } else if path == "/" {
         if parts.method != Method::GET && parts.method != Method::HEAD {
@@ -143,6 +153,9 @@ fn settings_endpoint(
             Method::POST => Ok(Endpoint::TriggerRegister),
             _ => Err(method_not_allowed("GET, HEAD, POST, OPTIONS")),
         };
+    }
+    if let Some(endpoint) = settings_api::settings_document(&parts.method, path) {
+        return endpoint.map(Endpoint::Settings);
     }
     if path == "/.settings/profile.json" {
         if parts.method != Method::GET {

@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hearth_store::{
-    open, open_lazily, read_snapshot, remove_files, snapshot_name, write_snapshot, Batch, Fault,
-    FaultPoint, FaultRule, FaultStorage, RecordRef, SnapshotPolicy, SplitMix64, WalOptions,
+    open, open_lazily, read_snapshot, remove_files, snapshot_name, write_database_snapshot, Batch,
+    Fault, FaultPoint, FaultRule, FaultStorage, RecordRef, SnapshotPolicy, SplitMix64, WalOptions,
 };
 use hearth_sync::{ConnId, Database, Effect, Effects, WriteTarget};
 use hearth_tree::{Leaf, Node, Path};

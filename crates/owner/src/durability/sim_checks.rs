@@ -86,11 +86,13 @@ impl Sim {
             job.name,
             job.covered
         );
-        let written = write_snapshot(
+        let written = write_database_snapshot(
             &**self.store.storage(),
             &job.name,
             job.covered,
+            0,
             job.state.rules.as_deref(),
+            job.state.settings.as_deref(),
             &job.state.root,
         );
         // A failed snapshot leaves the log to keep the data, as in the runtime.

@@ -9,7 +9,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hearth_store::{remove_files, write_snapshot_with_epoch, SnapshotInfo, StoreError};
+use hearth_store::{remove_files, write_database_snapshot, SnapshotInfo, StoreError};
 use tracing::{debug, info, warn};
 
 use crate::state::Owner;
@@ -98,12 +98,13 @@ pub fn start(owner: &Rc<Owner>, name: &str, now: u64) {
 }
 
 fn write(storage: &ShardStorage, job: &Job) -> Result<SnapshotInfo, StoreError> {
-    write_snapshot_with_epoch(
+    write_database_snapshot(
         storage,
         &job.name,
         job.covered,
         job.epoch,
         job.state.rules.as_deref(),
+        job.state.settings.as_deref(),
         &job.state.root,
     )
 }

@@ -74,6 +74,12 @@ pub fn apply(owner: &Owner, namespace: &str, records: &[u8], reset: bool) -> Opt
                         .store()
                         .map(|store| loaded.log_to(store, RecordRef::Rules(text)))
                 }
+                RecordBody::Settings(text) => {
+                    loaded.set_settings(Some(Arc::clone(text)));
+                    owner
+                        .store()
+                        .map(|store| loaded.log_to(store, RecordRef::Settings(text)))
+                }
                 _ => None,
             };
             if let Some(Err(error)) = appended {

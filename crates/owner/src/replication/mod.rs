@@ -327,7 +327,8 @@ fn encode(seq: u64, epoch: u64, namespace: &str, body: RecordRef<'_>) -> Option<
     Some(out.into())
 }
 
-/// A full copy: the rules set through the API (if any), then the whole tree as one write.
+/// A full copy: the rules set through the API and the settings document (if any), then the
+/// whole tree as one write.
 /// The database's whole tree as one write at the root: a full copy's record, and the record
 /// that logs a rollback (`sync_set`).
 pub fn whole_tree(loaded: &Loaded) -> Write {
@@ -350,6 +351,17 @@ fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
             epoch,
             loaded.name(),
             RecordRef::Rules(rules),
+        )
+        .ok()?;
+    }
+    if let Some(settings) = loaded.settings_text() {
+        encode_record(
+            &mut out,
+            seq,
+            0,
+            epoch,
+            loaded.name(),
+            RecordRef::Settings(settings),
         )
         .ok()?;
     }

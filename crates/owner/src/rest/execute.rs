@@ -18,7 +18,9 @@ use super::settings::{coverage, get_rules, put_rules};
 use crate::effects::route_effects;
 use crate::profile::Operation;
 use crate::state::Owner;
-use hearth_ground::rest::{CallOp, DataMethod, DataRequest, RestCall, RestResponse, INVALID_JSON};
+use hearth_ground::rest::{
+    CallOp, DataMethod, DataRequest, RestCall, RestResponse, WriteSizeLimit, INVALID_JSON,
+};
 use hearth_net::time::now_ms;
 
 /// The node hash that an `If-Match` ETag stands for: an empty location's hash is the empty
@@ -73,6 +75,9 @@ fn execute_split(owner: &Owner, call: RestCall) -> (RestResponse, Option<LateBod
         CallOp::TriggerRegister { body } => {
             crate::triggers::register(owner, &call.namespace, &body)
         }
+        CallOp::Settings { endpoint, body } => {
+            crate::rest::settings_api::answer(owner, &call.namespace, &endpoint, &body)
+        }
         CallOp::Data {
             request,
             body,
@@ -94,6 +99,7 @@ fn execute_split(owner: &Owner, call: RestCall) -> (RestResponse, Option<LateBod
                     body,
                     prepared,
                     body_bytes,
+                    limit: request.write_limit,
                 };
                 write.run(owner)
             };
@@ -135,6 +141,7 @@ pub async fn execute_durable(owner: &Owner, call: RestCall) -> RestResponse {
         let writes = match &call.op {
             CallOp::Data { request, .. } => request.method != DataMethod::Get,
             CallOp::RulesPut { .. } => true,
+            CallOp::Settings { endpoint, .. } => endpoint.writes(),
             CallOp::RulesGet { .. }
             | CallOp::Coverage { .. }
             | CallOp::TriggersGet
@@ -190,6 +197,9 @@ struct Write<'a> {
     body: Option<Value>,
     prepared: Option<PreparedSet>,
     body_bytes: usize,
+    /// The `writeSizeLimit` of the request, or its database's `defaultWriteSizeLimit` when
+    /// it names none (docs/settings.md).
+    limit: WriteSizeLimit,
 }
 
 /// What a REST write sets, as the request gave it.
@@ -212,14 +222,23 @@ enum Sent {
 }
 
 impl Write<'_> {
-    fn run(self, owner: &Owner) -> (RestResponse, Option<LateBody>) {
+    fn run(mut self, owner: &Owner) -> (RestResponse, Option<LateBody>) {
         let namespace = self.namespace;
         let mut effects = Effects::new();
         let mut late = None;
         // The emulator suite's import writes without triggers (an admin's choice only).
         let quiet = self.request.disable_triggers && *self.auth == AuthState::Admin;
         let response = owner.with_database(namespace, |database| {
-            self.apply(owner, database, &mut effects, &mut late)
+            if self.limit == WriteSizeLimit::Default {
+                self.limit = database.settings().write_size_limit();
+            }
+            if quiet {
+                database.without_trigger_validation(|database| {
+                    self.apply(owner, database, &mut effects, &mut late)
+                })
+            } else {
+                self.apply(owner, database, &mut effects, &mut late)
+            }
         });
         if quiet {
             effects.retain(|effect| !matches!(effect, Effect::Triggered { .. }));
@@ -450,7 +469,7 @@ impl Write<'_> {
     /// Refuses a write whose cost (the bytes written plus those replaced) exceeds its
     /// `writeSizeLimit`.
     fn check_cost(&self, replaced_bytes: usize) -> Result<(), RestResponse> {
-        let Some(limit) = self.request.write_limit.max_bytes() else {
+        let Some(limit) = self.limit.max_bytes() else {
             return Ok(());
         };
         let cost = self.body_bytes.saturating_add(replaced_bytes);
@@ -458,8 +477,13 @@ impl Write<'_> {
             return Err(RestResponse::error(
                 413,
                 format!(
-                    "Data to write exceeds the maximum size that can be modified with a single request: about {cost} bytes would change, and writeSizeLimit={} allows {limit}.",
-                    self.request.write_limit.name()
+                    "Data to write exceeds the maximum size that can be modified with a single request: about {cost} bytes would change, and {}={} allows {limit}.",
+                    if self.request.write_limit == WriteSizeLimit::Default {
+                        "the database's defaultWriteSizeLimit"
+                    } else {
+                        "writeSizeLimit"
+                    },
+                    self.limit.name()
                 ),
             ));
         }

@@ -1,16 +1,15 @@
 //! The emulator's rules endpoint, `/.settings/rules.json` (spec §16): the rules of a namespace
 //! as uploaded, comments included. Only admins may read or replace them. A new document is
-//! compiled and takes effect at once: listens it no longer allows are revoked.
-
-use std::sync::Arc;
+//! compiled and takes effect at once: listens it no longer allows are revoked. Each is kept in
+//! the database's ruleset history (`settings_api`).
 
 use hearth_rules::Rules;
-use hearth_sync::{Access, Effects};
+use hearth_sync::Access;
+use serde_json::json;
 
-use crate::effects::route_effects;
+use super::settings_api::{change_settings, BY_REST};
 use crate::state::Owner;
 use hearth_ground::rest::RestResponse;
-use hearth_net::time::now_ms;
 
 /// What `GET` shows for a database without a rules document.
 const OPEN_RULES: &str = "{\"rules\":{\".read\":true,\".write\":true}}";
@@ -28,27 +27,20 @@ pub fn get_rules(owner: &Owner, namespace: &str, strict: bool) -> RestResponse {
 }
 
 /// `PUT`: compiles the document (400 with line and column when it is refused) and makes it
-/// the database's rules.
+/// the database's rules: a deploy, kept in its ruleset history as a new stable ruleset.
 pub fn put_rules(owner: &Owner, namespace: &str, text: String) -> RestResponse {
     let rules = match Rules::parse(&text) {
         Ok(rules) => rules,
         Err(error) => return RestResponse::error(400, error.to_string()),
     };
-    let mut effects = Effects::new();
-    let read_only = owner.with_database(namespace, |database| {
-        let reason = database.read_only_reason().map(str::to_owned);
-        if reason.is_none() {
-            database.set_access(Access::Rules(Arc::new(rules)), now_ms(), &mut effects);
-            database.set_rules(Some(Arc::from(text.as_str())));
-        }
-        reason
+    let deployed = change_settings(owner, namespace, |settings, now| {
+        settings.deploy(text.clone(), now, BY_REST);
+        Ok((json!({ "status": "ok" }), Some((rules, text))))
     });
-    if let Some(reason) = read_only {
-        return RestResponse::error(503, reason);
+    match deployed {
+        Ok(answer) => RestResponse::json(200, answer.to_string()),
+        Err(response) => response,
     }
-    owner.log_rules(namespace, &text);
-    route_effects(owner, namespace, effects);
-    RestResponse::json(200, "{\"status\":\"ok\"}")
 }
 
 /// The rules coverage report of a database (spec: the emulator's `/.inspect/coverage?ns=`):

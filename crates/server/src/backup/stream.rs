@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use hearth_store::{write_snapshot, Storage, StorageFile};
+use hearth_store::{write_database_snapshot, Storage, StorageFile};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
@@ -107,11 +107,13 @@ fn write(shards: usize, cuts: &[ShardCut], queue: mpsc::Sender<Bytes>) -> io::Re
                 archive: archive.clone(),
                 directory: directory.clone(),
             };
-            write_snapshot(
+            write_database_snapshot(
                 &sink,
                 name,
                 cut.covered,
+                0,
                 state.rules.as_deref(),
+                state.settings.as_deref(),
                 &state.root,
             )
             .map_err(io::Error::other)?;

@@ -174,7 +174,8 @@ fn parsed_kind(endpoint: &Endpoint) -> RequestKind {
         | Endpoint::RulesPut
         | Endpoint::Coverage { .. }
         | Endpoint::TriggersGet
-        | Endpoint::TriggerRegister => RequestKind::RestRules,
+        | Endpoint::TriggerRegister
+        | Endpoint::Settings(_) => RequestKind::RestRules,
         Endpoint::AdminDatabases | Endpoint::InspectDatabases | Endpoint::Backup => {
             RequestKind::RestAdmin
         }
