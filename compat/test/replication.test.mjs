@@ -182,4 +182,34 @@ describe('log shipping to a follower node', () => {
       await alone.kill('SIGKILL');
     }
   });
+
+  it('a database\'s settings and ruleset history reach the follower\'s disk with its rules', T, async () => {
+    // The test before leaves a and b killed: fresh nodes in their place.
+    for (const id of ['a', 'b']) if (nodes[id].exit !== null) await startNode(id);
+    for (const id of ['a', 'b']) await logShows(nodes[id], /node link up[^\n]*\n[\s\S]*node link up/, `both links on ${id}`);
+    const ns = nsPlaced('a', 'b');
+    const call = async (file, method, body) => {
+      const res = await fetch(`http://${nodes.a.host}/.settings/${file}?ns=${ns}`, { method, body, headers: { authorization: 'Bearer owner' } });
+      const text = await res.text();
+      assert.equal(res.status, 200, `${method} ${file}: ${text}`);
+      return JSON.parse(text);
+    };
+    const rules = (read) => JSON.stringify({ rules: { '.read': read, '.write': true } });
+    await call('rules.json', 'PUT', rules(false));
+    await call('rules.json', 'PUT', rules(true));
+    await call('ruleset_labels.json', 'PUT', '{"stable":"1"}');
+    await call('defaultWriteSizeLimit.json', 'PUT', '"medium"');
+    const history = await call('rulesets.json', 'GET');
+    await nodes.a.kill('SIGKILL');
+    await nodes.b.kill('SIGKILL');
+    const alone = await HearthServer.start({ threads: 2, dataDir: nodes.b.dataDir });
+    try {
+      const read = async (file) => (await fetch(`http://${alone.host}/.settings/${file}?ns=${ns}&auth=owner`)).json();
+      assert.deepEqual(await read('rulesets.json'), history);
+      assert.equal(await read('defaultWriteSizeLimit.json'), 'medium');
+      assert.equal((await fetch(`http://${alone.host}/x.json?ns=${ns}`)).status, 401, 'the rolled-back rules are in effect');
+    } finally {
+      await alone.kill('SIGKILL');
+    }
+  });
 });
