@@ -90,8 +90,11 @@ describe('log shipping to a follower node', () => {
         await new Promise((r) => setTimeout(r, 500));
         // A busy machine may delay this check past the 2 s; an answer before them is a
         // write acknowledged without the follower.
-        assert.ok(acked === false || acked >= 1_900, `acknowledged after ${acked} ms, before the follower had it`);
-        assert.ok(answered === false || answered >= 1_900, `a REST write answered after ${answered} ms, before the follower had it`);
+        // The owner's log says why, if it let one go (a link replaced or lost under load is
+        // a reason of its own, which this test does not mean to exercise).
+        const why = () => `; the owner's log:\n${nodes.b.logTail(40)}\nthe follower's:\n${nodes.c.logTail(20)}`;
+        assert.ok(acked === false || acked >= 1_900, `acknowledged after ${acked} ms, before the follower had it${why()}`);
+        assert.ok(answered === false || answered >= 1_900, `a REST write answered after ${answered} ms, before the follower had it${why()}`);
       } finally {
         nodes.c.proc.kill('SIGCONT');
       }
