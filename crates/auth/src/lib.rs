@@ -2,6 +2,7 @@
 //! RS256/ES256 keys, Firebase ID tokens) uses `jsonwebtoken`; the development credentials of
 //! the emulator (`owner`, unsigned mock tokens) are accepted only with `--dev`.
 
+pub mod app_check;
 pub mod jwks;
 mod verify_key;
 
@@ -39,6 +40,9 @@ pub struct AuthConfig {
     /// The signing keys of Firebase ID tokens as fetched from the JWKS URL (or the cache, or
     /// the static file), replaced while the server runs (`jwks`); shared by every shard.
     pub firebase_keys: Option<crate::jwks::FirebaseKeys>,
+    /// How App Check tokens are verified (`--app-check-project-number`); `None`: they are
+    /// acknowledged and not checked, and no database can enforce them.
+    pub app_check: Option<crate::app_check::AppCheckConfig>,
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -54,6 +58,7 @@ impl std::fmt::Debug for AuthConfig {
                 "firebase_keys",
                 &self.firebase_keys.as_ref().map(|keys| keys.current().len()),
             )
+            .field("app_check", &self.app_check)
             .finish()
     }
 }

@@ -44,7 +44,7 @@ enum Command {
     #[command(subcommand)]
     Rules(RulesCommand),
     /// Read and change a database's settings on a running server (admins only):
-    /// defaultWriteSizeLimit, strictTriggerValidation (docs/settings.md).
+    /// defaultWriteSizeLimit, strictTriggerValidation, appCheck (docs/settings.md).
     #[command(subcommand)]
     Settings(SettingsCommand),
     /// Write a database as JSON (export form, priorities kept), from a stopped server's data
@@ -161,15 +161,15 @@ enum RulesCommand {
 enum SettingsCommand {
     /// Print a setting's value.
     Get {
-        /// defaultWriteSizeLimit or strictTriggerValidation.
+        /// defaultWriteSizeLimit, strictTriggerValidation or appCheck.
         name: String,
         #[command(flatten)]
         server: hearth_tools::DatabaseArgs,
     },
-    /// Set a setting: defaultWriteSizeLimit small|medium|large|unlimited, or
-    /// strictTriggerValidation true|false.
+    /// Set a setting: defaultWriteSizeLimit small|medium|large|unlimited,
+    /// strictTriggerValidation true|false, or appCheck enforced|unenforced.
     Set {
-        /// defaultWriteSizeLimit or strictTriggerValidation.
+        /// defaultWriteSizeLimit, strictTriggerValidation or appCheck.
         name: String,
         /// The value.
         value: String,

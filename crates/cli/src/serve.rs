@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use anyhow::Context;
+use hearth_server::auth::app_check::AppCheckConfig;
 use hearth_server::auth::AuthConfig;
 use hearth_server::budget::HttpBudgets;
 use hearth_server::config::{MetricsConfig, ServerTriggers};
-use hearth_server::jwks::{FirebaseKeys, JwksSource};
+use hearth_server::jwks::{FirebaseKeys, JwksSource, KeyPurpose};
 use hearth_server::rules_file::load_rules;
 use hearth_server::tls::TlsCerts;
 use hearth_server::{ServeConfig, Server, DEFAULT_NAMESPACE};
@@ -37,6 +38,15 @@ fn auth_config(args: &ServeArgs) -> anyhow::Result<AuthConfig> {
         keys,
         firebase_project: args.firebase_project.clone(),
         firebase_keys,
+        app_check: args
+            .app_check_project_number
+            .as_ref()
+            .map(|number| AppCheckConfig {
+                project_number: number.clone(),
+                project_id: args.firebase_project.clone(),
+                keys: Vec::new(),
+                fetched: Some(FirebaseKeys::default()),
+            }),
     })
 }
 
@@ -50,7 +60,30 @@ fn jwks_source(args: &ServeArgs, auth: &AuthConfig) -> anyhow::Result<Option<Jwk
         None => Vec::new(),
     };
     Ok(Some(JwksSource {
+        purpose: KeyPurpose::IdTokens,
         url: args.firebase_jwks_url.clone(),
+        fallback,
+        min_refresh: Duration::from_millis(args.firebase_jwks_min_refresh_ms.max(1)),
+        keys,
+    }))
+}
+
+/// Where the App Check keys come from, when `--app-check-project-number` is set.
+fn app_check_source(args: &ServeArgs, auth: &AuthConfig) -> anyhow::Result<Option<JwksSource>> {
+    let Some(keys) = auth
+        .app_check
+        .as_ref()
+        .and_then(|config| config.fetched.clone())
+    else {
+        return Ok(None);
+    };
+    let fallback = match &args.app_check_jwks {
+        Some(file) => AuthConfig::load_keys(file, false)?,
+        None => Vec::new(),
+    };
+    Ok(Some(JwksSource {
+        purpose: KeyPurpose::AppCheck,
+        url: args.app_check_jwks_url.clone(),
         fallback,
         min_refresh: Duration::from_millis(args.firebase_jwks_min_refresh_ms.max(1)),
         keys,
@@ -186,6 +219,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let auth = auth_config(&args)?;
     let firebase_jwks = jwks_source(&args, &auth)?;
+    let app_check_jwks = app_check_source(&args, &auth)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(std::sync::Arc::new(TlsCerts::load(cert, key)?)),
         _ => None,
@@ -212,6 +246,8 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         webtransport_listen,
         auth,
         firebase_jwks,
+        app_check_jwks,
+        app_check_enforced: args.app_check_enforce,
         default_rules,
         listen,
         persist: persist_config(&args),

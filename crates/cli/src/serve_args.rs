@@ -147,6 +147,32 @@ pub(crate) struct ServeArgs {
     /// max-age says (default 60 s). Lowered only by tests of key rotation.
     #[arg(long, hide = true, default_value_t = hearth_server::jwks::MIN_REFRESH.as_millis() as u64)]
     pub(crate) firebase_jwks_min_refresh_ms: u64,
+    /// Verify Firebase App Check tokens of the project with this number (issuer and audience
+    /// are checked; the keys are fetched from --app-check-jwks-url and kept fresh). Without
+    /// it App Check tokens are acknowledged and not checked (docs/app-check.md).
+    #[arg(long, env = "HEARTH_APP_CHECK_PROJECT_NUMBER")]
+    pub(crate) app_check_project_number: Option<String>,
+    /// Where the App Check keys are fetched from, refreshed as its Cache-Control max-age says
+    /// and cached in the data directory. Use https: plain http is for tests and local proxies.
+    #[arg(long, env = "HEARTH_APP_CHECK_JWKS_URL", requires = "app_check_project_number", default_value = hearth_server::auth::app_check::APP_CHECK_JWKS_URL)]
+    pub(crate) app_check_jwks_url: String,
+    /// A JWKS file with the App Check keys, used only when the URL cannot be fetched and
+    /// nothing is cached (machines without internet).
+    #[arg(
+        long,
+        env = "HEARTH_APP_CHECK_JWKS",
+        requires = "app_check_project_number"
+    )]
+    pub(crate) app_check_jwks: Option<PathBuf>,
+    /// Refuse clients without a valid App Check token on every database that does not say
+    /// otherwise (`/.settings/appCheck.json`); without it, tokens are verified and counted
+    /// only.
+    #[arg(
+        long,
+        env = "HEARTH_APP_CHECK_ENFORCE",
+        requires = "app_check_project_number"
+    )]
+    pub(crate) app_check_enforce: bool,
     /// Serve https:// and wss:// (on the same port, instead of http:// and ws://) with this
     /// certificate chain: a PEM file, the server's certificate first. Read again on SIGHUP.
     #[arg(long, env = "HEARTH_TLS_CERT", requires = "tls_key")]

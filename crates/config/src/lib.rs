@@ -42,6 +42,11 @@ pub struct ServeConfig {
     /// Where the Firebase ID token keys are fetched from, and kept fresh (`jwks`); the keys
     /// land in `auth.firebase_keys`.
     pub firebase_jwks: Option<JwksSource>,
+    /// Where the App Check keys are fetched from, and kept fresh; the keys land in
+    /// `auth.app_check`'s fetched set.
+    pub app_check_jwks: Option<JwksSource>,
+    /// Whether a database that says nothing of App Check enforces it (`--app-check-enforce`).
+    pub app_check_enforced: bool,
     /// The rules every database starts with (`--rules`); without them a database is open in
     /// development mode and locked otherwise.
     pub default_rules: Option<Arc<Rules>>,
@@ -93,6 +98,8 @@ impl ServeConfig {
                 ..AuthConfig::default()
             },
             firebase_jwks: None,
+            app_check_jwks: None,
+            app_check_enforced: false,
             default_rules: None,
             persist: PersistConfig::memory(),
             http: SharedBudgets::default(),

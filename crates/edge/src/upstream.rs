@@ -102,6 +102,9 @@ pub struct Upstream {
     /// The connection's database and session id, to open its session elsewhere.
     pub namespace: String,
     pub session_id: String,
+    /// The App Check token the client last gave (its URL's, or its last `appcheck`), which
+    /// the next owner verifies again.
+    pub app_check: Option<String>,
     auth: Option<Kept>,
     listens: FxHashMap<ListenKey, Listen>,
     on_disconnect: Vec<Kept>,
@@ -122,6 +125,7 @@ impl Upstream {
         Upstream {
             namespace,
             session_id,
+            app_check: None,
             auth: None,
             listens: FxHashMap::default(),
             on_disconnect: Vec::new(),
@@ -223,7 +227,11 @@ impl Upstream {
                 self.forget_auth();
                 Pending::Settled
             }
-            (_, Some(ClientRequest::AppCheck | ClientRequest::Stats)) => Pending::Settled,
+            (_, Some(ClientRequest::AppCheck(token))) => {
+                self.app_check = token;
+                Pending::Settled
+            }
+            (_, Some(ClientRequest::Stats)) => Pending::Settled,
             (_, None) => Pending::Other,
         };
         self.wait(request, pending);

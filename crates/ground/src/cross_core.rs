@@ -54,6 +54,10 @@ pub struct Opening {
     pub session_id: String,
     /// The session id the client named to replace (`ls`), whose session ends first.
     pub previous: Option<String>,
+    /// The App Check token the connection came with (`ac=` of its URL, or the
+    /// `X-Firebase-AppCheck` header), or the last one it sent, when it moves; the owner
+    /// verifies it (docs/app-check.md).
+    pub app_check: Option<String>,
 }
 
 /// Whole messages of one connection, in the order it sent them: the same over the cross-core

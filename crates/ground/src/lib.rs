@@ -15,6 +15,7 @@
 //!
 //! Nothing here holds a shard's state or does IO of its own.
 
+pub mod app_check;
 pub mod close;
 pub mod conn_ids;
 pub mod cross_core;

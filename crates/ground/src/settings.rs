@@ -35,6 +35,10 @@ pub struct DatabaseSettings {
     /// delivered in part (`None`: the default, `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict_trigger_validation: Option<bool>,
+    /// Whether clients without a valid App Check token are refused (`None`: the server's
+    /// `--app-check-enforce`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_check: Option<AppCheckMode>,
     /// Rulesets, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rulesets: Vec<Ruleset>,
@@ -67,6 +71,16 @@ impl WriteSizeTier {
             WriteSizeTier::Unlimited => WriteSizeLimit::Unlimited,
         }
     }
+}
+
+/// App Check's enforcement on a database, as Firebase's console names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AppCheckMode {
+    /// Tokens are verified and counted; requests without one are served.
+    Unenforced,
+    /// Requests without a valid token are refused.
+    Enforced,
 }
 
 /// One ruleset of the history.
@@ -128,6 +142,12 @@ impl DatabaseSettings {
     pub fn write_size_limit(&self) -> WriteSizeLimit {
         self.default_write_size_limit
             .map_or(WriteSizeLimit::Default, WriteSizeTier::limit)
+    }
+
+    /// Whether App Check is enforced, given the server's default.
+    pub fn app_check_enforced(&self, server_default: bool) -> bool {
+        self.app_check
+            .map_or(server_default, |mode| mode == AppCheckMode::Enforced)
     }
 
     /// `strictTriggerValidation`, `true` unless set otherwise.

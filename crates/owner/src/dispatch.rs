@@ -277,9 +277,25 @@ fn refuse_early(owner: &Owner, handle: &ConnHandle, write: &PendingWrite<'_>) ->
 fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: ClientRequest) {
     let counters = &owner.counters();
     let reply = match request {
-        ClientRequest::Stats | ClientRequest::AppCheck => {
+        ClientRequest::Stats => {
             counters.request(RequestKind::Stats, Outcome::Ok);
             encode_reply_status(request_id, "ok", "")
+        }
+        ClientRequest::AppCheck(token) => {
+            counters.request(RequestKind::Stats, Outcome::Ok);
+            match crate::app_check::verify(owner, token.as_deref()) {
+                // The server verifies no App Check token: acknowledged.
+                None => encode_reply_status(request_id, "ok", ""),
+                Some((seen, refused)) => {
+                    handle.set_app_check(seen);
+                    match refused {
+                        None => encode_reply_status(request_id, "ok", ""),
+                        Some(error) => {
+                            encode_reply_status(request_id, "invalid_token", &error.to_string())
+                        }
+                    }
+                }
+            }
         }
         ClientRequest::Unauth => {
             counters.request(RequestKind::Unauth, Outcome::Ok);
@@ -303,6 +319,10 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
         }
         ClientRequest::Data(request) => {
             let kind = RequestKind::of(&request);
+            if crate::app_check::refuses_session(owner, handle) {
+                counters.request(kind, Outcome::Denied);
+                return;
+            }
             if let Some(reply) = refuse_read(owner, handle, request_id, &request) {
                 counters.request(kind, Outcome::Denied);
                 match reply {

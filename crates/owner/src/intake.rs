@@ -26,6 +26,7 @@ pub fn on_link_message(owner: &Rc<Owner>, message: ToOwner) {
                 namespace,
                 session_id,
                 previous,
+                app_check,
             } = opening;
             if let Some(previous) = previous {
                 sessions::end_previous_session(owner, &previous, &namespace);
@@ -34,7 +35,7 @@ pub fn on_link_message(owner: &Rc<Owner>, message: ToOwner) {
                 edge,
                 outgoing: owner.outgoing().clone(),
             };
-            sessions::open_session(owner, conn, &namespace, session_id, route);
+            sessions::open_session(owner, conn, &namespace, session_id, app_check, route);
         }
         ToOwner::Messages {
             messages: ConnMessages { conn, texts },

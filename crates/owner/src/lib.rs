@@ -26,6 +26,7 @@
 //! - `loaded`: a database in memory and its bookkeeping; `cluster`: the fence (writes only
 //!   under a valid claim); `rules_file`: the default rules.
 
+pub mod app_check;
 pub mod cluster;
 pub mod databases;
 pub mod dispatch;

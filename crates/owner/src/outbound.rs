@@ -13,6 +13,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use hearth_edge::frames::encode_frames;
 use hearth_edge::EdgeConn;
+use hearth_ground::app_check::AppCheckSeen;
 use hearth_ground::close::{CloseReason, SLOW_READER_CLOSE};
 use hearth_ground::cross_core::{EdgeItem, MessageBatch, MoveCause, Outgoing};
 use hearth_persist::{HeldQueue, Pushed, Tagger};
@@ -48,6 +49,8 @@ pub struct ConnHandle {
     stopped: Cell<bool>,
     /// When the connection's credential expires (seconds since the epoch), as the owner set it.
     auth_expires_at: Cell<Option<u64>>,
+    /// What its App Check token was found to be (`app_check`).
+    app_check: Cell<AppCheckSeen>,
     /// A read was refused (`owner::dispatch::refuse_read`): the session is to close once its
     /// replies have left.
     refused_reads: Cell<bool>,
@@ -74,6 +77,7 @@ impl ConnHandle {
             closing: Cell::new(false),
             stopped: Cell::new(false),
             auth_expires_at: Cell::new(None),
+            app_check: Cell::new(AppCheckSeen::Missing),
             refused_reads: Cell::new(false),
             held_batches: RefCell::new(None),
         }
@@ -288,6 +292,15 @@ impl ConnHandle {
 
     pub fn auth_expiry(&self) -> Option<u64> {
         self.auth_expires_at.get()
+    }
+
+    /// What its App Check token was found to be.
+    pub fn app_check(&self) -> AppCheckSeen {
+        self.app_check.get()
+    }
+
+    pub fn set_app_check(&self, seen: AppCheckSeen) {
+        self.app_check.set(seen);
     }
 
     /// The socket's side, when it is on this core.

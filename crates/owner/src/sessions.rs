@@ -18,12 +18,13 @@ use hearth_net::time::now_ms;
 use hearth_persist::Tagger;
 
 /// Opens a session of `namespace` (creating the database on first use) for a connection whose
-/// messages go by `route`.
+/// messages go by `route`, with the App Check token it came with (verified here).
 pub fn open_session(
     owner: &Owner,
     id: ConnId,
     namespace: &str,
     session_id: String,
+    app_check: Option<String>,
     route: Route,
 ) -> Rc<ConnHandle> {
     let database_seq = owner.with_database(namespace, |loaded| {
@@ -42,6 +43,9 @@ pub fn open_session(
         tagger,
         route,
     ));
+    if let Some((seen, _)) = crate::app_check::verify(owner, app_check.as_deref()) {
+        handle.set_app_check(seen);
+    }
     owner.add_session(handle.clone());
     handle
 }

@@ -67,6 +67,11 @@ pub fn start(
     auth: AuthState,
     request: &DataRequest,
 ) -> Result<(), RestResponse> {
+    let token = request.app_check.as_deref();
+    if let Some(refusal) = crate::app_check::refuses_request(owner, &handle.namespace, &auth, token)
+    {
+        return Err(refusal);
+    }
     if request.profile {
         return start_profiler(owner, handle, auth);
     }

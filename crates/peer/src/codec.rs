@@ -265,12 +265,14 @@ mod tests {
                 namespace: "demo".into(),
                 session_id: "s1".into(),
                 previous: Some("s0".into()),
+                app_check: Some("h.p.s".into()),
             }),
             LinkMessage::Open(Opening {
                 conn: MAX_WIRE_CONN - 1,
                 namespace: "é".into(),
                 session_id: String::new(),
                 previous: None,
+                app_check: None,
             }),
             LinkMessage::Messages {
                 messages: ConnMessages {

@@ -28,6 +28,10 @@ impl LinkMessage {
                     0 => None,
                     _ => Some(get_str(body)?),
                 },
+                app_check: match get_u8(body)? {
+                    0 => None,
+                    _ => Some(get_str(body)?),
+                },
             }),
             MESSAGES => get_messages(body)?,
             AUTH_EXPIRED => LinkMessage::AuthExpired {

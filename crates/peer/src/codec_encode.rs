@@ -72,12 +72,14 @@ fn put_open(out: &mut BytesMut, opening: &Opening) {
     out.put_u64_le(opening.conn);
     put_str(out, &opening.namespace);
     put_str(out, &opening.session_id);
-    match &opening.previous {
-        Some(previous) => {
-            out.put_u8(1);
-            put_str(out, previous);
+    for text in [&opening.previous, &opening.app_check] {
+        match text {
+            Some(text) => {
+                out.put_u8(1);
+                put_str(out, text);
+            }
+            None => out.put_u8(0),
         }
-        None => out.put_u8(0),
     }
 }
 

@@ -51,7 +51,7 @@ pub struct Server {
     /// The ports no other Hearth server may join while this one runs.
     _port_claims: Vec<PortClaim>,
     /// Keeps the Firebase signing keys fresh; stopped when the server is dropped.
-    _jwks: Option<JwksRefresher>,
+    _jwks: Vec<JwksRefresher>,
     /// What SIGHUP renews.
     certificates: crate::reload::Certificates,
 }
@@ -97,6 +97,9 @@ impl Server {
             observer.join_cluster(placement.clone());
         }
         observer.watch_triggers(config.triggers.clone());
+        if config.auth.app_check.is_some() {
+            observer.watch_app_check();
+        }
         let (mut edge_senders, edge_receivers): (Vec<_>, Vec<_>) =
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         // The other nodes are edges of every shard's owner role after the local shards.

@@ -66,18 +66,23 @@ pub(crate) fn start_metrics(
     Ok(Some((thread, metrics_address)))
 }
 
-/// Starts keeping the Firebase signing keys of `--firebase-jwks-url` fresh, when it is set.
+/// Starts keeping the Firebase signing keys of `--firebase-jwks-url` and the App Check keys
+/// of `--app-check-jwks-url` fresh, those that are set.
 pub(crate) fn start_jwks(
     config: &ServeConfig,
     data_dir: Option<&DataDir>,
-) -> Result<Option<JwksRefresher>, StartError> {
-    Ok(match &config.firebase_jwks {
-        Some(source) => Some(hearth_auth::jwks::start(
+) -> Result<Vec<JwksRefresher>, StartError> {
+    let mut refreshers = Vec::new();
+    for source in [&config.firebase_jwks, &config.app_check_jwks]
+        .into_iter()
+        .flatten()
+    {
+        refreshers.push(hearth_auth::jwks::start(
             source.clone(),
             data_dir.map(|dir| dir.root().to_owned()),
-        )?),
-        None => None,
-    })
+        )?);
+    }
+    Ok(refreshers)
 }
 
 /// Binds the client listeners, `shards` sockets per address, with the first address bound.

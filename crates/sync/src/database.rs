@@ -516,6 +516,13 @@ impl Database {
         refused(self.explain_refusals.as_deref(), conn, refusal)
     }
 
+    /// Whether connection `conn`'s session is an admin's.
+    pub fn is_admin(&self, conn: ConnId) -> bool {
+        self.sessions
+            .get(&conn)
+            .is_some_and(|session| session.auth == AuthState::Admin)
+    }
+
     fn session_auth(&self, conn: ConnId) -> AuthState {
         self.sessions
             .get(&conn)

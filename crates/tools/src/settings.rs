@@ -8,13 +8,17 @@ use super::client::{Call, Client, DatabaseArgs};
 use super::error::{Result, ToolsError};
 
 /// The settings `hearth settings` knows, as the endpoints name them.
-pub const SETTINGS: [&str; 2] = ["defaultWriteSizeLimit", "strictTriggerValidation"];
+pub const SETTINGS: [&str; 3] = [
+    "defaultWriteSizeLimit",
+    "strictTriggerValidation",
+    "appCheck",
+];
 
 fn setting_path(name: &str) -> Result<String> {
     if !SETTINGS.contains(&name) {
         return Err(ToolsError::Usage(format!(
             "no setting {name:?}: the settings are {}",
-            SETTINGS.join(" and ")
+            SETTINGS.join(", ")
         )));
     }
     Ok(format!("/.settings/{name}.json"))

@@ -24,7 +24,8 @@ pub enum ClientRequest {
     Data(Request),
     Auth(AuthRequest),
     Unauth,
-    AppCheck,
+    /// An App Check token (`appcheck`), or none any more (`unappeck`, `unappcheck`).
+    AppCheck(Option<String>),
     Stats,
 }
 
@@ -87,7 +88,13 @@ pub(super) fn decode_action(
         "auth" | "gauth" => return auth_request(action == "gauth", &mut body),
         "unauth" => return Ok(ClientRequest::Unauth),
         // The JS client spells the second one `unappeck`; accept both spellings.
-        "appcheck" | "unappeck" | "unappcheck" => return Ok(ClientRequest::AppCheck),
+        "appcheck" => {
+            return match body.get("token") {
+                Some(Value::String(token)) => Ok(ClientRequest::AppCheck(Some(token.clone()))),
+                _ => Err("appcheck needs a string `token`".to_owned().into()),
+            }
+        }
+        "unappeck" | "unappcheck" => return Ok(ClientRequest::AppCheck(None)),
         _ => return Err(ActionError::Unknown),
     };
     Ok(ClientRequest::Data(request))

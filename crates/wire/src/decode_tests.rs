@@ -70,7 +70,11 @@ fn control_and_connection_requests() {
         Ok(ClientMessage::Ping)
     ));
     let (_, req) = request(r#"{"t":"d","d":{"r":8,"a":"unappeck","b":{}}}"#);
-    assert!(matches!(req, ClientRequest::AppCheck));
+    assert!(matches!(req, ClientRequest::AppCheck(None)));
+    let (_, req) = request(r#"{"t":"d","d":{"r":8,"a":"unappcheck","b":{}}}"#);
+    assert!(matches!(req, ClientRequest::AppCheck(None)));
+    let (_, req) = request(r#"{"t":"d","d":{"r":9,"a":"appcheck","b":{"token":"t.k.n"}}}"#);
+    assert!(matches!(req, ClientRequest::AppCheck(Some(token)) if token == "t.k.n"));
     let (_, req) =
         request(r#"{"t":"d","d":{"r":2,"a":"gauth","b":{"cred":"owner","noauth":true}}}"#);
     assert!(matches!(

@@ -18,6 +18,9 @@ use tracing::warn;
 /// The cache's file name in the data directory.
 pub const CACHE_FILE: &str = "jwks-cache.json";
 
+/// The App Check keys' cache, beside it.
+pub const APP_CHECK_CACHE_FILE: &str = "app-check-jwks-cache.json";
+
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Cached {
     /// The URL the document came from: a cache of another URL is not used.
@@ -30,8 +33,8 @@ pub struct Cached {
 
 /// The cache of `url` in `dir`, if there is a readable one (an unreadable one is logged and
 /// ignored: a fetch or the static file still follow).
-pub fn read(dir: &Path, url: &str) -> Option<Cached> {
-    let path = dir.join(CACHE_FILE);
+pub fn read(dir: &Path, file: &str, url: &str) -> Option<Cached> {
+    let path = dir.join(file);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
@@ -53,9 +56,9 @@ pub fn read(dir: &Path, url: &str) -> Option<Cached> {
     }
 }
 
-pub fn write(dir: &Path, cached: &Cached) -> std::io::Result<()> {
-    let path = dir.join(CACHE_FILE);
-    let temporary = dir.join(format!("{CACHE_FILE}.tmp"));
+pub fn write(dir: &Path, file: &str, cached: &Cached) -> std::io::Result<()> {
+    let path = dir.join(file);
+    let temporary = dir.join(format!("{file}.tmp"));
     let text = serde_json::to_vec(cached).map_err(std::io::Error::other)?;
     let mut file = File::create(&temporary)?;
     file.write_all(&text)?;
@@ -77,20 +80,20 @@ mod tests {
             hearth_net::time::now_ms()
         ));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
-        assert!(read(&dir, "https://a").is_none());
+        assert!(read(&dir, CACHE_FILE, "https://a").is_none());
         let cached = Cached {
             url: "https://a".into(),
             fetched_at_ms: 7,
             max_age_secs: Some(60),
             document: "{\"keys\":[]}".into(),
         };
-        write(&dir, &cached).expect("written");
-        let back = read(&dir, "https://a").expect("read back");
+        write(&dir, CACHE_FILE, &cached).expect("written");
+        let back = read(&dir, CACHE_FILE, "https://a").expect("read back");
         assert_eq!((back.fetched_at_ms, back.max_age_secs), (7, Some(60)));
         assert_eq!(back.document, cached.document);
-        assert!(read(&dir, "https://b").is_none());
+        assert!(read(&dir, CACHE_FILE, "https://b").is_none());
         std::fs::write(dir.join(CACHE_FILE), b"{broken").expect("written");
-        assert!(read(&dir, "https://a").is_none());
+        assert!(read(&dir, CACHE_FILE, "https://a").is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

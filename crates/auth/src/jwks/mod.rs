@@ -22,7 +22,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use tracing::{debug, info, warn};
 
-pub use cache::CACHE_FILE;
+pub use cache::{APP_CHECK_CACHE_FILE, CACHE_FILE};
 pub use fetch::MAX_JWKS_BYTES;
 pub use policy::{MAX_REFRESH, MIN_REFRESH};
 
@@ -57,9 +57,52 @@ impl FirebaseKeys {
     }
 }
 
-/// Where the Firebase keys come from.
+/// Which keys a source holds: what they verify, where they are cached, what the log calls them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyPurpose {
+    /// Firebase ID tokens (`--firebase-project`).
+    #[default]
+    IdTokens,
+    /// App Check tokens (`--app-check-project-number`, `app_check`).
+    AppCheck,
+}
+
+impl KeyPurpose {
+    /// The keys' name in the log.
+    fn name(self) -> &'static str {
+        match self {
+            KeyPurpose::IdTokens => "Firebase signing keys",
+            KeyPurpose::AppCheck => "App Check keys",
+        }
+    }
+
+    /// The flag of their static file.
+    fn fallback_flag(self) -> &'static str {
+        match self {
+            KeyPurpose::IdTokens => "--firebase-jwks",
+            KeyPurpose::AppCheck => "--app-check-jwks",
+        }
+    }
+
+    /// Their cache in the data directory.
+    pub fn cache_file(self) -> &'static str {
+        match self {
+            KeyPurpose::IdTokens => CACHE_FILE,
+            KeyPurpose::AppCheck => APP_CHECK_CACHE_FILE,
+        }
+    }
+
+    /// Whether tokens they sign must carry the Firebase project (`VerifyKey::firebase`).
+    fn firebase(self) -> bool {
+        self == KeyPurpose::IdTokens
+    }
+}
+
+/// Where a set of keys comes from.
 #[derive(Clone)]
 pub struct JwksSource {
+    /// What the keys verify.
+    pub purpose: KeyPurpose,
     /// The JWKS URL (`https://` in production; `http://` is accepted, for tests and proxies
     /// on the same machine).
     pub url: String,
@@ -75,6 +118,7 @@ pub struct JwksSource {
 impl std::fmt::Debug for JwksSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JwksSource")
+            .field("purpose", &self.purpose)
             .field("url", &self.url)
             .field("fallback", &self.fallback.len())
             .field("min_refresh", &self.min_refresh)
@@ -106,7 +150,7 @@ pub fn start(source: JwksSource, cache_dir: Option<PathBuf>) -> Result<JwksRefre
         return Err(JwksError::BadUrl(url));
     }
     if url.starts_with("http://") {
-        warn!(%url, "the Firebase JWKS URL is plain http: anyone on the path could swap the keys; use https in production");
+        warn!(%url, "the JWKS URL of the {} is plain http: anyone on the path could swap the keys; use https in production", source.purpose.name());
     }
     let agent = fetch::agent();
     let mut refresher = Refresher {
@@ -115,13 +159,14 @@ pub fn start(source: JwksSource, cache_dir: Option<PathBuf>) -> Result<JwksRefre
         agent,
         failures: 0,
     };
+    let purpose = refresher.source.purpose;
     let first_wait = refresher.first_keys();
     let (stop, stopped) = mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("hearth-jwks".to_owned())
         .spawn(move || refresher.run(first_wait, &stopped));
     if let Err(error) = spawned {
-        warn!(%error, "cannot start the Firebase key refresher; the keys loaded at start stay in use");
+        warn!(%error, "cannot start the refresher of the {}; the keys loaded at start stay in use", purpose.name());
     }
     Ok(JwksRefresher { _stop: stop })
 }
@@ -141,18 +186,18 @@ impl Refresher {
         let cached = self
             .cache_dir
             .as_deref()
-            .and_then(|dir| cache::read(dir, &url));
-        let cached =
-            cached.and_then(
-                |cached| match keys_from_document(cached.document.as_bytes(), true) {
-                    Ok(keys) if !keys.is_empty() => Some((cached, keys)),
-                    Ok(_) => None,
-                    Err(reason) => {
-                        warn!(%reason, "the cached Firebase keys are unusable; ignored");
-                        None
-                    }
-                },
-            );
+            .and_then(|dir| cache::read(dir, self.source.purpose.cache_file(), &url));
+        let (name, firebase) = (self.source.purpose.name(), self.source.purpose.firebase());
+        let cached = cached.and_then(|cached| {
+            match keys_from_document(cached.document.as_bytes(), firebase) {
+                Ok(keys) if !keys.is_empty() => Some((cached, keys)),
+                Ok(_) => None,
+                Err(reason) => {
+                    warn!(%reason, "the cached {name} are unusable; ignored");
+                    None
+                }
+            }
+        });
         let now = now_ms();
         if let Some((cached, keys)) = &cached {
             let period = policy::refresh_after(cached.max_age_secs, self.source.min_refresh);
@@ -160,7 +205,7 @@ impl Refresher {
                 .fetched_at_ms
                 .saturating_add(period.as_millis() as u64);
             if now < expires {
-                info!(keys = keys.len(), kids = ?kids(keys), "Firebase signing keys loaded from the cache (fresh)");
+                info!(keys = keys.len(), kids = ?kids(keys), "{name} loaded from the cache (fresh)");
                 self.source.keys.replace(keys.clone());
                 return Duration::from_millis(expires - now);
             }
@@ -170,13 +215,13 @@ impl Refresher {
         }
         let wait = policy::retry_after(self.failures, self.source.min_refresh);
         if let Some((cached, keys)) = cached {
-            warn!(keys = keys.len(), age_secs = now.saturating_sub(cached.fetched_at_ms) / 1000, "the Firebase JWKS URL cannot be fetched; using the cached keys although their max-age has passed");
+            warn!(keys = keys.len(), age_secs = now.saturating_sub(cached.fetched_at_ms) / 1000, "the JWKS URL of the {name} cannot be fetched; using the cached keys although their max-age has passed");
             self.source.keys.replace(keys);
         } else if !self.source.fallback.is_empty() {
-            warn!(keys = self.source.fallback.len(), "the Firebase JWKS URL cannot be fetched and nothing is cached; using the keys of --firebase-jwks");
+            warn!(keys = self.source.fallback.len(), "the JWKS URL of the {name} cannot be fetched and nothing is cached; using the keys of {}", self.source.purpose.fallback_flag());
             self.source.keys.replace(self.source.fallback.clone());
         } else {
-            warn!("the Firebase JWKS URL cannot be fetched and there is no cache or --firebase-jwks file: Firebase ID tokens are refused until a fetch succeeds");
+            warn!("the JWKS URL of the {name} cannot be fetched and there is no cache or {} file: the tokens they sign are refused until a fetch succeeds", self.source.purpose.fallback_flag());
         }
         wait
     }
@@ -185,8 +230,10 @@ impl Refresher {
     /// next fetch. On failure the keys in use stay.
     fn fetch_and_install(&mut self) -> Option<Duration> {
         let url = &self.source.url;
+        let name = self.source.purpose.name();
         let fetched = fetch::fetch(&self.agent, url).and_then(|fetched| {
-            let keys = keys_from_document(fetched.document.as_bytes(), true)?;
+            let keys =
+                keys_from_document(fetched.document.as_bytes(), self.source.purpose.firebase())?;
             if keys.is_empty() {
                 return Err("the document holds no usable key".to_owned());
             }
@@ -196,7 +243,7 @@ impl Refresher {
             Ok(fetched) => fetched,
             Err(reason) => {
                 self.failures += 1;
-                warn!(%url, %reason, failures = self.failures, "fetching the Firebase signing keys failed; the last good keys stay in use");
+                warn!(%url, %reason, failures = self.failures, "fetching the {name} failed; the last good keys stay in use");
                 return None;
             }
         };
@@ -204,12 +251,9 @@ impl Refresher {
         let previous = self.source.keys.current();
         let now = kids(&keys);
         if kids(&previous) != now {
-            info!(keys = keys.len(), kids = ?now, "Firebase signing keys fetched");
+            info!(keys = keys.len(), kids = ?now, "{name} fetched");
         } else {
-            debug!(
-                keys = keys.len(),
-                "Firebase signing keys fetched, unchanged"
-            );
+            debug!(keys = keys.len(), "{name} fetched, unchanged");
         }
         self.source.keys.replace(keys);
         let period = policy::refresh_after(fetched.max_age_secs, self.source.min_refresh);
@@ -220,8 +264,8 @@ impl Refresher {
                 max_age_secs: fetched.max_age_secs,
                 document: fetched.document,
             };
-            if let Err(error) = cache::write(dir, &cached) {
-                warn!(%error, "cannot write the Firebase key cache; a restart without internet would not find these keys");
+            if let Err(error) = cache::write(dir, self.source.purpose.cache_file(), &cached) {
+                warn!(%error, "cannot write the cache of the {name}; a restart without internet would not find these keys");
             }
         }
         Some(period)

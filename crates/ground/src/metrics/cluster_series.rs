@@ -91,6 +91,30 @@ pub(super) fn cluster_node(e: &mut DescriptorEncoder, cluster: &ClusterSnapshot)
     )
 }
 
+/// App Check: tokens by outcome, and what enforcement refused.
+pub(super) fn app_check(
+    e: &mut DescriptorEncoder,
+    [verified, missing, invalid, refused]: [u64; 4],
+) -> Result2 {
+    family(
+        e,
+        "app_check_tokens",
+        "App Check tokens by outcome: verified, missing (a connection or REST request without one), invalid (refused by the verification); counted whether or not the database enforces App Check.",
+        MetricType::Counter,
+        [
+            ([("outcome", "verified")], Value::Count(verified)),
+            ([("outcome", "missing")], Value::Count(missing)),
+            ([("outcome", "invalid")], Value::Count(invalid)),
+        ],
+    )?;
+    counter(
+        e,
+        "app_check_refused",
+        "Requests refused because their database enforces App Check and they had no valid token.",
+        refused,
+    )
+}
+
 /// Database triggers: how many are registered, and what became of their events.
 pub(super) fn triggers(e: &mut DescriptorEncoder, triggers: &TriggerSnapshot) -> Result2 {
     gauge(

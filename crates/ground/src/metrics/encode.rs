@@ -8,7 +8,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::cluster_series::{cluster_node, replication, triggers};
+use super::cluster_series::{app_check, cluster_node, replication, triggers};
 use super::counters::CounterSnapshot;
 use super::labels::{
     Channel, CloseCause, HttpRefusal, Outcome, RequestKind, SessionTransport, StreamEnd,
@@ -419,6 +419,9 @@ impl Collector for Scraped {
         }
         if let Some(snapshot) = &snapshot.triggers {
             triggers(e, snapshot)?;
+        }
+        if let Some(counts) = snapshot.app_check {
+            app_check(e, counts)?;
         }
         rest_cache(e, total)?;
         routing(e, total)?;

@@ -77,6 +77,9 @@ pub struct ServerSnapshot {
     pub followers: Vec<FollowerSnapshot>,
     /// Database triggers, when the server delivers them (`--functions-emulator`).
     pub triggers: Option<TriggerSnapshot>,
+    /// App Check tokens by outcome, when the server verifies them
+    /// (`--app-check-project-number`): verified, missing, invalid, refused.
+    pub app_check: Option<[u64; 4]>,
 }
 
 /// Database triggers: what is registered and what became of their events (`hearth-triggers`).

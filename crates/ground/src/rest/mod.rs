@@ -159,6 +159,9 @@ pub struct DataRequest {
     /// `GET /.settings/profile.json` as an event stream: the database's profiler
     /// (docs/profiler.md), not a listen.
     pub profile: bool,
+    /// Its App Check token (`X-Firebase-AppCheck`, or `ac=` as the JavaScript SDK's REST
+    /// client sends it), which the owner verifies (docs/app-check.md).
+    pub app_check: Option<String>,
 }
 
 impl DataRequest {

@@ -397,6 +397,13 @@ fn data_request(
         want_etag,
         if_match: etag_header(parts, "if-match"),
         if_none_match: etag_header(parts, "if-none-match"),
+        app_check: crate::app_check::app_check_token(
+            query.get("ac"),
+            parts
+                .headers
+                .get(crate::app_check::APP_CHECK_HEADER)
+                .and_then(|value| value.to_str().ok()),
+        ),
         write_limit,
         timeout,
         download,

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `GET, PUT /.settings/defaultWriteSizeLimit.json` | `"small"`, `"medium"`, `"large"` or `"unlimited"` |
 //! | `GET, PUT /.settings/strictTriggerValidation.json` | `true` or `false` |
+//! | `GET, PUT /.settings/appCheck.json` | `"enforced"` or `"unenforced"` |
 //! | `POST /.settings/rulesets.json` | stages the body (a rules document): `{"id": ID}` |
 //! | `GET /.settings/rulesets.json` | the history: rulesets, labels, label changes |
 //! | `GET /.settings/rulesets/ID.json` | one ruleset with its source |
@@ -33,6 +34,8 @@ const MAX_RULESET_ID_BYTES: usize = 32;
 pub enum SettingName {
     DefaultWriteSizeLimit,
     StrictTriggerValidation,
+    /// Hearth's own: `"enforced"` or `"unenforced"` (docs/app-check.md).
+    AppCheck,
 }
 
 impl SettingName {
@@ -40,6 +43,7 @@ impl SettingName {
         match file {
             "defaultWriteSizeLimit.json" => Some(SettingName::DefaultWriteSizeLimit),
             "strictTriggerValidation.json" => Some(SettingName::StrictTriggerValidation),
+            "appCheck.json" => Some(SettingName::AppCheck),
             _ => None,
         }
     }

@@ -84,6 +84,14 @@ fn execute_split(owner: &Owner, call: RestCall) -> (RestResponse, Option<LateBod
             body_bytes,
             prepared,
         } => {
+            if let Some(refusal) = crate::app_check::refuses_request(
+                owner,
+                &call.namespace,
+                &call.auth,
+                request.app_check.as_deref(),
+            ) {
+                return (refusal, None);
+            }
             let profiled = owner
                 .with_loaded(&call.namespace, |database| database.profilers().is_active())
                 .unwrap_or(false)

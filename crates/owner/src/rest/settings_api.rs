@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use hearth_ground::rest::{RestResponse, SettingName, SettingsEndpoint};
-use hearth_ground::settings::{DatabaseSettings, Labels, Ruleset, SettingsError, WriteSizeTier};
+use hearth_ground::settings::{
+    AppCheckMode, DatabaseSettings, Labels, Ruleset, SettingsError, WriteSizeTier,
+};
 use hearth_net::time::now_ms;
 use hearth_rules::Rules;
 use hearth_sync::{Access, Effects};
@@ -29,7 +31,9 @@ pub fn answer(
     body: &[u8],
 ) -> RestResponse {
     let result = match endpoint {
-        SettingsEndpoint::Get(name) => Ok(read(owner, namespace, |s| setting(s, *name))),
+        SettingsEndpoint::Get(name) => Ok(read(owner, namespace, |s| {
+            setting(s, *name, owner.config().app_check_enforced)
+        })),
         SettingsEndpoint::Put(name) => put_setting(owner, namespace, *name, body),
         SettingsEndpoint::Stage => stage(owner, namespace, body),
         SettingsEndpoint::List => Ok(read(owner, namespace, history)),
@@ -51,7 +55,7 @@ fn read<T>(owner: &Owner, namespace: &str, f: impl FnOnce(&DatabaseSettings) -> 
 }
 
 /// A setting's value as `GET` shows it: the default when it was never set.
-fn setting(settings: &DatabaseSettings, name: SettingName) -> Value {
+fn setting(settings: &DatabaseSettings, name: SettingName, enforced_by_default: bool) -> Value {
     match name {
         SettingName::DefaultWriteSizeLimit => {
             json!(settings
@@ -59,6 +63,11 @@ fn setting(settings: &DatabaseSettings, name: SettingName) -> Value {
                 .unwrap_or(WriteSizeTier::Unlimited))
         }
         SettingName::StrictTriggerValidation => json!(settings.strict_triggers()),
+        SettingName::AppCheck => json!(if settings.app_check_enforced(enforced_by_default) {
+            AppCheckMode::Enforced
+        } else {
+            AppCheckMode::Unenforced
+        }),
     }
 }
 
@@ -70,6 +79,7 @@ fn put_setting(
 ) -> Result<Value, RestResponse> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|_| RestResponse::error(400, "the body must be a JSON value"))?;
+    let enforced_by_default = owner.config().app_check_enforced;
     change_settings(owner, namespace, |settings, _| {
         match name {
             SettingName::DefaultWriteSizeLimit => {
@@ -90,8 +100,14 @@ fn put_setting(
                 };
                 settings.strict_trigger_validation = Some(strict);
             }
+            SettingName::AppCheck => {
+                let mode = serde_json::from_value(value.clone()).map_err(|_| {
+                    RestResponse::error(400, "appCheck must be \"enforced\" or \"unenforced\"")
+                })?;
+                settings.app_check = Some(mode);
+            }
         }
-        Ok((setting(settings, name), None))
+        Ok((setting(settings, name, enforced_by_default), None))
     })
 }
 

@@ -37,6 +37,8 @@ pub struct Observer {
     followers: OnceLock<Followers>,
     /// The database triggers, when the server delivers them (`--functions-emulator`).
     triggers: OnceLock<hearth_config::ServerTriggers>,
+    /// Set when the server verifies App Check tokens: their counts are scraped.
+    app_check: OnceLock<()>,
 }
 
 /// The other nodes' ids and the replication lag toward each, read at every scrape.
@@ -61,6 +63,7 @@ impl Observer {
             cluster: OnceLock::new(),
             followers: OnceLock::new(),
             triggers: OnceLock::new(),
+            app_check: OnceLock::new(),
         })
     }
 
@@ -83,6 +86,11 @@ impl Observer {
     /// Scrapes the database triggers from now on.
     pub fn watch_triggers(&self, triggers: hearth_config::ServerTriggers) {
         let _ = self.triggers.set(triggers);
+    }
+
+    /// Scrapes the App Check counts from now on.
+    pub fn watch_app_check(&self) {
+        let _ = self.app_check.set(());
     }
 
     /// Every shard's numbers, summed.
@@ -121,6 +129,10 @@ impl Observer {
                 failed: counters.failed.load(Ordering::Relaxed),
                 dropped: counters.dropped.load(Ordering::Relaxed),
             })
+        });
+        server.app_check = self.app_check.get().map(|()| {
+            use hearth_auth::app_check::{INVALID, MISSING, REFUSED, VERIFIED};
+            [&VERIFIED, &MISSING, &INVALID, &REFUSED].map(|counter| counter.load(Ordering::Relaxed))
         });
         server.followers = self.followers.get().map_or_else(Vec::new, |followers| {
             followers()

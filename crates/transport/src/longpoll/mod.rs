@@ -73,7 +73,14 @@ pub async fn answer(front: &Rc<Front>, parts: &Parts) -> Option<RestResponse> {
                         },
                         str::to_owned,
                     );
-                    task::start(front, callback, namespace, previous, host)
+                    let app_check = hearth_ground::app_check::app_check_token(
+                        query.get("ac"),
+                        parts
+                            .headers
+                            .get(hearth_ground::app_check::APP_CHECK_HEADER)
+                            .and_then(|value| value.to_str().ok()),
+                    );
+                    task::start(front, callback, namespace, previous, host, app_check)
                 }
                 // As on a WebSocket: `s` tells the client not to retry a name that cannot be.
                 Err(error) => script_answer(script::data(

@@ -48,6 +48,7 @@ pub fn start(
     namespace: String,
     previous: Option<String>,
     host: String,
+    app_check: Option<String>,
 ) -> RestResponse {
     if front.long_polls().len() >= MAX_SESSIONS_PER_SHARD {
         return RestResponse::error(503, "too many long-polling sessions");
@@ -77,6 +78,7 @@ pub fn start(
         namespace.clone(),
         session_id,
         previous.as_deref(),
+        app_check,
     );
     let session = Rc::new(LpSession::new(NewSession {
         conn,

@@ -23,6 +23,7 @@ pub(crate) fn attach(
     namespace: String,
     session_id: String,
     previous: Option<&str>,
+    app_check: Option<String>,
 ) -> OwnerSide {
     let id = edge.id();
     let owner = front.owner_of(&namespace);
@@ -36,6 +37,7 @@ pub(crate) fn attach(
             id,
             &namespace,
             session_id,
+            app_check,
             route,
         ))
     } else {
@@ -49,6 +51,7 @@ pub(crate) fn attach(
                     namespace,
                     session_id,
                     previous: previous.map(str::to_owned),
+                    app_check,
                 },
             },
         );

@@ -43,10 +43,19 @@ pub struct Moving {
 
 /// Lets connection `edge`, whose session is on another node, follow its session if it moves
 /// (a WebSocket, under etcd's placement with the node link).
-pub fn follow(front: &Front, edge: &EdgeConn, side: &OwnerSide, namespace: &str, session: &str) {
+pub fn follow(
+    front: &Front,
+    edge: &EdgeConn,
+    side: &OwnerSide,
+    namespace: &str,
+    session: &str,
+    app_check: Option<String>,
+) {
     let remote = matches!(side, OwnerSide::Remote(owner) if *owner >= front.shard_count());
     if remote && front.config().cluster.is_some() && front.nodes().is_some() {
-        edge.follow_upstream(Upstream::new(namespace.to_owned(), session.to_owned()));
+        let mut upstream = Upstream::new(namespace.to_owned(), session.to_owned());
+        upstream.app_check = app_check;
+        edge.follow_upstream(upstream);
     }
 }
 
@@ -222,7 +231,7 @@ pub async fn finish(
     owner: usize,
 ) -> Result<OwnerSide, CloseReason> {
     let close = moving.cause.close_reason();
-    let (namespace, session_id, resume) = {
+    let (namespace, session_id, app_check, resume) = {
         let mut upstream = edge.upstream();
         let Some(upstream) = upstream.as_mut() else {
             return Err(close);
@@ -233,6 +242,7 @@ pub async fn finish(
         (
             upstream.namespace.clone(),
             upstream.session_id.clone(),
+            upstream.app_check.clone(),
             resume,
         )
     };
@@ -247,7 +257,7 @@ pub async fn finish(
         "connection moved to its database's next owner"
     );
     front.counters().session_moved();
-    let side = attach(front, edge, namespace, session_id, None);
+    let side = attach(front, edge, namespace, session_id, None, app_check);
     replay(front, edge, &side, resume.replay).await?;
     Ok(side)
 }

@@ -4,6 +4,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt, SinkExt, StreamExt};
+use hearth_ground::app_check::{app_check_token, APP_CHECK_HEADER};
 use hearth_wire::{
     encode_handshake, encode_shutdown, without_lone_surrogates, Assembled, MAX_MESSAGE_BYTES,
 };
@@ -129,8 +130,16 @@ pub async fn serve_websocket<S: Accepted>(
         namespace.clone(),
         session_id.clone(),
         upgrade.previous.as_deref(),
+        upgrade.app_check.clone(),
     );
-    rehome::follow(&front, &edge, &side, &namespace, &session_id);
+    rehome::follow(
+        &front,
+        &edge,
+        &side,
+        &namespace,
+        &session_id,
+        upgrade.app_check,
+    );
     drop((namespace, session_id));
     drop(upgrade.host);
     drop(upgrade.previous);
@@ -211,6 +220,8 @@ struct Upgrade {
     host: String,
     /// The session the client replaces (`ls`).
     previous: Option<String>,
+    /// Its App Check token (`ac`, or the header).
+    app_check: Option<String>,
 }
 
 impl Upgrade {
@@ -227,6 +238,7 @@ impl Upgrade {
             response,
             host,
             previous: head.query_param("ls").map(str::to_owned),
+            app_check: app_check_token(head.query_param("ac"), head.header(APP_CHECK_HEADER)),
         }
     }
 }

@@ -91,6 +91,13 @@ pub async fn serve_session(front: Rc<Front>, incoming: IncomingSession, slot: Sl
         .as_ref()
         .and_then(|query| query.get("ls"))
         .map(str::to_owned);
+    let app_check = hearth_ground::app_check::app_check_token(
+        query.as_ref().and_then(|query| query.get("ac")),
+        request
+            .headers()
+            .get(hearth_ground::app_check::APP_CHECK_HEADER)
+            .map(String::as_str),
+    );
     let host = request.authority().to_owned();
     let Ok(connection) = request.accept().await else {
         return;
@@ -121,7 +128,14 @@ pub async fn serve_session(front: Rc<Front>, incoming: IncomingSession, slot: Sl
     // As on a WebSocket (the same time, a millisecond behind the clock), the handshake
     // goes first.
     edge.write([encode_frames(handshake(now_ms(), &host, &session_id))]);
-    let side = attach(&front, &edge, namespace, session_id, previous.as_deref());
+    let side = attach(
+        &front,
+        &edge,
+        namespace,
+        session_id,
+        previous.as_deref(),
+        app_check,
+    );
     let writer = tokio::task::spawn_local(write_lines(outlet.clone(), edge.clone(), send));
     let ended = run(&front, &edge, &outlet, &side, &connection, recv).await;
     detach_session(&front, id, &side);
