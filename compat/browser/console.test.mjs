@@ -3,8 +3,9 @@
 // REST write, editing, adding, deleting, import and export, the edit panel following the live
 // value and refusing to overwrite one changed since it was read, deletes that name their path
 // (the database's name typed at the root), errors shown at the box that caused them, the
-// rules editor's errors at their line, and the metrics charts (a time axis, and what each
-// counts). Also: without the token, everything the console calls refuses.
+// rules editor's errors at their line, the ruleset history (a diff with the stable ruleset, a
+// rollback) and the two settings, and the metrics charts (a time axis, and what each counts).
+// Also: without the token, everything the console calls refuses.
 //
 //   cd compat && npm ci && HEARTH_BIN=../target/release/hearth node --test browser/console.test.mjs
 //   CHROMIUM_BIN=/path/to/chromium            (default /usr/bin/chromium)
@@ -130,6 +131,15 @@ describe('the web console against a server with an admin token', { timeout: 120_
       ['GET', '/.settings/rules.json'],
       ['PUT', '/.settings/rules.json', '{"rules":{".read":true}}'],
       ['POST', '/_/console/rules-check', '{"rules":{}}'],
+      ['GET', '/.settings/rulesets.json'],
+      ['GET', '/.settings/rulesets/1.json'],
+      ['PUT', '/.settings/ruleset_labels.json', '{"stable":"1"}'],
+      ['GET', '/.settings/defaultWriteSizeLimit.json'],
+      ['PUT', '/.settings/defaultWriteSizeLimit.json', '"small"'],
+      ['GET', '/.settings/strictTriggerValidation.json'],
+      ['PUT', '/.settings/strictTriggerValidation.json', 'false'],
+      ['GET', '/.settings/appCheck.json'],
+      ['PUT', '/.settings/appCheck.json', '"enforced"'],
       ['GET', '/metrics'],
       ['GET', '/rooms.json'],
       ['PUT', '/rooms/general/title.json', '"taken"'],
@@ -145,6 +155,8 @@ describe('the web console against a server with an admin token', { timeout: 120_
       }
     }
     assert.equal((await rest('GET', '/rooms/general/title.json')).json(), 'General', 'nothing was written');
+    assert.equal((await rest('GET', '/.settings/defaultWriteSizeLimit.json')).json(), 'unlimited', 'no setting was changed');
+    assert.deepEqual((await rest('GET', '/.settings/ruleset_labels.json')).json(), {}, 'no label was moved');
   });
 
   it('signs in with the token and lists the databases', async () => {
@@ -497,6 +509,7 @@ describe('the web console against a --dev server', { timeout: 90_000 }, () => {
   let browser;
 
   before(async () => {
+    fs.mkdirSync(SHOTS, { recursive: true });
     server = await HearthServer.start({ dev: true });
     browser = await launch();
   });
@@ -522,6 +535,150 @@ describe('the web console against a --dev server', { timeout: 90_000 }, () => {
     assert.ok(await page.locator('#login').isHidden());
     await page.locator('#tree li.node[data-path="/a/b"] .value', { hasText: 'true' }).waitFor();
     await context.close();
+  });
+
+  it('lists the ruleset history, compares a ruleset with the stable one, rolls back to it, and changes the settings', async () => {
+    const db = 'historydb';
+    const base = `http://127.0.0.1:${server.port}`;
+    const owner = async (method, endpoint, body) => {
+      const response = await fetch(`${base}${endpoint}?ns=${db}`, {
+        method,
+        headers: { authorization: 'Bearer owner' },
+        body,
+        signal: AbortSignal.timeout(WAIT),
+      });
+      const text = await response.text();
+      return { status: response.status, text, json: () => JSON.parse(text) };
+    };
+    const rules = (write) => `{\n  // everyone reads\n  "rules": {\n    ".read": true,\n    ".write": ${write}\n  }\n}`;
+    const first = rules('false');
+    const second = rules('"auth != null"');
+    for (const text of [first, second]) {
+      const put = await owner('PUT', '/.settings/rules.json', text);
+      assert.equal(put.status, 200, put.text);
+    }
+    const listed = (await owner('GET', '/.settings/rulesets.json')).json();
+    assert.deepEqual(listed.rulesets.map((ruleset) => ruleset.id), ['1', '2']);
+    assert.deepEqual(listed.labels, { stable: '2' });
+
+    const context = await browser.newContext({ viewport: { width: 1280, height: 760 } });
+    const errors = [];
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(WAIT);
+      page.on('pageerror', (error) => errors.push(error.message));
+      await page.goto(`${base}/_/console/#ns=${db}`, { timeout: 15_000 });
+      await page.locator('#current-db', { hasText: db }).waitFor();
+      await page.click('.tabs button[data-tab="history"]');
+      await page.locator('#history-status', { hasText: `2 rulesets of ${db}; ruleset 2 is stable` }).waitFor();
+      const row = (id) => page.locator(`#history-rows tr[data-id="${id}"]`);
+      assert.deepEqual(await page.locator('#history-rows tr').evaluateAll((rows) => rows.map((r) => r.dataset.id)), ['2', '1'], 'newest first');
+      assert.deepEqual(await row('2').locator('.badge').allTextContents(), ['stable']);
+      assert.equal(await row('1').locator('.badge').count(), 0);
+      const cells = await row('1').locator('td').allTextContents();
+      assert.match(cells[1], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/, `a creation time: ${cells}`);
+      assert.equal(cells[2], 'an admin, over REST');
+
+      // Ruleset 1 against the stable ruleset 2: what would change if it were made stable.
+      await row('1').click();
+      await page.locator('#history-diff-note', { hasText: 'From the stable ruleset 2 to ruleset 1: 1 line added (+), 1 line removed (-).' }).waitFor();
+      assert.deepEqual(await page.locator('#history-diff [data-op="-"]').allTextContents(), ['-     ".write": "auth != null"']);
+      assert.deepEqual(await page.locator('#history-diff [data-op="+"]').allTextContents(), ['+     ".write": false']);
+      assert.equal(await page.locator('#history-diff [data-op=" "]').count(), 6, 'the lines both share');
+      await page.screenshot({ path: path.join(SHOTS, 'rules-history.png') });
+
+      // Make stable asks first; dismissed, nothing moves.
+      const answer = (accept) =>
+        new Promise((resolve) =>
+          page.once('dialog', async (dialog) => {
+            resolve(dialog.message());
+            await (accept ? dialog.accept() : dialog.dismiss());
+          }),
+        );
+      let asked = answer(false);
+      await page.click('#history-make-stable');
+      assert.equal(await asked, `Make ruleset 1 stable? ${db} uses its rules at once, in place of ruleset 2.`);
+      assert.deepEqual((await owner('GET', '/.settings/ruleset_labels.json')).json(), { stable: '2' }, 'dismissed: nothing moved');
+
+      asked = answer(true);
+      await page.click('#history-make-stable');
+      await asked;
+      await page.locator('#history-status', { hasText: `ruleset 1 is stable; ${db} uses its rules now` }).waitFor();
+      assert.deepEqual((await owner('GET', '/.settings/ruleset_labels.json')).json(), { stable: '1' });
+      assert.equal((await owner('GET', '/.settings/rules.json')).text, first, 'ruleset 1 is in effect');
+      assert.deepEqual(await row('1').locator('.badge').allTextContents(), ['stable']);
+      assert.equal(await row('2').locator('.badge').count(), 0);
+      assert.ok(await page.locator('#history-make-stable').isHidden(), 'the stable ruleset has no Make stable');
+      await page.locator('#history-diff-note', { hasText: 'Ruleset 1 is stable' }).waitFor();
+      assert.equal(await page.locator('#history-releases tr').count(), 3, 'two deploys and the rollback');
+      assert.deepEqual((await page.locator('#history-releases tr').first().locator('td').allTextContents()).slice(2), ['1', '']);
+      // The rules editor was read again.
+      await page.waitForFunction((expected) => document.querySelector('#rules-text').value === expected, first, { timeout: WAIT });
+
+      // A save in the rules editor is a new ruleset, and the stable one.
+      await page.click('.tabs button[data-tab="rules"]');
+      await page.locator('#rules-status', { hasText: `rules of ${db}` }).waitFor();
+      await page.fill('#rules-text', rules('true'));
+      await page.click('#rules-save');
+      await page.locator('#rules-status', { hasText: 'saved' }).waitFor();
+      await page.click('.tabs button[data-tab="history"]');
+      await row('3').locator('.badge.stable').waitFor();
+
+      // The diff is bounded: past 2,000 differing lines on each side it is not computed.
+      const bounds = await page.evaluate(async () => {
+        const { lineDiff } = await import('/_/console/diff.js');
+        const text = (prefix, count) => Array.from({ length: count }, (_, i) => `${prefix}${i}`).join('\n');
+        const shared = text('same', 50_000);
+        return {
+          atTheBound: lineDiff(text('a', 2000), text('b', 2000))?.length,
+          pastIt: lineDiff(text('a', 2001), text('b', 2001)),
+          longButClose: lineDiff(shared, `${shared}\nmore`)?.filter((line) => line.op !== ' '),
+        };
+      });
+      assert.equal(bounds.atTheBound, 4000);
+      assert.equal(bounds.pastIt, null);
+      assert.deepEqual(bounds.longButClose, [{ op: '+', text: 'more' }]);
+
+      // The settings, each saved when changed.
+      await page.click('.tabs button[data-tab="settings"]');
+      await page.locator('#settings-status', { hasText: `settings of ${db}` }).waitFor();
+      assert.equal(await page.inputValue('#setting-write-size'), 'unlimited');
+      assert.equal(await page.isChecked('#setting-strict'), true);
+      await page.selectOption('#setting-write-size', 'small');
+      await page.locator('#settings-status', { hasText: `defaultWriteSizeLimit of ${db} is "small" now` }).waitFor();
+      assert.equal((await owner('GET', '/.settings/defaultWriteSizeLimit.json')).json(), 'small');
+      await page.uncheck('#setting-strict');
+      await page.locator('#settings-status', { hasText: `strictTriggerValidation of ${db} is false now` }).waitFor();
+      assert.equal((await owner('GET', '/.settings/strictTriggerValidation.json')).json(), false);
+      assert.equal(await page.inputValue('#setting-app-check'), 'unenforced');
+      await page.selectOption('#setting-app-check', 'enforced');
+      await page.locator('#settings-status', { hasText: `appCheck of ${db} is "enforced" now` }).waitFor();
+      assert.equal((await owner('GET', '/.settings/appCheck.json')).json(), 'enforced');
+      await page.selectOption('#setting-app-check', 'unenforced');
+      await page.locator('#settings-status', { hasText: `appCheck of ${db} is "unenforced" now` }).waitFor();
+
+      // A refused change is shown on the status line, and the control goes back.
+      await page.route('**/.settings/defaultWriteSizeLimit.json*', (route) =>
+        route.request().method() === 'PUT'
+          ? route.fulfill({ status: 503, contentType: 'application/json', body: '{"error": "the database refuses writes"}' })
+          : route.continue(),
+      );
+      await page.selectOption('#setting-write-size', 'medium');
+      await page.locator('#settings-status.error', { hasText: 'defaultWriteSizeLimit was not changed: the database refuses writes' }).waitFor();
+      assert.equal(await page.inputValue('#setting-write-size'), 'small');
+      await page.unroute('**/.settings/defaultWriteSizeLimit.json*');
+
+      // A change made elsewhere shows when the tab is opened again.
+      assert.equal((await owner('PUT', '/.settings/defaultWriteSizeLimit.json', '"large"')).status, 200);
+      await page.click('.tabs button[data-tab="data"]');
+      await page.click('.tabs button[data-tab="settings"]');
+      await page.locator('#settings-status', { hasText: `settings of ${db}` }).waitFor();
+      assert.equal(await page.inputValue('#setting-write-size'), 'large');
+      assert.ok(!(await page.locator('#settings-status').getAttribute('class')).includes('error'));
+    } finally {
+      await context.close();
+    }
+    assert.deepEqual(errors, []);
   });
 
   it('works over https, its realtime connection over wss, behind a TLS-terminating proxy', async () => {

@@ -134,6 +134,34 @@ export class Api {
     return this.request('PUT', `/.settings/rules.json?ns=${encodeURIComponent(ns)}`, text);
   }
 
+  /** `{rulesets: [{id, createdAt, by}], labels: {stable, canary}, releases: [...]}`, oldest first. */
+  async rulesets(ns) {
+    return JSON.parse(await this.request('GET', `/.settings/rulesets.json?ns=${encodeURIComponent(ns)}`));
+  }
+
+  /** One ruleset: `{id, createdAt, by, source}`, the source as it was uploaded. */
+  async ruleset(ns, id) {
+    const url = `/.settings/rulesets/${encodeURIComponent(id)}.json?ns=${encodeURIComponent(ns)}`;
+    return JSON.parse(await this.request('GET', url));
+  }
+
+  /** Moves the labels: `{stable, canary}` (canary optional); the stable ruleset is in effect at once. */
+  async setRulesetLabels(ns, labels) {
+    const url = `/.settings/ruleset_labels.json?ns=${encodeURIComponent(ns)}`;
+    return JSON.parse(await this.request('PUT', url, JSON.stringify(labels)));
+  }
+
+  /** A setting of the database (`defaultWriteSizeLimit`, `strictTriggerValidation`, `appCheck`), as JSON. */
+  async setting(ns, name) {
+    return JSON.parse(await this.request('GET', `/.settings/${name}.json?ns=${encodeURIComponent(ns)}`));
+  }
+
+  /** Sets a setting; answers the value the server now holds. */
+  async saveSetting(ns, name, value) {
+    const url = `/.settings/${name}.json?ns=${encodeURIComponent(ns)}`;
+    return JSON.parse(await this.request('PUT', url, JSON.stringify(value)));
+  }
+
   /** Compiles a rules document on the server without installing it. */
   checkRules(text) {
     return this.request('POST', '/_/console/rules-check', text);

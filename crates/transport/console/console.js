@@ -6,7 +6,7 @@ import { getDatabase, onValue, ref } from 'firebase/database';
 import { Api, DEV_TOKEN, HttpError, cleanPath, forgetToken, saveToken, savedToken } from './api.js';
 import { LiveTree } from './tree.js';
 import { Editor } from './editor.js';
-import { RulesEditor } from './rules.js';
+import { DatabaseSettings, RulesEditor, RulesHistory } from './rules.js';
 import { MetricsPanel } from './charts-panel.js';
 import { ProfilerPanel } from './profiler.js';
 
@@ -96,6 +96,8 @@ async function openDatabase(ns) {
   markSelectedDatabase();
   state.metrics.follow();
   if (state.tab === 'rules') state.rules.load();
+  if (state.tab === 'history') state.history.load();
+  if (state.tab === 'settings') state.settings.load();
 }
 
 function markSelectedDatabase() {
@@ -145,8 +147,10 @@ function showTab(tab) {
   for (const button of document.querySelectorAll('.tabs button')) {
     button.setAttribute('aria-selected', String(button.dataset.tab === tab));
   }
-  for (const name of ['data', 'rules', 'metrics', 'profiler']) $(`tab-${name}`).hidden = name !== tab;
+  for (const name of ['data', 'rules', 'history', 'settings', 'metrics', 'profiler']) $(`tab-${name}`).hidden = name !== tab;
   if (tab === 'rules') state.rules.load();
+  if (tab === 'history') state.history.load();
+  if (tab === 'settings') state.settings.load();
   state.metrics.setVisible(tab === 'metrics');
 }
 
@@ -195,9 +199,14 @@ async function start() {
     ns: () => state.ns,
     api: () => state.api,
     treeText: (path) => state.tree.textAt(path),
+    // A save in the editor adds a ruleset; a rollback in the history changes the rules.
+    rulesSaved: () => state.history.load(),
+    rulesChanged: () => state.rules.load(),
   };
   state.editor = new Editor(context);
   state.rules = new RulesEditor(context);
+  state.history = new RulesHistory(context);
+  state.settings = new DatabaseSettings(context);
   state.metrics = new MetricsPanel($('charts'), $('metrics-note'), $('metrics-scope'), context);
   state.profiler = new ProfilerPanel(
     {

@@ -64,6 +64,7 @@ const ASSETS: &[Asset] = &[
     asset!("charts.js", JAVASCRIPT),
     asset!("charts-panel.js", JAVASCRIPT),
     asset!("profiler.js", JAVASCRIPT),
+    asset!("diff.js", JAVASCRIPT),
     asset!("vendor/firebase-app.js", JAVASCRIPT),
     asset!("vendor/firebase-database.js", JAVASCRIPT),
     asset!("vendor/LICENSE", TEXT),
