@@ -1,14 +1,15 @@
 // App Check (docs/app-check.md): tokens signed by a test key set, served as the App Check JWKS
-// would be (here the `--app-check-jwks` file, the fetch from the URL failing), are verified for
+// would be (a JWKS over HTTP with a Cache-Control max-age, `--app-check-jwks-url`), are verified for
 // the official JavaScript SDK (`firebase/app-check` with a custom provider, as an app attests
 // itself), for raw connections and for REST; missing and forged ones are counted while the
 // database does not enforce App Check and refused once it does, with the shutdown reasons
 // Firebase gives; admins are never asked for one.
 
-import { describe, it } from 'node:test';
+import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { initializeApp, deleteApp, onLog } from 'firebase/app';
 import { initializeAppCheck, CustomProvider } from 'firebase/app-check';
@@ -38,15 +39,23 @@ function appCheckToken(change = {}, { key = PRIVATE_KEY, kid = 'test-kid' } = {}
   return `${body}.${signature}`;
 }
 
+// The key set, served as https://firebaseappcheck.googleapis.com/v1/jwks serves it.
+let jwksFetches = 0;
+const jwksServer = http.createServer((request, response) => {
+  jwksFetches += 1;
+  response.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'public, max-age=21600' });
+  response.end(fs.readFileSync(path.join(KEYS, 'rsa-jwks.json')));
+});
+await new Promise((resolve) => jwksServer.listen(0, '127.0.0.1', resolve));
+after(() => jwksServer.close());
+
 const OTHER_KEY = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' });
 
 describe('App Check', () => {
   const h = useHearth({
     extraArgs: [
       '--app-check-project-number', NUMBER,
-      '--app-check-jwks', path.join(KEYS, 'rsa-jwks.json'),
-      // Nothing answers there: the file's keys are used, as on a machine without internet.
-      '--app-check-jwks-url', 'http://127.0.0.1:9/v1/jwks',
+      '--app-check-jwks-url', `http://127.0.0.1:${jwksServer.address().port}/v1/jwks`,
     ],
   });
   const base = () => `http://127.0.0.1:${h.port}`;
@@ -75,6 +84,7 @@ describe('App Check', () => {
   }
 
   it('the SDK\'s token is verified and counted; without enforcement a client without one is served too', T, async () => {
+    assert.ok(jwksFetches >= 1, 'the keys were fetched from the JWKS URL');
     const ns = uniqueNs('appcheck');
     const before = await counts();
     const attested = sdkClient(ns, () => appCheckToken());
