@@ -44,7 +44,7 @@ enum Command {
     #[command(subcommand)]
     Rules(RulesCommand),
     /// Read and change a database's settings on a running server (admins only):
-    /// defaultWriteSizeLimit, strictTriggerValidation, appCheck (docs/settings.md).
+    /// defaultWriteSizeLimit, strictTriggerValidation, appCheck, quotas (docs/settings.md).
     #[command(subcommand)]
     Settings(SettingsCommand),
     /// Write a database as JSON (export form, priorities kept), from a stopped server's data
@@ -167,7 +167,8 @@ enum SettingsCommand {
         server: hearth_tools::DatabaseArgs,
     },
     /// Set a setting: defaultWriteSizeLimit small|medium|large|unlimited,
-    /// strictTriggerValidation true|false, or appCheck enforced|unenforced.
+    /// strictTriggerValidation true|false, appCheck enforced|unenforced, or quotas as a JSON
+    /// object (docs/quotas.md).
     Set {
         /// defaultWriteSizeLimit, strictTriggerValidation or appCheck.
         name: String,

@@ -291,6 +291,10 @@ fn rules_history_and_rollback_and_the_settings() {
     );
     assert_ne!(wrong.status.code(), Some(0));
     assert!(stderr(&wrong).contains("must be"), "{}", stderr(&wrong));
+    assert_eq!(
+        run(admin(&server).args(["settings", "set", "quotas", r#"{"writesPerSecond": 5}"#])),
+        "quotas = {\"connections\":null,\"storedBytes\":null,\"writeBytesPerMinute\":null,\"writesPerSecond\":5} on shop\n"
+    );
     let unknown = output(admin(&server).args(["settings", "get", "colour"]), "");
     assert_eq!(unknown.status.code(), Some(1), "{}", stderr(&unknown));
     let _ = std::fs::remove_dir_all(dir);

@@ -39,6 +39,9 @@ pub struct DatabaseSettings {
     /// `--app-check-enforce`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_check: Option<AppCheckMode>,
+    /// What the database's clients may use (`None` in a field: no quota).
+    #[serde(default, skip_serializing_if = "Quotas::is_empty")]
+    pub quotas: Quotas,
     /// Rulesets, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rulesets: Vec<Ruleset>,
@@ -70,6 +73,51 @@ impl WriteSizeTier {
             WriteSizeTier::Large => WriteSizeLimit::Large,
             WriteSizeTier::Unlimited => WriteSizeLimit::Unlimited,
         }
+    }
+}
+
+/// The largest value a quota may take (a terabyte, a trillion writes).
+pub const MAX_QUOTA: u64 = 1 << 40;
+
+/// A database's quotas (docs/quotas.md): what all its clients together may use, admins aside.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Quotas {
+    /// Sessions open at once (realtime connections and event streams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u64>,
+    /// Writes a second (a burst of one second's worth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes_per_second: Option<u64>,
+    /// Bytes written a minute (a burst of one minute's worth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_bytes_per_minute: Option<u64>,
+    /// Bytes the data may take (the tree's estimate): past it only deletions are accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_bytes: Option<u64>,
+}
+
+impl Quotas {
+    pub fn is_empty(&self) -> bool {
+        *self == Quotas::default()
+    }
+
+    /// Why a document of quotas is refused: a value of 0 or past [`MAX_QUOTA`].
+    pub fn check(&self) -> Result<(), String> {
+        let fields = [
+            ("connections", self.connections),
+            ("writesPerSecond", self.writes_per_second),
+            ("writeBytesPerMinute", self.write_bytes_per_minute),
+            ("storedBytes", self.stored_bytes),
+        ];
+        for (name, value) in fields {
+            if value.is_some_and(|value| value == 0 || value > MAX_QUOTA) {
+                return Err(format!(
+                    "{name} must be a whole number from 1 to {MAX_QUOTA}, or null"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

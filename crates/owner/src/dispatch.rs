@@ -1,6 +1,8 @@
 //! Handling one decoded request of a connection, and delivering the effects it causes.
 
-use hearth_sync::{AuthState, Effect, Effects, PreparedMerge, PreparedSet, Request, WritePrecheck};
+use hearth_sync::{
+    AuthState, Effect, Effects, PreparedMerge, PreparedSet, Reply, Request, Status, WritePrecheck,
+};
 use hearth_wire::{
     decode_lazy, encode_auth_revoked, encode_reply, encode_reply_status, encode_reply_value,
     without_lone_surrogates, ClientMessage, ClientRequest, Decoded, PendingWrite, WireError, PONG,
@@ -334,6 +336,14 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
             let mut effects = Effects::new();
             let handled = owner.with_loaded(&handle.namespace, |database| {
                 database.touched(now_ms());
+                // A write's size is measured only where a quota asks for it.
+                if database.limits_writes() && !database.is_admin(handle.id) {
+                    if let Some(size) = crate::quotas::write_size(&request) {
+                        if let Err(refusal) = database.admit_write(size, now_ms()) {
+                            return Reply::error(Status::LimitExceeded, refusal.message);
+                        }
+                    }
+                }
                 let profiled = Operation::of_request(database, &request);
                 let reply = database.handle(handle.id, request, now_ms(), &mut effects);
                 if let Some(operation) = profiled {

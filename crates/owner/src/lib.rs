@@ -37,6 +37,7 @@ pub mod intake;
 pub mod loaded;
 pub mod outbound;
 pub mod profile;
+pub mod quotas;
 pub mod replica;
 pub mod replication;
 pub mod rest;

@@ -9,6 +9,7 @@ use hearth_sync::Database;
 
 use hearth_persist::{DatabaseFacts, DurableState, ShardStore};
 
+use crate::quotas::{QuotaRefusal, QuotaUse, WriteSize};
 use crate::watchers::{Feeds, Profilers};
 use hearth_ground::settings::DatabaseSettings;
 
@@ -28,6 +29,8 @@ pub struct Loaded {
     /// (`None`: never set).
     settings: DatabaseSettings,
     settings_text: Option<std::sync::Arc<str>>,
+    /// What its clients used of its rate quotas (`quotas.rs`).
+    quota_use: QuotaUse,
     /// Log bytes written for this database since its last snapshot.
     wal_bytes: u64,
     /// When its last snapshot was taken (or when it was loaded).
@@ -79,6 +82,7 @@ impl Loaded {
             rules: None,
             settings: DatabaseSettings::default(),
             settings_text: None,
+            quota_use: QuotaUse::default(),
             wal_bytes: 0,
             last_snapshot_ms: now_ms,
             snapshot_running: false,
@@ -182,6 +186,30 @@ impl Loaded {
     /// Its settings and ruleset history.
     pub fn settings(&self) -> &DatabaseSettings {
         &self.settings
+    }
+
+    /// Admits a write of `size` by a client that is not an admin, at `now_ms`, or says which of
+    /// its quotas refuses it.
+    pub fn admit_write(&mut self, size: WriteSize, now_ms: u64) -> Result<(), QuotaRefusal> {
+        let quotas = self.settings.quotas;
+        if quotas.is_empty() {
+            return Ok(());
+        }
+        let stored = self.engine.root().estimated_bytes() as u64;
+        self.quota_use.admit_write(&quotas, size, stored, now_ms)
+    }
+
+    /// Whether a quota limits its writes (writes, bytes written or stored).
+    pub fn limits_writes(&self) -> bool {
+        let quotas = &self.settings.quotas;
+        quotas.writes_per_second.is_some()
+            || quotas.write_bytes_per_minute.is_some()
+            || quotas.stored_bytes.is_some()
+    }
+
+    /// Whether one more session may open on it.
+    pub fn admit_session(&self) -> Result<(), QuotaRefusal> {
+        crate::quotas::admit_session(&self.settings.quotas, self.session_count())
     }
 
     /// Its settings document as last set, for a full copy to a follower.

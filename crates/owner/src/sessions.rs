@@ -27,10 +27,14 @@ pub fn open_session(
     app_check: Option<String>,
     route: Route,
 ) -> Rc<ConnHandle> {
-    let database_seq = owner.with_database(namespace, |loaded| {
+    let (database_seq, refused) = owner.with_database(namespace, |loaded| {
+        // Past the database's quota of connections the session never joins it.
+        if let Err(refusal) = loaded.admit_session() {
+            return (loaded.shared_seq(), Some(refusal));
+        }
         loaded.connect(id);
         crate::profile::session_event(loaded, "concurrent-connect");
-        loaded.shared_seq()
+        (loaded.shared_seq(), None)
     });
     let tagger = Tagger {
         gate: owner.gate().clone(),
@@ -43,6 +47,11 @@ pub fn open_session(
         tagger,
         route,
     ));
+    if let Some(refusal) = refused {
+        handle.send_text(hearth_wire::encode_shutdown(&refusal.message));
+        handle.close(CloseReason::new(CloseCode::Policy, refusal.message));
+        return handle;
+    }
     if let Some((seen, _)) = crate::app_check::verify(owner, app_check.as_deref()) {
         handle.set_app_check(seen);
     }

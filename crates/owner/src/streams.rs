@@ -72,6 +72,12 @@ pub fn start(
     {
         return Err(refusal);
     }
+    if auth != AuthState::Admin {
+        let admitted = owner.with_database(&handle.namespace, |database| database.admit_session());
+        if let Err(refusal) = admitted {
+            return Err(RestResponse::error(429, refusal.message));
+        }
+    }
     if request.profile {
         return start_profiler(owner, handle, auth);
     }

@@ -172,6 +172,11 @@ impl PreparedMerge {
     pub(crate) fn into_ops(self) -> Vec<WriteOp> {
         self.ops
     }
+
+    /// The operations it makes, relative to its path.
+    pub fn ops(&self) -> &[WriteOp] {
+        &self.ops
+    }
 }
 
 /// Converts a resolved JSON value into the change it makes at `target`, checking that the

@@ -8,10 +8,11 @@ use super::client::{Call, Client, DatabaseArgs};
 use super::error::{Result, ToolsError};
 
 /// The settings `hearth settings` knows, as the endpoints name them.
-pub const SETTINGS: [&str; 3] = [
+pub const SETTINGS: [&str; 4] = [
     "defaultWriteSizeLimit",
     "strictTriggerValidation",
     "appCheck",
+    "quotas",
 ];
 
 fn setting_path(name: &str) -> Result<String> {
@@ -32,11 +33,13 @@ pub fn settings_get(server: &DatabaseArgs, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// `hearth settings set NAME VALUE`: `VALUE` as the setting takes it (`small`, `true`...).
+/// `hearth settings set NAME VALUE`: `VALUE` as the setting takes it (`small`, `true`, or for
+/// `quotas` a JSON object).
 pub fn settings_set(server: &DatabaseArgs, name: &str, value: &str) -> Result<()> {
     let path = setting_path(name)?;
     let body = match value {
         "true" | "false" => value.to_owned(),
+        object if object.trim_start().starts_with('{') => object.to_owned(),
         other => serde_json::Value::String(other.to_owned()).to_string(),
     };
     let client = Client::for_database(server)?;

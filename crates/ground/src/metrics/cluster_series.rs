@@ -91,6 +91,25 @@ pub(super) fn cluster_node(e: &mut DescriptorEncoder, cluster: &ClusterSnapshot)
     )
 }
 
+/// What databases' quotas refused, by quota.
+pub(super) fn quotas(
+    e: &mut DescriptorEncoder,
+    [connections, writes, bytes, stored]: [u64; 4],
+) -> Result2 {
+    family(
+        e,
+        "quota_refused",
+        "Requests refused by their database's quotas (docs/quotas.md): connections (sessions past the quota of connections), writes (past writesPerSecond), write_bytes (past writeBytesPerMinute), stored_bytes (writes to a database at its storedBytes).",
+        MetricType::Counter,
+        [
+            ([("quota", "connections")], Value::Count(connections)),
+            ([("quota", "writes")], Value::Count(writes)),
+            ([("quota", "write_bytes")], Value::Count(bytes)),
+            ([("quota", "stored_bytes")], Value::Count(stored)),
+        ],
+    )
+}
+
 /// App Check: tokens by outcome, and what enforcement refused.
 pub(super) fn app_check(
     e: &mut DescriptorEncoder,

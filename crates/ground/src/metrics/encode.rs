@@ -8,7 +8,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::cluster_series::{app_check, cluster_node, replication, triggers};
+use super::cluster_series::{app_check, cluster_node, quotas, replication, triggers};
 use super::counters::CounterSnapshot;
 use super::labels::{
     Channel, CloseCause, HttpRefusal, Outcome, RequestKind, SessionTransport, StreamEnd,
@@ -423,6 +423,7 @@ impl Collector for Scraped {
         if let Some(counts) = snapshot.app_check {
             app_check(e, counts)?;
         }
+        quotas(e, snapshot.quota_refused)?;
         rest_cache(e, total)?;
         routing(e, total)?;
         shards(e, &snapshot.shards)?;

@@ -80,6 +80,8 @@ pub struct ServerSnapshot {
     /// App Check tokens by outcome, when the server verifies them
     /// (`--app-check-project-number`): verified, missing, invalid, refused.
     pub app_check: Option<[u64; 4]>,
+    /// What databases' quotas refused: connections, writes, write bytes, stored bytes.
+    pub quota_refused: [u64; 4],
 }
 
 /// Database triggers: what is registered and what became of their events (`hearth-triggers`).

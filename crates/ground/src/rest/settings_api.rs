@@ -6,6 +6,7 @@
 //! | `GET, PUT /.settings/defaultWriteSizeLimit.json` | `"small"`, `"medium"`, `"large"` or `"unlimited"` |
 //! | `GET, PUT /.settings/strictTriggerValidation.json` | `true` or `false` |
 //! | `GET, PUT /.settings/appCheck.json` | `"enforced"` or `"unenforced"` |
+//! | `GET, PUT /.settings/quotas.json` | `{"connections": N, "writesPerSecond": N, ...}` |
 //! | `POST /.settings/rulesets.json` | stages the body (a rules document): `{"id": ID}` |
 //! | `GET /.settings/rulesets.json` | the history: rulesets, labels, label changes |
 //! | `GET /.settings/rulesets/ID.json` | one ruleset with its source |
@@ -36,6 +37,8 @@ pub enum SettingName {
     StrictTriggerValidation,
     /// Hearth's own: `"enforced"` or `"unenforced"` (docs/app-check.md).
     AppCheck,
+    /// Hearth's own: the database's quotas, an object (docs/quotas.md).
+    Quotas,
 }
 
 impl SettingName {
@@ -44,6 +47,7 @@ impl SettingName {
             "defaultWriteSizeLimit.json" => Some(SettingName::DefaultWriteSizeLimit),
             "strictTriggerValidation.json" => Some(SettingName::StrictTriggerValidation),
             "appCheck.json" => Some(SettingName::AppCheck),
+            "quotas.json" => Some(SettingName::Quotas),
             _ => None,
         }
     }
@@ -68,6 +72,7 @@ impl SettingsEndpoint {
     /// The most body bytes the request may send, or `None` when it takes no body.
     pub fn body_limit(&self) -> Option<usize> {
         match self {
+            SettingsEndpoint::Put(SettingName::Quotas) => Some(MAX_LABELS_BODY_BYTES),
             SettingsEndpoint::Put(_) => Some(MAX_SETTING_BODY_BYTES),
             SettingsEndpoint::Stage => Some(hearth_rules::MAX_RULES_BYTES),
             SettingsEndpoint::SetLabels => Some(MAX_LABELS_BODY_BYTES),

@@ -17,6 +17,7 @@ use super::read::read;
 use super::settings::{coverage, get_rules, put_rules};
 use crate::effects::route_effects;
 use crate::profile::Operation;
+use crate::quotas::{Quota, WriteSize};
 use crate::state::Owner;
 use hearth_ground::rest::{
     CallOp, DataMethod, DataRequest, RestCall, RestResponse, WriteSizeLimit, INVALID_JSON,
@@ -239,6 +240,21 @@ impl Write<'_> {
         let response = owner.with_database(namespace, |database| {
             if self.limit == WriteSizeLimit::Default {
                 self.limit = database.settings().write_size_limit();
+            }
+            if database.limits_writes() && *self.auth != AuthState::Admin {
+                let size = WriteSize {
+                    bytes: self.body_bytes as u64,
+                    deletes_only: self.request.method == DataMethod::Delete
+                        || (self.request.method == DataMethod::Put
+                            && self.body.as_ref().is_some_and(Value::is_null)),
+                };
+                if let Err(refusal) = database.admit_write(size, now_ms()) {
+                    let status = match refusal.quota {
+                        Quota::StoredBytes => 507,
+                        _ => 429,
+                    };
+                    return RestResponse::error(status, refusal.message);
+                }
             }
             if quiet {
                 database.without_trigger_validation(|database| {

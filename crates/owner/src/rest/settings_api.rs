@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hearth_ground::rest::{RestResponse, SettingName, SettingsEndpoint};
 use hearth_ground::settings::{
-    AppCheckMode, DatabaseSettings, Labels, Ruleset, SettingsError, WriteSizeTier,
+    AppCheckMode, DatabaseSettings, Labels, Quotas, Ruleset, SettingsError, WriteSizeTier,
 };
 use hearth_net::time::now_ms;
 use hearth_rules::Rules;
@@ -68,6 +68,15 @@ fn setting(settings: &DatabaseSettings, name: SettingName, enforced_by_default: 
         } else {
             AppCheckMode::Unenforced
         }),
+        SettingName::Quotas => {
+            let quotas = settings.quotas;
+            json!({
+                "connections": quotas.connections,
+                "writesPerSecond": quotas.writes_per_second,
+                "writeBytesPerMinute": quotas.write_bytes_per_minute,
+                "storedBytes": quotas.stored_bytes,
+            })
+        }
     }
 }
 
@@ -99,6 +108,23 @@ fn put_setting(
                     ));
                 };
                 settings.strict_trigger_validation = Some(strict);
+            }
+            SettingName::Quotas => {
+                // `null` for a quota is none, as `GET` shows it. (serde would take a list
+                // for the struct too: only an object is one.)
+                if !value.is_object() {
+                    return Err(RestResponse::error(400, "the quotas must be a JSON object"));
+                }
+                let quotas: Quotas = serde_json::from_value(value.clone()).map_err(|error| {
+                    RestResponse::error(
+                        400,
+                        format!("the quotas must be an object of connections, writesPerSecond, writeBytesPerMinute and storedBytes: {error}"),
+                    )
+                })?;
+                quotas
+                    .check()
+                    .map_err(|reason| RestResponse::error(400, reason))?;
+                settings.quotas = quotas;
             }
             SettingName::AppCheck => {
                 let mode = serde_json::from_value(value.clone()).map_err(|_| {

@@ -134,6 +134,9 @@ impl Observer {
             use hearth_auth::app_check::{INVALID, MISSING, REFUSED, VERIFIED};
             [&VERIFIED, &MISSING, &INVALID, &REFUSED].map(|counter| counter.load(Ordering::Relaxed))
         });
+        server.quota_refused = hearth_owner::quotas::REFUSED
+            .each_ref()
+            .map(|counter| counter.load(Ordering::Relaxed));
         server.followers = self.followers.get().map_or_else(Vec::new, |followers| {
             followers()
                 .iter()
