@@ -140,6 +140,8 @@ describe('the web console against a server with an admin token', { timeout: 120_
       ['PUT', '/.settings/strictTriggerValidation.json', 'false'],
       ['GET', '/.settings/appCheck.json'],
       ['PUT', '/.settings/appCheck.json', '"enforced"'],
+      ['GET', '/.settings/quotas.json'],
+      ['PUT', '/.settings/quotas.json', '{"connections": 1}'],
       ['GET', '/metrics'],
       ['GET', '/rooms.json'],
       ['PUT', '/rooms/general/title.json', '"taken"'],
@@ -656,6 +658,20 @@ describe('the web console against a --dev server', { timeout: 90_000 }, () => {
       assert.equal((await owner('GET', '/.settings/appCheck.json')).json(), 'enforced');
       await page.selectOption('#setting-app-check', 'unenforced');
       await page.locator('#settings-status', { hasText: `appCheck of ${db} is "unenforced" now` }).waitFor();
+      // A quota typed and left is saved; emptied, it is none again.
+      assert.equal(await page.inputValue('#quota-writes'), '');
+      await page.fill('#quota-writes', '250');
+      await page.locator('#quota-writes').dispatchEvent('change');
+      await page.locator('#settings-status', { hasText: `quotas of ${db} is` }).waitFor();
+      assert.equal((await owner('GET', '/.settings/quotas.json')).json().writesPerSecond, 250);
+      await page.fill('#quota-writes', '0');
+      await page.locator('#quota-writes').dispatchEvent('change');
+      await page.locator('#settings-status.error', { hasText: 'quotas was not changed' }).waitFor();
+      assert.equal(await page.inputValue('#quota-writes'), '250', 'the field goes back to what the server holds');
+      await page.fill('#quota-writes', '');
+      await page.locator('#quota-writes').dispatchEvent('change');
+      await page.locator('#settings-status:not(.error)', { hasText: `quotas of ${db} is` }).waitFor();
+      assert.equal((await owner('GET', '/.settings/quotas.json')).json().writesPerSecond, null);
 
       // A refused change is shown on the status line, and the control goes back.
       await page.route('**/.settings/defaultWriteSizeLimit.json*', (route) =>

@@ -382,12 +382,27 @@ export class DatabaseSettings {
     this.size = $('setting-write-size');
     this.strict = $('setting-strict');
     this.appCheck = $('setting-app-check');
+    /** The quota fields, by the quota each holds. */
+    this.quotas = [...document.querySelectorAll('[data-quota]')];
     /** What the server holds, to go back to when a change is refused. */
     this.values = {};
     this.loads = 0;
     this.size.addEventListener('change', () => this.save('defaultWriteSizeLimit', this.size.value));
     this.strict.addEventListener('change', () => this.save('strictTriggerValidation', this.strict.checked));
     this.appCheck.addEventListener('change', () => this.save('appCheck', this.appCheck.value));
+    for (const input of this.quotas) {
+      input.addEventListener('change', () => this.save('quotas', this.quotasEntered()));
+    }
+  }
+
+  /** The quotas as the fields say: a whole number, or null for none. */
+  quotasEntered() {
+    const quotas = {};
+    for (const input of this.quotas) {
+      const text = input.value.trim();
+      quotas[input.dataset.quota] = text === '' ? null : Number(text);
+    }
+    return quotas;
   }
 
   status(text, isError = false) {
@@ -400,12 +415,17 @@ export class DatabaseSettings {
     this.size.disabled = !enabled;
     this.strict.disabled = !enabled;
     this.appCheck.disabled = !enabled;
+    for (const input of this.quotas) input.disabled = !enabled;
   }
 
   show() {
     this.size.value = this.values.defaultWriteSizeLimit ?? '';
     this.strict.checked = this.values.strictTriggerValidation === true;
     this.appCheck.value = this.values.appCheck ?? '';
+    for (const input of this.quotas) {
+      const value = this.values.quotas?.[input.dataset.quota];
+      input.value = value == null ? '' : String(value);
+    }
   }
 
   async load() {
@@ -416,13 +436,14 @@ export class DatabaseSettings {
     this.status('loading…');
     try {
       const api = this.context.api();
-      const [size, strict, appCheck] = await Promise.all([
+      const [size, strict, appCheck, quotas] = await Promise.all([
         api.setting(ns, 'defaultWriteSizeLimit'),
         api.setting(ns, 'strictTriggerValidation'),
         api.setting(ns, 'appCheck'),
+        api.setting(ns, 'quotas'),
       ]);
       if (load !== this.loads) return;
-      this.values = { defaultWriteSizeLimit: size, strictTriggerValidation: strict, appCheck };
+      this.values = { defaultWriteSizeLimit: size, strictTriggerValidation: strict, appCheck, quotas };
       this.show();
       this.status(`settings of ${ns}`);
       this.enable(true);
