@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{free_port, hearth, output, run, serve_with, temp_dir, Server};
+use common::{free_port, hearth, output, run, serve_logging, temp_dir, Server};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "s3cret-admin-token";
@@ -18,7 +18,9 @@ const TOKEN: &str = "s3cret-admin-token";
 /// A server that is locked but for its admins (no --dev, no --rules).
 fn locked_server(name: &str) -> (Server, std::path::PathBuf) {
     let dir = temp_dir(name);
-    let server = serve_with(&dir.join("data"), free_port(), &["--admin-token", TOKEN]);
+    // The server's log is kept beside its data, for a test that fails to show.
+    let log = std::fs::File::create(dir.join("server.log")).expect("a log file");
+    let server = serve_logging(&dir.join("data"), free_port(), &["--admin-token", TOKEN], log);
     (server, dir)
 }
 

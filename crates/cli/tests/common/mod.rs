@@ -71,11 +71,25 @@ pub fn import_offline(data: &Path, db: &str, file: &Path) {
         .arg(file));
 }
 
+/// A port nothing listens on, never one this test process handed out before: the tests of a
+/// file run in parallel, and the system may give a port back to `bind(0)` as soon as it is
+/// let go, so two servers could otherwise be told the same port (the second exits, and its
+/// test talks to the first until that one's test ends: "connection refused").
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.port())
+            .expect("a free port");
+        let mut given = GIVEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A running `hearth serve`, stopped when dropped.
@@ -118,8 +132,12 @@ pub fn serve_logging(dir: &Path, port: u16, extra: &[&str], log: impl Into<Stdio
         url: format!("http://127.0.0.1:{port}"),
     };
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut server = server;
     while std::net::TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).is_err() {
         assert!(Instant::now() < deadline, "the server listens in time");
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!("the server on port {port} exited before it listened: {status}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     server
