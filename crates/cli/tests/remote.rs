@@ -20,7 +20,12 @@ fn locked_server(name: &str) -> (Server, std::path::PathBuf) {
     let dir = temp_dir(name);
     // The server's log is kept beside its data, for a test that fails to show.
     let log = std::fs::File::create(dir.join("server.log")).expect("a log file");
-    let server = serve_logging(&dir.join("data"), free_port(), &["--admin-token", TOKEN], log);
+    let server = serve_logging(
+        &dir.join("data"),
+        free_port(),
+        &["--admin-token", TOKEN],
+        log,
+    );
     (server, dir)
 }
 
