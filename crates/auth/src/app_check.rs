@@ -13,8 +13,8 @@ use jsonwebtoken::{Algorithm, Validation};
 use serde_json::Value;
 
 use crate::jwks::FirebaseKeys;
+use crate::jwt::{part as jwt_part, CLOCK_LEEWAY_SECS};
 use crate::verify_key::VerifyKey;
-use crate::{jwt_part, CLOCK_LEEWAY_SECS};
 
 /// The App Check keys' JWKS (the default of `--app-check-jwks-url`).
 pub const APP_CHECK_JWKS_URL: &str = "https://firebaseappcheck.googleapis.com/v1/jwks";

@@ -1,6 +1,7 @@
 //! Tests of credential checking, with keys generated for the purpose (tests/keys).
 
 use super::*;
+use base64::Engine;
 use jsonwebtoken::{encode, EncodingKey, Header};
 
 const SECRET: &[u8] = b"test-secret-of-enough-length-for-hs256";

@@ -4,11 +4,11 @@
 
 pub mod app_check;
 pub mod jwks;
+mod jwt;
 mod verify_key;
 
 use std::path::Path;
 
-use base64::Engine;
 use hearth_sync::AuthState;
 use hearth_wire::AuthRequest;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -19,8 +19,7 @@ use subtle::ConstantTimeEq;
 /// The literal admin credential of emulator mode.
 pub const OWNER_TOKEN: &str = "owner";
 
-/// Leeway for clock differences when checking `exp`, `nbf` and `iat`.
-pub const CLOCK_LEEWAY_SECS: u64 = 60;
+pub use crate::jwt::CLOCK_LEEWAY_SECS;
 
 pub use crate::verify_key::VerifyKey;
 
@@ -294,20 +293,12 @@ fn decode(token: &str, key: &DecodingKey, validation: Validation) -> Result<Valu
         .map_err(|error| AuthError::Invalid(error.to_string()))
 }
 
-/// Decodes one base64url JSON part of a JWT without checking anything.
+/// One JSON part of a JWT (`jwt`), as the credential checks refuse a bad one.
 fn jwt_part(token: &str, index: usize) -> Result<Value, AuthError> {
-    let parts: Vec<&str> = token.split('.').collect();
-    if parts.len() != 3 {
-        return Err(AuthError::NotAJwt);
-    }
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(parts[index].trim_end_matches('='))
-        .map_err(|_| AuthError::BadPayload)?;
-    let value: Value = serde_json::from_slice(&bytes).map_err(|_| AuthError::BadPayload)?;
-    if !value.is_object() {
-        return Err(AuthError::BadPayload);
-    }
-    Ok(value)
+    jwt::part(token, index).map_err(|error| match error {
+        jwt::PartError::NotAJwt => AuthError::NotAJwt,
+        jwt::PartError::BadPayload => AuthError::BadPayload,
+    })
 }
 
 /// The `auth` variable that rules see for a token: `uid`, `provider` and every claim under
