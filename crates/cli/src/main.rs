@@ -342,8 +342,12 @@ fn cluster_move(url: &str, namespace: &str, wait_secs: u64) -> anyhow::Result<()
 /// `hearth rules check FILE`: exits non-zero, with the error, for an invalid file.
 fn check_rules(file: &std::path::Path) -> anyhow::Result<()> {
     match load_rules(file) {
-        Ok(_) => {
+        Ok(rules) => {
             println!("{}: ok", file.display());
+            // The limits per caller it declares, as the server will count them.
+            for spec in rules.limits() {
+                println!("  {}: {}", spec.pattern, spec.describe());
+            }
             Ok(())
         }
         Err(error) => {

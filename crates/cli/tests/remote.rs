@@ -192,6 +192,40 @@ fn refusals_say_why_with_an_exit_code_per_cause() {
 }
 
 #[test]
+fn rules_check_lists_the_limits_per_caller_and_refuses_bad_ones() {
+    let dir = std::env::temp_dir().join(format!("hearth-cli-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("limits.rules.json");
+    let text = r#"{"rules": {".limits": {"connections": 5},
+        "rooms": {"$room": {"messages": {".limits": {"writes": "10/s", "bytes": "100kb/min"}}}}}}"#;
+    std::fs::write(&file, text).expect("written");
+    assert_eq!(
+        run(hearth().args(["rules", "check"]).arg(&file)),
+        format!(
+            "{}: ok\n  /rules/.limits: 5 connections per user (anonymous callers by address)\n  \
+             /rules/rooms/$room/messages/.limits: 10 writes a second, 102400 bytes a minute per \
+             user (anonymous callers by address)\n",
+            file.display()
+        )
+    );
+    std::fs::write(
+        &file,
+        r#"{"rules": {"a": {".limits": {"writes": "10/day"}}}}"#,
+    )
+    .expect("written");
+    let refused = output(hearth().args(["rules", "check"]).arg(&file), "");
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(
+        stderr(&refused),
+        format!(
+            "{}: line 1, column 40: .limits: unknown period 'day' (s, min or h)\n",
+            file.display()
+        )
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn rules_are_checked_here_then_set_and_read_back() {
     let (server, dir) = locked_server("rules");
     let bad = dir.join("bad.rules.json");

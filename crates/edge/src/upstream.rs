@@ -17,6 +17,8 @@
 //! is reported ([`Upstream::take_refusal`]): the connection then closes, so that the SDK
 //! reconnects and learns the refusal itself, as it would have without the move.
 
+use std::net::IpAddr;
+
 use hearth_sync::{Request, MAX_LISTENS_PER_SESSION, MAX_ONDISCONNECT_BYTES, MAX_ONDISCONNECT_OPS};
 use hearth_wire::{
     decode_lazy, encode_reply_status, encode_reply_value, ClientMessage, ClientRequest, Decoded,
@@ -105,6 +107,8 @@ pub struct Upstream {
     /// The App Check token the client last gave (its URL's, or its last `appcheck`), which
     /// the next owner verifies again.
     pub app_check: Option<String>,
+    /// The client's address as this edge saw it, which the next owner is given again.
+    pub address: Option<IpAddr>,
     auth: Option<Kept>,
     listens: FxHashMap<ListenKey, Listen>,
     on_disconnect: Vec<Kept>,
@@ -126,6 +130,7 @@ impl Upstream {
             namespace,
             session_id,
             app_check: None,
+            address: None,
             auth: None,
             listens: FxHashMap::default(),
             on_disconnect: Vec::new(),

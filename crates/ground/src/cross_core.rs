@@ -16,6 +16,7 @@
 //! requests until the edge catches up. The owner never buffers without bound for a slow core.
 
 use std::cell::{Cell, RefCell};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -58,6 +59,9 @@ pub struct Opening {
     /// `X-Firebase-AppCheck` header), or the last one it sent, when it moves; the owner
     /// verifies it (docs/app-check.md).
     pub app_check: Option<String>,
+    /// The client's address as the edge saw it (its socket's peer), for limits keyed by
+    /// address; `None` where unknown.
+    pub address: Option<IpAddr>,
 }
 
 /// Whole messages of one connection, in the order it sent them: the same over the cross-core

@@ -20,6 +20,9 @@ pub struct Plan {
     pub presence: Option<String>,
     /// When the connection opens, after the start of the run.
     pub start_after: Duration,
+    /// The uid it signs in as before anything else (`sign_in` of the scenario), with an
+    /// unsigned token that only a development server (`--dev`) accepts.
+    pub sign_in: Option<String>,
 }
 
 impl Plan {
@@ -115,6 +118,11 @@ pub fn plans(scenario: &Scenario) -> Vec<Plan> {
         .chain(hot(scenario))
         .map(|mut plan| {
             plan.start_after += ramp_delay(scenario, plan.index);
+            plan.sign_in = match scenario.sign_in.as_deref() {
+                None => None,
+                Some("each") => Some(format!("u{:06}", plan.index)),
+                Some(uid) => Some(uid.to_owned()),
+            };
             plan
         })
         .collect()
@@ -154,6 +162,8 @@ fn chat(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
             },
         }],
         presence: Some(format!("/chat/presence/r{room:05}/{uid}")),
+        sign_in: None,
+
         start_after: Duration::ZERO,
     }
 }
@@ -196,6 +206,8 @@ fn game(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
         ],
         writers,
         presence: None,
+        sign_in: None,
+
         start_after: Duration::ZERO,
     }
 }
@@ -220,6 +232,8 @@ fn cursors(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
             },
         }],
         presence: None,
+        sign_in: None,
+
         start_after: Duration::ZERO,
     }
 }
@@ -250,6 +264,8 @@ fn leaderboard(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
         }],
         writers,
         presence: None,
+        sign_in: None,
+
         start_after: Duration::ZERO,
     }
 }
@@ -272,6 +288,8 @@ fn quiet(scenario: &Scenario, index: usize, interval: Duration) -> Plan {
             },
         }],
         presence: None,
+        sign_in: None,
+
         start_after: Duration::ZERO,
     }
 }
@@ -301,6 +319,7 @@ fn hot(scenario: &Scenario) -> Vec<Plan> {
                 }],
                 presence: None,
                 start_after,
+                sign_in: None,
             }
         })
         .collect()
@@ -395,6 +414,30 @@ mod tests {
             ..scenario
         });
         assert_eq!(durable[0].listens[0].path, "/cursors/durable/r00000");
+    }
+
+    #[test]
+    fn connections_sign_in_each_as_their_own_user_or_all_as_one() {
+        let each = Scenario {
+            connections: 3,
+            sign_in: Some("each".to_owned()),
+            ..Scenario::default()
+        };
+        let uids: Vec<_> = plans(&each).into_iter().map(|plan| plan.sign_in).collect();
+        assert_eq!(
+            uids,
+            [Some("u000000"), Some("u000001"), Some("u000002")].map(|uid| uid.map(str::to_owned))
+        );
+        let one = Scenario {
+            sign_in: Some("mallory".to_owned()),
+            ..each
+        };
+        assert!(plans(&one)
+            .iter()
+            .all(|plan| plan.sign_in.as_deref() == Some("mallory")));
+        assert!(plans(&Scenario::default())
+            .iter()
+            .all(|plan| plan.sign_in.is_none()));
     }
 
     #[test]

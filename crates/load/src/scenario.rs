@@ -74,6 +74,10 @@ pub struct Scenario {
     /// overflowing a load balancer's and the servers' accept queues (they then drop the
     /// connections and every client starts with a reconnect).
     pub connect_per_sec: u64,
+    /// Each connection signs in first (over the realtime protocol, with an unsigned token a
+    /// `--dev` server accepts): `"each"` as its own user (`u000000`, `u000001`, ...), any
+    /// other text as that one user. None: anonymous.
+    pub sign_in: Option<String>,
 }
 
 impl Default for Scenario {
@@ -98,6 +102,7 @@ impl Default for Scenario {
             write_every: 10,
             volatile_paths: true,
             connect_per_sec: 0,
+            sign_in: None,
         }
     }
 }

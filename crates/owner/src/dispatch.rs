@@ -344,6 +344,11 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
                         }
                     }
                 }
+                if database.has_caller_limits() {
+                    if let Err(refusal) = admit_by_limits(database, handle.id, &request) {
+                        return Reply::error(Status::LimitExceeded, refusal.message);
+                    }
+                }
                 let profiled = Operation::of_request(database, &request);
                 let reply = database.handle(handle.id, request, now_ms(), &mut effects);
                 if let Some(operation) = profiled {
@@ -409,13 +414,47 @@ pub fn expire_auth(owner: &Owner, handle: &ConnHandle) {
 }
 
 /// Changes the connection's identity; listens it may no longer read are revoked first, so the
-/// cancel pushes precede the auth reply.
+/// cancel pushes precede the auth reply. A caller who already holds as many connections as
+/// the rules' limit allows is told so and the connection closes (`caller_limits.rs`).
 fn set_auth(owner: &Owner, handle: &ConnHandle, auth: AuthState) {
     let mut effects = Effects::new();
-    owner.with_loaded(&handle.namespace, |database| {
+    let refused = owner.with_loaded(&handle.namespace, |database| {
+        let refused = database.caller_signed_in(handle.id, &auth).err();
         database.set_auth(handle.id, auth, now_ms(), &mut effects);
+        refused
     });
     route_effects(owner, &handle.namespace, effects);
+    if let Some(refusal) = refused.flatten() {
+        handle.send_text(hearth_wire::encode_shutdown(&refusal.message));
+        handle.close(CloseReason::new(CloseCode::Policy, refusal.message));
+    }
+}
+
+/// Admits a realtime request under the limits its database's rules declare per caller: a
+/// write by its path and size, a new listen by the listens its caller holds.
+fn admit_by_limits(
+    database: &mut crate::loaded::Loaded,
+    conn: hearth_sync::ConnId,
+    request: &Request,
+) -> Result<(), crate::caller_limits::LimitRefusal> {
+    let path = match request {
+        Request::Listen { path, tag, .. } => {
+            let held = database
+                .listens_of(conn)
+                .any(|(held, held_tag)| held == path && held_tag == *tag);
+            return if held {
+                Ok(())
+            } else {
+                database.admit_caller_listen(conn, path)
+            };
+        }
+        Request::Put { target, .. } | Request::PutPrepared { target, .. } => &target.path,
+        Request::Merge { path, .. } | Request::MergePrepared { path, .. } => path,
+        _ => return Ok(()),
+    };
+    let bytes = crate::quotas::write_size(request).map_or(0, |size| size.bytes);
+    let caller = database.caller(conn);
+    database.admit_caller_write(&caller, path, bytes, now_ms())
 }
 
 #[cfg(test)]

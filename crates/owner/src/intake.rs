@@ -27,6 +27,7 @@ pub fn on_link_message(owner: &Rc<Owner>, message: ToOwner) {
                 session_id,
                 previous,
                 app_check,
+                address,
             } = opening;
             if let Some(previous) = previous {
                 sessions::end_previous_session(owner, &previous, &namespace);
@@ -35,7 +36,9 @@ pub fn on_link_message(owner: &Rc<Owner>, message: ToOwner) {
                 edge,
                 outgoing: owner.outgoing().clone(),
             };
-            sessions::open_session(owner, conn, &namespace, session_id, app_check, route);
+            sessions::open_session(
+                owner, conn, &namespace, session_id, app_check, address, route,
+            );
         }
         ToOwner::Messages {
             messages: ConnMessages { conn, texts },

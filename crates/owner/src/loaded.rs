@@ -5,10 +5,12 @@ use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 
-use hearth_sync::Database;
+use hearth_sync::{AuthState, ConnId, Database};
+use hearth_tree::Path;
 
 use hearth_persist::{DatabaseFacts, DurableState, ShardStore};
 
+use crate::caller_limits::{CallerLimits, Identity, LimitRefusal};
 use crate::quotas::{QuotaRefusal, QuotaUse, WriteSize};
 use crate::watchers::{Feeds, Profilers};
 use hearth_ground::settings::DatabaseSettings;
@@ -31,6 +33,8 @@ pub struct Loaded {
     settings_text: Option<std::sync::Arc<str>>,
     /// What its clients used of its rate quotas (`quotas.rs`).
     quota_use: QuotaUse,
+    /// What each caller uses of the limits its rules declare (`caller_limits.rs`).
+    caller_limits: CallerLimits,
     /// Log bytes written for this database since its last snapshot.
     wal_bytes: u64,
     /// When its last snapshot was taken (or when it was loaded).
@@ -83,6 +87,7 @@ impl Loaded {
             settings: DatabaseSettings::default(),
             settings_text: None,
             quota_use: QuotaUse::default(),
+            caller_limits: CallerLimits::default(),
             wal_bytes: 0,
             last_snapshot_ms: now_ms,
             snapshot_running: false,
@@ -205,6 +210,51 @@ impl Loaded {
         quotas.writes_per_second.is_some()
             || quotas.write_bytes_per_minute.is_some()
             || quotas.stored_bytes.is_some()
+    }
+
+    /// Counts session `conn` of `identity` for the rules' limits, or refuses it past the
+    /// root's `connections` limit.
+    pub fn admit_caller(&mut self, conn: ConnId, identity: Identity) -> Result<(), LimitRefusal> {
+        self.caller_limits.open(&self.engine, conn, identity)
+    }
+
+    /// Session `conn` signed in (or out) as `auth`; refused past the new caller's
+    /// `connections` limit.
+    pub fn caller_signed_in(&mut self, conn: ConnId, auth: &AuthState) -> Result<(), LimitRefusal> {
+        self.caller_limits.signed_in(&self.engine, conn, auth)
+    }
+
+    /// Session `conn` ended or moved away: it no longer counts.
+    pub fn forget_caller(&mut self, conn: ConnId) {
+        self.caller_limits.close(conn);
+    }
+
+    /// Who session `conn` is, for the limits.
+    pub fn caller(&self, conn: ConnId) -> Identity {
+        self.caller_limits.identity(conn)
+    }
+
+    /// Admits a new listen at `path` by session `conn` under the rules' `listens` limits.
+    pub fn admit_caller_listen(&mut self, conn: ConnId, path: &Path) -> Result<(), LimitRefusal> {
+        self.caller_limits.admit_listen(&self.engine, conn, path)
+    }
+
+    /// Admits a write at `path` of about `bytes` by `caller` under the rules' `writes` and
+    /// `bytes` limits.
+    pub fn admit_caller_write(
+        &mut self,
+        caller: &Identity,
+        path: &Path,
+        bytes: u64,
+        now_ms: u64,
+    ) -> Result<(), LimitRefusal> {
+        self.caller_limits
+            .admit_write(&self.engine, caller, path, bytes, now_ms)
+    }
+
+    /// Whether its rules declare limits per caller.
+    pub fn has_caller_limits(&self) -> bool {
+        matches!(self.engine.access(), hearth_sync::Access::Rules(rules) if rules.has_limits())
     }
 
     /// Whether one more session may open on it.

@@ -5,6 +5,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::net::IpAddr;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -51,6 +52,8 @@ pub struct ConnHandle {
     auth_expires_at: Cell<Option<u64>>,
     /// What its App Check token was found to be (`app_check`).
     app_check: Cell<AppCheckSeen>,
+    /// The client's address as its edge saw it (`Opening::address`); `None` where unknown.
+    address: Option<IpAddr>,
     /// A read was refused (`owner::dispatch::refuse_read`): the session is to close once its
     /// replies have left.
     refused_reads: Cell<bool>,
@@ -78,9 +81,16 @@ impl ConnHandle {
             stopped: Cell::new(false),
             auth_expires_at: Cell::new(None),
             app_check: Cell::new(AppCheckSeen::Missing),
+            address: None,
             refused_reads: Cell::new(false),
             held_batches: RefCell::new(None),
         }
+    }
+
+    /// The handle, with the client's address as its edge saw it.
+    pub fn with_address(mut self, address: Option<IpAddr>) -> ConnHandle {
+        self.address = address;
+        self
     }
 
     /// Marks the session to be closed: a listen was left unanswered.
@@ -301,6 +311,12 @@ impl ConnHandle {
 
     pub fn set_app_check(&self, seen: AppCheckSeen) {
         self.app_check.set(seen);
+    }
+
+    /// The client's address as its edge saw it (the socket's peer), for limits keyed by
+    /// address; `None` where unknown.
+    pub fn address(&self) -> Option<IpAddr> {
+        self.address
     }
 
     /// The socket's side, when it is on this core.

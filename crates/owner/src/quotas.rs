@@ -49,7 +49,7 @@ impl QuotaRefusal {
 /// A token bucket of `capacity` units refilled at `capacity` per `period_ms`, in thousandths
 /// of a unit so that slow rates refill smoothly.
 #[derive(Debug, Clone, Copy, Default)]
-struct Bucket {
+pub(crate) struct Bucket {
     milli: u64,
     at_ms: u64,
     started: bool,
@@ -57,7 +57,23 @@ struct Bucket {
 
 impl Bucket {
     /// Takes `units` if the bucket holds them at `now_ms`.
-    fn take(&mut self, capacity: u64, period_ms: u64, units: u64, now_ms: u64) -> bool {
+    pub(crate) fn take(&mut self, capacity: u64, period_ms: u64, units: u64, now_ms: u64) -> bool {
+        self.refill(capacity, period_ms, now_ms);
+        let wanted = units.saturating_mul(1000);
+        if wanted > self.milli {
+            return false;
+        }
+        self.milli -= wanted;
+        true
+    }
+
+    /// Whether the bucket has refilled to its capacity at `now_ms`.
+    pub(crate) fn is_full(&mut self, capacity: u64, period_ms: u64, now_ms: u64) -> bool {
+        self.refill(capacity, period_ms, now_ms);
+        self.milli >= capacity.saturating_mul(1000)
+    }
+
+    fn refill(&mut self, capacity: u64, period_ms: u64, now_ms: u64) {
         let full = capacity.saturating_mul(1000);
         if !self.started {
             self.started = true;
@@ -68,12 +84,6 @@ impl Bucket {
         let refill = u128::from(elapsed) * u128::from(full) / u128::from(period_ms.max(1));
         self.milli = (u128::from(self.milli) + refill).min(u128::from(full)) as u64;
         self.at_ms = self.at_ms.max(now_ms);
-        let wanted = units.saturating_mul(1000);
-        if wanted > self.milli {
-            return false;
-        }
-        self.milli -= wanted;
-        true
     }
 }
 

@@ -2,9 +2,12 @@
 //! by another core) or an event stream. Ending a session drops its listens and runs its
 //! onDisconnect queue at once.
 
+use std::net::IpAddr;
 use std::rc::Rc;
 
-use hearth_sync::{ConnId, Effects};
+use hearth_sync::{AuthState, ConnId, Effects};
+
+use crate::caller_limits::Identity;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
@@ -18,19 +21,27 @@ use hearth_net::time::now_ms;
 use hearth_persist::Tagger;
 
 /// Opens a session of `namespace` (creating the database on first use) for a connection whose
-/// messages go by `route`, with the App Check token it came with (verified here).
+/// messages go by `route`, with the App Check token it came with (verified here) and the
+/// client's address as its edge saw it (kept on the handle, [`ConnHandle::address`]).
 pub fn open_session(
     owner: &Owner,
     id: ConnId,
     namespace: &str,
     session_id: String,
     app_check: Option<String>,
+    address: Option<IpAddr>,
     route: Route,
 ) -> Rc<ConnHandle> {
     let (database_seq, refused) = owner.with_database(namespace, |loaded| {
         // Past the database's quota of connections the session never joins it.
         if let Err(refusal) = loaded.admit_session() {
-            return (loaded.shared_seq(), Some(refusal));
+            return (loaded.shared_seq(), Some(refusal.message));
+        }
+        // Past the rules' limit of connections per caller, likewise (anonymous until it
+        // signs in: counted by its address).
+        let caller = Identity::of(&AuthState::Anonymous, address);
+        if let Err(refusal) = loaded.admit_caller(id, caller) {
+            return (loaded.shared_seq(), Some(refusal.message));
         }
         loaded.connect(id);
         crate::profile::session_event(loaded, "concurrent-connect");
@@ -40,16 +51,12 @@ pub fn open_session(
         gate: owner.gate().clone(),
         database_seq,
     };
-    let handle = Rc::new(ConnHandle::new(
-        id,
-        namespace.to_owned(),
-        session_id,
-        tagger,
-        route,
-    ));
+    let handle = Rc::new(
+        ConnHandle::new(id, namespace.to_owned(), session_id, tagger, route).with_address(address),
+    );
     if let Some(refusal) = refused {
-        handle.send_text(hearth_wire::encode_shutdown(&refusal.message));
-        handle.close(CloseReason::new(CloseCode::Policy, refusal.message));
+        handle.send_text(hearth_wire::encode_shutdown(&refusal));
+        handle.close(CloseReason::new(CloseCode::Policy, refusal));
         return handle;
     }
     if let Some((seen, _)) = crate::app_check::verify(owner, app_check.as_deref()) {
@@ -76,6 +83,7 @@ pub fn move_connection(owner: &Owner, handle: &ConnHandle) {
     handle.detach();
     if owner.remove_session(handle) {
         owner.with_loaded(&handle.namespace, |database| {
+            database.forget_caller(handle.id);
             database.leave(handle.id);
             database.touched(now_ms());
         });
@@ -92,6 +100,7 @@ pub fn close_stream(owner: &Owner, handle: &StreamHandle) {
 fn end_session(owner: &Owner, namespace: &str, id: ConnId) {
     let mut effects = Effects::new();
     owner.with_loaded(namespace, |database| {
+        database.forget_caller(id);
         database.disconnect(id, now_ms(), &mut effects);
         crate::profile::session_event(database, "concurrent-disconnect");
         database.touched(now_ms());

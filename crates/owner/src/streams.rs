@@ -3,7 +3,9 @@
 
 use std::rc::Rc;
 
-use hearth_sync::{AuthState, ConnId, Effects, Request};
+use hearth_sync::{AuthState, ConnId, Effects, Reply, Request, Status};
+
+use crate::caller_limits::Identity;
 
 use crate::effects::route_effects;
 use crate::rest::reply_error;
@@ -95,8 +97,17 @@ pub fn start(
     let tag = query.is_filtered().then_some(STREAM_TAG);
     let mut effects = Effects::new();
     let reply = owner.with_database(&namespace, |database| {
+        // A stream is a connection and a listen of its caller's, under the rules' limits.
+        if let Err(refusal) = database.admit_caller(id, Identity::of(&auth, request.address)) {
+            return Reply::error(Status::LimitExceeded, refusal.message);
+        }
         database.connect(id);
         database.set_auth(id, auth, now_ms(), &mut effects);
+        if database.has_caller_limits() {
+            if let Err(refusal) = database.admit_caller_listen(id, &handle.path) {
+                return Reply::error(Status::LimitExceeded, refusal.message);
+            }
+        }
         let listen = Request::Listen {
             path: handle.path.clone(),
             query,
@@ -114,6 +125,12 @@ pub fn start(
     route_effects(owner, &namespace, effects);
     if !reply.is_ok() {
         sessions::close_stream(owner, &handle);
+        // A limit per caller answers as a rate limit does.
+        if reply.status == Status::LimitExceeded {
+            let mut refused = reply_error(reply);
+            refused.status = 429;
+            return Err(refused);
+        }
         return Err(reply_error(reply));
     }
     Ok(())

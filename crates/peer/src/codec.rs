@@ -6,6 +6,8 @@
 //! frames are slices of the received buffer ([`Bytes`]). Decoding trusts nothing: every
 //! length is checked against what is left, and nothing is allocated beyond the frame.
 
+use std::net::IpAddr;
+
 use bytes::{Buf, Bytes, BytesMut};
 pub use hearth_ground::cross_core::{ConnMessages, EdgeItem, MoveCause, Opening};
 pub use hearth_ground::replica_messages::{Shipped, ToOwnerNode};
@@ -95,6 +97,9 @@ pub struct RequestHead {
     /// The path and query.
     pub target: String,
     pub headers: Vec<(String, String)>,
+    /// The client's address as the edge node saw it (its socket's peer), which the owner node
+    /// gives the parsed request as one of its own would have it; `None` where unknown.
+    pub address: Option<IpAddr>,
 }
 
 /// An answer's status and every header the owner would have sent itself.
@@ -169,6 +174,8 @@ pub enum DecodeError {
     Namespace,
     #[error("an acknowledgement carries more than {MAX_ACKS_PER_MESSAGE} records")]
     TooManyAcks,
+    #[error("unknown address form {0}")]
+    Address(u8),
 }
 
 const OPEN: u8 = 1;
@@ -192,6 +199,12 @@ const ITEM_FRAMES: u8 = 1;
 const ITEM_CLOSE: u8 = 2;
 const ITEM_EXPIRY: u8 = 3;
 const ITEM_MOVED: u8 = 4;
+
+// A client's address (`Opening::address`, `RequestHead::address`): the byte of its form, then
+// its bytes (none, 4 or 16).
+const ADDRESS_NONE: u8 = 0;
+const ADDRESS_V4: u8 = 4;
+const ADDRESS_V6: u8 = 6;
 
 /// A moved session's cause, as a byte after its item's connection.
 fn cause_byte(cause: MoveCause) -> u8 {
@@ -266,6 +279,7 @@ mod tests {
                 session_id: "s1".into(),
                 previous: Some("s0".into()),
                 app_check: Some("h.p.s".into()),
+                address: Some(IpAddr::from([203, 0, 113, 7])),
             }),
             LinkMessage::Open(Opening {
                 conn: MAX_WIRE_CONN - 1,
@@ -273,6 +287,15 @@ mod tests {
                 session_id: String::new(),
                 previous: None,
                 app_check: None,
+                address: None,
+            }),
+            LinkMessage::Open(Opening {
+                conn: 8,
+                namespace: "demo".into(),
+                session_id: "s2".into(),
+                previous: None,
+                app_check: None,
+                address: Some("2001:db8::1".parse().expect("an IPv6 address")),
             }),
             LinkMessage::Messages {
                 messages: ConnMessages {
@@ -350,6 +373,7 @@ mod tests {
                     method: "PUT".into(),
                     target: "/a/b.json?ns=demo&print=silent".into(),
                     headers: vec![("if-match".into(), "\"abc\"".into())],
+                    address: Some("2001:db8::2".parse().expect("an IPv6 address")),
                 },
                 body: Bytes::from_static(b"{\"x\":1}"),
                 more: true,
@@ -376,6 +400,13 @@ mod tests {
             LinkMessage::StreamRequest {
                 conn: 9,
                 head: RequestHead::default(),
+            },
+            LinkMessage::StreamRequest {
+                conn: 11,
+                head: RequestHead {
+                    address: Some(IpAddr::from([198, 51, 100, 1])),
+                    ..RequestHead::default()
+                },
             },
             LinkMessage::StreamOpened {
                 conn: 9,
@@ -469,6 +500,21 @@ mod tests {
         out[last] = 9;
         let body = out.split_off(4).freeze();
         assert_eq!(LinkMessage::decode(body), Err(DecodeError::MoveCause(9)));
+        // An address of no known form (its byte is the open's last).
+        let open = LinkMessage::Open(Opening {
+            conn: 1,
+            namespace: "demo".into(),
+            session_id: "s".into(),
+            previous: None,
+            app_check: None,
+            address: None,
+        });
+        let mut out = BytesMut::new();
+        open.encode(&mut out);
+        let last = out.len() - 1;
+        out[last] = 5;
+        let body = out.split_off(4).freeze();
+        assert_eq!(LinkMessage::decode(body), Err(DecodeError::Address(5)));
         let mut out = BytesMut::new();
         LinkMessage::Closed { conn: 1 }.encode(&mut out);
         out[5..13].copy_from_slice(&MAX_WIRE_CONN.to_le_bytes());

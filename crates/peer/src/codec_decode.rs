@@ -1,6 +1,8 @@
 //! Decoding frames into [`LinkMessage`]s (`codec`): every length is checked against what is
 //! left, and nothing is allocated beyond the frame.
 
+use std::net::IpAddr;
+
 use bytes::{Buf, Bytes};
 use hearth_sync::ConnId;
 
@@ -9,10 +11,11 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::{
     cause_of, AnswerHead, ConnMessages, DecodeError, EdgeItem, LinkItem, LinkMessage, Opening,
-    RequestHead, Shipped, ToOwnerNode, ANSWER, ANSWER_MORE, AUTH_EXPIRED, BATCH, CLOSED, HANDLED,
-    ITEM_CLOSE, ITEM_EXPIRY, ITEM_FRAMES, ITEM_MOVED, MAX_ACKS_PER_MESSAGE, MAX_CHUNK_BYTES,
-    MAX_HEAD_BYTES, MAX_HEAD_FIELDS, MAX_WIRE_CONN, MESSAGES, MOVED, OPEN, REPLICATE, REPLICA_ACK,
-    REQUEST, REQUEST_MORE, STREAM_OPENED, STREAM_REQUEST,
+    RequestHead, Shipped, ToOwnerNode, ADDRESS_NONE, ADDRESS_V4, ADDRESS_V6, ANSWER, ANSWER_MORE,
+    AUTH_EXPIRED, BATCH, CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY, ITEM_FRAMES, ITEM_MOVED,
+    MAX_ACKS_PER_MESSAGE, MAX_CHUNK_BYTES, MAX_HEAD_BYTES, MAX_HEAD_FIELDS, MAX_WIRE_CONN,
+    MESSAGES, MOVED, OPEN, REPLICATE, REPLICA_ACK, REQUEST, REQUEST_MORE, STREAM_OPENED,
+    STREAM_REQUEST,
 };
 
 impl LinkMessage {
@@ -32,6 +35,7 @@ impl LinkMessage {
                     0 => None,
                     _ => Some(get_str(body)?),
                 },
+                address: get_address(body)?,
             }),
             MESSAGES => get_messages(body)?,
             AUTH_EXPIRED => LinkMessage::AuthExpired {
@@ -278,6 +282,7 @@ fn get_request_head(body: &mut Bytes) -> Result<RequestHead, DecodeError> {
         method,
         target,
         headers,
+        address: get_address(body)?,
     })
 }
 
@@ -293,6 +298,23 @@ fn get_chunk(body: &mut Bytes) -> Result<(Bytes, bool), DecodeError> {
         return Err(DecodeError::Chunk(chunk.len()));
     }
     Ok((chunk, get_u8(body)? != 0))
+}
+
+/// A client's address, as `put_address` writes it; an unknown form is refused.
+fn get_address(body: &mut Bytes) -> Result<Option<IpAddr>, DecodeError> {
+    Ok(match get_u8(body)? {
+        ADDRESS_NONE => None,
+        ADDRESS_V4 => Some(IpAddr::from(get_array::<4>(body)?)),
+        ADDRESS_V6 => Some(IpAddr::from(get_array::<16>(body)?)),
+        form => return Err(DecodeError::Address(form)),
+    })
+}
+
+fn get_array<const N: usize>(body: &mut Bytes) -> Result<[u8; N], DecodeError> {
+    need(body, N)?;
+    let mut array = [0; N];
+    body.copy_to_slice(&mut array);
+    Ok(array)
 }
 
 fn get_str(body: &mut Bytes) -> Result<String, DecodeError> {

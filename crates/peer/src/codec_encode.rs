@@ -1,13 +1,15 @@
 //! Encoding [`LinkMessage`]s into frames (`codec`).
 
+use std::net::IpAddr;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use hearth_sync::ConnId;
 
 use super::{
     cause_byte, AnswerHead, ConnMessages, EdgeItem, LinkItem, LinkMessage, Opening, RequestHead,
-    Shipped, ToOwnerNode, ANSWER, ANSWER_MORE, AUTH_EXPIRED, BATCH, CLOSED, HANDLED, ITEM_CLOSE,
-    ITEM_EXPIRY, ITEM_FRAMES, ITEM_MOVED, MESSAGES, MOVED, OPEN, REPLICATE, REPLICA_ACK, REQUEST,
-    REQUEST_MORE, STREAM_OPENED, STREAM_REQUEST,
+    Shipped, ToOwnerNode, ADDRESS_NONE, ADDRESS_V4, ADDRESS_V6, ANSWER, ANSWER_MORE, AUTH_EXPIRED,
+    BATCH, CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY, ITEM_FRAMES, ITEM_MOVED, MESSAGES, MOVED,
+    OPEN, REPLICATE, REPLICA_ACK, REQUEST, REQUEST_MORE, STREAM_OPENED, STREAM_REQUEST,
 };
 
 impl LinkMessage {
@@ -81,6 +83,7 @@ fn put_open(out: &mut BytesMut, opening: &Opening) {
             None => out.put_u8(0),
         }
     }
+    put_address(out, opening.address);
 }
 
 /// The fields of [`LinkMessage::Messages`].
@@ -193,6 +196,7 @@ fn put_request_head(out: &mut BytesMut, head: &RequestHead) {
     put_str(out, &head.method);
     put_str(out, &head.target);
     put_headers(out, &head.headers);
+    put_address(out, head.address);
 }
 
 fn put_answer_head(out: &mut BytesMut, head: &AnswerHead) {
@@ -204,6 +208,22 @@ fn put_chunk(out: &mut BytesMut, body: &Bytes, more: bool) {
     out.put_u32_le(body.len() as u32);
     out.put_slice(body);
     out.put_u8(u8::from(more));
+}
+
+/// A client's address: its form's byte ([`ADDRESS_NONE`], [`ADDRESS_V4`] or [`ADDRESS_V6`]),
+/// then its 0, 4 or 16 bytes in network order.
+fn put_address(out: &mut BytesMut, address: Option<IpAddr>) {
+    match address {
+        None => out.put_u8(ADDRESS_NONE),
+        Some(IpAddr::V4(v4)) => {
+            out.put_u8(ADDRESS_V4);
+            out.put_slice(&v4.octets());
+        }
+        Some(IpAddr::V6(v6)) => {
+            out.put_u8(ADDRESS_V6);
+            out.put_slice(&v6.octets());
+        }
+    }
 }
 
 fn put_str(out: &mut BytesMut, text: &str) {

@@ -24,7 +24,7 @@ use crate::nodes::remote_conn;
 use hearth_ground::cross_core::ToOwner;
 use hearth_ground::inbox::{Forwarded, ShardMessage};
 use hearth_ground::namespace::owner_shard;
-use hearth_ground::rest::{build_call, parse_request, Endpoint, RestResponse};
+use hearth_ground::rest::{build_call, parse_request, Endpoint, PeerAddress, RestResponse};
 
 /// The most REST requests one node may have waiting for another's answers at once; past it,
 /// the edge node answers `503` at once (and the owner drops a link whose peer sends more).
@@ -329,13 +329,17 @@ pub fn on_stream_request(
     });
 }
 
-/// The request head as hyper would have parsed it here.
+/// The request head as hyper would have parsed it here, with the client's address as the
+/// edge node saw it.
 fn parts_of(head: &RequestHead) -> Result<Parts, RestResponse> {
     let mut request = hyper::Request::builder()
         .method(head.method.as_str())
         .uri(head.target.as_str());
     for (name, value) in &head.headers {
         request = request.header(name.as_str(), value.as_str());
+    }
+    if let Some(address) = head.address {
+        request = request.extension(PeerAddress(address));
     }
     request
         .body(())
@@ -490,6 +494,30 @@ mod tests {
         );
         assert!(matches!(messages[0], LinkMessage::Request { .. }));
         assert!(matches!(messages[2], LinkMessage::RequestMore { .. }));
+    }
+
+    #[test]
+    fn a_forwarded_request_keeps_its_clients_address() {
+        let address = std::net::IpAddr::from([203, 0, 113, 9]);
+        let head = RequestHead {
+            method: "GET".into(),
+            target: "/a.json?ns=demo".into(),
+            headers: Vec::new(),
+            address: Some(address),
+        };
+        let parts = parts_of(&head).expect("a valid head");
+        let auth = hearth_auth::AuthConfig::development();
+        let parsed = parse_request(&parts, &auth, "default").expect("a valid request");
+        let Endpoint::Data(data) = parsed.endpoint else {
+            panic!("not a data request");
+        };
+        assert_eq!(data.address, Some(address));
+        let unknown = parts_of(&RequestHead {
+            address: None,
+            ..head
+        })
+        .expect("a valid head");
+        assert_eq!(PeerAddress::of(&unknown), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::decision::RuleKind;
 use crate::error::{LoadError, RulesError};
 use crate::expr::{Expr, ExprKind};
 use crate::json::{Json, JsonKind, JsonStr, LineIndex, Member};
+use crate::limits::{self, LimitSpec, MAX_LIMIT_DECLARATIONS};
 use crate::parser;
 
 /// A compiled rule and where it came from.
@@ -48,6 +49,11 @@ pub(crate) struct RuleNode {
     /// Whether this node or any node below it is marked volatile, so that stripping volatile
     /// data walks only the branches of the rules that hold a mark.
     pub volatile_here_or_below: bool,
+    /// Its `.limits` declaration, as an index into the document's (`limits.rs`).
+    pub limits: Option<usize>,
+    /// The declarations of the nodes below it, literal and wildcard, in document order: a
+    /// write here replaces their locations and a listen here reads them.
+    pub limits_below: Box<[usize]>,
 }
 
 impl RuleNode {
@@ -68,8 +74,11 @@ impl RuleNode {
 
 type Failure = (usize, LoadError);
 
-/// Builds the rule tree of a parsed document.
-pub(crate) fn build(doc: &Json, lines: &LineIndex<'_>) -> Result<RuleNode, RulesError> {
+/// Builds the rule tree of a parsed document, and the `.limits` declarations its nodes index.
+pub(crate) fn build(
+    doc: &Json,
+    lines: &LineIndex<'_>,
+) -> Result<(RuleNode, Vec<LimitSpec>), RulesError> {
     let fail = |(offset, reason): Failure| {
         let (line, column) = lines.position(offset);
         RulesError {
@@ -97,8 +106,10 @@ pub(crate) fn build(doc: &Json, lines: &LineIndex<'_>) -> Result<RuleNode, Rules
         lines,
         wildcards: Vec::new(),
         names: vec!["rules".to_owned()],
+        limits: Vec::new(),
     };
-    builder.node(rules, "rules", 0).map_err(fail)
+    let root = builder.node(rules, "rules", 0).map_err(fail)?;
+    Ok((root, builder.limits))
 }
 
 struct Builder<'a> {
@@ -107,6 +118,8 @@ struct Builder<'a> {
     wildcards: Vec<(String, usize)>,
     /// The member names from the document's root to the node being built.
     names: Vec<String>,
+    /// The `.limits` declarations read so far.
+    limits: Vec<LimitSpec>,
 }
 
 impl Builder<'_> {
@@ -130,6 +143,21 @@ impl Builder<'_> {
                     JsonKind::Bool(flag) => node.volatile = flag,
                     _ => return Err((member.value.at, LoadError::InvalidVolatile)),
                 },
+                ".limits" => {
+                    if self.limits.len() >= MAX_LIMIT_DECLARATIONS {
+                        return Err((
+                            key_at,
+                            LoadError::InvalidLimits(format!(
+                                "a document may declare at most {MAX_LIMIT_DECLARATIONS}"
+                            )),
+                        ));
+                    }
+                    let id = self.limits.len();
+                    let pattern = format!("/{}/.limits", self.names.join("/"));
+                    let spec = limits::parse(&member.value, id, Arc::from(pattern), depth == 0)?;
+                    self.limits.push(spec);
+                    node.limits = Some(id);
+                }
                 _ if key.starts_with('.') => {
                     return Err((key_at, LoadError::InvalidProperty(key.to_owned())))
                 }
@@ -191,6 +219,17 @@ impl Builder<'_> {
                 .wildcard
                 .as_ref()
                 .is_some_and(|child| child.volatile_here_or_below);
+        let mut below: Vec<usize> = Vec::new();
+        for child in children
+            .iter()
+            .map(|(_, child)| child)
+            .chain(node.wildcard.as_deref())
+        {
+            below.extend(child.limits);
+            below.extend(child.limits_below.iter().copied());
+        }
+        below.sort_unstable();
+        node.limits_below = below.into_boxed_slice();
         node.children = children.into_boxed_slice();
         Ok(node)
     }
@@ -293,7 +332,7 @@ mod tests {
                 reason,
             }
         })?;
-        build(&doc, &LineIndex::new(text))
+        build(&doc, &LineIndex::new(text)).map(|(root, _)| root)
     }
 
     fn refused(text: &str) -> String {

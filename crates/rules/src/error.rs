@@ -51,6 +51,8 @@ pub enum LoadError {
     InvalidIndexOn(String),
     #[error(".volatile must be true or false")]
     InvalidVolatile,
+    #[error(".limits: {0}")]
+    InvalidLimits(String),
     #[error("{0}")]
     Syntax(String),
     #[error("the expression nests deeper than {0} levels")]

@@ -8,6 +8,7 @@ use hearth_tree::Path;
 use crate::document::{self, RuleNode};
 use crate::error::{LoadError, RulesError};
 use crate::json::{self, LineIndex};
+use crate::limits::LimitSpec;
 
 /// Largest accepted rules source: 256 KB (spec §2.3, the hosted service's documented limit).
 pub const MAX_RULES_BYTES: usize = 256 * 1024;
@@ -27,6 +28,8 @@ pub const DEFAULT_STEP_BUDGET: u64 = 1_000_000;
 pub struct Rules {
     pub(crate) root: RuleNode,
     pub(crate) step_budget: u64,
+    /// Its `.limits` declarations (`limits.rs`).
+    pub(crate) limits: Vec<LimitSpec>,
     source: String,
     strict: String,
 }
@@ -55,12 +58,13 @@ impl Rules {
                 reason,
             }
         })?;
-        let root = document::build(&doc, &lines)?;
+        let (root, limits) = document::build(&doc, &lines)?;
         let mut strict = String::with_capacity(text.len());
         json::write_strict(&doc, &mut strict);
         Ok(Rules {
             root,
             step_budget: DEFAULT_STEP_BUDGET,
+            limits,
             source: text.to_owned(),
             strict,
         })

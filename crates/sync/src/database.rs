@@ -125,6 +125,14 @@ impl Database {
         self.sessions.len()
     }
 
+    /// The listens a connection holds: their paths and tags.
+    pub fn listens_of(&self, conn: ConnId) -> impl Iterator<Item = (&Path, Option<Tag>)> {
+        self.sessions
+            .get(&conn)
+            .into_iter()
+            .flat_map(|session| session.listens.keys().map(|(path, tag)| (path, *tag)))
+    }
+
     /// Registers a connection.
     pub fn connect(&mut self, conn: ConnId) {
         self.sessions.entry(conn).or_default();

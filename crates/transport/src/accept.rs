@@ -1,7 +1,10 @@
 //! A connection from its accept to its transport: the accept loop of a listener (backing off
 //! when the process runs out of descriptors), the TLS handshake in the connection's own task,
-//! the first request head, and then a WebSocket connection or HTTP.
+//! the first request head, and then a WebSocket connection or HTTP. The client's address is
+//! the accepted socket's peer, whatever a proxy in front may say (there is no trusted-proxy
+//! setting: `X-Forwarded-For` is not read).
 
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -29,13 +32,19 @@ pub async fn accept_loop(front: Rc<Front>, listener: tokio::net::TcpListener) {
         let pause = tokio::select! {
             _ = shutdown.changed() => return,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     backoff.succeeded();
                     let _ = stream.set_nodelay(true);
+                    // An IPv4 client of a dual-stack listener is itself, not a mapped IPv6.
+                    let address = Some(peer.ip().to_canonical());
                     if front.config().tls.is_some() {
-                        tokio::task::spawn_local(route_tls_connection(front.clone(), stream));
+                        tokio::task::spawn_local(route_tls_connection(
+                            front.clone(),
+                            stream,
+                            address,
+                        ));
                     } else {
-                        tokio::task::spawn_local(route_connection(front.clone(), stream));
+                        tokio::task::spawn_local(route_connection(front.clone(), stream, address));
                     }
                     continue;
                 }
@@ -78,21 +87,27 @@ async fn refuse_head<S: AsyncWrite + Unpin>(stream: &mut S, error: &HeadError) {
 
 /// Completes the TLS handshake in the connection's own task (the shard's loop goes on
 /// meanwhile), then serves the connection like a plain one.
-async fn route_tls_connection(front: Rc<Front>, stream: tokio::net::TcpStream) {
+async fn route_tls_connection(
+    front: Rc<Front>,
+    stream: tokio::net::TcpStream,
+    address: Option<IpAddr>,
+) {
     let Some(certs) = front.config().tls.clone() else {
         return;
     };
     match handshake(&certs, stream).await {
         // A task of its own, sized for what the connection does next: this one holds the
         // handshake's state, kilobytes that an idle connection would otherwise keep.
-        Ok(stream) => drop(tokio::task::spawn_local(route_connection(front, stream))),
+        Ok(stream) => drop(tokio::task::spawn_local(route_connection(
+            front, stream, address,
+        ))),
         Err(error) => debug!(%error, "dropping connection before a request"),
     }
 }
 
 /// Reads the first request head and serves the connection here: as a WebSocket connection,
-/// or over HTTP.
-async fn route_connection<S: Accepted>(front: Rc<Front>, mut stream: S) {
+/// or over HTTP. `address` is the client's (the socket's peer).
+async fn route_connection<S: Accepted>(front: Rc<Front>, mut stream: S, address: Option<IpAddr>) {
     let read = match read_head(&mut stream).await {
         Ok(read) => read,
         Err(error) => {
@@ -124,11 +139,11 @@ async fn route_connection<S: Accepted>(front: Rc<Front>, mut stream: S) {
             // A task of its own, sized for the connection's life: this one also holds what
             // reading the head and serving HTTP need (BENCHMARKS.md §9, idle connections).
             drop(tokio::task::spawn_local(serve_websocket(
-                front, stream, head, leftover, namespace,
+                front, stream, head, leftover, namespace, address,
             )));
         }
     } else {
-        serve_http(front, stream, read.buffered).await;
+        serve_http(front, stream, read.buffered, address).await;
     }
 }
 
@@ -141,7 +156,7 @@ mod tests {
     use super::*;
     use hearth_net::http_head::Head;
 
-    fn future_bytes<A, B, F: Future>(_: impl Fn(A, B) -> F) -> usize {
+    fn future_bytes<A, B, C, F: Future>(_: impl Fn(A, B, C) -> F) -> usize {
         std::mem::size_of::<F>()
     }
 
@@ -151,12 +166,16 @@ mod tests {
     /// one task did everything). Sizes of a debug build, which are larger than a release's.
     #[test]
     fn a_websocket_connection_task_holds_only_its_loop() {
-        let websocket = future_bytes(|front: Rc<Front>, (stream, head): (TcpStream, Head)| {
-            serve_websocket(front, stream, head, Vec::new(), Ok(String::new()))
-        });
-        let http = future_bytes(|front: Rc<Front>, stream: TcpStream| {
-            serve_http(front, stream, Vec::new())
-        });
+        let websocket = future_bytes(
+            |front: Rc<Front>, (stream, head): (TcpStream, Head), address: Option<IpAddr>| {
+                serve_websocket(front, stream, head, Vec::new(), Ok(String::new()), address)
+            },
+        );
+        let http = future_bytes(
+            |front: Rc<Front>, stream: TcpStream, address: Option<IpAddr>| {
+                serve_http(front, stream, Vec::new(), address)
+            },
+        );
         let routing = future_bytes(route_connection::<TcpStream>);
         let tls = future_bytes(route_tls_connection);
         eprintln!("websocket {websocket}, http {http}, routing {routing}, tls {tls}");

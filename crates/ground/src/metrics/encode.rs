@@ -8,7 +8,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::cluster_series::{app_check, cluster_node, quotas, replication, triggers};
+use super::cluster_series::{app_check, cluster_node, quotas, replication, rule_limits, triggers};
 use super::counters::CounterSnapshot;
 use super::labels::{
     Channel, CloseCause, HttpRefusal, Outcome, RequestKind, SessionTransport, StreamEnd,
@@ -424,6 +424,7 @@ impl Collector for Scraped {
             app_check(e, counts)?;
         }
         quotas(e, snapshot.quota_refused)?;
+        rule_limits(e, snapshot.rule_limit_refused)?;
         rest_cache(e, total)?;
         routing(e, total)?;
         shards(e, &snapshot.shards)?;

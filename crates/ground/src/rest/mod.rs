@@ -18,6 +18,7 @@ pub mod precheck;
 mod response;
 pub mod settings_api;
 
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use hearth_query::RestQuery;
@@ -162,6 +163,23 @@ pub struct DataRequest {
     /// Its App Check token (`X-Firebase-AppCheck`, or `ac=` as the JavaScript SDK's REST
     /// client sends it), which the owner verifies (docs/app-check.md).
     pub app_check: Option<String>,
+    /// The client's address as the edge saw it (its connection's peer, [`PeerAddress`]), for
+    /// limits keyed by address; `None` where unknown.
+    pub address: Option<IpAddr>,
+}
+
+/// The address of the client an HTTP request came from (its connection's peer; no
+/// `X-Forwarded-For`: there is no trusted proxy to take it from), put in the request's
+/// extensions by the transport that accepted the connection, or by the node that received a
+/// forwarded request from the head's. [`parse_request`] copies it into [`DataRequest::address`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddress(pub IpAddr);
+
+impl PeerAddress {
+    /// The address in `parts`' extensions, if the transport put one there.
+    pub fn of(parts: &hyper::http::request::Parts) -> Option<IpAddr> {
+        parts.extensions.get::<PeerAddress>().map(|peer| peer.0)
+    }
 }
 
 impl DataRequest {

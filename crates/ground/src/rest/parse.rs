@@ -17,7 +17,7 @@ use super::params::{
 };
 use super::response::RestResponse;
 use super::settings_api;
-use super::{DataMethod, DataRequest, Endpoint, RestRequest};
+use super::{DataMethod, DataRequest, Endpoint, PeerAddress, RestRequest};
 use crate::namespace::resolve;
 use hearth_auth::{authenticate_with, now_secs, AuthConfig};
 use hearth_net::query_string::{percent_decode, QueryString};
@@ -404,6 +404,7 @@ fn data_request(
                 .get(crate::app_check::APP_CHECK_HEADER)
                 .and_then(|value| value.to_str().ok()),
         ),
+        address: PeerAddress::of(parts),
         write_limit,
         timeout,
         download,

@@ -346,3 +346,18 @@ fn the_profiler_is_an_admins_event_stream_of_the_whole_database() {
     // A data path of that name is not the profiler.
     assert!(!data_of(parse("GET", "/settings/profile.json", &[sse])).profile);
 }
+
+#[test]
+fn a_data_request_carries_the_address_its_transport_saw() {
+    let address: std::net::IpAddr = "2001:db8::7".parse().expect("an IPv6 address");
+    for accept in ["*/*", "text/event-stream"] {
+        let mut seen = parts("GET", "/a.json?ns=db", &[("accept", accept)]);
+        seen.extensions.insert(PeerAddress(address));
+        let data =
+            data_of(parse_request(&seen, &AuthConfig::development(), "default").expect("valid"));
+        assert_eq!(data.address, Some(address), "{accept}");
+    }
+    // (X-Forwarded-For is no proxy's word to take.)
+    let forwarded = ("x-forwarded-for", "198.51.100.1");
+    assert_eq!(data_of(parse("GET", "/a.json", &[forwarded])).address, None);
+}

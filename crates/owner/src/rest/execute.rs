@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::answer::{etag_of, reply_error, NULL_ETAG};
 use super::read::read;
 use super::settings::{coverage, get_rules, put_rules};
+use crate::caller_limits::Identity;
 use crate::effects::route_effects;
 use crate::profile::Operation;
 use crate::quotas::{Quota, WriteSize};
@@ -254,6 +255,14 @@ impl Write<'_> {
                         _ => 429,
                     };
                     return RestResponse::error(status, refusal.message);
+                }
+            }
+            if database.has_caller_limits() {
+                let caller = Identity::of(self.auth, self.request.address);
+                let path = &self.request.target.path;
+                let bytes = self.body_bytes as u64;
+                if let Err(refusal) = database.admit_caller_write(&caller, path, bytes, now_ms()) {
+                    return RestResponse::error(429, refusal.message);
                 }
             }
             if quiet {

@@ -137,6 +137,9 @@ impl Observer {
         server.quota_refused = hearth_owner::quotas::REFUSED
             .each_ref()
             .map(|counter| counter.load(Ordering::Relaxed));
+        server.rule_limit_refused = hearth_owner::caller_limits::REFUSED
+            .each_ref()
+            .map(|counter| counter.load(Ordering::Relaxed));
         server.followers = self.followers.get().map_or_else(Vec::new, |followers| {
             followers()
                 .iter()

@@ -15,7 +15,7 @@ use crate::front::Front;
 use crate::sse::hold_remote_stream;
 use hearth_edge::event_stream::StreamHandle;
 use hearth_edge::http_body::HearthBody;
-use hearth_ground::rest::{DataRequest, RestRequest, RestResponse};
+use hearth_ground::rest::{DataRequest, PeerAddress, RestRequest, RestResponse};
 use hearth_peer::codec::RequestHead;
 use hearth_peer::{Forward, RemoteAnswer};
 
@@ -95,8 +95,8 @@ pub async fn forward_stream(
     }
 }
 
-/// The head as the owner node needs it to parse the request: method, path and query, and
-/// every header with a text value (the parser reads no other).
+/// The head as the owner node needs it to parse the request: method, path and query, every
+/// header with a text value (the parser reads no other), and the client's address.
 fn head_of(parts: &Parts) -> RequestHead {
     let target = parts
         .uri
@@ -114,6 +114,7 @@ fn head_of(parts: &Parts) -> RequestHead {
         method: parts.method.as_str().to_owned(),
         target,
         headers,
+        address: PeerAddress::of(parts),
     }
 }
 

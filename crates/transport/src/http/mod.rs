@@ -13,6 +13,7 @@ mod forward;
 
 use std::convert::Infallible;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -39,7 +40,8 @@ use hearth_ground::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind}
 use hearth_ground::metrics::ShardCounters;
 use hearth_ground::rest::precheck::write_check;
 use hearth_ground::rest::{
-    build_call, parse_request, DataMethod, DataRequest, Endpoint, RestRequest, RestResponse,
+    build_call, parse_request, DataMethod, DataRequest, Endpoint, PeerAddress, RestRequest,
+    RestResponse,
 };
 use hearth_owner::rest::execute_durable;
 use hearth_owner::rest_precheck::refuse_early;
@@ -58,8 +60,9 @@ pub const MAX_HEADERS: usize = 64;
 /// How long shutdown waits for in-flight requests of one connection.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Serves HTTP on a connection whose first `buffered` bytes were already read.
-pub async fn serve_http<S>(front: Rc<Front>, stream: S, buffered: Vec<u8>)
+/// Serves HTTP on a connection whose first `buffered` bytes were already read. Each request
+/// carries `address`, the client's (the socket's peer), in its extensions ([`PeerAddress`]).
+pub async fn serve_http<S>(front: Rc<Front>, stream: S, buffered: Vec<u8>, address: Option<IpAddr>)
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
@@ -72,7 +75,10 @@ where
     ));
     let service = {
         let front = front.clone();
-        service_fn(move |request| {
+        service_fn(move |mut request: Request<Incoming>| {
+            if let Some(address) = address {
+                request.extensions_mut().insert(PeerAddress(address));
+            }
             let front = front.clone();
             let unsent = unsent.clone();
             async move { Ok::<_, Infallible>(respond(front, &unsent, request).await) }

@@ -33,7 +33,7 @@ use crate::front::Front;
 use crate::longpoll_session::script::{self, script_answer};
 use hearth_ground::longpoll_request::{parse, Forwarded, LpRequest, SessionRef};
 use hearth_ground::namespace::resolve;
-use hearth_ground::rest::RestResponse;
+use hearth_ground::rest::{PeerAddress, RestResponse};
 use hearth_net::query_string::QueryString;
 
 /// The path of every long-polling request.
@@ -80,7 +80,11 @@ pub async fn answer(front: &Rc<Front>, parts: &Parts) -> Option<RestResponse> {
                             .get(hearth_ground::app_check::APP_CHECK_HEADER)
                             .and_then(|value| value.to_str().ok()),
                     );
-                    task::start(front, callback, namespace, previous, host, app_check)
+                    // The client's: the peer of the HTTP connection the start came on.
+                    let address = PeerAddress::of(parts);
+                    task::start(
+                        front, callback, namespace, previous, host, app_check, address,
+                    )
                 }
                 // As on a WebSocket: `s` tells the client not to retry a name that cannot be.
                 Err(error) => script_answer(script::data(

@@ -4,6 +4,7 @@
 //! enough, and the session ended when the client leaves, stops polling, or the owner closes
 //! it.
 
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -41,7 +42,7 @@ pub const MAX_SESSIONS_PER_SHARD: usize = 4096;
 pub const POLL_HOLD: Duration = Duration::from_secs(20);
 
 /// Opens a session on this core for a start request and answers it: the session's id and
-/// password, then the handshake.
+/// password, then the handshake. `address` is the client's, as the start's connection saw it.
 pub fn start(
     front: &Rc<Front>,
     callback: u32,
@@ -49,6 +50,7 @@ pub fn start(
     previous: Option<String>,
     host: String,
     app_check: Option<String>,
+    address: Option<IpAddr>,
 ) -> RestResponse {
     if front.long_polls().len() >= MAX_SESSIONS_PER_SHARD {
         return RestResponse::error(503, "too many long-polling sessions");
@@ -79,6 +81,7 @@ pub fn start(
         session_id,
         previous.as_deref(),
         app_check,
+        address,
     );
     let session = Rc::new(LpSession::new(NewSession {
         conn,

@@ -3,6 +3,7 @@
 //! the client's messages. Shared by the WebSocket loop, a session that moves to its
 //! database's next owner (`rehome`), long polling and WebTransport.
 
+use std::net::IpAddr;
 use std::rc::Rc;
 
 use tokio::sync::oneshot;
@@ -16,7 +17,8 @@ use hearth_owner::sessions;
 
 /// Opens the session of a connection held by `edge` with the owner of `namespace`: here when
 /// this core owns it, else by a message to the owner (the connection's messages follow it
-/// there). `previous` names a session the client replaces (`ls`).
+/// there). `previous` names a session the client replaces (`ls`); `address` is the client's
+/// as the transport saw it (its socket's peer), for the owner's limits keyed by address.
 pub(crate) fn attach(
     front: &Front,
     edge: &Rc<EdgeConn>,
@@ -24,6 +26,7 @@ pub(crate) fn attach(
     session_id: String,
     previous: Option<&str>,
     app_check: Option<String>,
+    address: Option<IpAddr>,
 ) -> OwnerSide {
     let id = edge.id();
     let owner = front.owner_of(&namespace);
@@ -38,6 +41,7 @@ pub(crate) fn attach(
             &namespace,
             session_id,
             app_check,
+            address,
             route,
         ))
     } else {
@@ -52,6 +56,7 @@ pub(crate) fn attach(
                     session_id,
                     previous: previous.map(str::to_owned),
                     app_check,
+                    address,
                 },
             },
         );

@@ -9,6 +9,7 @@
 //! else closes as before, and the SDK reconnects (long polling and WebTransport sessions
 //! too: their transports hold state of their own that this does not carry).
 
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -50,11 +51,13 @@ pub fn follow(
     namespace: &str,
     session: &str,
     app_check: Option<String>,
+    address: Option<IpAddr>,
 ) {
     let remote = matches!(side, OwnerSide::Remote(owner) if *owner >= front.shard_count());
     if remote && front.config().cluster.is_some() && front.nodes().is_some() {
         let mut upstream = Upstream::new(namespace.to_owned(), session.to_owned());
         upstream.app_check = app_check;
+        upstream.address = address;
         edge.follow_upstream(upstream);
     }
 }
@@ -231,7 +234,7 @@ pub async fn finish(
     owner: usize,
 ) -> Result<OwnerSide, CloseReason> {
     let close = moving.cause.close_reason();
-    let (namespace, session_id, app_check, resume) = {
+    let (namespace, session_id, app_check, address, resume) = {
         let mut upstream = edge.upstream();
         let Some(upstream) = upstream.as_mut() else {
             return Err(close);
@@ -243,6 +246,7 @@ pub async fn finish(
             upstream.namespace.clone(),
             upstream.session_id.clone(),
             upstream.app_check.clone(),
+            upstream.address,
             resume,
         )
     };
@@ -257,7 +261,7 @@ pub async fn finish(
         "connection moved to its database's next owner"
     );
     front.counters().session_moved();
-    let side = attach(front, edge, namespace, session_id, None, app_check);
+    let side = attach(front, edge, namespace, session_id, None, app_check, address);
     replay(front, edge, &side, resume.replay).await?;
     Ok(side)
 }

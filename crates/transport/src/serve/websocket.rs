@@ -1,5 +1,6 @@
 //! One WebSocket connection, from the upgrade to the close.
 
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -68,12 +69,14 @@ pub(crate) type Socket<S> = WebSocketStream<SharedStream<S>>;
 
 /// Completes the upgrade and serves the connection until it ends. (A WebSocket that names a
 /// long-polling session, `s`, is that session's move to a WebSocket: `longpoll::secondary`.)
+/// `address` is the client's: the accepted socket's peer.
 pub async fn serve_websocket<S: Accepted>(
     front: Rc<Front>,
     mut stream: S,
     head: Head,
     leftover: Vec<u8>,
     namespace: Result<String, NamespaceError>,
+    address: Option<IpAddr>,
 ) {
     // Nothing of the request head is kept past the upgrade: its strings would stay for the
     // connection's whole life (BENCHMARKS.md §9, idle connections).
@@ -131,6 +134,7 @@ pub async fn serve_websocket<S: Accepted>(
         session_id.clone(),
         upgrade.previous.as_deref(),
         upgrade.app_check.clone(),
+        address,
     );
     rehome::follow(
         &front,
@@ -139,6 +143,7 @@ pub async fn serve_websocket<S: Accepted>(
         &namespace,
         &session_id,
         upgrade.app_check,
+        address,
     );
     drop((namespace, session_id));
     drop(upgrade.host);

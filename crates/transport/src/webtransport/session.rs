@@ -99,6 +99,9 @@ pub async fn serve_session(front: Rc<Front>, incoming: IncomingSession, slot: Sl
             .map(String::as_str),
     );
     let host = request.authority().to_owned();
+    // The client's: the QUIC connection's peer when the session was asked for (an IPv4
+    // client of a dual-stack endpoint is itself, not a mapped IPv6).
+    let address = Some(request.remote_address().ip().to_canonical());
     let Ok(connection) = request.accept().await else {
         return;
     };
@@ -135,6 +138,7 @@ pub async fn serve_session(front: Rc<Front>, incoming: IncomingSession, slot: Sl
         session_id,
         previous.as_deref(),
         app_check,
+        address,
     );
     let writer = tokio::task::spawn_local(write_lines(outlet.clone(), edge.clone(), send));
     let ended = run(&front, &edge, &outlet, &side, &connection, recv).await;

@@ -1,0 +1,303 @@
+//! Tests of `caller_limits.rs` against the engine: writes, bytes, listens and connections per
+//! caller, keyed as the rules say, admins never counted.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use hearth_query::QueryParams;
+use hearth_rules::Rules;
+use hearth_sync::{Access, AuthState, Database, Effects, Request};
+use hearth_tree::Path;
+use serde_json::json;
+
+use super::*;
+
+const RULES: &str = r#"{"rules": {
+    ".read": true, ".write": true,
+    ".limits": {"connections": 2, "listens": 3},
+    "rooms": {"$room": {"messages": {".limits": {"writes": "2/s", "bytes": "1kb/min"}}}},
+    "typing": {".limits": {"writes": "1/s", "per": "client.address"}}
+}}"#;
+
+fn database() -> Database {
+    let mut database = Database::new();
+    let rules = Rules::parse(RULES).expect("valid rules");
+    database.set_access(Access::Rules(Arc::new(rules)), 0, &mut Effects::new());
+    database
+}
+
+fn path(text: &str) -> Path {
+    Path::parse(text).expect("path")
+}
+
+fn address(last: u8) -> Option<IpAddr> {
+    Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)))
+}
+
+fn user(uid: &str, at: Option<IpAddr>) -> Identity {
+    Identity::of(&AuthState::User(json!({"uid": uid})), at)
+}
+
+#[test]
+fn writes_and_bytes_are_counted_per_user_and_declaration() {
+    let database = database();
+    let mut limits = CallerLimits::default();
+    let (alice, bob) = (user("alice", address(1)), user("bob", address(1)));
+    let messages = path("/rooms/r1/messages/m");
+    limits
+        .admit_write(&database, &alice, &messages, 10, 0)
+        .expect("first");
+    // Another room shares the declaration: the count is the caller's across rooms.
+    limits
+        .admit_write(&database, &alice, &path("/rooms/r2/messages/m"), 10, 0)
+        .expect("second");
+    let refused = limits
+        .admit_write(&database, &alice, &messages, 10, 0)
+        .expect_err("third");
+    assert_eq!(refused.kind, LimitKind::Writes);
+    assert!(
+        refused.message.contains("user alice"),
+        "{}",
+        refused.message
+    );
+    assert!(
+        refused
+            .message
+            .contains("/rules/rooms/$room/messages/.limits"),
+        "{}",
+        refused.message
+    );
+    // Bob, from the same address, is not touched; nor is a path without limits.
+    limits
+        .admit_write(&database, &bob, &messages, 10, 0)
+        .expect("bob");
+    limits
+        .admit_write(&database, &alice, &path("/elsewhere"), 10, 0)
+        .expect("unlimited");
+    // Half a second gives one write back.
+    limits
+        .admit_write(&database, &alice, &messages, 10, 500)
+        .expect("refilled");
+    // Bytes: a minute's worth, then refused.
+    limits
+        .admit_write(&database, &bob, &messages, 1_000, 5_000)
+        .expect("within the bytes");
+    let bytes = limits
+        .admit_write(&database, &bob, &messages, 100, 5_000)
+        .expect_err("bytes");
+    assert_eq!(bytes.kind, LimitKind::Bytes);
+    // The refused write took no write either: bob still has his second.
+    limits
+        .admit_write(&database, &bob, &messages, 10, 5_000)
+        .expect("writes left");
+    // A write larger than a minute's bytes never passes.
+    let never = limits
+        .admit_write(&database, &alice, &messages, 2_000, 600_000)
+        .expect_err("never");
+    assert_eq!(never.kind, LimitKind::Bytes);
+}
+
+#[test]
+fn a_write_above_a_limited_location_counts_against_it() {
+    let database = database();
+    let mut limits = CallerLimits::default();
+    let alice = user("alice", address(1));
+    limits
+        .admit_write(&database, &alice, &path("/rooms"), 1, 0)
+        .expect("one");
+    limits
+        .admit_write(&database, &alice, &path("/"), 1, 0)
+        .expect("two");
+    assert!(limits
+        .admit_write(&database, &alice, &path("/rooms/r1"), 1, 0)
+        .is_err());
+}
+
+#[test]
+fn per_address_counts_everyone_behind_one_address_and_anonymous_callers_by_address() {
+    let database = database();
+    let mut limits = CallerLimits::default();
+    let typing = path("/typing/x");
+    limits
+        .admit_write(&database, &user("alice", address(1)), &typing, 1, 0)
+        .expect("alice");
+    let refused = limits
+        .admit_write(&database, &user("bob", address(1)), &typing, 1, 0)
+        .expect_err("same address");
+    assert!(
+        refused.message.contains("client address 10.0.0.1"),
+        "{}",
+        refused.message
+    );
+    limits
+        .admit_write(&database, &user("bob", address(2)), &typing, 1, 0)
+        .expect("another address");
+    // Anonymous callers under a per-user declaration are counted by their address.
+    let anonymous = |at| Identity::of(&AuthState::Anonymous, at);
+    let messages = path("/rooms/r/messages/m");
+    for _ in 0..2 {
+        limits
+            .admit_write(&database, &anonymous(address(3)), &messages, 1, 0)
+            .expect("within");
+    }
+    let refused = limits
+        .admit_write(&database, &anonymous(address(3)), &messages, 1, 0)
+        .expect_err("past");
+    assert!(
+        refused.message.contains("anonymous callers from 10.0.0.3"),
+        "{}",
+        refused.message
+    );
+    limits
+        .admit_write(&database, &anonymous(address(4)), &messages, 1, 0)
+        .expect("elsewhere");
+}
+
+#[test]
+fn admins_and_databases_without_limits_are_never_counted() {
+    let database = database();
+    let mut limits = CallerLimits::default();
+    let admin = Identity::of(&AuthState::Admin, address(1));
+    for _ in 0..100 {
+        limits
+            .admit_write(&database, &admin, &path("/typing/x"), 1, 0)
+            .expect("admin");
+    }
+    let open = Database::new();
+    for _ in 0..100 {
+        limits
+            .admit_write(&open, &user("a", None), &path("/typing/x"), 1, 0)
+            .expect("no rules");
+    }
+    assert_eq!(limits.counted(), 0);
+}
+
+#[test]
+fn connections_per_caller_follow_sign_in_and_close() {
+    let mut database = database();
+    let mut limits = CallerLimits::default();
+    let anonymous = Identity::of(&AuthState::Anonymous, address(1));
+    for conn in 1..=2 {
+        database.connect(conn);
+        limits
+            .open(&database, conn, anonymous.clone())
+            .expect("within");
+    }
+    let refused = limits
+        .open(&database, 3, anonymous.clone())
+        .expect_err("third");
+    assert_eq!(refused.kind, LimitKind::Connections);
+    // Signing in moves a session from its address to its user: the address has room again.
+    let alice = AuthState::User(json!({"uid": "alice"}));
+    limits.signed_in(&database, 1, &alice).expect("alice");
+    limits
+        .open(&database, 3, anonymous.clone())
+        .expect("room at the address");
+    limits
+        .signed_in(&database, 3, &alice)
+        .expect("alice's second");
+    // Alice's third session is refused when it signs in, and forgotten.
+    limits
+        .open(
+            &database,
+            4,
+            Identity::of(&AuthState::Anonymous, address(9)),
+        )
+        .expect("anonymous");
+    assert_eq!(
+        limits
+            .signed_in(&database, 4, &alice)
+            .expect_err("third")
+            .kind,
+        LimitKind::Connections
+    );
+    limits.close(1);
+    limits
+        .signed_in(&database, 4, &alice)
+        .expect("after one closed");
+    // Admins hold as many as they like.
+    for conn in 10..20 {
+        limits
+            .open(&database, conn, Identity::of(&AuthState::Admin, address(1)))
+            .expect("admin");
+    }
+}
+
+#[test]
+fn listens_are_counted_from_the_engine_across_the_callers_sessions() {
+    let mut database = database();
+    let mut limits = CallerLimits::default();
+    let alice = user("alice", address(1));
+    for conn in [1, 2] {
+        database.connect(conn);
+        limits.open(&database, conn, alice.clone()).expect("open");
+    }
+    let listen = |database: &mut Database, conn, at: &str| {
+        let reply = database.handle(
+            conn,
+            Request::Listen {
+                path: path(at),
+                query: QueryParams::default(),
+                query_wire: None,
+                tag: None,
+                hash: None,
+            },
+            0,
+            &mut Effects::new(),
+        );
+        assert!(reply.is_ok(), "{reply:?}");
+    };
+    for (conn, at) in [(1, "/a"), (1, "/b"), (2, "/c")] {
+        limits
+            .admit_listen(&database, conn, &path(at))
+            .expect("within");
+        listen(&mut database, conn, at);
+    }
+    let refused = limits
+        .admit_listen(&database, 2, &path("/d"))
+        .expect_err("a fourth");
+    assert_eq!(refused.kind, LimitKind::Listens);
+    // An unlisten gives the room back.
+    database.handle(
+        1,
+        Request::Unlisten {
+            path: path("/a"),
+            tag: None,
+        },
+        0,
+        &mut Effects::new(),
+    );
+    limits
+        .admit_listen(&database, 2, &path("/d"))
+        .expect("after an unlisten");
+    // Bob is counted on his own.
+    database.connect(3);
+    limits
+        .open(&database, 3, user("bob", address(1)))
+        .expect("bob");
+    limits
+        .admit_listen(&database, 3, &path("/a"))
+        .expect("bob's first");
+}
+
+#[test]
+fn counters_are_bounded_and_refilled_ones_make_room() {
+    let database = database();
+    let mut limits = CallerLimits::default();
+    let typing = path("/typing/x");
+    let at = |n: u32| Some(IpAddr::V4(Ipv4Addr::from(n)));
+    for n in 0..MAX_COUNTED_CALLERS as u32 {
+        limits
+            .admit_write(&database, &user("u", at(n)), &typing, 1, 0)
+            .expect("room");
+    }
+    let refused = limits
+        .admit_write(&database, &user("u", at(u32::MAX)), &typing, 1, 0)
+        .expect_err("full");
+    assert_eq!(refused.kind, LimitKind::Callers);
+    // A second later every counter has refilled and is dropped to make room.
+    limits
+        .admit_write(&database, &user("u", at(u32::MAX)), &typing, 1, 1_000)
+        .expect("swept");
+    assert_eq!(limits.counted(), 1);
+}
