@@ -327,8 +327,8 @@ fn encode(seq: u64, epoch: u64, namespace: &str, body: RecordRef<'_>) -> Option<
     Some(out.into())
 }
 
-/// A full copy: the rules set through the API and the settings document (if any), then the
-/// whole tree as one write.
+/// A full copy: the rules set through the API (if any) and the settings document (the
+/// defaults if never set), then the whole tree as one write.
 /// The database's whole tree as one write at the root: a full copy's record, and the record
 /// that logs a rollback (`sync_set`).
 pub fn whole_tree(loaded: &Loaded) -> Write {
@@ -354,17 +354,25 @@ fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
         )
         .ok()?;
     }
-    if let Some(settings) = loaded.settings_text() {
-        encode_record(
-            &mut out,
-            seq,
-            0,
-            epoch,
-            loaded.name(),
-            RecordRef::Settings(settings),
-        )
-        .ok()?;
-    }
+    // A database whose settings were never set sends the defaults: a follower that holds
+    // settings of its own (copied from an earlier owner) must not keep them.
+    let defaults;
+    let settings = match loaded.settings_text() {
+        Some(settings) => settings,
+        None => {
+            defaults = hearth_ground::settings::DatabaseSettings::default().to_json();
+            &defaults
+        }
+    };
+    encode_record(
+        &mut out,
+        seq,
+        0,
+        epoch,
+        loaded.name(),
+        RecordRef::Settings(settings),
+    )
+    .ok()?;
     let tree = whole_tree(loaded);
     encode_record(
         &mut out,
@@ -376,4 +384,37 @@ fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
     )
     .ok()?;
     Some(out.into())
+}
+
+#[cfg(test)]
+mod copy_tests {
+    use std::rc::Rc;
+
+    use hearth_store::{decode_record, RecordBody};
+    use hearth_sync::Database;
+
+    use super::*;
+
+    fn settings_of(mut copy: &[u8]) -> Vec<String> {
+        let mut settings = Vec::new();
+        while !copy.is_empty() {
+            let (record, size) = decode_record(copy).expect("a copy decodes");
+            if let RecordBody::Settings(text) = record.body {
+                settings.push(text.to_string());
+            }
+            copy = &copy[size..];
+        }
+        settings
+    }
+
+    #[test]
+    fn a_full_copy_always_carries_settings_the_defaults_when_never_set() {
+        let mut loaded = Loaded::new(Rc::from("db"), Database::new(), 0, 0);
+        let copy = encode_copy(1, 0, &loaded).expect("encoded");
+        let defaults = hearth_ground::settings::DatabaseSettings::default().to_json();
+        assert_eq!(settings_of(&copy), [defaults]);
+        loaded.set_settings(Some(Arc::from(r#"{"strictTriggerValidation":false}"#)));
+        let copy = encode_copy(2, 0, &loaded).expect("encoded");
+        assert_eq!(settings_of(&copy), [r#"{"strictTriggerValidation":false}"#]);
+    }
 }
