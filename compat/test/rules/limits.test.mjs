@@ -154,7 +154,7 @@ describe('rules: limits per caller', () => {
     streams.forEach((s) => s.close());
   });
 
-  it('connections per address, then per user once signed in: the one past it is told why and closed', T, async () => {
+  it('connections per address until signed in, then per user: the one past it is told why and closed; sessions that sign in first are never counted by address', T, async () => {
     const ns = h.ns('limits');
     await setRules(ns, { rules: { '.read': true, '.write': true, '.limits': { connections: 2 } } });
     const before = await refused('connections');
@@ -162,9 +162,13 @@ describe('rules: limits per caller', () => {
     const [a, b] = [await raw(ns, at), await raw(ns, at)];
     assert.equal(await answers(a), 'ok');
     assert.equal(await answers(b), 'ok');
+    // Anonymous sessions are counted from their first request for data: the third opens,
+    // and is shut down when it asks for something.
     const third = await raw(ns, at);
+    const refusedRead = third.request('g', { p: '/x' });
     const shut = await third.waitMessage((m) => m.t === 'c' && m.d?.t === 's');
     assert.match(shut.msg.d.d, /anonymous callers from 127\.0\.0\.7 holds 2 connections/);
+    assert.equal((await refusedRead).s, 'limit_exceeded');
     await third.waitClose();
     // Another address is not touched.
     assert.equal(await answers(await raw(ns, '127.0.0.8')), 'ok');
@@ -180,6 +184,13 @@ describe('rules: limits per caller', () => {
     await last.waitClose();
     // The address's room came back when a signed in: one more anonymous session fits.
     assert.equal(await answers(await raw(ns, at)), 'ok');
+    // Users behind one address who sign in before asking for data all connect.
+    const crowd = '127.0.0.12';
+    for (let i = 0; i < 4; i++) {
+      const c = await raw(ns, crowd);
+      assert.equal((await c.request('auth', { cred: mockToken(`crowd${i}`) })).s, 'ok');
+      assert.equal(await answers(c), 'ok');
+    }
     assert.ok((await refused('connections')) >= before + 2);
   });
 });

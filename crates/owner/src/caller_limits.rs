@@ -115,10 +115,34 @@ impl Identity {
             (LimitKey::Address, _) => Caller::Address(self.address),
         }
     }
+}
 
-    /// The keys its sessions are indexed under (one per kind of `per`).
-    fn keys(&self) -> [Caller; 2] {
-        [self.caller(LimitKey::Uid), self.caller(LimitKey::Address)]
+/// An open session as the limits count it.
+#[derive(Debug, Clone)]
+struct Held {
+    identity: Identity,
+    /// Whether it is counted among its address's anonymous callers: from its first request
+    /// for data made without a credential (a session that signs in first never is, so that
+    /// the users behind one address can all connect before they sign in).
+    anonymous_counted: bool,
+}
+
+impl Held {
+    /// The callers whose sessions it is counted among.
+    fn keys(&self) -> impl Iterator<Item = Caller> + '_ {
+        let identity = &self.identity;
+        [
+            (!identity.admin).then(|| Caller::Address(identity.address)),
+            identity
+                .uid
+                .clone()
+                .filter(|_| !identity.admin)
+                .map(Caller::Uid),
+            self.anonymous_counted
+                .then(|| Caller::Anonymous(identity.address)),
+        ]
+        .into_iter()
+        .flatten()
     }
 }
 
@@ -131,8 +155,8 @@ struct RateUse {
 /// What a database's callers use of its rules' limits.
 #[derive(Debug, Default)]
 pub struct CallerLimits {
-    /// Each open session's identity, and the sessions of each caller.
-    sessions: HashMap<ConnId, Identity>,
+    /// Each open session, and the sessions of each caller.
+    sessions: HashMap<ConnId, Held>,
     members: HashMap<Caller, HashSet<ConnId>>,
     /// Rate counters by declaration and caller, for the rules document at `rules_at`.
     rates: HashMap<(usize, Caller), RateUse>,
@@ -149,8 +173,10 @@ fn limits_of(database: &Database) -> Option<&Arc<Rules>> {
 }
 
 impl CallerLimits {
-    /// Counts the sessions of `identity`; refuses one past the root's `connections` limit.
-    /// The session is registered only when admitted.
+    /// Counts session `conn` of `identity`; refuses one past the root's `connections` limit
+    /// where the caller is known now: a signed-in user, or any caller under
+    /// `"per": "client.address"`. An anonymous caller under `"per": "auth.uid"` is counted at
+    /// its first request for data ([`CallerLimits::claim`]). Only an admitted session is kept.
     pub fn open(
         &mut self,
         database: &Database,
@@ -160,15 +186,42 @@ impl CallerLimits {
         self.close(conn);
         if !identity.admin {
             if let Some(spec) = limits_of(database).and_then(|rules| rules.connection_limit()) {
-                self.check_connections(spec, &identity)?;
+                if spec.per == LimitKey::Address || identity.uid.is_some() {
+                    self.check_connections(spec, &identity)?;
+                }
             }
         }
-        for key in identity.keys() {
-            if !identity.admin {
-                self.members.entry(key).or_default().insert(conn);
+        let held = Held {
+            identity,
+            anonymous_counted: false,
+        };
+        for key in held.keys() {
+            self.members.entry(key).or_default().insert(conn);
+        }
+        self.sessions.insert(conn, held);
+        Ok(())
+    }
+
+    /// Session `conn` asks for data: an anonymous one is counted among its address's
+    /// anonymous callers from now on, unless they already hold the root's `connections`.
+    pub fn claim(&mut self, database: &Database, conn: ConnId) -> Result<(), LimitRefusal> {
+        let Some(held) = self.sessions.get(&conn) else {
+            return Ok(());
+        };
+        let identity = &held.identity;
+        if identity.admin || identity.uid.is_some() || held.anonymous_counted {
+            return Ok(());
+        }
+        if let Some(spec) = limits_of(database).and_then(|rules| rules.connection_limit()) {
+            if spec.per == LimitKey::Uid {
+                self.check_connections(spec, identity)?;
             }
         }
-        self.sessions.insert(conn, identity);
+        let key = Caller::Anonymous(identity.address);
+        self.members.entry(key).or_default().insert(conn);
+        if let Some(held) = self.sessions.get_mut(&conn) {
+            held.anonymous_counted = true;
+        }
         Ok(())
     }
 
@@ -181,13 +234,10 @@ impl CallerLimits {
         conn: ConnId,
         auth: &AuthState,
     ) -> Result<(), LimitRefusal> {
-        let address = self
-            .sessions
-            .get(&conn)
-            .map(|identity| identity.address)
-            .unwrap_or_default();
+        let held = self.sessions.get(&conn);
+        let address = held.and_then(|held| held.identity.address);
         let identity = Identity::of(auth, address);
-        if self.sessions.get(&conn) == Some(&identity) {
+        if held.is_some_and(|held| held.identity == identity) {
             return Ok(());
         }
         self.open(database, conn, identity)
@@ -195,10 +245,10 @@ impl CallerLimits {
 
     /// The session ended (or moved away).
     pub fn close(&mut self, conn: ConnId) {
-        let Some(identity) = self.sessions.remove(&conn) else {
+        let Some(held) = self.sessions.remove(&conn) else {
             return;
         };
-        for key in identity.keys() {
+        for key in held.keys() {
             if let Some(conns) = self.members.get_mut(&key) {
                 conns.remove(&conn);
                 if conns.is_empty() {
@@ -238,7 +288,12 @@ impl CallerLimits {
         let Some(rules) = limits_of(database) else {
             return Ok(());
         };
-        let Some(identity) = self.sessions.get(&conn).filter(|identity| !identity.admin) else {
+        let Some(identity) = self
+            .sessions
+            .get(&conn)
+            .map(|held| &held.identity)
+            .filter(|identity| !identity.admin)
+        else {
             return Ok(());
         };
         let mut touched = std::mem::take(&mut self.touched);
@@ -404,7 +459,10 @@ impl CallerLimits {
 
     /// The identity of session `conn` (anonymous and unknown when it was never opened here).
     pub fn identity(&self, conn: ConnId) -> Identity {
-        self.sessions.get(&conn).cloned().unwrap_or_default()
+        self.sessions
+            .get(&conn)
+            .map(|held| held.identity.clone())
+            .unwrap_or_default()
     }
 
     /// Rate counters held now.

@@ -177,22 +177,36 @@ fn connections_per_caller_follow_sign_in_and_close() {
     let mut database = database();
     let mut limits = CallerLimits::default();
     let anonymous = Identity::of(&AuthState::Anonymous, address(1));
-    for conn in 1..=2 {
+    // Anonymous sessions are counted at their first request for data, not at their opening:
+    // users behind one address may all connect, then sign in.
+    for conn in 1..=5 {
         database.connect(conn);
         limits
             .open(&database, conn, anonymous.clone())
-            .expect("within");
+            .expect("opened");
     }
-    let refused = limits
-        .open(&database, 3, anonymous.clone())
-        .expect_err("third");
+    limits.claim(&database, 1).expect("within");
+    limits.claim(&database, 2).expect("within");
+    limits.claim(&database, 2).expect("counted once");
+    let refused = limits.claim(&database, 3).expect_err("third");
     assert_eq!(refused.kind, LimitKind::Connections);
+    assert!(
+        refused
+            .message
+            .contains("anonymous callers from 10.0.0.1 holds 2 connections"),
+        "{}",
+        refused.message
+    );
+    limits.close(3);
+    limits.close(4);
+    limits.close(5);
     // Signing in moves a session from its address to its user: the address has room again.
     let alice = AuthState::User(json!({"uid": "alice"}));
     limits.signed_in(&database, 1, &alice).expect("alice");
     limits
         .open(&database, 3, anonymous.clone())
-        .expect("room at the address");
+        .expect("opened");
+    limits.claim(&database, 3).expect("room at the address");
     limits
         .signed_in(&database, 3, &alice)
         .expect("alice's second");
@@ -215,6 +229,23 @@ fn connections_per_caller_follow_sign_in_and_close() {
     limits
         .signed_in(&database, 4, &alice)
         .expect("after one closed");
+    // Per client address, a session is counted at its opening, signed in or not.
+    let rules =
+        Rules::parse(r#"{"rules": {".limits": {"connections": 1, "per": "client.address"}}}"#)
+            .expect("valid");
+    let mut by_address = Database::new();
+    by_address.set_access(Access::Rules(Arc::new(rules)), 0, &mut Effects::new());
+    let mut limits = CallerLimits::default();
+    limits
+        .open(&by_address, 1, user("bob", address(5)))
+        .expect("first");
+    assert!(limits
+        .open(
+            &by_address,
+            2,
+            Identity::of(&AuthState::Anonymous, address(5))
+        )
+        .is_err());
     // Admins hold as many as they like.
     for conn in 10..20 {
         limits

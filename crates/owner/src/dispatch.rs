@@ -9,6 +9,7 @@ use hearth_wire::{
 };
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use crate::caller_limits::LimitKind;
 use crate::cluster::fence::CLAIM_WAIT_LIMIT;
 use crate::effects::route_effects;
 use crate::outbound::ConnHandle;
@@ -334,6 +335,8 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
                 return;
             }
             let mut effects = Effects::new();
+            // A session past the rules' limit of connections is closed after its reply.
+            let mut shut = None;
             let handled = owner.with_loaded(&handle.namespace, |database| {
                 database.touched(now_ms());
                 // A write's size is measured only where a quota asks for it.
@@ -346,6 +349,9 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
                 }
                 if database.has_caller_limits() {
                     if let Err(refusal) = admit_by_limits(database, handle.id, &request) {
+                        if refusal.kind == LimitKind::Connections {
+                            shut = Some(refusal.message.clone());
+                        }
                         return Reply::error(Status::LimitExceeded, refusal.message);
                     }
                 }
@@ -359,6 +365,12 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
             let Some(reply) = handled else {
                 return;
             };
+            if let Some(reason) = shut {
+                handle.send_text(encode_reply(request_id, &reply));
+                handle.send_text(hearth_wire::encode_shutdown(&reason));
+                handle.close(CloseReason::new(CloseCode::Policy, reason));
+                return;
+            }
             counters.request(kind, Outcome::of_status(reply.status));
             // A volatile write's reply waits for the tick's push of its value.
             let volatile = effects
@@ -430,13 +442,15 @@ fn set_auth(owner: &Owner, handle: &ConnHandle, auth: AuthState) {
     }
 }
 
-/// Admits a realtime request under the limits its database's rules declare per caller: a
-/// write by its path and size, a new listen by the listens its caller holds.
+/// Admits a realtime request under the limits its database's rules declare per caller: an
+/// anonymous session's first by its address's connections, a write by its path and size, a
+/// new listen by the listens its caller holds.
 fn admit_by_limits(
     database: &mut crate::loaded::Loaded,
     conn: hearth_sync::ConnId,
     request: &Request,
 ) -> Result<(), crate::caller_limits::LimitRefusal> {
+    database.claim_caller(conn)?;
     let path = match request {
         Request::Listen { path, tag, .. } => {
             let held = database

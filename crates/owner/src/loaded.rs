@@ -218,6 +218,12 @@ impl Loaded {
         self.caller_limits.open(&self.engine, conn, identity)
     }
 
+    /// Session `conn` asks for data: an anonymous one is counted by its address from now on,
+    /// or refused past the root's `connections` limit.
+    pub fn claim_caller(&mut self, conn: ConnId) -> Result<(), LimitRefusal> {
+        self.caller_limits.claim(&self.engine, conn)
+    }
+
     /// Session `conn` signed in (or out) as `auth`; refused past the new caller's
     /// `connections` limit.
     pub fn caller_signed_in(&mut self, conn: ConnId, auth: &AuthState) -> Result<(), LimitRefusal> {

@@ -98,7 +98,10 @@ pub fn start(
     let mut effects = Effects::new();
     let reply = owner.with_database(&namespace, |database| {
         // A stream is a connection and a listen of its caller's, under the rules' limits.
-        if let Err(refusal) = database.admit_caller(id, Identity::of(&auth, request.address)) {
+        let admitted = database
+            .admit_caller(id, Identity::of(&auth, request.address))
+            .and_then(|()| database.claim_caller(id));
+        if let Err(refusal) = admitted {
             return Reply::error(Status::LimitExceeded, refusal.message);
         }
         database.connect(id);
