@@ -132,14 +132,14 @@ impl Held {
     fn keys(&self) -> impl Iterator<Item = Caller> + '_ {
         let identity = &self.identity;
         [
-            (!identity.admin).then(|| Caller::Address(identity.address)),
+            (!identity.admin).then_some(Caller::Address(identity.address)),
             identity
                 .uid
                 .clone()
                 .filter(|_| !identity.admin)
                 .map(Caller::Uid),
             self.anonymous_counted
-                .then(|| Caller::Anonymous(identity.address)),
+                .then_some(Caller::Anonymous(identity.address)),
         ]
         .into_iter()
         .flatten()
