@@ -154,6 +154,23 @@ describe('rules: limits per caller', () => {
     streams.forEach((s) => s.close());
   });
 
+  it('limits deployed while sessions are open count those sessions from then on', T, async () => {
+    const ns = h.ns('limits');
+    await setRules(ns, { rules: { '.read': true, '.write': true } });
+    const a = await raw(ns, '127.0.0.13');
+    assert.equal((await a.request('auth', { cred: mockToken('dora') })).s, 'ok');
+    assert.equal((await a.request('q', { p: '/one', h: '' })).s, 'ok');
+    await setRules(ns, { rules: { '.read': true, '.write': true, '.limits': { listens: 2, connections: 1 } } });
+    assert.equal((await a.request('q', { p: '/two', h: '' })).s, 'ok');
+    const third = await a.request('q', { p: '/three', h: '' });
+    assert.equal(third.s, 'limit_exceeded', JSON.stringify(third));
+    // Dora's open session counts: a second one is refused when it signs in.
+    const b = await raw(ns, '127.0.0.14');
+    b.request('auth', { cred: mockToken('dora') }).catch(() => {});
+    const shut = await b.waitMessage((m) => m.t === 'c' && m.d?.t === 's');
+    assert.match(shut.msg.d.d, /user dora holds 1 connections/);
+  });
+
   it('connections per address until signed in, then per user: the one past it is told why and closed; sessions that sign in first are never counted by address', T, async () => {
     const ns = h.ns('limits');
     await setRules(ns, { rules: { '.read': true, '.write': true, '.limits': { connections: 2 } } });

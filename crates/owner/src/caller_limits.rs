@@ -162,6 +162,9 @@ pub struct CallerLimits {
     rates: HashMap<(usize, Caller), RateUse>,
     rules_at: usize,
     touched: Vec<usize>,
+    /// Whether the sessions are followed: only while the database's rules declare limits, so
+    /// that a database without them keeps nothing per session ([`CallerLimits::start`]).
+    tracking: bool,
 }
 
 /// The rules' document, when it declares limits.
@@ -173,6 +176,34 @@ fn limits_of(database: &Database) -> Option<&Arc<Rules>> {
 }
 
 impl CallerLimits {
+    /// Whether the sessions are followed now.
+    pub fn tracking(&self) -> bool {
+        self.tracking
+    }
+
+    /// Starts following the sessions, from those open now (the database's rules came to
+    /// declare limits): each is counted as who it is, none refused; an anonymous one joins its
+    /// address's count at its next request for data.
+    pub fn start(&mut self, sessions: impl IntoIterator<Item = (ConnId, Identity)>) {
+        self.stop();
+        self.tracking = true;
+        for (conn, identity) in sessions {
+            let held = Held {
+                identity,
+                anonymous_counted: false,
+            };
+            for key in held.keys() {
+                self.members.entry(key).or_default().insert(conn);
+            }
+            self.sessions.insert(conn, held);
+        }
+    }
+
+    /// Forgets every session and counter (the rules no longer declare limits).
+    pub fn stop(&mut self) {
+        *self = CallerLimits::default();
+    }
+
     /// Counts session `conn` of `identity`; refuses one past the root's `connections` limit
     /// where the caller is known now: a signed-in user, or any caller under
     /// `"per": "client.address"`. An anonymous caller under `"per": "auth.uid"` is counted at
@@ -183,6 +214,9 @@ impl CallerLimits {
         conn: ConnId,
         identity: Identity,
     ) -> Result<(), LimitRefusal> {
+        if !self.tracking {
+            return Ok(());
+        }
         self.close(conn);
         if !identity.admin {
             if let Some(spec) = limits_of(database).and_then(|rules| rules.connection_limit()) {

@@ -26,6 +26,13 @@ fn database() -> Database {
     database
 }
 
+/// Limits that follow the sessions, as they do once the rules declare limits.
+fn following() -> CallerLimits {
+    let mut limits = CallerLimits::default();
+    limits.start([]);
+    limits
+}
+
 fn path(text: &str) -> Path {
     Path::parse(text).expect("path")
 }
@@ -41,7 +48,7 @@ fn user(uid: &str, at: Option<IpAddr>) -> Identity {
 #[test]
 fn writes_and_bytes_are_counted_per_user_and_declaration() {
     let database = database();
-    let mut limits = CallerLimits::default();
+    let mut limits = following();
     let (alice, bob) = (user("alice", address(1)), user("bob", address(1)));
     let messages = path("/rooms/r1/messages/m");
     limits
@@ -100,7 +107,7 @@ fn writes_and_bytes_are_counted_per_user_and_declaration() {
 #[test]
 fn a_write_above_a_limited_location_counts_against_it() {
     let database = database();
-    let mut limits = CallerLimits::default();
+    let mut limits = following();
     let alice = user("alice", address(1));
     limits
         .admit_write(&database, &alice, &path("/rooms"), 1, 0)
@@ -116,7 +123,7 @@ fn a_write_above_a_limited_location_counts_against_it() {
 #[test]
 fn per_address_counts_everyone_behind_one_address_and_anonymous_callers_by_address() {
     let database = database();
-    let mut limits = CallerLimits::default();
+    let mut limits = following();
     let typing = path("/typing/x");
     limits
         .admit_write(&database, &user("alice", address(1)), &typing, 1, 0)
@@ -156,7 +163,7 @@ fn per_address_counts_everyone_behind_one_address_and_anonymous_callers_by_addre
 #[test]
 fn admins_and_databases_without_limits_are_never_counted() {
     let database = database();
-    let mut limits = CallerLimits::default();
+    let mut limits = following();
     let admin = Identity::of(&AuthState::Admin, address(1));
     for _ in 0..100 {
         limits
@@ -175,7 +182,7 @@ fn admins_and_databases_without_limits_are_never_counted() {
 #[test]
 fn connections_per_caller_follow_sign_in_and_close() {
     let mut database = database();
-    let mut limits = CallerLimits::default();
+    let mut limits = following();
     let anonymous = Identity::of(&AuthState::Anonymous, address(1));
     // Anonymous sessions are counted at their first request for data, not at their opening:
     // users behind one address may all connect, then sign in.
@@ -235,7 +242,7 @@ fn connections_per_caller_follow_sign_in_and_close() {
             .expect("valid");
     let mut by_address = Database::new();
     by_address.set_access(Access::Rules(Arc::new(rules)), 0, &mut Effects::new());
-    let mut limits = CallerLimits::default();
+    let mut limits = following();
     limits
         .open(&by_address, 1, user("bob", address(5)))
         .expect("first");
@@ -257,7 +264,7 @@ fn connections_per_caller_follow_sign_in_and_close() {
 #[test]
 fn listens_are_counted_from_the_engine_across_the_callers_sessions() {
     let mut database = database();
-    let mut limits = CallerLimits::default();
+    let mut limits = following();
     let alice = user("alice", address(1));
     for conn in [1, 2] {
         database.connect(conn);
@@ -314,7 +321,7 @@ fn listens_are_counted_from_the_engine_across_the_callers_sessions() {
 #[test]
 fn counters_are_bounded_and_refilled_ones_make_room() {
     let database = database();
-    let mut limits = CallerLimits::default();
+    let mut limits = following();
     let typing = path("/typing/x");
     let at = |n: u32| Some(IpAddr::V4(Ipv4Addr::from(n)));
     for n in 0..MAX_COUNTED_CALLERS as u32 {
@@ -331,4 +338,28 @@ fn counters_are_bounded_and_refilled_ones_make_room() {
         .admit_write(&database, &user("u", at(u32::MAX)), &typing, 1, 1_000)
         .expect("swept");
     assert_eq!(limits.counted(), 1);
+}
+
+#[test]
+fn sessions_are_followed_only_while_limits_are_declared_and_picked_up_when_they_come() {
+    let mut database = database();
+    let mut limits = CallerLimits::default();
+    // Not following: nothing is kept, nothing refused.
+    for conn in 1..=5 {
+        limits
+            .open(&database, conn, user("alice", address(1)))
+            .expect("not followed");
+    }
+    assert!(limits.sessions.is_empty());
+    // The limits come: the sessions open now are counted as who they are, not refused.
+    for conn in 1..=3 {
+        database.connect(conn);
+    }
+    limits.start((1..=3).map(|conn| (conn, user("alice", address(1)))));
+    let refused = limits
+        .open(&database, 4, user("alice", address(2)))
+        .expect_err("alice holds 3 already");
+    assert_eq!(refused.kind, LimitKind::Connections);
+    limits.stop();
+    assert!(!limits.tracking() && limits.sessions.is_empty() && limits.members.is_empty());
 }

@@ -347,6 +347,7 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
                         }
                     }
                 }
+                crate::sessions::follow_limits(owner, database);
                 if database.has_caller_limits() {
                     if let Err(refusal) = admit_by_limits(database, handle.id, &request) {
                         if refusal.kind == LimitKind::Connections {
@@ -431,6 +432,7 @@ pub fn expire_auth(owner: &Owner, handle: &ConnHandle) {
 fn set_auth(owner: &Owner, handle: &ConnHandle, auth: AuthState) {
     let mut effects = Effects::new();
     let refused = owner.with_loaded(&handle.namespace, |database| {
+        crate::sessions::follow_limits(owner, database);
         let refused = database.caller_signed_in(handle.id, &auth).err();
         database.set_auth(handle.id, auth, now_ms(), &mut effects);
         refused

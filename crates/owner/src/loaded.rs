@@ -218,6 +218,35 @@ impl Loaded {
         self.caller_limits.open(&self.engine, conn, identity)
     }
 
+    /// Follows its sessions for the limits per caller while its rules declare some, from
+    /// `open()` (its sessions now, with their addresses) when they come to; forgets them when
+    /// they no longer do. Cheap when nothing changed.
+    pub fn follow_callers(
+        &mut self,
+        open: impl FnOnce() -> Vec<(ConnId, Option<std::net::IpAddr>)>,
+    ) {
+        if !self.callers_out_of_step() {
+            return;
+        }
+        let wanted = self.has_caller_limits();
+        if !wanted {
+            self.caller_limits.stop();
+            return;
+        }
+        let engine = &self.engine;
+        let sessions = open().into_iter().map(|(conn, address)| {
+            let auth = engine.auth(conn).cloned().unwrap_or_default();
+            (conn, Identity::of(&auth, address))
+        });
+        self.caller_limits.start(sessions);
+    }
+
+    /// Whether its sessions are followed for the limits per caller while its rules declare
+    /// none, or not while they do: [`Loaded::follow_callers`] has work to do.
+    pub fn callers_out_of_step(&self) -> bool {
+        self.has_caller_limits() != self.caller_limits.tracking()
+    }
+
     /// Session `conn` asks for data: an anonymous one is counted by its address from now on,
     /// or refused past the root's `connections` limit.
     pub fn claim_caller(&mut self, conn: ConnId) -> Result<(), LimitRefusal> {

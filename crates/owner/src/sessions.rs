@@ -13,7 +13,7 @@ use tracing::debug;
 
 use crate::effects::route_effects;
 use crate::outbound::{ConnHandle, Route};
-use crate::state::Owner;
+use crate::state::{Owner, Session};
 use hearth_edge::event_stream::StreamHandle;
 use hearth_ground::close::{CloseReason, REPLACED_CLOSE};
 use hearth_ground::session_id::may_replace;
@@ -39,6 +39,7 @@ pub fn open_session(
         }
         // Past the rules' limit of connections per caller, likewise (anonymous until it
         // signs in: counted by its address).
+        follow_limits(owner, loaded);
         let caller = Identity::of(&AuthState::Anonymous, address);
         if let Err(refusal) = loaded.admit_caller(id, caller) {
             return (loaded.shared_seq(), Some(refusal.message));
@@ -64,6 +65,32 @@ pub fn open_session(
     }
     owner.add_session(handle.clone());
     handle
+}
+
+/// Keeps `database`'s count of callers in step with its rules (`caller_limits.rs`): started
+/// from its open sessions when its rules come to declare limits, dropped when they no longer
+/// do, so that a database without limits keeps nothing per session. Event streams opened
+/// before are followed without an address.
+pub fn follow_limits(owner: &Owner, database: &mut crate::loaded::Loaded) {
+    if !database.callers_out_of_step() {
+        return;
+    }
+    let namespace = database.name().clone();
+    database.follow_callers(|| {
+        owner
+            .sessions()
+            .all()
+            .filter_map(|session| match session {
+                Session::Socket(conn) if *conn.namespace == *namespace => {
+                    Some((conn.id, conn.address()))
+                }
+                Session::Stream(stream) if *stream.namespace == *namespace => {
+                    Some((stream.id, None))
+                }
+                _ => None,
+            })
+            .collect()
+    });
 }
 
 /// Ends a connection's session: its listens go, and its onDisconnect queue runs now. Calling it

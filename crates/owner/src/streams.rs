@@ -98,6 +98,7 @@ pub fn start(
     let mut effects = Effects::new();
     let reply = owner.with_database(&namespace, |database| {
         // A stream is a connection and a listen of its caller's, under the rules' limits.
+        sessions::follow_limits(owner, database);
         let admitted = database
             .admit_caller(id, Identity::of(&auth, request.address))
             .and_then(|()| database.claim_caller(id));
