@@ -115,7 +115,7 @@ describe('mutual TLS on the node-to-node link', () => {
     assert.ok(bytes.length > 0, 'the relay carried the link');
     // A TLS handshake record first, and the value nowhere in the clear.
     assert.equal(bytes[0], 0x16, 'the link starts with a TLS handshake');
-    assert.equal(bytes.indexOf('HEARTHL1'), -1, 'the handshake magic in the clear');
+    assert.equal(bytes.indexOf('HEARTHL2'), -1, 'the handshake magic in the clear');
     assert.equal(bytes.indexOf(marker), -1, "the client's value in the clear");
   });
 
@@ -145,7 +145,7 @@ describe('mutual TLS on the node-to-node link', () => {
     const answer = await withTimeout(new Promise((resolve, reject) => {
       const chunks = [];
       const socket = net.connect(Number(port), host, () => {
-        socket.write(Buffer.concat([Buffer.from('HEARTHL1'), randomBytes(32), Buffer.from([2]), Buffer.from('n2'), Buffer.from([2]), Buffer.from('n1')]));
+        socket.write(Buffer.concat([Buffer.from('HEARTHL2'), randomBytes(32), Buffer.from([2]), Buffer.from('n2'), Buffer.from([2]), Buffer.from('n1')]));
       });
       socket.on('data', (chunk) => chunks.push(chunk));
       socket.on('error', () => resolve(Buffer.concat(chunks)));

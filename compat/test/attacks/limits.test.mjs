@@ -88,6 +88,48 @@ describe('attacks: limits per caller', () => {
     assert.equal(reply.s, 'ok');
   });
 
+  it('onDisconnect operations count when queued: connecting, queueing and leaving does not get past a write limit', T, async () => {
+    const ns = h.ns('limits-attack');
+    await putRules(h.server, ns, {
+      rules: { '.read': true, '.write': true, rooms: { $room: { messages: { '.limits': { writes: '2/min' } } } } },
+    });
+    const replies = [];
+    for (let i = 0; i < 3; i++) {
+      const c = await connect(ns, { uid: 'mallory' });
+      replies.push((await c.request('o', { p: `/rooms/r/messages/o${i}`, d: i })).s);
+      c.terminate();
+    }
+    assert.deepEqual(replies, ['ok', 'ok', 'limit_exceeded']);
+  });
+
+  it("a caller past its own limit uses nothing of the database's quota, which the others share", T, async () => {
+    const ns = h.ns('limits-attack');
+    await putRules(h.server, ns, { rules: { '.read': true, '.write': true, posts: { '.limits': { writes: '1/min' } } } });
+    const quota = await fetch(`http://127.0.0.1:${h.port}/.settings/quotas.json?ns=${ns}`, {
+      method: 'PUT', headers: { authorization: 'Bearer owner' }, body: JSON.stringify({ writesPerSecond: 5 }),
+    });
+    assert.equal(quota.status, 200);
+    const mallory = await connect(ns, { uid: 'mallory' });
+    const flood = await Promise.all(Array.from({ length: 30 }, (_, i) => mallory.request('p', { p: `/posts/m${i}`, d: i })));
+    assert.deepEqual([...new Set(flood.map((r) => r.s))].sort(), ['limit_exceeded', 'ok']);
+    assert.ok(flood.filter((r) => r.s === 'limit_exceeded').every((r) => /rules' limit/.test(r.d)));
+    // Bob's writes find the quota whole but for mallory's one write.
+    const bob = await connect(ns, { uid: 'bob' });
+    const bobs = await Promise.all([0, 1, 2].map((i) => bob.request('p', { p: `/free/b${i}`, d: i })));
+    assert.deepEqual(bobs.map((r) => r.s), ['ok', 'ok', 'ok']);
+  });
+
+  it('change feeds count as connections', T, async () => {
+    const ns = h.ns('limits-attack');
+    await putRules(h.server, ns, { rules: { '.read': true, '.write': true, '.limits': { connections: 1, per: 'client.address' } } });
+    const feed = () => fetch(`http://127.0.0.1:${h.port}/.json?ns=${ns}&changesSince=now`, { headers: { accept: 'text/event-stream' } });
+    const first = await feed();
+    assert.equal(first.status, 200);
+    const second = await feed();
+    assert.equal(second.status, 429, await second.text());
+    await first.body.cancel();
+  });
+
   it("an anonymous caller cannot use up a signed-in user's limit, nor one address another's", T, async () => {
     const ns = h.ns('limits-attack');
     await putRules(h.server, ns, { rules: { '.read': true, '.write': true, posts: { '.limits': { writes: '1/min' } } } });

@@ -339,14 +339,8 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
             let mut shut = None;
             let handled = owner.with_loaded(&handle.namespace, |database| {
                 database.touched(now_ms());
-                // A write's size is measured only where a quota asks for it.
-                if database.limits_writes() && !database.is_admin(handle.id) {
-                    if let Some(size) = crate::quotas::write_size(&request) {
-                        if let Err(refusal) = database.admit_write(size, now_ms()) {
-                            return Reply::error(Status::LimitExceeded, refusal.message);
-                        }
-                    }
-                }
+                // The caller's own limits first: a caller past them uses nothing of the
+                // database's quotas, which the other callers share.
                 crate::sessions::follow_limits(owner, database);
                 if database.has_caller_limits() {
                     if let Err(refusal) = admit_by_limits(database, handle.id, &request) {
@@ -354,6 +348,14 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
                             shut = Some(refusal.message.clone());
                         }
                         return Reply::error(Status::LimitExceeded, refusal.message);
+                    }
+                }
+                // A write's size is measured only where a quota asks for it.
+                if database.limits_writes() && !database.is_admin(handle.id) {
+                    if let Some(size) = crate::quotas::write_size(&request) {
+                        if let Err(refusal) = database.admit_write(size, now_ms()) {
+                            return Reply::error(Status::LimitExceeded, refusal.message);
+                        }
                     }
                 }
                 let profiled = Operation::of_request(database, &request);
@@ -428,7 +430,7 @@ pub fn expire_auth(owner: &Owner, handle: &ConnHandle) {
 
 /// Changes the connection's identity; listens it may no longer read are revoked first, so the
 /// cancel pushes precede the auth reply. A caller who already holds as many connections as
-/// the rules' limit allows is told so and the connection closes (`caller_limits.rs`).
+/// the rules' limit allows is told so and the connection closes (`caller_limits`).
 fn set_auth(owner: &Owner, handle: &ConnHandle, auth: AuthState) {
     let mut effects = Effects::new();
     let refused = owner.with_loaded(&handle.namespace, |database| {
@@ -453,22 +455,40 @@ fn admit_by_limits(
     request: &Request,
 ) -> Result<(), crate::caller_limits::LimitRefusal> {
     database.claim_caller(conn)?;
-    let path = match request {
+    let (path, bytes) = match request {
         Request::Listen { path, tag, .. } => {
-            let held = database
-                .listens_of(conn)
-                .any(|(held, held_tag)| held == path && held_tag == *tag);
-            return if held {
+            // Listening again where it listens replaces the listen: it takes no more room.
+            return if database.holds_listen(conn, path, *tag) {
                 Ok(())
             } else {
-                database.admit_caller_listen(conn, path)
+                database.admit_caller_listen(conn, path, *tag)
             };
         }
-        Request::Put { target, .. } | Request::PutPrepared { target, .. } => &target.path,
-        Request::Merge { path, .. } | Request::MergePrepared { path, .. } => path,
+        Request::Put { target, .. } | Request::PutPrepared { target, .. } => (
+            &target.path,
+            crate::quotas::write_size(request).map(|size| size.bytes),
+        ),
+        Request::Merge { path, .. } | Request::MergePrepared { path, .. } => (
+            path,
+            crate::quotas::write_size(request).map(|size| size.bytes),
+        ),
+        // An onDisconnect operation is counted when it is queued: otherwise a caller could
+        // write past its limits by connecting, queueing and leaving, again and again.
+        Request::OnDisconnectPut { target, data } => {
+            (&target.path, Some(crate::quotas::json_bytes(data)))
+        }
+        Request::OnDisconnectMerge { path, entries } => (
+            path,
+            Some(
+                entries
+                    .iter()
+                    .map(|(_, value)| crate::quotas::json_bytes(value))
+                    .sum(),
+            ),
+        ),
         _ => return Ok(()),
     };
-    let bytes = crate::quotas::write_size(request).map_or(0, |size| size.bytes);
+    let bytes = bytes.unwrap_or(0);
     let caller = database.caller(conn);
     database.admit_caller_write(&caller, path, bytes, now_ms())
 }

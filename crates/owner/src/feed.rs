@@ -19,6 +19,7 @@ use hearth_sync::{AuthState, Effects, Push, PushData, Write};
 use hearth_tree::Path;
 use hearth_wire::{encode_sse_payload, SSE_EVENT_END};
 
+use crate::caller_limits::Identity;
 use crate::effects::route_effects;
 use crate::loaded::Loaded;
 use crate::rest::reply_error;
@@ -113,6 +114,12 @@ pub fn start_feed(
             .check_read_as(&auth, &handle.path, now)
             .map_err(reply_error)?;
         let backlog = backlog(loaded, &handle, since)?;
+        // A change feed is one of its caller's connections under the rules' limits.
+        sessions::follow_limits(owner, loaded);
+        loaded
+            .admit_caller(handle.id, Identity::of(&auth, request.address))
+            .and_then(|()| loaded.claim_caller(handle.id))
+            .map_err(|refusal| RestResponse::error(429, refusal.message))?;
         loaded.connect(handle.id);
         loaded.set_auth(handle.id, auth.clone(), now, &mut effects);
         if !backlog.is_empty() {

@@ -33,7 +33,7 @@ pub struct Loaded {
     settings_text: Option<std::sync::Arc<str>>,
     /// What its clients used of its rate quotas (`quotas.rs`).
     quota_use: QuotaUse,
-    /// What each caller uses of the limits its rules declare (`caller_limits.rs`).
+    /// What each caller uses of the limits its rules declare (`caller_limits`).
     caller_limits: CallerLimits,
     /// Log bytes written for this database since its last snapshot.
     wal_bytes: u64,
@@ -270,8 +270,14 @@ impl Loaded {
     }
 
     /// Admits a new listen at `path` by session `conn` under the rules' `listens` limits.
-    pub fn admit_caller_listen(&mut self, conn: ConnId, path: &Path) -> Result<(), LimitRefusal> {
-        self.caller_limits.admit_listen(&self.engine, conn, path)
+    pub fn admit_caller_listen(
+        &mut self,
+        conn: ConnId,
+        path: &Path,
+        tag: Option<hearth_sync::Tag>,
+    ) -> Result<(), LimitRefusal> {
+        self.caller_limits
+            .admit_listen(&self.engine, conn, path, tag)
     }
 
     /// Admits a write at `path` of about `bytes` by `caller` under the rules' `writes` and

@@ -80,10 +80,20 @@ impl Bucket {
             self.milli = full;
             self.at_ms = now_ms;
         }
+        let period = u128::from(period_ms.max(1));
         let elapsed = now_ms.saturating_sub(self.at_ms);
-        let refill = u128::from(elapsed) * u128::from(full) / u128::from(period_ms.max(1));
-        self.milli = (u128::from(self.milli) + refill).min(u128::from(full)) as u64;
-        self.at_ms = self.at_ms.max(now_ms);
+        let refill = u128::from(elapsed) * u128::from(full) / period;
+        let level = u128::from(self.milli) + refill;
+        if level >= u128::from(full) {
+            self.milli = full;
+            self.at_ms = self.at_ms.max(now_ms);
+        } else if refill > 0 {
+            // The clock moves on by the time the whole thousandths took, no more: at a slow
+            // rate (one an hour) calls a few seconds apart would otherwise each round the
+            // refill down to nothing and the bucket would never fill again.
+            self.milli = level as u64;
+            self.at_ms += (refill * period / u128::from(full.max(1))) as u64;
+        }
     }
 }
 
@@ -177,7 +187,7 @@ pub fn write_size(request: &Request) -> Option<WriteSize> {
 }
 
 /// About the bytes of `value` as JSON (strings and keys by their length, numbers as 8).
-fn json_bytes(value: &Value) -> u64 {
+pub(crate) fn json_bytes(value: &Value) -> u64 {
     match value {
         Value::Null => 4,
         Value::Bool(_) => 5,
@@ -244,6 +254,21 @@ mod tests {
                 .expect("full again");
         }
         assert!(used.admit_write(&quotas, SMALL, 0, 60_000).is_err());
+    }
+
+    #[test]
+    fn a_slow_rate_refills_however_often_it_is_asked() {
+        // One an hour, asked every second: the token comes back after an hour.
+        let mut bucket = Bucket::default();
+        assert!(bucket.take(1, 3_600_000, 1, 0));
+        let mut refilled_at = None;
+        for second in 1..=3_700u64 {
+            if bucket.take(1, 3_600_000, 1, second * 1_000) {
+                refilled_at = Some(second);
+                break;
+            }
+        }
+        assert_eq!(refilled_at, Some(3_600));
     }
 
     #[test]

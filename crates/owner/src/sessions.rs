@@ -67,7 +67,7 @@ pub fn open_session(
     handle
 }
 
-/// Keeps `database`'s count of callers in step with its rules (`caller_limits.rs`): started
+/// Keeps `database`'s count of callers in step with its rules (`caller_limits`): started
 /// from its open sessions when its rules come to declare limits, dropped when they no longer
 /// do, so that a database without limits keeps nothing per session. Event streams opened
 /// before are followed without an address.

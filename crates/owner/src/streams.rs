@@ -108,7 +108,7 @@ pub fn start(
         database.connect(id);
         database.set_auth(id, auth, now_ms(), &mut effects);
         if database.has_caller_limits() {
-            if let Err(refusal) = database.admit_caller_listen(id, &handle.path) {
+            if let Err(refusal) = database.admit_caller_listen(id, &handle.path, tag) {
                 return Reply::error(Status::LimitExceeded, refusal.message);
             }
         }

@@ -133,6 +133,13 @@ impl Database {
             .flat_map(|session| session.listens.keys().map(|(path, tag)| (path, *tag)))
     }
 
+    /// Whether a connection holds the listen at `path` with `tag`.
+    pub fn holds_listen(&self, conn: ConnId, path: &Path, tag: Option<Tag>) -> bool {
+        self.sessions
+            .get(&conn)
+            .is_some_and(|session| session.listens.contains_key(&(path.clone(), tag)))
+    }
+
     /// Registers a connection.
     pub fn connect(&mut self, conn: ConnId) {
         self.sessions.entry(conn).or_default();

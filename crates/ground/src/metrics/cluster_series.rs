@@ -113,19 +113,18 @@ pub(super) fn quotas(
 /// What the rules' limits per caller refused, by limit.
 pub(super) fn rule_limits(
     e: &mut DescriptorEncoder,
-    [writes, bytes, listens, connections, callers]: [u64; 5],
+    [writes, bytes, listens, connections]: [u64; 4],
 ) -> Result2 {
     family(
         e,
         "rule_limit_refused",
-        "Requests refused by the limits per caller their database's rules declare (.limits, docs/limits.md): writes, bytes (written), listens, connections (held at once), callers (no room to count one more caller).",
+        "Requests refused by the limits per caller their database's rules declare (.limits, docs/limits.md): writes, bytes (written), listens, connections (held at once).",
         MetricType::Counter,
         [
             ([("limit", "writes")], Value::Count(writes)),
             ([("limit", "bytes")], Value::Count(bytes)),
             ([("limit", "listens")], Value::Count(listens)),
             ([("limit", "connections")], Value::Count(connections)),
-            ([("limit", "callers")], Value::Count(callers)),
         ],
     )
 }

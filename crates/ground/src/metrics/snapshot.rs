@@ -82,9 +82,8 @@ pub struct ServerSnapshot {
     pub app_check: Option<[u64; 4]>,
     /// What databases' quotas refused: connections, writes, write bytes, stored bytes.
     pub quota_refused: [u64; 4],
-    /// What the rules' limits per caller refused: writes, bytes, listens, connections,
-    /// callers.
-    pub rule_limit_refused: [u64; 5],
+    /// What the rules' limits per caller refused: writes, bytes, listens, connections.
+    pub rule_limit_refused: [u64; 4],
 }
 
 /// Database triggers: what is registered and what became of their events (`hearth-triggers`).

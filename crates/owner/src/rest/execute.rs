@@ -242,6 +242,15 @@ impl Write<'_> {
             if self.limit == WriteSizeLimit::Default {
                 self.limit = database.settings().write_size_limit();
             }
+            // The caller's own limits first: past them it uses nothing of the quotas.
+            if database.has_caller_limits() {
+                let caller = Identity::of(self.auth, self.request.address);
+                let path = &self.request.target.path;
+                let bytes = self.body_bytes as u64;
+                if let Err(refusal) = database.admit_caller_write(&caller, path, bytes, now_ms()) {
+                    return RestResponse::error(429, refusal.message);
+                }
+            }
             if database.limits_writes() && *self.auth != AuthState::Admin {
                 let size = WriteSize {
                     bytes: self.body_bytes as u64,
@@ -255,14 +264,6 @@ impl Write<'_> {
                         _ => 429,
                     };
                     return RestResponse::error(status, refusal.message);
-                }
-            }
-            if database.has_caller_limits() {
-                let caller = Identity::of(self.auth, self.request.address);
-                let path = &self.request.target.path;
-                let bytes = self.body_bytes as u64;
-                if let Err(refusal) = database.admit_caller_write(&caller, path, bytes, now_ms()) {
-                    return RestResponse::error(429, refusal.message);
                 }
             }
             if quiet {

@@ -1,4 +1,4 @@
-//! Tests of `caller_limits.rs` against the engine: writes, bytes, listens and connections per
+//! Tests of `caller_limits` against the engine: writes, bytes, listens and connections per
 //! caller, keyed as the rules say, admins never counted.
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -39,6 +39,23 @@ fn path(text: &str) -> Path {
 
 fn address(last: u8) -> Option<IpAddr> {
     Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)))
+}
+
+/// Session `conn` listens at `at` in the engine.
+fn listen(database: &mut Database, conn: u64, at: &str) {
+    let reply = database.handle(
+        conn,
+        Request::Listen {
+            path: path(at),
+            query: QueryParams::default(),
+            query_wire: None,
+            tag: None,
+            hash: None,
+        },
+        0,
+        &mut Effects::new(),
+    );
+    assert!(reply.is_ok(), "{reply:?}");
 }
 
 fn user(uid: &str, at: Option<IpAddr>) -> Identity {
@@ -270,29 +287,14 @@ fn listens_are_counted_from_the_engine_across_the_callers_sessions() {
         database.connect(conn);
         limits.open(&database, conn, alice.clone()).expect("open");
     }
-    let listen = |database: &mut Database, conn, at: &str| {
-        let reply = database.handle(
-            conn,
-            Request::Listen {
-                path: path(at),
-                query: QueryParams::default(),
-                query_wire: None,
-                tag: None,
-                hash: None,
-            },
-            0,
-            &mut Effects::new(),
-        );
-        assert!(reply.is_ok(), "{reply:?}");
-    };
     for (conn, at) in [(1, "/a"), (1, "/b"), (2, "/c")] {
         limits
-            .admit_listen(&database, conn, &path(at))
+            .admit_listen(&database, conn, &path(at), None)
             .expect("within");
         listen(&mut database, conn, at);
     }
     let refused = limits
-        .admit_listen(&database, 2, &path("/d"))
+        .admit_listen(&database, 2, &path("/d"), None)
         .expect_err("a fourth");
     assert_eq!(refused.kind, LimitKind::Listens);
     // An unlisten gives the room back.
@@ -306,7 +308,7 @@ fn listens_are_counted_from_the_engine_across_the_callers_sessions() {
         &mut Effects::new(),
     );
     limits
-        .admit_listen(&database, 2, &path("/d"))
+        .admit_listen(&database, 2, &path("/d"), None)
         .expect("after an unlisten");
     // Bob is counted on his own.
     database.connect(3);
@@ -314,12 +316,12 @@ fn listens_are_counted_from_the_engine_across_the_callers_sessions() {
         .open(&database, 3, user("bob", address(1)))
         .expect("bob");
     limits
-        .admit_listen(&database, 3, &path("/a"))
+        .admit_listen(&database, 3, &path("/a"), None)
         .expect("bob's first");
 }
 
 #[test]
-fn counters_are_bounded_and_refilled_ones_make_room() {
+fn counters_are_bounded_and_make_room_without_refusing_anyone() {
     let database = database();
     let mut limits = following();
     let typing = path("/typing/x");
@@ -329,15 +331,95 @@ fn counters_are_bounded_and_refilled_ones_make_room() {
             .admit_write(&database, &user("u", at(n)), &typing, 1, 0)
             .expect("room");
     }
-    let refused = limits
-        .admit_write(&database, &user("u", at(u32::MAX)), &typing, 1, 0)
-        .expect_err("full");
-    assert_eq!(refused.kind, LimitKind::Callers);
-    // A second later every counter has refilled and is dropped to make room.
+    // Full, and nothing has refilled: a hundredth is dropped, and the newcomer counted.
     limits
-        .admit_write(&database, &user("u", at(u32::MAX)), &typing, 1, 1_000)
+        .admit_write(&database, &user("u", at(u32::MAX)), &typing, 1, 0)
+        .expect("room made");
+    assert_eq!(
+        limits.counted(),
+        MAX_COUNTED_CALLERS - MAX_COUNTED_CALLERS / 100 + 1
+    );
+    // A second later every counter has refilled: a sweep drops them all.
+    let fill = limits.counted() as u32;
+    for n in 0..(MAX_COUNTED_CALLERS as u32 - fill) {
+        limits
+            .admit_write(&database, &user("u", at(1 << 31 | n)), &typing, 1, 500)
+            .expect("room");
+    }
+    limits
+        .admit_write(&database, &user("u", at(u32::MAX - 1)), &typing, 1, 1_500)
         .expect("swept");
-    assert_eq!(limits.counted(), 1);
+    assert!(
+        limits.counted() < MAX_COUNTED_CALLERS / 2,
+        "{}",
+        limits.counted()
+    );
+}
+
+#[test]
+fn an_ipv6_caller_is_counted_by_its_64_network() {
+    let database = database();
+    let mut limits = following();
+    let typing = path("/typing/x");
+    let v6 = |text: &str| Some(text.parse::<IpAddr>().expect("address"));
+    limits
+        .admit_write(&database, &user("a", v6("2001:db8:1:2::1")), &typing, 1, 0)
+        .expect("first");
+    let refused = limits
+        .admit_write(
+            &database,
+            &user("b", v6("2001:db8:1:2:ffff::9")),
+            &typing,
+            1,
+            0,
+        )
+        .expect_err("same /64");
+    assert!(
+        refused.message.contains("client address 2001:db8:1:2::/64"),
+        "{}",
+        refused.message
+    );
+    limits
+        .admit_write(&database, &user("c", v6("2001:db8:1:3::1")), &typing, 1, 0)
+        .expect("another /64");
+}
+
+#[test]
+fn listens_follow_their_session_when_it_signs_in() {
+    let mut database = database();
+    let mut limits = following();
+    let anonymous = Identity::of(&AuthState::Anonymous, address(1));
+    database.connect(1);
+    limits.open(&database, 1, anonymous).expect("open");
+    for at in ["/a", "/b", "/c"] {
+        limits
+            .admit_listen(&database, 1, &path(at), None)
+            .expect("within");
+        listen(&mut database, 1, at);
+    }
+    // Signing in carries the three listens to alice: her next is refused, and the address
+    // has its room back.
+    let alice = AuthState::User(json!({"uid": "alice"}));
+    limits.signed_in(&database, 1, &alice).expect("signed in");
+    database.set_auth(1, alice, 0, &mut Effects::new());
+    assert_eq!(
+        limits
+            .admit_listen(&database, 1, &path("/d"), None)
+            .expect_err("alice holds three")
+            .kind,
+        LimitKind::Listens
+    );
+    database.connect(2);
+    limits
+        .open(
+            &database,
+            2,
+            Identity::of(&AuthState::Anonymous, address(1)),
+        )
+        .expect("open");
+    limits
+        .admit_listen(&database, 2, &path("/e"), None)
+        .expect("the address's room is back");
 }
 
 #[test]
