@@ -579,7 +579,7 @@ describe('the web console against a --dev server', { timeout: 90_000 }, () => {
       assert.equal(await row('1').locator('.badge').count(), 0);
       const cells = await row('1').locator('td').allTextContents();
       assert.match(cells[1], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/, `a creation time: ${cells}`);
-      assert.equal(cells[2], 'an admin, over REST');
+      assert.equal(cells[2], 'an admin, over REST, from 127.0.0.1');
 
       // Ruleset 1 against the stable ruleset 2: what would change if it were made stable.
       await row('1').click();

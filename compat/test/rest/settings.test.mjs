@@ -56,6 +56,10 @@ describe('settings and ruleset history', () => {
     assert.deepEqual(moved.json, { stable: '2', canary: '1' });
     assert.equal(await anonymousRead(ns), 401);
     assert.equal((await admin(settings(ns, 'rules.json'))).text, rules(false));
+    // Each change is recorded with where it came from.
+    const recorded = (await admin(settings(ns, 'rulesets.json'))).json;
+    assert.ok(recorded.rulesets.every((r) => r.by === 'an admin, over REST, from 127.0.0.1'), JSON.stringify(recorded));
+    assert.equal(recorded.releases.at(-1).by, 'an admin, over REST, from 127.0.0.1');
 
     const one = await admin(`${baseURL(h.server)}/namespaces/${ns}/rulesets/1`);
     assert.equal(one.json.source, rules(true));

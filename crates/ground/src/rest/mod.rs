@@ -47,6 +47,8 @@ pub struct RestRequest {
     /// When the request's credential expires (seconds since the epoch), if it does.
     pub auth_expires_at: Option<u64>,
     pub endpoint: Endpoint,
+    /// The client's address as the node that accepted it saw it ([`PeerAddress`]).
+    pub address: Option<std::net::IpAddr>,
 }
 
 impl RestRequest {
@@ -205,6 +207,8 @@ pub struct RestCall {
     pub op: CallOp,
     /// When the request arrived, for `timeout`.
     pub started: Instant,
+    /// The client's address, for what the server records of who changed something.
+    pub address: Option<std::net::IpAddr>,
 }
 
 /// The work of a call.
@@ -313,6 +317,7 @@ pub fn make_call(
         auth: request.auth,
         op,
         started,
+        address: request.address,
     })
 }
 

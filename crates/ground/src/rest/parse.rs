@@ -51,6 +51,7 @@ pub fn parse_request(
             endpoint: Endpoint::Preflight {
                 request_headers: header("access-control-request-headers").map(str::to_owned),
             },
+            address: PeerAddress::of(parts),
         });
     }
     let path = parts.uri.path();
@@ -119,6 +120,7 @@ pub fn parse_request(
         auth,
         auth_expires_at,
         endpoint,
+        address: PeerAddress::of(parts),
     })
 }
 

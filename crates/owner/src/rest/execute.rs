@@ -68,17 +68,28 @@ pub fn execute(owner: &Owner, call: RestCall) -> RestResponse {
 
 /// Runs a call and returns its answer, whose body may be left to serialize (see
 /// [`OFF_THREAD_ANSWER_BYTES`]).
+/// Who a change of the rules or the settings is recorded as made by (the ruleset history's
+/// `who`): an admin over REST, and from where when the address is known.
+fn author(address: Option<std::net::IpAddr>) -> String {
+    use crate::rest::settings_api::BY_REST;
+    match address {
+        Some(address) => format!("{BY_REST}, from {address}"),
+        None => BY_REST.to_owned(),
+    }
+}
+
 fn execute_split(owner: &Owner, call: RestCall) -> (RestResponse, Option<LateBody>) {
     let response = match call.op {
         CallOp::RulesGet { strict } => get_rules(owner, &call.namespace, strict),
-        CallOp::RulesPut { text } => put_rules(owner, &call.namespace, text),
+        CallOp::RulesPut { text } => put_rules(owner, &call.namespace, text, &author(call.address)),
         CallOp::Coverage { html } => coverage(owner, &call.namespace, html),
         CallOp::TriggersGet => crate::triggers::list(owner),
         CallOp::TriggerRegister { body } => {
             crate::triggers::register(owner, &call.namespace, &body)
         }
         CallOp::Settings { endpoint, body } => {
-            crate::rest::settings_api::answer(owner, &call.namespace, &endpoint, &body)
+            let who = author(call.address);
+            crate::rest::settings_api::answer(owner, &call.namespace, &endpoint, &body, &who)
         }
         CallOp::Data {
             request,

@@ -7,7 +7,7 @@ use hearth_rules::Rules;
 use hearth_sync::Access;
 use serde_json::json;
 
-use super::settings_api::{change_settings, BY_REST};
+use super::settings_api::change_settings;
 use crate::state::Owner;
 use hearth_ground::rest::RestResponse;
 
@@ -28,13 +28,13 @@ pub fn get_rules(owner: &Owner, namespace: &str, strict: bool) -> RestResponse {
 
 /// `PUT`: compiles the document (400 with line and column when it is refused) and makes it
 /// the database's rules: a deploy, kept in its ruleset history as a new stable ruleset.
-pub fn put_rules(owner: &Owner, namespace: &str, text: String) -> RestResponse {
+pub fn put_rules(owner: &Owner, namespace: &str, text: String, who: &str) -> RestResponse {
     let rules = match Rules::parse(&text) {
         Ok(rules) => rules,
         Err(error) => return RestResponse::error(400, error.to_string()),
     };
     let deployed = change_settings(owner, namespace, |settings, now| {
-        settings.deploy(text.clone(), now, BY_REST);
+        settings.deploy(text.clone(), now, who);
         Ok((json!({ "status": "ok" }), Some((rules, text))))
     });
     match deployed {

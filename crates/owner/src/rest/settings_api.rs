@@ -29,20 +29,21 @@ pub fn answer(
     namespace: &str,
     endpoint: &SettingsEndpoint,
     body: &[u8],
+    who: &str,
 ) -> RestResponse {
     let result = match endpoint {
         SettingsEndpoint::Get(name) => Ok(read(owner, namespace, |s| {
             setting(s, *name, owner.config().app_check_enforced)
         })),
         SettingsEndpoint::Put(name) => put_setting(owner, namespace, *name, body),
-        SettingsEndpoint::Stage => stage(owner, namespace, body),
+        SettingsEndpoint::Stage => stage(owner, namespace, body, who),
         SettingsEndpoint::List => Ok(read(owner, namespace, history)),
         SettingsEndpoint::Ruleset(id) => read(owner, namespace, |s| s.ruleset(id).map(full))
             .ok_or_else(|| {
                 RestResponse::error(404, SettingsError::UnknownRuleset(id.clone()).to_string())
             }),
         SettingsEndpoint::Labels => Ok(read(owner, namespace, |s| labels(&s.labels))),
-        SettingsEndpoint::SetLabels => set_labels(owner, namespace, body),
+        SettingsEndpoint::SetLabels => set_labels(owner, namespace, body, who),
     };
     match result {
         Ok(value) => RestResponse::json(200, value.to_string()),
@@ -139,28 +140,38 @@ fn put_setting(
 
 /// `POST /.settings/rulesets.json`: the body is a rules document, as Firebase's CLI sends it
 /// (a JSON string holding one is taken too); it must compile.
-fn stage(owner: &Owner, namespace: &str, body: &[u8]) -> Result<Value, RestResponse> {
+fn stage(owner: &Owner, namespace: &str, body: &[u8], who: &str) -> Result<Value, RestResponse> {
     let source = rules_source(body)?;
     change_settings(owner, namespace, |settings, now| {
-        let id = settings.stage(source, now, BY_REST);
+        let id = settings.stage(source, now, who);
         Ok((json!({ "id": id }), None))
     })
 }
 
-fn set_labels(owner: &Owner, namespace: &str, body: &[u8]) -> Result<Value, RestResponse> {
+fn set_labels(
+    owner: &Owner,
+    namespace: &str,
+    body: &[u8],
+    who: &str,
+) -> Result<Value, RestResponse> {
     let labels: Labels = serde_json::from_slice(body).map_err(|_| {
         RestResponse::error(
             400,
             "the labels must be a JSON object {\"stable\": ID, \"canary\": ID}",
         )
     })?;
-    release(owner, namespace, labels)
+    release(owner, namespace, labels, who)
 }
 
 /// Moves the labels and puts the stable ruleset in effect; answers the labels.
-pub fn release(owner: &Owner, namespace: &str, labels: Labels) -> Result<Value, RestResponse> {
+pub fn release(
+    owner: &Owner,
+    namespace: &str,
+    labels: Labels,
+    who: &str,
+) -> Result<Value, RestResponse> {
     change_settings(owner, namespace, |settings, now| {
-        let stable = settings.set_labels(labels, now, BY_REST).map_err(refusal)?;
+        let stable = settings.set_labels(labels, now, who).map_err(refusal)?;
         let source = stable.source.clone();
         let rules = Rules::parse(&source).map_err(|error| {
             RestResponse::error(
