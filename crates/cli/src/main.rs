@@ -44,9 +44,14 @@ enum Command {
     #[command(subcommand)]
     Rules(RulesCommand),
     /// Read and change a database's settings on a running server (admins only):
-    /// defaultWriteSizeLimit, strictTriggerValidation, appCheck, quotas (docs/settings.md).
+    /// defaultWriteSizeLimit, strictTriggerValidation, appCheck, quotas, audit
+    /// (docs/settings.md).
     #[command(subcommand)]
     Settings(SettingsCommand),
+    /// Read a database's audit trail on a running server, or erase a user's part of it
+    /// (admins only; docs/audit.md).
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Write a database as JSON (export form, priorities kept), from a stopped server's data
     /// directory or from a running server.
     Export(Box<hearth_tools::ExportArgs>),
@@ -152,6 +157,29 @@ enum RulesCommand {
         /// The ruleset to make stable (an id of `hearth rules history`).
         #[arg(long)]
         to: Option<String>,
+        #[command(flatten)]
+        server: hearth_tools::DatabaseArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Print the entries that match as JSON lines, oldest first.
+    Query {
+        #[command(flatten)]
+        filter: hearth_tools::AuditFilter,
+        #[command(flatten)]
+        server: hearth_tools::DatabaseArgs,
+    },
+    /// Erase every entry of a user from the trail (each keeps its position only), and delete
+    /// the data at each --data path.
+    Erase {
+        /// The user whose entries go.
+        #[arg(long)]
+        uid: String,
+        /// A location of the user's data to delete too (repeatable).
+        #[arg(long = "data", value_name = "PATH")]
+        data: Vec<String>,
         #[command(flatten)]
         server: hearth_tools::DatabaseArgs,
     },
@@ -264,6 +292,12 @@ fn main() -> anyhow::Result<()> {
             value,
             server,
         }) => hearth_tools::settings_set(&server, &name, &value),
+        Command::Audit(AuditCommand::Query { filter, server }) => {
+            hearth_tools::audit_query(&server, &filter)
+        }
+        Command::Audit(AuditCommand::Erase { uid, data, server }) => {
+            hearth_tools::audit_erase(&server, &uid, &data)
+        }
         Command::Export(args) => hearth_tools::export(*args),
         Command::Import(args) => hearth_tools::import(*args),
         Command::Data(command) => hearth_tools::data(command),

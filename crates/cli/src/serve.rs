@@ -7,7 +7,7 @@ use anyhow::Context;
 use hearth_server::auth::app_check::AppCheckConfig;
 use hearth_server::auth::AuthConfig;
 use hearth_server::budget::HttpBudgets;
-use hearth_server::config::{MetricsConfig, ServerTriggers};
+use hearth_server::config::{AuditConfig, MetricsConfig, ServerTriggers};
 use hearth_server::jwks::{FirebaseKeys, JwksSource, KeyPurpose};
 use hearth_server::rules_file::load_rules;
 use hearth_server::tls::TlsCerts;
@@ -239,6 +239,12 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             return Err(error);
         }
     };
+    let persist = persist_config(&args);
+    if args.audit && persist.durability == hearth_server::persist::Durability::None {
+        anyhow::bail!(
+            "--audit needs a data directory: the trail is copied from the log (leave out --durability none)"
+        );
+    }
     let config = ServeConfig {
         triggers: server_triggers(args.functions_emulator.as_deref())?,
         cluster: cluster.clone(),
@@ -248,9 +254,14 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         firebase_jwks,
         app_check_jwks,
         app_check_enforced: args.app_check_enforce,
+        audit: AuditConfig {
+            by_default: args.audit,
+            retention_days: args.audit_retention_days,
+            trail: None,
+        },
         default_rules,
         listen,
-        persist: persist_config(&args),
+        persist,
         data_dir: args.data_dir,
         threads,
         threads_from_flag: args.threads.is_some(),

@@ -173,6 +173,16 @@ pub(crate) struct ServeArgs {
         requires = "app_check_project_number"
     )]
     pub(crate) app_check_enforce: bool,
+    /// Audit the writes of every database that does not say otherwise
+    /// (`/.settings/audit.json`): each acknowledged write's time, path, uid, provider,
+    /// transport, client address and granting rule, kept in `DATA_DIR/audit/` and read with
+    /// `hearth audit query` (docs/audit.md). Needs a data directory.
+    #[arg(long, env = "HEARTH_AUDIT")]
+    pub(crate) audit: bool,
+    /// Days the audit trail keeps a database's entries when its settings name none.
+    #[arg(long, env = "HEARTH_AUDIT_RETENTION_DAYS", default_value_t = hearth_server::config::DEFAULT_AUDIT_RETENTION_DAYS,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(hearth_server::config::MAX_AUDIT_RETENTION_DAYS)))]
+    pub(crate) audit_retention_days: u32,
     /// Serve https:// and wss:// (on the same port, instead of http:// and ws://) with this
     /// certificate chain: a PEM file, the server's certificate first. Read again on SIGHUP.
     #[arg(long, env = "HEARTH_TLS_CERT", requires = "tls_key")]

@@ -49,6 +49,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Database triggers: the registrations of Cloud Functions and the delivery of their
     // events. It knows the state machine's changes, no shard and no connection.
     ("hearth-triggers", &["hearth-tree", "hearth-sync"]),
+    // The audit trail's files and their thread: entries in, lines out. It knows nothing of
+    // ours (the owner turns its writes into entries).
+    ("hearth-audit", &[]),
     // Network plumbing that knows no database: listeners, TLS, HTTP heads, answer budgets,
     // the wall clock. It knows nothing of ours, so any role may stand on it.
     ("hearth-net", &[]),
@@ -69,6 +72,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-net",
             "hearth-auth",
             "hearth-triggers",
+            "hearth-audit",
         ],
     ),
     // The node link carries the ground's messages between nodes and follows placement; it
@@ -96,6 +100,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-cluster",
             "hearth-peer",
             "hearth-triggers",
+            "hearth-audit",
         ],
     ),
     // The edge role's state and its sockets' plumbing: it knows no owner and no shard.
@@ -131,6 +136,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-config",
             "hearth-edge",
             "hearth-triggers",
+            "hearth-audit",
         ],
     ),
     // The transports run a connection from its accept to its close (WebSocket, HTTP, event
@@ -152,6 +158,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-config",
             "hearth-edge",
             "hearth-owner",
+            "hearth-audit",
         ],
     ),
     // The server assembles a shard from the roles and the transports, starts its tasks
@@ -173,6 +180,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-config",
             "hearth-edge",
             "hearth-owner",
+            "hearth-audit",
             "hearth-transport",
         ],
     ),

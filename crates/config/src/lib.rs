@@ -9,6 +9,10 @@ use std::time::Duration;
 
 use hearth_rules::Rules;
 
+pub use hearth_audit::{
+    DEFAULT_RETENTION_DAYS as DEFAULT_AUDIT_RETENTION_DAYS,
+    MAX_RETENTION_DAYS as MAX_AUDIT_RETENTION_DAYS,
+};
 use hearth_auth::jwks::JwksSource;
 use hearth_auth::AuthConfig;
 use hearth_net::budget::SharedBudgets;
@@ -79,6 +83,32 @@ pub struct ServeConfig {
     /// Database triggers: the registry the shards share and, with `--functions-emulator`,
     /// where their changes are delivered.
     pub triggers: hearth_triggers::ServerTriggers,
+    /// The audit trail (docs/audit.md): whether a database that says nothing of it is
+    /// audited, and how long its entries are kept.
+    pub audit: AuditConfig,
+}
+
+/// The audit trail's settings (`--audit`, `--audit-retention-days`) and, once the server has
+/// opened its data directory, the trail itself.
+#[derive(Debug, Clone)]
+pub struct AuditConfig {
+    /// Whether a database that sets nothing is audited.
+    pub by_default: bool,
+    /// Days a database that sets nothing keeps its entries.
+    pub retention_days: u32,
+    /// The trail's thread: `None` without a data directory (`--durability none`), where no
+    /// database is audited.
+    pub trail: Option<hearth_audit::AuditTrail>,
+}
+
+impl Default for AuditConfig {
+    fn default() -> AuditConfig {
+        AuditConfig {
+            by_default: false,
+            retention_days: hearth_audit::DEFAULT_RETENTION_DAYS,
+            trail: None,
+        }
+    }
 }
 
 impl ServeConfig {
@@ -112,6 +142,7 @@ impl ServeConfig {
             io_uring_sends: false,
             peers: None,
             triggers: hearth_triggers::ServerTriggers::default(),
+            audit: AuditConfig::default(),
         }
     }
 }

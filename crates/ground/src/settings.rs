@@ -42,6 +42,9 @@ pub struct DatabaseSettings {
     /// What the database's clients may use (`None` in a field: no quota).
     #[serde(default, skip_serializing_if = "Quotas::is_empty")]
     pub quotas: Quotas,
+    /// Whether its writes are audited, and for how long the trail keeps them (docs/audit.md).
+    #[serde(default, skip_serializing_if = "AuditSetting::is_unset")]
+    pub audit: AuditSetting,
     /// Rulesets, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rulesets: Vec<Ruleset>,
@@ -121,6 +124,37 @@ impl Quotas {
     }
 }
 
+/// A database's audit trail (docs/audit.md): `None` in a field is the server's default
+/// (`--audit`, `--audit-retention-days`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditSetting {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Days its entries are kept, from 1 to `hearth_audit::MAX_RETENTION_DAYS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<u32>,
+}
+
+/// The longest retention a database may set (ten years, as `hearth_audit` keeps it).
+pub const MAX_AUDIT_RETENTION_DAYS: u32 = 3_650;
+
+impl AuditSetting {
+    pub fn is_unset(&self) -> bool {
+        *self == AuditSetting::default()
+    }
+
+    /// Why a setting is refused: a retention of 0 days or past the most.
+    pub fn check(&self) -> Result<(), String> {
+        match self.retention_days {
+            Some(days) if days == 0 || days > MAX_AUDIT_RETENTION_DAYS => Err(format!(
+                "retentionDays must be a whole number from 1 to {MAX_AUDIT_RETENTION_DAYS}, or null"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// App Check's enforcement on a database, as Firebase's console names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -196,6 +230,16 @@ impl DatabaseSettings {
     pub fn app_check_enforced(&self, server_default: bool) -> bool {
         self.app_check
             .map_or(server_default, |mode| mode == AppCheckMode::Enforced)
+    }
+
+    /// Whether its writes are audited: its own setting, else the server's `--audit`.
+    pub fn audited(&self, server_default: bool) -> bool {
+        self.audit.enabled.unwrap_or(server_default)
+    }
+
+    /// Days its audit trail keeps: its own setting, else the server's.
+    pub fn audit_retention(&self, server_default: u32) -> u32 {
+        self.audit.retention_days.unwrap_or(server_default)
     }
 
     /// `strictTriggerValidation`, `true` unless set otherwise.

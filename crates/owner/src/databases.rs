@@ -109,6 +109,7 @@ impl Owner {
                 loaded.feeds_mut().recovered(state.changes);
                 self.apply_rules(&mut loaded, state.rules, now);
                 loaded.set_settings(state.settings);
+                self.follow_audit(&mut loaded);
                 // Volatile data that reached the log inside a durable write above its mark does
                 // not survive a restart.
                 loaded.drop_volatile_data();
@@ -133,7 +134,20 @@ impl Owner {
             now,
         );
         self.apply_rules(&mut loaded, None, now);
+        self.follow_audit(&mut loaded);
         loaded
+    }
+
+    /// Sets whether `loaded`'s writes are audited (the server's trail and `--audit`, then its
+    /// settings) and tells the trail how long it keeps them. Called once its settings are
+    /// known, and again whenever they change.
+    pub fn follow_audit(&self, loaded: &mut Loaded) {
+        let audit = &self.config().audit;
+        loaded.set_audit_policy(audit.trail.is_some(), audit.by_default);
+        if let (Some(trail), true) = (&audit.trail, loaded.is_audited()) {
+            let days = loaded.settings().audit_retention(audit.retention_days);
+            trail.retain(Arc::from(&**loaded.name()), days);
+        }
     }
 
     /// Gives a database the rules `text` set through the API, or the server's default.
@@ -192,6 +206,11 @@ impl Owner {
     /// Sends a change of a database's settings document to the log.
     pub fn log_settings(&self, namespace: &str, text: &str) {
         self.log(namespace, RecordRef::Settings(text));
+    }
+
+    /// Sends the audit entry of the write just logged to the log, right after it.
+    pub fn log_audit(&self, namespace: &str, entry: &str) {
+        self.log(namespace, RecordRef::Audit(entry));
     }
 
     /// Appends a record for `namespace` and returns its position. If the log cannot take

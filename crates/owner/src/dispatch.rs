@@ -9,9 +9,10 @@ use hearth_wire::{
 };
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use crate::audit::Origin;
 use crate::caller_limits::LimitKind;
 use crate::cluster::fence::CLAIM_WAIT_LIMIT;
-use crate::effects::route_effects;
+use crate::effects::{route_effects, route_effects_from};
 use crate::outbound::ConnHandle;
 use crate::profile::Operation;
 use crate::state::Owner;
@@ -379,7 +380,12 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
             let volatile = effects
                 .iter()
                 .any(|effect| matches!(effect, Effect::Volatile));
-            route_effects(owner, &handle.namespace, effects);
+            route_effects_from(
+                owner,
+                &handle.namespace,
+                effects,
+                Origin::realtime(handle.address()),
+            );
             if volatile {
                 let reply = encode_reply(request_id, &reply);
                 owner

@@ -5,11 +5,13 @@ use bytes::Bytes;
 use hearth_sync::{Effect, Effects, PushData};
 use hearth_wire::{encode_cancel, encode_push, EncodedPush};
 
+use crate::audit::Origin;
 use crate::state::Owner;
 use crate::state::Session;
 use hearth_edge::event_stream::SseFanout;
 use hearth_edge::frames::encode_frames;
 use hearth_ground::metrics::labels::Channel;
+use hearth_net::time::now_ms;
 
 /// Delivers the effects of a step of `namespace`'s database in order: a write goes to the log
 /// first, so that the messages that follow it are tagged to wait for it. Each push is
@@ -17,12 +19,20 @@ use hearth_ground::metrics::labels::Channel;
 /// ones get the same text with their tag spliced in), and event streams share the same data
 /// bytes (see `SseFanout`).
 pub fn route_effects(owner: &Owner, namespace: &str, effects: Effects) {
+    route_effects_from(owner, namespace, effects, Origin::SERVER);
+}
+
+/// [`route_effects`] of a step whose requests came from `origin`: the audit entries of its
+/// writes name it.
+pub fn route_effects_from(owner: &Owner, namespace: &str, effects: Effects, origin: Origin) {
     if effects.is_empty() {
         return;
     }
     let sessions = owner.sessions();
     // The position of the step's write record, which its trigger changes wait for.
     let mut logged = None;
+    // The step's last write, whose audit entry may follow.
+    let mut last_write = None;
     // Whether the database is profiled, looked up at its first push only.
     let mut profiled = None;
     for effect in effects {
@@ -81,6 +91,16 @@ pub fn route_effects(owner: &Owner, namespace: &str, effects: Effects) {
                 logged = owner.log_write(namespace, &write);
                 if let Some(seq) = logged {
                     owner.record_change(namespace, seq, &write);
+                }
+                last_write = Some(write);
+            }
+            // Right after its write's record, before anything that waits for it: the
+            // pushes and the reply are tagged with the entry's position, so that nothing is
+            // acknowledged before its entry is durable too.
+            Effect::Audit(facts) => {
+                if let (Some(write), Some(_)) = (&last_write, logged) {
+                    let entry = crate::audit::entry(&facts, write, origin, now_ms());
+                    owner.log_audit(namespace, &entry.to_record());
                 }
             }
             // After its write's record, whose position they wait for.

@@ -27,6 +27,7 @@
 //!   under a valid claim); `rules_file`: the default rules.
 
 pub mod app_check;
+pub mod audit;
 pub mod caller_limits;
 pub mod cluster;
 pub mod databases;

@@ -31,6 +31,9 @@ pub struct Loaded {
     /// (`None`: never set).
     settings: DatabaseSettings,
     settings_text: Option<std::sync::Arc<str>>,
+    /// Whether the server keeps an audit trail, and whether a database that sets nothing is
+    /// audited (`--audit`): with its settings, whether its engine audits its writes.
+    audit_policy: (bool, bool),
     /// What its clients used of its rate quotas (`quotas.rs`).
     quota_use: QuotaUse,
     /// What each caller uses of the limits its rules declare (`caller_limits`).
@@ -86,6 +89,7 @@ impl Loaded {
             rules: None,
             settings: DatabaseSettings::default(),
             settings_text: None,
+            audit_policy: (false, false),
             quota_use: QuotaUse::default(),
             caller_limits: CallerLimits::default(),
             wal_bytes: 0,
@@ -323,6 +327,25 @@ impl Loaded {
         self.engine
             .set_strict_triggers(self.settings.strict_triggers());
         self.settings_text = text;
+        self.apply_audit();
+    }
+
+    /// The server keeps an audit trail (`available`) and audits databases that set nothing
+    /// (`by_default`): its writes are audited as its settings say.
+    pub fn set_audit_policy(&mut self, available: bool, by_default: bool) {
+        self.audit_policy = (available, by_default);
+        self.apply_audit();
+    }
+
+    fn apply_audit(&mut self) {
+        let (available, by_default) = self.audit_policy;
+        self.engine
+            .set_audited(available && self.settings.audited(by_default));
+    }
+
+    /// Whether its writes are audited.
+    pub fn is_audited(&self) -> bool {
+        self.engine.is_audited()
     }
 
     /// Its settings become `settings`: returns their text, for the caller to log.
@@ -331,6 +354,7 @@ impl Loaded {
         self.engine.set_strict_triggers(settings.strict_triggers());
         self.settings = settings;
         self.settings_text = Some(text.clone());
+        self.apply_audit();
         text
     }
 

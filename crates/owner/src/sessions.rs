@@ -11,7 +11,8 @@ use crate::caller_limits::Identity;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use crate::effects::route_effects;
+use crate::audit::Origin;
+use crate::effects::route_effects_from;
 use crate::outbound::{ConnHandle, Route};
 use crate::state::{Owner, Session};
 use hearth_edge::event_stream::StreamHandle;
@@ -97,7 +98,12 @@ pub fn follow_limits(owner: &Owner, database: &mut crate::loaded::Loaded) {
 /// twice is harmless.
 pub fn close_connection(owner: &Owner, handle: &ConnHandle) {
     if owner.remove_session(handle) {
-        end_session(owner, &handle.namespace, handle.id);
+        end_session(
+            owner,
+            &handle.namespace,
+            handle.id,
+            Origin::realtime(handle.address()),
+        );
     }
 }
 
@@ -120,11 +126,12 @@ pub fn move_connection(owner: &Owner, handle: &ConnHandle) {
 /// Ends an event stream's session. Calling it twice is harmless.
 pub fn close_stream(owner: &Owner, handle: &StreamHandle) {
     if owner.remove_stream(handle.id) {
-        end_session(owner, &handle.namespace, handle.id);
+        end_session(owner, &handle.namespace, handle.id, Origin::rest(None));
     }
 }
 
-fn end_session(owner: &Owner, namespace: &str, id: ConnId) {
+/// `origin`: where the session's requests came from, which its onDisconnect writes name.
+fn end_session(owner: &Owner, namespace: &str, id: ConnId, origin: Origin) {
     let mut effects = Effects::new();
     owner.with_loaded(namespace, |database| {
         database.forget_caller(id);
@@ -132,7 +139,7 @@ fn end_session(owner: &Owner, namespace: &str, id: ConnId) {
         crate::profile::session_event(database, "concurrent-disconnect");
         database.touched(now_ms());
     });
-    route_effects(owner, namespace, effects);
+    route_effects_from(owner, namespace, effects, origin);
 }
 
 /// A client reconnected to `namespace` naming its previous session: if that socket still looks

@@ -169,6 +169,11 @@ impl Owner {
         &self.config
     }
 
+    /// The server's audit trail; `None` without a data directory.
+    pub fn audit_trail(&self) -> Option<&hearth_audit::AuditTrail> {
+        self.config.audit.trail.as_ref()
+    }
+
     /// What the shard counts for `/metrics`.
     pub fn counters(&self) -> &Rc<ShardCounters> {
         &self.counters

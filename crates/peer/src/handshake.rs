@@ -25,9 +25,10 @@ use crate::placement::MAX_NODE_ID_BYTES;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The link's name and version: `L2` since an opening, a forwarded request and a forwarded
-/// stream carry the client's address (nodes of different versions refuse each other at the
-/// handshake rather than misread every message).
-const MAGIC: &[u8; 8] = b"HEARTHL2";
+/// stream carry the client's address, `L3` since replication carries audit records (log
+/// format 4); nodes of different versions refuse each other at the handshake rather than
+/// misread every message.
+const MAGIC: &[u8; 8] = b"HEARTHL3";
 const NONCE_BYTES: usize = 32;
 const MAC_BYTES: usize = 32;
 

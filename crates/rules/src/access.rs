@@ -125,7 +125,35 @@ impl Rules {
         coverage: Option<&mut Coverage>,
     ) -> Decision {
         let targets = std::slice::from_ref(path);
-        self.check_targets(old_root, new_root, targets, auth, now_ms, coverage)
+        self.check_targets(old_root, new_root, targets, auth, now_ms, coverage, None)
+    }
+
+    /// [`Rules::can_write_with`], also naming the `.write` rule that granted the write (for
+    /// an audit trail: who wrote, and which rule let them). On [`Decision::Allow`] the site of
+    /// that rule, as reached from the root (`kind` [`RuleKind::Write`], the location with
+    /// wildcards filled in), is appended to `grants`; on a denial nothing is appended, so
+    /// `grants` is left as it was given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn can_write_granted(
+        &self,
+        old_root: &Node,
+        new_root: &Node,
+        path: &Path,
+        auth: &serde_json::Value,
+        now_ms: u64,
+        coverage: Option<&mut Coverage>,
+        grants: &mut Vec<RuleSite>,
+    ) -> Decision {
+        let targets = std::slice::from_ref(path);
+        self.check_targets(
+            old_root,
+            new_root,
+            targets,
+            auth,
+            now_ms,
+            coverage,
+            Some(grants),
+        )
     }
 
     /// May a client apply a multi-location update at `base`, writing each of
@@ -162,7 +190,38 @@ impl Rules {
         // Sorted, consecutive targets share their longest common ancestors, which then need
         // validating only once.
         targets.sort();
-        self.check_targets(old_root, new_root, &targets, auth, now_ms, coverage)
+        self.check_targets(old_root, new_root, &targets, auth, now_ms, coverage, None)
+    }
+
+    /// [`Rules::can_update_with`], also naming the `.write` rules that granted its targets
+    /// (see [`Rules::can_write_granted`]). On [`Decision::Allow`] `grants` gets the granting
+    /// rule of each target, in the order of the sorted targets and once per rule: targets
+    /// granted by the same rule (same pattern, line and column; under a wildcard, at
+    /// different locations) give one entry, with the location of the first. On a denial
+    /// nothing is appended.
+    #[allow(clippy::too_many_arguments)]
+    pub fn can_update_granted(
+        &self,
+        old_root: &Node,
+        new_root: &Node,
+        base: &Path,
+        relative_paths: &[Path],
+        auth: &serde_json::Value,
+        now_ms: u64,
+        coverage: Option<&mut Coverage>,
+        grants: &mut Vec<RuleSite>,
+    ) -> Decision {
+        let mut targets: Vec<Path> = relative_paths.iter().map(|rel| base.join(rel)).collect();
+        targets.sort();
+        self.check_targets(
+            old_root,
+            new_root,
+            &targets,
+            auth,
+            now_ms,
+            coverage,
+            Some(grants),
+        )
     }
 
     /// `coverage` if it is the record of these rules.
@@ -170,6 +229,10 @@ impl Rules {
         coverage.filter(|coverage| coverage.is_for(self))
     }
 
+    /// Checks each target in turn. `grants`, when given, gets the granting `.write` rule of
+    /// each target (see [`Rules::can_update_granted`]); the plain checks pass `None` and build
+    /// no site at all.
+    #[allow(clippy::too_many_arguments)]
     fn check_targets(
         &self,
         old_root: &Node,
@@ -178,7 +241,10 @@ impl Rules {
         auth: &serde_json::Value,
         now_ms: u64,
         coverage: Option<&mut Coverage>,
+        mut grants: Option<&mut Vec<RuleSite>>,
     ) -> Decision {
+        // A denial takes back what the targets before it added.
+        let given = grants.as_ref().map_or(0, |grants| grants.len());
         let mut writer = Writer {
             rules: self,
             auth,
@@ -195,7 +261,10 @@ impl Rules {
         for target in targets {
             // Ancestors this target shares with the previous one were validated with it.
             let validated = previous.map_or(0, |p| common_prefix(p, target) + 1);
-            if let Err(denial) = writer.check(target, validated) {
+            if let Err(denial) = writer.check(target, validated, grants.as_deref_mut()) {
+                if let Some(grants) = grants {
+                    grants.truncate(given);
+                }
                 return Decision::Deny(denial);
             }
             previous = Some(target);
@@ -241,6 +310,17 @@ fn outcome(
     }
 }
 
+/// Adds the site of `rule`, which granted a write at the first `depth` keys, to `grants`,
+/// unless the same rule (pattern, line and column) is there already.
+fn record_grant(grants: &mut Vec<RuleSite>, rule: &Rule, keys: &[Key], depth: usize) {
+    let known = grants.iter().any(|site| {
+        site.pattern == rule.pattern && site.line == rule.line && site.column == rule.column
+    });
+    if !known {
+        grants.push(outcome(rule, RuleKind::Write, keys, depth, None).site);
+    }
+}
+
 /// The state of one write check: the trees, the current location and its node stacks.
 struct Writer<'r, 'c> {
     rules: &'r Rules,
@@ -261,8 +341,14 @@ struct Writer<'r, 'c> {
 
 impl<'r> Writer<'r, '_> {
     /// Checks one target: permission, then validation of the target and its ancestors from
-    /// depth `validated` on, then of the written subtree.
-    fn check(&mut self, target: &Path, validated: usize) -> Result<(), Box<Denial>> {
+    /// depth `validated` on, then of the written subtree. The rule that grants is added to
+    /// `grants` when given (unless a rule with the same pattern and position is there).
+    fn check(
+        &mut self,
+        target: &Path,
+        validated: usize,
+        grants: Option<&mut Vec<RuleSite>>,
+    ) -> Result<(), Box<Denial>> {
         let rules = self.rules;
         self.target = target.clone();
         self.keys.clear();
@@ -286,6 +372,9 @@ impl<'r> Writer<'r, '_> {
             let Some(rule) = &node.write else { continue };
             match self.eval(rule, depth) {
                 Ok(true) => {
+                    if let Some(grants) = grants {
+                        record_grant(grants, rule, &self.keys, depth);
+                    }
                     granted = true;
                     break;
                 }
@@ -580,6 +669,126 @@ mod tests {
         assert!(r
             .can_update(&old, &old, &path("/p"), &[], &json!(null), 0)
             .is_allowed());
+    }
+
+    /// The rules of the grant tests: a root rule that grants admins' claims, and a nested
+    /// rule per room, each on a line of its own so that the lines tell them apart.
+    const GRANT_RULES: &str = r#"{"rules": {
+  ".write": "auth != null && auth.token.admin === true",
+  "rooms": {
+    "$room": {
+      ".write": "auth != null",
+      "title": {".validate": "newData.isString()"}
+    }
+  },
+  "logs": {".write": "auth != null"}
+}}"#;
+
+    #[test]
+    fn a_nested_grant_names_its_rule() {
+        let r = Rules::parse(GRANT_RULES).expect("valid rules");
+        let old = Node::empty();
+        let at = path("/rooms/r1/title");
+        let new = old.set(&at, node(json!("hello")));
+        let alice = json!({"uid": "alice"});
+        let mut grants = Vec::new();
+        let decision = r.can_write_granted(&old, &new, &at, &alice, 0, None, &mut grants);
+        assert!(decision.is_allowed());
+        assert_eq!(grants.len(), 1, "{grants:?}");
+        let site = &grants[0];
+        assert_eq!(site.kind, RuleKind::Write);
+        assert_eq!(&*site.pattern, "/rules/rooms/$room/.write");
+        assert_eq!(site.location, path("/rooms/r1"));
+        assert_eq!(site.line, 5);
+        // The plain check decides the same.
+        assert!(r.can_write(&old, &new, &at, &alice, 0).is_allowed());
+
+        // The root rule grants first when it can: it is the one named.
+        let admin = json!({"uid": "root", "token": {"admin": true}});
+        let mut grants = Vec::new();
+        let decision = r.can_write_granted(&old, &new, &at, &admin, 0, None, &mut grants);
+        assert!(decision.is_allowed());
+        assert_eq!(grants.len(), 1);
+        assert_eq!(&*grants[0].pattern, "/rules/.write");
+        assert_eq!(grants[0].location, Path::root());
+        assert_eq!(grants[0].line, 2);
+    }
+
+    #[test]
+    fn an_update_names_each_granting_rule_once() {
+        let r = Rules::parse(GRANT_RULES).expect("valid rules");
+        let old = Node::empty();
+        let new = old
+            .set(&path("/rooms/a/title"), node(json!("A")))
+            .set(&path("/rooms/b/title"), node(json!("B")))
+            .set(&path("/logs/1"), node(json!("made a and b")));
+        let rels = [path("rooms/b/title"), path("logs/1"), path("rooms/a/title")];
+        let alice = json!({"uid": "alice"});
+        let mut grants = Vec::new();
+        let decision = r.can_update_granted(
+            &old,
+            &new,
+            &Path::root(),
+            &rels,
+            &alice,
+            0,
+            None,
+            &mut grants,
+        );
+        assert!(decision.is_allowed());
+        let named: Vec<(&str, String, u32)> = grants
+            .iter()
+            .map(|site| (&*site.pattern, site.location.to_string(), site.line))
+            .collect();
+        // Targets in sorted order; both rooms granted by one rule: one entry, the first's
+        // location.
+        assert_eq!(
+            named,
+            [
+                ("/rules/logs/.write", "/logs".to_owned(), 9),
+                ("/rules/rooms/$room/.write", "/rooms/a".to_owned(), 5),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_denial_adds_no_grant() {
+        let r = Rules::parse(GRANT_RULES).expect("valid rules");
+        let old = Node::empty();
+        let alice = json!({"uid": "alice"});
+        // Refused by validation after the first target was granted: what that target added
+        // is taken back, and what was given stays.
+        let new = old
+            .set(&path("/logs/1"), node(json!("x")))
+            .set(&path("/rooms/a/title"), node(json!(3)));
+        let rels = [path("logs/1"), path("rooms/a/title")];
+        let earlier = RuleSite {
+            kind: RuleKind::Write,
+            pattern: "/rules/earlier/.write".into(),
+            location: path("/earlier"),
+            line: 1,
+            column: 1,
+        };
+        let mut grants = vec![earlier.clone()];
+        let decision = r.can_update_granted(
+            &old,
+            &new,
+            &Path::root(),
+            &rels,
+            &alice,
+            0,
+            None,
+            &mut grants,
+        );
+        assert!(!decision.is_allowed());
+        assert_eq!(grants, [earlier]);
+        // Not granted at all.
+        let at = path("/rooms/a");
+        let new = old.set(&at, node(json!({"title": "t"})));
+        let mut grants = Vec::new();
+        let decision = r.can_write_granted(&old, &new, &at, &json!(null), 0, None, &mut grants);
+        assert!(!decision.is_allowed());
+        assert!(grants.is_empty());
     }
 
     #[test]

@@ -22,6 +22,10 @@
 //!   multi-location update; each `base/relative` target is checked on its own, validation
 //!   sees the whole merged update.
 //!
+//! [`Rules::can_write_granted`] and [`Rules::can_update_granted`] decide the same and also
+//! name the `.write` rule that granted each target (a [`RuleSite`]), for an audit trail of
+//! who wrote and which rule let them; the plain checks build no site.
+//!
 //! ```
 //! use hearth_rules::Rules;
 //! use hearth_tree::{Node, Path};

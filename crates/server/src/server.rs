@@ -13,8 +13,8 @@ use tracing::{debug, info, warn};
 use crate::scrape::Observer;
 use crate::shard::{metrics_snapshot, Queues, Shard};
 use crate::startup::{
-    bind, certificates, open_data_dir, prepare_webtransport, spread_queues, start_jwks,
-    start_metrics, start_peers, StartError,
+    bind, certificates, open_data_dir, prepare_webtransport, spread_queues, start_audit,
+    start_jwks, start_metrics, start_peers, StartError,
 };
 use hearth_auth::jwks::JwksRefresher;
 use hearth_config::ServeConfig;
@@ -65,6 +65,7 @@ impl Server {
         // meanwhile. A failed start drops `shutdown`, which stops it.
         let metrics_thread = start_metrics(&config, &observer, &shutdown_rx)?;
         let (data_dir, opened) = open_data_dir(&config)?;
+        let config = start_audit(config, data_dir.as_ref())?;
         // Before the listeners: the first tokens find the keys in place.
         let jwks = start_jwks(&config, data_dir.as_ref())?;
         let shards = data_dir
@@ -316,6 +317,8 @@ fn run_shard(
     );
     let shard = Rc::new(shard);
     shard.owner().add_recovered(recovered);
+    // Before any write of this shard: the trail copies what the log holds and it lacks.
+    hearth_owner::audit::catch_up(shard.owner());
     shard.observer().health.shard_started();
     let front = shard.front().clone();
     let local = LocalSet::new();

@@ -191,6 +191,26 @@ pub(crate) fn start_peers(
     Ok(Some(started.nodes))
 }
 
+/// Starts the audit trail's thread over `<data dir>/audit` (docs/audit.md); without a data
+/// directory there is none, and no database is audited.
+pub(crate) fn start_audit(
+    config: ServeConfig,
+    data_dir: Option<&DataDir>,
+) -> Result<ServeConfig, StartError> {
+    let Some(data_dir) = data_dir else {
+        return Ok(config);
+    };
+    let trail = hearth_audit::AuditTrail::start(data_dir.root().join("audit"))
+        .map_err(StartError::Thread)?;
+    Ok(ServeConfig {
+        audit: hearth_config::AuditConfig {
+            trail: Some(trail),
+            ..config.audit
+        },
+        ..config
+    })
+}
+
 /// Opens and locks the data directory and recovers every shard's store, the shards in
 /// parallel. Nothing is opened with `--durability none`.
 pub(crate) fn open_data_dir(

@@ -6,7 +6,7 @@
 //!      4     4  length of the payload in bytes (u32 LE)
 //!      8     8  sequence number (u64 LE), ≥ 1
 //!     16     8  synced sequence number (u64 LE): the highest one durable when this was written
-//!     24     1  kind: 1 = write, 2 = rules, 3 = settings
+//!     24     1  kind: 1 = write, 2 = rules, 3 = settings, 4 = audit
 //!     25     7  fencing epoch (u56 LE) its database was owned under; 0 outside a cluster.
 //!               Log format 1 (segment header version 1) has 7 zero bytes here.
 //!     32     …  payload: database name (varint length + bytes), then the body of the kind
@@ -26,7 +26,9 @@ use hearth_sync::Write;
 use crate::codec::{self, infallible, put_str, put_write, read_str, DecodeError, SliceSource};
 use crate::error::{Corruption, StoreError};
 use crate::names::{validate_database_name, MAX_DATABASE_NAME_BYTES};
-use crate::segment::{WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_EPOCH};
+use crate::segment::{
+    WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_AUDIT, WAL_FORMAT_VERSION_NO_EPOCH,
+};
 
 /// Bytes of a record header.
 pub const RECORD_HEADER_BYTES: usize = 32;
@@ -54,6 +56,12 @@ pub const MAX_SETTINGS_BYTES: u64 = 32 * 1024 * 1024;
 const KIND_WRITE: u8 = 1;
 const KIND_RULES: u8 = 2;
 const KIND_SETTINGS: u8 = 3;
+const KIND_AUDIT: u8 = 4;
+
+/// Longest audit entry a record carries: one JSON object naming a write's time, path, writer,
+/// transport, address and granting rules (a few hundred bytes; the paths and rules it names
+/// are bounded by the data and rules limits, so this bound only stops damage).
+pub const MAX_AUDIT_BYTES: u64 = 1024 * 1024;
 
 /// What a record says happened to its database.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +74,10 @@ pub enum RecordBody {
     /// The database's settings document (its `/.settings` other than the rules in effect)
     /// was replaced by this JSON text. Builds before it refuse the record's kind.
     Settings(Arc<str>),
+    /// The audit entry of the write record just before it (a database whose writes are
+    /// audited, docs/audit.md): a JSON object the store does not read. Builds before it
+    /// refuse the record's kind.
+    Audit(Arc<str>),
 }
 
 /// A record body by reference, for encoding without cloning.
@@ -74,6 +86,7 @@ pub enum RecordRef<'a> {
     Write(&'a Write),
     Rules(&'a str),
     Settings(&'a str),
+    Audit(&'a str),
 }
 
 /// A decoded record.
@@ -137,11 +150,16 @@ pub fn encode_record(
             infallible(put_str(out, settings));
             KIND_SETTINGS
         }
+        RecordRef::Audit(entry) => {
+            infallible(put_str(out, entry));
+            KIND_AUDIT
+        }
     };
     let payload = out.len() - start - RECORD_HEADER_BYTES;
     let too_large = match body {
         RecordRef::Rules(rules) => rules.len() as u64 > MAX_RULES_BYTES,
         RecordRef::Settings(settings) => settings.len() as u64 > MAX_SETTINGS_BYTES,
+        RecordRef::Audit(entry) => entry.len() as u64 > MAX_AUDIT_BYTES,
         RecordRef::Write(_) => false,
     } || payload as u64 > MAX_RECORD_BYTES;
     if too_large {
@@ -229,8 +247,11 @@ pub(crate) fn decode_record_in(bytes: &[u8], version: u32) -> Result<(Record, us
     let body = match header.kind {
         KIND_WRITE => RecordBody::Write(Arc::new(codec::read_write(&mut source).map_err(payload)?)),
         KIND_RULES => RecordBody::Rules(read_str(&mut source, MAX_RULES_BYTES).map_err(payload)?),
-        KIND_SETTINGS if version >= WAL_FORMAT_VERSION => {
+        KIND_SETTINGS if version >= WAL_FORMAT_VERSION_NO_AUDIT => {
             RecordBody::Settings(read_str(&mut source, MAX_SETTINGS_BYTES).map_err(payload)?)
+        }
+        KIND_AUDIT if version >= WAL_FORMAT_VERSION => {
+            RecordBody::Audit(read_str(&mut source, MAX_AUDIT_BYTES).map_err(payload)?)
         }
         other => return Err(Corruption::UnknownKind(other)),
     };
@@ -322,6 +343,18 @@ mod tests {
             decode_record_in(&bytes, WAL_FORMAT_VERSION_NO_SETTINGS).map(|_| ()),
             Err(Corruption::UnknownKind(3))
         );
+        let entry = r#"{"path":"/a","uid":"ada"}"#;
+        let bytes = encode_in_epoch(10, 9, 0, "d", RecordRef::Audit(entry));
+        let (record, _) = decode_record(&bytes).expect("decodes");
+        assert_eq!(record.body, RecordBody::Audit(entry.into()));
+        assert_eq!(bytes[24], 4, "the audit kind");
+        // Nor does a segment of the format before audit records hold one; it holds settings.
+        assert_eq!(
+            decode_record_in(&bytes, WAL_FORMAT_VERSION_NO_AUDIT).map(|_| ()),
+            Err(Corruption::UnknownKind(4))
+        );
+        let settings = encode_in_epoch(9, 9, 0, "d", RecordRef::Settings("{}"));
+        assert!(decode_record_in(&settings, WAL_FORMAT_VERSION_NO_AUDIT).is_ok());
     }
 
     #[test]

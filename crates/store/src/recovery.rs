@@ -78,6 +78,15 @@ pub struct StaleEpochs {
     pub superseded_by: u64,
 }
 
+/// An audit entry the log holds (`RecordBody::Audit`), with its position: the audit trail's
+/// copier appends those its files do not have yet (docs/audit.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    pub seq: u64,
+    pub database: Arc<str>,
+    pub entry: Arc<str>,
+}
+
 /// An opened shard directory.
 pub struct Recovered<S: Storage> {
     pub databases: BTreeMap<Arc<str>, RecoveredDatabase>,
@@ -88,6 +97,9 @@ pub struct Recovered<S: Storage> {
     /// The write records the log still holds of the databases in `on_disk`, for their change
     /// feeds once they are loaded (all of the shard's within [`MAX_ON_DISK_FEED_BYTES`]).
     pub on_disk_changes: BTreeMap<Arc<str>, ChangeLog>,
+    /// Every audit entry the log holds, in log order, snapshots or not (a stale epoch's
+    /// excepted, as its write is).
+    pub audit: Vec<AuditRecord>,
     pub snapshots: SnapshotCatalog,
     pub wal: WalWriter<S>,
     pub report: RecoveryReport,
@@ -169,8 +181,16 @@ fn recover<S: Storage>(
         .unwrap_or(0);
     let mut on_disk_changes: BTreeMap<Arc<str>, ChangeLog> = BTreeMap::new();
     let mut on_disk_bytes = 0;
+    let mut audit = Vec::new();
     let scan = scan_wal(&*storage, &names, |record| {
         if on_disk.contains_key(&record.database) {
+            if let RecordBody::Audit(entry) = &record.body {
+                audit.push(AuditRecord {
+                    seq: record.seq,
+                    database: record.database.clone(),
+                    entry: entry.clone(),
+                });
+            }
             // Every record of such a database is older than its snapshot (checked above); its
             // writes are still kept for change feeds, within a budget for the whole shard,
             // since the database itself is not loaded.
@@ -192,7 +212,7 @@ fn recover<S: Storage>(
                 on_disk_bytes = on_disk_bytes - before + changes.bytes();
             }
         } else {
-            replay(&mut databases, record, &mut report);
+            replay(&mut databases, record, &mut report, &mut audit);
         }
         Ok(())
     })?;
@@ -216,6 +236,7 @@ fn recover<S: Storage>(
         databases,
         on_disk,
         on_disk_changes,
+        audit,
         snapshots,
         wal,
         report,
@@ -329,6 +350,7 @@ fn replay(
     databases: &mut BTreeMap<Arc<str>, RecoveredDatabase>,
     record: Record,
     report: &mut RecoveryReport,
+    audit: &mut Vec<AuditRecord>,
 ) {
     let state = databases
         .entry(record.database.clone())
@@ -340,6 +362,17 @@ fn replay(
             epoch: 0,
             changes: ChangeLog::new(0),
         });
+    // An audit entry is kept whether or not a snapshot covers its write: whether the audit
+    // files have it is their copier's question. One under a stale epoch goes with its write.
+    if let RecordBody::Audit(entry) = &record.body {
+        if record.epoch >= state.epoch {
+            audit.push(AuditRecord {
+                seq: record.seq,
+                database: record.database.clone(),
+                entry: entry.clone(),
+            });
+        }
+    }
     if record.seq <= state.seq {
         // Covered by the snapshot, which already holds it; its epoch still counts: a later
         // record older than it is stale all the same.
@@ -368,6 +401,8 @@ fn replay(
         }
         RecordBody::Rules(rules) => state.rules = Some(rules),
         RecordBody::Settings(settings) => state.settings = Some(settings),
+        // Kept above; it changes nothing of the database.
+        RecordBody::Audit(_) => {}
     }
     state.seq = record.seq;
     report.records_replayed += 1;

@@ -229,14 +229,14 @@ fn a_missing_segment_is_an_error() {
 fn a_segment_of_a_newer_format_is_refused() {
     let storage = MemoryStorage::new();
     log_of(&storage, options(), 1, 2);
-    assert!(storage.flip(FIRST, 8, 0x04));
+    assert!(storage.flip(FIRST, 8, 0x08));
     let error = reopen(&storage, options()).err();
     assert!(
         matches!(
             error,
             Some(StoreError::UnsupportedVersion {
-                found: 7,
-                supported: 3,
+                found: 12,
+                supported: 4,
                 ..
             })
         ),
@@ -333,5 +333,45 @@ fn a_segment_left_half_made_under_its_temporary_name_is_removed() -> Result<(), 
     assert_eq!(recovered.report.temporary_files_removed, vec![half_made]);
     assert!(recovered.report.tail_cut.is_none(), "not part of the log");
     assert!(storage.contents(half_made).is_none());
+    Ok(())
+}
+
+#[test]
+fn recovery_returns_every_audit_entry_the_log_holds_and_a_torn_one_is_cut() -> Result<(), StoreError>
+{
+    let storage = MemoryStorage::new();
+    let mut wal = reopen(&storage, options())?.wal;
+    for n in 0..3u64 {
+        wal.append_write("db", &set(&format!("/k{n}"), json!(n)))?;
+        let entry = format!(r#"{{"n":{n}}}"#);
+        wal.append("db", 0, hearth_store::RecordRef::Audit(&entry))?;
+    }
+    wal.commit()?;
+    drop(wal);
+    let recovered = reopen(&storage, options())?;
+    let seen: Vec<(u64, &str, &str)> = recovered
+        .audit
+        .iter()
+        .map(|record| (record.seq, &*record.database, &*record.entry))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (2, "db", r#"{"n":0}"#),
+            (4, "db", r#"{"n":1}"#),
+            (6, "db", r#"{"n":2}"#)
+        ]
+    );
+    assert_eq!(root_of(&recovered, "db").to_json(false), first_records(3));
+    drop(recovered);
+    // A crash tore the last audit entry: its write stays (it is whole), the entry goes.
+    let bytes = segment(&storage, FIRST);
+    let last = *record_offsets(&bytes).last().expect("records");
+    let mut torn = bytes.clone();
+    torn[last + 20..last + 40].fill(0);
+    storage.set_contents(FIRST, torn);
+    let recovered = reopen(&storage, options())?;
+    assert_eq!(recovered.audit.len(), 2);
+    assert_eq!(root_of(&recovered, "db").to_json(false), first_records(3));
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::cell::{RefCell, RefMut};
 use std::sync::Arc;
 
 use hearth_query::{Index, QueryParams};
-use hearth_rules::{Coverage, Decision, Rules};
+use hearth_rules::{Coverage, Decision, RuleSite, Rules};
 use hearth_tree::{Node, Path};
 use serde_json::Value;
 
@@ -99,7 +99,9 @@ impl Access {
     }
 
     /// Checks a write whose targets are `base` joined with each of `relative` (one empty
-    /// relative path for a plain set).
+    /// relative path for a plain set). With `grants`, the rules name in it the `.write` rule
+    /// that granted each target (nothing for an admin or open access: no rule was asked);
+    /// without, they build no site.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn check_write(
         &self,
@@ -110,6 +112,7 @@ impl Access {
         base: &Path,
         relative: &[Path],
         now_ms: u64,
+        grants: Option<&mut Vec<RuleSite>>,
     ) -> Result<(), Refusal> {
         if *auth == AuthState::Admin {
             return Ok(());
@@ -119,25 +122,22 @@ impl Access {
             Access::Locked => Err(locked(base)),
             Access::Rules(rules) => {
                 let mut coverage = observer(coverage);
-                match relative {
-                    [only] if only.is_root() => decision(rules.can_write_with(
-                        old_root,
-                        new_root,
-                        base,
-                        auth.variable(),
-                        now_ms,
-                        coverage.as_deref_mut(),
-                    )),
-                    _ => decision(rules.can_update_with(
-                        old_root,
-                        new_root,
-                        base,
-                        relative,
-                        auth.variable(),
-                        now_ms,
-                        coverage.as_deref_mut(),
-                    )),
-                }
+                let coverage = coverage.as_deref_mut();
+                let auth = auth.variable();
+                decision(match (relative, grants) {
+                    ([only], None) if only.is_root() => {
+                        rules.can_write_with(old_root, new_root, base, auth, now_ms, coverage)
+                    }
+                    ([only], Some(grants)) if only.is_root() => rules.can_write_granted(
+                        old_root, new_root, base, auth, now_ms, coverage, grants,
+                    ),
+                    (_, None) => rules.can_update_with(
+                        old_root, new_root, base, relative, auth, now_ms, coverage,
+                    ),
+                    (_, Some(grants)) => rules.can_update_granted(
+                        old_root, new_root, base, relative, auth, now_ms, coverage, grants,
+                    ),
+                })
             }
         }
     }

@@ -10,6 +10,7 @@ use hearth_tree::{Node, Path};
 use serde_json::Value;
 
 use crate::access::{Access, AuthState, CoverageSlot, Refusal};
+use crate::audit::AuditOp;
 use crate::effect::{Effect, Effects, Push, PushData, Target};
 use crate::limits::MAX_LISTENS_PER_SESSION;
 use crate::ondisconnect::{OnDisconnectQueue, QueuedOp};
@@ -80,6 +81,9 @@ pub struct Database {
     /// Whether `strictTriggerValidation` is off: a write past the triggers' limits is applied
     /// and delivered in part rather than refused (`triggers::check_limits`).
     lenient_triggers: bool,
+    /// Whether each applied write is followed by its [`Effect::Audit`] (who, how, which
+    /// rule). Off, the write path builds nothing for it.
+    audited: bool,
 }
 
 impl Database {
@@ -199,6 +203,18 @@ impl Database {
         &self.access
     }
 
+    /// Audits every write applied from now on (`true`): each one's [`Effect::Log`] is followed
+    /// by an [`Effect::Audit`] naming who wrote, how, and the rule that allowed it. Off by
+    /// default, and then writes pay nothing for it (no allocation, no extra rule work).
+    pub fn set_audited(&mut self, on: bool) {
+        self.audited = on;
+    }
+
+    /// Whether the database's writes are audited (see [`Database::set_audited`]).
+    pub fn is_audited(&self) -> bool {
+        self.audited
+    }
+
     /// Applies a write that another node already checked and applied: a follower's copy of
     /// the database (`hearth-server`'s `replica`). No rules, no read-only check and no pushes:
     /// a follower's copy has no listeners (its clients are served by the owner).
@@ -299,14 +315,15 @@ impl Database {
             // Each queued write is checked again, with the session's identity, against the
             // data of now. One that is refused or no longer applies is dropped: there is nobody
             // left to tell.
-            let result = match op {
+            let checked = match &op {
                 QueuedOp::Put { target, data } => {
-                    self.put_as(&session.auth, &target, &data, None, now_ms, out)
+                    self.prepare_put(&session.auth, target, data, None, now_ms)
                 }
                 QueuedOp::Merge { path, entries } => {
-                    self.merge_as(&session.auth, &path, &entries, now_ms, out)
+                    self.prepare_merge(&session.auth, path, entries, None, now_ms)
                 }
             };
+            let result = checked.map(|checked| checked.on_disconnect().commit(out));
             if let Err(reply) = result {
                 tracing::debug!(conn, ?reply, "onDisconnect write dropped");
             }
@@ -368,7 +385,7 @@ impl Database {
                     base: path,
                     ops: entries.into_ops(),
                 };
-                match self.check(&auth, write, None, None, now_ms) {
+                match self.check(&auth, AuditOp::Update, write, None, None, now_ms) {
                     Ok(checked) => {
                         checked.commit(out);
                         Reply::write_ok()
@@ -627,3 +644,7 @@ mod prepared_tests;
 #[cfg(test)]
 #[path = "database_access_tests.rs"]
 mod access_tests;
+
+#[cfg(test)]
+#[path = "audit_tests.rs"]
+mod audit_tests;

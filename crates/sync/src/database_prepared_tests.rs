@@ -24,6 +24,7 @@ fn comparable(effects: &Effects) -> Vec<String> {
             Effect::Push { push, targets } => format!("push {push:?} to {targets:?}"),
             Effect::Cancel { conn, path, .. } => format!("cancel {conn} {path}"),
             Effect::Volatile => "volatile".to_owned(),
+            Effect::Audit(facts) => format!("audit {facts:?}"),
             Effect::Triggered {
                 changes, dropped, ..
             } => format!("triggered {changes:?} {dropped}"),

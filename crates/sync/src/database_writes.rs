@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::volatile::{classify, Classified, MIXED_WRITE_MESSAGE};
 use super::{invalid, refused, Database};
 use crate::access::{Access, AuthState, Refusal, WriteScope};
+use crate::audit::{AuditFacts, AuditOp, Grant};
 use crate::effect::{Effect, Effects};
 use crate::events::write_events;
 use crate::limits::MAX_MERGE_ENTRIES;
@@ -40,6 +41,9 @@ pub struct CheckedWrite<'a> {
     writer: Option<AuthState>,
     /// The changes it makes for the database's triggers, found while checking it.
     triggered: Option<(Vec<TriggerChange>, usize)>,
+    /// Its audit record, made only on an audited database and for a logged (not volatile)
+    /// write: who writes, how, and the grant the access check found.
+    audit: Option<Box<AuditFacts>>,
 }
 
 impl CheckedWrite<'_> {
@@ -57,9 +61,24 @@ impl CheckedWrite<'_> {
             self.database
                 .commit_volatile(self.write, self.new_root, out);
         } else {
-            self.database
-                .commit(self.write, self.new_root, self.writer, self.triggered, out);
+            self.database.commit(
+                self.write,
+                self.new_root,
+                self.writer,
+                self.triggered,
+                self.audit,
+                out,
+            );
         }
+    }
+
+    /// Marks the write as one an onDisconnect queue made, for its audit record (it was
+    /// checked as the set or update it is).
+    pub(super) fn on_disconnect(mut self) -> Self {
+        if let Some(audit) = &mut self.audit {
+            audit.op = AuditOp::OnDisconnect;
+        }
+        self
     }
 }
 
@@ -165,7 +184,14 @@ impl Database {
             base: target.path.clone(),
             ops: vec![op],
         };
-        self.check(auth, write, data_error, condition, now_ms)
+        self.check(
+            auth,
+            set_op(&condition),
+            write,
+            data_error,
+            condition,
+            now_ms,
+        )
     }
 
     /// [`Database::prepare_put`] for data converted ahead (see [`PreparedSet`]): the same
@@ -185,7 +211,7 @@ impl Database {
                 change: data.into_change(),
             }],
         };
-        self.check(auth, write, None, condition, now_ms)
+        self.check(auth, set_op(&condition), write, None, condition, now_ms)
     }
 
     /// Applies a multi-path update atomically with admin rights (no rules).
@@ -224,17 +250,19 @@ impl Database {
         now_ms: u64,
     ) -> Result<CheckedWrite<'_>, Reply> {
         let (write, data_error) = self.resolve_merge(path, entries, now_ms)?;
-        self.check(auth, write, data_error, condition, now_ms)
+        self.check(auth, AuditOp::Update, write, data_error, condition, now_ms)
     }
 
     /// Decides whether `auth` may make `write`, in an order chosen so that a refused caller
     /// gets the same answer whatever the hidden data holds: first the access checks (the
     /// rules, and for a compare-and-set the right to read its location, since its answer
     /// tells whether the hash matches), then what depends on the data: the hash, then an
-    /// error found while resolving server values against the data (`data_error`).
+    /// error found while resolving server values against the data (`data_error`). `op` is
+    /// what kind of request it is, for its audit record on an audited database.
     pub(super) fn check(
         &mut self,
         auth: &AuthState,
+        op: AuditOp,
         write: Write,
         data_error: Option<WriteError>,
         condition: Option<Condition<'_>>,
@@ -251,6 +279,7 @@ impl Database {
                 volatile: false,
                 writer: None,
                 triggered: None,
+                audit: None,
             });
         }
         self.check_writable()?;
@@ -266,8 +295,16 @@ impl Database {
                 )
                 .map_err(|refusal| self.denied(0, &refusal))?;
         }
-        self.check_write(auth, &write, &new_root, now_ms)
-            .map_err(|refusal| self.denied(0, &refusal))?;
+        // An audited database asks the rules which of them granted; the others do not pay
+        // for it.
+        let grant = if self.audited {
+            self.check_write_granted(auth, &write, &new_root, now_ms)
+                .map(Some)
+        } else {
+            self.check_write(auth, &write, &new_root, now_ms)
+                .map(|()| None)
+        }
+        .map_err(|refusal| self.denied(0, &refusal))?;
         // Whether a write mixes volatile and durable paths depends on its paths and the
         // rules only; it is told after the rules allowed the write, so that it tells a refused
         // caller nothing of the rules either.
@@ -300,6 +337,14 @@ impl Database {
                 return Err(Reply::error(Status::LimitExceeded, reason));
             }
         }
+        // A volatile write is not logged, so it has no audit record either.
+        let audit = grant.filter(|_| !volatile).map(|grant| {
+            Box::new(AuditFacts {
+                writer: auth.clone(),
+                op,
+                grant,
+            })
+        });
         Ok(CheckedWrite {
             database: self,
             write,
@@ -307,6 +352,7 @@ impl Database {
             volatile,
             writer,
             triggered,
+            audit,
         })
     }
 
@@ -413,7 +459,38 @@ impl Database {
             &write.base,
             &relative,
             now_ms,
+            None,
         )
+    }
+
+    /// [`Database::check_write`], also telling why the write is allowed: an admin's, open
+    /// access, or the `.write` rules that granted its targets.
+    pub(super) fn check_write_granted(
+        &self,
+        auth: &AuthState,
+        write: &Write,
+        new_root: &Node,
+        now_ms: u64,
+    ) -> Result<Grant, Refusal> {
+        if *auth == AuthState::Admin {
+            return Ok(Grant::Admin);
+        }
+        if matches!(self.access, Access::Open) {
+            return Ok(Grant::Open);
+        }
+        let relative: Vec<Path> = write.ops.iter().map(|op| op.path.clone()).collect();
+        let mut sites = Vec::new();
+        self.access.check_write(
+            &self.coverage,
+            auth,
+            &self.root,
+            new_root,
+            &write.base,
+            &relative,
+            now_ms,
+            Some(&mut sites),
+        )?;
+        Ok(Grant::from_sites(&sites))
     }
 
     /// Applies a resolved write: the new root replaces the old one, the write goes to the log,
@@ -424,12 +501,16 @@ impl Database {
         new_root: Node,
         writer: Option<AuthState>,
         triggered: Option<(Vec<TriggerChange>, usize)>,
+        audit: Option<Box<AuditFacts>>,
         out: &mut Effects,
     ) {
         let old_root = std::mem::replace(&mut self.root, new_root);
         self.stats.writes += 1;
         let write = Arc::new(write);
         out.push(Effect::Log(write.clone()));
+        if let Some(audit) = audit {
+            out.push(Effect::Audit(audit));
+        }
         if let Some((changes, dropped)) = triggered {
             if !changes.is_empty() || dropped > 0 {
                 out.push(Effect::Triggered {
@@ -500,6 +581,14 @@ fn precheck(
     }
     let refusal = Refusal { detail };
     Err(refused(explain, 0, &refusal))
+}
+
+/// The kind of a set for its audit record: a compare-and-set is a transaction's.
+fn set_op(condition: &Option<Condition<'_>>) -> AuditOp {
+    match condition {
+        Some(_) => AuditOp::Transaction,
+        None => AuditOp::Set,
+    }
 }
 
 /// Resolves one operation's server values against `existing` and converts it. `base` is the

@@ -6,6 +6,7 @@ use hearth_tree::{Node, Path};
 use serde_json::Value;
 
 use crate::access::AuthState;
+use crate::audit::AuditFacts;
 use crate::request::{ConnId, Tag};
 use crate::triggers::TriggerChange;
 use crate::write::Write;
@@ -49,6 +50,11 @@ pub enum Effect {
     },
     /// A write was applied: it must reach the write-ahead log before it is acknowledged.
     Log(Arc<Write>),
+    /// Emitted right after the [`Effect::Log`] of a write applied on an audited database
+    /// ([`Database::set_audited`](crate::Database::set_audited)), for its audit trail: who
+    /// wrote, how, and the rule that allowed it. Boxed so that the other effects stay small;
+    /// a database that is not audited never builds one.
+    Audit(Box<AuditFacts>),
     /// The changes the write just logged made for the database's triggers, to deliver once
     /// it is durable; `dropped` more were past the limit of one write
     /// ([`MAX_TRIGGER_CHANGES_PER_WRITE`](crate::triggers::MAX_TRIGGER_CHANGES_PER_WRITE)).

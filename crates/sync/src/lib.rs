@@ -7,6 +7,7 @@
 //! connections: a listen's data before its reply, a write's pushes before its acknowledgement.
 
 mod access;
+pub mod audit;
 mod database;
 mod effect;
 mod events;

@@ -12,6 +12,7 @@
 //! `hearth backup` and `hearth restore`: a consistent backup of a running server into a
 //! directory, and a new data directory from it.
 
+mod audit;
 mod backup;
 mod client;
 mod error;
@@ -26,6 +27,7 @@ mod target;
 mod tls;
 mod watch;
 
+pub use audit::{audit_erase, audit_query, AuditFilter};
 pub use backup::{backup, BackupArgs};
 pub use client::{Client, Connection, DatabaseArgs, ServerArgs, DEFAULT_URL};
 pub use error::{Result, ToolsError};

@@ -8,11 +8,12 @@ use super::client::{Call, Client, DatabaseArgs};
 use super::error::{Result, ToolsError};
 
 /// The settings `hearth settings` knows, as the endpoints name them.
-pub const SETTINGS: [&str; 4] = [
+pub const SETTINGS: [&str; 5] = [
     "defaultWriteSizeLimit",
     "strictTriggerValidation",
     "appCheck",
     "quotas",
+    "audit",
 ];
 
 fn setting_path(name: &str) -> Result<String> {
@@ -34,7 +35,7 @@ pub fn settings_get(server: &DatabaseArgs, name: &str) -> Result<()> {
 }
 
 /// `hearth settings set NAME VALUE`: `VALUE` as the setting takes it (`small`, `true`, or for
-/// `quotas` a JSON object).
+/// `quotas` and `audit` a JSON object).
 pub fn settings_set(server: &DatabaseArgs, name: &str, value: &str) -> Result<()> {
     let path = setting_path(name)?;
     let body = match value {

@@ -11,6 +11,7 @@
 
 pub mod accept;
 pub mod admin;
+mod audit;
 pub mod console;
 pub mod front;
 mod http;

@@ -11,6 +11,7 @@
 //! knows no database, shard or role, so every role may use it. `cache` holds the serialized
 //! answers the owner keeps.
 
+pub mod audit_api;
 pub mod cache;
 mod params;
 mod parse;
@@ -91,6 +92,11 @@ pub enum Endpoint {
     InspectDatabases,
     /// The database's settings and ruleset history (`settings_api`, admins only).
     Settings(SettingsEndpoint),
+    /// `GET /.settings/auditTrail.json`: entries of the database's audit trail
+    /// (`audit_api`, admins only).
+    AuditQuery(Box<hearth_audit::AuditQuery>),
+    /// `DELETE /.settings/auditTrail.json?uid=U`: erases a user's entries (admins only).
+    AuditErase { uid: String },
 }
 
 impl Endpoint {
@@ -308,7 +314,9 @@ pub fn make_call(
         | Endpoint::Preflight { .. }
         | Endpoint::AdminDatabases
         | Endpoint::InspectDatabases
-        | Endpoint::Backup => {
+        | Endpoint::Backup
+        | Endpoint::AuditQuery(_)
+        | Endpoint::AuditErase { .. } => {
             return Err(RestResponse::error(500, "not a database request"));
         }
     };

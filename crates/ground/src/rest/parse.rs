@@ -159,6 +159,9 @@ fn settings_endpoint(
     if let Some(endpoint) = settings_api::settings_document(&parts.method, path) {
         return endpoint.map(Endpoint::Settings);
     }
+    if path == super::audit_api::AUDIT_TRAIL_PATH {
+        return super::audit_api::endpoint(parts, query);
+    }
     if path == "/.settings/profile.json" {
         if parts.method != Method::GET {
             return Err(method_not_allowed("GET, OPTIONS"));

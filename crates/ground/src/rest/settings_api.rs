@@ -7,6 +7,7 @@
 //! | `GET, PUT /.settings/strictTriggerValidation.json` | `true` or `false` |
 //! | `GET, PUT /.settings/appCheck.json` | `"enforced"` or `"unenforced"` |
 //! | `GET, PUT /.settings/quotas.json` | `{"connections": N, "writesPerSecond": N, ...}` |
+//! | `GET, PUT /.settings/audit.json` | `{"enabled": true, "retentionDays": N}` |
 //! | `POST /.settings/rulesets.json` | stages the body (a rules document): `{"id": ID}` |
 //! | `GET /.settings/rulesets.json` | the history: rulesets, labels, label changes |
 //! | `GET /.settings/rulesets/ID.json` | one ruleset with its source |
@@ -39,6 +40,8 @@ pub enum SettingName {
     AppCheck,
     /// Hearth's own: the database's quotas, an object (docs/quotas.md).
     Quotas,
+    /// Hearth's own: the audit trail, an object (docs/audit.md).
+    Audit,
 }
 
 impl SettingName {
@@ -48,6 +51,7 @@ impl SettingName {
             "strictTriggerValidation.json" => Some(SettingName::StrictTriggerValidation),
             "appCheck.json" => Some(SettingName::AppCheck),
             "quotas.json" => Some(SettingName::Quotas),
+            "audit.json" => Some(SettingName::Audit),
             _ => None,
         }
     }
@@ -72,7 +76,9 @@ impl SettingsEndpoint {
     /// The most body bytes the request may send, or `None` when it takes no body.
     pub fn body_limit(&self) -> Option<usize> {
         match self {
-            SettingsEndpoint::Put(SettingName::Quotas) => Some(MAX_LABELS_BODY_BYTES),
+            SettingsEndpoint::Put(SettingName::Quotas | SettingName::Audit) => {
+                Some(MAX_LABELS_BODY_BYTES)
+            }
             SettingsEndpoint::Put(_) => Some(MAX_SETTING_BODY_BYTES),
             SettingsEndpoint::Stage => Some(hearth_rules::MAX_RULES_BYTES),
             SettingsEndpoint::SetLabels => Some(MAX_LABELS_BODY_BYTES),

@@ -34,6 +34,7 @@ pub fn load_evicted(owner: &Owner, namespace: &str, now: u64) -> Option<Loaded> 
             }
             owner.apply_rules(&mut loaded, snapshot.rules, now);
             loaded.set_settings(snapshot.settings);
+            owner.follow_audit(&mut loaded);
             // Snapshots hold no volatile data, but an import's snapshot may.
             loaded.drop_volatile_data();
             loaded.loaded_from_disk();

@@ -126,7 +126,12 @@ async fn after_snapshot(owner: &Owner, info: &SnapshotInfo) {
     let old = store.record_snapshot(info);
     let removal = store.take_truncation();
     let storage = store.storage().clone();
+    let trail = crate::audit::before_truncation(owner);
     let removed = tokio::task::spawn_blocking(move || {
+        // The audit entries the segments carry must be in the trail's files first.
+        if let Some(trail) = trail {
+            trail.sync();
+        }
         let segments = removal.execute()?;
         remove_files(&*storage, &old)?;
         Ok::<_, StoreError>(segments)
@@ -174,6 +179,9 @@ pub fn snapshot_all(owner: &Owner) {
         }
     }
     let removal = store.take_truncation();
+    if let Some(trail) = crate::audit::before_truncation(owner) {
+        trail.sync();
+    }
     if let Err(error) = removal
         .execute()
         .and_then(|_| remove_files(&**store.storage(), &old))

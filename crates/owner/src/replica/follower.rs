@@ -80,6 +80,11 @@ pub fn apply(owner: &Owner, namespace: &str, records: &[u8], reset: bool) -> Opt
                         .store()
                         .map(|store| loaded.log_to(store, RecordRef::Settings(text)))
                 }
+                // The owner's entry of the write before it: this node's trail copies it
+                // once its own log has it, so that a failover keeps the trail.
+                RecordBody::Audit(entry) => owner
+                    .store()
+                    .map(|store| loaded.log_to(store, RecordRef::Audit(entry))),
                 _ => None,
             };
             if let Some(Err(error)) = appended {

@@ -15,8 +15,9 @@ use serde_json::Value;
 use super::answer::{etag_of, reply_error, NULL_ETAG};
 use super::read::read;
 use super::settings::{coverage, get_rules, put_rules};
+use crate::audit::Origin;
 use crate::caller_limits::Identity;
-use crate::effects::route_effects;
+use crate::effects::route_effects_from;
 use crate::profile::Operation;
 use crate::quotas::{Quota, WriteSize};
 use crate::state::Owner;
@@ -249,6 +250,7 @@ impl Write<'_> {
         let mut late = None;
         // The emulator suite's import writes without triggers (an admin's choice only).
         let quiet = self.request.disable_triggers && *self.auth == AuthState::Admin;
+        let origin = Origin::rest(self.request.address);
         let response = owner.with_database(namespace, |database| {
             if self.limit == WriteSizeLimit::Default {
                 self.limit = database.settings().write_size_limit();
@@ -288,7 +290,7 @@ impl Write<'_> {
         if quiet {
             effects.retain(|effect| !matches!(effect, Effect::Triggered { .. }));
         }
-        route_effects(owner, namespace, effects);
+        route_effects_from(owner, namespace, effects, origin);
         (response, late)
     }
 

@@ -6,9 +6,11 @@
 
 use std::sync::Arc;
 
+use hearth_config::ServeConfig;
 use hearth_ground::rest::{RestResponse, SettingName, SettingsEndpoint};
 use hearth_ground::settings::{
-    AppCheckMode, DatabaseSettings, Labels, Quotas, Ruleset, SettingsError, WriteSizeTier,
+    AppCheckMode, AuditSetting, DatabaseSettings, Labels, Quotas, Ruleset, SettingsError,
+    WriteSizeTier,
 };
 use hearth_net::time::now_ms;
 use hearth_rules::Rules;
@@ -33,7 +35,7 @@ pub fn answer(
 ) -> RestResponse {
     let result = match endpoint {
         SettingsEndpoint::Get(name) => Ok(read(owner, namespace, |s| {
-            setting(s, *name, owner.config().app_check_enforced)
+            setting(s, *name, owner.config())
         })),
         SettingsEndpoint::Put(name) => put_setting(owner, namespace, *name, body),
         SettingsEndpoint::Stage => stage(owner, namespace, body, who),
@@ -56,7 +58,9 @@ fn read<T>(owner: &Owner, namespace: &str, f: impl FnOnce(&DatabaseSettings) -> 
 }
 
 /// A setting's value as `GET` shows it: the default when it was never set.
-fn setting(settings: &DatabaseSettings, name: SettingName, enforced_by_default: bool) -> Value {
+fn setting(settings: &DatabaseSettings, name: SettingName, config: &ServeConfig) -> Value {
+    let enforced_by_default = config.app_check_enforced;
+    let audit = &config.audit;
     match name {
         SettingName::DefaultWriteSizeLimit => {
             json!(settings
@@ -68,6 +72,10 @@ fn setting(settings: &DatabaseSettings, name: SettingName, enforced_by_default: 
             AppCheckMode::Enforced
         } else {
             AppCheckMode::Unenforced
+        }),
+        SettingName::Audit => json!({
+            "enabled": settings.audited(audit.by_default),
+            "retentionDays": settings.audit_retention(audit.retention_days),
         }),
         SettingName::Quotas => {
             let quotas = settings.quotas;
@@ -89,7 +97,7 @@ fn put_setting(
 ) -> Result<Value, RestResponse> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|_| RestResponse::error(400, "the body must be a JSON value"))?;
-    let enforced_by_default = owner.config().app_check_enforced;
+    let config = owner.config().clone();
     change_settings(owner, namespace, |settings, _| {
         match name {
             SettingName::DefaultWriteSizeLimit => {
@@ -127,6 +135,30 @@ fn put_setting(
                     .map_err(|reason| RestResponse::error(400, reason))?;
                 settings.quotas = quotas;
             }
+            SettingName::Audit => {
+                if !value.is_object() {
+                    return Err(RestResponse::error(
+                        400,
+                        "the audit setting must be a JSON object",
+                    ));
+                }
+                let audit: AuditSetting = serde_json::from_value(value.clone()).map_err(|error| {
+                    RestResponse::error(
+                        400,
+                        format!("the audit setting must be an object of enabled (true, false or null) and retentionDays (days, or null): {error}"),
+                    )
+                })?;
+                audit
+                    .check()
+                    .map_err(|reason| RestResponse::error(400, reason))?;
+                if audit.enabled == Some(true) && owner.audit_trail().is_none() {
+                    return Err(RestResponse::error(
+                        400,
+                        "this server keeps no audit trail: it runs without a data directory (--durability none)",
+                    ));
+                }
+                settings.audit = audit;
+            }
             SettingName::AppCheck => {
                 let mode = serde_json::from_value(value.clone()).map_err(|_| {
                     RestResponse::error(400, "appCheck must be \"enforced\" or \"unenforced\"")
@@ -134,7 +166,7 @@ fn put_setting(
                 settings.app_check = Some(mode);
             }
         }
-        Ok((setting(settings, name, enforced_by_default), None))
+        Ok((setting(settings, name, &config), None))
     })
 }
 
@@ -220,7 +252,9 @@ pub fn change_settings(
             database.set_rules(Some(text.clone()));
             text
         });
-        Ok((answer, rules, database.replace_settings(settings)))
+        let document = database.replace_settings(settings);
+        owner.follow_audit(database);
+        Ok((answer, rules, document))
     });
     let (answer, rules, document) = outcome?;
     if let Some(rules) = rules {

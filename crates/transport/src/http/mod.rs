@@ -182,9 +182,11 @@ fn parsed_kind(endpoint: &Endpoint) -> RequestKind {
         | Endpoint::TriggersGet
         | Endpoint::TriggerRegister
         | Endpoint::Settings(_) => RequestKind::RestRules,
-        Endpoint::AdminDatabases | Endpoint::InspectDatabases | Endpoint::Backup => {
-            RequestKind::RestAdmin
-        }
+        Endpoint::AdminDatabases
+        | Endpoint::InspectDatabases
+        | Endpoint::Backup
+        | Endpoint::AuditQuery(_)
+        | Endpoint::AuditErase { .. } => RequestKind::RestAdmin,
         Endpoint::Data(data) if data.stream => RequestKind::RestStream,
         Endpoint::Data(data) => match data.method {
             DataMethod::Get => RequestKind::RestGet,
@@ -248,6 +250,16 @@ async fn answer(
                 .into_http()
         }
         Endpoint::Backup => return front.endpoints().backup().await,
+        Endpoint::AuditQuery(query) => {
+            return crate::audit::query(&front, &parsed.namespace, query)
+                .await
+                .into_http()
+        }
+        Endpoint::AuditErase { uid } => {
+            return crate::audit::erase(&front, &parsed.namespace, uid)
+                .await
+                .into_http()
+        }
         _ => {}
     }
     let owner = front.owner_of(&parsed.namespace);
