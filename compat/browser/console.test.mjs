@@ -4,7 +4,8 @@
 // value and refusing to overwrite one changed since it was read, deletes that name their path
 // (the database's name typed at the root), errors shown at the box that caused them, the
 // rules editor's errors at their line, the ruleset history (a diff with the stable ruleset, a
-// rollback) and the two settings, and the metrics charts (a time axis, and what each counts).
+// rollback) and the two settings, the audit trail (turned on, searched, filtered, a user's
+// entries erased), and the metrics charts (a time axis, and what each counts).
 // Also: without the token, everything the console calls refuses.
 //
 //   cd compat && npm ci && HEARTH_BIN=../target/release/hearth node --test browser/console.test.mjs
@@ -692,6 +693,151 @@ describe('the web console against a --dev server', { timeout: 90_000 }, () => {
       await page.locator('#settings-status', { hasText: `settings of ${db}` }).waitFor();
       assert.equal(await page.inputValue('#setting-write-size'), 'large');
       assert.ok(!(await page.locator('#settings-status').getAttribute('class')).includes('error'));
+    } finally {
+      await context.close();
+    }
+    assert.deepEqual(errors, []);
+  });
+
+  it('turns auditing on, lists the entries of a search, filters them by uid, and erases a uid once confirmed', async () => {
+    const db = 'auditdb';
+    const base = `http://127.0.0.1:${server.port}`;
+    const call = async (method, endpoint, { body, token = 'owner', query = '' } = {}) => {
+      const auth = token === 'owner' ? '' : `&auth=${token}`;
+      const response = await fetch(`${base}${endpoint}?ns=${db}${auth}${query}`, {
+        method,
+        headers: token === 'owner' ? { authorization: 'Bearer owner' } : {},
+        body,
+        signal: AbortSignal.timeout(WAIT),
+      });
+      const text = await response.text();
+      return { status: response.status, text, json: () => JSON.parse(text) };
+    };
+    /** An unsigned mock token of `uid`, which a --dev server accepts as the user's. */
+    const userOf = (uid) => {
+      const part = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+      return `${part({ alg: 'none', typ: 'JWT' })}.${part({ sub: uid, user_id: uid, iat: Math.floor(Date.now() / 1000) })}.`;
+    };
+    const trail = async (query = '') => {
+      const answer = await call('GET', '/.settings/auditTrail.json', { query });
+      assert.equal(answer.status, 200, answer.text);
+      return answer.text.split('\n').filter(Boolean).map((line) => JSON.parse(line));
+    };
+    const rules = { rules: { '.read': true, rooms: { $room: { '.write': 'auth != null' } } } };
+    assert.equal((await call('PUT', '/.settings/rules.json', { body: JSON.stringify(rules) })).status, 200);
+
+    const context = await browser.newContext({ viewport: { width: 1280, height: 760 } });
+    const errors = [];
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(WAIT);
+      page.on('pageerror', (error) => errors.push(error.message));
+      await page.goto(`${base}/_/console/#ns=${db}`, { timeout: 15_000 });
+      await page.locator('#current-db', { hasText: db }).waitFor();
+
+      // The switch and the retention, each saved at once, the effective values shown.
+      await page.click('.tabs button[data-tab="audit"]');
+      await page.locator('#audit-setting-status', { hasText: 'writes are not audited (entries are kept 30 days)' }).waitFor();
+      assert.equal(await page.isChecked('#audit-enabled'), false);
+      assert.equal(await page.inputValue('#audit-retention'), '30');
+      await page.check('#audit-enabled');
+      await page.locator('#audit-setting-status', { hasText: 'saved: writes are audited; entries are kept 30 days' }).waitFor();
+      assert.deepEqual((await call('GET', '/.settings/audit.json')).json(), { enabled: true, retentionDays: 30 });
+      await page.fill('#audit-retention', '7');
+      await page.press('#audit-retention', 'Tab');
+      await page.locator('#audit-setting-status', { hasText: 'saved: writes are audited; entries are kept 7 days' }).waitFor();
+      assert.deepEqual((await call('GET', '/.settings/audit.json')).json(), { enabled: true, retentionDays: 7 });
+
+      // Writes: two of ada's and one of bob's over REST with their tokens, a set and an
+      // update of the owner's.
+      const ada = userOf('ada');
+      const bob = userOf('bob');
+      for (const [endpoint, method, body, token] of [
+        ['/rooms/r1/title.json', 'PUT', '"One"', ada],
+        ['/rooms/r2/title.json', 'PUT', '"Two"', bob],
+        ['/rooms/r1/topic.json', 'PUT', '"cats"', ada],
+        ['/rooms/r3.json', 'PUT', '{"title": "Three"}', 'owner'],
+        ['/rooms.json', 'PATCH', '{"r1/pinned": true, "r3/pinned": false}', 'owner'],
+      ]) {
+        const written = await call(method, endpoint, { body, token });
+        assert.equal(written.status, 200, `${method} ${endpoint}: ${written.text}`);
+      }
+      // The trail's thread copies entries a moment after their writes are acknowledged.
+      for (let tries = 0; (await trail()).length < 5; tries++) {
+        assert.ok(tries < 600, 'the five writes are traced');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+
+      const rows = page.locator('#audit-rows tr');
+      const table = () =>
+        rows.evaluateAll((trs) =>
+          trs.map((tr) => {
+            const cells = [...tr.children].map((td) => td.textContent);
+            return { op: cells[1], path: tr.querySelector('.audit-path').textContent, uid: cells[3], transport: cells[5], rules: cells[7] };
+          }),
+        );
+      await page.click('#audit-search');
+      await page.locator('#audit-status', { hasText: '5 entries, oldest first' }).waitFor();
+      assert.deepEqual(await table(), [
+        { op: 'set', path: '/rooms/r1/title', uid: 'ada', transport: 'rest', rules: '/rooms/$room/.write' },
+        { op: 'set', path: '/rooms/r2/title', uid: 'bob', transport: 'rest', rules: '/rooms/$room/.write' },
+        { op: 'set', path: '/rooms/r1/topic', uid: 'ada', transport: 'rest', rules: '/rooms/$room/.write' },
+        { op: 'set', path: '/rooms/r3', uid: '—', transport: 'rest', rules: 'admin' },
+        { op: 'update', path: '/rooms', uid: '—', transport: 'rest', rules: 'admin' },
+      ]);
+      assert.deepEqual(
+        (await rows.nth(4).locator('.audit-paths li').allTextContents()).sort(),
+        ['/rooms/r1/pinned', '/rooms/r3/pinned'],
+        "the update's paths",
+      );
+      const first = await rows.first().locator('td').allTextContents();
+      assert.match(first[0], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$/, `a local time: ${first}`);
+      assert.equal(first[6], '127.0.0.1');
+      assert.ok(await page.locator('#audit-more').isHidden(), 'one page holds them all');
+      await page.screenshot({ path: path.join(SHOTS, 'audit.png') });
+
+      // Filtered by uid, and by path.
+      await page.fill('#audit-uid', 'ada');
+      await page.click('#audit-search');
+      await page.locator('#audit-status', { hasText: '2 entries, oldest first' }).waitFor();
+      assert.deepEqual((await table()).map((row) => [row.uid, row.path]), [['ada', '/rooms/r1/title'], ['ada', '/rooms/r1/topic']]);
+      await page.fill('#audit-uid', '');
+      await page.fill('#audit-path', 'rooms/r3');
+      await page.click('#audit-search');
+      // The same count as the search before: wait for the owner's rows themselves.
+      await page.locator('#audit-rows tr:not([data-uid])').nth(1).waitFor();
+      await page.locator('#audit-status', { hasText: '2 entries, oldest first' }).waitFor();
+      assert.deepEqual((await table()).map((row) => [row.op, row.path]), [['set', '/rooms/r3'], ['update', '/rooms']]);
+      await page.fill('#audit-path', '');
+
+      // Erasing asks first; dismissed, nothing goes.
+      const answer = (accept) =>
+        new Promise((resolve) =>
+          page.once('dialog', async (dialog) => {
+            resolve(dialog.message());
+            await (accept ? dialog.accept() : dialog.dismiss());
+          }),
+        );
+      await page.fill('#audit-erase-uid', 'ada');
+      let asked = answer(false);
+      await page.click('#audit-erase-go');
+      assert.equal(await asked, `Erase every audit entry of ada in ${db}? They cannot be brought back.`);
+      assert.equal((await trail('&uid=ada')).length, 2, 'dismissed: nothing erased');
+      asked = answer(true);
+      await page.click('#audit-erase-go');
+      await asked;
+      await page.locator('#audit-erase-status', { hasText: '2 entries erased' }).waitFor();
+      assert.deepEqual(await trail('&uid=ada'), []);
+      await page.click('#audit-search');
+      await page.locator('#audit-status', { hasText: '3 entries, oldest first' }).waitFor();
+      assert.deepEqual((await table()).map((row) => row.uid), ['bob', '—', '—']);
+
+      // A refused value is said next to the box, and the box goes back to the server's.
+      await page.fill('#audit-retention', '0');
+      await page.press('#audit-retention', 'Tab');
+      await page.locator('#audit-setting-status.error', { hasText: 'not changed' }).waitFor();
+      assert.equal(await page.inputValue('#audit-retention'), '7');
+      assert.equal(await page.isChecked('#audit-enabled'), true);
     } finally {
       await context.close();
     }

@@ -75,12 +75,12 @@ describe('audit trail', () => {
     }, 10_000);
     const summary = entries.map((e) => [e.op, e.path, e.uid, e.transport, e.rules.join(',')]);
     assert.deepEqual(summary, [
-      ['set', '/rooms/r1/m1', 'ada', 'realtime', '/rooms/$room/.write'],
-      ['update', '/rooms/r1', 'ada', 'realtime', '/rooms/$room/.write'],
-      ['transaction', '/rooms/r1/count', 'ada', 'realtime', '/rooms/$room/.write'],
-      ['set', '/open/x', null, 'realtime', '/open/.write'],
+      ['set', '/rooms/r1/m1', 'ada', 'websocket', '/rooms/$room/.write'],
+      ['update', '/rooms/r1', 'ada', 'websocket', '/rooms/$room/.write'],
+      ['transaction', '/rooms/r1/count', 'ada', 'websocket', '/rooms/$room/.write'],
+      ['set', '/open/x', null, 'websocket', '/open/.write'],
       ['set', '/rooms/r2', null, 'rest', 'admin'],
-      ['onDisconnect', '/rooms/r1/online', 'ada', 'realtime', '/rooms/$room/.write'],
+      ['onDisconnect', '/rooms/r1/online', 'ada', 'websocket', '/rooms/$room/.write'],
     ]);
     assert.deepEqual(entries[1].paths, ['/rooms/r1/m2', '/rooms/r1/m3/x']);
     assert.ok(entries.every((e) => e.address === '127.0.0.1'), JSON.stringify(entries));
@@ -94,6 +94,8 @@ describe('audit trail', () => {
     assert.equal((await trail(ns, { since: String(entries[3].time + 1) })).every((e) => e.time > entries[3].time), true);
     assert.deepEqual((await trail(ns, { after: String(entries[4].seq) })).map((e) => e.op), ['onDisconnect']);
     assert.equal((await trail(ns, { limit: '2' })).length, 2);
+    const metrics = (await admin(`${baseURL(h.server)}/metrics`)).text;
+    assert.match(metrics, /hearth_audit_entries_total\{stage="written"\} [1-9]/);
   });
 
   it('traces every acknowledged write exactly once across a SIGKILL in the middle of writes', { timeout: 60_000 }, async () => {

@@ -224,4 +224,43 @@ describe('log shipping to a follower node', () => {
       await alone.kill('SIGKILL');
     }
   });
+  it('an audited database\'s trail reaches the follower: each acknowledged write traced once on its disk', T, async () => {
+    for (const id of ['a', 'b']) if (nodes[id].exit !== null) await startNode(id);
+    for (const id of ['a', 'b']) await logShows(nodes[id], /node link up[^\n]*\n[\s\S]*node link up/, `both links on ${id}`);
+    const ns = nsPlaced('a', 'b');
+    const on = await fetch(`http://${nodes.a.host}/.settings/audit.json?ns=${ns}`, { method: 'PUT', body: '{"enabled":true}', headers: { authorization: 'Bearer owner' } });
+    assert.equal(on.status, 200, await on.text());
+    const writer = createClient(nodes.a, ns);
+    const acked = new Set();
+    let enough;
+    const halfway = new Promise((resolve) => (enough = resolve));
+    for (let i = 0; i < 600; i++) {
+      set(writer.ref(`w/k${i}`), i).then(
+        () => {
+          acked.add(`/w/k${i}`);
+          if (acked.size === 100) enough();
+        },
+        () => {},
+      );
+    }
+    await withTimeout(halfway, 15_000, '100 acknowledgements');
+    await nodes.a.kill('SIGKILL');
+    const ackedAtKill = [...acked];
+    await writer.dispose();
+    await nodes.b.kill('SIGKILL');
+    const alone = await HearthServer.start({ threads: 2, dataDir: nodes.b.dataDir });
+    try {
+      const res = await fetch(`http://${alone.host}/.settings/auditTrail.json?ns=${ns}&limit=10000&auth=owner`);
+      assert.equal(res.status, 200);
+      const entries = (await res.text()).split('\n').filter(Boolean).map((line) => JSON.parse(line));
+      const count = new Map();
+      for (const e of entries) count.set(e.path, (count.get(e.path) ?? 0) + 1);
+      const untraced = ackedAtKill.filter((at) => count.get(at) !== 1);
+      assert.deepEqual(untraced, [], `${ackedAtKill.length} acknowledged, ${entries.length} traced`);
+      assert.ok([...count.values()].every((n) => n === 1), 'none twice');
+      assert.ok(entries.every((e) => e.transport === 'websocket' && e.rules[0] === 'open'));
+    } finally {
+      await alone.kill('SIGKILL');
+    }
+  });
 });

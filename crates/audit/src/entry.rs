@@ -22,7 +22,7 @@ pub struct AuditEntry {
     /// How the credential was signed in (`firebase.sign_in_provider`, else the `provider` of
     /// `auth`); `admin` for an admin credential, `None` without one.
     pub provider: Option<String>,
-    /// `websocket`, `longpoll`, `webtransport` or `rest`.
+    /// `websocket`, `longpoll`, `webtransport` (a realtime session's carrier) or `rest`.
     pub transport: String,
     /// The client's IP address as the server saw it (no `X-Forwarded-For`).
     pub address: Option<String>,

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::entry::{date_of_day, day_of_date, tombstone, AuditQuery, LineFacts, DAY_MS};
@@ -148,19 +148,23 @@ impl DatabaseFiles {
             if day < first_day {
                 continue;
             }
-            let text = read_text(&path)?;
-            for line in text.split_inclusive('\n') {
-                if found >= query.limit || out.len() + line.len() > MAX_QUERY_BYTES {
+            // Line by line: a day's file may be far larger than memory.
+            let mut lines = BufReader::new(File::open(&path)?);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if read_line(&mut lines, &mut line)? == 0 {
+                    break;
+                }
+                if found >= query.limit || out.len() + line.len() + 1 > MAX_QUERY_BYTES {
                     return Ok(found);
                 }
-                let Ok(facts) = serde_json::from_str::<LineFacts>(line) else {
+                let Ok(facts) = serde_json::from_str::<LineFacts>(&line) else {
                     continue;
                 };
                 if query.matches(&facts) {
-                    out.push_str(line);
-                    if !line.ends_with('\n') {
-                        out.push('\n');
-                    }
+                    out.push_str(line.trim_end_matches('\n'));
+                    out.push('\n');
                     found += 1;
                 }
             }
@@ -176,24 +180,31 @@ impl DatabaseFiles {
         self.open = None;
         let mut erased = 0;
         for (_, path) in self.days()? {
-            let text = read_text(&path)?;
-            let mut kept = String::with_capacity(text.len());
+            // Streamed into a file beside it, which replaces it only if a line changed.
+            let temporary = path.with_extension("jsonl.tmp");
+            let mut kept = BufWriter::new(File::create(&temporary)?);
+            let mut lines = BufReader::new(File::open(&path)?);
+            let mut line = String::new();
             let mut changed = 0;
-            for line in text.split_inclusive('\n') {
-                match serde_json::from_str::<LineFacts>(line) {
+            loop {
+                line.clear();
+                if read_line(&mut lines, &mut line)? == 0 {
+                    break;
+                }
+                match serde_json::from_str::<LineFacts>(&line) {
                     Ok(facts) if !facts.erased && facts.uid.as_deref() == Some(uid) => {
-                        kept.push_str(&tombstone(facts.seq));
+                        kept.write_all(tombstone(facts.seq).as_bytes())?;
                         changed += 1;
                     }
-                    _ => kept.push_str(line),
+                    _ => kept.write_all(line.as_bytes())?,
                 }
             }
+            let file = kept.into_inner().map_err(|error| error.into_error())?;
             if changed == 0 {
+                drop(file);
+                fs::remove_file(&temporary)?;
                 continue;
             }
-            let temporary = path.with_extension("jsonl.tmp");
-            let mut file = File::create(&temporary)?;
-            file.write_all(kept.as_bytes())?;
             file.sync_data()?;
             fs::rename(&temporary, &path)?;
             erased += changed;
@@ -222,9 +233,13 @@ impl DatabaseFiles {
     }
 }
 
-fn read_text(path: &Path) -> io::Result<String> {
-    let bytes = fs::read(path)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+/// Reads one line (with its newline) into `line`, bytes that are not UTF-8 replaced;
+/// returns the bytes read, 0 at the end.
+fn read_line(reader: &mut impl BufRead, line: &mut String) -> io::Result<usize> {
+    let mut bytes = Vec::new();
+    let read = reader.read_until(b'\n', &mut bytes)?;
+    line.push_str(&String::from_utf8_lossy(&bytes));
+    Ok(read)
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {

@@ -45,6 +45,8 @@ const KINDS: &[(&str, Kind)] = &[
     ("rules rollback", Kind::Database),
     ("settings get", Kind::Database),
     ("settings set", Kind::Database),
+    ("audit query", Kind::Database),
+    ("audit erase", Kind::Database),
     ("export", Kind::Either),
     ("import", Kind::Either),
     ("data get", Kind::Database),

@@ -342,6 +342,62 @@ fn rules_history_and_rollback_and_the_settings() {
 }
 
 #[test]
+fn the_audit_trail_is_turned_on_queried_and_erased_with_the_users_data() {
+    let (server, dir) = locked_server("audit");
+    assert_eq!(
+        run(admin(&server).args(["settings", "set", "audit", r#"{"enabled": true}"#])),
+        "audit = {\"enabled\":true,\"retentionDays\":30} on shop\n"
+    );
+    run(admin(&server).args(["data", "set", "/users/ada", r#"{"name": "Ada"}"#]));
+    run(admin(&server).args(["data", "update", "/users", r#"{"bob/name": "Bob"}"#]));
+    let lines: Vec<Value> = run(admin(&server).args(["audit", "query"]))
+        .lines()
+        .map(json_of)
+        .collect();
+    let ops: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|line| {
+            (
+                line["op"].as_str().unwrap_or_default(),
+                line["path"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(ops, [("set", "/users/ada"), ("update", "/users")]);
+    assert!(lines.iter().all(|line| line["provider"] == "admin"
+        && line["transport"] == "rest"
+        && line["rules"] == json!(["admin"])));
+    let filtered =
+        run(admin(&server).args(["audit", "query", "--path", "/users/bob", "--limit", "5"]));
+    assert_eq!(filtered.lines().count(), 1, "{filtered}");
+    assert_eq!(
+        run(admin(&server).args(["audit", "query", "--limit", "1"]))
+            .lines()
+            .count(),
+        1
+    );
+    // An admin's entries name no uid: erasing one finds none, and --data deletes the data.
+    let erased =
+        run(admin(&server).args(["audit", "erase", "--uid", "ada", "--data", "/users/ada"]));
+    assert_eq!(
+        erased,
+        "0 audit entries of ada erased on shop\n/users/ada deleted on shop\n"
+    );
+    assert_eq!(
+        run(admin(&server).args(["data", "get", "/users/ada"])),
+        "null\n"
+    );
+    let refused = output(
+        admin(&server)
+            .env_remove("HEARTH_ADMIN_TOKEN")
+            .args(["audit", "query"]),
+        "",
+    );
+    assert_eq!(refused.status.code(), Some(4), "{}", stderr(&refused));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn databases_lists_every_database_with_its_size_and_clients() {
     let (server, dir) = locked_server("databases");
     for ns in ["shop", "chat", "home-0-abc"] {

@@ -45,6 +45,44 @@ pub struct MessageBatch {
     pub room: OwnedSemaphorePermit,
 }
 
+/// The transport that carries a realtime session, as its audit entries name it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RealtimeTransport {
+    #[default]
+    WebSocket,
+    LongPolling,
+    WebTransport,
+}
+
+impl RealtimeTransport {
+    /// Its name in the audit trail (docs/audit.md).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RealtimeTransport::WebSocket => "websocket",
+            RealtimeTransport::LongPolling => "longpoll",
+            RealtimeTransport::WebTransport => "webtransport",
+        }
+    }
+
+    /// Its byte on the node link.
+    pub fn code(self) -> u8 {
+        match self {
+            RealtimeTransport::WebSocket => 0,
+            RealtimeTransport::LongPolling => 1,
+            RealtimeTransport::WebTransport => 2,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<RealtimeTransport> {
+        match code {
+            0 => Some(RealtimeTransport::WebSocket),
+            1 => Some(RealtimeTransport::LongPolling),
+            2 => Some(RealtimeTransport::WebTransport),
+            _ => None,
+        }
+    }
+}
+
 /// A connection's session opening on the owner of its database: the same message over the
 /// cross-core queues ([`ToOwner::Open`]) and the node link (`peer`'s `LinkMessage::Open`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +100,8 @@ pub struct Opening {
     /// The client's address as the edge saw it (its socket's peer), for limits keyed by
     /// address; `None` where unknown.
     pub address: Option<IpAddr>,
+    /// What carries it.
+    pub transport: RealtimeTransport,
 }
 
 /// Whole messages of one connection, in the order it sent them: the same over the cross-core

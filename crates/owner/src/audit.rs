@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use hearth_audit::{AuditEntry, AuditTrail, Copied};
+use hearth_ground::cross_core::RealtimeTransport;
 use hearth_store::AuditRecord;
 use hearth_sync::audit::{AuditFacts, Grant};
 use hearth_sync::{AuthState, Write};
@@ -16,17 +17,17 @@ use crate::state::Owner;
 /// Where a step's requests came from, for the audit entries of its writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Origin {
-    /// `realtime` (WebSocket, long polling or WebTransport: one session protocol) or `rest`.
+    /// `websocket`, `longpoll`, `webtransport` (the realtime protocol's carriers) or `rest`.
     pub transport: &'static str,
     /// The client's address as its edge saw it.
     pub address: Option<IpAddr>,
 }
 
 impl Origin {
-    /// A realtime session's requests.
-    pub fn realtime(address: Option<IpAddr>) -> Origin {
+    /// The requests of a realtime session carried by `transport`.
+    pub fn session(transport: RealtimeTransport, address: Option<IpAddr>) -> Origin {
         Origin {
-            transport: "realtime",
+            transport: transport.as_str(),
             address,
         }
     }
@@ -189,12 +190,18 @@ mod tests {
             base: path("/a"),
             ops: vec![op("/")],
         };
-        let entry = super::entry(&admin, &set, Origin::realtime(None), 1);
+        let entry = super::entry(
+            &admin,
+            &set,
+            Origin::session(RealtimeTransport::LongPolling, None),
+            1,
+        );
         assert_eq!(
             (entry.uid, entry.provider.as_deref()),
             (None, Some("admin"))
         );
         assert!(entry.paths.is_empty());
         assert_eq!(entry.rules, ["admin"]);
+        assert_eq!(entry.transport, "longpoll");
     }
 }

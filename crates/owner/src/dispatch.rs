@@ -343,17 +343,25 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
                 // The caller's own limits first: a caller past them uses nothing of the
                 // database's quotas, which the other callers share.
                 crate::sessions::follow_limits(owner, database);
-                if database.has_caller_limits() {
-                    if let Err(refusal) = admit_by_limits(database, handle.id, &request) {
+                // A write's size is measured only where a limit or a quota asks for it, and
+                // once for both.
+                let limited = database.has_caller_limits();
+                let quota = database.limits_writes() && !database.is_admin(handle.id);
+                let size = match limited || quota {
+                    true => crate::quotas::write_size(&request),
+                    false => None,
+                };
+                if limited {
+                    let bytes = size.map(|size| size.bytes);
+                    if let Err(refusal) = admit_by_limits(database, handle.id, &request, bytes) {
                         if refusal.kind == LimitKind::Connections {
                             shut = Some(refusal.message.clone());
                         }
                         return Reply::error(Status::LimitExceeded, refusal.message);
                     }
                 }
-                // A write's size is measured only where a quota asks for it.
-                if database.limits_writes() && !database.is_admin(handle.id) {
-                    if let Some(size) = crate::quotas::write_size(&request) {
+                if quota {
+                    if let Some(size) = size {
                         if let Err(refusal) = database.admit_write(size, now_ms()) {
                             return Reply::error(Status::LimitExceeded, refusal.message);
                         }
@@ -370,6 +378,7 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
                 return;
             };
             if let Some(reason) = shut {
+                counters.request(kind, Outcome::of_status(reply.status));
                 handle.send_text(encode_reply(request_id, &reply));
                 handle.send_text(hearth_wire::encode_shutdown(&reason));
                 handle.close(CloseReason::new(CloseCode::Policy, reason));
@@ -384,7 +393,7 @@ fn on_request(owner: &Owner, handle: &ConnHandle, request_id: u64, request: Clie
                 owner,
                 &handle.namespace,
                 effects,
-                Origin::realtime(handle.address()),
+                Origin::session(handle.transport(), handle.address()),
             );
             if volatile {
                 let reply = encode_reply(request_id, &reply);
@@ -455,10 +464,12 @@ fn set_auth(owner: &Owner, handle: &ConnHandle, auth: AuthState) {
 /// Admits a realtime request under the limits its database's rules declare per caller: an
 /// anonymous session's first by its address's connections, a write by its path and size, a
 /// new listen by the listens its caller holds.
+/// `write_bytes`: a set's or an update's size, measured by the caller.
 fn admit_by_limits(
     database: &mut crate::loaded::Loaded,
     conn: hearth_sync::ConnId,
     request: &Request,
+    write_bytes: Option<u64>,
 ) -> Result<(), crate::caller_limits::LimitRefusal> {
     database.claim_caller(conn)?;
     let (path, bytes) = match request {
@@ -470,14 +481,10 @@ fn admit_by_limits(
                 database.admit_caller_listen(conn, path, *tag)
             };
         }
-        Request::Put { target, .. } | Request::PutPrepared { target, .. } => (
-            &target.path,
-            crate::quotas::write_size(request).map(|size| size.bytes),
-        ),
-        Request::Merge { path, .. } | Request::MergePrepared { path, .. } => (
-            path,
-            crate::quotas::write_size(request).map(|size| size.bytes),
-        ),
+        Request::Put { target, .. } | Request::PutPrepared { target, .. } => {
+            (&target.path, write_bytes)
+        }
+        Request::Merge { path, .. } | Request::MergePrepared { path, .. } => (path, write_bytes),
         // An onDisconnect operation is counted when it is queued: otherwise a caller could
         // write past its limits by connecting, queueing and leaving, again and again.
         Request::OnDisconnectPut { target, data } => {

@@ -28,6 +28,7 @@ pub fn on_link_message(owner: &Rc<Owner>, message: ToOwner) {
                 previous,
                 app_check,
                 address,
+                transport,
             } = opening;
             if let Some(previous) = previous {
                 sessions::end_previous_session(owner, &previous, &namespace);
@@ -36,9 +37,10 @@ pub fn on_link_message(owner: &Rc<Owner>, message: ToOwner) {
                 edge,
                 outgoing: owner.outgoing().clone(),
             };
-            sessions::open_session(
+            let handle = sessions::open_session(
                 owner, conn, &namespace, session_id, app_check, address, route,
             );
+            handle.set_transport(transport);
         }
         ToOwner::Messages {
             messages: ConnMessages { conn, texts },

@@ -6,6 +6,8 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::net::IpAddr;
+
+use hearth_ground::cross_core::RealtimeTransport;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -54,6 +56,8 @@ pub struct ConnHandle {
     app_check: Cell<AppCheckSeen>,
     /// The client's address as its edge saw it (`Opening::address`); `None` where unknown.
     address: Option<IpAddr>,
+    /// What carries the session (for its audit entries).
+    transport: Cell<RealtimeTransport>,
     /// A read was refused (`owner::dispatch::refuse_read`): the session is to close once its
     /// replies have left.
     refused_reads: Cell<bool>,
@@ -82,6 +86,7 @@ impl ConnHandle {
             auth_expires_at: Cell::new(None),
             app_check: Cell::new(AppCheckSeen::Missing),
             address: None,
+            transport: Cell::new(RealtimeTransport::WebSocket),
             refused_reads: Cell::new(false),
             held_batches: RefCell::new(None),
         }
@@ -317,6 +322,16 @@ impl ConnHandle {
     /// address; `None` where unknown.
     pub fn address(&self) -> Option<IpAddr> {
         self.address
+    }
+
+    /// What carries the session.
+    pub fn transport(&self) -> RealtimeTransport {
+        self.transport.get()
+    }
+
+    /// The session is carried by `transport` (set once it is opened).
+    pub fn set_transport(&self, transport: RealtimeTransport) {
+        self.transport.set(transport);
     }
 
     /// The socket's side, when it is on this core.

@@ -102,7 +102,7 @@ pub fn close_connection(owner: &Owner, handle: &ConnHandle) {
             owner,
             &handle.namespace,
             handle.id,
-            Origin::realtime(handle.address()),
+            Origin::session(handle.transport(), handle.address()),
         );
     }
 }

@@ -9,7 +9,9 @@
 use std::net::IpAddr;
 
 use bytes::{Buf, Bytes, BytesMut};
-pub use hearth_ground::cross_core::{ConnMessages, EdgeItem, MoveCause, Opening};
+pub use hearth_ground::cross_core::{
+    ConnMessages, EdgeItem, MoveCause, Opening, RealtimeTransport,
+};
 pub use hearth_ground::replica_messages::{Shipped, ToOwnerNode};
 use hearth_sync::ConnId;
 
@@ -162,6 +164,8 @@ pub enum DecodeError {
     FrameIndex,
     #[error("unknown cause {0} of a moved session")]
     MoveCause(u8),
+    #[error("unknown transport {0} of an opening session")]
+    Transport(u8),
     #[error("{0} bytes left over after the message")]
     Trailing(usize),
     #[error("a frame of {0} bytes is larger than the limit")]
@@ -280,6 +284,7 @@ mod tests {
                 previous: Some("s0".into()),
                 app_check: Some("h.p.s".into()),
                 address: Some(IpAddr::from([203, 0, 113, 7])),
+                transport: RealtimeTransport::LongPolling,
             }),
             LinkMessage::Open(Opening {
                 conn: MAX_WIRE_CONN - 1,
@@ -288,6 +293,7 @@ mod tests {
                 previous: None,
                 app_check: None,
                 address: None,
+                transport: RealtimeTransport::WebTransport,
             }),
             LinkMessage::Open(Opening {
                 conn: 8,
@@ -296,6 +302,7 @@ mod tests {
                 previous: None,
                 app_check: None,
                 address: Some("2001:db8::1".parse().expect("an IPv6 address")),
+                transport: RealtimeTransport::WebSocket,
             }),
             LinkMessage::Messages {
                 messages: ConnMessages {
@@ -508,9 +515,18 @@ mod tests {
             previous: None,
             app_check: None,
             address: None,
+            transport: RealtimeTransport::WebSocket,
         });
         let mut out = BytesMut::new();
         open.encode(&mut out);
+        // The transport's byte is the open's last, the address's before it.
+        let mut unknown = out.to_vec();
+        if let Some(byte) = unknown.last_mut() {
+            *byte = 9;
+        }
+        let body = Bytes::from(unknown[4..].to_vec());
+        assert_eq!(LinkMessage::decode(body), Err(DecodeError::Transport(9)));
+        out.truncate(out.len() - 1);
         let last = out.len() - 1;
         out[last] = 5;
         let body = out.split_off(4).freeze();

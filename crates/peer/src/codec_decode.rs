@@ -11,11 +11,11 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::{
     cause_of, AnswerHead, ConnMessages, DecodeError, EdgeItem, LinkItem, LinkMessage, Opening,
-    RequestHead, Shipped, ToOwnerNode, ADDRESS_NONE, ADDRESS_V4, ADDRESS_V6, ANSWER, ANSWER_MORE,
-    AUTH_EXPIRED, BATCH, CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY, ITEM_FRAMES, ITEM_MOVED,
-    MAX_ACKS_PER_MESSAGE, MAX_CHUNK_BYTES, MAX_HEAD_BYTES, MAX_HEAD_FIELDS, MAX_WIRE_CONN,
-    MESSAGES, MOVED, OPEN, REPLICATE, REPLICA_ACK, REQUEST, REQUEST_MORE, STREAM_OPENED,
-    STREAM_REQUEST,
+    RealtimeTransport, RequestHead, Shipped, ToOwnerNode, ADDRESS_NONE, ADDRESS_V4, ADDRESS_V6,
+    ANSWER, ANSWER_MORE, AUTH_EXPIRED, BATCH, CLOSED, HANDLED, ITEM_CLOSE, ITEM_EXPIRY,
+    ITEM_FRAMES, ITEM_MOVED, MAX_ACKS_PER_MESSAGE, MAX_CHUNK_BYTES, MAX_HEAD_BYTES,
+    MAX_HEAD_FIELDS, MAX_WIRE_CONN, MESSAGES, MOVED, OPEN, REPLICATE, REPLICA_ACK, REQUEST,
+    REQUEST_MORE, STREAM_OPENED, STREAM_REQUEST,
 };
 
 impl LinkMessage {
@@ -36,6 +36,10 @@ impl LinkMessage {
                     _ => Some(get_str(body)?),
                 },
                 address: get_address(body)?,
+                transport: {
+                    let code = get_u8(body)?;
+                    RealtimeTransport::from_code(code).ok_or(DecodeError::Transport(code))?
+                },
             }),
             MESSAGES => get_messages(body)?,
             AUTH_EXPIRED => LinkMessage::AuthExpired {

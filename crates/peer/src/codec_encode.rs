@@ -84,6 +84,7 @@ fn put_open(out: &mut BytesMut, opening: &Opening) {
         }
     }
     put_address(out, opening.address);
+    out.put_u8(opening.transport.code());
 }
 
 /// The fields of [`LinkMessage::Messages`].

@@ -98,6 +98,9 @@ impl Server {
             observer.join_cluster(placement.clone());
         }
         observer.watch_triggers(config.triggers.clone());
+        if let Some(trail) = &config.audit.trail {
+            observer.watch_audit(trail.clone());
+        }
         if config.auth.app_check.is_some() {
             observer.watch_app_check();
         }

@@ -151,7 +151,7 @@ export class Api {
     return JSON.parse(await this.request('PUT', url, JSON.stringify(labels)));
   }
 
-  /** A setting of the database (`defaultWriteSizeLimit`, `strictTriggerValidation`, `appCheck`), as JSON. */
+  /** A setting of the database (`defaultWriteSizeLimit`, `strictTriggerValidation`, `appCheck`, `quotas`, `audit`), as JSON. */
   async setting(ns, name) {
     return JSON.parse(await this.request('GET', `/.settings/${name}.json?ns=${encodeURIComponent(ns)}`));
   }
@@ -160,6 +160,29 @@ export class Api {
   async saveSetting(ns, name, value) {
     const url = `/.settings/${name}.json?ns=${encodeURIComponent(ns)}`;
     return JSON.parse(await this.request('PUT', url, JSON.stringify(value)));
+  }
+
+  /**
+   * One page of the audit trail, oldest first: `filters` may hold `uid`, `path`, `since` and
+   * `until` (ms), `after` (the last seq seen) and `limit`; empty ones are not sent. The
+   * server answers JSON lines, one entry each.
+   */
+  async auditTrail(ns, filters = {}) {
+    const query = new URLSearchParams({ ns });
+    for (const [name, value] of Object.entries(filters)) {
+      if (value !== undefined && value !== null && value !== '') query.set(name, String(value));
+    }
+    const text = await this.request('GET', `/.settings/auditTrail.json?${query}`);
+    return text
+      .split('\n')
+      .filter((line) => line.trim())
+      .map((line) => JSON.parse(line));
+  }
+
+  /** Erases every audit entry of `uid`: answers how many went. */
+  async eraseAudit(ns, uid) {
+    const query = new URLSearchParams({ ns, uid });
+    return JSON.parse(await this.request('DELETE', `/.settings/auditTrail.json?${query}`)).erased;
   }
 
   /** Compiles a rules document on the server without installing it. */

@@ -6,6 +6,7 @@ import { getDatabase, onValue, ref } from 'firebase/database';
 import { Api, DEV_TOKEN, HttpError, cleanPath, forgetToken, saveToken, savedToken } from './api.js';
 import { LiveTree } from './tree.js';
 import { Editor } from './editor.js';
+import { AuditTrail } from './audit.js';
 import { DatabaseSettings, RulesEditor, RulesHistory } from './rules.js';
 import { MetricsPanel } from './charts-panel.js';
 import { ProfilerPanel } from './profiler.js';
@@ -98,6 +99,7 @@ async function openDatabase(ns) {
   if (state.tab === 'rules') state.rules.load();
   if (state.tab === 'history') state.history.load();
   if (state.tab === 'settings') state.settings.load();
+  if (state.tab === 'audit') state.audit.load();
 }
 
 function markSelectedDatabase() {
@@ -147,10 +149,11 @@ function showTab(tab) {
   for (const button of document.querySelectorAll('.tabs button')) {
     button.setAttribute('aria-selected', String(button.dataset.tab === tab));
   }
-  for (const name of ['data', 'rules', 'history', 'settings', 'metrics', 'profiler']) $(`tab-${name}`).hidden = name !== tab;
+  for (const name of ['data', 'rules', 'history', 'settings', 'audit', 'metrics', 'profiler']) $(`tab-${name}`).hidden = name !== tab;
   if (tab === 'rules') state.rules.load();
   if (tab === 'history') state.history.load();
   if (tab === 'settings') state.settings.load();
+  if (tab === 'audit') state.audit.load();
   state.metrics.setVisible(tab === 'metrics');
 }
 
@@ -207,6 +210,7 @@ async function start() {
   state.rules = new RulesEditor(context);
   state.history = new RulesHistory(context);
   state.settings = new DatabaseSettings(context);
+  state.audit = new AuditTrail(context);
   state.metrics = new MetricsPanel($('charts'), $('metrics-note'), $('metrics-scope'), context);
   state.profiler = new ProfilerPanel(
     {

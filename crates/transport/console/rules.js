@@ -2,7 +2,7 @@
 // saved by the server, whose refusals name a line and a column; the editor marks that line.
 // Beside it, the rest of the database's settings document (docs/settings.md): the history of
 // its rulesets, each compared with the stable one and made stable again in one click (a
-// rollback), and its two settings.
+// rollback), and its settings.
 
 import { counts, fold, lineDiff } from './diff.js';
 
@@ -155,7 +155,7 @@ function badge(label) {
   return span;
 }
 
-function cell(row, text, title = '') {
+export function cell(row, text, title = '') {
   const td = document.createElement('td');
   td.textContent = text;
   if (title) td.title = title;
@@ -163,7 +163,7 @@ function cell(row, text, title = '') {
   return td;
 }
 
-const plural = (count, one, many) => `${count} ${count === 1 ? one : many}`;
+export const plural = (count, one, many) => `${count} ${count === 1 ? one : many}`;
 
 /**
  * The database's rulesets, newest first, with their labels; the one selected compared line by

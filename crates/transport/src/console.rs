@@ -60,6 +60,7 @@ const ASSETS: &[Asset] = &[
     asset!("tree.js", JAVASCRIPT),
     asset!("editor.js", JAVASCRIPT),
     asset!("rules.js", JAVASCRIPT),
+    asset!("audit.js", JAVASCRIPT),
     asset!("metrics.js", JAVASCRIPT),
     asset!("charts.js", JAVASCRIPT),
     asset!("charts-panel.js", JAVASCRIPT),

@@ -6,7 +6,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
 use super::series::{counter, family, gauge, level, Result2, Value};
-use super::snapshot::{ClusterSnapshot, FollowerSnapshot, TriggerSnapshot};
+use super::snapshot::{AuditSnapshot, ClusterSnapshot, FollowerSnapshot, TriggerSnapshot};
 
 /// Replication lag toward each follower node (`replica`).
 pub(super) fn replication(
@@ -150,6 +150,33 @@ pub(super) fn app_check(
         "app_check_refused",
         "Requests refused because their database enforces App Check and they had no valid token.",
         refused,
+    )
+}
+
+/// The audit trail: entries handed to its thread and written (their difference is what the
+/// thread still has to write), failures, erasures.
+pub(super) fn audit(e: &mut DescriptorEncoder, audit: &AuditSnapshot) -> Result2 {
+    family(
+        e,
+        "audit_entries",
+        "Audit trail entries: handed (durable, given to the trail's thread; recopied ones at a start included) and written (appended to the files; one already there is not written again).",
+        MetricType::Counter,
+        [
+            ([("stage", "handed")], Value::Count(audit.handed)),
+            ([("stage", "written")], Value::Count(audit.written)),
+        ],
+    )?;
+    counter(
+        e,
+        "audit_failures",
+        "Audit file appends, syncs or removals that failed (each logged; the log keeps the entries until the next start copies them).",
+        audit.failures,
+    )?;
+    counter(
+        e,
+        "audit_erased",
+        "Audit entries erased by uid (DELETE /.settings/auditTrail.json, hearth audit erase).",
+        audit.erased,
     )
 }
 

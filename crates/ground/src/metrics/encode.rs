@@ -8,7 +8,9 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::cluster_series::{app_check, cluster_node, quotas, replication, rule_limits, triggers};
+use super::cluster_series::{
+    app_check, audit, cluster_node, quotas, replication, rule_limits, triggers,
+};
 use super::counters::CounterSnapshot;
 use super::labels::{
     Channel, CloseCause, HttpRefusal, Outcome, RequestKind, SessionTransport, StreamEnd,
@@ -419,6 +421,9 @@ impl Collector for Scraped {
         }
         if let Some(snapshot) = &snapshot.triggers {
             triggers(e, snapshot)?;
+        }
+        if let Some(snapshot) = &snapshot.audit {
+            audit(e, snapshot)?;
         }
         if let Some(counts) = snapshot.app_check {
             app_check(e, counts)?;

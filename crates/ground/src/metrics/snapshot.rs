@@ -77,6 +77,8 @@ pub struct ServerSnapshot {
     pub followers: Vec<FollowerSnapshot>,
     /// Database triggers, when the server delivers them (`--functions-emulator`).
     pub triggers: Option<TriggerSnapshot>,
+    /// The audit trail, when the server keeps one (a data directory).
+    pub audit: Option<AuditSnapshot>,
     /// App Check tokens by outcome, when the server verifies them
     /// (`--app-check-project-number`): verified, missing, invalid, refused.
     pub app_check: Option<[u64; 4]>,
@@ -93,6 +95,19 @@ pub struct TriggerSnapshot {
     pub delivered: u64,
     pub failed: u64,
     pub dropped: u64,
+}
+
+/// The audit trail (`hearth-audit`): its entries and failures.
+#[derive(Debug, Default, Clone)]
+pub struct AuditSnapshot {
+    /// Entries handed to the trail's thread.
+    pub handed: u64,
+    /// Entries written to the files.
+    pub written: u64,
+    /// Appends, syncs or prunes that failed.
+    pub failures: u64,
+    /// Entries erased.
+    pub erased: u64,
 }
 
 /// Replication toward one follower node, summed over the shards.

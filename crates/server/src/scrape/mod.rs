@@ -39,6 +39,8 @@ pub struct Observer {
     triggers: OnceLock<hearth_config::ServerTriggers>,
     /// Set when the server verifies App Check tokens: their counts are scraped.
     app_check: OnceLock<()>,
+    /// The audit trail, when the server keeps one.
+    audit: OnceLock<hearth_audit::AuditTrail>,
 }
 
 /// The other nodes' ids and the replication lag toward each, read at every scrape.
@@ -64,6 +66,7 @@ impl Observer {
             followers: OnceLock::new(),
             triggers: OnceLock::new(),
             app_check: OnceLock::new(),
+            audit: OnceLock::new(),
         })
     }
 
@@ -86,6 +89,11 @@ impl Observer {
     /// Scrapes the database triggers from now on.
     pub fn watch_triggers(&self, triggers: hearth_config::ServerTriggers) {
         let _ = self.triggers.set(triggers);
+    }
+
+    /// Scrapes the audit trail's counts from now on.
+    pub fn watch_audit(&self, trail: hearth_audit::AuditTrail) {
+        let _ = self.audit.set(trail);
     }
 
     /// Scrapes the App Check counts from now on.
@@ -129,6 +137,15 @@ impl Observer {
                 failed: counters.failed.load(Ordering::Relaxed),
                 dropped: counters.dropped.load(Ordering::Relaxed),
             })
+        });
+        server.audit = self.audit.get().map(|trail| {
+            let stats = trail.stats();
+            snapshot::AuditSnapshot {
+                handed: stats.handed.load(Ordering::Relaxed),
+                written: stats.written.load(Ordering::Relaxed),
+                failures: stats.failures.load(Ordering::Relaxed),
+                erased: stats.erased.load(Ordering::Relaxed),
+            }
         });
         server.app_check = self.app_check.get().map(|()| {
             use hearth_auth::app_check::{INVALID, MISSING, REFUSED, VERIFIED};

@@ -23,6 +23,7 @@ use hearth_edge::frames::encode_frames;
 use hearth_edge::socket::Transport;
 use hearth_edge::EdgeConn;
 use hearth_ground::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE};
+use hearth_ground::cross_core::RealtimeTransport;
 use hearth_ground::cross_core::ToOwner;
 use hearth_ground::metrics::labels::{CloseCause, SessionTransport};
 use hearth_ground::rest::RestResponse;
@@ -82,6 +83,7 @@ pub fn start(
         previous.as_deref(),
         app_check,
         address,
+        RealtimeTransport::LongPolling,
     );
     let session = Rc::new(LpSession::new(NewSession {
         conn,

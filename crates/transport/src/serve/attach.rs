@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use crate::front::Front;
 use crate::owner_side::OwnerSide;
 use hearth_edge::{EdgeConn, EdgeTarget};
-use hearth_ground::cross_core::{ConnMessages, Opening, ToOwner};
+use hearth_ground::cross_core::{ConnMessages, Opening, RealtimeTransport, ToOwner};
 use hearth_owner::outbound::Route;
 use hearth_owner::sessions;
 
@@ -19,6 +19,7 @@ use hearth_owner::sessions;
 /// this core owns it, else by a message to the owner (the connection's messages follow it
 /// there). `previous` names a session the client replaces (`ls`); `address` is the client's
 /// as the transport saw it (its socket's peer), for the owner's limits keyed by address.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn attach(
     front: &Front,
     edge: &Rc<EdgeConn>,
@@ -27,6 +28,7 @@ pub(crate) fn attach(
     previous: Option<&str>,
     app_check: Option<String>,
     address: Option<IpAddr>,
+    transport: RealtimeTransport,
 ) -> OwnerSide {
     let id = edge.id();
     let owner = front.owner_of(&namespace);
@@ -35,7 +37,7 @@ pub(crate) fn attach(
             sessions::end_previous_session(front.owner(), previous, &namespace);
         }
         let route = Route::Local(edge.clone());
-        OwnerSide::Local(sessions::open_session(
+        let session = sessions::open_session(
             front.owner(),
             id,
             &namespace,
@@ -43,7 +45,9 @@ pub(crate) fn attach(
             app_check,
             address,
             route,
-        ))
+        );
+        session.set_transport(transport);
+        OwnerSide::Local(session)
     } else {
         front.edge().hold(id, EdgeTarget::Socket(edge.clone()));
         front.send_to_owner(
@@ -57,6 +61,7 @@ pub(crate) fn attach(
                     previous: previous.map(str::to_owned),
                     app_check,
                     address,
+                    transport,
                 },
             },
         );

@@ -23,7 +23,7 @@ use hearth_edge::frames::encode_frames;
 use hearth_edge::upstream::Upstream;
 use hearth_edge::EdgeConn;
 use hearth_ground::close::CloseReason;
-use hearth_ground::cross_core::{MoveCause, ToOwner};
+use hearth_ground::cross_core::{MoveCause, RealtimeTransport, ToOwner};
 use hearth_net::offload::OFF_THREAD_PARSE_BYTES;
 use hearth_owner::dispatch::{finish_deferred, on_large_decoded, on_message, Handled};
 
@@ -261,7 +261,17 @@ pub async fn finish(
         "connection moved to its database's next owner"
     );
     front.counters().session_moved();
-    let side = attach(front, edge, namespace, session_id, None, app_check, address);
+    // Only WebSocket connections follow their session (`follow`).
+    let side = attach(
+        front,
+        edge,
+        namespace,
+        session_id,
+        None,
+        app_check,
+        address,
+        RealtimeTransport::WebSocket,
+    );
     replay(front, edge, &side, resume.replay).await?;
     Ok(side)
 }

@@ -25,7 +25,7 @@ use hearth_edge::frames::encode_frames;
 use hearth_edge::socket::{Accepted, Outbox, SharedStream, Source, Transport};
 use hearth_edge::EdgeConn;
 use hearth_ground::close::{CloseReason, IDLE_CLOSE, SHUTDOWN_CLOSE, UNWRITABLE_DROP};
-use hearth_ground::cross_core::ToOwner;
+use hearth_ground::cross_core::{RealtimeTransport, ToOwner};
 use hearth_ground::metrics::labels::CloseCause;
 use hearth_ground::namespace::NamespaceError;
 use hearth_ground::session_id::new_session_id;
@@ -135,6 +135,7 @@ pub async fn serve_websocket<S: Accepted>(
         upgrade.previous.as_deref(),
         upgrade.app_check.clone(),
         address,
+        RealtimeTransport::WebSocket,
     );
     rehome::follow(
         &front,

@@ -32,6 +32,7 @@ use hearth_edge::frames::encode_frames;
 use hearth_edge::socket::Transport;
 use hearth_edge::EdgeConn;
 use hearth_ground::close::{CloseReason, SHUTDOWN_CLOSE, SLOW_READER_CLOSE, UNWRITABLE_DROP};
+use hearth_ground::cross_core::RealtimeTransport;
 use hearth_ground::metrics::labels::{CloseCause, SessionTransport};
 use hearth_ground::metrics::ShardCounters;
 use hearth_ground::namespace::resolve;
@@ -139,6 +140,7 @@ pub async fn serve_session(front: Rc<Front>, incoming: IncomingSession, slot: Sl
         previous.as_deref(),
         app_check,
         address,
+        RealtimeTransport::WebTransport,
     );
     let writer = tokio::task::spawn_local(write_lines(outlet.clone(), edge.clone(), send));
     let ended = run(&front, &edge, &outlet, &side, &connection, recv).await;
