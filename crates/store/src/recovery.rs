@@ -399,7 +399,9 @@ fn replay(
             state.root = write.apply(&state.root);
             state.changes.record(record.seq, write);
         }
-        RecordBody::Rules(rules) => state.rules = Some(rules),
+        // An empty text is the server's default rules (a follower's full copy of a database
+        // whose rules were never set through the API).
+        RecordBody::Rules(rules) => state.rules = (!rules.is_empty()).then_some(rules),
         RecordBody::Settings(settings) => state.settings = Some(settings),
         // Kept above; it changes nothing of the database.
         RecordBody::Audit(_) => {}

@@ -375,3 +375,20 @@ fn recovery_returns_every_audit_entry_the_log_holds_and_a_torn_one_is_cut() -> R
     assert_eq!(root_of(&recovered, "db").to_json(false), first_records(3));
     Ok(())
 }
+
+#[test]
+fn an_empty_rules_text_puts_the_servers_default_back() -> Result<(), StoreError> {
+    let storage = MemoryStorage::new();
+    let mut wal = reopen(&storage, options())?.wal;
+    wal.append_rules("db", r#"{"rules": {".read": true}}"#)?;
+    wal.commit()?;
+    drop(wal);
+    let recovered = reopen(&storage, options())?;
+    assert!(recovered.databases["db"].rules.is_some());
+    let mut wal = recovered.wal;
+    wal.append_rules("db", "")?;
+    wal.commit()?;
+    drop(wal);
+    assert_eq!(reopen(&storage, options())?.databases["db"].rules, None);
+    Ok(())
+}

@@ -69,7 +69,10 @@ pub fn apply(owner: &Owner, namespace: &str, records: &[u8], reset: bool) -> Opt
                         .map(|store| loaded.log_to(store, RecordRef::Write(write)))
                 }
                 RecordBody::Rules(text) => {
-                    owner.apply_rules(loaded, Some(Arc::clone(text)), now);
+                    // An empty text is the server's default (a full copy of a database
+                    // whose rules were never set through the API).
+                    let rules = (!text.is_empty()).then(|| Arc::clone(text));
+                    owner.apply_rules(loaded, rules, now);
                     owner
                         .store()
                         .map(|store| loaded.log_to(store, RecordRef::Rules(text)))

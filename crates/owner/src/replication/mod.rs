@@ -343,17 +343,18 @@ pub fn whole_tree(loaded: &Loaded) -> Write {
 
 fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
     let mut out = Vec::new();
-    if let Some(rules) = loaded.rules() {
-        encode_record(
-            &mut out,
-            seq,
-            0,
-            epoch,
-            loaded.name(),
-            RecordRef::Rules(rules),
-        )
-        .ok()?;
-    }
+    // A database whose rules were never set through the API sends an empty text, the
+    // server's default rules (no rules document is empty): a follower that holds rules of
+    // its own (copied from an earlier owner) must not keep them.
+    encode_record(
+        &mut out,
+        seq,
+        0,
+        epoch,
+        loaded.name(),
+        RecordRef::Rules(loaded.rules().unwrap_or("")),
+    )
+    .ok()?;
     // A database whose settings were never set sends the defaults: a follower that holds
     // settings of its own (copied from an earlier owner) must not keep them.
     let defaults;
@@ -395,16 +396,38 @@ mod copy_tests {
 
     use super::*;
 
-    fn settings_of(mut copy: &[u8]) -> Vec<String> {
-        let mut settings = Vec::new();
+    fn settings_of(copy: &[u8]) -> Vec<String> {
+        texts_of(copy, |body| match body {
+            RecordBody::Settings(text) => Some(text.to_string()),
+            _ => None,
+        })
+    }
+
+    fn rules_of(copy: &[u8]) -> Vec<String> {
+        texts_of(copy, |body| match body {
+            RecordBody::Rules(text) => Some(text.to_string()),
+            _ => None,
+        })
+    }
+
+    fn texts_of(mut copy: &[u8], text: impl Fn(RecordBody) -> Option<String>) -> Vec<String> {
+        let mut texts = Vec::new();
         while !copy.is_empty() {
             let (record, size) = decode_record(copy).expect("a copy decodes");
-            if let RecordBody::Settings(text) = record.body {
-                settings.push(text.to_string());
-            }
+            texts.extend(text(record.body));
             copy = &copy[size..];
         }
-        settings
+        texts
+    }
+
+    #[test]
+    fn a_full_copy_always_carries_rules_an_empty_text_for_the_servers_default() {
+        let mut loaded = Loaded::new(Rc::from("db"), Database::new(), 0, 0);
+        let copy = encode_copy(1, 0, &loaded).expect("encoded");
+        assert_eq!(rules_of(&copy), [""]);
+        loaded.set_rules(Some(Arc::from(r#"{"rules": {".read": true}}"#)));
+        let copy = encode_copy(2, 0, &loaded).expect("encoded");
+        assert_eq!(rules_of(&copy), [r#"{"rules": {".read": true}}"#]);
     }
 
     #[test]
