@@ -259,7 +259,8 @@ impl Shard {
     fn set_rules(&mut self, database: usize, text: String) -> Result<(), StoreError> {
         let seq = self.wal.append_rules(DATABASES[database], &text)?.seq;
         let model = &mut self.models[database];
-        model.rules = Some(text);
+        // An empty text is the server's default rules (FORMAT.md): none set.
+        model.rules = (!text.is_empty()).then_some(text);
         let root = model.database.root().clone();
         model.history.push((seq, root, model.rules.clone()));
         Ok(())
