@@ -57,15 +57,16 @@ pub(crate) struct LineFacts {
 }
 
 /// The line of the audit file for the entry `record` (an audit record's text) at log
-/// position `seq`: the entry's fields after `seq`. `None` if the text is not an entry.
-pub(crate) fn line_of(seq: u64, record: &str) -> Option<String> {
+/// position `seq` (the entry's fields after `seq`), with the entry's time. `None` if the text
+/// is not an entry.
+pub(crate) fn line_of(seq: u64, record: &str) -> Option<(String, u64)> {
     let entry: AuditEntry = serde_json::from_str(record).ok()?;
     let mut line = format!("{{\"seq\":{seq},");
     let body = serde_json::to_string(&entry).ok()?;
     // `body` is a JSON object with at least one member: `{...}`.
     line.push_str(body.get(1..)?);
     line.push('\n');
-    Some(line)
+    Some((line, entry.time))
 }
 
 /// The line that replaces an erased one: its position stays (so that nothing copies the
@@ -209,7 +210,8 @@ mod tests {
             address: Some("127.0.0.1".into()),
             rules: vec!["/a/.write".into()],
         };
-        let line = line_of(7, &entry.to_record()).expect("an entry");
+        let (line, time) = line_of(7, &entry.to_record()).expect("an entry");
+        assert_eq!(time, 5);
         assert!(line.starts_with("{\"seq\":7,\"time\":5,"), "{line}");
         assert!(line.ends_with("}\n"));
         let facts = facts(&line);

@@ -229,13 +229,11 @@ impl Keeper {
 
     fn append(&mut self, entries: Vec<Copied>) {
         for copied in entries {
-            let Some(line) = line_of(copied.seq, &copied.entry) else {
+            let Some((line, time)) = line_of(copied.seq, &copied.entry) else {
                 warn!(database = %copied.database, seq = copied.seq, "an audit record that is not an entry; skipped");
                 self.stats.failures.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
-            let time = serde_json::from_str::<crate::AuditEntry>(&copied.entry)
-                .map_or(0, |entry| entry.time);
             let written = self
                 .files(&copied.database)
                 .and_then(|files| files.append(copied.seq, time, &line));

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use hearth_audit::{AuditEntry, AuditTrail, Copied};
 use hearth_ground::cross_core::RealtimeTransport;
 use hearth_store::AuditRecord;
-use hearth_sync::audit::{AuditFacts, Grant};
-use hearth_sync::{AuthState, Write};
+use hearth_sync::audit::{AuditFacts, Grant, Writer};
+use hearth_sync::Write;
 
 use crate::state::Owner;
 
@@ -50,16 +50,9 @@ impl Origin {
 /// The entry of `write`, applied at `now_ms`, as `facts` and `origin` describe it.
 pub fn entry(facts: &AuditFacts, write: &Write, origin: Origin, now_ms: u64) -> AuditEntry {
     let (uid, provider) = match &facts.writer {
-        AuthState::Admin => (None, Some("admin".to_owned())),
-        AuthState::Anonymous => (None, None),
-        AuthState::User(auth) => (
-            auth.get("uid")
-                .and_then(|uid| uid.as_str())
-                .map(str::to_owned),
-            auth.get("provider")
-                .and_then(|provider| provider.as_str())
-                .map(str::to_owned),
-        ),
+        Writer::Admin => (None, Some("admin".to_owned())),
+        Writer::Anonymous => (None, None),
+        Writer::User { uid, provider } => (uid.clone(), provider.clone()),
     };
     let rules = match &facts.grant {
         Grant::Admin => vec!["admin".to_owned()],
@@ -143,6 +136,7 @@ pub fn record_text(entry: &AuditEntry) -> Arc<str> {
 mod tests {
     use super::*;
     use hearth_sync::audit::AuditOp;
+    use hearth_sync::AuthState;
     use hearth_sync::{Change, WriteOp};
     use hearth_tree::{Node, Path};
     use serde_json::json;
@@ -161,7 +155,9 @@ mod tests {
     #[test]
     fn an_entry_names_the_writer_the_locations_and_the_rules() {
         let facts = AuditFacts {
-            writer: AuthState::User(json!({"uid": "ada", "provider": "password", "token": {}})),
+            writer: Writer::of(&AuthState::User(
+                json!({"uid": "ada", "provider": "password", "token": {}}),
+            )),
             op: AuditOp::Update,
             grant: Grant::Rules(vec![Arc::from("/rooms/$room/.write")]),
         };
@@ -182,7 +178,7 @@ mod tests {
         assert_eq!(entry.rules, ["/rooms/$room/.write"]);
 
         let admin = AuditFacts {
-            writer: AuthState::Admin,
+            writer: Writer::Admin,
             op: AuditOp::Set,
             grant: Grant::Admin,
         };

@@ -67,13 +67,44 @@ fn rule_name(pattern: &Arc<str>) -> Arc<str> {
     }
 }
 
+/// Who wrote, as much of the identity as an audit entry names: not the whole `auth` (a
+/// token's claims), which would be copied for every write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Writer {
+    /// An admin credential.
+    Admin,
+    /// No credential.
+    Anonymous,
+    /// A signed-in user: `auth.uid` and `auth.provider` (how the token was signed in).
+    User {
+        uid: Option<String>,
+        provider: Option<String>,
+    },
+}
+
+impl Writer {
+    pub fn of(auth: &AuthState) -> Writer {
+        match auth {
+            AuthState::Admin => Writer::Admin,
+            AuthState::Anonymous => Writer::Anonymous,
+            AuthState::User(auth) => {
+                let text = |name: &str| auth.get(name)?.as_str().map(str::to_owned);
+                Writer::User {
+                    uid: text("uid"),
+                    provider: text("provider"),
+                }
+            }
+        }
+    }
+}
+
 /// The audit record of one applied write (see [`Effect::Audit`](crate::Effect::Audit)); the
 /// write itself is the [`Effect::Log`](crate::Effect::Log) just before it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditFacts {
     /// Who wrote: the session's identity (for an onDisconnect write, that of the session
-    /// that queued it), or the caller's over REST; [`AuthState::Admin`] for the admin API.
-    pub writer: AuthState,
+    /// that queued it), or the caller's over REST; [`Writer::Admin`] for the admin API.
+    pub writer: Writer,
     pub op: AuditOp,
     pub grant: Grant,
 }

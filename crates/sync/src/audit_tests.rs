@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::tests::{path, target};
 use super::*;
-use crate::audit::{AuditFacts, AuditOp, Grant};
+use crate::audit::{AuditFacts, AuditOp, Grant, Writer};
 use crate::write::{PreparedMerge, PreparedSet, WriteTarget};
 use serde_json::json;
 
@@ -81,7 +81,11 @@ fn audits(effects: &Effects) -> Vec<AuditFacts> {
 }
 
 fn facts(writer: AuthState, op: AuditOp, grant: Grant) -> AuditFacts {
-    AuditFacts { writer, op, grant }
+    AuditFacts {
+        writer: Writer::of(&writer),
+        op,
+        grant,
+    }
 }
 
 fn handle(db: &mut Database, request: Request) -> (Reply, Effects) {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::volatile::{classify, Classified, MIXED_WRITE_MESSAGE};
 use super::{invalid, refused, Database};
 use crate::access::{Access, AuthState, Refusal, WriteScope};
-use crate::audit::{AuditFacts, AuditOp, Grant};
+use crate::audit::{AuditFacts, AuditOp, Grant, Writer};
 use crate::effect::{Effect, Effects};
 use crate::events::write_events;
 use crate::limits::MAX_MERGE_ENTRIES;
@@ -340,7 +340,7 @@ impl Database {
         // A volatile write is not logged, so it has no audit record either.
         let audit = grant.filter(|_| !volatile).map(|grant| {
             Box::new(AuditFacts {
-                writer: auth.clone(),
+                writer: Writer::of(auth),
                 op,
                 grant,
             })
