@@ -60,13 +60,26 @@ pub(crate) struct LineFacts {
 /// position `seq` (the entry's fields after `seq`), with the entry's time. `None` if the text
 /// is not an entry.
 pub(crate) fn line_of(seq: u64, record: &str) -> Option<(String, u64)> {
-    let entry: AuditEntry = serde_json::from_str(record).ok()?;
-    let mut line = format!("{{\"seq\":{seq},");
-    let body = serde_json::to_string(&entry).ok()?;
-    // `body` is a JSON object with at least one member: `{...}`.
-    line.push_str(body.get(1..)?);
+    /// What is read of an entry here: its time (the other members are checked as JSON and
+    /// skipped without being kept).
+    #[derive(Deserialize)]
+    struct Timed {
+        time: u64,
+    }
+    let timed: Timed = serde_json::from_str(record).ok()?;
+    // The record's text is one JSON object on one line (serde_json writes no newline), so
+    // its members follow the position as they are.
+    let members = record.trim().strip_prefix('{')?;
+    if members.trim_start().starts_with('}') || record.contains('\n') {
+        return None;
+    }
+    let mut line = String::with_capacity(record.len() + 24);
+    line.push_str("{\"seq\":");
+    line.push_str(&seq.to_string());
+    line.push(',');
+    line.push_str(members);
     line.push('\n');
-    Some((line, entry.time))
+    Some((line, timed.time))
 }
 
 /// The line that replaces an erased one: its position stays (so that nothing copies the

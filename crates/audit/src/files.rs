@@ -46,6 +46,8 @@ pub(crate) struct DatabaseFiles {
     last_seq: u64,
     /// The newest file, open for appending, and whether it has lines not yet synced.
     open: Option<(u64, File)>,
+    /// Lines appended to the open file and not yet written: a batch leaves with one write.
+    buffer: Vec<u8>,
     dirty: bool,
     /// Whether a file was created since the directory was last synced.
     dir_dirty: bool,
@@ -60,6 +62,7 @@ impl DatabaseFiles {
             newest: None,
             last_seq: 0,
             open: None,
+            buffer: Vec::new(),
             dirty: false,
             dir_dirty: false,
         };
@@ -108,6 +111,7 @@ impl DatabaseFiles {
         }
         let day = (time / DAY_MS).max(self.newest.unwrap_or(0));
         if self.open.as_ref().is_none_or(|(open, _)| *open != day) {
+            // The lines before go to the file they belong to.
             self.sync()?;
             fs::create_dir_all(&self.dir)?;
             let path = self.dir.join(format!("{}.jsonl", date_of_day(day)));
@@ -116,16 +120,27 @@ impl DatabaseFiles {
             self.newest = Some(day);
             self.dir_dirty = true;
         }
-        if let Some((_, file)) = &mut self.open {
-            file.write_all(line.as_bytes())?;
-            self.dirty = true;
-        }
+        self.buffer.extend_from_slice(line.as_bytes());
         self.last_seq = seq;
         Ok(true)
     }
 
+    /// Writes the lines appended so far to the open file (not synced).
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        if let Some((_, file)) = &mut self.open {
+            file.write_all(&self.buffer)?;
+            self.dirty = true;
+        }
+        self.buffer.clear();
+        Ok(())
+    }
+
     /// Makes every line appended so far durable.
     pub(crate) fn sync(&mut self) -> io::Result<()> {
+        self.flush()?;
         if self.dirty {
             if let Some((_, file)) = &self.open {
                 file.sync_data()?;
@@ -141,7 +156,8 @@ impl DatabaseFiles {
 
     /// The lines that `query` asks for, in log order, within its limit and
     /// [`MAX_QUERY_BYTES`].
-    pub(crate) fn query(&self, query: &AuditQuery, out: &mut String) -> io::Result<usize> {
+    pub(crate) fn query(&mut self, query: &AuditQuery, out: &mut String) -> io::Result<usize> {
+        self.flush()?;
         let first_day = query.since.map_or(0, |since| since / DAY_MS);
         let mut found = 0;
         for (day, path) in self.days()? {
@@ -302,6 +318,7 @@ mod tests {
         let mut files = DatabaseFiles::open(dir)?;
         assert_eq!(files.last_seq(), 3);
         assert!(files.append(4, 0, &line(4, "ada"))?);
+        files.flush()?;
         let text = fs::read_to_string(&path)?;
         assert_eq!(
             text,

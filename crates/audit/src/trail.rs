@@ -215,6 +215,7 @@ impl Keeper {
 
     fn files(&mut self, database: &Arc<str>) -> io::Result<&mut DatabaseFiles> {
         if !self.databases.contains_key(database) {
+            // Closing them all writes and syncs their lines first.
             if self.databases.len() >= MAX_OPEN_DATABASES {
                 self.sync_all();
                 self.databases.clear();
@@ -228,7 +229,11 @@ impl Keeper {
     }
 
     fn append(&mut self, entries: Vec<Copied>) {
+        let mut touched: Vec<Arc<str>> = Vec::new();
         for copied in entries {
+            if touched.last() != Some(&copied.database) && !touched.contains(&copied.database) {
+                touched.push(copied.database.clone());
+            }
             let Some((line, time)) = line_of(copied.seq, &copied.entry) else {
                 warn!(database = %copied.database, seq = copied.seq, "an audit record that is not an entry; skipped");
                 self.stats.failures.fetch_add(1, Ordering::Relaxed);
@@ -255,6 +260,16 @@ impl Keeper {
                 && self.pruned_day.get(&copied.database) != Some(&today())
             {
                 self.prune(&copied.database);
+            }
+        }
+        // Each database's lines of the batch leave with one write.
+        for database in touched {
+            if let Some(files) = self.databases.get_mut(&database) {
+                if let Err(error) = files.flush() {
+                    warn!(%database, %error, "audit entries could not be written; the log keeps them until the next start");
+                    self.stats.failures.fetch_add(1, Ordering::Relaxed);
+                    self.databases.remove(&database);
+                }
             }
         }
     }
