@@ -3,7 +3,7 @@
 //! records are durable and never wait for it; the log keeps every entry until the thread has
 //! synced it (the owner asks [`AuditTrail::sync`] before it removes log segments).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,7 +66,7 @@ enum Job {
         database: Arc<str>,
         days: u32,
     },
-    Sync(mpsc::Sender<()>),
+    Sync(mpsc::Sender<bool>),
     Query {
         database: String,
         query: AuditQuery,
@@ -96,6 +96,7 @@ impl AuditTrail {
         let mut keeper = Keeper {
             root,
             databases: HashMap::new(),
+            broken: HashSet::new(),
             retention: HashMap::new(),
             pruned_day: HashMap::new(),
             stats: stats.clone(),
@@ -126,13 +127,15 @@ impl AuditTrail {
         let _ = self.jobs.send(Job::Retain { database, days });
     }
 
-    /// Waits, on this thread, until every entry handed so far is written and synced: the
-    /// log may then let go of them. Returns at once if the thread has stopped.
-    pub fn sync(&self) {
+    /// Waits, on this thread, until every entry handed so far is written and synced: `true`
+    /// when the log may then let go of them; `false` when a file failed to take one since
+    /// the start (the log must keep them for the next start to copy), or the thread stopped.
+    pub fn sync(&self) -> bool {
         let (done, wait) = mpsc::channel();
-        if self.jobs.send(Job::Sync(done)).is_ok() {
-            let _ = wait.recv();
+        if self.jobs.send(Job::Sync(done)).is_err() {
+            return false;
         }
+        wait.recv().unwrap_or(false)
     }
 
     /// The lines of `database`'s trail that `query` asks for, as JSON lines.
@@ -166,6 +169,10 @@ impl AuditTrail {
 struct Keeper {
     root: PathBuf,
     databases: HashMap<Arc<str>, DatabaseFiles>,
+    /// Databases whose files failed to take an entry: nothing more is written to them until
+    /// the next start, so that their lines keep no gap (a start copies from the log what
+    /// follows their last line), and the log keeps its segments meanwhile (`sync`).
+    broken: HashSet<Arc<str>>,
     retention: HashMap<Arc<str>, u32>,
     /// The day each database's retention was last applied.
     pruned_day: HashMap<Arc<str>, u64>,
@@ -192,7 +199,7 @@ impl Keeper {
                 }
                 Job::Sync(done) => {
                     self.sync_all();
-                    let _ = done.send(());
+                    let _ = done.send(self.broken.is_empty());
                 }
                 Job::Query {
                     database,
@@ -234,6 +241,9 @@ impl Keeper {
             if touched.last() != Some(&copied.database) && !touched.contains(&copied.database) {
                 touched.push(copied.database.clone());
             }
+            if self.broken.contains(&copied.database) {
+                continue;
+            }
             let Some((line, time)) = line_of(copied.seq, &copied.entry) else {
                 warn!(database = %copied.database, seq = copied.seq, "an audit record that is not an entry; skipped");
                 self.stats.failures.fetch_add(1, Ordering::Relaxed);
@@ -248,10 +258,8 @@ impl Keeper {
                 }
                 Ok(false) => {}
                 Err(error) => {
-                    warn!(database = %copied.database, %error, "an audit entry could not be written; the log keeps it until the next start");
-                    self.stats.failures.fetch_add(1, Ordering::Relaxed);
-                    // Forget the files: the next append reads where they really end.
-                    self.databases.remove(&copied.database);
+                    warn!(database = %copied.database, %error, "an audit entry could not be written; the database's trail stops until the next start, which copies it from the log");
+                    self.break_database(&copied.database);
                 }
             }
             // Only a database whose retention the owner told is pruned: one whose entries
@@ -266,9 +274,8 @@ impl Keeper {
         for database in touched {
             if let Some(files) = self.databases.get_mut(&database) {
                 if let Err(error) = files.flush() {
-                    warn!(%database, %error, "audit entries could not be written; the log keeps them until the next start");
-                    self.stats.failures.fetch_add(1, Ordering::Relaxed);
-                    self.databases.remove(&database);
+                    warn!(%database, %error, "audit entries could not be written; the database's trail stops until the next start, which copies them from the log");
+                    self.break_database(&database);
                 }
             }
         }
@@ -278,14 +285,20 @@ impl Keeper {
         let mut failed = Vec::new();
         for (database, files) in &mut self.databases {
             if let Err(error) = files.sync() {
-                warn!(%database, %error, "syncing audit files failed");
-                self.stats.failures.fetch_add(1, Ordering::Relaxed);
+                warn!(%database, %error, "syncing audit files failed; the database's trail stops until the next start, which copies it from the log");
                 failed.push(database.clone());
             }
         }
         for database in failed {
-            self.databases.remove(&database);
+            self.break_database(&database);
         }
+    }
+
+    /// `database`'s files failed to take entries: none is written to them any more.
+    fn break_database(&mut self, database: &Arc<str>) {
+        self.stats.failures.fetch_add(1, Ordering::Relaxed);
+        self.databases.remove(database);
+        self.broken.insert(database.clone());
     }
 
     fn prune(&mut self, database: &Arc<str>) {
@@ -399,13 +412,13 @@ mod tests {
         let trail = AuditTrail::start(root.path().to_owned()).expect("starts");
         // Entries of a database whose retention is not known yet prune nothing.
         trail.append(vec![copied(5, now, "ada")]);
-        trail.sync();
+        assert!(trail.sync());
         assert!(old.exists(), "kept until the retention is known");
         trail.retain("db".into(), 30);
         trail.append(vec![copied(7, now, "bob")]);
         // Handed twice (a copy from the log after a crash): kept once.
         trail.append(vec![copied(7, now, "bob"), copied(9, now, "ada")]);
-        trail.sync();
+        assert!(trail.sync());
         assert!(!old.exists(), "pruned");
         let lines = trail.query("db", all()).await?;
         let seqs: Vec<u64> = lines
@@ -424,5 +437,27 @@ mod tests {
         assert_eq!(trail.query("elsewhere", all()).await?, "");
         assert_eq!(trail.stats().written.load(Ordering::Relaxed), 3);
         Ok(())
+    }
+
+    #[test]
+    fn a_database_whose_files_fail_stops_and_keeps_the_log() {
+        let root = tempfile::tempdir().expect("a directory");
+        // A file where the database's directory would be: nothing can be written there.
+        std::fs::write(root.path().join("db"), "not a directory").expect("written");
+        let trail = AuditTrail::start(root.path().to_owned()).expect("starts");
+        trail.append(vec![copied(1, 0, "ada")]);
+        assert!(!trail.sync(), "the log must keep the entry");
+        trail.append(vec![Copied {
+            database: "other".into(),
+            seq: 2,
+            entry: entry(0, "bob"),
+        }]);
+        assert!(!trail.sync(), "still, until the next start");
+        assert_eq!(
+            trail.stats().written.load(Ordering::Relaxed),
+            1,
+            "the other database's"
+        );
+        assert!(trail.stats().failures.load(Ordering::Relaxed) >= 1);
     }
 }

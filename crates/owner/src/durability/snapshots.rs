@@ -128,9 +128,11 @@ async fn after_snapshot(owner: &Owner, info: &SnapshotInfo) {
     let storage = store.storage().clone();
     let trail = crate::audit::before_truncation(owner);
     let removed = tokio::task::spawn_blocking(move || {
-        // The audit entries the segments carry must be in the trail's files first.
-        if let Some(trail) = trail {
-            trail.sync();
+        // The audit entries the segments carry must be in the trail's files first; if the
+        // trail lost some, the log keeps them for the next start (the segments stay on disk
+        // and are read again then).
+        if trail.is_some_and(|trail| !trail.sync()) {
+            return Ok(Vec::new());
         }
         let segments = removal.execute()?;
         remove_files(&*storage, &old)?;
@@ -179,8 +181,9 @@ pub fn snapshot_all(owner: &Owner) {
         }
     }
     let removal = store.take_truncation();
-    if let Some(trail) = crate::audit::before_truncation(owner) {
-        trail.sync();
+    if crate::audit::before_truncation(owner).is_some_and(|trail| !trail.sync()) {
+        warn!("the audit trail lost entries; the log keeps its segments for the next start");
+        return;
     }
     if let Err(error) = removal
         .execute()
