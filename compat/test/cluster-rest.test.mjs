@@ -10,7 +10,8 @@ import path from 'node:path';
 import { T } from '../lib/harness.mjs';
 import { logShows, nsOwnedBy as nsOwnedByIn } from '../lib/cluster.mjs';
 import { HearthServer, freePort } from '../lib/server.mjs';
-import { withTimeout } from '../lib/util.mjs';
+import { withTimeout, waitFor } from '../lib/util.mjs';
+import { unsignedJwt, nowSecs } from '../lib/rules.mjs';
 
 const IDS = ['a', 'b'];
 const LINK_HOSTS = { a: '127.0.0.2', b: '127.0.0.3' };
@@ -100,6 +101,34 @@ describe('REST and event streams through a node that does not own the database',
     assert.equal(r.status, 204);
     r = await fetch(url('a', ns, 'big'));
     assert.equal((await r.json()).length, big.length);
+  });
+
+  it("the audit trail is the owner's, asked and erased through the other node", T, async () => {
+    const ns = nsOwnedBy('b');
+    const owner = { authorization: 'Bearer owner' };
+    const audit = await fetch(url('a', ns, '.settings/audit'), { method: 'PUT', body: '{"enabled":true}', headers: owner });
+    assert.equal(audit.status, 200, await audit.clone().text());
+    const ada = unsignedJwt({ sub: 'ada', user_id: 'ada', iat: nowSecs(), exp: nowSecs() + 3600 });
+    for (const n of [1, 2]) {
+      const r = await fetch(url('a', ns, `doc/${n}`, `&auth=${ada}`), { method: 'PUT', body: String(n) });
+      assert.equal(r.status, 200, await r.clone().text());
+    }
+    const trail = async (node) => {
+      const r = await fetch(url(node, ns, '.settings/auditTrail'), { headers: owner });
+      assert.equal(r.status, 200, await r.clone().text());
+      return (await r.text()).split('\n').filter(Boolean).map((line) => JSON.parse(line));
+    };
+    const seen = await waitFor(async () => ((await trail('a')).length === 2 ? trail('a') : null), 10_000);
+    assert.deepEqual(seen.map((e) => [e.path, e.uid]), [['/doc/1', 'ada'], ['/doc/2', 'ada']]);
+    // Erased through the other node: gone from the owner's trail, and from this node's copy
+    // (a follower's files).
+    const erased = await fetch(url('a', ns, '.settings/auditTrail', '&uid=ada'), { method: 'DELETE', headers: owner });
+    assert.deepEqual(await erased.json(), { erased: 2 });
+    assert.deepEqual(await trail('b'), []);
+    const copy = path.join(nodes.a.dataDir, 'audit', ns);
+    for (const file of fs.existsSync(copy) ? fs.readdirSync(copy) : []) {
+      assert.ok(!fs.readFileSync(path.join(copy, file), 'utf8').includes('"ada"'), `${file} on a`);
+    }
   });
 
   it('an ETag conditional write through the other node', T, async () => {

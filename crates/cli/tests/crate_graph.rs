@@ -86,6 +86,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hearth-net",
             "hearth-auth",
             "hearth-ground",
+            "hearth-audit",
         ],
     ),
     // The server's settings, as the command line and the config file give them.

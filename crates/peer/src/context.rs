@@ -46,6 +46,9 @@ pub struct Context {
 pub struct RestSettings {
     pub auth: AuthConfig,
     pub default_namespace: String,
+    /// This node's audit trail, which answers the audit endpoints of the databases it owns
+    /// (`None` without a data directory).
+    pub audit: Option<hearth_audit::AuditTrail>,
 }
 
 /// What a local shard asks of the link to another node besides a session's messages: the

@@ -24,7 +24,9 @@ use crate::nodes::remote_conn;
 use hearth_ground::cross_core::ToOwner;
 use hearth_ground::inbox::{Forwarded, ShardMessage};
 use hearth_ground::namespace::owner_shard;
-use hearth_ground::rest::{build_call, parse_request, Endpoint, PeerAddress, RestResponse};
+use hearth_ground::rest::{
+    audit_api, build_call, parse_request, Endpoint, PeerAddress, RestResponse,
+};
 
 /// The most REST requests one node may have waiting for another's answers at once; past it,
 /// the edge node answers `503` at once (and the owner drops a link whose peer sends more).
@@ -237,6 +239,11 @@ async fn call(
 ) -> Result<RestResponse, RestResponse> {
     let parts = parts_of(head)?;
     let parsed = parse_request(&parts, &ctx.rest.auth, &ctx.rest.default_namespace)?;
+    // The audit trail is this node's (the database's owner's) files, not a shard's call.
+    let trail = ctx.rest.audit.as_ref();
+    if let Some(answer) = audit_api::answer(trail, &parsed.namespace, &parsed.endpoint).await {
+        return Ok(answer);
+    }
     if matches!(&parsed.endpoint, Endpoint::Data(data) if data.stream) {
         return Err(RestResponse::error(
             400,

@@ -167,6 +167,7 @@ pub(crate) fn start_peers(
     let rest = hearth_peer::RestSettings {
         auth: config.auth.clone(),
         default_namespace: config.default_namespace.clone(),
+        audit: config.audit.trail.clone(),
     };
     let started = hearth_peer::start(
         cluster,

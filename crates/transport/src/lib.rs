@@ -11,7 +11,6 @@
 
 pub mod accept;
 pub mod admin;
-mod audit;
 pub mod console;
 pub mod front;
 mod http;

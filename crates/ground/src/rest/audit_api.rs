@@ -7,7 +7,7 @@
 //!
 //! The setting that turns the trail on is `/.settings/audit.json` (`settings_api`).
 
-use hearth_audit::{AuditQuery, DEFAULT_QUERY_LINES, MAX_QUERY_LINES};
+use hearth_audit::{AuditQuery, AuditTrail, DEFAULT_QUERY_LINES, MAX_QUERY_LINES};
 use hearth_net::query_string::QueryString;
 use hyper::http::request::Parts;
 use hyper::Method;
@@ -26,6 +26,47 @@ pub const MAX_AUDIT_PATH_BYTES: usize = 4096;
 
 fn bad_request(message: impl AsRef<str>) -> RestResponse {
     RestResponse::error(400, message)
+}
+
+/// The type of an answer of JSON lines.
+const JSON_LINES: &str = "application/x-ndjson; charset=utf-8";
+
+/// Answers an audit endpoint of `namespace` from `trail` (this node's: the node that owns the
+/// database answers, `None` without a data directory); `None` for any other endpoint.
+pub async fn answer(
+    trail: Option<&AuditTrail>,
+    namespace: &str,
+    endpoint: &Endpoint,
+) -> Option<RestResponse> {
+    let no_trail = || {
+        RestResponse::error(
+            404,
+            "this server keeps no audit trail: it runs without a data directory (--durability none)",
+        )
+    };
+    Some(match endpoint {
+        Endpoint::AuditQuery(query) => match trail {
+            None => no_trail(),
+            Some(trail) => match trail.query(namespace, (**query).clone()).await {
+                Ok(lines) => RestResponse {
+                    content_type: Some(JSON_LINES),
+                    ..RestResponse::json(200, lines)
+                },
+                Err(error) => RestResponse::error(500, error.to_string()),
+            },
+        },
+        Endpoint::AuditErase { uid } => match trail {
+            None => no_trail(),
+            Some(trail) => match trail.erase(namespace, uid).await {
+                Ok(erased) => {
+                    tracing::info!(namespace, erased, "audit entries of a user erased");
+                    RestResponse::json(200, serde_json::json!({ "erased": erased }).to_string())
+                }
+                Err(error) => RestResponse::error(500, error.to_string()),
+            },
+        },
+        _ => return None,
+    })
 }
 
 /// The endpoint of a request of [`AUDIT_TRAIL_PATH`].

@@ -38,6 +38,7 @@ use hearth_edge::http_body::{admit, busy, HearthBody};
 use hearth_edge::request_body::read_body;
 use hearth_ground::metrics::labels::{Channel, HttpRefusal, Outcome, RequestKind};
 use hearth_ground::metrics::ShardCounters;
+use hearth_ground::rest::audit_api;
 use hearth_ground::rest::precheck::write_check;
 use hearth_ground::rest::{
     build_call, parse_request, DataMethod, DataRequest, Endpoint, PeerAddress, RestRequest,
@@ -250,22 +251,33 @@ async fn answer(
                 .into_http()
         }
         Endpoint::Backup => return front.endpoints().backup().await,
-        Endpoint::AuditQuery(query) => {
-            return crate::audit::query(&front, &parsed.namespace, query)
-                .await
-                .into_http()
-        }
-        Endpoint::AuditErase { uid } => {
-            return crate::audit::erase(&front, &parsed.namespace, uid)
-                .await
-                .into_http()
-        }
         _ => {}
     }
     let owner = front.owner_of(&parsed.namespace);
     // Past the local shards: another node of the cluster owns the database, and the request
     // crosses the node link (`http_forward`).
     let remote = owner.checked_sub(front.shard_count());
+    // The audit trail is answered by the node that owns the database, from its files. An
+    // erasure through another node erases its own copy (a follower's) too, so that running it
+    // against every node reaches every copy.
+    if matches!(
+        parsed.endpoint,
+        Endpoint::AuditQuery(_) | Endpoint::AuditErase { .. }
+    ) {
+        let trail = front.config().audit.trail.as_ref();
+        if let Some(node) = remote {
+            if let (Endpoint::AuditErase { .. }, Some(_)) = (&parsed.endpoint, trail) {
+                let here = audit_api::answer(trail, &parsed.namespace, &parsed.endpoint).await;
+                if let Some(refused) = here.filter(|answer| answer.status != 200) {
+                    return refused.into_http();
+                }
+            }
+            return forward_rest(&front, node, parts, None).await;
+        }
+        if let Some(answer) = audit_api::answer(trail, &parsed.namespace, &parsed.endpoint).await {
+            return answer.into_http();
+        }
+    }
     if let Endpoint::Data(data) = &parsed.endpoint {
         if data.stream {
             return match remote {
