@@ -92,6 +92,20 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// Whether something listens on `port` of 127.0.0.1. A connection whose two ends are the
+/// same address is not an answer: with nothing listening, the kernel may pick the very port
+/// as the probe's source and connect the socket to itself (TCP simultaneous open), which made
+/// tests start talking to a server that was not listening yet.
+pub fn listens(port: u16) -> bool {
+    match std::net::TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))) {
+        Ok(stream) => match (stream.local_addr(), stream.peer_addr()) {
+            (Ok(local), Ok(peer)) => local != peer,
+            _ => false,
+        },
+        Err(_) => false,
+    }
+}
+
 /// A running `hearth serve`, stopped when dropped.
 pub struct Server {
     child: Child,
@@ -133,7 +147,7 @@ pub fn serve_logging(dir: &Path, port: u16, extra: &[&str], log: impl Into<Stdio
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut server = server;
-    while std::net::TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).is_err() {
+    while !listens(port) {
         assert!(Instant::now() < deadline, "the server listens in time");
         if let Ok(Some(status)) = server.child.try_wait() {
             panic!("the server on port {port} exited before it listened: {status}");
