@@ -4,7 +4,6 @@
 //! entries go to the server's trail thread (`hearth_audit`), which never holds a shard up.
 
 use std::net::IpAddr;
-use std::sync::Arc;
 
 use hearth_audit::{AuditEntry, AuditTrail, Copied};
 use hearth_ground::cross_core::RealtimeTransport;
@@ -127,11 +126,6 @@ fn copied(record: AuditRecord) -> Copied {
     }
 }
 
-/// The name of a database's entry text for its log record.
-pub fn record_text(entry: &AuditEntry) -> Arc<str> {
-    Arc::from(entry.to_record())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,7 +153,7 @@ mod tests {
                 json!({"uid": "ada", "provider": "password", "token": {}}),
             )),
             op: AuditOp::Update,
-            grant: Grant::Rules(vec![Arc::from("/rooms/$room/.write")]),
+            grant: Grant::Rules(vec![std::sync::Arc::from("/rooms/$room/.write")]),
         };
         let write = Write {
             base: path("/rooms"),

@@ -9,6 +9,8 @@ use serde_json::Value;
 
 use super::volatile::{classify, Classified, MIXED_WRITE_MESSAGE};
 use super::{invalid, refused, Database};
+use hearth_rules::RuleSite;
+
 use crate::access::{Access, AuthState, Refusal, WriteScope};
 use crate::audit::{AuditFacts, AuditOp, Grant, Writer};
 use crate::effect::{Effect, Effects};
@@ -447,20 +449,7 @@ impl Database {
         new_root: &Node,
         now_ms: u64,
     ) -> Result<(), Refusal> {
-        if *auth == AuthState::Admin || matches!(self.access, Access::Open) {
-            return Ok(());
-        }
-        let relative: Vec<Path> = write.ops.iter().map(|op| op.path.clone()).collect();
-        self.access.check_write(
-            &self.coverage,
-            auth,
-            &self.root,
-            new_root,
-            &write.base,
-            &relative,
-            now_ms,
-            None,
-        )
+        self.check_write_rules(auth, write, new_root, now_ms, None)
     }
 
     /// [`Database::check_write`], also telling why the write is allowed: an admin's, open
@@ -478,8 +467,25 @@ impl Database {
         if matches!(self.access, Access::Open) {
             return Ok(Grant::Open);
         }
-        let relative: Vec<Path> = write.ops.iter().map(|op| op.path.clone()).collect();
         let mut sites = Vec::new();
+        self.check_write_rules(auth, write, new_root, now_ms, Some(&mut sites))?;
+        Ok(Grant::from_sites(&sites))
+    }
+
+    /// The rules' check of `write` (none for an admin or open access), reporting each
+    /// granting rule into `sites` when given.
+    fn check_write_rules(
+        &self,
+        auth: &AuthState,
+        write: &Write,
+        new_root: &Node,
+        now_ms: u64,
+        sites: Option<&mut Vec<RuleSite>>,
+    ) -> Result<(), Refusal> {
+        if *auth == AuthState::Admin || matches!(self.access, Access::Open) {
+            return Ok(());
+        }
+        let relative: Vec<Path> = write.ops.iter().map(|op| op.path.clone()).collect();
         self.access.check_write(
             &self.coverage,
             auth,
@@ -488,9 +494,8 @@ impl Database {
             &write.base,
             &relative,
             now_ms,
-            Some(&mut sites),
-        )?;
-        Ok(Grant::from_sites(&sites))
+            sites,
+        )
     }
 
     /// Applies a resolved write: the new root replaces the old one, the write goes to the log,
