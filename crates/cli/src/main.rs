@@ -52,6 +52,10 @@ enum Command {
     /// (admins only; docs/audit.md).
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// See a running server's declared triggers (counts, lag, errors) and act on their dead
+    /// letters (admins only; docs/triggers.md). Each node answers for its own outbox.
+    #[command(subcommand)]
+    Triggers(TriggersCommand),
     /// Write a database as JSON (export form, priorities kept), from a stopped server's data
     /// directory or from a running server.
     Export(Box<hearth_tools::ExportArgs>),
@@ -186,6 +190,40 @@ enum AuditCommand {
 }
 
 #[derive(Subcommand)]
+enum TriggersCommand {
+    /// Print each declared trigger's deliveries, failures, dead letters, pending events and
+    /// lag.
+    Status {
+        /// The server's JSON, whole (per database too).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
+    },
+    /// Print a trigger's dead letters, a JSON object per line.
+    Dead {
+        /// The trigger's name in the triggers file.
+        name: String,
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
+    },
+    /// Send a trigger's dead letters again (after their database's other events).
+    Retry {
+        /// The trigger's name in the triggers file.
+        name: String,
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
+    },
+    /// Drop a trigger's dead letters.
+    Drop {
+        /// The trigger's name in the triggers file.
+        name: String,
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
+    },
+}
+
+#[derive(Subcommand)]
 enum SettingsCommand {
     /// Print a setting's value.
     Get {
@@ -297,6 +335,18 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Audit(AuditCommand::Erase { uid, data, server }) => {
             hearth_tools::audit_erase(&server, &uid, &data)
+        }
+        Command::Triggers(TriggersCommand::Status { json, server }) => {
+            hearth_tools::triggers_status(&server, json)
+        }
+        Command::Triggers(TriggersCommand::Dead { name, server }) => {
+            hearth_tools::triggers_dead(&server, &name)
+        }
+        Command::Triggers(TriggersCommand::Retry { name, server }) => {
+            hearth_tools::triggers_retry(&server, &name)
+        }
+        Command::Triggers(TriggersCommand::Drop { name, server }) => {
+            hearth_tools::triggers_drop(&server, &name)
         }
         Command::Export(args) => hearth_tools::export(*args),
         Command::Import(args) => hearth_tools::import(*args),

@@ -189,13 +189,28 @@ fn first_address(
     Ok(resolved.first().copied())
 }
 
-/// The database triggers, delivered to the Functions emulator at `functions` if given.
-fn server_triggers(functions: Option<&str>) -> anyhow::Result<ServerTriggers> {
-    match functions {
-        Some(functions) => ServerTriggers::delivering_to(functions)
-            .context("starting the delivery of trigger events"),
-        None => Ok(ServerTriggers::default()),
+/// The database triggers: delivered to the Functions emulator at `functions` if given, and
+/// those of the triggers file `file`, from an outbox under `data_dir`.
+fn server_triggers(
+    functions: Option<&str>,
+    file: Option<&std::path::Path>,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<ServerTriggers> {
+    let declared = match file {
+        Some(file) => {
+            let bytes = std::fs::read(file)
+                .with_context(|| format!("reading the triggers file {}", file.display()))?;
+            hearth_server::config::triggers::declared::parse(&bytes)
+                .with_context(|| format!("the triggers file {}", file.display()))?
+        }
+        None => Vec::new(),
+    };
+    if functions.is_none() && declared.is_empty() {
+        return Ok(ServerTriggers::default());
     }
+    let outbox = data_dir.join("triggers");
+    ServerTriggers::start(functions, declared, Some(&outbox))
+        .context("starting the delivery of trigger events")
 }
 
 pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -245,8 +260,17 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             "--audit needs a data directory: the trail is copied from the log (leave out --durability none)"
         );
     }
+    if args.triggers.is_some() && persist.durability == hearth_server::persist::Durability::None {
+        anyhow::bail!(
+            "--triggers needs a data directory: events are delivered from the log (leave out --durability none)"
+        );
+    }
     let config = ServeConfig {
-        triggers: server_triggers(args.functions_emulator.as_deref())?,
+        triggers: server_triggers(
+            args.functions_emulator.as_deref(),
+            args.triggers.as_deref(),
+            &args.data_dir,
+        )?,
         cluster: cluster.clone(),
         peers,
         webtransport_listen,

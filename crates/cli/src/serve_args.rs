@@ -281,6 +281,12 @@ pub(crate) struct ServeArgs {
     /// each change reaches its function once it is durable (docs/triggers.md).
     #[arg(long, env = "HEARTH_FUNCTIONS_EMULATOR")]
     pub(crate) functions_emulator: Option<String>,
+    /// A triggers file (JSON): path patterns whose changes are delivered, at least once and
+    /// in order per database, to an HTTP endpoint as CloudEvents or to a NATS JetStream
+    /// subject, from an outbox in DATA_DIR/triggers (docs/triggers.md). Needs a data
+    /// directory.
+    #[arg(long, env = "HEARTH_TRIGGERS")]
+    pub(crate) triggers: Option<std::path::PathBuf>,
 }
 
 /// `--cluster-lease-ttl-secs` when not given: a dead owner's databases are claimed again

@@ -613,3 +613,65 @@ fn an_export_through_a_chunked_answer_holds_only_the_json() {
         "{head}"
     );
 }
+
+#[test]
+fn declared_triggers_are_seen_and_their_dead_letters_dropped_or_sent_again() {
+    let dir = temp_dir("triggers");
+    // A receiver that is not there: every attempt fails, and one is all a trigger gets.
+    let nobody = free_port();
+    let file = dir.join("triggers.json");
+    let declaration = json!({"triggers": {"hook": {
+        "path": "/orders/{id}",
+        "maxAttempts": 1,
+        "http": {"url": format!("http://127.0.0.1:{nobody}/hook")}
+    }}});
+    std::fs::write(&file, declaration.to_string()).expect("the triggers file");
+    let log = std::fs::File::create(dir.join("server.log")).expect("a log file");
+    let triggers = file.to_str().expect("a UTF-8 path");
+    let server = serve_logging(
+        &dir.join("data"),
+        free_port(),
+        &["--admin-token", TOKEN, "--triggers", triggers],
+        log,
+    );
+    run(admin(&server).args(["data", "set", "/orders/o1", "1"]));
+    let mut dead = String::new();
+    for _ in 0..200 {
+        dead = run(admin(&server).args(["triggers", "dead", "hook"]));
+        if !dead.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let letter = json_of(dead.lines().next().expect("a dead letter"));
+    assert_eq!(letter["database"], "shop");
+    assert_eq!(letter["event"]["ref"], "orders/o1");
+    let status = run(admin(&server).args(["triggers", "status"]));
+    let row = status.lines().nth(1).expect("a row for the trigger");
+    assert!(row.starts_with("hook"), "{status}");
+    let full = json_of(&run(admin(&server).args(["triggers", "status", "--json"])));
+    assert_eq!(full["triggers"][0]["deadLetters"], 1, "{full}");
+    // Sent again: it fails again (the receiver is still away) and comes back.
+    assert_eq!(
+        run(admin(&server).args(["triggers", "retry", "hook"])),
+        "1 dead letters of hook sent again\n"
+    );
+    let mut back = String::new();
+    for _ in 0..200 {
+        back = run(admin(&server).args(["triggers", "dead", "hook"]));
+        if !back.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(back.lines().count(), 1, "{back}");
+    assert_eq!(
+        run(admin(&server).args(["triggers", "drop", "hook"])),
+        "1 dead letters of hook dropped\n"
+    );
+    assert_eq!(run(admin(&server).args(["triggers", "dead", "hook"])), "");
+    let unknown = output(admin(&server).args(["triggers", "dead", "other"]), "");
+    assert!(!unknown.status.success());
+    assert!(stderr(&unknown).contains("no trigger is named"), "{}", stderr(&unknown));
+    drop(server);
+}

@@ -18,6 +18,7 @@ use hearth_auth::AuthConfig;
 use hearth_net::budget::SharedBudgets;
 use hearth_net::tls::TlsCerts;
 use hearth_persist::PersistConfig;
+pub use hearth_triggers as triggers;
 pub use hearth_triggers::ServerTriggers;
 
 /// Everything `hearth serve` was told, resolved to concrete values.

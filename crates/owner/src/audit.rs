@@ -5,9 +5,9 @@
 
 use std::net::IpAddr;
 
-use hearth_audit::{AuditEntry, AuditTrail, Copied};
+use hearth_audit::{AuditEntry, Copied};
 use hearth_ground::cross_core::RealtimeTransport;
-use hearth_store::AuditRecord;
+use hearth_store::SideRecord;
 use hearth_sync::audit::{AuditFacts, Grant, Writer};
 use hearth_sync::Write;
 
@@ -78,12 +78,8 @@ pub fn entry(facts: &AuditFacts, write: &Write, origin: Origin, now_ms: u64) -> 
     }
 }
 
-/// Hands the audit entries released up to `released` to the trail.
-pub fn release(owner: &Owner, released: u64) {
-    let Some(store) = owner.store() else {
-        return;
-    };
-    let records = store.take_released_audit(released);
+/// Hands audit entries (released, or found in the log at start) to the trail.
+pub fn hand(owner: &Owner, records: Vec<SideRecord>) {
     if records.is_empty() {
         return;
     }
@@ -96,29 +92,7 @@ pub fn release(owner: &Owner, released: u64) {
     }
 }
 
-/// At start, before any write: hands the trail every entry the shard's log held, so that it
-/// copies those a crash kept from its files (it skips those it has).
-pub fn catch_up(owner: &Owner) {
-    let Some(store) = owner.store() else {
-        return;
-    };
-    let records = store.take_recovered_audit();
-    if let (Some(trail), false) = (owner.audit_trail(), records.is_empty()) {
-        tracing::info!(
-            shard = owner.index(),
-            entries = records.len(),
-            "audit entries in the log handed to the trail"
-        );
-        trail.append(records.into_iter().map(copied).collect());
-    }
-}
-
-/// The trail to sync before log segments are removed: it must hold every entry they carry.
-pub fn before_truncation(owner: &Owner) -> Option<AuditTrail> {
-    owner.audit_trail().cloned()
-}
-
-fn copied(record: AuditRecord) -> Copied {
+fn copied(record: SideRecord) -> Copied {
     Copied {
         database: record.database,
         seq: record.seq,

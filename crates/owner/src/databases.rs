@@ -57,6 +57,7 @@ impl Owner {
             loaded.follow_triggers(|| self.triggers().registry().clone());
         }
         self.fence(loaded);
+        self.note_trigger_role(loaded);
         loaded
     }
 
@@ -206,6 +207,12 @@ impl Owner {
     /// Sends a change of a database's settings document to the log.
     pub fn log_settings(&self, namespace: &str, text: &str) {
         self.log(namespace, RecordRef::Settings(text));
+    }
+
+    /// Sends a change for a declared trigger (`TRIGGER\nID\nEVENT`) to the log, right after
+    /// its write.
+    pub fn log_triggered(&self, namespace: &str, text: &str) {
+        self.log(namespace, RecordRef::Triggered(text));
     }
 
     /// Sends the audit entry of the write just logged to the log, right after it.

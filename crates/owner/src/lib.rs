@@ -46,6 +46,7 @@ pub mod rest;
 pub mod rest_precheck;
 pub mod rules_file;
 pub mod sessions;
+pub mod side;
 pub mod state;
 pub mod streams;
 pub mod trigger_queue;

@@ -18,6 +18,9 @@ pub struct OwnerTriggers {
     sink: Option<DeliverySink>,
     /// Changes in the order they were made, each with its write's log position.
     waiting: RefCell<VecDeque<(u64, Delivery)>>,
+    /// Whether this node owns (`true`) or follows each database, as last told to the
+    /// declared triggers' outbox.
+    roles: RefCell<std::collections::HashMap<String, bool>>,
 }
 
 impl OwnerTriggers {
@@ -26,13 +29,31 @@ impl OwnerTriggers {
             registry,
             sink,
             waiting: RefCell::new(VecDeque::new()),
+            roles: RefCell::default(),
         }
     }
 
-    /// Whether changes are delivered anywhere: without, no database follows the registry,
-    /// so writes pay nothing.
+    /// Whether changes are delivered anywhere (to a Functions emulator, or the declared
+    /// triggers' outbox): without, no database follows the registry, so writes pay nothing.
     pub fn delivers(&self) -> bool {
-        self.sink.is_some()
+        self.sink.is_some() || self.registry.has_declared()
+    }
+
+    /// Whether `database`'s role here changed since last noted (`owned`: this node takes
+    /// its writes; else it follows an owner elsewhere).
+    pub fn role_changed(&self, database: &str, owned: bool) -> bool {
+        let mut roles = self.roles.borrow_mut();
+        match roles.get_mut(database) {
+            Some(role) if *role == owned => false,
+            Some(role) => {
+                *role = owned;
+                true
+            }
+            None => {
+                roles.insert(database.to_owned(), owned);
+                true
+            }
+        }
     }
 
     pub fn registry(&self) -> &Arc<TriggerRegistry> {

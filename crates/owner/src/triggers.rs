@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use hearth_sync::triggers::TriggerChange;
 use hearth_sync::AuthState;
+use hearth_triggers::declared::cloud_event;
+use hearth_triggers::outbox::record_text;
 use hearth_triggers::{Delivery, Registration};
 use serde_json::json;
 use tracing::warn;
@@ -26,9 +28,19 @@ impl Owner {
         writer: AuthState,
     ) {
         let triggers = self.triggers();
+        let registry = triggers.registry().clone();
+        let (declared, changes): (Vec<TriggerChange>, Vec<TriggerChange>) = changes
+            .into_iter()
+            .partition(|change| registry.declared(&change.trigger).is_some());
+        if !declared.is_empty() {
+            self.log_declared(namespace, logged, &declared, &writer);
+        }
         let Some(sink) = triggers.sink() else {
             return;
         };
+        if changes.is_empty() && dropped == 0 {
+            return;
+        }
         if dropped > 0 {
             let counted = u64::try_from(dropped).unwrap_or(u64::MAX);
             sink.counters()
@@ -61,6 +73,54 @@ impl Owner {
                 Some(seq) => triggers.hold(seq, delivery),
                 None => sink.send(delivery),
             }
+        }
+    }
+}
+
+impl Owner {
+    /// Logs each change for a declared trigger as a record of its own, right after its
+    /// write's (`logged`): the outbox takes it once released, and the log hands it over again
+    /// after a crash until the outbox has it on disk (docs/triggers.md).
+    fn log_declared(
+        &self,
+        namespace: &str,
+        logged: Option<u64>,
+        changes: &[TriggerChange],
+        writer: &AuthState,
+    ) {
+        let (Some(_), Some(seq)) = (self.store(), logged) else {
+            // No log, or the log refused the write (never durable): no event.
+            return;
+        };
+        let registry = self.triggers().registry().clone();
+        let time_ms = now_ms();
+        // Unique to the change, and the same on a follower's copy: the owner's epoch of the
+        // database (0 outside a cluster), its write's log position, and its place among the
+        // write's changes.
+        let epoch = self
+            .with_loaded(namespace, |loaded| loaded.epoch())
+            .flatten()
+            .unwrap_or(0);
+        for (index, change) in changes.iter().enumerate() {
+            let Some(declared) = registry.declared(&change.trigger) else {
+                continue;
+            };
+            let id = format!("{epoch}.{seq}.{index}");
+            let event = cloud_event(declared, namespace, change, &id, time_ms, writer);
+            let text = record_text(&change.trigger, &id, &event);
+            self.log_triggered(namespace, &text);
+        }
+    }
+
+    /// Tells the declared triggers' outbox whether this node owns `loaded` (delivers its
+    /// events) or follows it (keeps them for a failover), when that changed.
+    pub fn note_trigger_role(&self, loaded: &crate::loaded::Loaded) {
+        let Some(outbox) = &self.config().triggers.outbox else {
+            return;
+        };
+        let owned = !loaded.is_fenced();
+        if self.triggers().role_changed(loaded.name(), owned) {
+            outbox.set_following(loaded.name(), !owned);
         }
     }
 }

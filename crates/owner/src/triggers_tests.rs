@@ -16,6 +16,7 @@ fn owner_delivering() -> (Rc<Owner>, Receiver<Delivery>) {
     config.triggers = ServerTriggers {
         registry: Arc::default(),
         sink: Some(sink),
+        outbox: None,
     };
     (Owner::for_tests(config), deliveries)
 }

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use hearth_store::{
-    Appended, AuditRecord, RecordRef, Recovered, RecoveredDatabase, Removal, SnapshotCatalog,
-    SnapshotInfo, StoreError, WalOptions, WalWriter,
+    Appended, RecordRef, Recovered, RecoveredDatabase, Removal, SideKind, SideRecord,
+    SnapshotCatalog, SnapshotInfo, StoreError, WalOptions, WalWriter,
 };
 use hearth_sync::feed::ChangeLog;
 use hearth_tree::Node;
@@ -71,11 +71,13 @@ pub struct ShardStore {
     /// The write records the log held at start of databases left on disk, until each is
     /// loaded (`take_on_disk_changes`), for its change feeds.
     on_disk_changes: RefCell<BTreeMap<Arc<str>, ChangeLog>>,
-    /// Audit entries appended and not yet released (durable, and on the followers), in log
-    /// order; then taken for the audit trail (`take_released_audit`).
-    audit_waiting: RefCell<VecDeque<AuditRecord>>,
-    /// Every audit entry the log held at start, once, for the trail to copy those it lacks.
-    recovered_audit: RefCell<Vec<AuditRecord>>,
+    /// Audit entries and trigger events appended and not yet released (durable, and on the
+    /// followers), in log order; then taken for the audit trail and the triggers' outbox
+    /// (`take_released_side`).
+    side_waiting: RefCell<VecDeque<SideRecord>>,
+    /// Every such entry the log held at start, once, for their copiers to copy those they
+    /// lack.
+    recovered_side: RefCell<Vec<SideRecord>>,
 }
 
 /// A recovered shard directory, on its way to the shard's thread.
@@ -147,8 +149,8 @@ impl ShardStore {
             backup_pins: Cell::new(0),
             deferred_removals: RefCell::new(Vec::new()),
             on_disk_changes: RefCell::new(recovered.on_disk_changes),
-            audit_waiting: RefCell::new(VecDeque::new()),
-            recovered_audit: RefCell::new(recovered.audit),
+            side_waiting: RefCell::new(VecDeque::new()),
+            recovered_side: RefCell::new(recovered.side),
         };
         (store, recovered.databases)
     }
@@ -180,10 +182,16 @@ impl ShardStore {
             wal.append(database, epoch, body)?
         };
         self.pipeline.borrow_mut().appended(appended.seq);
-        if let RecordRef::Audit(entry) = body {
-            self.audit_waiting.borrow_mut().push_back(AuditRecord {
+        let side = match body {
+            RecordRef::Audit(entry) => Some((SideKind::Audit, entry)),
+            RecordRef::Triggered(event) => Some((SideKind::Triggered, event)),
+            _ => None,
+        };
+        if let Some((kind, entry)) = side {
+            self.side_waiting.borrow_mut().push_back(SideRecord {
                 seq: appended.seq,
                 database: Arc::from(&**database),
+                kind,
                 entry: Arc::from(entry),
             });
         }
@@ -307,28 +315,28 @@ impl ShardStore {
 
     /// Forgets the states after `namespace`'s writes from `first` on, which will never be
     /// acknowledged: the database goes back to the state before them, and their audit
-    /// entries are never traced.
+    /// entries and trigger events are never passed on.
     pub fn forget_from(&self, namespace: &str, first: u64) {
         self.undurable
             .borrow_mut()
             .retain(|write| write.seq < first || &*write.database != namespace);
-        self.audit_waiting
+        self.side_waiting
             .borrow_mut()
             .retain(|entry| entry.seq < first || &*entry.database != namespace);
     }
 
-    /// The audit entries up to the log position `released` (durable, and on the followers),
-    /// in log order, for the audit trail.
-    pub fn take_released_audit(&self, released: u64) -> Vec<AuditRecord> {
-        let mut waiting = self.audit_waiting.borrow_mut();
+    /// The audit entries and trigger events up to the log position `released` (durable, and
+    /// on the followers), in log order, for the audit trail and the triggers' outbox.
+    pub fn take_released_side(&self, released: u64) -> Vec<SideRecord> {
+        let mut waiting = self.side_waiting.borrow_mut();
         let ready = waiting.partition_point(|entry| entry.seq <= released);
         waiting.drain(..ready).collect()
     }
 
-    /// Every audit entry the log held at start (once): the trail copies those its files
-    /// lack.
-    pub fn take_recovered_audit(&self) -> Vec<AuditRecord> {
-        std::mem::take(&mut *self.recovered_audit.borrow_mut())
+    /// Every audit entry and trigger event the log held at start (once): their copiers copy
+    /// those their files lack.
+    pub fn take_recovered_side(&self) -> Vec<SideRecord> {
+        std::mem::take(&mut *self.recovered_side.borrow_mut())
     }
 
     /// The log failed: nothing more will become durable.

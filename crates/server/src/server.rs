@@ -321,7 +321,7 @@ fn run_shard(
     let shard = Rc::new(shard);
     shard.owner().add_recovered(recovered);
     // Before any write of this shard: the trail copies what the log holds and it lacks.
-    hearth_owner::audit::catch_up(shard.owner());
+    hearth_owner::side::catch_up(shard.owner());
     shard.observer().health.shard_started();
     let front = shard.front().clone();
     let local = LocalSet::new();

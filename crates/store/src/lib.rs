@@ -49,17 +49,18 @@ pub use names::{snapshot_name, validate_database_name, MAX_DATABASE_NAME_BYTES};
 pub use policy::{SnapshotDecision, SnapshotPolicy, SnapshotReason};
 pub use record::{
     decode_record, encode_record, Record, RecordBody, RecordRef, MAX_AUDIT_BYTES, MAX_EPOCH,
-    MAX_RECORD_BYTES, MAX_RULES_BYTES, MAX_SETTINGS_BYTES, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
+    MAX_RECORD_BYTES, MAX_RULES_BYTES, MAX_SETTINGS_BYTES, MAX_TRIGGERED_BYTES, RECORD_ALIGN_BYTES,
+    RECORD_HEADER_BYTES,
 };
 pub use recovery::{
-    open, open_lazily, AuditRecord, Recovered, RecoveredDatabase, RecoveryReport, StaleEpochs,
-    MAX_ON_DISK_FEED_BYTES,
+    open, open_lazily, Recovered, RecoveredDatabase, RecoveryReport, SideKind, SideRecord,
+    StaleEpochs, MAX_ON_DISK_FEED_BYTES,
 };
 pub use scan::TailCut;
 pub use segment::{
     SegmentHeader, SegmentInfo, SegmentTable, INLINE_SEGMENT_BYTES, SEGMENT_BYTES,
     SEGMENT_HEADER_BYTES, SEGMENT_MAGIC, WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_AUDIT,
-    WAL_FORMAT_VERSION_NO_EPOCH, WAL_FORMAT_VERSION_NO_SETTINGS,
+    WAL_FORMAT_VERSION_NO_EPOCH, WAL_FORMAT_VERSION_NO_SETTINGS, WAL_FORMAT_VERSION_NO_TRIGGERED,
 };
 pub use snapshot::{
     read_snapshot, verify_snapshot, write_database_snapshot, write_snapshot,

@@ -28,6 +28,7 @@ use crate::error::{Corruption, StoreError};
 use crate::names::{validate_database_name, MAX_DATABASE_NAME_BYTES};
 use crate::segment::{
     WAL_FORMAT_VERSION, WAL_FORMAT_VERSION_NO_AUDIT, WAL_FORMAT_VERSION_NO_EPOCH,
+    WAL_FORMAT_VERSION_NO_TRIGGERED,
 };
 
 /// Bytes of a record header.
@@ -57,11 +58,17 @@ const KIND_WRITE: u8 = 1;
 const KIND_RULES: u8 = 2;
 const KIND_SETTINGS: u8 = 3;
 const KIND_AUDIT: u8 = 4;
+const KIND_TRIGGERED: u8 = 5;
 
 /// Longest audit entry a record carries: one JSON object naming a write's time, path, writer,
 /// transport, address and granting rules (a few hundred bytes; the paths and rules it names
 /// are bounded by the data and rules limits, so this bound only stops damage).
 pub const MAX_AUDIT_BYTES: u64 = 1024 * 1024;
+
+/// Longest trigger event a record carries: one change for one production trigger, its value
+/// before and what changed (each bounded by the one event Firebase allows, 1 MB, under
+/// `strictTriggerValidation`; JSON escaping may double it).
+pub const MAX_TRIGGERED_BYTES: u64 = 4 * 1024 * 1024;
 
 /// What a record says happened to its database.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +85,10 @@ pub enum RecordBody {
     /// audited, docs/audit.md): a JSON object the store does not read. Builds before it
     /// refuse the record's kind.
     Audit(Arc<str>),
+    /// A change a write just before it made for one of the server's declared triggers
+    /// (docs/triggers.md): a JSON object the store does not read, kept so that its delivery
+    /// survives a crash and a failover. Builds before it refuse the record's kind.
+    Triggered(Arc<str>),
 }
 
 /// A record body by reference, for encoding without cloning.
@@ -87,6 +98,7 @@ pub enum RecordRef<'a> {
     Rules(&'a str),
     Settings(&'a str),
     Audit(&'a str),
+    Triggered(&'a str),
 }
 
 /// A decoded record.
@@ -154,12 +166,17 @@ pub fn encode_record(
             infallible(put_str(out, entry));
             KIND_AUDIT
         }
+        RecordRef::Triggered(event) => {
+            infallible(put_str(out, event));
+            KIND_TRIGGERED
+        }
     };
     let payload = out.len() - start - RECORD_HEADER_BYTES;
     let too_large = match body {
         RecordRef::Rules(rules) => rules.len() as u64 > MAX_RULES_BYTES,
         RecordRef::Settings(settings) => settings.len() as u64 > MAX_SETTINGS_BYTES,
         RecordRef::Audit(entry) => entry.len() as u64 > MAX_AUDIT_BYTES,
+        RecordRef::Triggered(event) => event.len() as u64 > MAX_TRIGGERED_BYTES,
         RecordRef::Write(_) => false,
     } || payload as u64 > MAX_RECORD_BYTES;
     if too_large {
@@ -250,8 +267,11 @@ pub(crate) fn decode_record_in(bytes: &[u8], version: u32) -> Result<(Record, us
         KIND_SETTINGS if version >= WAL_FORMAT_VERSION_NO_AUDIT => {
             RecordBody::Settings(read_str(&mut source, MAX_SETTINGS_BYTES).map_err(payload)?)
         }
-        KIND_AUDIT if version >= WAL_FORMAT_VERSION => {
+        KIND_AUDIT if version >= WAL_FORMAT_VERSION_NO_TRIGGERED => {
             RecordBody::Audit(read_str(&mut source, MAX_AUDIT_BYTES).map_err(payload)?)
+        }
+        KIND_TRIGGERED if version >= WAL_FORMAT_VERSION => {
+            RecordBody::Triggered(read_str(&mut source, MAX_TRIGGERED_BYTES).map_err(payload)?)
         }
         other => return Err(Corruption::UnknownKind(other)),
     };
@@ -355,6 +375,18 @@ mod tests {
         );
         let settings = encode_in_epoch(9, 9, 0, "d", RecordRef::Settings("{}"));
         assert!(decode_record_in(&settings, WAL_FORMAT_VERSION_NO_AUDIT).is_ok());
+        let event = r#"{"trigger":"t","path":"/a","data":null,"delta":1}"#;
+        let bytes = encode_in_epoch(11, 9, 0, "d", RecordRef::Triggered(event));
+        let (record, _) = decode_record(&bytes).expect("decodes");
+        assert_eq!(record.body, RecordBody::Triggered(event.into()));
+        assert_eq!(bytes[24], 5, "the trigger event kind");
+        // A segment of the format before trigger events holds none; it holds audit entries.
+        assert_eq!(
+            decode_record_in(&bytes, WAL_FORMAT_VERSION_NO_TRIGGERED).map(|_| ()),
+            Err(Corruption::UnknownKind(5))
+        );
+        let audit = encode_in_epoch(10, 9, 0, "d", RecordRef::Audit(entry));
+        assert!(decode_record_in(&audit, WAL_FORMAT_VERSION_NO_TRIGGERED).is_ok());
     }
 
     #[test]

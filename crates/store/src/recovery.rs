@@ -78,13 +78,41 @@ pub struct StaleEpochs {
     pub superseded_by: u64,
 }
 
-/// An audit entry the log holds (`RecordBody::Audit`), with its position: the audit trail's
-/// copier appends those its files do not have yet (docs/audit.md).
+/// An entry kept beside the data that the log holds (`RecordBody::Audit` or
+/// `RecordBody::Triggered`), with its position: the audit trail's and the triggers' copiers
+/// append those their files do not have yet (docs/audit.md, docs/triggers.md).
 #[derive(Debug, Clone, PartialEq)]
-pub struct AuditRecord {
+pub struct SideRecord {
     pub seq: u64,
     pub database: Arc<str>,
+    pub kind: SideKind,
     pub entry: Arc<str>,
+}
+
+/// What a [`SideRecord`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SideKind {
+    /// An audit entry (record kind 4).
+    Audit,
+    /// A change for a declared trigger (record kind 5).
+    Triggered,
+}
+
+impl SideRecord {
+    /// `record`'s entry, when it holds one.
+    pub fn of(record: &Record) -> Option<SideRecord> {
+        let (kind, entry) = match &record.body {
+            RecordBody::Audit(entry) => (SideKind::Audit, entry),
+            RecordBody::Triggered(event) => (SideKind::Triggered, event),
+            _ => return None,
+        };
+        Some(SideRecord {
+            seq: record.seq,
+            database: record.database.clone(),
+            kind,
+            entry: entry.clone(),
+        })
+    }
 }
 
 /// An opened shard directory.
@@ -97,9 +125,9 @@ pub struct Recovered<S: Storage> {
     /// The write records the log still holds of the databases in `on_disk`, for their change
     /// feeds once they are loaded (all of the shard's within [`MAX_ON_DISK_FEED_BYTES`]).
     pub on_disk_changes: BTreeMap<Arc<str>, ChangeLog>,
-    /// Every audit entry the log holds, in log order, snapshots or not (a stale epoch's
-    /// excepted, as its write is).
-    pub audit: Vec<AuditRecord>,
+    /// Every audit entry and trigger event the log holds, in log order, snapshots or not (a
+    /// stale epoch's excepted, as its write is).
+    pub side: Vec<SideRecord>,
     pub snapshots: SnapshotCatalog,
     pub wal: WalWriter<S>,
     pub report: RecoveryReport,
@@ -181,16 +209,10 @@ fn recover<S: Storage>(
         .unwrap_or(0);
     let mut on_disk_changes: BTreeMap<Arc<str>, ChangeLog> = BTreeMap::new();
     let mut on_disk_bytes = 0;
-    let mut audit = Vec::new();
+    let mut side = Vec::new();
     let scan = scan_wal(&*storage, &names, |record| {
         if on_disk.contains_key(&record.database) {
-            if let RecordBody::Audit(entry) = &record.body {
-                audit.push(AuditRecord {
-                    seq: record.seq,
-                    database: record.database.clone(),
-                    entry: entry.clone(),
-                });
-            }
+            side.extend(SideRecord::of(&record));
             // Every record of such a database is older than its snapshot (checked above); its
             // writes are still kept for change feeds, within a budget for the whole shard,
             // since the database itself is not loaded.
@@ -212,7 +234,7 @@ fn recover<S: Storage>(
                 on_disk_bytes = on_disk_bytes - before + changes.bytes();
             }
         } else {
-            replay(&mut databases, record, &mut report, &mut audit);
+            replay(&mut databases, record, &mut report, &mut side);
         }
         Ok(())
     })?;
@@ -236,7 +258,7 @@ fn recover<S: Storage>(
         databases,
         on_disk,
         on_disk_changes,
-        audit,
+        side,
         snapshots,
         wal,
         report,
@@ -350,7 +372,7 @@ fn replay(
     databases: &mut BTreeMap<Arc<str>, RecoveredDatabase>,
     record: Record,
     report: &mut RecoveryReport,
-    audit: &mut Vec<AuditRecord>,
+    side: &mut Vec<SideRecord>,
 ) {
     let state = databases
         .entry(record.database.clone())
@@ -364,14 +386,8 @@ fn replay(
         });
     // An audit entry is kept whether or not a snapshot covers its write: whether the audit
     // files have it is their copier's question. One under a stale epoch goes with its write.
-    if let RecordBody::Audit(entry) = &record.body {
-        if record.epoch >= state.epoch {
-            audit.push(AuditRecord {
-                seq: record.seq,
-                database: record.database.clone(),
-                entry: entry.clone(),
-            });
-        }
+    if record.epoch >= state.epoch {
+        side.extend(SideRecord::of(&record));
     }
     if record.seq <= state.seq {
         // Covered by the snapshot, which already holds it; its epoch still counts: a later
@@ -404,7 +420,7 @@ fn replay(
         RecordBody::Rules(rules) => state.rules = (!rules.is_empty()).then_some(rules),
         RecordBody::Settings(settings) => state.settings = Some(settings),
         // Kept above; it changes nothing of the database.
-        RecordBody::Audit(_) => {}
+        RecordBody::Audit(_) | RecordBody::Triggered(_) => {}
     }
     state.seq = record.seq;
     report.records_replayed += 1;

@@ -38,9 +38,13 @@ pub const SEGMENT_HEADER_BYTES: usize = 64;
 pub const SEGMENT_MAGIC: [u8; 8] = *b"HEARTHWL";
 
 /// The version of the log format this build writes (see FORMAT.md for its history). It also
-/// reads [`WAL_FORMAT_VERSION_NO_AUDIT`], [`WAL_FORMAT_VERSION_NO_SETTINGS`] and
-/// [`WAL_FORMAT_VERSION_NO_EPOCH`].
-pub const WAL_FORMAT_VERSION: u32 = 4;
+/// reads [`WAL_FORMAT_VERSION_NO_TRIGGERED`], [`WAL_FORMAT_VERSION_NO_AUDIT`],
+/// [`WAL_FORMAT_VERSION_NO_SETTINGS`] and [`WAL_FORMAT_VERSION_NO_EPOCH`].
+pub const WAL_FORMAT_VERSION: u32 = 5;
+
+/// The log format before trigger event records (kind 5): the same layout, read and never
+/// appended to, for the same reason as [`WAL_FORMAT_VERSION_NO_SETTINGS`].
+pub const WAL_FORMAT_VERSION_NO_TRIGGERED: u32 = 4;
 
 /// The log format before audit records (kind 4): the same layout, read and never appended
 /// to, for the same reason as [`WAL_FORMAT_VERSION_NO_SETTINGS`].
@@ -325,8 +329,8 @@ mod tests {
             assert!(SegmentHeader::parse(&damaged).is_err(), "offset {offset}");
         }
         let mut newer = bytes;
-        newer[8] = 5;
-        assert_eq!(SegmentHeader::parse(&newer), Err(HeaderError::Version(5)));
+        newer[8] = 6;
+        assert_eq!(SegmentHeader::parse(&newer), Err(HeaderError::Version(6)));
         let first_format = SegmentHeader {
             version: WAL_FORMAT_VERSION_NO_EPOCH,
             ..original

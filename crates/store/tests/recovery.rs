@@ -235,8 +235,8 @@ fn a_segment_of_a_newer_format_is_refused() {
         matches!(
             error,
             Some(StoreError::UnsupportedVersion {
-                found: 12,
-                supported: 4,
+                found: 13,
+                supported: 5,
                 ..
             })
         ),
@@ -339,8 +339,10 @@ fn a_segment_left_half_made_under_its_temporary_name_is_removed() -> Result<(), 
 #[test]
 fn recovery_returns_every_audit_entry_the_log_holds_and_a_torn_one_is_cut() -> Result<(), StoreError>
 {
+    use hearth_store::SideKind::{Audit, Triggered};
     let storage = MemoryStorage::new();
     let mut wal = reopen(&storage, options())?.wal;
+    wal.append("db", 0, hearth_store::RecordRef::Triggered(r#"{"t":1}"#))?;
     for n in 0..3u64 {
         wal.append_write("db", &set(&format!("/k{n}"), json!(n)))?;
         let entry = format!(r#"{{"n":{n}}}"#);
@@ -349,17 +351,18 @@ fn recovery_returns_every_audit_entry_the_log_holds_and_a_torn_one_is_cut() -> R
     wal.commit()?;
     drop(wal);
     let recovered = reopen(&storage, options())?;
-    let seen: Vec<(u64, &str, &str)> = recovered
-        .audit
+    let seen: Vec<(u64, &str, _, &str)> = recovered
+        .side
         .iter()
-        .map(|record| (record.seq, &*record.database, &*record.entry))
+        .map(|record| (record.seq, &*record.database, record.kind, &*record.entry))
         .collect();
     assert_eq!(
         seen,
         [
-            (2, "db", r#"{"n":0}"#),
-            (4, "db", r#"{"n":1}"#),
-            (6, "db", r#"{"n":2}"#)
+            (1, "db", Triggered, r#"{"t":1}"#),
+            (3, "db", Audit, r#"{"n":0}"#),
+            (5, "db", Audit, r#"{"n":1}"#),
+            (7, "db", Audit, r#"{"n":2}"#)
         ]
     );
     assert_eq!(root_of(&recovered, "db").to_json(false), first_records(3));
@@ -371,7 +374,7 @@ fn recovery_returns_every_audit_entry_the_log_holds_and_a_torn_one_is_cut() -> R
     torn[last + 20..last + 40].fill(0);
     storage.set_contents(FIRST, torn);
     let recovered = reopen(&storage, options())?;
-    assert_eq!(recovered.audit.len(), 2);
+    assert_eq!(recovered.side.len(), 3);
     assert_eq!(root_of(&recovered, "db").to_json(false), first_records(3));
     Ok(())
 }

@@ -25,6 +25,7 @@ mod settings;
 mod stream;
 mod target;
 mod tls;
+mod triggers;
 mod watch;
 
 pub use audit::{audit_erase, audit_query, AuditFilter};
@@ -37,3 +38,4 @@ pub use remote::{data, databases, rules_get, rules_set, DataCommand};
 pub use restore::{restore, RestoreArgs};
 pub use settings::{rules_history, rules_rollback, settings_get, settings_set};
 pub use target::Target;
+pub use triggers::{triggers_dead, triggers_drop, triggers_retry, triggers_status};

@@ -82,7 +82,7 @@ fn v1_auth(writer: &AuthState) -> Value {
 }
 
 /// The writer's kind as v2 events carry it.
-fn v2_auth_type(writer: &AuthState) -> &'static str {
+pub(crate) fn v2_auth_type(writer: &AuthState) -> &'static str {
     match writer {
         AuthState::Admin => "admin",
         AuthState::User(_) => "app_user",
@@ -91,7 +91,7 @@ fn v2_auth_type(writer: &AuthState) -> &'static str {
 }
 
 /// A user's uid (`authid`); `null` for an admin or nobody.
-fn uid(writer: &AuthState) -> Value {
+pub(crate) fn uid(writer: &AuthState) -> Value {
     match writer {
         AuthState::User(variable) => variable.get("uid").cloned().unwrap_or(Value::Null),
         AuthState::Admin | AuthState::Anonymous => Value::Null,
@@ -121,7 +121,7 @@ pub fn delta(before: &Node, after: &Node) -> Value {
     Value::Object(out)
 }
 
-fn slash_path(path: &Path) -> String {
+pub(crate) fn slash_path(path: &Path) -> String {
     let mut out = String::new();
     for key in path.keys() {
         out.push('/');

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use hearth_sync::triggers::{Trigger, TriggerSource, MAX_TRIGGERS_PER_DATABASE};
 
+use crate::declared::Declared;
 use crate::registration::Registration;
 
 /// The most triggers a server holds (the Functions emulator registers each function once,
@@ -31,11 +32,33 @@ pub struct TriggerRegistry {
     current: ArcSwap<Vec<Arc<Registration>>>,
     /// Moves on with every change of the list.
     generation: AtomicU64,
+    /// The triggers of the server's triggers file (`declared`), fixed from the start: their
+    /// changes are logged and delivered from the outbox, not to a Functions emulator.
+    declared: Vec<Arc<Declared>>,
 }
 
 impl TriggerRegistry {
     pub fn new() -> TriggerRegistry {
         TriggerRegistry::default()
+    }
+
+    /// A registry holding the declared triggers `declared` besides what the Functions
+    /// emulator registers.
+    pub fn with_declared(declared: Vec<Arc<Declared>>) -> TriggerRegistry {
+        TriggerRegistry {
+            declared,
+            ..TriggerRegistry::default()
+        }
+    }
+
+    /// The declared trigger named `name`, if any.
+    pub fn declared(&self, name: &str) -> Option<&Arc<Declared>> {
+        self.declared.iter().find(|d| &*d.trigger.name == name)
+    }
+
+    /// Whether any trigger is declared.
+    pub fn has_declared(&self) -> bool {
+        !self.declared.is_empty()
     }
 
     /// Adds `registration`, or replaces the one of the same name (the Functions emulator
@@ -71,13 +94,22 @@ impl TriggerRegistry {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// The triggers of `namespace`, in the order they were registered.
+    /// The triggers of `namespace`: the declared ones, then the registered ones in the
+    /// order they were registered.
     pub fn for_database(&self, namespace: &str) -> Arc<[Trigger]> {
-        self.current
-            .load()
+        let declared = self
+            .declared
             .iter()
-            .filter(|r| r.databases.admits(namespace))
-            .map(|r| r.trigger.clone())
+            .filter(|d| d.databases.admits(namespace))
+            .map(|d| d.trigger.clone());
+        declared
+            .chain(
+                self.current
+                    .load()
+                    .iter()
+                    .filter(|r| r.databases.admits(namespace))
+                    .map(|r| r.trigger.clone()),
+            )
             .collect()
     }
 

@@ -6,6 +6,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
 use super::series::{counter, family, gauge, level, Result2, Value};
+use hearth_triggers::outbox::TriggerMetrics;
+
 use super::snapshot::{AuditSnapshot, ClusterSnapshot, FollowerSnapshot, TriggerSnapshot};
 
 /// Replication lag toward each follower node (`replica`).
@@ -177,6 +179,53 @@ pub(super) fn audit(e: &mut DescriptorEncoder, audit: &AuditSnapshot) -> Result2
         "audit_erased",
         "Audit entries erased by uid (DELETE /.settings/auditTrail.json, hearth audit erase).",
         audit.erased,
+    )
+}
+
+/// The declared triggers (`--triggers FILE`): their events by outcome, and how far each
+/// receiver is behind.
+pub(super) fn declared_triggers(e: &mut DescriptorEncoder, triggers: &[TriggerMetrics]) -> Result2 {
+    family(
+        e,
+        "trigger_deliveries",
+        "Events of the declared triggers by outcome: taken (in the outbox, durable), delivered (the receiver confirmed), failed (an attempt failed; retried with backoff), dead (moved to the dead letters after maxAttempts), dropped (the outbox was full).",
+        MetricType::Counter,
+        triggers.iter().flat_map(|t| {
+            [
+                ("taken", t.taken),
+                ("delivered", t.delivered),
+                ("failed", t.failed),
+                ("dead", t.dead),
+                ("dropped", t.dropped),
+            ]
+            .map(|(outcome, count)| {
+                (
+                    [("trigger", t.name.clone()), ("outcome", outcome.to_owned())],
+                    Value::Count(count),
+                )
+            })
+        }),
+    )?;
+    family(
+        e,
+        "trigger_lag_events",
+        "Events of a declared trigger not yet confirmed by its receiver, in the databases this node delivers.",
+        MetricType::Gauge,
+        triggers.iter().map(|t| {
+            (
+                [("trigger", t.name.clone())],
+                Value::Level(i64::try_from(t.pending).unwrap_or(i64::MAX)),
+            )
+        }),
+    )?;
+    family(
+        e,
+        "trigger_lag_seconds",
+        "Age of the oldest event of a declared trigger not yet confirmed (0 when none).",
+        MetricType::Gauge,
+        triggers
+            .iter()
+            .map(|t| ([("trigger", t.name.clone())], Value::Gauge(t.lag_seconds))),
     )
 }
 

@@ -9,7 +9,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::cluster_series::{
-    app_check, audit, cluster_node, quotas, replication, rule_limits, triggers,
+    app_check, audit, cluster_node, declared_triggers, quotas, replication, rule_limits, triggers,
 };
 use super::counters::CounterSnapshot;
 use super::labels::{
@@ -421,6 +421,9 @@ impl Collector for Scraped {
         }
         if let Some(snapshot) = &snapshot.triggers {
             triggers(e, snapshot)?;
+        }
+        if !snapshot.declared_triggers.is_empty() {
+            declared_triggers(e, &snapshot.declared_triggers)?;
         }
         if let Some(snapshot) = &snapshot.audit {
             audit(e, snapshot)?;

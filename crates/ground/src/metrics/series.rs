@@ -46,6 +46,7 @@ pub(super) fn family<'a, L: prometheus_client::encoding::EncodeLabelSet + 'a>(
             Value::Count(count) => ConstCounter::new(count).encode(encoder)?,
             Value::Seconds(seconds) => ConstCounter::new(seconds).encode(encoder)?,
             Value::Level(level) => ConstGauge::new(level).encode(encoder)?,
+            Value::Gauge(gauge) => ConstGauge::new(gauge).encode(encoder)?,
         }
     }
     Ok(())
@@ -72,6 +73,7 @@ pub(super) enum Value {
     Count(u64),
     Seconds(f64),
     Level(i64),
+    Gauge(f64),
 }
 
 pub(super) fn histogram(

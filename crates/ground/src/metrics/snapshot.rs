@@ -77,6 +77,8 @@ pub struct ServerSnapshot {
     pub followers: Vec<FollowerSnapshot>,
     /// Database triggers, when the server delivers them (`--functions-emulator`).
     pub triggers: Option<TriggerSnapshot>,
+    /// Each declared trigger's outbox (`--triggers FILE`).
+    pub declared_triggers: Vec<hearth_triggers::outbox::TriggerMetrics>,
     /// The audit trail, when the server keeps one (a data directory).
     pub audit: Option<AuditSnapshot>,
     /// App Check tokens by outcome, when the server verifies them

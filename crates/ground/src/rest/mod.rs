@@ -18,6 +18,7 @@ mod parse;
 pub mod precheck;
 mod response;
 pub mod settings_api;
+pub mod triggers_api;
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -97,6 +98,22 @@ pub enum Endpoint {
     AuditQuery(Box<hearth_audit::AuditQuery>),
     /// `DELETE /.settings/auditTrail.json?uid=U`: erases a user's entries (admins only).
     AuditErase { uid: String },
+    /// `/.admin/triggers...` (admins only): this node's declared triggers, their state and
+    /// dead letters (`triggers_api`).
+    Triggers(TriggersEndpoint),
+}
+
+/// What `/.admin/triggers...` asks of this node's outbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TriggersEndpoint {
+    /// `GET /.admin/triggers`: each trigger's counts, lag and databases.
+    Status,
+    /// `GET /.admin/triggers/NAME/dead`: its dead letters.
+    DeadLetters { name: String },
+    /// `POST /.admin/triggers/NAME/retry`: its dead letters sent again.
+    Retry { name: String },
+    /// `DELETE /.admin/triggers/NAME/dead`: its dead letters dropped.
+    Drop { name: String },
 }
 
 impl Endpoint {
@@ -316,6 +333,7 @@ pub fn make_call(
         | Endpoint::InspectDatabases
         | Endpoint::Backup
         | Endpoint::AuditQuery(_)
+        | Endpoint::Triggers(_)
         | Endpoint::AuditErase { .. } => {
             return Err(RestResponse::error(500, "not a database request"));
         }

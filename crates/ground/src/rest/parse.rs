@@ -17,7 +17,7 @@ use super::params::{
 };
 use super::response::RestResponse;
 use super::settings_api;
-use super::{DataMethod, DataRequest, Endpoint, PeerAddress, RestRequest};
+use super::{DataMethod, DataRequest, Endpoint, PeerAddress, RestRequest, TriggersEndpoint};
 use crate::namespace::resolve;
 use hearth_auth::{authenticate_with, now_secs, AuthConfig};
 use hearth_net::query_string::{percent_decode, QueryString};
@@ -205,8 +205,35 @@ fn admin_endpoint(parts: &Parts, path: &str, auth: &AuthState) -> Result<Endpoin
         ("/.admin/databases", _) => Err(method_not_allowed("GET, HEAD, OPTIONS")),
         ("/.admin/backup", &Method::POST) => Ok(Endpoint::Backup),
         ("/.admin/backup", _) => Err(method_not_allowed("POST, OPTIONS")),
-        _ => Err(RestResponse::error(404, format!("{path} does not exist"))),
+        ("/.admin/triggers", &Method::GET | &Method::HEAD) => {
+            Ok(Endpoint::Triggers(TriggersEndpoint::Status))
+        }
+        ("/.admin/triggers", _) => Err(method_not_allowed("GET, HEAD, OPTIONS")),
+        _ => match triggers_endpoint(path, &parts.method) {
+            Some(endpoint) => endpoint,
+            None => Err(RestResponse::error(404, format!("{path} does not exist"))),
+        },
     }
+}
+
+/// `/.admin/triggers/NAME/dead` and `/.admin/triggers/NAME/retry`.
+fn triggers_endpoint(path: &str, method: &Method) -> Option<Result<Endpoint, RestResponse>> {
+    let rest = path.strip_prefix("/.admin/triggers/")?;
+    let (name, action) = rest.split_once('/')?;
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    let name = name.to_owned();
+    Some(match (action, method) {
+        ("dead", &Method::GET | &Method::HEAD) => {
+            Ok(Endpoint::Triggers(TriggersEndpoint::DeadLetters { name }))
+        }
+        ("dead", &Method::DELETE) => Ok(Endpoint::Triggers(TriggersEndpoint::Drop { name })),
+        ("dead", _) => Err(method_not_allowed("GET, HEAD, DELETE, OPTIONS")),
+        ("retry", &Method::POST) => Ok(Endpoint::Triggers(TriggersEndpoint::Retry { name })),
+        ("retry", _) => Err(method_not_allowed("POST, OPTIONS")),
+        _ => return None,
+    })
 }
 
 /// The identity of a request, and when its credential expires. The credential is

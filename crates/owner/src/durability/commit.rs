@@ -182,7 +182,7 @@ pub fn on_durable(owner: &Owner, durable: u64) {
         .with_all(|databases| release_durable(store, databases, owner.gate(), durable, released));
     owner.counters().durable(durable);
     owner.triggers().release(released.min(durable));
-    crate::audit::release(owner, released.min(durable));
+    crate::side::release(owner, released.min(durable));
     if waiting.is_empty() {
         return;
     }

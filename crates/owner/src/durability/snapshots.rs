@@ -126,12 +126,12 @@ async fn after_snapshot(owner: &Owner, info: &SnapshotInfo) {
     let old = store.record_snapshot(info);
     let removal = store.take_truncation();
     let storage = store.storage().clone();
-    let trail = crate::audit::before_truncation(owner);
+    let keepers = crate::side::before_truncation(owner);
     let removed = tokio::task::spawn_blocking(move || {
-        // The audit entries the segments carry must be in the trail's files first; if the
-        // trail lost some, the log keeps them for the next start (the segments stay on disk
-        // and are read again then).
-        if trail.is_some_and(|trail| !trail.sync()) {
+        // The audit entries and trigger events the segments carry must be in their keepers'
+        // files first; if a keeper lost some, the log keeps them for the next start (the
+        // segments stay on disk and are read again then).
+        if keepers.is_some_and(|sync| !sync()) {
             return Ok(Vec::new());
         }
         let segments = removal.execute()?;
@@ -181,8 +181,8 @@ pub fn snapshot_all(owner: &Owner) {
         }
     }
     let removal = store.take_truncation();
-    if crate::audit::before_truncation(owner).is_some_and(|trail| !trail.sync()) {
-        warn!("the audit trail lost entries; the log keeps its segments for the next start");
+    if crate::side::before_truncation(owner).is_some_and(|sync| !sync()) {
+        warn!("the audit trail or the trigger outbox lost entries; the log keeps its segments for the next start");
         return;
     }
     if let Err(error) = removal

@@ -88,6 +88,11 @@ pub fn apply(owner: &Owner, namespace: &str, records: &[u8], reset: bool) -> Opt
                 RecordBody::Audit(entry) => owner
                     .store()
                     .map(|store| loaded.log_to(store, RecordRef::Audit(entry))),
+                // The owner's event for a declared trigger: this node's outbox keeps it once
+                // its own log has it, and delivers it if this node takes the database over.
+                RecordBody::Triggered(event) => owner
+                    .store()
+                    .map(|store| loaded.log_to(store, RecordRef::Triggered(event))),
                 _ => None,
             };
             if let Some(Err(error)) = appended {

@@ -138,6 +138,12 @@ impl Observer {
                 dropped: counters.dropped.load(Ordering::Relaxed),
             })
         });
+        server.declared_triggers = self
+            .triggers
+            .get()
+            .and_then(|triggers| triggers.outbox.as_ref())
+            .map(|outbox| outbox.metrics(hearth_net::time::now_ms()))
+            .unwrap_or_default();
         server.audit = self.audit.get().map(|trail| {
             let stats = trail.stats();
             snapshot::AuditSnapshot {

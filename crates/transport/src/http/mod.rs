@@ -187,6 +187,7 @@ fn parsed_kind(endpoint: &Endpoint) -> RequestKind {
         | Endpoint::InspectDatabases
         | Endpoint::Backup
         | Endpoint::AuditQuery(_)
+        | Endpoint::Triggers(_)
         | Endpoint::AuditErase { .. } => RequestKind::RestAdmin,
         Endpoint::Data(data) if data.stream => RequestKind::RestStream,
         Endpoint::Data(data) => match data.method {
@@ -251,6 +252,23 @@ async fn answer(
                 .into_http()
         }
         Endpoint::Backup => return front.endpoints().backup().await,
+        // This node's outbox: its files are read off the shard's thread.
+        Endpoint::Triggers(endpoint) => {
+            let outbox = front.config().triggers.outbox.clone();
+            let endpoint = endpoint.clone();
+            let answered = tokio::task::spawn_blocking(move || {
+                hearth_ground::rest::triggers_api::answer(
+                    outbox.as_ref(),
+                    &endpoint,
+                    hearth_net::time::now_ms(),
+                )
+            })
+            .await;
+            return match answered {
+                Ok(answer) => answer.into_http(),
+                Err(_) => RestResponse::error(500, "the trigger outbox failed").into_http(),
+            };
+        }
         _ => {}
     }
     let owner = front.owner_of(&parsed.namespace);

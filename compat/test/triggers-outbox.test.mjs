@@ -1,0 +1,187 @@
+// Declared triggers (`hearth serve --triggers FILE`, docs/triggers.md) against the real
+// binary and a real HTTP receiver: each change arrives as the CloudEvent the Firebase SDK
+// reads; a receiver that fails is retried until it recovers, with the lag visible; one that
+// never recovers fills the dead letters, which an operator sends again or drops; and a
+// SIGKILL in the middle of writes and deliveries loses no acknowledged change, delivers
+// nothing that did not survive, and keeps each database's order.
+
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { set } from 'firebase/database';
+import { useHearth, T } from '../lib/harness.mjs';
+import { freePort } from '../lib/server.mjs';
+import { waitFor } from '../lib/util.mjs';
+import { OWNER, baseURL, rest, restURL } from './rest/rest-client.mjs';
+
+// The receiver: every event taken, by trigger (its URL's last segment); a trigger whose
+// mode is 'fail' answers 500.
+const received = { msgs: [], items: [], doomed: [] };
+const failing = new Set(['doomed']);
+const slow = new Set(); // answered after 5 ms
+const receiver = http.createServer((request, response) => {
+  let body = '';
+  request.on('data', (chunk) => { body += chunk; });
+  request.on('end', () => {
+    const trigger = request.url.split('/').at(-1);
+    if (failing.has(trigger)) {
+      response.writeHead(500).end('not now');
+      return;
+    }
+    received[trigger].push({ type: request.headers['content-type'], event: JSON.parse(body) });
+    if (slow.has(trigger)) setTimeout(() => response.writeHead(204).end(), 5);
+    else response.writeHead(204).end();
+  });
+});
+const port = await freePort();
+await new Promise((resolve) => receiver.listen(port, '127.0.0.1', resolve));
+const hook = (name) => ({ url: `http://127.0.0.1:${port}/hooks/${name}` });
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-triggers-'));
+const file = path.join(dir, 'triggers.json');
+fs.writeFileSync(file, JSON.stringify({
+  triggers: {
+    msgs: { path: '/rooms/{room}/messages/{id}', event: 'created', http: hook('msgs') },
+    items: { path: '/items/{id}', http: hook('items') },
+    doomed: { path: '/doomed/{id}', http: hook('doomed'), maxAttempts: 2 },
+  },
+}));
+
+describe('declared triggers', () => {
+  const h = useHearth({ extraArgs: ['--triggers', file] });
+  after(() => {
+    receiver.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const admin = (url, init = {}) => rest(url, { ...init, headers: OWNER });
+  const status = async () => {
+    const answer = await admin(`${baseURL(h.server)}/.admin/triggers`);
+    assert.equal(answer.status, 200, answer.text);
+    return Object.fromEntries(answer.json.triggers.map((t) => [t.name, t]));
+  };
+  const seqOf = (event) => Number(event.id.split('.')[1]);
+
+  it('delivers each change as the CloudEvent the SDK reads', T, async () => {
+    const ns = h.ns('shape');
+    const client = h.client(ns, { emulatorMockUserToken: { sub: 'ada', user_id: 'ada' } });
+    await set(client.ref('rooms/r1/messages/m1'), { text: 'hi' });
+    await set(client.ref('rooms/r1/messages/m1/text'), 'changed'); // an update: not 'created'
+    const [{ type, event }] = await waitFor(
+      () => received.msgs.filter((m) => m.event.instance === ns).length === 1 && received.msgs.filter((m) => m.event.instance === ns),
+      10_000,
+    );
+    assert.match(type, /^application\/cloudevents\+json/);
+    assert.equal(event.specversion, '1.0');
+    assert.equal(event.type, 'google.firebase.database.ref.v1.created');
+    assert.equal(event.ref, 'rooms/r1/messages/m1');
+    assert.deepEqual(event.params, { room: 'r1', id: 'm1' });
+    assert.equal(event.authtype, 'app_user');
+    assert.equal(event.authid, 'ada');
+    assert.equal(event.data.data, null);
+    assert.deepEqual(event.data.delta, { text: 'hi' });
+    assert.match(event.source, new RegExp(`/instances/${ns}$`));
+    // Only admins see the triggers' state.
+    assert.equal((await rest(`${baseURL(h.server)}/.admin/triggers`)).status, 401);
+    const msgs = (await status()).msgs;
+    assert.equal(msgs.event, 'google.firebase.database.ref.v1.created');
+    assert.ok(msgs.delivered >= 1);
+  });
+
+  it('retries a failing receiver until it recovers, in order, with the lag visible', T, async () => {
+    const ns = h.ns('retry');
+    failing.add('items');
+    for (let i = 0; i < 20; i++) {
+      const answer = await admin(restURL(h.server, ns, `items/i${i}`), { method: 'PUT', body: i });
+      assert.equal(answer.status, 200);
+    }
+    await waitFor(async () => {
+      const items = (await status()).items;
+      return items.failed >= 2 && items.pending >= 20;
+    }, 10_000, 'failures and pending events');
+    const metrics = await (await fetch(`${baseURL(h.server)}/metrics`, { headers: OWNER })).text();
+    assert.match(metrics, /hearth_trigger_lag_events\{trigger="items"\} ([2-9]\d|\d{3,})/);
+    assert.match(metrics, /hearth_trigger_deliveries_total\{trigger="items",outcome="failed"\} [1-9]/);
+    failing.delete('items');
+    const mine = () => received.items.filter((m) => m.event.instance === ns).map((m) => m.event);
+    await waitFor(() => mine().length >= 20, 20_000, 'the 20 events after recovery');
+    assert.deepEqual(mine().map((e) => e.ref), Array.from({ length: 20 }, (_, i) => `items/i${i}`));
+    await waitFor(async () => (await status()).items.pending === 0, 10_000);
+  });
+
+  it('moves what never succeeds to the dead letters, sent again or dropped on request', T, async () => {
+    const ns = h.ns('dead');
+    const url = `${baseURL(h.server)}/.admin/triggers/doomed`;
+    await admin(restURL(h.server, ns, 'doomed/a'), { method: 'PUT', body: 'a' });
+    const letters = await waitFor(async () => {
+      const answer = await admin(`${url}/dead`);
+      return answer.json.length >= 1 && answer.json;
+    }, 10_000, 'a dead letter');
+    assert.equal(letters[0].database, ns);
+    assert.equal(letters[0].attempts, 2);
+    assert.match(letters[0].error, /500/);
+    assert.equal(letters[0].event.ref, 'doomed/a');
+    assert.equal((await status()).doomed.deadLetters, 1);
+    // Sent again once the receiver works.
+    failing.delete('doomed');
+    assert.deepEqual((await admin(`${url}/retry`, { method: 'POST' })).json, { retried: 1 });
+    await waitFor(() => received.doomed.some((m) => m.event.instance === ns), 10_000, 'the retried event');
+    assert.deepEqual((await admin(`${url}/dead`)).json, []);
+    // Dropped.
+    failing.add('doomed');
+    await admin(restURL(h.server, ns, 'doomed/b'), { method: 'PUT', body: 'b' });
+    await waitFor(async () => (await admin(`${url}/dead`)).json.length === 1, 10_000);
+    assert.deepEqual((await admin(`${url}/dead`, { method: 'DELETE' })).json, { dropped: 1 });
+    assert.deepEqual((await admin(`${url}/dead`)).json, []);
+    assert.equal((await admin(`${baseURL(h.server)}/.admin/triggers/nope/dead`)).status, 404);
+  });
+
+  it('loses no acknowledged change across a SIGKILL, delivers nothing that was lost, and keeps the order', { timeout: 90_000 }, async () => {
+    const ns = h.ns('crash');
+    // A slow receiver: events wait in the outbox when the process dies.
+    slow.add('items');
+    const acked = new Set();
+    let stop = false;
+    const writers = Array.from({ length: 8 }, async (_, w) => {
+      for (let i = 0; !stop; i++) {
+        const key = `k${w}-${i}`;
+        try {
+          const answer = await admin(restURL(h.server, ns, `items/${key}`), { method: 'PUT', body: i });
+          if (answer.status === 200) acked.add(`items/${key}`);
+        } catch {
+          return; // the server is gone
+        }
+      }
+    });
+    await waitFor(() => acked.size >= 300, 30_000, '300 acknowledged writes');
+    await h.server.kill('SIGKILL');
+    stop = true;
+    await Promise.all(writers);
+    const mine = () => received.items.filter((m) => m.event.instance === ns).map((m) => m.event);
+    const before = new Set(mine().map((e) => e.ref));
+    assert.ok(before.size < acked.size, `a backlog at the kill (${before.size} of ${acked.size} delivered)`);
+    await h.server.start();
+    await waitFor(() => {
+      const refs = new Set(mine().map((e) => e.ref));
+      return [...acked].every((ref) => refs.has(ref));
+    }, 30_000, 'every acknowledged change delivered');
+    // Nothing delivered that the database does not hold (none before it was durable).
+    const data = (await admin(restURL(h.server, ns, 'items'))).json ?? {};
+    for (const event of mine()) {
+      const key = event.ref.split('/')[1];
+      assert.ok(key in data, `${event.ref} was delivered but is not in the database`);
+      assert.equal(event.data.delta, data[key]);
+    }
+    // In log order: after the repeats are set aside, each event is later than the one before.
+    const seen = new Set();
+    let last = -1;
+    for (const event of mine()) {
+      if (seen.has(event.id)) continue;
+      seen.add(event.id);
+      assert.ok(seqOf(event) > last, `${event.id} after position ${last}`);
+      last = seqOf(event);
+    }
+  });
+});

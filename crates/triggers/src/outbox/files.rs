@@ -1,0 +1,383 @@
+//! The outbox's files: for each declared trigger and database, `TRIGGER/DATABASE.events`, the
+//! events not yet confirmed by the receiver (one line each: `SEQ TIME_MS ID EVENT`, the log
+//! position of its record, when the outbox took it, its CloudEvent id and the event as
+//! JSON), and `TRIGGER/DATABASE.pos`, how far the receiver confirmed and whether this node
+//! only follows the database (a follower keeps the events for a failover and delivers none).
+//!
+//! Offsets are logical: a byte's offset since the file was first written, so that dropping
+//! the confirmed head of a file (`compact`) does not move what a delivery thread holds.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// A file's confirmed head is dropped once it is this large and half the file.
+pub const COMPACT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The most bytes a delivery thread reads at once (a longer line is read whole).
+pub const READ_CHUNK_BYTES: usize = 256 * 1024;
+
+/// The longest line the outbox writes: a record's event and its prefix.
+pub const MAX_LINE_BYTES: usize = hearth_store_limit() + 256;
+
+const fn hearth_store_limit() -> usize {
+    // The store's MAX_TRIGGERED_BYTES (this crate does not depend on the store).
+    4 * 1024 * 1024
+}
+
+/// One line of an events file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub seq: u64,
+    pub time_ms: u64,
+    pub id: String,
+    pub event: String,
+    /// The logical offset just past it.
+    pub end: u64,
+}
+
+/// What the outbox knows of one trigger's events for one database.
+#[derive(Debug)]
+pub struct EventsFile {
+    pub events: PathBuf,
+    pub pos: PathBuf,
+    /// Logical offset of the file's first byte.
+    pub base: u64,
+    /// Logical offset of its end.
+    pub len: u64,
+    /// The log position of the last event taken (or confirmed, when the file is empty).
+    pub last_seq: u64,
+    /// Logical offset up to which the receiver confirmed.
+    pub confirmed: u64,
+    /// The log position of the last confirmed event, and how many events of that position
+    /// were confirmed (a dead letter sent again is written under the last position taken,
+    /// so one position may hold several).
+    pub confirmed_seq: u64,
+    pub confirmed_in_seq: u64,
+    /// Events after `confirmed`.
+    pub pending: u64,
+    /// This node follows the database: keep, do not deliver.
+    pub following: bool,
+    /// The pos file is behind.
+    pub pos_dirty: bool,
+    /// Written since the last sync.
+    pub unsynced: bool,
+    /// When the oldest unconfirmed event was taken (ms; 0 when unknown or none).
+    pub head_time_ms: u64,
+    /// Failed attempts at the head event, and when to try it again.
+    pub attempts: u32,
+    pub retry_at: Option<std::time::Instant>,
+    pub last_error: Option<String>,
+}
+
+impl EventsFile {
+    /// Opens (or starts) the files of `database` in `dir`: a torn last line is cut, and the
+    /// events before the confirmed position are skipped.
+    pub fn open(dir: &Path, database: &str) -> io::Result<EventsFile> {
+        let events = dir.join(format!("{database}.events"));
+        let pos = dir.join(format!("{database}.pos"));
+        let (confirmed_seq, confirmed_in_seq, base, following) = read_pos(&pos);
+        let mut file = EventsFile {
+            events,
+            pos,
+            base,
+            len: base,
+            last_seq: confirmed_seq,
+            confirmed: base,
+            confirmed_seq,
+            confirmed_in_seq,
+            pending: 0,
+            following,
+            pos_dirty: false,
+            unsynced: false,
+            head_time_ms: 0,
+            attempts: 0,
+            retry_at: None,
+            last_error: None,
+        };
+        let bytes = match fs::read(&file.events) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(error) => return Err(error),
+        };
+        let mut whole = 0;
+        let mut offset = 0;
+        let mut in_seq = 0;
+        while let Some(newline) = bytes[offset..].iter().position(|&b| b == b'\n') {
+            let end = offset + newline + 1;
+            let Some(line) = parse_line(&bytes[offset..end - 1], base + end as u64) else {
+                break;
+            };
+            let confirmed = line.seq < confirmed_seq
+                || (line.seq == confirmed_seq && in_seq < confirmed_in_seq);
+            if line.seq == confirmed_seq {
+                in_seq += 1;
+            }
+            if confirmed && file.pending == 0 {
+                file.confirmed = line.end;
+            } else {
+                file.pending += 1;
+                if file.head_time_ms == 0 {
+                    file.head_time_ms = line.time_ms;
+                }
+            }
+            file.last_seq = file.last_seq.max(line.seq);
+            whole = end;
+            offset = end;
+        }
+        if whole < bytes.len() {
+            // A crash tore the last line: its record is still in the log, which hands it over
+            // again.
+            OpenOptions::new()
+                .write(true)
+                .open(&file.events)?
+                .set_len(whole as u64)?;
+        }
+        file.len = base + whole as u64;
+        Ok(file)
+    }
+
+    /// Appends `lines` (already formatted) after the file's end.
+    pub fn append(&mut self, lines: &[u8], count: u64, first_time_ms: u64) -> io::Result<()> {
+        let mut out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.events)?;
+        out.write_all(lines)?;
+        self.len += lines.len() as u64;
+        if self.pending == 0 {
+            self.head_time_ms = first_time_ms;
+        }
+        self.pending += count;
+        self.unsynced = true;
+        Ok(())
+    }
+
+    pub fn sync(&mut self) -> io::Result<()> {
+        if self.unsynced {
+            File::open(&self.events)?.sync_data()?;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// The lines after the confirmed position, about [`READ_CHUNK_BYTES`] of them.
+    pub fn read_pending(&self) -> io::Result<Vec<Line>> {
+        if self.pending == 0 {
+            return Ok(Vec::new());
+        }
+        let mut file = File::open(&self.events)?;
+        file.seek(SeekFrom::Start(self.confirmed - self.base))?;
+        let available = (self.len - self.confirmed) as usize;
+        let mut want = available.min(READ_CHUNK_BYTES);
+        let mut bytes = Vec::new();
+        loop {
+            bytes.resize(want, 0);
+            file.read_exact(&mut bytes)?;
+            if bytes.contains(&b'\n') || want == available {
+                break;
+            }
+            // One line longer than a chunk: read it whole.
+            let more = (want * 2).min(available).min(MAX_LINE_BYTES);
+            if more == want {
+                break;
+            }
+            want = more;
+            file.seek(SeekFrom::Start(self.confirmed - self.base))?;
+        }
+        let mut lines = Vec::new();
+        let mut offset = 0;
+        while let Some(newline) = bytes[offset..].iter().position(|&b| b == b'\n') {
+            let end = offset + newline + 1;
+            match parse_line(&bytes[offset..end - 1], self.confirmed + end as u64) {
+                Some(line) => lines.push(line),
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{}: a damaged line", self.events.display()),
+                    ))
+                }
+            }
+            offset = end;
+        }
+        Ok(lines)
+    }
+
+    /// The receiver confirmed `line` (or it went to the dead letters).
+    pub fn confirm(&mut self, line: &Line, next_time_ms: Option<u64>) {
+        self.confirmed = self.confirmed.max(line.end);
+        if line.seq == self.confirmed_seq {
+            self.confirmed_in_seq += 1;
+        } else {
+            self.confirmed_seq = line.seq;
+            self.confirmed_in_seq = 1;
+        }
+        self.pending = self.pending.saturating_sub(1);
+        self.head_time_ms = if self.pending == 0 {
+            0
+        } else {
+            next_time_ms.unwrap_or(self.head_time_ms)
+        };
+        self.attempts = 0;
+        self.retry_at = None;
+        self.last_error = None;
+        self.pos_dirty = true;
+    }
+
+    /// Writes the pos file (renamed over the old one): the log position of the last event
+    /// confirmed (and how many of that position), and the logical offset of the events
+    /// file's start (any base reads the same: lines are told apart by their positions).
+    pub fn write_pos(&mut self) -> io::Result<()> {
+        let tmp = self.pos.with_extension("pos.tmp");
+        let text = format!(
+            "confirmed {} {}\nbase {}\nfollowing {}\n",
+            self.confirmed_seq,
+            self.confirmed_in_seq,
+            self.base,
+            u8::from(self.following)
+        );
+        fs::write(&tmp, text)?;
+        fs::rename(&tmp, &self.pos)?;
+        self.pos_dirty = false;
+        Ok(())
+    }
+
+    /// Drops the confirmed head once it is large: the rest is copied to a new file renamed
+    /// over the old one. Returns whether it did.
+    pub fn compact(&mut self) -> io::Result<bool> {
+        let head = self.confirmed - self.base;
+        let size = self.len - self.base;
+        if head < COMPACT_BYTES || head * 2 < size {
+            return Ok(false);
+        }
+        let tmp = self.events.with_extension("events.tmp");
+        {
+            let mut from = File::open(&self.events)?;
+            from.seek(SeekFrom::Start(head))?;
+            let mut to = File::create(&tmp)?;
+            io::copy(&mut from, &mut to)?;
+            to.sync_data()?;
+        }
+        self.base = self.confirmed;
+        fs::rename(&tmp, &self.events)?;
+        self.unsynced = false;
+        Ok(true)
+    }
+}
+
+/// `SEQ TIME_MS ID EVENT` (`end` is the logical offset past its newline).
+pub fn parse_line(bytes: &[u8], end: u64) -> Option<Line> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut parts = text.splitn(4, ' ');
+    let seq = parts.next()?.parse().ok()?;
+    let time_ms = parts.next()?.parse().ok()?;
+    let id = parts.next()?.to_owned();
+    let event = parts.next()?;
+    if !event.starts_with('{') || !event.ends_with('}') {
+        return None;
+    }
+    Some(Line {
+        seq,
+        time_ms,
+        id,
+        event: event.to_owned(),
+        end,
+    })
+}
+
+/// Formats one line.
+pub fn format_line(out: &mut Vec<u8>, seq: u64, time_ms: u64, id: &str, event: &str) {
+    out.extend_from_slice(format!("{seq} {time_ms} {id} ").as_bytes());
+    out.extend_from_slice(event.as_bytes());
+    out.push(b'\n');
+}
+
+/// The confirmed log position (and how many of it), base and following flag of a pos file;
+/// zeros when absent or unreadable (everything in the events file is then delivered again:
+/// at least once).
+fn read_pos(path: &Path) -> (u64, u64, u64, bool) {
+    let Ok(text) = fs::read_to_string(path) else {
+        return (0, 0, 0, false);
+    };
+    let (mut confirmed, mut in_seq, mut base, mut following) = (0, 0, 0, false);
+    for line in text.lines() {
+        match line.split_once(' ') {
+            Some(("confirmed", n)) => {
+                let mut numbers = n.split(' ').map(|n| n.parse().unwrap_or(0));
+                confirmed = numbers.next().unwrap_or(0);
+                in_seq = numbers.next().unwrap_or(1);
+            }
+            Some(("base", n)) => base = n.parse().unwrap_or(0),
+            Some(("following", n)) => following = n == "1",
+            _ => {}
+        }
+    }
+    (confirmed, in_seq, base, following)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(events: &[(u64, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (seq, event) in events {
+            format_line(&mut out, *seq, 7, &format!("0.{seq}.0"), event);
+        }
+        out
+    }
+
+    #[test]
+    fn events_resume_after_the_confirmed_one_and_a_torn_line_is_cut() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut file = EventsFile::open(dir.path(), "db")?;
+        file.append(
+            &lines(&[(3, "{\"a\":1}"), (5, "{\"a\":2}"), (9, "{}")]),
+            3,
+            7,
+        )?;
+        let read = file.read_pending()?;
+        assert_eq!(read.iter().map(|l| l.seq).collect::<Vec<_>>(), [3, 5, 9]);
+        file.confirm(&read[0], Some(read[1].time_ms));
+        file.write_pos()?;
+        // A torn line after the others.
+        OpenOptions::new()
+            .append(true)
+            .open(&file.events)?
+            .write_all(b"12 7 0.12.0 {\"tor")?;
+        let reopened = EventsFile::open(dir.path(), "db")?;
+        assert_eq!(reopened.pending, 2);
+        assert_eq!(reopened.last_seq, 9);
+        let read = reopened.read_pending()?;
+        assert_eq!(read.iter().map(|l| l.seq).collect::<Vec<_>>(), [5, 9]);
+        assert_eq!(read[0].event, "{\"a\":2}");
+        assert_eq!(read[0].id, "0.5.0");
+        Ok(())
+    }
+
+    #[test]
+    fn a_large_confirmed_head_is_dropped_without_moving_offsets() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut file = EventsFile::open(dir.path(), "db")?;
+        let big = format!("{{\"x\":\"{}\"}}", "a".repeat(1 << 20));
+        let batch: Vec<(u64, &str)> = (1..=6).map(|seq| (seq, big.as_str())).collect();
+        file.append(&lines(&batch), 6, 7)?;
+        for _ in 0..5 {
+            let read = file.read_pending()?;
+            file.confirm(&read[0], None);
+        }
+        let last = file.read_pending()?;
+        assert_eq!(last[0].seq, 6);
+        file.write_pos()?;
+        assert!(file.compact()?);
+        assert!(fs::metadata(&file.events)?.len() < 2 << 20);
+        file.write_pos()?;
+        // The line read before the compaction is still confirmed by its offset.
+        file.confirm(&last[0], None);
+        assert_eq!(file.pending, 0);
+        file.write_pos()?;
+        let reopened = EventsFile::open(dir.path(), "db")?;
+        assert_eq!((reopened.pending, reopened.last_seq), (0, 6));
+        Ok(())
+    }
+}

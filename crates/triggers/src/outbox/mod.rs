@@ -1,0 +1,464 @@
+//! The outbox of the declared triggers (docs/triggers.md): the events their writes made,
+//! taken from the log once durable (and on the follower, in a cluster), kept in files until
+//! their receiver confirms each, delivered at least once and in order per database.
+//!
+//! One thread writes the files (`writer`): it takes the events the shards release, skipping
+//! those it already has (the log hands every event it holds over again at a start), syncs
+//! them before the log drops the segments that carried them (`sync`), writes how far each
+//! receiver confirmed, and drops confirmed heads. One thread per trigger delivers (`deliver`):
+//! the oldest unconfirmed event of each database in turn, retried with backoff, into the
+//! dead letters after `maxAttempts`. A slow or absent receiver never holds a write back: its
+//! files grow, up to [`MAX_OUTBOX_BYTES`] per trigger, past which new events are dropped and
+//! counted.
+
+pub mod dead;
+mod deliver;
+pub mod files;
+mod status;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tracing::{error, warn};
+
+use crate::declared::Declared;
+pub use dead::{DeadLetter, DeadLetters};
+use files::{format_line, EventsFile};
+
+/// The most bytes of unconfirmed events one trigger keeps: past this, new events are dropped,
+/// counted and logged (the receiver has been away for long).
+pub const MAX_OUTBOX_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// How often the writer writes confirmed positions and drops confirmed heads.
+const TICK: Duration = Duration::from_millis(200);
+
+/// One event a shard hands over: the text of its log record (`TRIGGER\nID\nEVENT`).
+#[derive(Debug, Clone)]
+pub struct Handed {
+    pub database: Arc<str>,
+    pub seq: u64,
+    pub text: Arc<str>,
+}
+
+/// The record text of one event.
+pub fn record_text(trigger: &str, id: &str, event: &str) -> String {
+    format!("{trigger}\n{id}\n{event}")
+}
+
+/// What each trigger counts.
+#[derive(Debug, Default)]
+pub struct TriggerCounters {
+    pub taken: AtomicU64,
+    pub delivered: AtomicU64,
+    pub failed: AtomicU64,
+    pub dead: AtomicU64,
+    pub dropped: AtomicU64,
+}
+
+/// The files and counters of one trigger.
+pub(crate) struct TriggerState {
+    pub(crate) declared: Arc<Declared>,
+    pub(crate) dir: PathBuf,
+    pub(crate) dead: Mutex<DeadLetters>,
+    pub(crate) counters: TriggerCounters,
+    /// Woken when events arrive or a database is owned here again.
+    pub(crate) wake: Condvar,
+}
+
+pub(crate) struct Shared {
+    pub(crate) triggers: Vec<TriggerState>,
+    /// Every events file, by trigger (its index) and database.
+    pub(crate) files: Mutex<BTreeMap<(usize, Arc<str>), EventsFile>>,
+    pub(crate) stopping: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn files(&self) -> MutexGuard<'_, BTreeMap<(usize, Arc<str>), EventsFile>> {
+        self.files
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+enum Job {
+    Take(Vec<Handed>),
+    Sync(Sender<bool>),
+    Ownership {
+        database: Arc<str>,
+        following: bool,
+    },
+    Again {
+        trigger: usize,
+        letters: Vec<DeadLetter>,
+        done: Sender<std::io::Result<()>>,
+    },
+}
+
+/// The outbox: cloned into every shard.
+#[derive(Clone)]
+pub struct Outbox {
+    shared: Arc<Shared>,
+    jobs: Sender<Job>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("triggers", &self.shared.triggers.len())
+            .finish()
+    }
+}
+
+impl Outbox {
+    /// Opens the outbox in `dir` (`DATA_DIR/triggers`) for `declared`, and starts its
+    /// threads. Files of a trigger no longer declared are left alone.
+    pub fn open(dir: &Path, declared: &[Arc<Declared>]) -> std::io::Result<Outbox> {
+        let mut triggers = Vec::new();
+        let mut files = BTreeMap::new();
+        for (index, declared) in declared.iter().enumerate() {
+            let trigger_dir = dir.join(&*declared.trigger.name);
+            std::fs::create_dir_all(&trigger_dir)?;
+            for entry in std::fs::read_dir(&trigger_dir)? {
+                let name = entry?.file_name();
+                let Some(database) = name.to_str().and_then(|n| n.strip_suffix(".events")) else {
+                    continue;
+                };
+                let file = EventsFile::open(&trigger_dir, database)?;
+                files.insert((index, Arc::from(database)), file);
+            }
+            let dead = DeadLetters::new(&trigger_dir);
+            let counters = TriggerCounters::default();
+            counters.dead.store(dead.count(), Ordering::Relaxed);
+            triggers.push(TriggerState {
+                declared: declared.clone(),
+                dir: trigger_dir,
+                dead: Mutex::new(dead),
+                counters,
+                wake: Condvar::new(),
+            });
+        }
+        let shared = Arc::new(Shared {
+            triggers,
+            files: Mutex::new(files),
+            stopping: false.into(),
+        });
+        let (jobs, receiver) = mpsc::channel();
+        let writer = shared.clone();
+        std::thread::Builder::new()
+            .name("hearth-outbox".into())
+            .spawn(move || write_all(&writer, &receiver))?;
+        for index in 0..shared.triggers.len() {
+            let delivering = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("hearth-trigger-{index}"))
+                .spawn(move || deliver::run(&delivering, index))?;
+        }
+        Ok(Outbox { shared, jobs })
+    }
+
+    /// Takes events released by a shard (durable, and on the followers).
+    pub fn take(&self, events: Vec<Handed>) {
+        if !events.is_empty() && self.jobs.send(Job::Take(events)).is_err() {
+            error!("the trigger outbox is gone: events not kept");
+        }
+    }
+
+    /// Syncs every event taken so far to disk; `false` if it could not (the log must then
+    /// keep the segments that hold them).
+    pub fn sync(&self) -> bool {
+        let (done, wait) = mpsc::channel();
+        if self.jobs.send(Job::Sync(done)).is_err() {
+            return false;
+        }
+        wait.recv().unwrap_or(false)
+    }
+
+    /// This node owns `database` (delivers its events) or only follows it (keeps them for a
+    /// failover).
+    pub fn set_following(&self, database: &str, following: bool) {
+        let _ = self.jobs.send(Job::Ownership {
+            database: Arc::from(database),
+            following,
+        });
+    }
+
+    /// Whether a trigger named `name` is declared.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.shared
+            .triggers
+            .iter()
+            .position(|t| &*t.declared.trigger.name == name)
+    }
+
+    /// The dead letters of trigger `name`.
+    pub fn dead_letters(&self, name: &str) -> Option<std::io::Result<Vec<DeadLetter>>> {
+        let trigger = &self.shared.triggers[self.index_of(name)?];
+        let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
+        Some(dead.all())
+    }
+
+    /// Drops the dead letters of trigger `name`; how many.
+    pub fn drop_dead_letters(&self, name: &str) -> Option<std::io::Result<u64>> {
+        let trigger = &self.shared.triggers[self.index_of(name)?];
+        let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
+        let count = dead.count();
+        Some(dead.clear().map(|()| {
+            trigger.counters.dead.store(0, Ordering::Relaxed);
+            count
+        }))
+    }
+
+    /// Sends the dead letters of trigger `name` again: they go back to the end of their
+    /// database's events (on disk before they leave the dead letters); how many.
+    pub fn retry_dead_letters(&self, name: &str) -> Option<std::io::Result<u64>> {
+        let index = self.index_of(name)?;
+        let trigger = &self.shared.triggers[index];
+        let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
+        let letters = match dead.all() {
+            Ok(letters) => letters,
+            Err(error) => return Some(Err(error)),
+        };
+        let count = letters.len() as u64;
+        let (done, wait) = mpsc::channel();
+        let job = Job::Again {
+            trigger: index,
+            letters,
+            done,
+        };
+        if self.jobs.send(job).is_err() {
+            return Some(Err(std::io::Error::other("the trigger outbox is gone")));
+        }
+        let result = wait
+            .recv()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the trigger outbox is gone")))
+            .and_then(|()| dead.clear());
+        if result.is_ok() {
+            trigger.counters.dead.store(0, Ordering::Relaxed);
+        }
+        Some(result.map(|()| count))
+    }
+
+    /// Every trigger's state, for `/.admin/triggers` and `hearth triggers status`.
+    pub fn status(&self, now_ms: u64) -> serde_json::Value {
+        status::status(&self.shared, now_ms)
+    }
+
+    /// What `/metrics` shows of each trigger.
+    pub fn metrics(&self, now_ms: u64) -> Vec<status::TriggerMetrics> {
+        status::metrics(&self.shared, now_ms)
+    }
+}
+
+pub use status::TriggerMetrics;
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The writer thread: until every [`Outbox`] is dropped.
+fn write_all(shared: &Shared, jobs: &Receiver<Job>) {
+    let names: HashMap<Arc<str>, usize> = shared
+        .triggers
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.declared.trigger.name.clone(), i))
+        .collect();
+    loop {
+        match jobs.recv_timeout(TICK) {
+            Ok(Job::Take(events)) => take(shared, &names, events),
+            Ok(Job::Sync(done)) => {
+                let _ = done.send(sync_all(shared));
+            }
+            Ok(Job::Ownership {
+                database,
+                following,
+            }) => own(shared, &database, following),
+            Ok(Job::Again {
+                trigger,
+                letters,
+                done,
+            }) => {
+                let _ = done.send(again(shared, trigger, letters));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        tick(shared);
+    }
+    tick(shared);
+    shared.stopping.store(true, Ordering::Relaxed);
+    for trigger in &shared.triggers {
+        trigger.wake.notify_all();
+    }
+}
+
+fn file_of<'a>(
+    files: &'a mut BTreeMap<(usize, Arc<str>), EventsFile>,
+    shared: &Shared,
+    trigger: usize,
+    database: &Arc<str>,
+) -> std::io::Result<&'a mut EventsFile> {
+    let key = (trigger, database.clone());
+    if !files.contains_key(&key) {
+        let file = EventsFile::open(&shared.triggers[trigger].dir, database)?;
+        files.insert(key.clone(), file);
+    }
+    files
+        .get_mut(&key)
+        .ok_or_else(|| std::io::Error::other("events file not kept"))
+}
+
+fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) {
+    let now = now_ms();
+    // The new lines of each file, written at once.
+    let mut batches: BTreeMap<(usize, Arc<str>), (Vec<u8>, u64)> = BTreeMap::new();
+    // Bytes each trigger keeps unconfirmed, with this batch's.
+    let mut kept: HashMap<usize, u64> = HashMap::new();
+    let mut files = shared.files();
+    for handed in events {
+        let mut parts = handed.text.splitn(3, '\n');
+        let (Some(name), Some(id), Some(event)) = (parts.next(), parts.next(), parts.next()) else {
+            warn!(database = %handed.database, "a trigger event record without its parts");
+            continue;
+        };
+        let Some(&trigger) = names.get(name) else {
+            // Declared when the write was made, and not any more.
+            continue;
+        };
+        let file = match file_of(&mut files, shared, trigger, &handed.database) {
+            Ok(file) => file,
+            Err(error) => {
+                error!(trigger = name, database = %handed.database, %error, "trigger events file");
+                continue;
+            }
+        };
+        let batch = batches
+            .entry((trigger, handed.database.clone()))
+            .or_default();
+        // Already kept (the log hands over at a start what it still holds).
+        if handed.seq <= file.last_seq {
+            continue;
+        }
+        let counters = &shared.triggers[trigger].counters;
+        let kept = kept.entry(trigger).or_insert_with(|| {
+            files
+                .iter()
+                .filter(|((t, _), _)| *t == trigger)
+                .map(|(_, file)| file.len - file.confirmed)
+                .sum()
+        });
+        *kept += (event.len() + id.len() + 48) as u64;
+        if *kept > MAX_OUTBOX_BYTES {
+            let dropped = counters.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if dropped.is_power_of_two() {
+                warn!(
+                    trigger = name,
+                    dropped, "trigger event dropped: its outbox holds {MAX_OUTBOX_BYTES} bytes"
+                );
+            }
+            continue;
+        }
+        let Some(file) = files.get_mut(&(trigger, handed.database.clone())) else {
+            continue;
+        };
+        file.last_seq = handed.seq;
+        format_line(&mut batch.0, handed.seq, now, id, event);
+        batch.1 += 1;
+        counters.taken.fetch_add(1, Ordering::Relaxed);
+    }
+    for ((trigger, database), (lines, count)) in batches {
+        if count == 0 {
+            continue;
+        }
+        if let Some(file) = files.get_mut(&(trigger, database.clone())) {
+            if let Err(error) = file.append(&lines, count, now) {
+                error!(%database, %error, "trigger events not written");
+            }
+        }
+        shared.triggers[trigger].wake.notify_all();
+    }
+}
+
+fn sync_all(shared: &Shared) -> bool {
+    let mut files = shared.files();
+    let mut ok = true;
+    for ((_, database), file) in files.iter_mut() {
+        if let Err(error) = file.sync() {
+            error!(%database, %error, "trigger events not synced");
+            ok = false;
+        }
+    }
+    ok
+}
+
+fn own(shared: &Shared, database: &Arc<str>, following: bool) {
+    let mut files = shared.files();
+    for trigger in 0..shared.triggers.len() {
+        match file_of(&mut files, shared, trigger, database) {
+            Ok(file) if file.following != following => {
+                file.following = following;
+                file.pos_dirty = true;
+            }
+            Ok(_) => {}
+            Err(error) => error!(%database, %error, "trigger events file"),
+        }
+        shared.triggers[trigger].wake.notify_all();
+    }
+}
+
+fn again(shared: &Shared, trigger: usize, letters: Vec<DeadLetter>) -> std::io::Result<()> {
+    let mut files = shared.files();
+    let mut by_database: BTreeMap<Arc<str>, Vec<DeadLetter>> = BTreeMap::new();
+    for letter in letters {
+        by_database
+            .entry(Arc::from(letter.database.as_str()))
+            .or_default()
+            .push(letter);
+    }
+    let now = now_ms();
+    for (database, letters) in by_database {
+        let file = file_of(&mut files, shared, trigger, &database)?;
+        // Under the last position taken: the log never hands over an older one again, and
+        // the confirmed count of a position tells them apart.
+        let seq = file.last_seq.max(file.confirmed_seq);
+        let mut lines = Vec::new();
+        for letter in &letters {
+            format_line(&mut lines, seq, now, &letter.id, &letter.event);
+        }
+        file.last_seq = seq;
+        file.append(&lines, letters.len() as u64, now)?;
+        file.sync()?;
+    }
+    shared.triggers[trigger].wake.notify_all();
+    Ok(())
+}
+
+/// Writes the confirmed positions that moved, and drops large confirmed heads.
+fn tick(shared: &Shared) {
+    let mut files = shared.files();
+    for ((_, database), file) in files.iter_mut() {
+        let result = file.compact().and_then(|compacted| {
+            if compacted || file.pos_dirty {
+                file.write_pos()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(error) = result {
+            warn!(%database, %error, "trigger position not written");
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! What the outbox shows of each trigger: `/.admin/triggers`, `hearth triggers status` and
+//! `/metrics`.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::{json, Value};
+
+use super::Shared;
+use crate::declared::Destination;
+
+/// One trigger's figures for `/metrics`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TriggerMetrics {
+    pub name: String,
+    pub taken: u64,
+    pub delivered: u64,
+    pub failed: u64,
+    pub dead: u64,
+    pub dropped: u64,
+    /// Events not yet confirmed, of the databases this node delivers.
+    pub pending: u64,
+    /// Age of the oldest of them (0 when none).
+    pub lag_seconds: f64,
+}
+
+pub fn metrics(shared: &Shared, now_ms: u64) -> Vec<TriggerMetrics> {
+    let files = shared.files();
+    shared
+        .triggers
+        .iter()
+        .enumerate()
+        .map(|(index, trigger)| {
+            let mut pending = 0;
+            let mut oldest = 0;
+            for ((t, _), file) in files.iter() {
+                if *t != index || file.following || file.pending == 0 {
+                    continue;
+                }
+                pending += file.pending;
+                if file.head_time_ms > 0 && (oldest == 0 || file.head_time_ms < oldest) {
+                    oldest = file.head_time_ms;
+                }
+            }
+            let counters = &trigger.counters;
+            TriggerMetrics {
+                name: trigger.declared.trigger.name.to_string(),
+                taken: counters.taken.load(Ordering::Relaxed),
+                delivered: counters.delivered.load(Ordering::Relaxed),
+                failed: counters.failed.load(Ordering::Relaxed),
+                dead: counters.dead.load(Ordering::Relaxed),
+                dropped: counters.dropped.load(Ordering::Relaxed),
+                pending,
+                lag_seconds: if oldest == 0 {
+                    0.0
+                } else {
+                    now_ms.saturating_sub(oldest) as f64 / 1000.0
+                },
+            }
+        })
+        .collect()
+}
+
+pub fn status(shared: &Shared, now_ms: u64) -> Value {
+    let figures = metrics(shared, now_ms);
+    let files = shared.files();
+    let now = std::time::Instant::now();
+    let triggers: Vec<Value> = shared
+        .triggers
+        .iter()
+        .zip(figures)
+        .enumerate()
+        .map(|(index, (trigger, figures))| {
+            let declared = &trigger.declared;
+            let destination = match &declared.destination {
+                Destination::Http { url, .. } => json!({"http": url}),
+                Destination::Nats { url, subject } => json!({"nats": url, "subject": subject}),
+            };
+            let databases: Vec<Value> = files
+                .iter()
+                .filter(|((t, _), _)| *t == index)
+                .map(|((_, database), file)| {
+                    json!({
+                        "database": &**database,
+                        "pending": file.pending,
+                        "lastTaken": file.last_seq,
+                        "lastConfirmed": file.confirmed_seq,
+                        "following": file.following,
+                        "attempts": file.attempts,
+                        "lastError": file.last_error,
+                        "retryInMs": file.retry_at.map(|at| at.saturating_duration_since(now).as_millis() as u64),
+                    })
+                })
+                .collect();
+            json!({
+                "name": &*declared.trigger.name,
+                "path": declared.trigger.pattern.to_string(),
+                "event": declared.event_type,
+                "destination": destination,
+                "maxAttempts": declared.max_attempts,
+                "taken": figures.taken,
+                "delivered": figures.delivered,
+                "failed": figures.failed,
+                "deadLetters": figures.dead,
+                "dropped": figures.dropped,
+                "pending": figures.pending,
+                "lagSeconds": figures.lag_seconds,
+                "databases": databases,
+            })
+        })
+        .collect();
+    json!({ "triggers": triggers })
+}
