@@ -19,7 +19,8 @@ import { OWNER, baseURL, rest, restURL } from './rest/rest-client.mjs';
 
 // The receiver: every event taken, by trigger (its URL's last segment); a trigger whose
 // mode is 'fail' answers 500.
-const received = { msgs: [], items: [], doomed: [] };
+const received = { msgs: [], items: [], doomed: [], batched: [] };
+const requests = { batched: [] }; // the events per request
 const failing = new Set(['doomed']);
 const slow = new Set(); // answered after 5 ms
 const receiver = http.createServer((request, response) => {
@@ -31,7 +32,10 @@ const receiver = http.createServer((request, response) => {
       response.writeHead(500).end('not now');
       return;
     }
-    received[trigger].push({ type: request.headers['content-type'], event: JSON.parse(body) });
+    const parsed = JSON.parse(body);
+    const events = Array.isArray(parsed) ? parsed : [parsed];
+    requests[trigger]?.push({ type: request.headers['content-type'], count: events.length });
+    for (const event of events) received[trigger].push({ type: request.headers['content-type'], event });
     if (slow.has(trigger)) setTimeout(() => response.writeHead(204).end(), 5);
     else response.writeHead(204).end();
   });
@@ -47,6 +51,7 @@ fs.writeFileSync(file, JSON.stringify({
     msgs: { path: '/rooms/{room}/messages/{id}', event: 'created', http: hook('msgs') },
     items: { path: '/items/{id}', http: hook('items') },
     doomed: { path: '/doomed/{id}', http: hook('doomed'), maxAttempts: 2 },
+    batched: { path: '/batched/{id}', http: hook('batched'), batchSize: 10 },
   },
 }));
 
@@ -109,6 +114,22 @@ describe('declared triggers', () => {
     await waitFor(() => mine().length >= 20, 20_000, 'the 20 events after recovery');
     assert.deepEqual(mine().map((e) => e.ref), Array.from({ length: 20 }, (_, i) => `items/i${i}`));
     await waitFor(async () => (await status()).items.pending === 0, 10_000);
+  });
+
+  it('posts a backlog in batches when asked to, in order', T, async () => {
+    const ns = h.ns('batch');
+    failing.add('batched');
+    for (let i = 0; i < 25; i++) {
+      await admin(restURL(h.server, ns, `batched/b${String(i).padStart(2, '0')}`), { method: 'PUT', body: i });
+    }
+    await waitFor(async () => (await status()).batched.pending >= 25, 10_000, 'a backlog');
+    failing.delete('batched');
+    const mine = () => received.batched.filter((m) => m.event.instance === ns).map((m) => m.event);
+    await waitFor(() => mine().length >= 25, 20_000, 'the backlog delivered');
+    assert.deepEqual(mine().map((e) => e.ref), Array.from({ length: 25 }, (_, i) => `batched/b${String(i).padStart(2, '0')}`));
+    const batches = requests.batched.filter((r) => r.count > 1);
+    assert.ok(batches.length >= 2, JSON.stringify(requests.batched));
+    assert.ok(batches.every((r) => r.count <= 10 && /^application\/cloudevents-batch\+json/.test(r.type)));
   });
 
   it('moves what never succeeds to the dead letters, sent again or dropped on request', T, async () => {

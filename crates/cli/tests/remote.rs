@@ -672,6 +672,10 @@ fn declared_triggers_are_seen_and_their_dead_letters_dropped_or_sent_again() {
     assert_eq!(run(admin(&server).args(["triggers", "dead", "hook"])), "");
     let unknown = output(admin(&server).args(["triggers", "dead", "other"]), "");
     assert!(!unknown.status.success());
-    assert!(stderr(&unknown).contains("no trigger is named"), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("no trigger is named"),
+        "{}",
+        stderr(&unknown)
+    );
     drop(server);
 }

@@ -36,8 +36,17 @@ pub const MAX_DECLARATION_BYTES: usize = 1024 * 1024;
 pub const MAX_TRIGGER_NAME_BYTES: usize = 64;
 
 /// Attempts at one event, by default, before it goes to the dead letters: with the backoff
-/// (`outbox::backoff`), about eight minutes of a receiver answering errors.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 20;
+/// (`outbox::deliver::backoff`), about four minutes of a receiver failing.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 30;
+
+/// The most events one delivery carries (an HTTP post in CloudEvents' batched mode, or NATS
+/// publishes sent back to back before their acknowledgements are awaited).
+pub const MAX_BATCH_SIZE: usize = 1000;
+
+/// Events per delivery by default: over HTTP one (a structured CloudEvent, what a function
+/// expects), over NATS a hundred (each still a message of its own).
+const DEFAULT_HTTP_BATCH: usize = 1;
+const DEFAULT_NATS_BATCH: usize = 100;
 
 /// The most attempts a trigger may ask for.
 pub const MAX_ATTEMPTS: u32 = 10_000;
@@ -71,6 +80,8 @@ pub struct Declared {
     pub event_type: &'static str,
     pub destination: Destination,
     pub max_attempts: u32,
+    /// Events per delivery, at most.
+    pub batch_size: usize,
 }
 
 /// Why a triggers file was refused.
@@ -106,6 +117,8 @@ struct Entry {
     nats: Option<Nats>,
     #[serde(default)]
     max_attempts: Option<u32>,
+    #[serde(default)]
+    batch_size: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -200,6 +213,13 @@ fn declared(name: &str, entry: Entry) -> Result<Declared, String> {
         (None, Some(nats)) => nats_destination(nats)?,
         _ => return Err("a trigger has exactly one destination, http or nats".into()),
     };
+    let batch_size = entry.batch_size.unwrap_or(match destination {
+        Destination::Http { .. } => DEFAULT_HTTP_BATCH,
+        Destination::Nats { .. } => DEFAULT_NATS_BATCH,
+    });
+    if !(1..=MAX_BATCH_SIZE).contains(&batch_size) {
+        return Err(format!("batchSize is between 1 and {MAX_BATCH_SIZE}"));
+    }
     let max_attempts = entry.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
     if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
         return Err(format!("maxAttempts is between 1 and {MAX_ATTEMPTS}"));
@@ -214,6 +234,7 @@ fn declared(name: &str, entry: Entry) -> Result<Declared, String> {
         event_type,
         destination,
         max_attempts,
+        batch_size,
     })
 }
 
@@ -348,6 +369,10 @@ mod tests {
         assert_eq!(&*index.trigger.name, "index");
         assert_eq!(index.databases, Databases::Named("blog".into()));
         assert_eq!(index.max_attempts, 3);
+        assert_eq!(
+            index.batch_size, 100,
+            "NATS publishes a hundred at once by default"
+        );
         assert_eq!(index.event_type, "google.firebase.database.ref.v1.written");
         let notify = &declared[1];
         assert_eq!(notify.trigger.on, TriggerOn::Create);
@@ -378,6 +403,10 @@ mod tests {
         )
         .contains("wildcards"));
         assert!(refused(r#"{"triggers": {"a": {"path": "/x", "htp": {}}}}"#).contains("htp"));
+        assert!(refused(
+            r#"{"triggers": {"a": {"path": "/x", "batchSize": 0, "http": {"url": "http://h"}}}}"#
+        )
+        .contains("batchSize"));
         assert!(refused(
             r#"{"triggers": {"a": {"path": "/{a=**}", "http": {"url": "http://h"}}}}"#
         )

@@ -202,6 +202,81 @@ impl NatsPublisher {
         parse_ack(&answer)
     }
 
+    /// Publishes `messages` (`(msg_id, payload)`) to `subject` back to back, then waits for
+    /// every acknowledgement (in any order): one round trip for the lot. Err on the first
+    /// refusal or when `timeout` passes; which of them the stream took is then unknown, and
+    /// sending them all again is safe within its duplicate window.
+    pub fn publish_many(
+        &mut self,
+        subject: &str,
+        messages: &[(&str, &[u8])],
+    ) -> Result<Vec<PubAck>, NatsError> {
+        check_subject(subject)?;
+        let mut frames = Vec::new();
+        let mut replies = Vec::with_capacity(messages.len());
+        for (msg_id, payload) in messages {
+            if msg_id.is_empty() || msg_id.chars().any(char::is_control) {
+                return Err(NatsError::Invalid(format!(
+                    "message id {msg_id:?} (empty, or with control characters)"
+                )));
+            }
+            let headers = format!(
+                "NATS/1.0\r\nNats-Msg-Id: {msg_id}\r\nContent-Type: application/cloudevents+json\r\n\r\n"
+            );
+            let total = headers.len() + payload.len();
+            self.check_size(total)?;
+            let reply = self.reply_subject();
+            frames.extend_from_slice(
+                format!(
+                    "HPUB {subject} {reply} {} {total}\r\n{headers}",
+                    headers.len()
+                )
+                .as_bytes(),
+            );
+            frames.extend_from_slice(payload);
+            frames.extend_from_slice(b"\r\n");
+            replies.push(reply);
+        }
+        self.write(&frames)?;
+        let mut acks: Vec<Option<PubAck>> = vec![None; replies.len()];
+        let mut waiting = replies.len();
+        let deadline = Instant::now() + self.timeout;
+        while waiting > 0 {
+            match self.next_op(deadline)? {
+                Op::Ping => self.write(b"PONG\r\n")?,
+                Op::Pong | Op::Ok => {}
+                Op::Info(info) => self.max_payload = info.max_payload(self.max_payload),
+                Op::Err(message) => return Err(NatsError::Server(message)),
+                Op::Msg(msg) if msg.sid == INBOX_SID => {
+                    let Some(index) = replies.iter().position(|r| *r == msg.subject) else {
+                        debug!(subject = %msg.subject, "late NATS reply ignored");
+                        continue;
+                    };
+                    match msg.status {
+                        None => {}
+                        Some(503) => {
+                            return Err(NatsError::NoStream {
+                                subject: subject.to_string(),
+                            })
+                        }
+                        Some(code) => {
+                            return Err(NatsError::Status {
+                                code,
+                                description: msg.description,
+                            })
+                        }
+                    }
+                    if acks[index].is_none() {
+                        acks[index] = Some(parse_ack(&msg.payload)?);
+                        waiting -= 1;
+                    }
+                }
+                Op::Msg(msg) => debug!(subject = %msg.subject, "late NATS reply ignored"),
+            }
+        }
+        Ok(acks.into_iter().flatten().collect())
+    }
+
     /// Publishes `payload` to `subject` and returns the first reply's payload: a JetStream
     /// API call (`$JS.API.STREAM.CREATE.<name>`), or any service's request. Err when nothing
     /// listens on the subject; an error the service itself answers is in the payload.

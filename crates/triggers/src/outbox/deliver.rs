@@ -17,7 +17,7 @@ use crate::nats::NatsPublisher;
 
 /// The first wait after a failure; each next one doubles, up to [`MAX_BACKOFF`].
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// The wait before attempt `attempts + 1`, with a fifth of it left to chance so that
 /// receivers coming back are not all hit at once.
@@ -34,7 +34,7 @@ pub fn backoff(attempts: u32) -> Duration {
 
 pub(crate) fn run(shared: &Shared, index: usize) {
     let trigger = &shared.triggers[index];
-    let mut sender = Sender::new(&trigger.declared.destination);
+    let mut sender = Sender::new(&trigger.declared);
     let mut last: Option<Arc<str>> = None;
     while !shared.stopping.load(Ordering::Relaxed) {
         let (database, lines) = {
@@ -68,7 +68,12 @@ pub(crate) fn run(shared: &Shared, index: usize) {
                 continue;
             };
             match file.read_pending() {
-                Ok(lines) => (database, lines),
+                Ok(lines) => {
+                    if let Some(first) = lines.first() {
+                        file.head_time_ms = first.time_ms;
+                    }
+                    (database, lines)
+                }
                 Err(error) => {
                     warn!(trigger = %trigger.declared.trigger.name, %database, %error, "trigger events not read");
                     file.retry_at = Some(now + MAX_BACKOFF);
@@ -78,45 +83,64 @@ pub(crate) fn run(shared: &Shared, index: usize) {
             }
         };
         last = Some(database.clone());
-        for (i, line) in lines.iter().enumerate() {
-            let outcome = sender.send(line);
+        let mut next = 0;
+        while next < lines.len() {
+            let group = &lines[next..(next + sender.batch).min(lines.len())];
+            let outcome = sender.send(&database, group);
             let counters = &trigger.counters;
             let mut files = shared.files();
             let Some(file) = files.get_mut(&(index, database.clone())) else {
                 break;
             };
+            let after = |i: usize| lines.get(next + i + 1).map(|l| l.time_ms);
             match outcome {
                 Ok(()) => {
-                    counters.delivered.fetch_add(1, Ordering::Relaxed);
-                    file.confirm(line, lines.get(i + 1).map(|l| l.time_ms));
+                    counters
+                        .delivered
+                        .fetch_add(group.len() as u64, Ordering::Relaxed);
+                    for (i, line) in group.iter().enumerate() {
+                        file.confirm(line, after(i));
+                    }
+                    next += group.len();
                 }
                 Err(error) => {
                     counters.failed.fetch_add(1, Ordering::Relaxed);
                     file.attempts += 1;
-                    debug!(trigger = %trigger.declared.trigger.name, %database, attempts = file.attempts, %error, "trigger event not delivered");
+                    debug!(trigger = %trigger.declared.trigger.name, %database, attempts = file.attempts, %error, "trigger events not delivered");
                     if file.attempts < trigger.declared.max_attempts {
                         file.retry_at = Some(Instant::now() + backoff(file.attempts));
                         file.last_error = Some(error);
                         break;
                     }
-                    let letter = DeadLetter {
-                        database: database.to_string(),
-                        seq: line.seq,
-                        id: line.id.clone(),
-                        attempts: file.attempts,
-                        error: error.clone(),
-                        dead_at_ms: now_ms(),
-                        event: line.event.clone(),
-                    };
+                    // Every event the failed attempts carried goes to the dead letters.
                     let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
-                    match dead.add(&letter) {
+                    let attempts = file.attempts;
+                    let written = group.iter().try_for_each(|line| {
+                        dead.add(&DeadLetter {
+                            database: database.to_string(),
+                            seq: line.seq,
+                            id: line.id.clone(),
+                            attempts,
+                            error: error.clone(),
+                            dead_at_ms: now_ms(),
+                            event: line.event.clone(),
+                        })
+                    });
+                    match written {
                         Ok(()) => {
-                            counters.dead.fetch_add(1, Ordering::Relaxed);
-                            warn!(trigger = %trigger.declared.trigger.name, %database, id = %line.id, %error, "trigger event moved to the dead letters");
-                            file.confirm(line, lines.get(i + 1).map(|l| l.time_ms));
+                            counters
+                                .dead
+                                .fetch_add(group.len() as u64, Ordering::Relaxed);
+                            warn!(trigger = %trigger.declared.trigger.name, %database, events = group.len(), %error, "trigger events moved to the dead letters");
+                            for (i, line) in group.iter().enumerate() {
+                                file.confirm(line, after(i));
+                            }
+                            next += group.len();
                         }
                         Err(write) => {
-                            warn!(trigger = %trigger.declared.trigger.name, %database, error = %write, "dead letter not written: the event stays");
+                            // Some may be in the dead letters already: they would be there twice
+                            // rather than lost.
+                            warn!(trigger = %trigger.declared.trigger.name, %database, error = %write, "dead letters not written: the events stay");
                             file.retry_at = Some(Instant::now() + MAX_BACKOFF);
                             file.last_error = Some(error);
                             break;
@@ -128,8 +152,14 @@ pub(crate) fn run(shared: &Shared, index: usize) {
     }
 }
 
-/// Where one trigger's events go, with its connection.
-enum Sender {
+/// Where one trigger's events go, with its connection, and how many leave at once.
+struct Sender {
+    trigger: Arc<str>,
+    batch: usize,
+    to: To,
+}
+
+enum To {
     Http {
         agent: ureq::Agent,
         url: String,
@@ -144,51 +174,50 @@ enum Sender {
 }
 
 impl Sender {
-    fn new(destination: &Destination) -> Sender {
-        match destination {
-            Destination::Http {
-                url,
-                headers,
-                timeout,
-            } => Sender::Http {
-                agent: ureq::Agent::config_builder()
-                    .timeout_global(Some(*timeout))
-                    .http_status_as_error(true)
-                    .build()
-                    .into(),
-                url: url.clone(),
-                headers: headers.clone(),
-            },
-            Destination::Nats { url, subject } => Sender::Nats {
-                url: url.clone(),
-                subject: subject.clone(),
-                timeout: Duration::from_secs(10),
-                connection: None,
-            },
+    fn new(declared: &crate::declared::Declared) -> Sender {
+        Sender {
+            trigger: declared.trigger.name.clone(),
+            batch: declared.batch_size.max(1),
+            to: To::new(&declared.destination),
         }
     }
 
-    /// Sends `line`'s event; `Ok` once the receiver confirmed it.
-    fn send(&mut self, line: &Line) -> Result<(), String> {
-        match self {
-            Sender::Http {
+    /// Sends `lines`' events (one, or a batch); `Ok` once the receiver confirmed them all.
+    fn send(&mut self, database: &str, lines: &[Line]) -> Result<(), String> {
+        match &mut self.to {
+            To::Http {
                 agent,
                 url,
                 headers,
             } => {
-                let mut request = agent.post(url.as_str()).header(
-                    "content-type",
-                    "application/cloudevents+json; charset=utf-8",
-                );
+                // One event alone is a structured CloudEvent; several, CloudEvents' batched
+                // mode (a JSON array).
+                let (content_type, body) = match lines {
+                    [line] => (
+                        "application/cloudevents+json; charset=utf-8",
+                        line.event.clone(),
+                    ),
+                    _ => {
+                        let mut body = String::from("[");
+                        for (i, line) in lines.iter().enumerate() {
+                            if i > 0 {
+                                body.push(',');
+                            }
+                            body.push_str(&line.event);
+                        }
+                        body.push(']');
+                        ("application/cloudevents-batch+json; charset=utf-8", body)
+                    }
+                };
+                let mut request = agent
+                    .post(url.as_str())
+                    .header("content-type", content_type);
                 for (name, value) in headers.iter() {
                     request = request.header(name.as_str(), value.as_str());
                 }
-                request
-                    .send(line.event.as_str())
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
+                request.send(body).map(|_| ()).map_err(|e| e.to_string())
             }
-            Sender::Nats {
+            To::Nats {
                 url,
                 subject,
                 timeout,
@@ -201,7 +230,19 @@ impl Sender {
                 let Some(publisher) = connection.as_mut() else {
                     return Err("not connected".into());
                 };
-                match publisher.publish(subject, &line.id, line.event.as_bytes()) {
+                // The event's id is unique within its database (its source): the stream's
+                // duplicate window must not take another database's or trigger's for a
+                // repeat.
+                let ids: Vec<String> = lines
+                    .iter()
+                    .map(|line| format!("{}.{database}.{}", self.trigger, line.id))
+                    .collect();
+                let messages: Vec<(&str, &[u8])> = ids
+                    .iter()
+                    .zip(lines)
+                    .map(|(id, line)| (id.as_str(), line.event.as_bytes()))
+                    .collect();
+                match publisher.publish_many(subject, &messages) {
                     Ok(_) => Ok(()),
                     Err(error) => {
                         // A new connection for the next attempt.
@@ -210,6 +251,32 @@ impl Sender {
                     }
                 }
             }
+        }
+    }
+}
+
+impl To {
+    fn new(destination: &Destination) -> To {
+        match destination {
+            Destination::Http {
+                url,
+                headers,
+                timeout,
+            } => To::Http {
+                agent: ureq::Agent::config_builder()
+                    .timeout_global(Some(*timeout))
+                    .http_status_as_error(true)
+                    .build()
+                    .into(),
+                url: url.clone(),
+                headers: headers.clone(),
+            },
+            Destination::Nats { url, subject } => To::Nats {
+                url: url.clone(),
+                subject: subject.clone(),
+                timeout: Duration::from_secs(10),
+                connection: None,
+            },
         }
     }
 }

@@ -74,6 +74,8 @@ pub(crate) struct Shared {
     /// Every events file, by trigger (its index) and database.
     pub(crate) files: Mutex<BTreeMap<(usize, Arc<str>), EventsFile>>,
     pub(crate) stopping: std::sync::atomic::AtomicBool,
+    /// An append failed since the start: syncs answer `false` until the next.
+    pub(crate) broken: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -145,6 +147,7 @@ impl Outbox {
             triggers,
             files: Mutex::new(files),
             stopping: false.into(),
+            broken: false.into(),
         });
         let (jobs, receiver) = mpsc::channel();
         let writer = shared.clone();
@@ -324,7 +327,8 @@ fn file_of<'a>(
 fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) {
     let now = now_ms();
     // The new lines of each file, written at once.
-    let mut batches: BTreeMap<(usize, Arc<str>), (Vec<u8>, u64)> = BTreeMap::new();
+    // With the last position each batch holds.
+    let mut batches: BTreeMap<(usize, Arc<str>), Batch> = BTreeMap::new();
     // Bytes each trigger keeps unconfirmed, with this batch's.
     let mut kept: HashMap<usize, u64> = HashMap::new();
     let mut files = shared.files();
@@ -349,7 +353,7 @@ fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) 
             .entry((trigger, handed.database.clone()))
             .or_default();
         // Already kept (the log hands over at a start what it still holds).
-        if handed.seq <= file.last_seq {
+        if handed.seq <= file.last_seq.max(batch.last_seq) {
             continue;
         }
         let counters = &shared.triggers[trigger].counters;
@@ -371,30 +375,46 @@ fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) 
             }
             continue;
         }
-        let Some(file) = files.get_mut(&(trigger, handed.database.clone())) else {
-            continue;
-        };
-        file.last_seq = handed.seq;
-        format_line(&mut batch.0, handed.seq, now, id, event);
-        batch.1 += 1;
-        counters.taken.fetch_add(1, Ordering::Relaxed);
+        batch.last_seq = handed.seq;
+        format_line(&mut batch.lines, handed.seq, now, id, event);
+        batch.count += 1;
     }
-    for ((trigger, database), (lines, count)) in batches {
-        if count == 0 {
+    for ((trigger, database), batch) in batches {
+        if batch.count == 0 {
             continue;
         }
-        if let Some(file) = files.get_mut(&(trigger, database.clone())) {
-            if let Err(error) = file.append(&lines, count, now) {
-                error!(%database, %error, "trigger events not written");
+        let Some(file) = files.get_mut(&(trigger, database.clone())) else {
+            continue;
+        };
+        match file.append(&batch.lines, batch.count, now) {
+            Ok(()) => {
+                // Only once written: an event not written is one the log must keep.
+                file.last_seq = batch.last_seq;
+                let counters = &shared.triggers[trigger].counters;
+                counters.taken.fetch_add(batch.count, Ordering::Relaxed);
+            }
+            Err(error) => {
+                error!(%database, %error, "trigger events not written: the log keeps them until the next start");
+                shared.broken.store(true, Ordering::Relaxed);
             }
         }
         shared.triggers[trigger].wake.notify_all();
     }
 }
 
+/// The new lines of one events file, taken in one batch.
+#[derive(Default)]
+struct Batch {
+    lines: Vec<u8>,
+    count: u64,
+    last_seq: u64,
+}
+
 fn sync_all(shared: &Shared) -> bool {
     let mut files = shared.files();
-    let mut ok = true;
+    // A batch that was not written: its events are only in the log, which must keep them
+    // until a start hands them over again.
+    let mut ok = !shared.broken.load(Ordering::Relaxed);
     for ((_, database), file) in files.iter_mut() {
         if let Err(error) = file.sync() {
             error!(%database, %error, "trigger events not synced");
