@@ -149,11 +149,19 @@ describe('declared triggers on etcd: a failover delivers what the follower kept'
       for (const e of mine()) {
         assert.equal(idParts(e.id)[0], claim.epoch, `${e.id}: an event before the kill of epoch ${claim.epoch}`);
       }
+      // The owner tells the follower (once a second, with its writes) how far the receiver
+      // confirmed, and the follower drops those events: a failover repeats only the rest.
+      await waitFor(async () => (await itemsStatus(follower, ns)).database?.lastConfirmed > 0, 10_000,
+        'the owner\'s confirmations on the follower');
+      // A backlog still, at the kill.
+      await waitFor(() => acked.size - deliveredKeys().size >= 50, 20_000, 'a backlog of 50 undelivered events', 20);
+      const confirmedBefore = deliveredKeys().size;
 
       await nodes[owner].kill('SIGKILL');
       const atKill = { acked: acked.size, delivered: deliveredKeys().size };
       t.diagnostic(`killed ${owner} with ${atKill.acked} acknowledged and ${atKill.delivered} delivered`);
       assert.ok(atKill.delivered < atKill.acked, `a backlog at the kill (${atKill.delivered} of ${atKill.acked})`);
+      t.diagnostic(`${confirmedBefore} delivered when the follower had dropped confirmed events`);
 
       await waitFor(() => {
         const now = claimOf(ns);
@@ -202,6 +210,8 @@ describe('declared triggers on etcd: a failover delivers what the follower kept'
       assert.ok(last.has(claim.epoch + 1), `events of the new owner's epoch ${claim.epoch + 1}: ${[...last.keys()]}`);
       const repeats = mine().length - seen.size;
       t.diagnostic(`${mine().length} events received, ${seen.size} distinct, ${repeats} repeats`);
+      // The follower had dropped what the receiver confirmed: not all of it comes again.
+      assert.ok(repeats < atKill.delivered, `${repeats} repeats of the ${atKill.delivered} delivered before the kill`);
 
       // The new owner delivers; n1 never delivered.
       const now = await itemsStatus(follower, ns);

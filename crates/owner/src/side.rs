@@ -5,16 +5,33 @@
 //! have what they carried on disk.
 
 use hearth_store::{SideKind, SideRecord};
-use hearth_triggers::outbox::Handed;
+use hearth_triggers::outbox::{confirmation_text, Handed};
 
 use crate::state::Owner;
 
-/// Hands the entries released up to `released` to their keepers.
+/// Hands the entries released up to `released` to their keepers; and, once a second, logs
+/// how far the declared triggers' receivers confirmed the databases this shard owns, so
+/// that their followers drop those events.
 pub fn release(owner: &Owner, released: u64) {
     let Some(store) = owner.store() else {
         return;
     };
     hand(owner, store.take_released_side(released));
+    if let Some(outbox) = &owner.config().triggers.outbox {
+        if owner
+            .triggers()
+            .confirmations_due(hearth_net::time::now_ms())
+        {
+            let owned = |database: &str| {
+                owner
+                    .with_loaded(database, |loaded| !loaded.is_fenced())
+                    .unwrap_or(false)
+            };
+            for (trigger, database, id) in outbox.confirmations(owned) {
+                owner.log_triggered(&database, &confirmation_text(&trigger, &id));
+            }
+        }
+    }
 }
 
 /// At start, before any write: hands the keepers every entry the shard's log held, so that

@@ -10,6 +10,10 @@ use std::sync::Arc;
 
 use hearth_triggers::{Delivery, DeliverySink, TriggerRegistry};
 
+/// How often an owner logs how far its declared triggers' receivers confirmed: a follower
+/// drops those events, so that a failover sends again about this much of them.
+pub const CONFIRMATIONS_EVERY_MS: u64 = 1000;
+
 /// The triggers of one owner: the server's registry, where durable changes go, and the
 /// changes that wait for their write to be durable.
 #[derive(Default)]
@@ -21,6 +25,8 @@ pub struct OwnerTriggers {
     /// Whether this node owns (`true`) or follows each database, as last told to the
     /// declared triggers' outbox.
     roles: RefCell<std::collections::HashMap<String, bool>>,
+    /// When the owner last logged its receivers' confirmations for its followers (ms).
+    confirmations_at: std::cell::Cell<u64>,
 }
 
 impl OwnerTriggers {
@@ -30,7 +36,18 @@ impl OwnerTriggers {
             sink,
             waiting: RefCell::new(VecDeque::new()),
             roles: RefCell::default(),
+            confirmations_at: std::cell::Cell::new(0),
         }
+    }
+
+    /// Whether the receivers' confirmations are due to be logged again (at most once per
+    /// [`CONFIRMATIONS_EVERY_MS`]); if so, the time is noted.
+    pub fn confirmations_due(&self, now_ms: u64) -> bool {
+        if now_ms.saturating_sub(self.confirmations_at.get()) < CONFIRMATIONS_EVERY_MS {
+            return false;
+        }
+        self.confirmations_at.set(now_ms);
+        true
     }
 
     /// Whether changes are delivered anywhere (to a Functions emulator, or the declared

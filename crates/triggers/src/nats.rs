@@ -178,28 +178,9 @@ impl NatsPublisher {
         msg_id: &str,
         payload: &[u8],
     ) -> Result<PubAck, NatsError> {
-        check_subject(subject)?;
-        if msg_id.is_empty() || msg_id.chars().any(char::is_control) {
-            return Err(NatsError::Invalid(format!(
-                "message id {msg_id:?} (empty, or with control characters)"
-            )));
-        }
-        let headers = format!(
-            "NATS/1.0\r\nNats-Msg-Id: {msg_id}\r\nContent-Type: application/cloudevents+json\r\n\r\n"
-        );
-        let total = headers.len() + payload.len();
-        self.check_size(total)?;
-        let reply = self.reply_subject();
-        let mut frame = format!(
-            "HPUB {subject} {reply} {} {total}\r\n{headers}",
-            headers.len()
-        )
-        .into_bytes();
-        frame.extend_from_slice(payload);
-        frame.extend_from_slice(b"\r\n");
-        self.write(&frame)?;
-        let answer = self.wait_reply(&reply, subject)?;
-        parse_ack(&answer)
+        let mut acks = self.publish_many(subject, &[(msg_id, payload)])?;
+        acks.pop()
+            .ok_or_else(|| NatsError::Protocol("no acknowledgement".into()))
     }
 
     /// Publishes `messages` (`(msg_id, payload)`) to `subject` back to back, then waits for

@@ -54,6 +54,10 @@ pub struct EventsFile {
     /// so one position may hold several).
     pub confirmed_seq: u64,
     pub confirmed_in_seq: u64,
+    /// The id of the last confirmed event, and the last one this node's owner logged for its
+    /// followers (`Outbox::confirmations`).
+    pub confirmed_id: Option<String>,
+    pub reported_id: Option<String>,
     /// Events after `confirmed`.
     pub pending: u64,
     /// This node follows the database: keep, do not deliver.
@@ -86,6 +90,8 @@ impl EventsFile {
             confirmed: base,
             confirmed_seq,
             confirmed_in_seq,
+            confirmed_id: None,
+            reported_id: None,
             pending: 0,
             following,
             pos_dirty: false,
@@ -222,6 +228,30 @@ impl EventsFile {
         self.retry_at = None;
         self.last_error = None;
         self.pos_dirty = true;
+        self.confirmed_id = Some(line.id.clone());
+    }
+
+    /// Drops the events up to the one with id `through` (in log order), which the owner's
+    /// receiver confirmed: what a follower keeps is then only what a failover must send
+    /// again. Returns how many went.
+    pub fn drop_through(&mut self, through: &str) -> io::Result<u64> {
+        let Some(limit) = id_order(through) else {
+            return Ok(0);
+        };
+        let mut dropped = 0;
+        loop {
+            let lines = self.read_pending()?;
+            if lines.is_empty() {
+                return Ok(dropped);
+            }
+            for line in &lines {
+                if id_order(&line.id).is_none_or(|order| order > limit) {
+                    return Ok(dropped);
+                }
+                self.confirm(line, None);
+                dropped += 1;
+            }
+        }
     }
 
     /// Writes the pos file (renamed over the old one): the log position of the last event
@@ -263,6 +293,13 @@ impl EventsFile {
         self.unsynced = false;
         Ok(true)
     }
+}
+
+/// An event id's place in its database's history: `EPOCH.POSITION.INDEX`.
+pub fn id_order(id: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = id.split('.').map(|part| part.parse::<u64>().ok());
+    let order = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some(order)
 }
 
 /// `SEQ TIME_MS ID EVENT` (`end` is the logical offset past its newline).
@@ -352,6 +389,25 @@ mod tests {
         assert_eq!(read.iter().map(|l| l.seq).collect::<Vec<_>>(), [5, 9]);
         assert_eq!(read[0].event, "{\"a\":2}");
         assert_eq!(read[0].id, "0.5.0");
+        Ok(())
+    }
+
+    #[test]
+    fn a_follower_drops_what_the_owner_confirmed() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut file = EventsFile::open(dir.path(), "db")?;
+        let mut out = Vec::new();
+        for (seq, id) in [(3, "1.9.0"), (4, "1.9.1"), (6, "1.12.0"), (8, "2.3.0")] {
+            format_line(&mut out, seq, 7, id, "{}");
+        }
+        file.append(&out, 4, 7)?;
+        assert_eq!(file.drop_through("1.9.1")?, 2);
+        assert_eq!(file.drop_through("1.9.1")?, 0, "again: nothing more");
+        assert_eq!(file.drop_through("not an id")?, 0);
+        assert_eq!(file.drop_through("1.100.0")?, 1, "the next epoch stays");
+        assert_eq!(file.read_pending()?[0].id, "2.3.0");
+        assert_eq!(id_order("1.2.3"), Some((1, 2, 3)));
+        assert_eq!(id_order("1.2"), None);
         Ok(())
     }
 

@@ -49,6 +49,16 @@ pub fn record_text(trigger: &str, id: &str, event: &str) -> String {
     format!("{trigger}\n{id}\n{event}")
 }
 
+/// The id a confirmation record carries in place of an event's (`TRIGGER\n-\nID`: the
+/// owner's receiver confirmed the database's events through ID).
+const CONFIRMED: &str = "-";
+
+/// The record text saying that `trigger`'s receiver confirmed its database's events through
+/// `id`: the owner logs it for its followers, whose outboxes drop those events.
+pub fn confirmation_text(trigger: &str, id: &str) -> String {
+    format!("{trigger}\n{CONFIRMED}\n{id}")
+}
+
 /// What each trigger counts.
 #[derive(Debug, Default)]
 pub struct TriggerCounters {
@@ -187,6 +197,24 @@ impl Outbox {
             database: Arc::from(database),
             following,
         });
+    }
+
+    /// The confirmations not yet told to the followers, of the databases `owned` admits
+    /// (those this shard owns): `(trigger, database, id)`, each marked told.
+    pub fn confirmations(&self, owned: impl Fn(&str) -> bool) -> Vec<(Arc<str>, Arc<str>, String)> {
+        let mut files = self.shared.files();
+        let mut out = Vec::new();
+        for ((trigger, database), file) in files.iter_mut() {
+            if file.following || file.confirmed_id == file.reported_id || !owned(database) {
+                continue;
+            }
+            if let Some(id) = &file.confirmed_id {
+                let name = self.shared.triggers[*trigger].declared.trigger.name.clone();
+                out.push((name, database.clone(), id.clone()));
+            }
+            file.reported_id.clone_from(&file.confirmed_id);
+        }
+        out
     }
 
     /// Whether a trigger named `name` is declared.
@@ -342,6 +370,18 @@ fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) 
             // Declared when the write was made, and not any more.
             continue;
         };
+        if id == CONFIRMED {
+            // The owner's receiver confirmed these: a follower keeps them no longer. (The
+            // owner itself, and this node once it owns the database, has its own positions.)
+            if let Some(file) = files.get_mut(&(trigger, handed.database.clone())) {
+                if file.following {
+                    if let Err(error) = file.drop_through(event) {
+                        warn!(database = %handed.database, %error, "confirmed trigger events not dropped");
+                    }
+                }
+            }
+            continue;
+        }
         let file = match file_of(&mut files, shared, trigger, &handed.database) {
             Ok(file) => file,
             Err(error) => {
