@@ -86,11 +86,19 @@ pub(crate) struct Shared {
     pub(crate) stopping: std::sync::atomic::AtomicBool,
     /// An append failed since the start: syncs answer `false` until the next.
     pub(crate) broken: std::sync::atomic::AtomicBool,
+    /// The databases this node follows (their owner is another node), as last told.
+    followed: Mutex<std::collections::HashSet<Arc<str>>>,
 }
 
 impl Shared {
     pub(crate) fn files(&self) -> MutexGuard<'_, BTreeMap<(usize, Arc<str>), EventsFile>> {
         self.files
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn followed(&self) -> MutexGuard<'_, std::collections::HashSet<Arc<str>>> {
+        self.followed
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -158,6 +166,7 @@ impl Outbox {
             files: Mutex::new(files),
             stopping: false.into(),
             broken: false.into(),
+            followed: Mutex::default(),
         });
         let (jobs, receiver) = mpsc::channel();
         let writer = shared.clone();
@@ -344,7 +353,12 @@ fn file_of<'a>(
 ) -> std::io::Result<&'a mut EventsFile> {
     let key = (trigger, database.clone());
     if !files.contains_key(&key) {
-        let file = EventsFile::open(&shared.triggers[trigger].dir, database)?;
+        let mut file = EventsFile::open(&shared.triggers[trigger].dir, database)?;
+        let following = shared.followed().contains(database);
+        if file.following != following {
+            file.following = following;
+            file.pos_dirty = true;
+        }
         files.insert(key.clone(), file);
     }
     files
@@ -464,16 +478,25 @@ fn sync_all(shared: &Shared) -> bool {
     ok
 }
 
+/// Notes whether this node follows `database`: the files it has now, and those its first
+/// events will make (so an outbox keeps nothing for the databases nobody writes a matching
+/// path of, only the names of those it follows).
 fn own(shared: &Shared, database: &Arc<str>, following: bool) {
+    {
+        let mut followed = shared.followed();
+        if following {
+            followed.insert(database.clone());
+        } else {
+            followed.remove(database);
+        }
+    }
     let mut files = shared.files();
     for trigger in 0..shared.triggers.len() {
-        match file_of(&mut files, shared, trigger, database) {
-            Ok(file) if file.following != following => {
+        if let Some(file) = files.get_mut(&(trigger, database.clone())) {
+            if file.following != following {
                 file.following = following;
                 file.pos_dirty = true;
             }
-            Ok(_) => {}
-            Err(error) => error!(%database, %error, "trigger events file"),
         }
         shared.triggers[trigger].wake.notify_all();
     }
