@@ -5,7 +5,9 @@
 // (the database's name typed at the root), errors shown at the box that caused them, the
 // rules editor's errors at their line, the ruleset history (a diff with the stable ruleset, a
 // rollback) and the two settings, the audit trail (turned on, searched, filtered, a user's
-// entries erased), and the metrics charts (a time axis, and what each counts).
+// entries erased), the metrics charts (a time axis, and what each counts), and the declared
+// triggers (each trigger's figures, its databases, a dead letter sent again and dropped once
+// confirmed; a server without triggers says so).
 // Also: without the token, everything the console calls refuses.
 //
 //   cd compat && npm ci && HEARTH_BIN=../target/release/hearth node --test browser/console.test.mjs
@@ -23,7 +25,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
 import { launchChromium, within } from '../lib/browser.mjs';
-import { ARTIFACTS_DIR, COMPAT_DIR, HearthServer, REPO_DIR } from '../lib/server.mjs';
+import { ARTIFACTS_DIR, COMPAT_DIR, HearthServer, REPO_DIR, freePort } from '../lib/server.mjs';
 
 const SHOTS = path.resolve(COMPAT_DIR, process.env.CONSOLE_SCREENSHOTS || path.join(ARTIFACTS_DIR, 'console'));
 const WAIT = 5_000; // every "the page shows it" expectation
@@ -144,6 +146,10 @@ describe('the web console against a server with an admin token', { timeout: 120_
       ['GET', '/.settings/quotas.json'],
       ['PUT', '/.settings/quotas.json', '{"connections": 1}'],
       ['GET', '/metrics'],
+      ['GET', '/.admin/triggers'],
+      ['GET', '/.admin/triggers/any/dead'],
+      ['POST', '/.admin/triggers/any/retry'],
+      ['DELETE', '/.admin/triggers/any/dead'],
       ['GET', '/rooms.json'],
       ['PUT', '/rooms/general/title.json', '"taken"'],
     ];
@@ -499,6 +505,16 @@ describe('the web console against a server with an admin token', { timeout: 120_
     await page.click('#profiler-stop');
     await page.locator('#profiler-status', { hasText: /operations recorded/ }).waitFor();
     assert.equal(await page.locator('#profiler-start').isEnabled(), true);
+  });
+
+  it('says no trigger is declared when the server was started without --triggers', async () => {
+    assert.deepEqual((await rest('GET', '/.admin/triggers')).json(), { triggers: [] });
+    await page.click('.tabs button[data-tab="triggers"]');
+    await page.locator('#triggers-none', { hasText: 'No trigger is declared' }).waitFor();
+    await page.locator('#triggers-status', { hasText: 'read at' }).waitFor();
+    assert.ok(await page.locator('#triggers-table').isHidden());
+    assert.equal(await page.locator('#triggers-rows tr').count(), 0);
+    await page.click('.tabs button[data-tab="data"]');
   });
 
   it('made no request beyond this server and threw no errors', () => {
@@ -870,6 +886,200 @@ describe('the web console against a --dev server', { timeout: 90_000 }, () => {
       await context.close();
       await proxy.close();
     }
+  });
+});
+
+describe('the web console against a server with declared triggers', { timeout: 90_000 }, () => {
+  const db = 'triggersdb';
+  // The trigger that fails: nothing listens at its receiver's port, and one attempt is all
+  // it gets. Its second event's key has markup in it: the console must show it as text.
+  const key = 'report-42';
+  const markup = '<img src=x onerror=alert(1)>';
+  let dir;
+  let server;
+  let browser;
+  let base;
+  let natsPort;
+
+  const admin = async (method, endpoint, body) => {
+    const response = await fetch(`${base}${endpoint}`, {
+      method,
+      headers: { authorization: 'Bearer owner' },
+      body,
+      signal: AbortSignal.timeout(WAIT),
+    });
+    const text = await response.text();
+    return { status: response.status, text, json: () => JSON.parse(text) };
+  };
+  const deadLetters = async () => {
+    const answer = await admin('GET', '/.admin/triggers/doomed/dead');
+    assert.equal(answer.status, 200, answer.text);
+    return answer.json();
+  };
+  const write = async (name, value) => {
+    const answer = await admin('PUT', `/jobs/${encodeURIComponent(name)}.json?ns=${db}`, JSON.stringify(value));
+    assert.equal(answer.status, 200, answer.text);
+  };
+
+  before(async () => {
+    fs.mkdirSync(SHOTS, { recursive: true });
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-console-triggers-'));
+    const nobody = await freePort();
+    natsPort = await freePort();
+    const file = path.join(dir, 'triggers.json');
+    fs.writeFileSync(
+      file,
+      JSON.stringify({
+        triggers: {
+          doomed: { path: '/jobs/{id}', http: { url: `http://127.0.0.1:${nobody}/hooks/doomed` }, maxAttempts: 1 },
+          quiet: {
+            path: '/never/{id}',
+            event: 'created',
+            nats: { url: `nats://console:s3cret@127.0.0.1:${natsPort}`, subject: 'hearth.never' },
+          },
+        },
+      }),
+    );
+    server = await HearthServer.start({ dev: true, extraArgs: ['--triggers', file] });
+    base = `http://127.0.0.1:${server.port}`;
+    browser = await launch();
+  });
+
+  after(async () => {
+    if (browser) await within(10_000, 'closing chromium', () => browser.close()).catch((e) => console.error(e.message));
+    if (server) await server.stop();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('lists the triggers, shows a dead letter, sends it again and drops the dead letters once confirmed', async () => {
+    await write(key, { n: 1 });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 760 } });
+    const errors = [];
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(WAIT);
+      page.on('pageerror', (error) => errors.push(error.message));
+      await page.goto(`${base}/_/console/`, { timeout: 15_000 });
+      await page.locator(`#database-rows tr[data-name="${db}"]`).waitFor();
+      await page.click('.tabs button[data-tab="triggers"]');
+
+      // Both triggers, each with its figures; a destination's password is not shown.
+      const trigger = (name) => page.locator(`#triggers-rows tr.trigger[data-name="${name}"]`);
+      const figure = (name, field) => trigger(name).locator(`td[data-field="${field}"]`);
+      const detail = (name) => page.locator(`#triggers-rows tr.trigger-detail[data-name="${name}"]`);
+      await trigger('doomed').waitFor();
+      await trigger('quiet').waitFor();
+      assert.ok(await page.locator('#triggers-none').isHidden());
+      assert.deepEqual(
+        await page.locator('#triggers-rows tr.trigger').evaluateAll((rows) => rows.map((row) => row.dataset.name)),
+        ['doomed', 'quiet'],
+      );
+      const quiet = await trigger('quiet').locator('td').allTextContents();
+      assert.deepEqual(quiet.slice(1), [
+        '/never/{id}',
+        'created',
+        `nats://•••@127.0.0.1:${natsPort} → hearth.never`,
+        '0', '0', '0', '0', '0', '0.0',
+      ]);
+      assert.ok(!(await page.content()).includes('s3cret'), 'the NATS password is not on the page');
+      // The failing receiver: its one attempt failed, and the event is a dead letter.
+      await figure('doomed', 'deadLetters').filter({ hasText: /^1$/ }).waitFor({ timeout: 15_000 });
+      const doomed = await trigger('doomed').locator('td').allTextContents();
+      assert.deepEqual(doomed.slice(1, 3), ['/jobs/{id}', 'written']);
+      assert.match(doomed[3], /^http:\/\/127\.0\.0\.1:\d+\/hooks\/doomed$/);
+      assert.deepEqual(doomed.slice(4), ['0', '1', '1', '0', '0', '0.0'], 'delivered, failed, dead letters, dropped, pending, lag');
+
+      // Opened: its databases and its dead letter, the event's ref shown as text.
+      assert.ok(await detail('doomed').isHidden());
+      await trigger('doomed').click();
+      const letters = detail('doomed').locator('.trigger-dead tbody tr');
+      await letters.first().waitFor();
+      assert.equal(await letters.count(), 1);
+      const [letter] = await deadLetters();
+      const cells = await letters.first().locator('td').allTextContents();
+      assert.deepEqual([cells[0], cells[1], cells[2], cells[5]], [db, letter.id, '1', `jobs/${key}`]);
+      assert.equal(cells[3], letter.error);
+      assert.match(cells[3], /refused|connect/i, `the receiver could not be reached: ${cells[3]}`);
+      assert.match(cells[4], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$/, `when: ${cells[4]}`);
+      const database = await detail('doomed').locator(`.trigger-databases tr[data-database="${db}"] td`).allTextContents();
+      assert.deepEqual(database.slice(0, 3), [db, '0', '0'], 'nothing pending');
+      assert.equal(database[5], 'no', 'this node delivers');
+      assert.ok(await detail('quiet').isHidden(), 'only the trigger opened shows its detail');
+      await page.screenshot({ path: path.join(SHOTS, 'triggers.png') });
+
+      // Send again: the receiver still cannot be reached, so the letter comes back after one
+      // more failed attempt.
+      const firstDeadAt = letter.deadAt;
+      await page.click('#triggers-rows tr.trigger-detail[data-name="doomed"] .trigger-retry');
+      await detail('doomed').locator('.trigger-letters-status', { hasText: '1 dead letter sent again' }).waitFor();
+      await figure('doomed', 'failed').filter({ hasText: /^2$/ }).waitFor({ timeout: 15_000 });
+      await figure('doomed', 'deadLetters').filter({ hasText: /^1$/ }).waitFor({ timeout: 15_000 });
+      await letters.first().waitFor();
+      const again = await deadLetters();
+      assert.equal(again.length, 1);
+      assert.ok(again[0].deadAt >= firstDeadAt, 'dead again, later');
+      assert.equal(again[0].event.ref, `jobs/${key}`);
+      assert.equal(await letters.locator('td:nth-child(6)').textContent(), `jobs/${key}`);
+
+      // A second failing write shows up without a click (the tab reads again by itself), its
+      // ref as text, not markup.
+      await write(markup, { n: 2 });
+      await page.waitForFunction(
+        () => document.querySelectorAll('#triggers-rows tr.trigger-detail[data-name="doomed"] .trigger-dead tbody tr').length === 2,
+        undefined,
+        { timeout: 15_000 },
+      );
+      assert.equal(await figure('doomed', 'deadLetters').textContent(), '2');
+      assert.deepEqual(await letters.locator('td:nth-child(6)').allTextContents(), [`jobs/${key}`, `jobs/${markup}`]);
+      assert.equal(await page.locator('#tab-triggers img').count(), 0, 'the ref is text, not markup');
+
+      // Drop asks first; dismissed, nothing goes.
+      const answer = (accept) =>
+        new Promise((resolve) =>
+          page.once('dialog', async (dialog) => {
+            resolve(dialog.message());
+            await (accept ? dialog.accept() : dialog.dismiss());
+          }),
+        );
+      let asked = answer(false);
+      await page.click('#triggers-rows tr.trigger-detail[data-name="doomed"] .trigger-drop');
+      assert.equal(
+        await asked,
+        'Drop every dead letter of doomed (2 dead letters shown)? Their events will never be delivered, and cannot be brought back.',
+      );
+      assert.equal((await deadLetters()).length, 2, 'dismissed: nothing dropped');
+      asked = answer(true);
+      await page.click('#triggers-rows tr.trigger-detail[data-name="doomed"] .trigger-drop');
+      await asked;
+      await detail('doomed').locator('.trigger-letters-status', { hasText: '2 dead letters dropped' }).waitFor();
+      await detail('doomed').locator('.trigger-no-letter', { hasText: 'No dead letter.' }).waitFor();
+      assert.equal(await letters.count(), 0);
+      assert.deepEqual(await deadLetters(), []);
+      await figure('doomed', 'deadLetters').filter({ hasText: /^0$/ }).waitFor();
+      assert.deepEqual(
+        (await trigger('doomed').locator('td').allTextContents()).slice(4),
+        ['0', '3', '0', '0', '0', '0.0'],
+        'three failed attempts, no dead letter left',
+      );
+      assert.ok(await page.locator('#triggers-rows tr.trigger-detail[data-name="doomed"] .trigger-retry').isDisabled());
+      assert.ok(await page.locator('#triggers-rows tr.trigger-detail[data-name="doomed"] .trigger-drop').isDisabled());
+
+      // Refresh reads at once; another tab stops the reading.
+      await Promise.all([
+        page.waitForRequest((request) => request.url().endsWith('/.admin/triggers')),
+        page.click('#triggers-refresh'),
+      ]);
+      await page.click('.tabs button[data-tab="data"]');
+      const reads = [];
+      page.on('request', (request) => {
+        if (request.url().includes('/.admin/triggers')) reads.push(request.url());
+      });
+      await new Promise((resolve) => setTimeout(resolve, 4_000));
+      assert.deepEqual(reads, [], 'no reading while the tab is hidden');
+    } finally {
+      await context.close();
+    }
+    assert.deepEqual(errors, []);
   });
 });
 

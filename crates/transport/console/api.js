@@ -185,6 +185,30 @@ export class Api {
     return JSON.parse(await this.request('DELETE', `/.settings/auditTrail.json?${query}`)).erased;
   }
 
+  /**
+   * The server's declared triggers (`hearth serve --triggers FILE`), each with its figures and
+   * its databases: `[{name, path, event, destination, maxAttempts, taken, delivered, failed,
+   * deadLetters, dropped, pending, lagSeconds, databases: [...]}]`; none declared, `[]`.
+   */
+  async triggers() {
+    return JSON.parse(await this.request('GET', '/.admin/triggers')).triggers;
+  }
+
+  /** The dead letters of trigger `name`: `[{database, seq, id, attempts, error, deadAt, event}]`. */
+  async deadLetters(name) {
+    return JSON.parse(await this.request('GET', `/.admin/triggers/${encodeURIComponent(name)}/dead`));
+  }
+
+  /** Sends every dead letter of trigger `name` again: answers how many. */
+  async retryDeadLetters(name) {
+    return JSON.parse(await this.request('POST', `/.admin/triggers/${encodeURIComponent(name)}/retry`)).retried;
+  }
+
+  /** Drops every dead letter of trigger `name`: answers how many. */
+  async dropDeadLetters(name) {
+    return JSON.parse(await this.request('DELETE', `/.admin/triggers/${encodeURIComponent(name)}/dead`)).dropped;
+  }
+
   /** Compiles a rules document on the server without installing it. */
   checkRules(text) {
     return this.request('POST', '/_/console/rules-check', text);

@@ -7,6 +7,7 @@ import { Api, DEV_TOKEN, HttpError, cleanPath, forgetToken, saveToken, savedToke
 import { LiveTree } from './tree.js';
 import { Editor } from './editor.js';
 import { AuditTrail } from './audit.js';
+import { TriggersPanel } from './triggers.js';
 import { DatabaseSettings, RulesEditor, RulesHistory } from './rules.js';
 import { MetricsPanel } from './charts-panel.js';
 import { ProfilerPanel } from './profiler.js';
@@ -149,12 +150,14 @@ function showTab(tab) {
   for (const button of document.querySelectorAll('.tabs button')) {
     button.setAttribute('aria-selected', String(button.dataset.tab === tab));
   }
-  for (const name of ['data', 'rules', 'history', 'settings', 'audit', 'metrics', 'profiler']) $(`tab-${name}`).hidden = name !== tab;
+  for (const name of ['data', 'rules', 'history', 'settings', 'audit', 'metrics', 'profiler', 'triggers']) $(`tab-${name}`).hidden = name !== tab;
   if (tab === 'rules') state.rules.load();
   if (tab === 'history') state.history.load();
   if (tab === 'settings') state.settings.load();
   if (tab === 'audit') state.audit.load();
   state.metrics.setVisible(tab === 'metrics');
+  // Server-wide: read again every few seconds while shown, whichever database is open.
+  state.triggers.setVisible(tab === 'triggers');
 }
 
 /** Admin tokens are checked with the database list, which only admins may read. */
@@ -176,6 +179,7 @@ async function signIn(api) {
   $('sign-out').hidden = api.token === DEV_TOKEN;
   $('status').textContent = 'signed in';
   state.metrics.start();
+  if (state.tab === 'triggers') state.triggers.setVisible(true);
   await refreshDatabases();
   const ns = new URLSearchParams(location.hash.slice(1)).get('ns');
   if (ns) await openDatabase(ns);
@@ -184,6 +188,7 @@ async function signIn(api) {
 async function signOut(reason = '') {
   forgetToken();
   state.profiler.stop();
+  state.triggers.stop();
   clearTimeout(state.databasesTimer);
   state.metrics.stop();
   await closeDatabase();
@@ -211,6 +216,7 @@ async function start() {
   state.history = new RulesHistory(context);
   state.settings = new DatabaseSettings(context);
   state.audit = new AuditTrail(context);
+  state.triggers = new TriggersPanel(context);
   state.metrics = new MetricsPanel($('charts'), $('metrics-note'), $('metrics-scope'), context);
   state.profiler = new ProfilerPanel(
     {

@@ -61,6 +61,7 @@ const ASSETS: &[Asset] = &[
     asset!("editor.js", JAVASCRIPT),
     asset!("rules.js", JAVASCRIPT),
     asset!("audit.js", JAVASCRIPT),
+    asset!("triggers.js", JAVASCRIPT),
     asset!("metrics.js", JAVASCRIPT),
     asset!("charts.js", JAVASCRIPT),
     asset!("charts-panel.js", JAVASCRIPT),

@@ -72,8 +72,10 @@ pub fn status(shared: &Shared, now_ms: u64) -> Value {
         .map(|(index, (trigger, figures))| {
             let declared = &trigger.declared;
             let destination = match &declared.destination {
-                Destination::Http { url, .. } => json!({"http": url}),
-                Destination::Nats { url, subject } => json!({"nats": url, "subject": subject}),
+                Destination::Http { url, .. } => json!({"http": without_credentials(url)}),
+                Destination::Nats { url, subject } => {
+                    json!({"nats": without_credentials(url), "subject": subject})
+                }
             };
             let databases: Vec<Value> = files
                 .iter()
@@ -109,4 +111,37 @@ pub fn status(shared: &Shared, now_ms: u64) -> Value {
         })
         .collect();
     json!({ "triggers": triggers })
+}
+
+/// `url` with the credentials before its host (`user:pass@`, `token@`) shown as `***`: the
+/// status is for operators, the credentials stay in the triggers file.
+pub fn without_credentials(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_not_shown() {
+        assert_eq!(
+            without_credentials("nats://u:p@h:4222"),
+            "nats://***@h:4222"
+        );
+        assert_eq!(without_credentials("nats://token@h"), "nats://***@h");
+        assert_eq!(without_credentials("http://h/x?a=b@c"), "http://h/x?a=b@c");
+        assert_eq!(
+            without_credentials("https://u:p@h/hook"),
+            "https://***@h/hook"
+        );
+        assert_eq!(without_credentials("nats://h:4222"), "nats://h:4222");
+    }
 }
