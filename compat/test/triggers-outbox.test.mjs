@@ -19,7 +19,7 @@ import { OWNER, baseURL, rest, restURL } from './rest/rest-client.mjs';
 
 // The receiver: every event taken, by trigger (its URL's last segment); a trigger whose
 // mode is 'fail' answers 500.
-const received = { msgs: [], items: [], doomed: [], batched: [] };
+const received = { msgs: [], items: [], doomed: [], batched: [], live: [] };
 const requests = { batched: [] }; // the events per request
 const failing = new Set(['doomed']);
 const slow = new Set(); // answered after 5 ms
@@ -46,14 +46,15 @@ const hook = (name) => ({ url: `http://127.0.0.1:${port}/hooks/${name}` });
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-triggers-'));
 const file = path.join(dir, 'triggers.json');
-fs.writeFileSync(file, JSON.stringify({
+const DECLARED = {
   triggers: {
     msgs: { path: '/rooms/{room}/messages/{id}', event: 'created', http: hook('msgs') },
     items: { path: '/items/{id}', http: hook('items') },
     doomed: { path: '/doomed/{id}', http: hook('doomed'), maxAttempts: 2 },
     batched: { path: '/batched/{id}', http: hook('batched'), batchSize: 10 },
   },
-}));
+};
+fs.writeFileSync(file, JSON.stringify(DECLARED));
 
 describe('declared triggers', () => {
   const h = useHearth({ extraArgs: ['--triggers', file] });
@@ -204,5 +205,39 @@ describe('declared triggers', () => {
       assert.ok(seqOf(event) > last, `${event.id} after position ${last}`);
       last = seqOf(event);
     }
+  });
+
+  it('takes a new declaration while it runs, keeps it in the file, and refuses a bad one whole', { timeout: 60_000 }, async () => {
+    const ns = h.ns('declare');
+    const url = `${baseURL(h.server)}/.admin/triggers/declaration`;
+    assert.deepEqual((await admin(url)).json, DECLARED);
+    assert.equal((await rest(url, { method: 'PUT', body: DECLARED })).status, 401);
+    // A trigger added while the server runs: a database already loaded takes it.
+    await admin(restURL(h.server, ns, 'live/before'), { method: 'PUT', body: 0 });
+    const added = { triggers: { ...DECLARED.triggers, live: { path: '/live/{id}', http: hook('live') } } };
+    assert.deepEqual((await admin(url, { method: 'PUT', body: added })).json, { declared: 5 });
+    await admin(restURL(h.server, ns, 'live/a'), { method: 'PUT', body: 1 });
+    await waitFor(() => received.live.some((m) => m.event.ref === 'live/a' && m.event.instance === ns), 10_000, 'the new trigger\'s event');
+    assert.ok(!received.live.some((m) => m.event.ref === 'live/before'), 'nothing from before its declaration');
+    assert.deepEqual(JSON.parse(fs.readFileSync(file, 'utf8')), added, 'the triggers file holds it');
+    // A bad declaration changes nothing.
+    const bad = { triggers: { live: { path: '/live/{id}' } } };
+    const refused = await admin(url, { method: 'PUT', body: bad });
+    assert.equal(refused.status, 400);
+    assert.match(refused.text, /exactly one destination/);
+    assert.deepEqual((await admin(url)).json, added);
+    // It lasts across a restart (the file is read at start).
+    await h.server.kill('SIGKILL');
+    await h.server.start();
+    assert.ok((await status()).live, 'declared after the restart');
+    await admin(restURL(h.server, ns, 'live/b'), { method: 'PUT', body: 2 });
+    await waitFor(() => received.live.some((m) => m.event.ref === 'live/b'), 10_000, 'an event after the restart');
+    // Left out: it stops.
+    assert.deepEqual((await admin(url, { method: 'PUT', body: DECLARED })).json, { declared: 4 });
+    assert.equal((await status()).live, undefined);
+    await admin(restURL(h.server, ns, 'live/c'), { method: 'PUT', body: 3 });
+    await admin(restURL(h.server, ns, 'items/after-live'), { method: 'PUT', body: 3 });
+    await waitFor(() => received.items.some((m) => m.event.ref === 'items/after-live' && m.event.instance === ns), 10_000);
+    assert.ok(!received.live.some((m) => m.event.ref === 'live/c'), 'no event once it is no longer declared');
   });
 });

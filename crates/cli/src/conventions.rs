@@ -51,6 +51,8 @@ const KINDS: &[(&str, Kind)] = &[
     ("triggers dead", Kind::Server),
     ("triggers retry", Kind::Server),
     ("triggers drop", Kind::Server),
+    ("triggers get", Kind::Server),
+    ("triggers set", Kind::Server),
     ("export", Kind::Either),
     ("import", Kind::Either),
     ("data get", Kind::Database),

@@ -221,6 +221,19 @@ enum TriggersCommand {
         #[command(flatten)]
         server: hearth_tools::ServerArgs,
     },
+    /// Print the triggers file in effect on the server.
+    Get {
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
+    },
+    /// Declare the triggers of FILE on the server in place of its current ones: checked
+    /// whole, written to its triggers file, applied at once (docs/triggers.md).
+    Set {
+        /// A triggers file (JSON).
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        server: hearth_tools::ServerArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -347,6 +360,10 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Triggers(TriggersCommand::Drop { name, server }) => {
             hearth_tools::triggers_drop(&server, &name)
+        }
+        Command::Triggers(TriggersCommand::Get { server }) => hearth_tools::triggers_get(&server),
+        Command::Triggers(TriggersCommand::Set { file, server }) => {
+            hearth_tools::triggers_set(&server, &file)
         }
         Command::Export(args) => hearth_tools::export(*args),
         Command::Import(args) => hearth_tools::import(*args),

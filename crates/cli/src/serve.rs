@@ -190,26 +190,37 @@ fn first_address(
 }
 
 /// The database triggers: delivered to the Functions emulator at `functions` if given, and
-/// those of the triggers file `file`, from an outbox under `data_dir`.
+/// those declared in the triggers file (`file`, else `DATA_DIR/triggers.json` if a new
+/// declaration wrote one), from an outbox under `data_dir` (none when `durable` is false:
+/// nothing is logged, so nothing may be declared).
 fn server_triggers(
     functions: Option<&str>,
     file: Option<&std::path::Path>,
     data_dir: &std::path::Path,
+    durable: bool,
 ) -> anyhow::Result<ServerTriggers> {
-    let declared = match file {
-        Some(file) => {
-            let bytes = std::fs::read(file)
-                .with_context(|| format!("reading the triggers file {}", file.display()))?;
-            hearth_server::config::triggers::declared::parse(&bytes)
-                .with_context(|| format!("the triggers file {}", file.display()))?
-        }
-        None => Vec::new(),
-    };
-    if functions.is_none() && declared.is_empty() {
-        return Ok(ServerTriggers::default());
+    if !durable {
+        return match functions {
+            Some(functions) => ServerTriggers::delivering_to(functions)
+                .context("starting the delivery of trigger events"),
+            None => Ok(ServerTriggers::default()),
+        };
     }
+    let path = file.map_or_else(|| data_dir.join("triggers.json"), std::path::Path::to_owned);
+    let declared = match std::fs::read(&path) {
+        Ok(bytes) => hearth_server::config::triggers::declared::parse(&bytes)
+            .with_context(|| format!("the triggers file {}", path.display()))?,
+        // The default file exists only once triggers were declared through the API.
+        Err(error) if file.is_none() && error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(error) => {
+            return Err(error)
+                .with_context(|| format!("reading the triggers file {}", path.display()))
+        }
+    };
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
     let outbox = data_dir.join("triggers");
-    ServerTriggers::start(functions, declared, Some(&outbox))
+    ServerTriggers::start(functions, declared, Some((&outbox, path)))
         .context("starting the delivery of trigger events")
 }
 
@@ -270,6 +281,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.functions_emulator.as_deref(),
             args.triggers.as_deref(),
             &args.data_dir,
+            persist.durability != hearth_server::persist::Durability::None,
         )?,
         cluster: cluster.clone(),
         peers,

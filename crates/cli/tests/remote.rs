@@ -670,6 +670,38 @@ fn declared_triggers_are_seen_and_their_dead_letters_dropped_or_sent_again() {
         "1 dead letters of hook dropped\n"
     );
     assert_eq!(run(admin(&server).args(["triggers", "dead", "hook"])), "");
+    // Declared anew from the command line: the file in effect is printed back.
+    let next = dir.join("next.json");
+    let redeclared = json!({"triggers": {"hook": {
+        "path": "/orders/{id}",
+        "maxAttempts": 2,
+        "http": {"url": format!("http://127.0.0.1:{nobody}/hook")}
+    }, "more": {
+        "path": "/more/{id}",
+        "http": {"url": format!("http://127.0.0.1:{nobody}/more")}
+    }}});
+    std::fs::write(&next, redeclared.to_string()).expect("the next triggers file");
+    let next = next.to_str().expect("a UTF-8 path");
+    assert_eq!(
+        run(admin(&server).args(["triggers", "set", next])),
+        "2 triggers declared\n"
+    );
+    assert_eq!(
+        json_of(&run(admin(&server).args(["triggers", "get"]))),
+        redeclared
+    );
+    std::fs::write(dir.join("bad.json"), r#"{"triggers": {"x": {}}}"#).expect("a bad file");
+    let bad = dir.join("bad.json");
+    let refused = output(
+        admin(&server).args(["triggers", "set", bad.to_str().expect("a UTF-8 path")]),
+        "",
+    );
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("missing field `path`"),
+        "{}",
+        stderr(&refused)
+    );
     let unknown = output(admin(&server).args(["triggers", "dead", "other"]), "");
     assert!(!unknown.status.success());
     assert!(

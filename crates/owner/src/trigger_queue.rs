@@ -53,7 +53,7 @@ impl OwnerTriggers {
     /// Whether changes are delivered anywhere (to a Functions emulator, or the declared
     /// triggers' outbox): without, no database follows the registry, so writes pay nothing.
     pub fn delivers(&self) -> bool {
-        self.sink.is_some() || self.registry.has_declared()
+        self.sink.is_some() || self.registry.is_declarable()
     }
 
     /// Whether `database`'s role here changed since last noted (`owned`: this node takes

@@ -106,7 +106,7 @@ impl Owner {
                 continue;
             };
             let id = format!("{epoch}.{seq}.{index}");
-            let event = cloud_event(declared, namespace, change, &id, time_ms, writer);
+            let event = cloud_event(&declared, namespace, change, &id, time_ms, writer);
             let text = record_text(&change.trigger, &id, &event);
             self.log_triggered(namespace, &text);
         }

@@ -17,6 +17,7 @@ fn owner_delivering() -> (Rc<Owner>, Receiver<Delivery>) {
         registry: Arc::default(),
         sink: Some(sink),
         outbox: None,
+        declaration: None,
     };
     (Owner::for_tests(config), deliveries)
 }

@@ -38,4 +38,6 @@ pub use remote::{data, databases, rules_get, rules_set, DataCommand};
 pub use restore::{restore, RestoreArgs};
 pub use settings::{rules_history, rules_rollback, settings_get, settings_set};
 pub use target::Target;
-pub use triggers::{triggers_dead, triggers_drop, triggers_retry, triggers_status};
+pub use triggers::{
+    triggers_dead, triggers_drop, triggers_get, triggers_retry, triggers_set, triggers_status,
+};

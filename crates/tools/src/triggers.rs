@@ -113,6 +113,26 @@ pub fn triggers_drop(server: &ServerArgs, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// `hearth triggers get`: the triggers file in effect on the server.
+pub fn triggers_get(server: &ServerArgs) -> Result<()> {
+    let text = Client::new(server)?.text(Call::new("GET", DECLARATION))?;
+    println!("{}", text.trim_end());
+    Ok(())
+}
+
+/// `hearth triggers set FILE`: declares the triggers of FILE on the server (checked whole,
+/// written to its triggers file, applied at once).
+pub fn triggers_set(server: &ServerArgs, file: &std::path::Path) -> Result<()> {
+    let body = std::fs::read(file)
+        .map_err(|error| ToolsError::Usage(format!("reading {}: {error}", file.display())))?;
+    let answer = Client::new(server)?.json(Call::new("PUT", DECLARATION).body(&body))?;
+    let count = answer.get("declared").and_then(Value::as_u64).unwrap_or(0);
+    println!("{count} triggers declared");
+    Ok(())
+}
+
+const DECLARATION: &str = "/.admin/triggers/declaration";
+
 /// A trigger's name as the triggers file allows it (so that it is a path segment).
 fn checked(name: &str) -> Result<&str> {
     let ok = !name.is_empty()

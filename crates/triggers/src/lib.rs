@@ -23,41 +23,74 @@ pub use registry::{RegistryError, TriggerRegistry};
 use std::sync::Arc;
 
 /// The server's triggers: the registry every shard reads, where durable changes for the
-/// Functions emulator go (`None`: registrations are kept, nothing is delivered), and the
-/// outbox of the declared triggers (`--triggers FILE`).
+/// Functions emulator go (`None`: registrations are kept, nothing is delivered), the outbox
+/// of the declared triggers, and the file their declaration is kept in (both `None` without
+/// a data directory).
 #[derive(Debug, Clone, Default)]
 pub struct ServerTriggers {
     pub registry: Arc<TriggerRegistry>,
     pub sink: Option<DeliverySink>,
     pub outbox: Option<outbox::Outbox>,
+    pub declaration: Option<Arc<DeclarationFile>>,
+}
+
+/// The file the declared triggers are read from at start and written to by a new
+/// declaration (`--triggers FILE`, else `DATA_DIR/triggers.json`).
+#[derive(Debug)]
+pub struct DeclarationFile {
+    pub path: std::path::PathBuf,
+    /// Held while a declaration is written and applied: one at a time.
+    writing: std::sync::Mutex<()>,
+}
+
+/// Why a new declaration was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum DeclareError {
+    #[error("triggers need a data directory (the server runs with --durability none)")]
+    NoOutbox,
+    #[error(transparent)]
+    Invalid(#[from] declared::DeclarationError),
+    #[error("the triggers file {path} could not be written: {error}")]
+    Io {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
 }
 
 impl ServerTriggers {
     /// Triggers delivered to the Functions emulator at `functions` (`host:port`), from a
     /// thread of their own.
     pub fn delivering_to(functions: &str) -> std::io::Result<ServerTriggers> {
-        ServerTriggers::start(Some(functions), Vec::new(), None)
+        ServerTriggers::start(functions.into(), Vec::new(), None)
     }
 
     /// The server's triggers: those the Functions emulator at `functions` registers (if
-    /// given), and `declared` (a triggers file), delivered from an outbox in `outbox_dir`
-    /// (`DATA_DIR/triggers`; needed when any is declared).
+    /// given), and `declared` (read from a triggers file), delivered from an outbox in
+    /// `outbox.0` (`DATA_DIR/triggers`) and declared anew into the file `outbox.1`. Without
+    /// an outbox (no data directory) nothing may be declared.
     pub fn start(
         functions: Option<&str>,
         declared: Vec<declared::Declared>,
-        outbox_dir: Option<&std::path::Path>,
+        outbox: Option<(&std::path::Path, std::path::PathBuf)>,
     ) -> std::io::Result<ServerTriggers> {
         let declared: Vec<Arc<declared::Declared>> = declared.into_iter().map(Arc::new).collect();
-        let outbox = match (declared.is_empty(), outbox_dir) {
-            (true, _) => None,
-            (false, Some(dir)) => Some(outbox::Outbox::open(dir, &declared)?),
-            (false, None) => {
+        let (registry, outbox, declaration) = match outbox {
+            Some((dir, file)) => (
+                TriggerRegistry::with_declared(declared.clone()),
+                Some(outbox::Outbox::open(dir, &declared)?),
+                Some(Arc::new(DeclarationFile {
+                    path: file,
+                    writing: std::sync::Mutex::new(()),
+                })),
+            ),
+            None if declared.is_empty() => (TriggerRegistry::new(), None, None),
+            None => {
                 return Err(std::io::Error::other(
                     "declared triggers need a data directory for their outbox",
                 ))
             }
         };
-        let registry = Arc::new(TriggerRegistry::with_declared(declared));
+        let registry = Arc::new(registry);
         let sink = match functions {
             Some(functions) => Some(deliver::start(functions, registry.clone())?),
             None => None,
@@ -66,6 +99,56 @@ impl ServerTriggers {
             registry,
             sink,
             outbox,
+            declaration,
         })
     }
+
+    /// The declaration in effect, as its file holds it (`{"triggers": {}}` when there is
+    /// none yet); `None` when nothing may be declared.
+    pub fn declaration_text(&self) -> Option<std::io::Result<String>> {
+        let file = self.declaration.as_ref()?;
+        Some(match std::fs::read_to_string(&file.path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Ok("{\"triggers\": {}}".to_owned())
+            }
+            read => read,
+        })
+    }
+
+    /// Declares the triggers of the document `bytes` (a triggers file's text) in place of
+    /// the current ones: checked whole, written to the declaration's file (renamed over the
+    /// old one, so a start reads one or the other), then applied: new triggers start,
+    /// changed ones go on from their files, those left out stop. Returns how many are
+    /// declared.
+    pub fn redeclare(&self, bytes: &[u8]) -> Result<usize, DeclareError> {
+        let (Some(outbox), Some(file)) = (&self.outbox, &self.declaration) else {
+            return Err(DeclareError::NoOutbox);
+        };
+        let declared: Vec<Arc<declared::Declared>> =
+            declared::parse(bytes)?.into_iter().map(Arc::new).collect();
+        let _writing = file.writing.lock().unwrap_or_else(|p| p.into_inner());
+        let io = |error| DeclareError::Io {
+            path: file.path.clone(),
+            error,
+        };
+        write_renamed(&file.path, bytes).map_err(io)?;
+        outbox.declare(&declared).map_err(io)?;
+        let count = declared.len();
+        self.registry.set_declared(declared);
+        Ok(count)
+    }
+}
+
+/// Writes `bytes` to `path` through a file beside it, synced and renamed over it.
+fn write_renamed(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    {
+        let mut out = std::fs::File::create(&tmp)?;
+        out.write_all(bytes)?;
+        out.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
 }

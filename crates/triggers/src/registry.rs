@@ -32,9 +32,12 @@ pub struct TriggerRegistry {
     current: ArcSwap<Vec<Arc<Registration>>>,
     /// Moves on with every change of the list.
     generation: AtomicU64,
-    /// The triggers of the server's triggers file (`declared`), fixed from the start: their
-    /// changes are logged and delivered from the outbox, not to a Functions emulator.
-    declared: Vec<Arc<Declared>>,
+    /// The triggers of the server's triggers file (`declared`), replaced whole by a new
+    /// declaration: their changes are logged and delivered from the outbox, not to a
+    /// Functions emulator.
+    declared: ArcSwap<Vec<Arc<Declared>>>,
+    /// Whether triggers may be declared (the server has an outbox).
+    declarable: bool,
 }
 
 impl TriggerRegistry {
@@ -43,22 +46,34 @@ impl TriggerRegistry {
     }
 
     /// A registry holding the declared triggers `declared` besides what the Functions
-    /// emulator registers.
+    /// emulator registers, and taking new declarations.
     pub fn with_declared(declared: Vec<Arc<Declared>>) -> TriggerRegistry {
         TriggerRegistry {
-            declared,
+            declared: ArcSwap::from_pointee(declared),
+            declarable: true,
             ..TriggerRegistry::default()
         }
     }
 
-    /// The declared trigger named `name`, if any.
-    pub fn declared(&self, name: &str) -> Option<&Arc<Declared>> {
-        self.declared.iter().find(|d| &*d.trigger.name == name)
+    /// Replaces the declared triggers: every database takes them at its next write.
+    pub fn set_declared(&self, declared: Vec<Arc<Declared>>) {
+        self.declared.store(Arc::new(declared));
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// Whether any trigger is declared.
-    pub fn has_declared(&self) -> bool {
-        !self.declared.is_empty()
+    /// The declared trigger named `name`, if any.
+    pub fn declared(&self, name: &str) -> Option<Arc<Declared>> {
+        self.declared
+            .load()
+            .iter()
+            .find(|d| &*d.trigger.name == name)
+            .cloned()
+    }
+
+    /// Whether triggers may be declared on this server (then every database follows the
+    /// registry, to take a declaration made while it is loaded).
+    pub fn is_declarable(&self) -> bool {
+        self.declarable
     }
 
     /// Adds `registration`, or replaces the one of the same name (the Functions emulator
@@ -97,12 +112,11 @@ impl TriggerRegistry {
     /// The triggers of `namespace`: the declared ones, then the registered ones in the
     /// order they were registered.
     pub fn for_database(&self, namespace: &str) -> Arc<[Trigger]> {
-        let declared = self
-            .declared
+        let declared = self.declared.load();
+        declared
             .iter()
             .filter(|d| d.databases.admits(namespace))
-            .map(|d| d.trigger.clone());
-        declared
+            .map(|d| d.trigger.clone())
             .chain(
                 self.current
                     .load()

@@ -114,6 +114,10 @@ pub enum TriggersEndpoint {
     Retry { name: String },
     /// `DELETE /.admin/triggers/NAME/dead`: its dead letters dropped.
     Drop { name: String },
+    /// `GET /.admin/triggers/declaration`: the triggers file in effect.
+    Declaration,
+    /// `PUT /.admin/triggers/declaration`: a new triggers file, written and applied.
+    Declare,
 }
 
 impl Endpoint {
@@ -124,6 +128,9 @@ impl Endpoint {
             Endpoint::TriggerRegister => Some(hearth_triggers::MAX_REGISTRATION_BYTES),
             Endpoint::Data(data) => data.body_limit(),
             Endpoint::Settings(endpoint) => endpoint.body_limit(),
+            Endpoint::Triggers(TriggersEndpoint::Declare) => {
+                Some(hearth_triggers::declared::MAX_DECLARATION_BYTES)
+            }
             _ => None,
         }
     }

@@ -209,6 +209,13 @@ fn admin_endpoint(parts: &Parts, path: &str, auth: &AuthState) -> Result<Endpoin
             Ok(Endpoint::Triggers(TriggersEndpoint::Status))
         }
         ("/.admin/triggers", _) => Err(method_not_allowed("GET, HEAD, OPTIONS")),
+        ("/.admin/triggers/declaration", &Method::GET | &Method::HEAD) => {
+            Ok(Endpoint::Triggers(TriggersEndpoint::Declaration))
+        }
+        ("/.admin/triggers/declaration", &Method::PUT) => {
+            Ok(Endpoint::Triggers(TriggersEndpoint::Declare))
+        }
+        ("/.admin/triggers/declaration", _) => Err(method_not_allowed("GET, HEAD, PUT, OPTIONS")),
         _ => match triggers_endpoint(path, &parts.method) {
             Some(endpoint) => endpoint,
             None => Err(RestResponse::error(404, format!("{path} does not exist"))),

@@ -3,13 +3,50 @@
 //! The answers read files, so callers run them off the shard's thread.
 
 use hearth_triggers::outbox::Outbox;
+use hearth_triggers::{DeclareError, ServerTriggers};
 use serde_json::{json, Value};
 
 use super::response::RestResponse;
 use super::TriggersEndpoint;
 
-/// The answer to `endpoint`, from `outbox` (`None`: no trigger is declared).
-pub fn answer(outbox: Option<&Outbox>, endpoint: &TriggersEndpoint, now_ms: u64) -> RestResponse {
+/// The answer to `endpoint`, from the server's `triggers` (`body`: a new declaration's).
+pub fn answer(
+    triggers: &ServerTriggers,
+    endpoint: &TriggersEndpoint,
+    body: &[u8],
+    now_ms: u64,
+) -> RestResponse {
+    match endpoint {
+        TriggersEndpoint::Declaration => {
+            return match triggers.declaration_text() {
+                None => RestResponse::error(409, DeclareError::NoOutbox.to_string()),
+                Some(Ok(text)) => RestResponse::json(200, text),
+                Some(Err(error)) => {
+                    RestResponse::error(500, format!("the triggers file is not readable: {error}"))
+                }
+            }
+        }
+        TriggersEndpoint::Declare => {
+            return match triggers.redeclare(body) {
+                Ok(count) => RestResponse::json(200, json!({ "declared": count }).to_string()),
+                Err(error @ DeclareError::NoOutbox) => RestResponse::error(409, error.to_string()),
+                Err(error @ DeclareError::Invalid(_)) => {
+                    RestResponse::error(400, error.to_string())
+                }
+                Err(error @ DeclareError::Io { .. }) => RestResponse::error(500, error.to_string()),
+            }
+        }
+        _ => {}
+    }
+    answer_outbox(triggers.outbox.as_ref(), endpoint, now_ms)
+}
+
+/// The answer to `endpoint` from `outbox` (`None`: no data directory).
+fn answer_outbox(
+    outbox: Option<&Outbox>,
+    endpoint: &TriggersEndpoint,
+    now_ms: u64,
+) -> RestResponse {
     let Some(outbox) = outbox else {
         return match endpoint {
             TriggersEndpoint::Status => RestResponse::json(200, "{\"triggers\":[]}"),
@@ -53,5 +90,8 @@ pub fn answer(outbox: Option<&Outbox>, endpoint: &TriggersEndpoint, now_ms: u64)
             Some(Err(error)) => failed(error),
             Some(Ok(count)) => RestResponse::json(200, json!({ "dropped": count }).to_string()),
         },
+        TriggersEndpoint::Declaration | TriggersEndpoint::Declare => {
+            RestResponse::error(404, "not an outbox's question")
+        }
     }
 }

@@ -254,12 +254,17 @@ async fn answer(
         Endpoint::Backup => return front.endpoints().backup().await,
         // This node's outbox: its files are read off the shard's thread.
         Endpoint::Triggers(endpoint) => {
-            let outbox = front.config().triggers.outbox.clone();
+            let triggers = front.config().triggers.clone();
             let endpoint = endpoint.clone();
+            let declaration = match read_needed_body(&front, parts, &parsed, body).await {
+                Ok(bytes) => bytes.unwrap_or_default(),
+                Err(refused) => return refused,
+            };
             let answered = tokio::task::spawn_blocking(move || {
                 hearth_ground::rest::triggers_api::answer(
-                    outbox.as_ref(),
+                    &triggers,
                     &endpoint,
+                    &declaration,
                     hearth_net::time::now_ms(),
                 )
             })

@@ -32,11 +32,15 @@ pub fn backoff(attempts: u32) -> Duration {
     base - jitter
 }
 
-pub(crate) fn run(shared: &Shared, index: usize) {
-    let trigger = &shared.triggers[index];
-    let mut sender = Sender::new(&trigger.declared);
+/// Delivers trigger `index`'s events until the outbox stops or another thread replaces this
+/// one (`generation` is its number: a new declaration of the trigger starts the next).
+pub(crate) fn run(shared: &Shared, index: usize, generation: u64) {
+    let trigger = shared.trigger(index);
+    let declared = trigger.declared();
+    let mut sender = Sender::new(&declared);
     let mut last: Option<Arc<str>> = None;
-    while !shared.stopping.load(Ordering::Relaxed) {
+    let current = || trigger.is_live() && trigger.thread.load(Ordering::Relaxed) == generation;
+    while !shared.stopping.load(Ordering::Relaxed) && current() {
         let (database, lines) = {
             let mut files = shared.files();
             let now = Instant::now();
@@ -75,7 +79,7 @@ pub(crate) fn run(shared: &Shared, index: usize) {
                     (database, lines)
                 }
                 Err(error) => {
-                    warn!(trigger = %trigger.declared.trigger.name, %database, %error, "trigger events not read");
+                    warn!(trigger = %declared.trigger.name, %database, %error, "trigger events not read");
                     file.retry_at = Some(now + MAX_BACKOFF);
                     file.last_error = Some(error.to_string());
                     continue;
@@ -106,8 +110,8 @@ pub(crate) fn run(shared: &Shared, index: usize) {
                 Err(error) => {
                     counters.failed.fetch_add(1, Ordering::Relaxed);
                     file.attempts += 1;
-                    debug!(trigger = %trigger.declared.trigger.name, %database, attempts = file.attempts, %error, "trigger events not delivered");
-                    if file.attempts < trigger.declared.max_attempts {
+                    debug!(trigger = %declared.trigger.name, %database, attempts = file.attempts, %error, "trigger events not delivered");
+                    if file.attempts < declared.max_attempts {
                         file.retry_at = Some(Instant::now() + backoff(file.attempts));
                         file.last_error = Some(error);
                         break;
@@ -131,7 +135,7 @@ pub(crate) fn run(shared: &Shared, index: usize) {
                             counters
                                 .dead
                                 .fetch_add(group.len() as u64, Ordering::Relaxed);
-                            warn!(trigger = %trigger.declared.trigger.name, %database, events = group.len(), %error, "trigger events moved to the dead letters");
+                            warn!(trigger = %declared.trigger.name, %database, events = group.len(), %error, "trigger events moved to the dead letters");
                             for (i, line) in group.iter().enumerate() {
                                 file.confirm(line, after(i));
                             }
@@ -140,7 +144,7 @@ pub(crate) fn run(shared: &Shared, index: usize) {
                         Err(write) => {
                             // Some may be in the dead letters already: they would be there twice
                             // rather than lost.
-                            warn!(trigger = %trigger.declared.trigger.name, %database, error = %write, "dead letters not written: the events stay");
+                            warn!(trigger = %declared.trigger.name, %database, error = %write, "dead letters not written: the events stay");
                             file.retry_at = Some(Instant::now() + MAX_BACKOFF);
                             file.last_error = Some(error);
                             break;

@@ -211,7 +211,11 @@ impl EventsFile {
 
     /// The receiver confirmed `line` (or it went to the dead letters).
     pub fn confirm(&mut self, line: &Line, next_time_ms: Option<u64>) {
-        self.confirmed = self.confirmed.max(line.end);
+        if line.end <= self.confirmed {
+            // Confirmed already (a delivery thread replaced while it was sending it).
+            return;
+        }
+        self.confirmed = line.end;
         if line.seq == self.confirmed_seq {
             self.confirmed_in_seq += 1;
         } else {

@@ -18,9 +18,10 @@ mod status;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use tracing::{error, warn};
@@ -71,16 +72,53 @@ pub struct TriggerCounters {
 
 /// The files and counters of one trigger.
 pub(crate) struct TriggerState {
-    pub(crate) declared: Arc<Declared>,
+    declared: Mutex<Arc<Declared>>,
     pub(crate) dir: PathBuf,
     pub(crate) dead: Mutex<DeadLetters>,
     pub(crate) counters: TriggerCounters,
     /// Woken when events arrive or a database is owned here again.
     pub(crate) wake: Condvar,
+    /// No longer declared: its files stay, nothing is taken or delivered.
+    pub(crate) retired: AtomicBool,
+    /// Moves on when its delivery thread is replaced (a new declaration): the old one ends.
+    pub(crate) thread: AtomicU64,
+}
+
+impl TriggerState {
+    fn new(declared: Arc<Declared>, dir: PathBuf) -> TriggerState {
+        let dead = DeadLetters::new(&dir);
+        let counters = TriggerCounters::default();
+        counters.dead.store(dead.count(), Ordering::Relaxed);
+        TriggerState {
+            declared: Mutex::new(declared),
+            dir,
+            dead: Mutex::new(dead),
+            counters,
+            wake: Condvar::new(),
+            retired: AtomicBool::new(false),
+            thread: AtomicU64::new(0),
+        }
+    }
+
+    /// Its declaration now.
+    pub(crate) fn declared(&self) -> Arc<Declared> {
+        self.declared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn is_live(&self) -> bool {
+        !self.retired.load(Ordering::Relaxed)
+    }
 }
 
 pub(crate) struct Shared {
-    pub(crate) triggers: Vec<TriggerState>,
+    /// `DATA_DIR/triggers`: a directory per trigger.
+    dir: PathBuf,
+    /// Every trigger declared since the start, by index (a retired one keeps its place, so
+    /// that the files' keys stay valid).
+    triggers: RwLock<Vec<Arc<TriggerState>>>,
     /// Every events file, by trigger (its index) and database.
     pub(crate) files: Mutex<BTreeMap<(usize, Arc<str>), EventsFile>>,
     pub(crate) stopping: std::sync::atomic::AtomicBool,
@@ -91,6 +129,28 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The trigger at `index`.
+    pub(crate) fn trigger(&self, index: usize) -> Arc<TriggerState> {
+        self.all()[index].clone()
+    }
+
+    /// Every trigger, retired ones included.
+    pub(crate) fn all(&self) -> Vec<Arc<TriggerState>> {
+        self.triggers
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// The declared triggers, with their indexes.
+    pub(crate) fn live(&self) -> Vec<(usize, Arc<TriggerState>)> {
+        self.all()
+            .into_iter()
+            .enumerate()
+            .filter(|(_, t)| t.is_live())
+            .collect()
+    }
+
     pub(crate) fn files(&self) -> MutexGuard<'_, BTreeMap<(usize, Arc<str>), EventsFile>> {
         self.files
             .lock()
@@ -128,7 +188,7 @@ pub struct Outbox {
 impl std::fmt::Debug for Outbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Outbox")
-            .field("triggers", &self.shared.triggers.len())
+            .field("triggers", &self.shared.live().len())
             .finish()
     }
 }
@@ -137,33 +197,11 @@ impl Outbox {
     /// Opens the outbox in `dir` (`DATA_DIR/triggers`) for `declared`, and starts its
     /// threads. Files of a trigger no longer declared are left alone.
     pub fn open(dir: &Path, declared: &[Arc<Declared>]) -> std::io::Result<Outbox> {
-        let mut triggers = Vec::new();
-        let mut files = BTreeMap::new();
-        for (index, declared) in declared.iter().enumerate() {
-            let trigger_dir = dir.join(&*declared.trigger.name);
-            std::fs::create_dir_all(&trigger_dir)?;
-            for entry in std::fs::read_dir(&trigger_dir)? {
-                let name = entry?.file_name();
-                let Some(database) = name.to_str().and_then(|n| n.strip_suffix(".events")) else {
-                    continue;
-                };
-                let file = EventsFile::open(&trigger_dir, database)?;
-                files.insert((index, Arc::from(database)), file);
-            }
-            let dead = DeadLetters::new(&trigger_dir);
-            let counters = TriggerCounters::default();
-            counters.dead.store(dead.count(), Ordering::Relaxed);
-            triggers.push(TriggerState {
-                declared: declared.clone(),
-                dir: trigger_dir,
-                dead: Mutex::new(dead),
-                counters,
-                wake: Condvar::new(),
-            });
-        }
+        std::fs::create_dir_all(dir)?;
         let shared = Arc::new(Shared {
-            triggers,
-            files: Mutex::new(files),
+            dir: dir.to_owned(),
+            triggers: RwLock::new(Vec::new()),
+            files: Mutex::new(BTreeMap::new()),
             stopping: false.into(),
             broken: false.into(),
             followed: Mutex::default(),
@@ -173,13 +211,89 @@ impl Outbox {
         std::thread::Builder::new()
             .name("hearth-outbox".into())
             .spawn(move || write_all(&writer, &receiver))?;
-        for index in 0..shared.triggers.len() {
+        let outbox = Outbox { shared, jobs };
+        outbox.declare(declared)?;
+        Ok(outbox)
+    }
+
+    /// Makes `declared` the triggers delivered from now on: a trigger of a new name starts
+    /// (with the files an earlier declaration of it left), one declared again with changes
+    /// goes on from its files with a new delivery thread, and one left out stops (its files
+    /// stay for a later declaration of the same name).
+    pub fn declare(&self, declared: &[Arc<Declared>]) -> std::io::Result<()> {
+        let shared = &self.shared;
+        let mut triggers = shared
+            .triggers
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut start = Vec::new();
+        let mut opened = Vec::new();
+        for declared in declared {
+            let name = &declared.trigger.name;
+            let index = match triggers
+                .iter()
+                .position(|t| &t.declared().trigger.name == name)
+            {
+                Some(index) => {
+                    let state = &triggers[index];
+                    let same = state.is_live() && *state.declared() == **declared;
+                    if same {
+                        continue;
+                    }
+                    *state.declared.lock().unwrap_or_else(|p| p.into_inner()) = declared.clone();
+                    state.retired.store(false, Ordering::Relaxed);
+                    index
+                }
+                None => {
+                    let dir = shared.dir.join(&**name);
+                    std::fs::create_dir_all(&dir)?;
+                    let index = triggers.len();
+                    // The files an earlier declaration of this name left, put in the map
+                    // once the list's lock is let go (the writer takes the map's lock first).
+                    for entry in std::fs::read_dir(&dir)? {
+                        let file = entry?.file_name();
+                        let Some(database) = file.to_str().and_then(|n| n.strip_suffix(".events"))
+                        else {
+                            continue;
+                        };
+                        let mut events = EventsFile::open(&dir, database)?;
+                        events.following |= shared.followed().contains(database);
+                        opened.push(((index, Arc::from(database)), events));
+                    }
+                    triggers.push(Arc::new(TriggerState::new(declared.clone(), dir)));
+                    index
+                }
+            };
+            start.push(index);
+        }
+        for (index, state) in triggers.iter().enumerate() {
+            let kept = declared
+                .iter()
+                .any(|d| d.trigger.name == state.declared().trigger.name);
+            if !kept && state.is_live() {
+                tracing::info!(trigger = %state.declared().trigger.name, index, "trigger no longer declared");
+                state.retired.store(true, Ordering::Relaxed);
+                state.thread.fetch_add(1, Ordering::Relaxed);
+                state.wake.notify_all();
+            }
+        }
+        drop(triggers);
+        {
+            let mut files = shared.files();
+            for (key, events) in opened {
+                files.entry(key).or_insert(events);
+            }
+        }
+        for index in start {
+            let state = shared.trigger(index);
+            let generation = state.thread.fetch_add(1, Ordering::Relaxed) + 1;
+            state.wake.notify_all();
             let delivering = shared.clone();
             std::thread::Builder::new()
                 .name(format!("hearth-trigger-{index}"))
-                .spawn(move || deliver::run(&delivering, index))?;
+                .spawn(move || deliver::run(&delivering, index, generation))?;
         }
-        Ok(Outbox { shared, jobs })
+        Ok(())
     }
 
     /// Takes events released by a shard (durable, and on the followers).
@@ -218,7 +332,13 @@ impl Outbox {
                 continue;
             }
             if let Some(id) = &file.confirmed_id {
-                let name = self.shared.triggers[*trigger].declared.trigger.name.clone();
+                let name = self
+                    .shared
+                    .trigger(*trigger)
+                    .declared()
+                    .trigger
+                    .name
+                    .clone();
                 out.push((name, database.clone(), id.clone()));
             }
             file.reported_id.clone_from(&file.confirmed_id);
@@ -226,24 +346,25 @@ impl Outbox {
         out
     }
 
-    /// Whether a trigger named `name` is declared.
+    /// The index of the declared trigger named `name`.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.shared
-            .triggers
-            .iter()
-            .position(|t| &*t.declared.trigger.name == name)
+            .live()
+            .into_iter()
+            .find(|(_, t)| &*t.declared().trigger.name == name)
+            .map(|(index, _)| index)
     }
 
     /// The dead letters of trigger `name`.
     pub fn dead_letters(&self, name: &str) -> Option<std::io::Result<Vec<DeadLetter>>> {
-        let trigger = &self.shared.triggers[self.index_of(name)?];
+        let trigger = self.shared.trigger(self.index_of(name)?);
         let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
         Some(dead.all())
     }
 
     /// Drops the dead letters of trigger `name`; how many.
     pub fn drop_dead_letters(&self, name: &str) -> Option<std::io::Result<u64>> {
-        let trigger = &self.shared.triggers[self.index_of(name)?];
+        let trigger = self.shared.trigger(self.index_of(name)?);
         let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
         let count = dead.count();
         Some(dead.clear().map(|()| {
@@ -256,7 +377,7 @@ impl Outbox {
     /// database's events (on disk before they leave the dead letters); how many.
     pub fn retry_dead_letters(&self, name: &str) -> Option<std::io::Result<u64>> {
         let index = self.index_of(name)?;
-        let trigger = &self.shared.triggers[index];
+        let trigger = self.shared.trigger(index);
         let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
         let letters = match dead.all() {
             Ok(letters) => letters,
@@ -310,15 +431,17 @@ fn now_ms() -> u64 {
 
 /// The writer thread: until every [`Outbox`] is dropped.
 fn write_all(shared: &Shared, jobs: &Receiver<Job>) {
-    let names: HashMap<Arc<str>, usize> = shared
-        .triggers
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.declared.trigger.name.clone(), i))
-        .collect();
     loop {
         match jobs.recv_timeout(TICK) {
-            Ok(Job::Take(events)) => take(shared, &names, events),
+            Ok(Job::Take(events)) => {
+                // The triggers declared now (a declaration may change between two batches).
+                let names: HashMap<Arc<str>, usize> = shared
+                    .live()
+                    .into_iter()
+                    .map(|(i, t)| (t.declared().trigger.name.clone(), i))
+                    .collect();
+                take(shared, &names, events);
+            }
             Ok(Job::Sync(done)) => {
                 let _ = done.send(sync_all(shared));
             }
@@ -340,7 +463,7 @@ fn write_all(shared: &Shared, jobs: &Receiver<Job>) {
     }
     tick(shared);
     shared.stopping.store(true, Ordering::Relaxed);
-    for trigger in &shared.triggers {
+    for trigger in shared.all() {
         trigger.wake.notify_all();
     }
 }
@@ -353,7 +476,7 @@ fn file_of<'a>(
 ) -> std::io::Result<&'a mut EventsFile> {
     let key = (trigger, database.clone());
     if !files.contains_key(&key) {
-        let mut file = EventsFile::open(&shared.triggers[trigger].dir, database)?;
+        let mut file = EventsFile::open(&shared.trigger(trigger).dir, database)?;
         let following = shared.followed().contains(database);
         if file.following != following {
             file.following = following;
@@ -410,7 +533,8 @@ fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) 
         if handed.seq <= file.last_seq.max(batch.last_seq) {
             continue;
         }
-        let counters = &shared.triggers[trigger].counters;
+        let state = shared.trigger(trigger);
+        let counters = &state.counters;
         let kept = kept.entry(trigger).or_insert_with(|| {
             files
                 .iter()
@@ -444,7 +568,7 @@ fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) 
             Ok(()) => {
                 // Only once written: an event not written is one the log must keep.
                 file.last_seq = batch.last_seq;
-                let counters = &shared.triggers[trigger].counters;
+                let counters = &shared.trigger(trigger).counters;
                 counters.taken.fetch_add(batch.count, Ordering::Relaxed);
             }
             Err(error) => {
@@ -452,7 +576,7 @@ fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) 
                 shared.broken.store(true, Ordering::Relaxed);
             }
         }
-        shared.triggers[trigger].wake.notify_all();
+        shared.trigger(trigger).wake.notify_all();
     }
 }
 
@@ -490,15 +614,16 @@ fn own(shared: &Shared, database: &Arc<str>, following: bool) {
             followed.remove(database);
         }
     }
+    let triggers = shared.all();
     let mut files = shared.files();
-    for trigger in 0..shared.triggers.len() {
-        if let Some(file) = files.get_mut(&(trigger, database.clone())) {
+    for (index, trigger) in triggers.iter().enumerate() {
+        if let Some(file) = files.get_mut(&(index, database.clone())) {
             if file.following != following {
                 file.following = following;
                 file.pos_dirty = true;
             }
         }
-        shared.triggers[trigger].wake.notify_all();
+        trigger.wake.notify_all();
     }
 }
 
@@ -525,7 +650,7 @@ fn again(shared: &Shared, trigger: usize, letters: Vec<DeadLetter>) -> std::io::
         file.append(&lines, letters.len() as u64, now)?;
         file.sync()?;
     }
-    shared.triggers[trigger].wake.notify_all();
+    shared.trigger(trigger).wake.notify_all();
     Ok(())
 }
 

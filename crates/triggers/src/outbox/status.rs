@@ -24,11 +24,9 @@ pub struct TriggerMetrics {
 }
 
 pub fn metrics(shared: &Shared, now_ms: u64) -> Vec<TriggerMetrics> {
+    let live = shared.live();
     let files = shared.files();
-    shared
-        .triggers
-        .iter()
-        .enumerate()
+    live.into_iter()
         .map(|(index, trigger)| {
             let mut pending = 0;
             let mut oldest = 0;
@@ -43,7 +41,7 @@ pub fn metrics(shared: &Shared, now_ms: u64) -> Vec<TriggerMetrics> {
             }
             let counters = &trigger.counters;
             TriggerMetrics {
-                name: trigger.declared.trigger.name.to_string(),
+                name: trigger.declared().trigger.name.to_string(),
                 taken: counters.taken.load(Ordering::Relaxed),
                 delivered: counters.delivered.load(Ordering::Relaxed),
                 failed: counters.failed.load(Ordering::Relaxed),
@@ -62,15 +60,14 @@ pub fn metrics(shared: &Shared, now_ms: u64) -> Vec<TriggerMetrics> {
 
 pub fn status(shared: &Shared, now_ms: u64) -> Value {
     let figures = metrics(shared, now_ms);
+    let live = shared.live();
     let files = shared.files();
     let now = std::time::Instant::now();
-    let triggers: Vec<Value> = shared
-        .triggers
-        .iter()
+    let triggers: Vec<Value> = live
+        .into_iter()
         .zip(figures)
-        .enumerate()
-        .map(|(index, (trigger, figures))| {
-            let declared = &trigger.declared;
+        .map(|((index, trigger), figures)| {
+            let declared = trigger.declared();
             let destination = match &declared.destination {
                 Destination::Http { url, .. } => json!({"http": without_credentials(url)}),
                 Destination::Nats { url, subject } => {
