@@ -192,12 +192,14 @@ fn first_address(
 /// The database triggers: delivered to the Functions emulator at `functions` if given, and
 /// those declared in the triggers file (`file`, else `DATA_DIR/triggers.json` if a new
 /// declaration wrote one), from an outbox under `data_dir` (none when `durable` is false:
-/// nothing is logged, so nothing may be declared).
+/// nothing is logged, so nothing may be declared); in a cluster (`clustered`) a database's
+/// events wait until this node owns it.
 fn server_triggers(
     functions: Option<&str>,
     file: Option<&std::path::Path>,
     data_dir: &std::path::Path,
     durable: bool,
+    clustered: bool,
 ) -> anyhow::Result<ServerTriggers> {
     if !durable {
         return match functions {
@@ -220,7 +222,7 @@ fn server_triggers(
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
     let outbox = data_dir.join("triggers");
-    ServerTriggers::start(functions, declared, Some((&outbox, path)))
+    ServerTriggers::start(functions, declared, Some((&outbox, path)), clustered)
         .context("starting the delivery of trigger events")
 }
 
@@ -282,6 +284,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.triggers.as_deref(),
             &args.data_dir,
             persist.durability != hearth_server::persist::Durability::None,
+            peers.is_some(),
         )?,
         cluster: cluster.clone(),
         peers,

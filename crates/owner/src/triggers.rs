@@ -108,6 +108,21 @@ impl Owner {
             let id = format!("{epoch}.{seq}.{index}");
             let event = cloud_event(&declared, namespace, change, &id, time_ms, writer);
             let text = record_text(&change.trigger, &id, &event);
+            // The event as JSON can outgrow what its data weighed (escapes): one the log would
+            // refuse is dropped and counted, never sent to the log (a refused record would
+            // fail the shard's log).
+            if text.len() as u64 > hearth_store::MAX_TRIGGERED_BYTES {
+                warn!(
+                    namespace,
+                    trigger = %change.trigger,
+                    bytes = text.len(),
+                    "a trigger event larger than a log record may be: dropped"
+                );
+                if let Some(outbox) = &self.config().triggers.outbox {
+                    outbox.count_dropped(&change.trigger);
+                }
+                continue;
+            }
             self.log_triggered(namespace, &text);
         }
     }

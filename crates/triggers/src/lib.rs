@@ -61,23 +61,25 @@ impl ServerTriggers {
     /// Triggers delivered to the Functions emulator at `functions` (`host:port`), from a
     /// thread of their own.
     pub fn delivering_to(functions: &str) -> std::io::Result<ServerTriggers> {
-        ServerTriggers::start(functions.into(), Vec::new(), None)
+        ServerTriggers::start(functions.into(), Vec::new(), None, false)
     }
 
     /// The server's triggers: those the Functions emulator at `functions` registers (if
     /// given), and `declared` (read from a triggers file), delivered from an outbox in
     /// `outbox.0` (`DATA_DIR/triggers`) and declared anew into the file `outbox.1`. Without
-    /// an outbox (no data directory) nothing may be declared.
+    /// an outbox (no data directory) nothing may be declared. In a cluster (`clustered`) a
+    /// database's events wait until this node owns it.
     pub fn start(
         functions: Option<&str>,
         declared: Vec<declared::Declared>,
         outbox: Option<(&std::path::Path, std::path::PathBuf)>,
+        clustered: bool,
     ) -> std::io::Result<ServerTriggers> {
         let declared: Vec<Arc<declared::Declared>> = declared.into_iter().map(Arc::new).collect();
         let (registry, outbox, declaration) = match outbox {
             Some((dir, file)) => (
                 TriggerRegistry::with_declared(declared.clone()),
-                Some(outbox::Outbox::open(dir, &declared)?),
+                Some(outbox::Outbox::open(dir, &declared, clustered)?),
                 Some(Arc::new(DeclarationFile {
                     path: file,
                     writing: std::sync::Mutex::new(()),

@@ -102,6 +102,33 @@ impl DeadLetters {
         }
     }
 
+    /// Removes the first `count` (those a listing returned, in order): the file is rewritten
+    /// without them, renamed over the old one.
+    pub fn remove_first(&self, count: usize) -> io::Result<()> {
+        let bytes = match fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(error),
+        };
+        let mut start = 0;
+        for _ in 0..count {
+            match bytes[start..].iter().position(|&b| b == b'\n') {
+                Some(newline) => start += newline + 1,
+                None => {
+                    start = bytes.len();
+                    break;
+                }
+            }
+        }
+        let tmp = self.path.with_extension("jsonl.tmp");
+        {
+            let mut out = fs::File::create(&tmp)?;
+            out.write_all(&bytes[start..])?;
+            out.sync_data()?;
+        }
+        fs::rename(&tmp, &self.path)
+    }
+
     /// Removes them all.
     pub fn clear(&self) -> io::Result<()> {
         match fs::remove_file(&self.path) {
@@ -132,7 +159,12 @@ mod tests {
         dead.add(&letter)?;
         dead.add(&letter)?;
         assert_eq!(dead.count(), 2);
-        assert_eq!(dead.all()?, vec![letter.clone(), letter]);
+        assert_eq!(dead.all()?, vec![letter.clone(), letter.clone()]);
+        let mut third = letter.clone();
+        third.id = "0.13.0".into();
+        dead.add(&third)?;
+        dead.remove_first(2)?;
+        assert_eq!(dead.all()?, vec![third]);
         dead.clear()?;
         assert_eq!(dead.all()?, Vec::new());
         Ok(())

@@ -88,68 +88,84 @@ pub(crate) fn run(shared: &Shared, index: usize, generation: u64) {
         };
         last = Some(database.clone());
         let mut next = 0;
-        while next < lines.len() {
+        // A new declaration of the trigger replaced this thread: the rest of the chunk is the
+        // new thread's (it reads from the confirmed position).
+        while next < lines.len() && current() {
             let group = &lines[next..(next + sender.batch).min(lines.len())];
             let outcome = sender.send(&database, group);
             let counters = &trigger.counters;
-            let mut files = shared.files();
-            let Some(file) = files.get_mut(&(index, database.clone())) else {
-                break;
-            };
             let after = |i: usize| lines.get(next + i + 1).map(|l| l.time_ms);
-            match outcome {
+            let confirm = |files: &mut super::FilesMap| {
+                if let Some(file) = files.get_mut(&(index, database.clone())) {
+                    for (i, line) in group.iter().enumerate() {
+                        file.confirm(line, after(i));
+                    }
+                }
+            };
+            let error = match outcome {
                 Ok(()) => {
                     counters
                         .delivered
                         .fetch_add(group.len() as u64, Ordering::Relaxed);
-                    for (i, line) in group.iter().enumerate() {
-                        file.confirm(line, after(i));
-                    }
+                    confirm(&mut shared.files());
+                    next += group.len();
+                    continue;
+                }
+                Err(error) => error,
+            };
+            counters.failed.fetch_add(1, Ordering::Relaxed);
+            let attempts = {
+                let mut files = shared.files();
+                let Some(file) = files.get_mut(&(index, database.clone())) else {
+                    break;
+                };
+                file.attempts += 1;
+                debug!(trigger = %declared.trigger.name, %database, attempts = file.attempts, %error, "trigger events not delivered");
+                if file.attempts < declared.max_attempts {
+                    file.retry_at = Some(Instant::now() + backoff(file.attempts));
+                    file.last_error = Some(error);
+                    break;
+                }
+                file.attempts
+            };
+            // Every event the failed attempts carried goes to the dead letters: written (and
+            // synced) with no other lock held, then confirmed.
+            let written = {
+                let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
+                group.iter().try_for_each(|line| {
+                    dead.add(&DeadLetter {
+                        database: database.to_string(),
+                        seq: line.seq,
+                        id: line.id.clone(),
+                        attempts,
+                        error: error.clone(),
+                        dead_at_ms: now_ms(),
+                        event: line.event.clone(),
+                    })
+                })
+            };
+            match written {
+                Ok(()) => {
+                    counters
+                        .dead
+                        .fetch_add(group.len() as u64, Ordering::Relaxed);
+                    counters
+                        .dead_held
+                        .fetch_add(group.len() as u64, Ordering::Relaxed);
+                    warn!(trigger = %declared.trigger.name, %database, events = group.len(), %error, "trigger events moved to the dead letters");
+                    confirm(&mut shared.files());
                     next += group.len();
                 }
-                Err(error) => {
-                    counters.failed.fetch_add(1, Ordering::Relaxed);
-                    file.attempts += 1;
-                    debug!(trigger = %declared.trigger.name, %database, attempts = file.attempts, %error, "trigger events not delivered");
-                    if file.attempts < declared.max_attempts {
-                        file.retry_at = Some(Instant::now() + backoff(file.attempts));
+                Err(write) => {
+                    // Some may be in the dead letters already: they would be there twice
+                    // rather than lost.
+                    warn!(trigger = %declared.trigger.name, %database, error = %write, "dead letters not written: the events stay");
+                    let mut files = shared.files();
+                    if let Some(file) = files.get_mut(&(index, database.clone())) {
+                        file.retry_at = Some(Instant::now() + MAX_BACKOFF);
                         file.last_error = Some(error);
-                        break;
                     }
-                    // Every event the failed attempts carried goes to the dead letters.
-                    let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
-                    let attempts = file.attempts;
-                    let written = group.iter().try_for_each(|line| {
-                        dead.add(&DeadLetter {
-                            database: database.to_string(),
-                            seq: line.seq,
-                            id: line.id.clone(),
-                            attempts,
-                            error: error.clone(),
-                            dead_at_ms: now_ms(),
-                            event: line.event.clone(),
-                        })
-                    });
-                    match written {
-                        Ok(()) => {
-                            counters
-                                .dead
-                                .fetch_add(group.len() as u64, Ordering::Relaxed);
-                            warn!(trigger = %declared.trigger.name, %database, events = group.len(), %error, "trigger events moved to the dead letters");
-                            for (i, line) in group.iter().enumerate() {
-                                file.confirm(line, after(i));
-                            }
-                            next += group.len();
-                        }
-                        Err(write) => {
-                            // Some may be in the dead letters already: they would be there twice
-                            // rather than lost.
-                            warn!(trigger = %declared.trigger.name, %database, error = %write, "dead letters not written: the events stay");
-                            file.retry_at = Some(Instant::now() + MAX_BACKOFF);
-                            file.last_error = Some(error);
-                            break;
-                        }
-                    }
+                    break;
                 }
             }
         }
@@ -219,7 +235,11 @@ impl Sender {
                 for (name, value) in headers.iter() {
                     request = request.header(name.as_str(), value.as_str());
                 }
-                request.send(body).map(|_| ()).map_err(|e| e.to_string())
+                let response = request.send(body).map_err(|e| e.to_string())?;
+                if !response.status().is_success() {
+                    return Err(format!("http status: {}", response.status()));
+                }
+                Ok(())
             }
             To::Nats {
                 url,
@@ -267,9 +287,13 @@ impl To {
                 headers,
                 timeout,
             } => To::Http {
+                // No redirect is followed: ureq would turn a POST into a GET without its body
+                // on a 301-303 (and a 2xx to that GET is no delivery), and send the declared
+                // headers to whatever host the redirect names. A 3xx is a failure.
                 agent: ureq::Agent::config_builder()
                     .timeout_global(Some(*timeout))
                     .http_status_as_error(true)
+                    .max_redirects(0)
                     .build()
                     .into(),
                 url: url.clone(),

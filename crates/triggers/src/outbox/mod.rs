@@ -67,7 +67,10 @@ pub struct TriggerCounters {
     pub taken: AtomicU64,
     pub delivered: AtomicU64,
     pub failed: AtomicU64,
+    /// Events moved to the dead letters since the start.
     pub dead: AtomicU64,
+    /// Dead letters held now (sent again or dropped ones leave).
+    pub dead_held: AtomicU64,
     pub dropped: AtomicU64,
 }
 
@@ -89,7 +92,7 @@ impl TriggerState {
     fn new(declared: Arc<Declared>, dir: PathBuf) -> TriggerState {
         let dead = DeadLetters::new(&dir);
         let counters = TriggerCounters::default();
-        counters.dead.store(dead.count(), Ordering::Relaxed);
+        counters.dead_held.store(dead.count(), Ordering::Relaxed);
         TriggerState {
             declared: Mutex::new(declared),
             dir,
@@ -126,8 +129,14 @@ pub(crate) struct Shared {
     /// An append failed since the start: syncs answer `false` until the next.
     pub(crate) broken: std::sync::atomic::AtomicBool,
     /// The databases this node follows (their owner is another node), as last told.
-    followed: Mutex<std::collections::HashSet<Arc<str>>>,
+    followed: Mutex<std::collections::HashMap<Arc<str>, bool>>,
+    /// In a cluster a database is followed until this node is told it owns it (at a start,
+    /// the log hands over events this node may no longer own).
+    clustered: bool,
 }
+
+/// Every events file, by trigger (its index) and database.
+pub(crate) type FilesMap = BTreeMap<(usize, Arc<str>), EventsFile>;
 
 impl Shared {
     /// The trigger at `index`.
@@ -158,10 +167,21 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn followed(&self) -> MutexGuard<'_, std::collections::HashSet<Arc<str>>> {
+    /// Whether this node follows `database`: as last told, else in a cluster until told.
+    pub(crate) fn follows(&self, database: &str) -> bool {
         self.followed
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(database)
+            .copied()
+            .unwrap_or(self.clustered)
+    }
+
+    pub(crate) fn note_following(&self, database: &Arc<str>, following: bool) {
+        self.followed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(database.clone(), following);
     }
 }
 
@@ -197,7 +217,13 @@ impl std::fmt::Debug for Outbox {
 impl Outbox {
     /// Opens the outbox in `dir` (`DATA_DIR/triggers`) for `declared`, and starts its
     /// threads. Files of a trigger no longer declared are left alone.
-    pub fn open(dir: &Path, declared: &[Arc<Declared>]) -> std::io::Result<Outbox> {
+    /// In a cluster (`clustered`), no database's events are delivered until its owner here
+    /// says it owns it (`set_following`).
+    pub fn open(
+        dir: &Path,
+        declared: &[Arc<Declared>],
+        clustered: bool,
+    ) -> std::io::Result<Outbox> {
         std::fs::create_dir_all(dir)?;
         let shared = Arc::new(Shared {
             dir: dir.to_owned(),
@@ -206,6 +232,7 @@ impl Outbox {
             stopping: false.into(),
             broken: false.into(),
             followed: Mutex::default(),
+            clustered,
         });
         let (jobs, receiver) = mpsc::channel();
         let writer = shared.clone();
@@ -258,7 +285,7 @@ impl Outbox {
                             continue;
                         };
                         let mut events = EventsFile::open(&dir, database)?;
-                        events.following |= shared.followed().contains(database);
+                        events.following = shared.follows(database);
                         opened.push(((index, Arc::from(database)), events));
                     }
                     triggers.push(Arc::new(TriggerState::new(declared.clone(), dir)));
@@ -326,7 +353,13 @@ impl Outbox {
     /// The confirmations not yet told to the followers, of the databases `owned` admits
     /// (those this shard owns): `(trigger, database, id)`, each marked told.
     pub fn confirmations(&self, owned: impl Fn(&str) -> bool) -> Vec<(Arc<str>, Arc<str>, String)> {
-        let mut files = self.shared.files();
+        // A shard never waits for the outbox's threads (a sync or a compaction may hold the
+        // files for long): busy now, the confirmations go at a later call.
+        let mut files = match self.shared.files.try_lock() {
+            Ok(files) => files,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Vec::new(),
+        };
         let mut out = Vec::new();
         for ((trigger, database), file) in files.iter_mut() {
             if file.following || file.confirmed_id == file.reported_id || !owned(database) {
@@ -345,6 +378,14 @@ impl Outbox {
             file.reported_id.clone_from(&file.confirmed_id);
         }
         out
+    }
+
+    /// Counts an event of trigger `name` dropped before it reached the outbox.
+    pub fn count_dropped(&self, name: &str) {
+        if let Some(index) = self.index_of(name) {
+            let trigger = self.shared.trigger(index);
+            trigger.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The index of the declared trigger named `name`.
@@ -369,7 +410,7 @@ impl Outbox {
         let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
         let count = dead.count();
         Some(dead.clear().map(|()| {
-            trigger.counters.dead.store(0, Ordering::Relaxed);
+            trigger.counters.dead_held.store(0, Ordering::Relaxed);
             count
         }))
     }
@@ -379,12 +420,16 @@ impl Outbox {
     pub fn retry_dead_letters(&self, name: &str) -> Option<std::io::Result<u64>> {
         let index = self.index_of(name)?;
         let trigger = self.shared.trigger(index);
-        let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
-        let letters = match dead.all() {
-            Ok(letters) => letters,
-            Err(error) => return Some(Err(error)),
+        // Read, and let go: the writer appends them, and no lock is held while it does (a
+        // delivery thread may be adding a letter meanwhile, after these).
+        let letters = {
+            let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
+            match dead.all() {
+                Ok(letters) => letters,
+                Err(error) => return Some(Err(error)),
+            }
         };
-        let count = letters.len() as u64;
+        let count = letters.len();
         let (done, wait) = mpsc::channel();
         let job = Job::Again {
             trigger: index,
@@ -397,11 +442,22 @@ impl Outbox {
         let result = wait
             .recv()
             .unwrap_or_else(|_| Err(std::io::Error::other("the trigger outbox is gone")))
-            .and_then(|()| dead.clear());
+            .and_then(|()| {
+                // Only those sent again leave: the first `count`, in the order they were read.
+                let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
+                dead.remove_first(count)
+            });
         if result.is_ok() {
-            trigger.counters.dead.store(0, Ordering::Relaxed);
+            trigger.counters.dead_held.store(
+                trigger
+                    .dead
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .count(),
+                Ordering::Relaxed,
+            );
         }
-        Some(result.map(|()| count))
+        Some(result.map(|()| count as u64))
     }
 
     /// Every trigger's state, for `/.admin/triggers` and `hearth triggers status`.

@@ -15,7 +15,10 @@ pub struct TriggerMetrics {
     pub taken: u64,
     pub delivered: u64,
     pub failed: u64,
+    /// Events moved to the dead letters since the start.
     pub dead: u64,
+    /// Dead letters held now.
+    pub dead_held: u64,
     pub dropped: u64,
     /// Events not yet confirmed, of the databases this node delivers.
     pub pending: u64,
@@ -26,8 +29,18 @@ pub struct TriggerMetrics {
 pub fn metrics(shared: &Shared, now_ms: u64) -> Vec<TriggerMetrics> {
     let live = shared.live();
     let files = shared.files();
-    live.into_iter()
+    figures(&live, &files, now_ms)
+}
+
+/// The figures of `live`'s triggers, from `files`.
+fn figures(
+    live: &[(usize, std::sync::Arc<super::TriggerState>)],
+    files: &super::FilesMap,
+    now_ms: u64,
+) -> Vec<TriggerMetrics> {
+    live.iter()
         .map(|(index, trigger)| {
+            let index = *index;
             let mut pending = 0;
             let mut oldest = 0;
             for ((t, _), file) in files.iter() {
@@ -46,6 +59,7 @@ pub fn metrics(shared: &Shared, now_ms: u64) -> Vec<TriggerMetrics> {
                 delivered: counters.delivered.load(Ordering::Relaxed),
                 failed: counters.failed.load(Ordering::Relaxed),
                 dead: counters.dead.load(Ordering::Relaxed),
+                dead_held: counters.dead_held.load(Ordering::Relaxed),
                 dropped: counters.dropped.load(Ordering::Relaxed),
                 pending,
                 lag_seconds: if oldest == 0 {
@@ -59,9 +73,10 @@ pub fn metrics(shared: &Shared, now_ms: u64) -> Vec<TriggerMetrics> {
 }
 
 pub fn status(shared: &Shared, now_ms: u64) -> Value {
-    let figures = metrics(shared, now_ms);
+    // One snapshot of the list for both, so that no figure is put under another's name.
     let live = shared.live();
     let files = shared.files();
+    let figures = figures(&live, &files, now_ms);
     let now = std::time::Instant::now();
     let triggers: Vec<Value> = live
         .into_iter()
@@ -99,7 +114,7 @@ pub fn status(shared: &Shared, now_ms: u64) -> Value {
                 "taken": figures.taken,
                 "delivered": figures.delivered,
                 "failed": figures.failed,
-                "deadLetters": figures.dead,
+                "deadLetters": figures.dead_held,
                 "dropped": figures.dropped,
                 "pending": figures.pending,
                 "lagSeconds": figures.lag_seconds,

@@ -59,7 +59,7 @@ pub(super) fn file_of<'a>(
     let key = (trigger, database.clone());
     if !files.contains_key(&key) {
         let mut file = EventsFile::open(&shared.trigger(trigger).dir, database)?;
-        let following = shared.followed().contains(database);
+        let following = shared.follows(database);
         if file.following != following {
             file.following = following;
             file.pos_dirty = true;
@@ -72,6 +72,12 @@ pub(super) fn file_of<'a>(
 }
 
 fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) {
+    if shared.broken.load(Ordering::Relaxed) {
+        // A batch was lost since the start: the log keeps every event from then on (its
+        // segments are not dropped) and hands them over at the next start; taking later ones
+        // now would make that start skip the lost batch as already kept.
+        return;
+    }
     let now = now_ms();
     // The new lines of each file, written at once.
     // With the last position each batch holds.
@@ -104,8 +110,9 @@ fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) 
         let file = match file_of(&mut files, shared, trigger, &handed.database) {
             Ok(file) => file,
             Err(error) => {
-                error!(trigger = name, database = %handed.database, %error, "trigger events file");
-                continue;
+                error!(trigger = name, database = %handed.database, %error, "trigger events file: the log keeps the events until the next start");
+                shared.broken.store(true, Ordering::Relaxed);
+                return;
             }
         };
         let batch = batches
@@ -185,17 +192,10 @@ fn sync_all(shared: &Shared) -> bool {
 }
 
 /// Notes whether this node follows `database`: the files it has now, and those its first
-/// events will make (so an outbox keeps nothing for the databases nobody writes a matching
-/// path of, only the names of those it follows).
+/// events will make (so an outbox keeps no file for the databases nobody writes a matching
+/// path of, only their role).
 fn own(shared: &Shared, database: &Arc<str>, following: bool) {
-    {
-        let mut followed = shared.followed();
-        if following {
-            followed.insert(database.clone());
-        } else {
-            followed.remove(database);
-        }
-    }
+    shared.note_following(database, following);
     let triggers = shared.all();
     let mut files = shared.files();
     for (index, trigger) in triggers.iter().enumerate() {
