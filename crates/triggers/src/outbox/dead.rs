@@ -67,12 +67,17 @@ impl DeadLetters {
 
     /// Appends `letter`, on disk before it returns (its event is then confirmed).
     pub fn add(&self, letter: &DeadLetter) -> io::Result<()> {
+        let created = !self.path.exists();
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.path)?;
         file.write_all(letter.line().as_bytes())?;
-        file.sync_data()
+        file.sync_data()?;
+        if let (true, Some(dir)) = (created, self.path.parent()) {
+            fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     }
 
     /// Every dead letter (a torn line is skipped), within [`MAX_LISTED_BYTES`].

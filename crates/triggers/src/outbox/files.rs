@@ -66,6 +66,8 @@ pub struct EventsFile {
     pub pos_dirty: bool,
     /// Written since the last sync.
     pub unsynced: bool,
+    /// Created since the last sync (its directory is synced too).
+    pub created: bool,
     /// When the oldest unconfirmed event was taken (ms; 0 when unknown or none).
     pub head_time_ms: u64,
     /// Failed attempts at the head event, and when to try it again.
@@ -96,6 +98,7 @@ impl EventsFile {
             following,
             pos_dirty: false,
             unsynced: false,
+            created: false,
             head_time_ms: 0,
             attempts: 0,
             retry_at: None,
@@ -145,6 +148,10 @@ impl EventsFile {
 
     /// Appends `lines` (already formatted) after the file's end.
     pub fn append(&mut self, lines: &[u8], count: u64, first_time_ms: u64) -> io::Result<()> {
+        if !self.events.exists() {
+            // Its name in the directory must be on disk too (`sync`).
+            self.created = true;
+        }
         let mut out = OpenOptions::new()
             .create(true)
             .append(true)
@@ -163,6 +170,12 @@ impl EventsFile {
         if self.unsynced {
             File::open(&self.events)?.sync_data()?;
             self.unsynced = false;
+        }
+        if self.created {
+            if let Some(dir) = self.events.parent() {
+                File::open(dir)?.sync_all()?;
+            }
+            self.created = false;
         }
         Ok(())
     }
@@ -292,8 +305,23 @@ impl EventsFile {
             io::copy(&mut from, &mut to)?;
             to.sync_data()?;
         }
+        // The new file holds no confirmed line: the pos file says so before the new file
+        // takes the old one's place, so that a crash in between finds the old file with no
+        // line of the last confirmed position counted as confirmed (sent again), never the
+        // new one with lines counted that are not (a dead letter sent again is written
+        // under that position).
+        let (base, in_seq) = (self.base, self.confirmed_in_seq);
         self.base = self.confirmed;
-        fs::rename(&tmp, &self.events)?;
+        self.confirmed_in_seq = 0;
+        let renamed = self
+            .write_pos()
+            .and_then(|()| fs::rename(&tmp, &self.events));
+        if let Err(error) = renamed {
+            self.base = base;
+            self.confirmed_in_seq = in_seq;
+            self.pos_dirty = true;
+            return Err(error);
+        }
         self.unsynced = false;
         Ok(true)
     }
@@ -393,6 +421,30 @@ mod tests {
         assert_eq!(read.iter().map(|l| l.seq).collect::<Vec<_>>(), [5, 9]);
         assert_eq!(read[0].event, "{\"a\":2}");
         assert_eq!(read[0].id, "0.5.0");
+        Ok(())
+    }
+
+    #[test]
+    fn dead_letters_sent_again_survive_a_compaction_and_a_restart() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut file = EventsFile::open(dir.path(), "db")?;
+        let big = format!("{{\"x\":\"{}\"}}", "a".repeat(1 << 20));
+        let batch: Vec<(u64, &str)> = (1..=6).map(|seq| (seq, big.as_str())).collect();
+        file.append(&lines(&batch), 6, 7)?;
+        while let Some(line) = file.read_pending()?.first().cloned() {
+            file.confirm(&line, None);
+        }
+        assert_eq!((file.confirmed_seq, file.confirmed_in_seq), (6, 1));
+        // Two dead letters sent again, under the last position taken.
+        let mut again = Vec::new();
+        format_line(&mut again, 6, 7, "0.2.0", "{\"again\":1}");
+        format_line(&mut again, 6, 7, "0.3.0", "{\"again\":2}");
+        file.append(&again, 2, 7)?;
+        assert!(file.compact()?);
+        let reopened = EventsFile::open(dir.path(), "db")?;
+        assert_eq!(reopened.pending, 2, "both still to be delivered");
+        let ids: Vec<String> = reopened.read_pending()?.into_iter().map(|l| l.id).collect();
+        assert_eq!(ids, ["0.2.0", "0.3.0"]);
         Ok(())
     }
 
