@@ -17,7 +17,7 @@ pub mod files;
 mod status;
 mod writer;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -135,6 +135,9 @@ pub(crate) struct Shared {
     clustered: bool,
 }
 
+/// A new trigger's directory, and the events files an earlier declaration of it left there.
+type Prepared = (PathBuf, Vec<(Arc<str>, EventsFile)>);
+
 /// Every events file, by trigger (its index) and database.
 pub(crate) type FilesMap = BTreeMap<(usize, Arc<str>), EventsFile>;
 
@@ -250,6 +253,34 @@ impl Outbox {
     /// stay for a later declaration of the same name).
     pub fn declare(&self, declared: &[Arc<Declared>]) -> std::io::Result<()> {
         let shared = &self.shared;
+        // First what may fail, with nothing changed yet: the directory of each new name and
+        // the files an earlier declaration of it left.
+        let known: Vec<Arc<str>> = shared
+            .all()
+            .iter()
+            .map(|t| t.declared().trigger.name.clone())
+            .collect();
+        let mut prepared: HashMap<Arc<str>, Prepared> = HashMap::new();
+        for declared in declared {
+            let name = &declared.trigger.name;
+            if known.contains(name) {
+                continue;
+            }
+            let dir = shared.dir.join(&**name);
+            std::fs::create_dir_all(&dir)?;
+            let mut opened = Vec::new();
+            for entry in std::fs::read_dir(&dir)? {
+                let file = entry?.file_name();
+                let Some(database) = file.to_str().and_then(|n| n.strip_suffix(".events")) else {
+                    continue;
+                };
+                let mut events = EventsFile::open(&dir, database)?;
+                events.following = shared.follows(database);
+                opened.push((Arc::from(database), events));
+            }
+            prepared.insert(name.clone(), (dir, opened));
+        }
+        // Then the change, which cannot fail.
         let mut triggers = shared
             .triggers
             .write()
@@ -273,21 +304,13 @@ impl Outbox {
                     index
                 }
                 None => {
-                    let dir = shared.dir.join(&**name);
-                    std::fs::create_dir_all(&dir)?;
+                    let Some((dir, files)) = prepared.remove(name) else {
+                        continue;
+                    };
                     let index = triggers.len();
-                    // The files an earlier declaration of this name left, put in the map
-                    // once the list's lock is let go (the writer takes the map's lock first).
-                    for entry in std::fs::read_dir(&dir)? {
-                        let file = entry?.file_name();
-                        let Some(database) = file.to_str().and_then(|n| n.strip_suffix(".events"))
-                        else {
-                            continue;
-                        };
-                        let mut events = EventsFile::open(&dir, database)?;
-                        events.following = shared.follows(database);
-                        opened.push(((index, Arc::from(database)), events));
-                    }
+                    // Put in the map once the list's lock is let go (the writer takes the
+                    // map's lock first).
+                    opened.extend(files.into_iter().map(|(db, f)| ((index, db), f)));
                     triggers.push(Arc::new(TriggerState::new(declared.clone(), dir)));
                     index
                 }
