@@ -87,8 +87,7 @@ fn status_table(answer: &Value) -> Result<String> {
 
 /// `hearth triggers dead NAME`: its dead letters, a JSON object per line.
 pub fn triggers_dead(server: &ServerArgs, name: &str) -> Result<()> {
-    let path = format!("/.admin/triggers/{}/dead", checked(name)?);
-    let answer = Client::new(server)?.json(Call::new("GET", &path))?;
+    let answer = dead_letters_call(server, "GET", name, "dead")?;
     for letter in answer.as_array().into_iter().flatten() {
         println!("{letter}");
     }
@@ -97,8 +96,7 @@ pub fn triggers_dead(server: &ServerArgs, name: &str) -> Result<()> {
 
 /// `hearth triggers retry NAME`: sends its dead letters again.
 pub fn triggers_retry(server: &ServerArgs, name: &str) -> Result<()> {
-    let path = format!("/.admin/triggers/{}/retry", checked(name)?);
-    let answer = Client::new(server)?.json(Call::new("POST", &path))?;
+    let answer = dead_letters_call(server, "POST", name, "retry")?;
     let count = answer.get("retried").and_then(Value::as_u64).unwrap_or(0);
     println!("{count} dead letters of {name} sent again");
     Ok(())
@@ -106,11 +104,16 @@ pub fn triggers_retry(server: &ServerArgs, name: &str) -> Result<()> {
 
 /// `hearth triggers drop NAME`: drops its dead letters.
 pub fn triggers_drop(server: &ServerArgs, name: &str) -> Result<()> {
-    let path = format!("/.admin/triggers/{}/dead", checked(name)?);
-    let answer = Client::new(server)?.json(Call::new("DELETE", &path))?;
+    let answer = dead_letters_call(server, "DELETE", name, "dead")?;
     let count = answer.get("dropped").and_then(Value::as_u64).unwrap_or(0);
     println!("{count} dead letters of {name} dropped");
     Ok(())
+}
+
+/// `METHOD /.admin/triggers/NAME/ACTION`, its JSON answer.
+fn dead_letters_call(server: &ServerArgs, method: &str, name: &str, action: &str) -> Result<Value> {
+    let path = format!("/.admin/triggers/{}/{action}", checked(name)?);
+    Client::new(server)?.json(Call::new(method, &path))
 }
 
 /// `hearth triggers get`: the triggers file in effect on the server.

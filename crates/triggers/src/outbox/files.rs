@@ -17,13 +17,9 @@ pub const COMPACT_BYTES: u64 = 4 * 1024 * 1024;
 /// The most bytes a delivery thread reads at once (a longer line is read whole).
 pub const READ_CHUNK_BYTES: usize = 256 * 1024;
 
-/// The longest line the outbox writes: a record's event and its prefix.
-pub const MAX_LINE_BYTES: usize = hearth_store_limit() + 256;
-
-const fn hearth_store_limit() -> usize {
-    // The store's MAX_TRIGGERED_BYTES (this crate does not depend on the store).
-    4 * 1024 * 1024
-}
+/// The longest line the outbox writes: a record's event (at most the store's
+/// `MAX_TRIGGERED_BYTES`, 4 MiB; this crate does not depend on the store) and its prefix.
+pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024 + 256;
 
 /// One line of an events file.
 #[derive(Debug, Clone, PartialEq)]
