@@ -68,7 +68,9 @@ pub async fn run(
     let (replies_tx, mut replies_rx) = mpsc::unbounded_channel();
     let mut reader = tokio::task::spawn_local(read_loop(ctx.clone(), read, replies_tx));
     let mut address = ctx.address.subscribe();
-    address.mark_unchanged();
+    // Where this connection found the peer: `None` when the peer dialed before this node's
+    // etcd view had it (the accept checks the latest view, the links learn it a moment later).
+    let mut reached = *address.borrow_and_update();
     let ended = async {
         let mut writer = Writer::default();
         loop {
@@ -82,7 +84,16 @@ pub async fn run(
                 biased;
                 read = &mut reader => return reader_ended(read),
                 Some(stream) = queues.accepted.recv() => return Ended::Replaced(stream),
-                Ok(()) = address.changed() => return Ended::Departed,
+                Ok(()) = address.changed() => {
+                    // A peer that left, or moved from where it was reached, is gone; one whose
+                    // address this node only learns now is the same peer on this connection
+                    // (ending it would read as a follower lost while the cluster starts).
+                    let now = *address.borrow_and_update();
+                    if now.is_none() || reached.is_some_and(|at| Some(at) != now) {
+                        return Ended::Departed;
+                    }
+                    reached = now;
+                }
                 Some(reply) = replies_rx.recv() => encode_reply(reply, out, outbox),
                 message = queues.to_owner.recv() => match message {
                     Some(message) => encode_to_owner(ctx, message, out, rooms),
@@ -424,3 +435,7 @@ mod tests {
         batch.written();
     }
 }
+
+#[cfg(test)]
+#[path = "connection_tests.rs"]
+mod address_tests;

@@ -24,7 +24,8 @@ pub struct Context {
     /// The peer's id.
     pub peer: Arc<str>,
     /// Where the peer's link listens; `None` while it is not a live node (its etcd lease
-    /// ended). A change ends the live connection of the link (`connection.rs`).
+    /// ended). Its going to `None` or to another address ends the live connection of the
+    /// link; its first address, learnt after the peer dialed here, does not (`connection.rs`).
     pub address: watch::Sender<Option<SocketAddr>>,
     /// The local shards' inboxes (their owner roles).
     pub owners: Vec<mpsc::UnboundedSender<ShardMessage>>,
