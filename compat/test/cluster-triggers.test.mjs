@@ -4,7 +4,9 @@
 // middle of writes and deliveries, the follower claims the database and delivers what it kept,
 // then its own events. Every acknowledged change reaches the receiver at least once, nothing
 // reaches it that the database does not hold (none before it was durable), and with the
-// repeats set aside each epoch's events arrive in log order.
+// repeats set aside each epoch's events arrive in log order. A follower that comes back with
+// an empty disk gets the owner's unconfirmed events with its full copy of the database, and
+// delivers them once it takes the database over.
 //
 // Three nodes with the same triggers file, clients on 127.0.0.1 and links on 127.0.0.2-4, a
 // receiver in this process on 127.0.0.1; the writes go through n1, which neither owns nor
@@ -19,24 +21,32 @@ import path from 'node:path';
 import { uniqueNs } from '../lib/harness.mjs';
 import { freePort } from '../lib/server.mjs';
 import { waitFor } from '../lib/util.mjs';
-import { ETCD, etcdClusterSuite, etcdRanked, firstWrite } from '../lib/cluster.mjs';
+import { ETCD, etcdClusterSuite, etcdRanked, firstWrite, readyNode } from '../lib/cluster.mjs';
 
 const IDS = ['n1', 'n2', 'n3'];
 const OWNER = { authorization: 'Bearer owner' };
 
 // The receiver: every event in the order it arrived, answered after 5 ms so that events wait
-// in the owner's outbox when it dies.
+// in the owner's outbox when it dies. The events of a database in `refusing` are answered 503
+// and not counted (a receiver that is down).
 const received = [];
+const refusing = new Set();
 const receiver = http.createServer((request, response) => {
   let body = '';
   request.on('data', (chunk) => { body += chunk; });
   request.on('end', () => {
+    let event;
     try {
-      received.push(JSON.parse(body));
+      event = JSON.parse(body);
     } catch {
       response.writeHead(400).end('not JSON');
       return;
     }
+    if (refusing.has(event.instance)) {
+      response.writeHead(503).end('down for now');
+      return;
+    }
+    received.push(event);
     setTimeout(() => response.writeHead(204).end(), 5);
   });
 });
@@ -224,5 +234,76 @@ describe('declared triggers on etcd: a failover delivers what the follower kept'
       stop = true;
       await Promise.all(writers);
     }
+  });
+
+  it('a follower that lost its disk gets the owner\'s unconfirmed events with its copy, and delivers them after a failover', { timeout: 180_000 }, async (t) => {
+    // The owner the test before killed comes back first: placement is over all three.
+    for (const id of IDS) {
+      if (!nodes[id].running) await nodes[id].start();
+      await readyNode(nodes[id]);
+    }
+    let ns;
+    let order;
+    do {
+      ns = uniqueNs('trigcopy');
+      order = etcdRanked(IDS, ns);
+    } while (order[2] !== 'n1');
+    const mine = () => received.filter((e) => e.instance === ns);
+    refusing.add(ns);
+    await firstWrite(nodes.n1, ns);
+    const claim = claimOf(ns);
+    const [owner, follower] = [claim.owner, claim.follower];
+    const keys = [];
+    const put = async (key) => {
+      const r = await fetch(`${base('n1')}/items/${key}.json?ns=${ns}`, {
+        method: 'PUT', headers: OWNER, body: JSON.stringify(key), signal: AbortSignal.timeout(10_000),
+      });
+      assert.equal(r.status, 200, `PUT ${key}: ${r.status} ${await r.text()}`);
+      keys.push(key);
+    };
+    // Events the receiver refuses: they wait in the owner's outbox, and in the follower's.
+    for (let i = 0; i < 20; i++) await put(`a${i}`);
+    await waitFor(async () => (await itemsStatus(follower, ns)).database?.pending === 20, 20_000,
+      'the follower keeps the 20 events');
+
+    // The follower's disk is lost while it is down; writes go on without it.
+    await nodes[follower].kill('SIGKILL');
+    fs.rmSync(nodes[follower].dataDir, { recursive: true, force: true });
+    for (let i = 0; i < 10; i++) await put(`b${i}`);
+    await nodes[follower].start();
+
+    // Its full copy carries the 30 events the receiver has not confirmed.
+    try {
+      await waitFor(async () => (await itemsStatus(follower, ns)).database?.pending === 30, 30_000,
+        'the follower back with an empty disk keeps the owner\'s 30 unconfirmed events');
+    } catch (error) {
+      assert.fail(`${error.message}\n${await diagnose()}`);
+    }
+    assert.equal(mine().length, 0, 'nothing delivered yet');
+    // Back in the database's sync set (which it joins with a write, once it keeps up), it may
+    // take the database over.
+    await put('c0');
+    await waitFor(() => claimOf(ns)?.sync?.includes(follower), 30_000, `${follower} in the sync set`, 200);
+
+    await nodes[owner].kill('SIGKILL');
+    // A write after the kill is what makes the follower claim the database.
+    await waitFor(async () => {
+      try {
+        await put('d0');
+        return true;
+      } catch {
+        return false;
+      }
+    }, 30_000, 'a write through n1 once the follower claimed the database', 200);
+    assert.equal(claimOf(ns)?.owner, follower, `${follower}'s claim`);
+    refusing.delete(ns);
+    const delivered = () => new Set(mine().map((e) => e.ref.split('/')[1]));
+    try {
+      await waitFor(() => keys.every((key) => delivered().has(key)), 60_000, 'every change delivered by the new owner', 50);
+    } catch (error) {
+      const lost = keys.filter((key) => !delivered().has(key));
+      assert.fail(`${error.message}: ${lost.length} never delivered: ${lost.join(' ')}\n${await diagnose()}`);
+    }
+    t.diagnostic(`${mine().length} events received for ${keys.length} changes`);
   });
 });

@@ -263,7 +263,8 @@ impl Owner {
             let epoch = loaded
                 .epoch()
                 .unwrap_or_else(|| store.logged_epoch(namespace));
-            replication.ship(loaded, loaded.seq(), epoch, body);
+            let events = |database: &str, room: u64| self.copy_events(database, room);
+            replication.ship(loaded, loaded.seq(), epoch, body, &events);
         }
         Ok(Some(loaded.seq()))
     }

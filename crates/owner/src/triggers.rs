@@ -140,6 +140,29 @@ impl Owner {
     }
 }
 
+impl Owner {
+    /// The record texts a full copy of `namespace` carries to its follower, within `room`
+    /// bytes: for each declared trigger, a reset of what the follower kept and the events
+    /// the receiver has not confirmed, from the outbox and then from the log (those not
+    /// released yet). A follower caught up by a copy then has what a failover must deliver.
+    pub fn copy_events(&self, namespace: &str, room: u64) -> Vec<String> {
+        let Some(outbox) = &self.config().triggers.outbox else {
+            return Vec::new();
+        };
+        let Some(store) = self.store() else {
+            return Vec::new();
+        };
+        let waiting = store.waiting_triggered(namespace);
+        let waiting_bytes: u64 = waiting.iter().map(|text| text.len() as u64 + 64).sum();
+        let Some(mut texts) = outbox.unconfirmed(namespace, room.saturating_sub(waiting_bytes))
+        else {
+            return Vec::new();
+        };
+        texts.extend(waiting.iter().map(|text| text.to_string()));
+        texts
+    }
+}
+
 /// `POST /.settings/functionTriggers.json`: registers a trigger (a v1 trigger for
 /// `namespace`, the request's database), or replaces the one of the same name.
 pub fn register(owner: &Owner, namespace: &str, body: &[u8]) -> RestResponse {

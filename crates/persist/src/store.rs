@@ -333,6 +333,17 @@ impl ShardStore {
         waiting.drain(..ready).collect()
     }
 
+    /// The trigger events (and confirmations) of `database` appended and not yet released,
+    /// in log order: with those its outbox holds, what a full copy of the database carries.
+    pub fn waiting_triggered(&self, database: &str) -> Vec<Arc<str>> {
+        self.side_waiting
+            .borrow()
+            .iter()
+            .filter(|entry| entry.kind == SideKind::Triggered && &*entry.database == database)
+            .map(|entry| entry.entry.clone())
+            .collect()
+    }
+
     /// Every audit entry and trigger event the log held at start (once): their copiers copy
     /// those their files lack.
     pub fn take_recovered_side(&self) -> Vec<SideRecord> {

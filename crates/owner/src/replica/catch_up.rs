@@ -90,5 +90,6 @@ fn copy(owner: &Owner, replication: &Replication, loaded: &Loaded) -> u64 {
             .store()
             .map_or(0, |store| store.logged_epoch(loaded.name()))
     });
-    replication.copy(loaded, epoch)
+    let events = |database: &str, room: u64| owner.copy_events(database, room);
+    replication.copy(loaded, epoch, &events)
 }

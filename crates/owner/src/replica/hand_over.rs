@@ -111,7 +111,9 @@ async fn hand_over(owner: &Owner, namespace: &str, request: &MoveValue) -> Resul
             .is_none_or(|store| store.durable_seq() >= last);
         if replication.lacks_copy(namespace) == Some(follower) {
             if let Some(loaded) = owner.databases().get(namespace) {
-                replication.copy(loaded, loaded.epoch().unwrap_or(request.epoch));
+                let events = |database: &str, room: u64| owner.copy_events(database, room);
+                let epoch = loaded.epoch().unwrap_or(request.epoch);
+                replication.copy(loaded, epoch, &events);
             }
         }
         let sent = moving.iter().all(|session| session.replies_sent());

@@ -286,7 +286,8 @@ fn roll_back(owner: &Owner, replication: &Replication, namespace: &str, first: u
         if let Some(node) = nodes.follower_node(namespace) {
             replication.shipper.borrow_mut().forget(node, namespace);
         }
-        replication.copy(loaded, epoch);
+        let events = |database: &str, room: u64| owner.copy_events(database, room);
+        replication.copy(loaded, epoch, &events);
         Ok::<(), hearth_store::StoreError>(())
     });
     if let Some(Err(error)) = rolled_back {

@@ -28,6 +28,11 @@ use shipper::{Ship, Shipper};
 /// shipped (the follower keeps no copy of that database; logged).
 pub const MAX_SHIPPED_BYTES: usize = hearth_peer::codec::MAX_FRAME_BYTES - 64 * 1024;
 
+/// What a full copy of a database carries besides its tree and settings: the record texts of
+/// its trigger events that its follower must keep for a failover (`Owner::copy_events`),
+/// given the database and the bytes left in the copy's message.
+pub type CopyEvents<'a> = &'a dyn Fn(&str, u64) -> Vec<String>;
+
 /// A shard's replication: as an owner toward its databases' followers, and as a follower of
 /// other nodes' databases.
 pub struct Replication {
@@ -104,8 +109,16 @@ impl Replication {
     /// Ships the record `seq` just appended for `loaded` (its engine already applied it) to
     /// the database's follower, when this node owns it and replication is on.
     /// `epoch`: the fencing epoch the record was logged under, which it carries.
-    pub fn ship(&self, loaded: &Loaded, seq: u64, epoch: u64, body: RecordRef<'_>) {
-        self.send(loaded, epoch, Some((seq, body)));
+    /// `events`: what a full copy carries, when the record's connection needs one first.
+    pub fn ship(
+        &self,
+        loaded: &Loaded,
+        seq: u64,
+        epoch: u64,
+        body: RecordRef<'_>,
+        events: CopyEvents<'_>,
+    ) {
+        self.send(loaded, epoch, Some((seq, body)), events);
     }
 
     /// Whether a link came up under a generation not seen yet since the last call: its
@@ -157,13 +170,19 @@ impl Replication {
 
     /// Copies `loaded` to its follower now, without a write, holding no acknowledgement to
     /// clients; the bytes shipped.
-    pub fn copy(&self, loaded: &Loaded, epoch: u64) -> u64 {
-        self.send(loaded, epoch, None)
+    pub fn copy(&self, loaded: &Loaded, epoch: u64, events: CopyEvents<'_>) -> u64 {
+        self.send(loaded, epoch, None, events)
     }
 
     /// Ships `record` (or, without one, a copy that holds no acknowledgement); the bytes
     /// shipped.
-    fn send(&self, loaded: &Loaded, epoch: u64, record: Option<(u64, RecordRef<'_>)>) -> u64 {
+    fn send(
+        &self,
+        loaded: &Loaded,
+        epoch: u64,
+        record: Option<(u64, RecordRef<'_>)>,
+        events: CopyEvents<'_>,
+    ) -> u64 {
         let nodes = &self.nodes;
         if nodes.replication() == ReplicationMode::Off || !nodes.owns(loaded.name()) {
             return 0;
@@ -176,7 +195,7 @@ impl Replication {
             None => None,
         };
         let (bytes, reached) = match follower {
-            Some(node) => self.send_to(node, loaded, epoch, record, members.as_deref()),
+            Some(node) => self.send_to(node, loaded, epoch, record, members.as_deref(), events),
             None => (0, false),
         };
         if let (Some(members), Some((seq, _))) = (members, record) {
@@ -252,6 +271,7 @@ impl Replication {
         epoch: u64,
         record: Option<(u64, RecordRef<'_>)>,
         members: Option<&[usize]>,
+        events: CopyEvents<'_>,
     ) -> (u64, bool) {
         let nodes = &self.nodes;
         let link = nodes.link_state(node);
@@ -274,7 +294,7 @@ impl Replication {
             (Ship::Record, None) => return (0, false),
             (Ship::Copy, _) => {
                 self.shipper.borrow_mut().copied(node, loaded.name());
-                (true, encode_copy(seq, epoch, loaded))
+                (true, encode_copy(seq, epoch, loaded, events))
             }
         };
         let Some(records) = records.filter(|records| records.len() <= MAX_SHIPPED_BYTES) else {
@@ -327,8 +347,6 @@ fn encode(seq: u64, epoch: u64, namespace: &str, body: RecordRef<'_>) -> Option<
     Some(out.into())
 }
 
-/// A full copy: the rules set through the API (if any) and the settings document (the
-/// defaults if never set), then the whole tree as one write.
 /// The database's whole tree as one write at the root: a full copy's record, and the record
 /// that logs a rollback (`sync_set`).
 pub fn whole_tree(loaded: &Loaded) -> Write {
@@ -341,7 +359,10 @@ pub fn whole_tree(loaded: &Loaded) -> Write {
     }
 }
 
-fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
+/// A full copy: the rules set through the API (if any) and the settings document (the
+/// defaults if never set), then the whole tree as one write, then the trigger events the
+/// follower keeps in place of its own (`events`, within what the message has room for).
+fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded, events: CopyEvents<'_>) -> Option<Bytes> {
     let mut out = Vec::new();
     // A database whose rules were never set through the API sends an empty text, the
     // server's default rules (no rules document is empty): a follower that holds rules of
@@ -384,6 +405,18 @@ fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded) -> Option<Bytes> {
         RecordRef::Write(&tree),
     )
     .ok()?;
+    let room = MAX_SHIPPED_BYTES.saturating_sub(out.len()) as u64;
+    for text in events(loaded.name(), room) {
+        encode_record(
+            &mut out,
+            seq,
+            0,
+            epoch,
+            loaded.name(),
+            RecordRef::Triggered(&text),
+        )
+        .ok()?;
+    }
     Some(out.into())
 }
 
@@ -395,6 +428,10 @@ mod copy_tests {
     use hearth_sync::Database;
 
     use super::*;
+
+    fn no_events(_: &str, _: u64) -> Vec<String> {
+        Vec::new()
+    }
 
     fn settings_of(copy: &[u8]) -> Vec<String> {
         texts_of(copy, |body| match body {
@@ -423,21 +460,54 @@ mod copy_tests {
     #[test]
     fn a_full_copy_always_carries_rules_an_empty_text_for_the_servers_default() {
         let mut loaded = Loaded::new(Rc::from("db"), Database::new(), 0, 0);
-        let copy = encode_copy(1, 0, &loaded).expect("encoded");
+        let copy = encode_copy(1, 0, &loaded, &no_events).expect("encoded");
         assert_eq!(rules_of(&copy), [""]);
         loaded.set_rules(Some(Arc::from(r#"{"rules": {".read": true}}"#)));
-        let copy = encode_copy(2, 0, &loaded).expect("encoded");
+        let copy = encode_copy(2, 0, &loaded, &no_events).expect("encoded");
         assert_eq!(rules_of(&copy), [r#"{"rules": {".read": true}}"#]);
     }
 
     #[test]
     fn a_full_copy_always_carries_settings_the_defaults_when_never_set() {
         let mut loaded = Loaded::new(Rc::from("db"), Database::new(), 0, 0);
-        let copy = encode_copy(1, 0, &loaded).expect("encoded");
+        let copy = encode_copy(1, 0, &loaded, &no_events).expect("encoded");
         let defaults = hearth_ground::settings::DatabaseSettings::default().to_json();
         assert_eq!(settings_of(&copy), [defaults]);
         loaded.set_settings(Some(Arc::from(r#"{"strictTriggerValidation":false}"#)));
-        let copy = encode_copy(2, 0, &loaded).expect("encoded");
+        let copy = encode_copy(2, 0, &loaded, &no_events).expect("encoded");
         assert_eq!(settings_of(&copy), [r#"{"strictTriggerValidation":false}"#]);
+    }
+
+    #[test]
+    fn a_full_copy_carries_the_trigger_events_after_the_tree() {
+        let loaded = Loaded::new(Rc::from("db"), Database::new(), 0, 0);
+        let events = |database: &str, room: u64| {
+            assert_eq!(database, "db");
+            assert!(room > 1024 * 1024, "the room left in the message: {room}");
+            vec!["items\n=\n".to_owned(), "items\n1.5.0\n{}".to_owned()]
+        };
+        let mut copy: &[u8] = &encode_copy(1, 0, &loaded, &events).expect("encoded");
+        let mut kinds = Vec::new();
+        while !copy.is_empty() {
+            let (record, size) = decode_record(copy).expect("a copy decodes");
+            kinds.push(match record.body {
+                RecordBody::Triggered(text) => text.to_string(),
+                RecordBody::Write(_) => "write".into(),
+                RecordBody::Rules(_) => "rules".into(),
+                RecordBody::Settings(_) => "settings".into(),
+                other => format!("{other:?}"),
+            });
+            copy = &copy[size..];
+        }
+        assert_eq!(
+            kinds,
+            [
+                "rules",
+                "settings",
+                "write",
+                "items\n=\n",
+                "items\n1.5.0\n{}"
+            ]
+        );
     }
 }

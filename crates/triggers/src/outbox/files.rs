@@ -267,6 +267,53 @@ impl EventsFile {
         }
     }
 
+    /// Drops every event kept: a full copy of the database came from its owner, with the
+    /// owner's own unconfirmed events in place of these. Returns how many went.
+    pub fn drop_all(&mut self) -> io::Result<u64> {
+        let mut dropped = 0;
+        loop {
+            let lines = self.read_pending()?;
+            if lines.is_empty() {
+                return Ok(dropped);
+            }
+            for line in &lines {
+                self.confirm(line, None);
+                dropped += 1;
+            }
+        }
+    }
+
+    /// Every line after the confirmed position, or `None` when they are more than `budget`
+    /// bytes (a full copy of the database carries them to its follower).
+    pub fn read_all_pending(&self, budget: u64) -> io::Result<Option<Vec<Line>>> {
+        if self.pending == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        let size = self.len - self.confirmed;
+        if size > budget {
+            return Ok(None);
+        }
+        let mut file = File::open(&self.events)?;
+        file.seek(SeekFrom::Start(self.confirmed - self.base))?;
+        let mut bytes = vec![0; size as usize];
+        file.read_exact(&mut bytes)?;
+        let mut lines = Vec::new();
+        let mut offset = 0;
+        while let Some(newline) = bytes[offset..].iter().position(|&b| b == b'\n') {
+            let end = offset + newline + 1;
+            let line = parse_line(&bytes[offset..end - 1], self.confirmed + end as u64)
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{}: a damaged line", self.events.display()),
+                    )
+                })?;
+            lines.push(line);
+            offset = end;
+        }
+        Ok(Some(lines))
+    }
+
     /// Writes the pos file (renamed over the old one): the log position of the last event
     /// confirmed (and how many of that position), and the logical offset of the events
     /// file's start (any base reads the same: lines are told apart by their positions).

@@ -61,6 +61,17 @@ pub fn confirmation_text(trigger: &str, id: &str) -> String {
     format!("{trigger}\n{CONFIRMED}\n{id}")
 }
 
+/// The id of the record that opens a trigger's events in a full copy of a database
+/// (`TRIGGER\n=\n`): a follower's outbox drops what it kept of the database for that
+/// trigger, and keeps the events of the copy that follow, the owner's unconfirmed ones
+/// ([`Outbox::unconfirmed`]). A follower caught up by a copy then holds what a failover must
+/// deliver, not only the events of the writes after it.
+const COPY_RESET: &str = "=";
+
+/// How long a shard waits for the writer to read the unconfirmed events of a database it
+/// copies to a follower; past it the copy goes without them (the follower keeps its own).
+const UNCONFIRMED_WAIT: Duration = Duration::from_secs(5);
+
 /// What each trigger counts.
 #[derive(Debug, Default)]
 pub struct TriggerCounters {
@@ -199,6 +210,11 @@ enum Job {
         trigger: usize,
         letters: Vec<DeadLetter>,
         done: Sender<std::io::Result<()>>,
+    },
+    Unconfirmed {
+        database: Arc<str>,
+        budget: u64,
+        done: Sender<Option<Vec<String>>>,
     },
 }
 
@@ -364,6 +380,22 @@ impl Outbox {
         wait.recv().unwrap_or(false)
     }
 
+    /// What a full copy of `database` carries to its follower for the declared triggers:
+    /// for each, a record text that tells the follower to drop what it kept, then those
+    /// (`TRIGGER\nID\nEVENT`) of its events its receiver has not confirmed, in order, up to
+    /// every event handed over before the call. `None` when they are more than `budget`
+    /// bytes, or could not be read: the follower then keeps what it has.
+    pub fn unconfirmed(&self, database: &str, budget: u64) -> Option<Vec<String>> {
+        let (done, wait) = mpsc::channel();
+        let job = Job::Unconfirmed {
+            database: Arc::from(database),
+            budget,
+            done,
+        };
+        self.jobs.send(job).ok()?;
+        wait.recv_timeout(UNCONFIRMED_WAIT).ok().flatten()
+    }
+
     /// This node owns `database` (delivers its events) or only follows it (keeps them for a
     /// failover).
     pub fn set_following(&self, database: &str, following: bool) {
@@ -508,3 +540,7 @@ fn now_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+#[path = "copy_tests.rs"]
+mod copy_tests;

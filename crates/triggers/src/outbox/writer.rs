@@ -9,7 +9,10 @@ use std::sync::Arc;
 use tracing::{error, warn};
 
 use super::files::{format_line, EventsFile};
-use super::{now_ms, DeadLetter, Handed, Job, Shared, CONFIRMED, MAX_OUTBOX_BYTES, TICK};
+use super::{
+    now_ms, record_text, DeadLetter, Handed, Job, Shared, CONFIRMED, COPY_RESET, MAX_OUTBOX_BYTES,
+    TICK,
+};
 
 /// The writer thread: until every [`Outbox`] is dropped.
 pub(super) fn write_all(shared: &Shared, jobs: &Receiver<Job>) {
@@ -37,6 +40,13 @@ pub(super) fn write_all(shared: &Shared, jobs: &Receiver<Job>) {
                 done,
             }) => {
                 let _ = done.send(again(shared, trigger, letters));
+            }
+            Ok(Job::Unconfirmed {
+                database,
+                budget,
+                done,
+            }) => {
+                let _ = done.send(unconfirmed(shared, &database, budget));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -95,6 +105,11 @@ fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) 
             // Declared when the write was made, and not any more.
             continue;
         };
+        if id == COPY_RESET {
+            // A full copy from the owner: its unconfirmed events follow and replace these.
+            copy_reset(&mut files, &mut batches, trigger, &handed);
+            continue;
+        }
         if id == CONFIRMED {
             // The owner's receiver confirmed these: a follower keeps them no longer. (The
             // owner itself, and this node once it owns the database, has its own positions.)
@@ -167,6 +182,63 @@ fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) 
         }
         shared.trigger(trigger).wake.notify_all();
     }
+}
+
+/// Drops what this node kept of a database it follows for `trigger`: a full copy came, and
+/// the owner's unconfirmed events follow it. A reset the log hands over again at a start is
+/// older than the events taken after it, and skipped.
+fn copy_reset(
+    files: &mut BTreeMap<(usize, Arc<str>), EventsFile>,
+    batches: &mut BTreeMap<(usize, Arc<str>), Batch>,
+    trigger: usize,
+    handed: &Handed,
+) {
+    let key = (trigger, handed.database.clone());
+    let Some(file) = files.get_mut(&key).filter(|file| file.following) else {
+        return;
+    };
+    if handed.seq <= file.last_seq {
+        // Handed over again at a start: what came after it stays.
+        return;
+    }
+    // The events of this batch before the reset go with the file's.
+    if let Some(batch) = batches.remove(&key) {
+        file.last_seq = file.last_seq.max(batch.last_seq);
+    }
+    if let Err(error) = file.drop_all() {
+        warn!(database = %handed.database, %error, "trigger events kept before a full copy not dropped");
+    }
+}
+
+/// What [`super::Outbox::unconfirmed`] answers.
+fn unconfirmed(shared: &Shared, database: &Arc<str>, budget: u64) -> Option<Vec<String>> {
+    let files = shared.files();
+    let mut texts = Vec::new();
+    let mut left = budget;
+    for (index, trigger) in shared.live() {
+        let lines = match files
+            .get(&(index, database.clone()))
+            .map_or(Ok(Some(Vec::new())), |file| file.read_all_pending(left))
+        {
+            Ok(Some(lines)) => lines,
+            Ok(None) => {
+                warn!(%database, budget, "more unconfirmed trigger events than a full copy carries: its follower keeps its own");
+                return None;
+            }
+            Err(error) => {
+                warn!(%database, %error, "unconfirmed trigger events not read for a full copy");
+                return None;
+            }
+        };
+        let name = trigger.declared().trigger.name.clone();
+        texts.push(record_text(&name, COPY_RESET, ""));
+        for line in lines {
+            let text = record_text(&name, &line.id, &line.event);
+            left = left.saturating_sub(text.len() as u64);
+            texts.push(text);
+        }
+    }
+    Some(texts)
 }
 
 /// The new lines of one events file, taken in one batch.

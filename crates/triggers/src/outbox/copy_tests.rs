@@ -1,0 +1,116 @@
+//! A full copy of a database carries its owner's unconfirmed trigger events
+//! (`Outbox::unconfirmed`), and the follower's outbox keeps those in place of its own.
+
+use std::sync::Arc;
+
+use super::{Handed, Outbox};
+use crate::declared::{parse, Declared};
+
+const DECLARED: &[u8] =
+    br#"{"triggers":{"items":{"path":"/items/{id}","http":{"url":"http://127.0.0.1:9/hook"}}}}"#;
+
+/// An outbox in a cluster: it follows every database until told it owns one, so nothing is
+/// delivered.
+fn following_outbox(dir: &std::path::Path) -> Outbox {
+    let declared: Vec<Arc<Declared>> = parse(DECLARED)
+        .expect("declared")
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    Outbox::open(dir, &declared, true).expect("opened")
+}
+
+fn handed(seq: u64, text: &str) -> Handed {
+    Handed {
+        database: Arc::from("db"),
+        seq,
+        text: Arc::from(text),
+    }
+}
+
+fn event(id: &str) -> String {
+    format!("items\n{id}\n{{\"id\":\"{id}\"}}")
+}
+
+/// The ids the outbox would send in a copy of `db`, its reset first.
+fn kept(outbox: &Outbox) -> Vec<String> {
+    outbox
+        .unconfirmed("db", 1 << 20)
+        .expect("read")
+        .iter()
+        .map(|text| text.split('\n').nth(1).unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_unconfirmed_events_follow_a_reset_and_stay_within_the_budget() {
+    let dir = tempfile::tempdir().expect("dir");
+    let outbox = following_outbox(dir.path());
+    assert_eq!(kept(&outbox), ["="], "a reset even with nothing kept");
+    outbox.take(vec![
+        handed(10, &event("1.10.0")),
+        handed(11, &event("1.11.0")),
+    ]);
+    let texts = outbox.unconfirmed("db", 1 << 20).expect("read");
+    assert_eq!(
+        texts,
+        ["items\n=\n".to_owned(), event("1.10.0"), event("1.11.0")]
+    );
+    assert_eq!(outbox.unconfirmed("db", 40), None, "more than the budget");
+    assert_eq!(
+        outbox.unconfirmed("other", 40).expect("read"),
+        ["items\n=\n"],
+        "another database"
+    );
+}
+
+#[test]
+fn a_copy_replaces_what_a_follower_kept_and_a_start_hands_it_over_again_harmlessly() {
+    let dir = tempfile::tempdir().expect("dir");
+    let outbox = following_outbox(dir.path());
+    let before = vec![handed(10, &event("1.10.0")), handed(11, &event("1.11.0"))];
+    outbox.take(before.clone());
+    // The copy: the owner's receiver confirmed 1.10.0, and 1.12.0 was made meanwhile.
+    let copy = vec![
+        handed(20, "items\n=\n"),
+        handed(21, &event("1.11.0")),
+        handed(22, &event("1.12.0")),
+    ];
+    outbox.take(copy.clone());
+    assert_eq!(kept(&outbox), ["=", "1.11.0", "1.12.0"]);
+    // A start hands over every record the log still holds: nothing changes.
+    outbox.take(before.into_iter().chain(copy).collect());
+    assert_eq!(kept(&outbox), ["=", "1.11.0", "1.12.0"]);
+    // After a restart of the outbox itself, too.
+    drop(outbox);
+    let outbox = following_outbox(dir.path());
+    assert_eq!(kept(&outbox), ["=", "1.11.0", "1.12.0"]);
+}
+
+#[test]
+fn a_reset_in_the_same_batch_drops_the_events_before_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let outbox = following_outbox(dir.path());
+    outbox.take(vec![
+        handed(10, &event("1.10.0")),
+        handed(20, "items\n=\n"),
+        handed(21, &event("1.12.0")),
+    ]);
+    assert_eq!(kept(&outbox), ["=", "1.12.0"]);
+    // A reset with nothing after it leaves nothing.
+    outbox.take(vec![handed(30, "items\n=\n")]);
+    assert_eq!(kept(&outbox), ["="]);
+    outbox.take(vec![handed(31, &event("2.31.0"))]);
+    assert_eq!(kept(&outbox), ["=", "2.31.0"]);
+}
+
+#[test]
+fn an_owned_database_keeps_its_events_at_a_reset() {
+    let dir = tempfile::tempdir().expect("dir");
+    let outbox = following_outbox(dir.path());
+    outbox.set_following("db", false);
+    // Delivered to an address nothing listens on: the events stay unconfirmed.
+    outbox.take(vec![handed(10, &event("1.10.0"))]);
+    outbox.take(vec![handed(20, "items\n=\n")]);
+    assert_eq!(kept(&outbox), ["=", "1.10.0"]);
+}
