@@ -7,7 +7,7 @@
 // rollback) and the two settings, the audit trail (turned on, searched, filtered, a user's
 // entries erased), the metrics charts (a time axis, and what each counts), and the declared
 // triggers (each trigger's figures, its databases, a dead letter sent again and dropped once
-// confirmed; a server without triggers says so).
+// confirmed; a server without triggers says so; the declaration read, refused and saved).
 // Also: without the token, everything the console calls refuses.
 //
 //   cd compat && npm ci && HEARTH_BIN=../target/release/hearth node --test browser/console.test.mjs
@@ -150,6 +150,8 @@ describe('the web console against a server with an admin token', { timeout: 120_
       ['GET', '/.admin/triggers/any/dead'],
       ['POST', '/.admin/triggers/any/retry'],
       ['DELETE', '/.admin/triggers/any/dead'],
+      ['GET', '/.admin/triggers/declaration'],
+      ['PUT', '/.admin/triggers/declaration', '{"triggers":{}}'],
       ['GET', '/rooms.json'],
       ['PUT', '/rooms/general/title.json', '"taken"'],
     ];
@@ -1076,6 +1078,61 @@ describe('the web console against a server with declared triggers', { timeout: 9
       });
       await new Promise((resolve) => setTimeout(resolve, 4_000));
       assert.deepEqual(reads, [], 'no reading while the tab is hidden');
+    } finally {
+      await context.close();
+    }
+    assert.deepEqual(errors, []);
+  });
+
+  it('reads the declaration when opened, refuses a wrong one with the server\'s reason, and saves another', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const errors = [];
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(WAIT);
+      page.on('pageerror', (error) => errors.push(error.message));
+      const declarationReads = [];
+      page.on('request', (request) => {
+        if (request.url().endsWith('/.admin/triggers/declaration')) declarationReads.push(request.method());
+      });
+      await page.goto(`${base}/_/console/`, { timeout: 15_000 });
+      await page.locator(`#database-rows tr[data-name="${db}"]`).waitFor();
+      await page.click('.tabs button[data-tab="triggers"]');
+      await page.locator('#triggers-rows tr.trigger[data-name="doomed"]').waitFor();
+      assert.deepEqual(declarationReads, [], 'not read (nor its credentials shown) until opened');
+
+      // Opened: the file as the server holds it.
+      await page.click('#triggers-declaration summary');
+      await page.locator('#triggers-declaration-status', { hasText: 'read at' }).waitFor();
+      const text = page.locator('#triggers-declaration-text');
+      const read = JSON.parse(await text.inputValue());
+      assert.deepEqual(Object.keys(read.triggers), ['doomed', 'quiet']);
+      assert.equal(await text.inputValue(), (await admin('GET', '/.admin/triggers/declaration')).text);
+
+      // A wrong declaration: refused whole, with the trigger named; nothing changes.
+      const wrong = structuredClone(read);
+      wrong.triggers.fresh = { path: '/fresh/{id}', http: { url: 'http://127.0.0.1:9/x' }, retries: 3 };
+      await text.fill(JSON.stringify(wrong, null, 2));
+      await page.click('#triggers-declaration-save');
+      const error = page.locator('#triggers-declaration-error');
+      await error.filter({ hasText: 'Not saved' }).waitFor();
+      assert.match(await error.textContent(), /fresh/, await error.textContent());
+      assert.deepEqual(Object.keys((await admin('GET', '/.admin/triggers/declaration')).json().triggers), ['doomed', 'quiet']);
+
+      // A right one: saved, applied, and in the table at once.
+      const right = structuredClone(read);
+      right.triggers.fresh = { path: '/fresh/{id}', event: 'deleted', http: { url: 'http://127.0.0.1:9/x' } };
+      await text.fill(JSON.stringify(right, null, 2));
+      assert.equal(await error.textContent(), '', 'typing clears the error');
+      await page.click('#triggers-declaration-save');
+      await page.locator('#triggers-declaration-status', { hasText: '3 triggers declared' }).waitFor();
+      await page.locator('#triggers-rows tr.trigger[data-name="fresh"]').waitFor();
+      const fresh = await page.locator('#triggers-rows tr.trigger[data-name="fresh"] td').allTextContents();
+      assert.deepEqual(fresh.slice(1, 3), ['/fresh/{id}', 'deleted']);
+      assert.deepEqual((await admin('GET', '/.admin/triggers/declaration')).json(), right);
+      const names = (await admin('GET', '/.admin/triggers')).json().triggers.map((t) => t.name).sort();
+      assert.deepEqual(names, ['doomed', 'fresh', 'quiet']);
+      await page.screenshot({ path: path.join(SHOTS, 'triggers-declaration.png') });
     } finally {
       await context.close();
     }

@@ -209,6 +209,16 @@ export class Api {
     return JSON.parse(await this.request('DELETE', `/.admin/triggers/${encodeURIComponent(name)}/dead`)).dropped;
   }
 
+  /** The server's triggers declaration, as its triggers file holds it (`{"triggers": {}}` when none). */
+  triggersDeclaration() {
+    return this.request('GET', '/.admin/triggers/declaration');
+  }
+
+  /** Declares the triggers of `text` (a triggers file) in place of the server's: answers how many. */
+  async declareTriggers(text) {
+    return JSON.parse(await this.request('PUT', '/.admin/triggers/declaration', text)).declared;
+  }
+
   /** Compiles a rules document on the server without installing it. */
   checkRules(text) {
     return this.request('POST', '/_/console/rules-check', text);

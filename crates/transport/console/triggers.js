@@ -1,5 +1,6 @@
 // The console's Triggers tab: the server's declared triggers (docs/triggers.md), server-wide:
-// their counts and lag, their databases, and their dead letters sent again or dropped.
+// their counts and lag, their databases, and their dead letters sent again or dropped; and
+// the declaration itself, read and saved (`/.admin/triggers/declaration`).
 
 import { localMillis } from './audit.js';
 import { cell, localTime, plural } from './rules.js';
@@ -76,7 +77,56 @@ export class TriggersPanel {
     this.shown = new Map();
     /** The names of the triggers whose detail is open. */
     this.open = new Set();
+    /** The declaration was read into its editor, and not edited since. */
+    this.declarationRead = false;
+    this.declarationEdited = false;
     $('triggers-refresh').addEventListener('click', () => this.load());
+    $('triggers-declaration-text').addEventListener('input', () => {
+      this.declarationEdited = true;
+      this.line($('triggers-declaration-error'), '');
+    });
+    // Read when opened (it shows the credentials the file holds), once: Reload reads again.
+    $('triggers-declaration').addEventListener('toggle', () => {
+      if ($('triggers-declaration').open && !this.declarationRead && !this.declarationEdited) this.loadDeclaration();
+    });
+    $('triggers-declaration-load').addEventListener('click', () => this.loadDeclaration());
+    $('triggers-declaration-save').addEventListener('click', () => this.saveDeclaration());
+  }
+
+  /** Reads the declaration into its editor (over what was typed there). */
+  async loadDeclaration() {
+    const api = this.context.api();
+    if (!api) return;
+    const status = $('triggers-declaration-status');
+    this.line($('triggers-declaration-error'), '');
+    this.line(status, 'reading…');
+    try {
+      $('triggers-declaration-text').value = await api.triggersDeclaration();
+      this.declarationRead = true;
+      this.declarationEdited = false;
+      this.line(status, `the server's declaration, read at ${localTime(new Date())}`);
+    } catch (error) {
+      this.line(status, '');
+      this.line($('triggers-declaration-error'), `The declaration could not be read: ${error.message}`, true);
+    }
+  }
+
+  /** Declares what the editor holds: the server checks it whole, writes its file and applies it. */
+  async saveDeclaration() {
+    const api = this.context.api();
+    if (!api) return;
+    const status = $('triggers-declaration-status');
+    this.line($('triggers-declaration-error'), '');
+    this.line(status, 'saving…');
+    try {
+      const declared = await api.declareTriggers($('triggers-declaration-text').value);
+      this.declarationEdited = false;
+      this.line(status, `saved at ${localTime(new Date())}: ${plural(declared, 'trigger', 'triggers')} declared`);
+      this.load();
+    } catch (error) {
+      this.line(status, '');
+      this.line($('triggers-declaration-error'), `Not saved: ${error.message}`, true);
+    }
   }
 
   line(element, text, isError = false) {

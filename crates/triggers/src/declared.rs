@@ -100,7 +100,8 @@ pub enum DeclarationError {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
-    triggers: BTreeMap<String, Entry>,
+    /// Each read as an [`Entry`] on its own, so that an error names its trigger.
+    triggers: BTreeMap<String, Value>,
 }
 
 #[derive(Deserialize)]
@@ -175,7 +176,10 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Declared>, DeclarationError> {
     file.triggers
         .into_iter()
         .map(|(name, entry)| {
-            declared(&name, entry).map_err(|reason| DeclarationError::Trigger { name, reason })
+            serde_json::from_value::<Entry>(entry)
+                .map_err(|error| error.to_string())
+                .and_then(|entry| declared(&name, entry))
+                .map_err(|reason| DeclarationError::Trigger { name, reason })
         })
         .collect()
 }
@@ -403,6 +407,15 @@ mod tests {
         )
         .contains("wildcards"));
         assert!(refused(r#"{"triggers": {"a": {"path": "/x", "htp": {}}}}"#).contains("htp"));
+        // A field unknown to a trigger names the trigger.
+        let unknown = refused(
+            r#"{"triggers": {"ok": {"path": "/x", "http": {"url": "http://h"}},
+                             "fresh": {"path": "/y", "retries": 3, "http": {"url": "http://h"}}}}"#,
+        );
+        assert!(
+            unknown.starts_with("trigger \"fresh\": unknown field `retries`"),
+            "{unknown}"
+        );
         assert!(refused(
             r#"{"triggers": {"a": {"path": "/x", "batchSize": 0, "http": {"url": "http://h"}}}}"#
         )

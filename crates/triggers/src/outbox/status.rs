@@ -125,17 +125,35 @@ pub fn status(shared: &Shared, now_ms: u64) -> Value {
     json!({ "triggers": triggers })
 }
 
-/// `url` with the credentials before its host (`user:pass@`, `token@`) shown as `***`: the
-/// status is for operators, the credentials stay in the triggers file.
+/// `url` with the credentials before its host (`user:pass@`, `token@`) and the values of its
+/// query shown as `***`: the status is for operators, the credentials stay in the triggers
+/// file.
 pub fn without_credentials(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://***{}", &rest[at..]),
-        None => url.to_owned(),
-    }
+    let (authority, after) = rest.split_at(authority_end);
+    let authority = match authority.rfind('@') {
+        Some(at) => format!("***{}", &authority[at..]),
+        None => authority.to_owned(),
+    };
+    // A query often carries a token (`?key=...`): its values are not shown either.
+    let after = match after.split_once('?') {
+        Some((path, query)) => {
+            let query = query.split('#').next().unwrap_or_default();
+            let names: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((name, _)) => format!("{name}=***"),
+                    None => pair.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", names.join("&"))
+        }
+        None => after.to_owned(),
+    };
+    format!("{scheme}://{authority}{after}")
 }
 
 #[cfg(test)]
@@ -149,7 +167,15 @@ mod tests {
             "nats://***@h:4222"
         );
         assert_eq!(without_credentials("nats://token@h"), "nats://***@h");
-        assert_eq!(without_credentials("http://h/x?a=b@c"), "http://h/x?a=b@c");
+        assert_eq!(without_credentials("http://h/x?a=b@c"), "http://h/x?a=***");
+        assert_eq!(
+            without_credentials("https://h/hook?key=s3cret&v=2#top"),
+            "https://h/hook?key=***&v=***"
+        );
+        assert_eq!(
+            without_credentials("https://h/hook?flag"),
+            "https://h/hook?flag"
+        );
         assert_eq!(
             without_credentials("https://u:p@h/hook"),
             "https://***@h/hook"
