@@ -8,6 +8,7 @@ import { spawn, execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { initializeApp, deleteApp, setLogLevel } from 'firebase/app';
 import { getDatabase, ref, set, get, runTransaction } from 'firebase/database';
@@ -52,6 +53,11 @@ const ETCD_URL = `http://${ETCD_HOST}:2379`;
 const clientPort = (id) => 9000 + Number(id.slice(1));
 const linkPort = (id) => 7400 + Number(id.slice(1));
 const OP_WAIT_MS = 10_000; // a client moves on after this; the op stays pending
+// The receiver of the declared trigger every node has (docs/triggers.md): each append's
+// `created` event, posted by the node that owns its database.
+const RECEIVER_HOST = '127.0.0.200';
+const RECEIVER_PORT = 8088;
+const TRIGGERS_FILE = () => path.join(WORK, 'triggers.json');
 const T0 = Date.now();
 const now = () => Date.now() - T0; // the one clock of the history: ms since the start
 
@@ -104,6 +110,44 @@ function cleanEnv(id) {
   return env;
 }
 
+// ---------------------------------------------------------------------------------------
+// Declared triggers: every append's event reaches the receiver at least once
+// ---------------------------------------------------------------------------------------
+const triggerEvents = []; // {db, key, id, at}
+let receiver = null;
+
+async function startReceiver() {
+  fs.writeFileSync(TRIGGERS_FILE(), JSON.stringify({
+    triggers: {
+      appends: {
+        path: '/appends/{key}',
+        event: 'created',
+        http: { url: `http://${RECEIVER_HOST}:${RECEIVER_PORT}/appends` },
+        // Never a dead letter in a run: a receiver cut off for a fault is retried.
+        maxAttempts: 10_000,
+      },
+    },
+  }));
+  fs.chmodSync(TRIGGERS_FILE(), 0o644);
+  receiver = http.createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk) => { body += chunk; });
+    request.on('end', () => {
+      try {
+        const event = JSON.parse(body);
+        triggerEvents.push({ db: event.instance, key: String(event.ref).split('/')[1], id: event.id, at: now() });
+        response.writeHead(204).end();
+      } catch {
+        response.writeHead(400).end('not a CloudEvent');
+      }
+    });
+  });
+  await new Promise((resolve, reject) => {
+    receiver.once('error', reject);
+    receiver.listen(RECEIVER_PORT, RECEIVER_HOST, resolve);
+  });
+}
+
 async function startEtcd() {
   const dir = path.join(WORK, 'etcd');
   const out = fs.openSync(path.join(RESULTS, 'etcd.log'), 'a');
@@ -125,7 +169,7 @@ function startNode(id) {
     '--listen', `${host(id)}:${clientPort(id)}`, '--threads', '1', '--data-dir', n.dataDir,
     '--cluster-etcd', ETCD_URL, '--node-id', id, '--advertise', `${host(id)}:${linkPort(id)}`,
     '--cluster-lease-ttl-secs', String(LEASE_SECS), '--cluster-secret-file', path.join(WORK, id, 'secret'), ...PLAINTEXT,
-    '--replication', 'sync', '--durability', 'strict'];
+    '--replication', 'sync', '--durability', 'strict', '--triggers', TRIGGERS_FILE()];
   if (!fs.existsSync(syncDelayFile(id))) slowDisk(id, 0);
   const proc = spawn('setpriv', args, { stdio: ['ignore', out, out], env: cleanEnv(id) });
   n.proc = proc;
@@ -523,6 +567,7 @@ async function main() {
   const warnings = [];
   log(`seed ${SEED}, ${opt.ci ? 'ci schedule' : `${opt.minutes} min randomized`}, hearth ${HEARTH}`);
   await nftSetup();
+  await startReceiver();
   await startEtcd();
   for (const id of IDS) startNode(id);
   if (!await waitUntil(async () => (await Promise.all(IDS.map(ready))).every(Boolean), 40_000, 'nodes ready')) {
@@ -601,6 +646,25 @@ async function main() {
     summary.checks[ns].notStored = ops
       .filter((o) => (o.outcome === 'ok' || givenUp(o)) && appends[o.key.slice('appends/'.length)] === undefined)
       .map((o) => ({ key: o.key.slice('appends/'.length), outcome: o.outcome, fault: faultName(faultAt(o.complete ?? o.invoke)) }));
+    // The trigger: every acknowledged append delivered at least once (the owner delivers
+    // what it and its old owners had not confirmed), and no event of an append not stored
+    // (none before its write was durable and on the follower).
+    const acknowledged = ops.filter((o) => o.outcome === 'ok').map((o) => o.key.slice('appends/'.length));
+    const delivered = () => new Set(triggerEvents.filter((e) => e.db === ns).map((e) => e.key));
+    await waitUntil(() => acknowledged.every((key) => delivered().has(key)), 60_000, `${ns}: every acknowledged append's event delivered`);
+    const undelivered = acknowledged.filter((key) => !delivered().has(key));
+    const events = triggerEvents.filter((e) => e.db === ns);
+    const unstored = [...delivered()].filter((key) => appends[key] === undefined);
+    summary.checks[ns].trigger = { events: events.length, distinct: new Set(events.map((e) => e.id)).size,
+      undelivered: undelivered.length, deliveredNotStored: unstored.length };
+    if (undelivered.length) {
+      const byFault = {};
+      for (const o of ops.filter((x) => undelivered.includes(x.key.slice('appends/'.length)))) {
+        const n = faultName(faultAt(o.complete)); byFault[n] = (byFault[n] ?? 0) + 1;
+      }
+      violations.push(`${ns}: ${undelivered.length} acknowledged appends never reached the trigger's receiver: ${Object.entries(byFault).map(([f, n]) => `${n} acknowledged during ${f}`).join('; ')} (e.g. ${undelivered.slice(0, 3).join(', ')})`);
+    }
+    if (unstored.length) violations.push(`${ns}: ${unstored.length} trigger events delivered for appends that are not stored (e.g. ${unstored.slice(0, 3).join(', ')})`);
     if (ghost.length) violations.push(`${ns}: ${ghost.length} appends refused but stored (e.g. ${ghost.slice(0, 3).map((o) => `${o.key}: ${o.error}`).join(', ')})`);
     if (counter < acked) violations.push(`${ns}: counter ${counter} < ${acked} acknowledged increments (${acked - counter} acknowledged increments lost; ${indet} indeterminate)`);
     if (counter > acked + indet) violations.push(`${ns}: counter ${counter} > ${acked} acknowledged + ${indet} indeterminate increments`);
@@ -768,7 +832,7 @@ async function main() {
     }
   }
   log(`operations: ${JSON.stringify(summary.operations)}`);
-  for (const [ns, c] of Object.entries(summary.checks)) log(`${ns}: appends ${JSON.stringify(c.appends)}; counter ${JSON.stringify(c.counter)}`);
+  for (const [ns, c] of Object.entries(summary.checks)) log(`${ns}: appends ${JSON.stringify(c.appends)}; counter ${JSON.stringify(c.counter)}; trigger ${JSON.stringify(c.trigger)}`);
   log(`linearizability (Porcupine): ${summary.linearizable}`);
   for (const [k, n] of Object.entries(staleReads)) log(`non-linearizable reads: ${n} x ${k}`);
   for (const s of summary.strandedClients) {
@@ -778,6 +842,8 @@ async function main() {
   for (const v of violations) log(`VIOLATION: ${v}`);
   log(violations.length ? `FAIL: ${violations.length} violation(s); results in ${RESULTS}` : `PASS; results in ${RESULTS}`);
   for (const c of clients) for (const app of [c.app, ...c.retired]) await deleteApp(app).catch(() => {});
+  receiver?.closeAllConnections();
+  receiver?.close();
   return violations.length ? 1 : 0;
 }
 
