@@ -11,6 +11,10 @@ use serde_json::Value;
 /// The most bytes of dead letters one listing returns.
 pub const MAX_LISTED_BYTES: usize = 16 * 1024 * 1024;
 
+/// The most bytes of dead letters one trigger keeps: past this, an event that fails every
+/// attempt is dropped, counted and logged instead (nobody has looked for long).
+pub const MAX_DEAD_LETTER_BYTES: u64 = 1024 * 1024 * 1024;
+
 /// One dead letter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeadLetter {
@@ -65,8 +69,21 @@ impl DeadLetters {
         }
     }
 
-    /// Appends `letter`, on disk before it returns (its event is then confirmed).
-    pub fn add(&self, letter: &DeadLetter) -> io::Result<()> {
+    /// Appends `letter`, on disk before it returns (its event is then confirmed); `false`
+    /// when the file already holds [`MAX_DEAD_LETTER_BYTES`] (it is not written).
+    pub fn add(&self, letter: &DeadLetter) -> io::Result<bool> {
+        self.add_within(letter, MAX_DEAD_LETTER_BYTES)
+    }
+
+    fn add_within(&self, letter: &DeadLetter, limit: u64) -> io::Result<bool> {
+        let held = match fs::metadata(&self.path) {
+            Ok(metadata) => metadata.len(),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => 0,
+            Err(error) => return Err(error),
+        };
+        if held >= limit {
+            return Ok(false);
+        }
         let created = !self.path.exists();
         let mut file = OpenOptions::new()
             .create(true)
@@ -77,7 +94,7 @@ impl DeadLetters {
         if let (true, Some(dir)) = (created, self.path.parent()) {
             fs::File::open(dir)?.sync_all()?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Every dead letter (a torn line is skipped), within [`MAX_LISTED_BYTES`].
@@ -161,17 +178,37 @@ mod tests {
             // Keys in order: the listing reads the event as JSON (its key order is not kept).
             event: r#"{"data":{"data":null,"delta":1},"id":"0.12.0"}"#.into(),
         };
-        dead.add(&letter)?;
-        dead.add(&letter)?;
+        assert!(dead.add(&letter)?);
+        assert!(dead.add(&letter)?);
         assert_eq!(dead.count(), 2);
         assert_eq!(dead.all()?, vec![letter.clone(), letter.clone()]);
         let mut third = letter.clone();
         third.id = "0.13.0".into();
-        dead.add(&third)?;
+        assert!(dead.add(&third)?);
         dead.remove_first(2)?;
         assert_eq!(dead.all()?, vec![third]);
         dead.clear()?;
         assert_eq!(dead.all()?, Vec::new());
+        Ok(())
+    }
+
+    #[test]
+    fn a_full_file_takes_no_more() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let dead = DeadLetters::new(dir.path());
+        let letter = DeadLetter {
+            database: "chat".into(),
+            seq: 1,
+            id: "0.1.0".into(),
+            attempts: 1,
+            error: "refused".into(),
+            dead_at_ms: 1,
+            event: "{}".into(),
+        };
+        assert!(dead.add_within(&letter, 100)?, "an empty file takes one");
+        assert!(dead.add_within(&letter, 100)?, "under the limit");
+        assert!(!dead.add_within(&letter, 100)?, "at the limit");
+        assert_eq!(dead.count(), 2);
         Ok(())
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
 
-use super::dead::DeadLetter;
+use super::dead::{DeadLetter, MAX_DEAD_LETTER_BYTES};
 use super::files::Line;
 use super::{now_ms, Shared};
 use crate::declared::Destination;
@@ -130,10 +130,12 @@ pub(crate) fn run(shared: &Shared, index: usize, generation: u64) {
             };
             // Every event the failed attempts carried goes to the dead letters: written (and
             // synced) with no other lock held, then confirmed.
+            // Those past the dead letters' limit are dropped instead.
+            let mut full = 0u64;
             let written = {
                 let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
                 group.iter().try_for_each(|line| {
-                    dead.add(&DeadLetter {
+                    let kept = dead.add(&DeadLetter {
                         database: database.to_string(),
                         seq: line.seq,
                         id: line.id.clone(),
@@ -141,18 +143,21 @@ pub(crate) fn run(shared: &Shared, index: usize, generation: u64) {
                         error: error.clone(),
                         dead_at_ms: now_ms(),
                         event: line.event.clone(),
-                    })
+                    })?;
+                    full += u64::from(!kept);
+                    Ok::<(), std::io::Error>(())
                 })
             };
             match written {
                 Ok(()) => {
-                    counters
-                        .dead
-                        .fetch_add(group.len() as u64, Ordering::Relaxed);
-                    counters
-                        .dead_held
-                        .fetch_add(group.len() as u64, Ordering::Relaxed);
-                    warn!(trigger = %declared.trigger.name, %database, events = group.len(), %error, "trigger events moved to the dead letters");
+                    let kept = group.len() as u64 - full;
+                    counters.dead.fetch_add(kept, Ordering::Relaxed);
+                    counters.dead_held.fetch_add(kept, Ordering::Relaxed);
+                    counters.dropped.fetch_add(full, Ordering::Relaxed);
+                    if full > 0 {
+                        warn!(trigger = %declared.trigger.name, %database, events = full, limit = MAX_DEAD_LETTER_BYTES, "trigger events dropped: the dead letters are full");
+                    }
+                    warn!(trigger = %declared.trigger.name, %database, events = kept, %error, "trigger events moved to the dead letters");
                     confirm(&mut shared.files());
                     next += group.len();
                 }

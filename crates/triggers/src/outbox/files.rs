@@ -152,7 +152,12 @@ impl EventsFile {
             .create(true)
             .append(true)
             .open(&self.events)?;
-        out.write_all(lines)?;
+        if let Err(error) = out.write_all(lines) {
+            // A part written (a full disk) would sit before the next lines and read as a
+            // damaged one: cut back to the last whole line.
+            let _ = out.set_len(self.len - self.base);
+            return Err(error);
+        }
         self.len += lines.len() as u64;
         if self.pending == 0 {
             self.head_time_ms = first_time_ms;
