@@ -176,7 +176,7 @@ describe('declared triggers', () => {
     assert.equal((await status()).doomed.deadLetters, 1);
     // Sent again once the receiver works.
     failing.delete('doomed');
-    assert.deepEqual((await admin(`${url}/retry`, { method: 'POST' })).json, { retried: 1 });
+    assert.deepEqual((await admin(`${url}/retry`, { method: 'POST' })).json, { retried: 1, keptForOtherOwners: 0 });
     await waitFor(() => received.doomed.some((m) => m.event.instance === ns), 10_000, 'the retried event');
     assert.deepEqual((await admin(`${url}/dead`)).json, []);
     // Dropped.

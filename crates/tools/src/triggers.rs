@@ -99,6 +99,15 @@ pub fn triggers_retry(server: &ServerArgs, name: &str) -> Result<()> {
     let answer = dead_letters_call(server, "POST", name, "retry")?;
     let count = answer.get("retried").and_then(Value::as_u64).unwrap_or(0);
     println!("{count} dead letters of {name} sent again");
+    let kept = answer
+        .get("keptForOtherOwners")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    if kept > 0 {
+        println!(
+            "{kept} kept: their databases are owned by another node now (send them again there, or after this node owns them)"
+        );
+    }
     Ok(())
 }
 

@@ -199,9 +199,9 @@ export class Api {
     return JSON.parse(await this.request('GET', `/.admin/triggers/${encodeURIComponent(name)}/dead`));
   }
 
-  /** Sends every dead letter of trigger `name` again: answers how many. */
+  /** Sends every dead letter of trigger `name` again: `{retried, keptForOtherOwners}`. */
   async retryDeadLetters(name) {
-    return JSON.parse(await this.request('POST', `/.admin/triggers/${encodeURIComponent(name)}/retry`)).retried;
+    return JSON.parse(await this.request('POST', `/.admin/triggers/${encodeURIComponent(name)}/retry`));
   }
 
   /** Drops every dead letter of trigger `name`: answers how many. */

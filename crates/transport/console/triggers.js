@@ -384,8 +384,12 @@ export class TriggersPanel {
     this.enableLetters(shown);
     this.line(shown.letterStatus, 'sending again…');
     try {
-      const retried = await api.retryDeadLetters(shown.name);
-      this.line(shown.letterStatus, `${plural(retried, 'dead letter', 'dead letters')} sent again`);
+      const { retried, keptForOtherOwners: kept = 0 } = await api.retryDeadLetters(shown.name);
+      this.line(
+        shown.letterStatus,
+        `${plural(retried, 'dead letter', 'dead letters')} sent again`
+          + (kept ? `; ${kept} kept: their databases are owned by another node now` : ''),
+      );
     } catch (error) {
       this.line(shown.letterStatus, error.message, true);
     } finally {

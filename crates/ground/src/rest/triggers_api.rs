@@ -83,7 +83,10 @@ fn answer_outbox(
         TriggersEndpoint::Retry { name } => match outbox.retry_dead_letters(name) {
             None => unknown(name),
             Some(Err(error)) => failed(error),
-            Some(Ok(count)) => RestResponse::json(200, json!({ "retried": count }).to_string()),
+            Some(Ok((retried, kept))) => RestResponse::json(
+                200,
+                json!({ "retried": retried, "keptForOtherOwners": kept }).to_string(),
+            ),
         },
         TriggersEndpoint::Drop { name } => match outbox.drop_dead_letters(name) {
             None => unknown(name),

@@ -114,3 +114,44 @@ fn an_owned_database_keeps_its_events_at_a_reset() {
     outbox.take(vec![handed(20, "items\n=\n")]);
     assert_eq!(kept(&outbox), ["=", "1.10.0"]);
 }
+
+#[test]
+fn dead_letters_of_a_database_another_node_owns_stay_at_a_retry() {
+    let dir = tempfile::tempdir().expect("dir");
+    let declared: Vec<Arc<Declared>> = parse(
+        br#"{"triggers":{"items":{"path":"/items/{id}","maxAttempts":1,"http":{"url":"http://127.0.0.1:9/hook"}}}}"#,
+    )
+    .expect("declared")
+    .into_iter()
+    .map(Arc::new)
+    .collect();
+    let outbox = Outbox::open(dir.path(), &declared, true).expect("opened");
+    outbox.set_following("db", false);
+    // Nothing listens on port 9: its one attempt fails and the event is a dead letter.
+    outbox.take(vec![handed(10, &event("1.10.0"))]);
+    let dead = || {
+        outbox
+            .dead_letters("items")
+            .expect("declared")
+            .expect("read")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while dead().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no dead letter");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Another node owns the database now: sent again here, it would only be dropped.
+    outbox.set_following("db", true);
+    assert!(
+        outbox.sync(),
+        "the ownership is the writer's before the retry"
+    );
+    let answer = outbox.retry_dead_letters("items").expect("declared");
+    assert_eq!(answer.expect("retried"), (0, 1));
+    assert_eq!(dead().len(), 1, "kept");
+    // Owned again: it goes back to the database's events.
+    outbox.set_following("db", false);
+    assert!(outbox.sync());
+    let answer = outbox.retry_dead_letters("items").expect("declared");
+    assert_eq!(answer.expect("retried"), (1, 0));
+}

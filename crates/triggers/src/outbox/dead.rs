@@ -127,6 +127,12 @@ impl DeadLetters {
     /// Removes the first `count` (those a listing returned, in order): the file is rewritten
     /// without them, renamed over the old one.
     pub fn remove_first(&self, count: usize) -> io::Result<()> {
+        self.replace_first(count, &[])
+    }
+
+    /// Replaces the first `count` with `kept` (some of them, in order): the file is
+    /// rewritten, renamed over the old one.
+    pub fn replace_first(&self, count: usize, kept: &[DeadLetter]) -> io::Result<()> {
         let bytes = match fs::read(&self.path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -145,6 +151,9 @@ impl DeadLetters {
         let tmp = self.path.with_extension("jsonl.tmp");
         {
             let mut out = fs::File::create(&tmp)?;
+            for letter in kept {
+                out.write_all(letter.line().as_bytes())?;
+            }
             out.write_all(&bytes[start..])?;
             out.sync_data()?;
         }
@@ -186,7 +195,14 @@ mod tests {
         third.id = "0.13.0".into();
         assert!(dead.add(&third)?);
         dead.remove_first(2)?;
-        assert_eq!(dead.all()?, vec![third]);
+        assert_eq!(dead.all()?, vec![third.clone()]);
+        let mut fourth = letter.clone();
+        fourth.id = "0.14.0".into();
+        assert!(dead.add(&fourth)?);
+        assert!(dead.add(&letter)?);
+        // The first two read, one of them kept: the third read stays after it.
+        dead.replace_first(2, std::slice::from_ref(&third))?;
+        assert_eq!(dead.all()?, vec![third.clone(), letter.clone()]);
         dead.clear()?;
         assert_eq!(dead.all()?, Vec::new());
         Ok(())

@@ -470,9 +470,11 @@ impl Outbox {
         }))
     }
 
-    /// Sends the dead letters of trigger `name` again: they go back to the end of their
-    /// database's events (on disk before they leave the dead letters); how many.
-    pub fn retry_dead_letters(&self, name: &str) -> Option<std::io::Result<u64>> {
+    /// Sends trigger `name`'s dead letters again: each goes back to the end of its database's
+    /// events, on disk before it leaves the dead letters. Those of a database another node
+    /// owns now stay (sent again here they would only be dropped by the owner's next
+    /// confirmation): `(sent again, kept)`.
+    pub fn retry_dead_letters(&self, name: &str) -> Option<std::io::Result<(u64, u64)>> {
         let index = self.index_of(name)?;
         let trigger = self.shared.trigger(index);
         // Read, and let go: the writer appends them, and no lock is held while it does (a
@@ -485,10 +487,14 @@ impl Outbox {
             }
         };
         let count = letters.len();
+        let (kept, again): (Vec<DeadLetter>, Vec<DeadLetter>) = letters
+            .into_iter()
+            .partition(|letter| self.shared.follows(&letter.database));
+        let sent = again.len() as u64;
         let (done, wait) = mpsc::channel();
         let job = Job::Again {
             trigger: index,
-            letters,
+            letters: again,
             done,
         };
         if self.jobs.send(job).is_err() {
@@ -498,9 +504,9 @@ impl Outbox {
             .recv()
             .unwrap_or_else(|_| Err(std::io::Error::other("the trigger outbox is gone")))
             .and_then(|()| {
-                // Only those sent again leave: the first `count`, in the order they were read.
+                // The first `count`, in the order they were read, leave but those kept.
                 let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
-                dead.remove_first(count)
+                dead.replace_first(count, &kept)
             });
         if result.is_ok() {
             trigger.counters.dead_held.store(
@@ -512,7 +518,7 @@ impl Outbox {
                 Ordering::Relaxed,
             );
         }
-        Some(result.map(|()| count as u64))
+        Some(result.map(|()| (sent, kept.len() as u64)))
     }
 
     /// Every trigger's state, for `/.admin/triggers` and `hearth triggers status`.
