@@ -293,23 +293,33 @@ describe('WebTransport with the --tls-cert certificate', { timeout: 60_000 }, ()
     assert.equal(await certificateHash(h.server), expected);
     const page = await browser.newPage();
     await page.goto(origin);
+    // Each step bounded, so that a stuck one fails with its name and the server's log
+    // rather than the whole test's timeout.
     const seen = await page.evaluate(
       async ({ url, ns, token, hash }) => {
+        const within = (ms, what, promise) => Promise.race([
+          promise,
+          new Promise((_, reject) => setTimeout(() => reject(new Error(`${what}: nothing in ${ms} ms`)), ms)),
+        ]);
         const client = await import('/client.js');
-        const live = await client.connect({ url, namespace: ns, token, certificateHashes: [hash] });
+        const live = await within(20_000, 'the WebTransport session',
+          client.connect({ url, namespace: ns, token, certificateHashes: [hash] }));
         const value = new Promise((resolve) => live.listen('rooms/r1/cursors/frank', (v) => v && resolve(v)));
         // A push is a datagram, which a loaded machine may drop: the write is made again
         // until the listener has seen it (a volatile write of the same value changes nothing).
         let seen;
         value.then((v) => { seen = v; });
-        while (seen === undefined) {
-          await live.set('rooms/r1/cursors/frank', { x: 1, y: 2 });
+        for (let attempt = 0; seen === undefined; attempt++) {
+          if (attempt === 50) throw new Error('the position: no push of it after 50 writes');
+          await within(5_000, `write ${attempt}`, live.set('rooms/r1/cursors/frank', { x: 1, y: 2 }));
           await Promise.race([value, new Promise((r) => setTimeout(r, 500))]);
         }
         return { transport: live.transport, value: await value };
       },
       { url: `https://127.0.0.1:${tlsPort}`, ns: h.ns('wt'), token: token('frank'), hash: expected },
-    );
+    ).catch((error) => {
+      throw new Error(`${error.message}\nLog ${h.server.logPath}:\n${h.server.logTail(30)}`);
+    });
     assert.deepEqual(seen, { transport: 'webtransport', value: { x: 1, y: 2 } });
     await page.close();
   });
