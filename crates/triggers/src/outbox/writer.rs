@@ -212,6 +212,11 @@ fn copy_reset(
 
 /// What [`super::Outbox::unconfirmed`] answers.
 fn unconfirmed(shared: &Shared, database: &Arc<str>, budget: u64) -> Option<Vec<String>> {
+    if shared.broken.load(Ordering::Relaxed) {
+        // Events since the failed append are only in the log: the files are not all of them.
+        warn!(%database, "the trigger outbox failed to write since the start: a full copy carries no events, its follower keeps its own");
+        return None;
+    }
     let files = shared.files();
     let mut texts = Vec::new();
     let mut left = budget;
