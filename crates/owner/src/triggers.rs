@@ -140,12 +140,19 @@ impl Owner {
     }
 }
 
+/// The most bytes of trigger events a full copy of a database carries: the shard waits while
+/// the outbox reads them (at disk speed, a fraction of a second), and past this its follower
+/// keeps the events it had instead.
+pub const MAX_COPY_EVENT_BYTES: u64 = 64 * 1024 * 1024;
+
 impl Owner {
     /// The record texts a full copy of `namespace` carries to its follower, within `room`
-    /// bytes: for each declared trigger, a reset of what the follower kept and the events
-    /// the receiver has not confirmed, from the outbox and then from the log (those not
-    /// released yet). A follower caught up by a copy then has what a failover must deliver.
+    /// bytes (and [`MAX_COPY_EVENT_BYTES`]): for each declared trigger, a reset of what the
+    /// follower kept and the events the receiver has not confirmed, from the outbox and then
+    /// from the log (those not released yet). A follower caught up by a copy then has what a
+    /// failover must deliver.
     pub fn copy_events(&self, namespace: &str, room: u64) -> Vec<String> {
+        let room = room.min(MAX_COPY_EVENT_BYTES);
         let Some(outbox) = &self.config().triggers.outbox else {
             return Vec::new();
         };
