@@ -9,7 +9,7 @@ use std::sync::Arc;
 use hearth_sync::triggers::TriggerChange;
 use hearth_sync::AuthState;
 use hearth_triggers::declared::cloud_event;
-use hearth_triggers::outbox::record_text;
+use hearth_triggers::outbox::{record_text, RECORD_OVERHEAD};
 use hearth_triggers::{Delivery, Registration};
 use serde_json::json;
 use tracing::warn;
@@ -160,9 +160,14 @@ impl Owner {
             return Vec::new();
         };
         let waiting = store.waiting_triggered(namespace);
-        let waiting_bytes: u64 = waiting.iter().map(|text| text.len() as u64 + 64).sum();
-        let Some(mut texts) = outbox.unconfirmed(namespace, room.saturating_sub(waiting_bytes))
-        else {
+        let waiting_bytes: u64 = waiting
+            .iter()
+            .map(|text| text.len() as u64 + RECORD_OVERHEAD)
+            .sum();
+        if waiting_bytes > room {
+            return Vec::new();
+        }
+        let Some(mut texts) = outbox.unconfirmed(namespace, room - waiting_bytes) else {
             return Vec::new();
         };
         texts.extend(waiting.iter().map(|text| text.to_string()));

@@ -405,7 +405,8 @@ fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded, events: CopyEvents<'_>) ->
         RecordRef::Write(&tree),
     )
     .ok()?;
-    let room = MAX_SHIPPED_BYTES.saturating_sub(out.len()) as u64;
+    let tree_end = out.len();
+    let room = MAX_SHIPPED_BYTES.saturating_sub(tree_end) as u64;
     for text in events(loaded.name(), room) {
         encode_record(
             &mut out,
@@ -416,6 +417,15 @@ fn encode_copy(seq: u64, epoch: u64, loaded: &Loaded, events: CopyEvents<'_>) ->
             RecordRef::Triggered(&text),
         )
         .ok()?;
+    }
+    if out.len() > MAX_SHIPPED_BYTES {
+        // Events past the room (records longer than counted): the copy goes without them,
+        // and its follower keeps its own.
+        warn!(
+            namespace = %loaded.name(),
+            "a full copy with its trigger events is too large to ship; it goes without them"
+        );
+        out.truncate(tree_end);
     }
     Some(out.into())
 }

@@ -155,3 +155,20 @@ fn dead_letters_of_a_database_another_node_owns_stay_at_a_retry() {
     let answer = outbox.retry_dead_letters("items").expect("declared");
     assert_eq!(answer.expect("retried"), (1, 0));
 }
+
+#[test]
+fn nothing_from_before_a_reset_comes_back_after_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let outbox = following_outbox(dir.path());
+    outbox.take(vec![handed(10, &event("1.10.0"))]);
+    outbox.take(vec![handed(20, "items\n=\n")]);
+    assert_eq!(kept(&outbox), ["="]);
+    // Records from before the reset, handed over again: they went with it.
+    outbox.take(vec![
+        handed(10, &event("1.10.0")),
+        handed(12, &event("1.12.0")),
+    ]);
+    assert_eq!(kept(&outbox), ["="]);
+    outbox.take(vec![handed(21, &event("1.21.0"))]);
+    assert_eq!(kept(&outbox), ["=", "1.21.0"]);
+}

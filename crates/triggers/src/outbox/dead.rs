@@ -89,7 +89,11 @@ impl DeadLetters {
             .create(true)
             .append(true)
             .open(&self.path)?;
-        file.write_all(letter.line().as_bytes())?;
+        if let Err(error) = file.write_all(letter.line().as_bytes()) {
+            // A part written (a full disk) would join the next letter into a damaged line.
+            let _ = file.set_len(held);
+            return Err(error);
+        }
         file.sync_data()?;
         if let (true, Some(dir)) = (created, self.path.parent()) {
             fs::File::open(dir)?.sync_all()?;

@@ -252,10 +252,14 @@ impl EventsFile {
     /// Drops the events up to the one with id `through` (in log order), which the owner's
     /// receiver confirmed: what a follower keeps is then only what a failover must send
     /// again. Returns how many went.
+    /// The ids of the events are in log order, but for a dead letter sent again (at the end,
+    /// with its old id): the drop stops there too, since the owner confirms in its file's
+    /// order and may not have sent it yet.
     pub fn drop_through(&mut self, through: &str) -> io::Result<u64> {
         let Some(limit) = id_order(through) else {
             return Ok(0);
         };
+        let mut previous = None;
         let mut dropped = 0;
         loop {
             let lines = self.read_pending()?;
@@ -263,9 +267,13 @@ impl EventsFile {
                 return Ok(dropped);
             }
             for line in &lines {
-                if id_order(&line.id).is_none_or(|order| order > limit) {
+                let Some(order) = id_order(&line.id).filter(|order| *order <= limit) else {
+                    return Ok(dropped);
+                };
+                if previous.is_some_and(|previous| order < previous) {
                     return Ok(dropped);
                 }
+                previous = Some(order);
                 self.confirm(line, None);
                 dropped += 1;
             }
@@ -510,6 +518,15 @@ mod tests {
         assert_eq!(file.drop_through("not an id")?, 0);
         assert_eq!(file.drop_through("1.100.0")?, 1, "the next epoch stays");
         assert_eq!(file.read_pending()?[0].id, "2.3.0");
+        // A dead letter sent again on the owner comes after newer events, with its old id: the
+        // owner confirms in its file's order, so the drop stops at it.
+        let mut out = Vec::new();
+        format_line(&mut out, 9, 7, "2.4.0", "{}");
+        format_line(&mut out, 9, 7, "1.5.0", "{}");
+        format_line(&mut out, 10, 7, "2.6.0", "{}");
+        file.append(&out, 3, 7)?;
+        assert_eq!(file.drop_through("2.6.0")?, 2, "2.3.0 and 2.4.0");
+        assert_eq!(file.read_pending()?[0].id, "1.5.0");
         assert_eq!(id_order("1.2.3"), Some((1, 2, 3)));
         assert_eq!(id_order("1.2"), None);
         Ok(())

@@ -69,8 +69,17 @@ pub fn confirmation_text(trigger: &str, id: &str) -> String {
 const COPY_RESET: &str = "=";
 
 /// How long a shard waits for the writer to read the unconfirmed events of a database it
-/// copies to a follower; past it the copy goes without them (the follower keeps its own).
-const UNCONFIRMED_WAIT: Duration = Duration::from_secs(5);
+/// copies to a follower; past it the copy goes without them (the follower keeps its own),
+/// and so do the copies of the next [`UNCONFIRMED_PAUSE`] (a writer that slow is stuck on
+/// its disk: a shard copying many databases must not wait for each).
+const UNCONFIRMED_WAIT: Duration = Duration::from_secs(2);
+
+/// See [`UNCONFIRMED_WAIT`].
+const UNCONFIRMED_PAUSE: Duration = Duration::from_secs(60);
+
+/// What a log record takes beside its text (its header, the database's name, padding),
+/// counted against a copy's room.
+pub const RECORD_OVERHEAD: u64 = 64 + 256;
 
 /// What each trigger counts.
 #[derive(Debug, Default)]
@@ -90,6 +99,10 @@ pub(crate) struct TriggerState {
     declared: Mutex<Arc<Declared>>,
     pub(crate) dir: PathBuf,
     pub(crate) dead: Mutex<DeadLetters>,
+    /// Held through an operator's retry or drop of the dead letters, so that one never
+    /// removes by position what the other changed (delivery threads only append, under
+    /// `dead`).
+    operating: Mutex<()>,
     pub(crate) counters: TriggerCounters,
     /// Woken when events arrive or a database is owned here again.
     pub(crate) wake: Condvar,
@@ -108,6 +121,7 @@ impl TriggerState {
             declared: Mutex::new(declared),
             dir,
             dead: Mutex::new(dead),
+            operating: Mutex::new(()),
             counters,
             wake: Condvar::new(),
             retired: AtomicBool::new(false),
@@ -144,6 +158,8 @@ pub(crate) struct Shared {
     /// In a cluster a database is followed until this node is told it owns it (at a start,
     /// the log hands over events this node may no longer own).
     clustered: bool,
+    /// Until when (ms) full copies carry no events: a read of them timed out.
+    unconfirmed_paused_until: AtomicU64,
 }
 
 /// A new trigger's directory, and the events files an earlier declaration of it left there.
@@ -252,6 +268,7 @@ impl Outbox {
             broken: false.into(),
             followed: Mutex::default(),
             clustered,
+            unconfirmed_paused_until: AtomicU64::new(0),
         });
         let (jobs, receiver) = mpsc::channel();
         let writer = shared.clone();
@@ -386,6 +403,10 @@ impl Outbox {
     /// every event handed over before the call. `None` when they are more than `budget`
     /// bytes, or could not be read: the follower then keeps what it has.
     pub fn unconfirmed(&self, database: &str, budget: u64) -> Option<Vec<String>> {
+        let now = now_ms();
+        if now < self.shared.unconfirmed_paused_until.load(Ordering::Relaxed) {
+            return None;
+        }
         let (done, wait) = mpsc::channel();
         let job = Job::Unconfirmed {
             database: Arc::from(database),
@@ -393,7 +414,20 @@ impl Outbox {
             done,
         };
         self.jobs.send(job).ok()?;
-        wait.recv_timeout(UNCONFIRMED_WAIT).ok().flatten()
+        match wait.recv_timeout(UNCONFIRMED_WAIT) {
+            Ok(texts) => texts,
+            Err(_) => {
+                tracing::warn!(
+                    database,
+                    "the trigger outbox did not read the unconfirmed events in time: full copies carry none for a minute, their followers keep their own"
+                );
+                let until = now + UNCONFIRMED_PAUSE.as_millis() as u64;
+                self.shared
+                    .unconfirmed_paused_until
+                    .store(until, Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     /// This node owns `database` (delivers its events) or only follows it (keeps them for a
@@ -462,6 +496,7 @@ impl Outbox {
     /// Drops the dead letters of trigger `name`; how many.
     pub fn drop_dead_letters(&self, name: &str) -> Option<std::io::Result<u64>> {
         let trigger = self.shared.trigger(self.index_of(name)?);
+        let _operating = trigger.operating.lock().unwrap_or_else(|p| p.into_inner());
         let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());
         let count = dead.count();
         Some(dead.clear().map(|()| {
@@ -477,7 +512,8 @@ impl Outbox {
     pub fn retry_dead_letters(&self, name: &str) -> Option<std::io::Result<(u64, u64)>> {
         let index = self.index_of(name)?;
         let trigger = self.shared.trigger(index);
-        // Read, and let go: the writer appends them, and no lock is held while it does (a
+        let _operating = trigger.operating.lock().unwrap_or_else(|p| p.into_inner());
+        // Read, and let go: the writer appends them, and `dead` is not held while it does (a
         // delivery thread may be adding a letter meanwhile, after these).
         let letters = {
             let dead = trigger.dead.lock().unwrap_or_else(|p| p.into_inner());

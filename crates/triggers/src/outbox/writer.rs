@@ -108,6 +108,8 @@ fn take(shared: &Shared, names: &HashMap<Arc<str>, usize>, events: Vec<Handed>) 
         if id == COPY_RESET {
             // A full copy from the owner: its unconfirmed events follow and replace these.
             copy_reset(&mut files, &mut batches, trigger, &handed);
+            // What the trigger keeps is counted again.
+            kept.remove(&trigger);
             continue;
         }
         if id == CONFIRMED {
@@ -208,6 +210,9 @@ fn copy_reset(
     if let Err(error) = file.drop_all() {
         warn!(database = %handed.database, %error, "trigger events kept before a full copy not dropped");
     }
+    // What is written from now on (a dead letter sent again too) sits at or after the reset,
+    // so that the log handing the reset over again at a start never drops it.
+    file.last_seq = file.last_seq.max(handed.seq);
 }
 
 /// What [`super::Outbox::unconfirmed`] answers.
@@ -239,7 +244,7 @@ fn unconfirmed(shared: &Shared, database: &Arc<str>, budget: u64) -> Option<Vec<
         texts.push(record_text(&name, COPY_RESET, ""));
         for line in lines {
             let text = record_text(&name, &line.id, &line.event);
-            left = left.saturating_sub(text.len() as u64);
+            left = left.saturating_sub(text.len() as u64 + super::RECORD_OVERHEAD);
             texts.push(text);
         }
     }
@@ -287,6 +292,11 @@ fn own(shared: &Shared, database: &Arc<str>, following: bool) {
 }
 
 fn again(shared: &Shared, trigger: usize, letters: Vec<DeadLetter>) -> std::io::Result<()> {
+    if shared.broken.load(Ordering::Relaxed) {
+        return Err(std::io::Error::other(
+            "the trigger outbox failed to write since the start: restart the server first",
+        ));
+    }
     let mut files = shared.files();
     let mut by_database: BTreeMap<Arc<str>, Vec<DeadLetter>> = BTreeMap::new();
     for letter in letters {
