@@ -317,12 +317,19 @@ impl ShardStore {
     /// acknowledged: the database goes back to the state before them, and their audit
     /// entries and trigger events are never passed on.
     pub fn forget_from(&self, namespace: &str, first: u64) {
+        self.forget_range(namespace, first, u64::MAX);
+    }
+
+    /// [`ShardStore::forget_from`], for the writes from `first` up to (not including) `end`
+    /// only: those after are a newer owner's full copy, which stands.
+    pub fn forget_range(&self, namespace: &str, first: u64, end: u64) {
+        let gone = |seq: u64, database: &str| (first..end).contains(&seq) && database == namespace;
         self.undurable
             .borrow_mut()
-            .retain(|write| write.seq < first || &*write.database != namespace);
+            .retain(|write| !gone(write.seq, &write.database));
         self.side_waiting
             .borrow_mut()
-            .retain(|entry| entry.seq < first || &*entry.database != namespace);
+            .retain(|entry| !gone(entry.seq, &entry.database));
     }
 
     /// The audit entries and trigger events up to the log position `released` (durable, and
@@ -443,6 +450,46 @@ mod tests {
         assert_eq!(
             store.record_snapshot(&info(5)),
             vec![hearth_store::snapshot_name("db", 3)]
+        );
+    }
+
+    #[test]
+    fn forgetting_a_range_keeps_what_came_after_it() {
+        let storage = Arc::new(ShardStorage::Faults(Arc::new(
+            hearth_store::FaultStorage::new(),
+        )));
+        let (store, _) = ShardStore::new(open_storage_arc(storage), PersistConfig::default());
+        let db: Rc<str> = Rc::from("db");
+        let state = || DurableState {
+            root: Node::empty(),
+            rules: None,
+            settings: None,
+        };
+        let mut seqs = Vec::new();
+        for event in [
+            "items\n1.1.0\n{}",
+            "items\n1.2.0\n{}",
+            "items\n=\n",
+            "items\n2.3.0\n{}",
+        ] {
+            let appended = store
+                .append(&db, Some(1), RecordRef::Triggered(event), state())
+                .expect("appended");
+            seqs.push(appended.seq);
+        }
+        // The writes given up are the first two; a newer owner's copy starts at the third.
+        store.forget_range("db", seqs[0], seqs[2]);
+        assert_eq!(
+            store.waiting_triggered("db"),
+            vec![
+                Arc::<str>::from("items\n=\n"),
+                Arc::from("items\n2.3.0\n{}")
+            ]
+        );
+        store.forget_from("db", seqs[3]);
+        assert_eq!(
+            store.waiting_triggered("db"),
+            vec![Arc::<str>::from("items\n=\n")]
         );
     }
 

@@ -233,7 +233,21 @@ fn give_up(owner: &Rc<Owner>, replication: &Replication, closing: &mut Vec<(Rc<C
         };
         given_up = true;
         owner.gate().abandon(&seqs, hearth_net::time::now_ms());
-        roll_back(owner, replication, &namespace, first);
+        let replaced = replication.replaced.borrow_mut().remove(&namespace);
+        match replaced {
+            // A newer owner's copy already replaced them (and this node's copy with them was
+            // kept, `divergent`): only what they would pass on is forgotten.
+            Some(copy_starts) => {
+                if let Some(store) = owner.store() {
+                    store.forget_range(&namespace, first, copy_starts);
+                }
+                info!(
+                    namespace = &*namespace,
+                    "the writes given up were already replaced by the new owner's copy, which stays"
+                );
+            }
+            None => roll_back(owner, replication, &namespace, first),
+        }
         hearth_ground::replica_messages::WRITES_GIVEN_UP
             .fetch_add(seqs.len() as u64, Ordering::Relaxed);
         warn!(

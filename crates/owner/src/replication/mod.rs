@@ -59,6 +59,11 @@ pub struct Replication {
     /// shard's sequence number when it started. Records after it hold for the node; once it
     /// has acknowledged everything up to it, it is asked into the set (`sync_set`).
     pub joining: RefCell<rustc_hash::FxHashMap<Rc<str>, (usize, u64)>>,
+    /// Databases whose copy here a newer owner's full copy replaced while this node still
+    /// held writes of its own to them, with the local position where that copy starts: when
+    /// those writes are given up (`sync_set`), the database must not go back to its state
+    /// before them, which would undo the new owner's copy and its acknowledged writes.
+    pub replaced: RefCell<rustc_hash::FxHashMap<Rc<str>, u64>>,
 }
 
 impl Replication {
@@ -79,6 +84,7 @@ impl Replication {
             moves_tried: RefCell::default(),
             pending_sets: RefCell::default(),
             joining: RefCell::default(),
+            replaced: RefCell::default(),
         }
     }
 
