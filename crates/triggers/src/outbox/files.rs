@@ -260,29 +260,26 @@ impl EventsFile {
             return Ok(0);
         };
         let mut previous = None;
-        let mut dropped = 0;
-        loop {
-            let lines = self.read_pending()?;
-            if lines.is_empty() {
-                return Ok(dropped);
+        self.drop_while(|line| {
+            let Some(order) = id_order(&line.id).filter(|order| *order <= limit) else {
+                return false;
+            };
+            if previous.is_some_and(|previous| order < previous) {
+                return false;
             }
-            for line in &lines {
-                let Some(order) = id_order(&line.id).filter(|order| *order <= limit) else {
-                    return Ok(dropped);
-                };
-                if previous.is_some_and(|previous| order < previous) {
-                    return Ok(dropped);
-                }
-                previous = Some(order);
-                self.confirm(line, None);
-                dropped += 1;
-            }
-        }
+            previous = Some(order);
+            true
+        })
     }
 
     /// Drops every event kept: a full copy of the database came from its owner, with the
     /// owner's own unconfirmed events in place of these. Returns how many went.
     pub fn drop_all(&mut self) -> io::Result<u64> {
+        self.drop_while(|_| true)
+    }
+
+    /// Confirms the events from the head for as long as `go_on` says; how many went.
+    fn drop_while(&mut self, mut go_on: impl FnMut(&Line) -> bool) -> io::Result<u64> {
         let mut dropped = 0;
         loop {
             let lines = self.read_pending()?;
@@ -290,6 +287,9 @@ impl EventsFile {
                 return Ok(dropped);
             }
             for line in &lines {
+                if !go_on(line) {
+                    return Ok(dropped);
+                }
                 self.confirm(line, None);
                 dropped += 1;
             }
