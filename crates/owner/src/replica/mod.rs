@@ -66,13 +66,7 @@ pub fn on_message(owner: &Owner, message: ReplicaIn) {
             // A newer owner's copy over writes this node still holds as an old owner (it
             // was paused or cut off, and has not given them up yet): noted, so that giving
             // them up does not take the database back to its state before them.
-            let held_here = reset
-                && replication
-                    .shipper
-                    .borrow()
-                    .held_databases()
-                    .iter()
-                    .any(|held| **held == *namespace);
+            let held_here = reset && replication.shipper.borrow().holds(&namespace);
             let copy_starts = owner.store().map_or(0, |store| store.last_seq() + 1);
             let appended = follower::apply(owner, &namespace, &records, reset);
             if held_here && appended.is_some() {

@@ -300,6 +300,19 @@ impl Shipper {
         names
     }
 
+    /// Whether records of `namespace` hold acknowledgements here (`held_databases`).
+    pub fn holds(&self, namespace: &str) -> bool {
+        self.followers
+            .iter()
+            .flat_map(|follower| follower.in_flight.values())
+            .any(|record| record.holds && record.namespace.as_deref() == Some(namespace))
+            || self
+                .blocked
+                .values()
+                .chain(self.joins.values())
+                .any(|held| **held == *namespace)
+    }
+
     /// Gives up every hold of `namespace` (this node may no longer acknowledge its writes):
     /// the sequence numbers whose acknowledgements must never be sent.
     pub fn abandon(&mut self, namespace: &str) -> Vec<u64> {

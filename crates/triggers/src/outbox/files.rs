@@ -205,19 +205,24 @@ impl EventsFile {
             want = more;
             file.seek(SeekFrom::Start(self.confirmed - self.base))?;
         }
+        self.whole_lines(&bytes)
+    }
+
+    /// The whole lines of `bytes`, read from the confirmed position (a part after the last
+    /// newline is left out).
+    fn whole_lines(&self, bytes: &[u8]) -> io::Result<Vec<Line>> {
         let mut lines = Vec::new();
         let mut offset = 0;
         while let Some(newline) = bytes[offset..].iter().position(|&b| b == b'\n') {
             let end = offset + newline + 1;
-            match parse_line(&bytes[offset..end - 1], self.confirmed + end as u64) {
-                Some(line) => lines.push(line),
-                None => {
-                    return Err(io::Error::new(
+            let line = parse_line(&bytes[offset..end - 1], self.confirmed + end as u64)
+                .ok_or_else(|| {
+                    io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!("{}: a damaged line", self.events.display()),
-                    ))
-                }
-            }
+                    )
+                })?;
+            lines.push(line);
             offset = end;
         }
         Ok(lines)
@@ -310,21 +315,7 @@ impl EventsFile {
         file.seek(SeekFrom::Start(self.confirmed - self.base))?;
         let mut bytes = vec![0; size as usize];
         file.read_exact(&mut bytes)?;
-        let mut lines = Vec::new();
-        let mut offset = 0;
-        while let Some(newline) = bytes[offset..].iter().position(|&b| b == b'\n') {
-            let end = offset + newline + 1;
-            let line = parse_line(&bytes[offset..end - 1], self.confirmed + end as u64)
-                .ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("{}: a damaged line", self.events.display()),
-                    )
-                })?;
-            lines.push(line);
-            offset = end;
-        }
-        Ok(Some(lines))
+        self.whole_lines(&bytes).map(Some)
     }
 
     /// Writes the pos file (renamed over the old one): the log position of the last event
