@@ -175,7 +175,7 @@ fn report(owner: &Owner, replication: &Replication) {
         match event {
             Event::Degraded(node, why) => {
                 nodes.lag(node).degradations.fetch_add(1, Ordering::Relaxed);
-                if why == Degraded::LinkDown && nodes.link_state(node).0 == 0 {
+                if why == Degraded::LinkNotUpYet {
                     // The link to this follower was never up: the nodes are starting, which is
                     // no fault of the operator's (the link's own log says when a peer stays
                     // unreachable).

@@ -54,6 +54,8 @@ pub enum Ship {
 /// Why a shard stopped waiting for a follower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Degraded {
+    /// The link was never up yet (the nodes are starting): no fault of the operator's.
+    LinkNotUpYet,
     LinkDown,
     TooFarBehind,
     AckTimeout,
@@ -62,6 +64,7 @@ pub enum Degraded {
 impl Degraded {
     pub fn reason(self) -> &'static str {
         match self {
+            Degraded::LinkNotUpYet => "the link to the follower is not up yet",
             Degraded::LinkDown => "the link to the follower is down",
             Degraded::TooFarBehind => "the follower is too far behind",
             Degraded::AckTimeout => "the follower did not acknowledge in time",
@@ -209,7 +212,14 @@ impl Shipper {
         if !up {
             self.lose_in_flight(node);
             self.forget_node(node);
-            self.degrade(node, Degraded::LinkDown);
+            // Told apart now, from the generation this call was given: by the time the event
+            // is reported the link may be up (the report reads it again).
+            let why = if generation == 0 {
+                Degraded::LinkNotUpYet
+            } else {
+                Degraded::LinkDown
+            };
+            self.degrade(node, why);
         }
         up
     }
@@ -413,7 +423,7 @@ impl Shipper {
         if follower.in_flight.is_empty()
             && follower
                 .degraded
-                .is_some_and(|why| why != Degraded::LinkDown)
+                .is_some_and(|why| !matches!(why, Degraded::LinkDown | Degraded::LinkNotUpYet))
         {
             follower.degraded = None;
             self.events.push(Event::CaughtUp(node));

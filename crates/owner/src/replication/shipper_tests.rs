@@ -143,3 +143,16 @@ fn a_follower_that_changes_gets_a_copy_and_so_does_the_old_one_when_it_returns()
     );
     assert!(shipper.has_copy(2, "b"));
 }
+
+#[test]
+fn a_link_never_up_is_told_apart_from_one_lost() {
+    let mut shipper = Shipper::new(true, 2);
+    assert!(!shipper.follow_link(1, (0, false)));
+    assert_eq!(
+        shipper.take_events(),
+        vec![Event::Degraded(1, Degraded::LinkNotUpYet)],
+        "decided with the generation seen then, whatever the link is when it is reported"
+    );
+    assert!(shipper.follow_link(1, (1, true)));
+    assert_eq!(shipper.take_events(), vec![Event::CaughtUp(1)]);
+}
