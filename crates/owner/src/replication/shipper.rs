@@ -296,15 +296,7 @@ impl Shipper {
 
     /// The databases with records that hold acknowledgements or are kept back.
     pub fn held_databases(&self) -> Vec<Rc<str>> {
-        let mut names: Vec<Rc<str>> = self
-            .followers
-            .iter()
-            .flat_map(|follower| follower.in_flight.values())
-            .filter(|record| record.holds)
-            .filter_map(|record| record.namespace.clone())
-            .chain(self.blocked.values().cloned())
-            .chain(self.joins.values().cloned())
-            .collect();
+        let mut names: Vec<Rc<str>> = self.held().cloned().collect();
         names.sort_unstable();
         names.dedup();
         names
@@ -312,15 +304,18 @@ impl Shipper {
 
     /// Whether records of `namespace` hold acknowledgements here (`held_databases`).
     pub fn holds(&self, namespace: &str) -> bool {
+        self.held().any(|held| **held == *namespace)
+    }
+
+    /// The database of every record that holds acknowledgements or is kept back (repeats).
+    fn held(&self) -> impl Iterator<Item = &Rc<str>> {
         self.followers
             .iter()
             .flat_map(|follower| follower.in_flight.values())
-            .any(|record| record.holds && record.namespace.as_deref() == Some(namespace))
-            || self
-                .blocked
-                .values()
-                .chain(self.joins.values())
-                .any(|held| **held == *namespace)
+            .filter(|record| record.holds)
+            .filter_map(|record| record.namespace.as_ref())
+            .chain(self.blocked.values())
+            .chain(self.joins.values())
     }
 
     /// Gives up every hold of `namespace` (this node may no longer acknowledge its writes):
