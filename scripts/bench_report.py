@@ -32,7 +32,7 @@ def verdict(met):
 
 # Memory of a loaded document, beside Node.js's heap of the same file: the median of the runs
 # (bench-report runs the part three times: a small document's RSS is off by an arena now and
-# then, 1.27x against 1.00-1.06x for caniuse in the first full report of 2026-11-30).
+# then, 1.27x for caniuse in the full report of 2026-11-30, 1.00-1.08x in seven runs after it).
 memory = text("memory.txt")
 if memory and status("memory") == "ok":
     runs = {}
